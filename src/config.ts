@@ -1,0 +1,108 @@
+// The one place that reads the environment. Every setting has one name, one default and
+// one parser here; flags from the command line override the environment.
+import path from 'node:path';
+import { z } from 'zod';
+
+const bool = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const envSchema = z.object({
+  ERRAND_HOST: z.string().min(1).default('127.0.0.1'),
+  ERRAND_PORT: int(0, 65535).default(8080),
+  ERRAND_DATA_DIR: z.string().min(1).default('.errand'),
+  DATABASE_URL: z.string().min(1).optional(),
+  ERRAND_ALLOW_LOCAL_REPOS: bool.optional(),
+  ERRAND_MODEL: z.string().min(1).optional(),
+  ERRAND_MAX_PROMPT_CHARS: int(1, 10_000_000).default(100_000),
+  ERRAND_RATE_LIMIT_CREATE: int(0, 1_000_000).default(100),
+  ERRAND_RATE_LIMIT_MESSAGE: int(0, 1_000_000).default(100),
+  ERRAND_RATE_LIMIT_WINDOW_SECONDS: int(1, 86_400 * 31).default(3600),
+  ERRAND_CONCURRENCY: int(1, 256).default(4),
+  ERRAND_TURN_RETRIES: int(0, 20).default(3),
+  ERRAND_TURN_RETRY_DELAY_SECONDS: int(0, 3600).default(5),
+  ERRAND_TURN_TIMEOUT_SECONDS: int(10, 86_400).default(1800),
+  ERRAND_HEARTBEAT_SECONDS: int(10, 600).default(10),
+  ERRAND_LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info'),
+  ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
+  ERRAND_API_KEY: z.string().min(1).optional(),
+});
+
+export interface Config {
+  host: string;
+  port: number;
+  /** Absolute path of the data directory (PGlite data, admin.key, workspaces). */
+  dataDir: string;
+  /** PostgreSQL connection string; unset means the embedded PGlite database. */
+  databaseUrl: string | undefined;
+  allowLocalRepos: boolean;
+  defaultModel: string | undefined;
+  maxPromptChars: number;
+  rateLimits: { create: number; message: number; windowSeconds: number };
+  concurrency: number;
+  turn: {
+    retries: number;
+    retryDelaySeconds: number;
+    timeoutSeconds: number;
+    heartbeatSeconds: number;
+  };
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** For the CLI: where the API is, and the key to use (default: the data dir's admin.key). */
+  client: { url: string; apiKey: string | undefined };
+}
+
+export type ConfigOverrides = Partial<{
+  host: string;
+  port: number;
+  dataDir: string;
+  concurrency: number;
+}>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  overrides: ConfigOverrides = {},
+): Config {
+  const present = Object.fromEntries(
+    Object.entries(env).filter(([, v]) => v !== undefined && v !== ''),
+  );
+  const parsed = envSchema.safeParse(present);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const name = issue?.path.join('.') ?? 'environment';
+    throw new ConfigError(`invalid setting ${name}: ${issue?.message ?? 'invalid value'}`);
+  }
+  const e = parsed.data;
+  const databaseUrl = e.DATABASE_URL;
+  return {
+    host: overrides.host ?? e.ERRAND_HOST,
+    port: overrides.port ?? e.ERRAND_PORT,
+    dataDir: path.resolve(overrides.dataDir ?? e.ERRAND_DATA_DIR),
+    databaseUrl,
+    // Local repositories are how a newcomer tries Errand on their own disk; on a shared
+    // PostgreSQL deployment they would let any project key read the server's files.
+    allowLocalRepos: e.ERRAND_ALLOW_LOCAL_REPOS ?? databaseUrl === undefined,
+    defaultModel: e.ERRAND_MODEL,
+    maxPromptChars: e.ERRAND_MAX_PROMPT_CHARS,
+    rateLimits: {
+      create: e.ERRAND_RATE_LIMIT_CREATE,
+      message: e.ERRAND_RATE_LIMIT_MESSAGE,
+      windowSeconds: e.ERRAND_RATE_LIMIT_WINDOW_SECONDS,
+    },
+    concurrency: overrides.concurrency ?? e.ERRAND_CONCURRENCY,
+    turn: {
+      retries: e.ERRAND_TURN_RETRIES,
+      retryDelaySeconds: e.ERRAND_TURN_RETRY_DELAY_SECONDS,
+      timeoutSeconds: e.ERRAND_TURN_TIMEOUT_SECONDS,
+      heartbeatSeconds: e.ERRAND_HEARTBEAT_SECONDS,
+    },
+    logLevel: e.ERRAND_LOG_LEVEL,
+    client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY },
+  };
+}

@@ -1,0 +1,16 @@
+// Everything a handler or service needs, built once at start-up and passed down: handlers
+// never build their own clients.
+import type { Config } from './config.ts';
+import type { Db } from './db/database.ts';
+import type { TurnAborts } from './jobs/aborts.ts';
+import type { Logger } from './log.ts';
+import type { TurnQueue } from './queue/queue.ts';
+
+export interface AppContext {
+  config: Config;
+  db: Db;
+  log: Logger;
+  queue: TurnQueue;
+  /** Running turns of this process, so an archive can stop them without waiting for a heartbeat. */
+  aborts: TurnAborts;
+}

@@ -1,0 +1,94 @@
+// Row types of Errand's tables, as Kysely sees them (no code generation: kept by hand,
+// next to the numbered migrations that define them).
+import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
+type Json = ColumnType<unknown, string | undefined, string>;
+
+export type JobStatus = 'active' | 'completed' | 'failed' | 'archived';
+export type TurnState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
+
+export interface ProjectsTable {
+  id: string;
+  name: string;
+  repository: string;
+  ref: string;
+  model: string | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export interface ApiKeysTable {
+  id: string;
+  project_id: string | null;
+  name: string | null;
+  start: string;
+  hash: string;
+  created_at: Timestamp;
+  last_used_at: Timestamp | null;
+  revoked_at: Timestamp | null;
+}
+
+export interface JobsTable {
+  id: string;
+  project_id: string;
+  status: JobStatus;
+  repository: string;
+  ref: string;
+  branch: string;
+  model: string;
+  pr_link: string | null;
+  pr_number: number | null;
+  error: string | null;
+  turn_count: number;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  archived_at: Timestamp | null;
+}
+
+export interface TurnsTable {
+  job_id: string;
+  seq: number;
+  prompt: string;
+  state: TurnState;
+  queue_id: string | null;
+  attempts: Generated<number>;
+  summary: string | null;
+  error: string | null;
+  usage: Json | null;
+  created_at: Timestamp;
+  started_at: Timestamp | null;
+  finished_at: Timestamp | null;
+}
+
+export interface EventsTable {
+  seq: ColumnType<string, never, never>;
+  job_id: string;
+  turn: number | null;
+  type: string;
+  data: Json;
+  at: Timestamp;
+}
+
+export interface RateLimitsTable {
+  project_id: string;
+  operation: string;
+  window_start: Timestamp;
+  count: number;
+}
+
+export interface Database {
+  projects: ProjectsTable;
+  api_keys: ApiKeysTable;
+  jobs: JobsTable;
+  turns: TurnsTable;
+  events: EventsTable;
+  rate_limits: RateLimitsTable;
+}
+
+export type ProjectRow = Selectable<ProjectsTable>;
+export type ApiKeyRow = Selectable<ApiKeysTable>;
+export type JobRow = Selectable<JobsTable>;
+export type NewJob = Insertable<JobsTable>;
+export type TurnRow = Selectable<TurnsTable>;
+export type EventRow = Selectable<EventsTable>;

@@ -1,0 +1,61 @@
+// The HTTP API: Fastify with one error mapping, authentication hooks and one file per route.
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { randomBase62 } from '../ids.ts';
+import { KeyChecker } from '../keys/service.ts';
+import { requireAdmin, requireProject } from './auth.ts';
+import { errorHandler, sendError } from './errors.ts';
+import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
+import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
+import { registerArchiveJob } from './routes/archive-job.ts';
+import { registerCreateJob } from './routes/create-job.ts';
+import { registerGetJob } from './routes/get-job.ts';
+import { registerHealth } from './routes/health.ts';
+import { registerListEvents } from './routes/list-events.ts';
+import { registerListJobs } from './routes/list-jobs.ts';
+import { registerSendMessage } from './routes/send-message.ts';
+
+export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: false,
+    // Room for the largest allowed prompt in UTF-8 plus JSON escaping.
+    bodyLimit: Math.max(1024 * 1024, ctx.config.maxPromptChars * 6 + 4096),
+    genReqId: () => `req_${randomBase62(16)}`,
+    return503OnClosing: true,
+  });
+  // Only JSON bodies are accepted; Fastify's default text/plain parser would let other
+  // content types through to validation instead of a 415.
+  app.removeContentTypeParser('text/plain');
+  app.decorateRequest('principal', null);
+  app.decorateRequest('project', null);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+  });
+  app.setErrorHandler(errorHandler(ctx.log));
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      reply,
+      request,
+      new AppError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`),
+    ),
+  );
+
+  const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
+  registerHealth(app);
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', requireProject(ctx, keys));
+    registerCreateJob(scope, ctx);
+    registerSendMessage(scope, ctx);
+    registerGetJob(scope, ctx);
+    registerListJobs(scope, ctx);
+    registerArchiveJob(scope, ctx);
+    registerListEvents(scope, ctx);
+  });
+  await app.register(async (scope) => {
+    scope.addHook('onRequest', requireAdmin(keys));
+    registerAdminProjectRoutes(scope, ctx);
+    registerAdminKeyRoutes(scope, ctx);
+  });
+  return app;
+}

@@ -1,0 +1,29 @@
+// GET /v2/agent/{projectId}/job/{id}: the polling hot path. The ETag is a hash of the body,
+// so `If-None-Match` answers 304 without sending the record again.
+import { createHash } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../../context.ts';
+import { toJobRecord } from '../../jobs/record.ts';
+import { getJob } from '../../jobs/service.ts';
+
+function matches(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  return ifNoneMatch.split(',').some((tag) => {
+    const t = tag.trim();
+    return t === '*' || t === etag || t === `W/${etag}`;
+  });
+}
+
+export function registerGetJob(app: FastifyInstance, ctx: AppContext): void {
+  app.get<{ Params: { projectId: string; id: string } }>(
+    '/v2/agent/:projectId/job/:id',
+    async (request, reply) => {
+      const job = await getJob(ctx, request.params.projectId, request.params.id);
+      const body = JSON.stringify(toJobRecord(job));
+      const etag = `"${createHash('sha1').update(body).digest('base64url')}"`;
+      reply.header('ETag', etag).header('Cache-Control', 'no-cache');
+      if (matches(request.headers['if-none-match'], etag)) return reply.code(304).send();
+      return reply.code(200).type('application/json; charset=utf-8').send(body);
+    },
+  );
+}

@@ -1,0 +1,50 @@
+// The progress log of a job: what happened, in order, readable through the events API.
+import type { Db } from '../db/database.ts';
+import type { EventRow } from '../db/schema.ts';
+
+export interface EventRecord {
+  seq: number;
+  turn: number | null;
+  type: string;
+  data: unknown;
+  at: string;
+}
+
+export async function appendEvent(
+  db: Db,
+  jobId: string,
+  turn: number | null,
+  type: string,
+  data: Record<string, unknown> = {},
+): Promise<void> {
+  await db
+    .insertInto('events')
+    .values({ job_id: jobId, turn, type, data: JSON.stringify(data) })
+    .execute();
+}
+
+export function toEventRecord(row: EventRow): EventRecord {
+  return {
+    seq: Number(row.seq),
+    turn: row.turn,
+    type: row.type,
+    data: row.data,
+    at: row.at.toISOString(),
+  };
+}
+
+export async function listEvents(
+  db: Db,
+  jobId: string,
+  after: number,
+  limit: number,
+): Promise<EventRow[]> {
+  return db
+    .selectFrom('events')
+    .selectAll()
+    .where('job_id', '=', jobId)
+    .where('seq', '>', String(after))
+    .orderBy('seq', 'asc')
+    .limit(limit)
+    .execute();
+}

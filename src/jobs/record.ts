@@ -1,0 +1,35 @@
+// The job record as the API returns it: every field of the seed interface, always present,
+// null where there is no value, dates in ISO 8601 UTC; Errand's own fields after them.
+import type { JobRow, JobStatus } from '../db/schema.ts';
+
+export interface JobRecord {
+  id: string;
+  status: JobStatus;
+  source: { repository: string; ref: string };
+  model: string;
+  prLink: string | null;
+  createdAt: string;
+  archivedAt: string | null;
+  projectId: string;
+  branch: string;
+  error: string | null;
+  turns: number;
+  updatedAt: string;
+}
+
+export function toJobRecord(row: JobRow): JobRecord {
+  return {
+    id: row.id,
+    status: row.status,
+    source: { repository: row.repository, ref: row.ref },
+    model: row.model,
+    prLink: row.pr_link,
+    createdAt: row.created_at.toISOString(),
+    archivedAt: row.archived_at ? row.archived_at.toISOString() : null,
+    projectId: row.project_id,
+    branch: row.branch,
+    error: row.error,
+    turns: row.turn_count,
+    updatedAt: row.updated_at.toISOString(),
+  };
+}

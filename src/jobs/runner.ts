@@ -1,0 +1,42 @@
+// The boundary between the job model and the agent pipeline: a turn handler hands one turn
+// to a TurnRunner and records what comes back. The agent (issue "The agent") implements it.
+import type { JobRow, TurnRow } from '../db/schema.ts';
+
+export interface TurnInput {
+  job: JobRow;
+  turn: TurnRow;
+  /** Aborted when the job is archived, the worker shuts down, or the turn's claim is lost. */
+  signal: AbortSignal;
+  /** Appends a progress event to the job's event log. */
+  emit(type: string, data?: Record<string, unknown>): Promise<void>;
+}
+
+export interface TurnOutput {
+  /** The agent's summary of what it did, or null. */
+  summary: string | null;
+  /** Set when the turn opened or updated a pull request. */
+  prLink?: string | null;
+  prNumber?: number | null;
+  usage?: { inputTokens: number; outputTokens: number } | null;
+}
+
+export interface TurnRunner {
+  run(input: TurnInput): Promise<TurnOutput>;
+}
+
+/**
+ * A failure that trying again cannot fix (bad credentials, missing repository, exhausted
+ * budget). Its message is shown to the user as the job's `error`.
+ */
+export class TurnFailedError extends Error {
+  override name = 'TurnFailedError';
+}
+
+/** Until the agent pipeline exists, every turn fails with a clear message, and no work is faked. */
+export class AgentUnavailableRunner implements TurnRunner {
+  async run(): Promise<TurnOutput> {
+    throw new TurnFailedError(
+      'the agent is not available in this version of Errand: the prompt was stored, but no agent ran on it',
+    );
+  }
+}

@@ -1,0 +1,274 @@
+// The job model: create, follow up, read, list and archive jobs. Every write that accepts a
+// prompt stores the turn and its queue entry in the same transaction as the job change, so a
+// 201/200 means the prompt is durable and will be worked on.
+import { sql } from 'kysely';
+import type { AppContext } from '../context.ts';
+import type { JobRow, JobStatus, ProjectRow } from '../db/schema.ts';
+import { AppError } from '../errors.ts';
+import { isId, newId } from '../ids.ts';
+import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import { DEFAULT_MODEL_ID } from './defaults.ts';
+
+export interface Accepted {
+  job: JobRow;
+  rateLimit: RateLimitState | undefined;
+}
+
+export const JOB_STATUSES: readonly JobStatus[] = ['active', 'completed', 'failed', 'archived'];
+
+export function checkPrompt(ctx: AppContext, body: unknown): string {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new AppError(
+      'invalid_prompt',
+      'request body must be a JSON object with a "prompt" string',
+    );
+  }
+  const prompt = (body as { prompt?: unknown }).prompt;
+  if (prompt === undefined) throw new AppError('invalid_prompt', '"prompt" is required');
+  if (typeof prompt !== 'string') throw new AppError('invalid_prompt', '"prompt" must be a string');
+  if (prompt.trim().length === 0) {
+    throw new AppError('invalid_prompt', '"prompt" must contain at least one non-space character');
+  }
+  if (prompt.length > ctx.config.maxPromptChars) {
+    throw new AppError(
+      'invalid_prompt',
+      `"prompt" is ${prompt.length} characters; the maximum is ${ctx.config.maxPromptChars}`,
+    );
+  }
+  return prompt;
+}
+
+export function modelFor(ctx: AppContext, project: ProjectRow): string {
+  return project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
+}
+
+export async function createJob(
+  ctx: AppContext,
+  project: ProjectRow,
+  prompt: string,
+): Promise<Accepted> {
+  const id = newId('job');
+  const policy = {
+    limit: ctx.config.rateLimits.create,
+    windowSeconds: ctx.config.rateLimits.windowSeconds,
+  };
+  return ctx.db.transaction().execute(async (trx) => {
+    const rateLimit = await consume(trx, project.id, 'create', policy);
+    const job = await trx
+      .insertInto('jobs')
+      .values({
+        id,
+        project_id: project.id,
+        status: 'active',
+        repository: project.repository,
+        ref: project.ref,
+        branch: `errand/${id}`,
+        model: modelFor(ctx, project),
+        pr_link: null,
+        pr_number: null,
+        error: null,
+        turn_count: 1,
+        archived_at: null,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await trx
+      .insertInto('turns')
+      .values({
+        job_id: id,
+        seq: 1,
+        prompt,
+        state: 'queued',
+        queue_id: null,
+        summary: null,
+        error: null,
+        usage: null,
+        started_at: null,
+        finished_at: null,
+      })
+      .execute();
+    const queueId = await ctx.queue.enqueue(trx, { jobId: id, seq: 1 });
+    await trx
+      .updateTable('turns')
+      .set({ queue_id: queueId })
+      .where('job_id', '=', id)
+      .where('seq', '=', 1)
+      .execute();
+    return { job, rateLimit };
+  });
+}
+
+export async function sendMessage(
+  ctx: AppContext,
+  project: ProjectRow,
+  jobId: string,
+  prompt: string,
+): Promise<Accepted> {
+  if (!isId('job', jobId)) throw jobNotFound(jobId);
+  const policy = {
+    limit: ctx.config.rateLimits.message,
+    windowSeconds: ctx.config.rateLimits.windowSeconds,
+  };
+  return ctx.db.transaction().execute(async (trx) => {
+    // The row lock orders concurrent follow-ups and an archive of the same job.
+    const current = await trx
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', jobId)
+      .where('project_id', '=', project.id)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!current) throw jobNotFound(jobId);
+    if (current.status === 'archived') {
+      throw new AppError('conflict', `job ${jobId} is archived and accepts no more messages`);
+    }
+    const rateLimit = await consume(trx, project.id, 'message', policy);
+    const seq = current.turn_count + 1;
+    await trx
+      .insertInto('turns')
+      .values({
+        job_id: jobId,
+        seq,
+        prompt,
+        state: 'queued',
+        queue_id: null,
+        summary: null,
+        error: null,
+        usage: null,
+        started_at: null,
+        finished_at: null,
+      })
+      .execute();
+    const queueId = await ctx.queue.enqueue(trx, { jobId, seq });
+    await trx
+      .updateTable('turns')
+      .set({ queue_id: queueId })
+      .where('job_id', '=', jobId)
+      .where('seq', '=', seq)
+      .execute();
+    const job = await trx
+      .updateTable('jobs')
+      .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })
+      .where('id', '=', jobId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { job, rateLimit };
+  });
+}
+
+export async function getJob(ctx: AppContext, projectId: string, jobId: string): Promise<JobRow> {
+  if (!isId('job', jobId)) throw jobNotFound(jobId);
+  const job = await ctx.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('id', '=', jobId)
+    .where('project_id', '=', projectId)
+    .executeTakeFirst();
+  if (!job) throw jobNotFound(jobId);
+  return job;
+}
+
+export interface JobPage {
+  jobs: JobRow[];
+  nextCursor: string | null;
+}
+
+interface Cursor {
+  createdAt: string;
+  id: string;
+}
+
+function encodeCursor(job: JobRow): string {
+  const cursor: Cursor = { createdAt: job.created_at.toISOString(), id: job.id };
+  return Buffer.from(JSON.stringify(cursor)).toString('base64url');
+}
+
+function decodeCursor(value: string): Cursor {
+  try {
+    const parsed: unknown = JSON.parse(Buffer.from(value, 'base64url').toString('utf8'));
+    if (
+      typeof parsed === 'object' &&
+      parsed !== null &&
+      typeof (parsed as Cursor).createdAt === 'string' &&
+      typeof (parsed as Cursor).id === 'string' &&
+      !Number.isNaN(Date.parse((parsed as Cursor).createdAt)) &&
+      isId('job', (parsed as Cursor).id)
+    ) {
+      return parsed as Cursor;
+    }
+  } catch {
+    // Falls through to the error below: a cursor is opaque, any damage makes it invalid.
+  }
+  throw new AppError('bad_request', '"cursor" is not a cursor this API returned');
+}
+
+export async function listJobs(
+  ctx: AppContext,
+  projectId: string,
+  opts: { limit: number; cursor?: string | undefined; status?: JobStatus | undefined },
+): Promise<JobPage> {
+  let query = ctx.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('project_id', '=', projectId)
+    .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(opts.limit + 1);
+  if (opts.status) query = query.where('status', '=', opts.status);
+  if (opts.cursor) {
+    const c = decodeCursor(opts.cursor);
+    const at = new Date(c.createdAt);
+    query = query.where((eb) =>
+      eb.or([eb('created_at', '<', at), eb.and([eb('created_at', '=', at), eb('id', '<', c.id)])]),
+    );
+  }
+  const rows = await query.execute();
+  const jobs = rows.slice(0, opts.limit);
+  const last = jobs.at(-1);
+  return { jobs, nextCursor: rows.length > opts.limit && last ? encodeCursor(last) : null };
+}
+
+/** Archives a job: terminal. Queued turns are cancelled and a running one is aborted. */
+export async function archiveJob(
+  ctx: AppContext,
+  projectId: string,
+  jobId: string,
+): Promise<JobRow> {
+  if (!isId('job', jobId)) throw jobNotFound(jobId);
+  const { job, queueIds } = await ctx.db.transaction().execute(async (trx) => {
+    const current = await trx
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', jobId)
+      .where('project_id', '=', projectId)
+      .forUpdate()
+      .executeTakeFirst();
+    if (!current) throw jobNotFound(jobId);
+    if (current.status === 'archived') return { job: current, queueIds: [] };
+    const open = await trx
+      .updateTable('turns')
+      .set({ state: 'cancelled', finished_at: sql`now()`, error: 'the job was archived' })
+      .where('job_id', '=', jobId)
+      .where('state', 'in', ['queued', 'running'])
+      .returning('queue_id')
+      .execute();
+    const job = await trx
+      .updateTable('jobs')
+      .set({ status: 'archived', archived_at: sql`now()`, updated_at: sql`now()` })
+      .where('id', '=', jobId)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    await trx
+      .insertInto('events')
+      .values({ job_id: jobId, turn: null, type: 'job.archived', data: '{}' })
+      .execute();
+    return { job, queueIds: open.map((t) => t.queue_id).filter((q): q is string => q !== null) };
+  });
+  ctx.aborts.abort(jobId, 'the job was archived');
+  await ctx.queue.cancel(queueIds);
+  return job;
+}
+
+function jobNotFound(jobId: string): AppError {
+  return new AppError('not_found', `job ${jobId} not found in this project`);
+}

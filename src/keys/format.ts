@@ -1,0 +1,37 @@
+// API key format: `errand_` + 32 random base62 characters + a 6-character CRC32 checksum.
+// The prefix lets secret scanners recognise a leaked key; the checksum lets the server
+// reject a mistyped or made-up key without touching the database. Only a SHA-256 hash is
+// stored, so a database leak does not leak usable keys.
+import { createHash } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+import { randomBase62, toBase62 } from '../ids.ts';
+
+export const KEY_PREFIX = 'errand_';
+const BODY_LENGTH = 32;
+const CHECK_LENGTH = 6;
+const KEY_PATTERN = /^errand_[0-9A-Za-z]{38}$/;
+
+function checksum(body: string): string {
+  return toBase62(crc32(body), CHECK_LENGTH);
+}
+
+export function mintKey(): string {
+  const body = randomBase62(BODY_LENGTH);
+  return `${KEY_PREFIX}${body}${checksum(body)}`;
+}
+
+/** True when `key` has the shape and checksum of a key Errand could have minted. */
+export function isWellFormedKey(key: string): boolean {
+  if (!KEY_PATTERN.test(key)) return false;
+  const body = key.slice(KEY_PREFIX.length, KEY_PREFIX.length + BODY_LENGTH);
+  return key.slice(KEY_PREFIX.length + BODY_LENGTH) === checksum(body);
+}
+
+export function hashKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+/** The part of a key shown in listings so a person can tell keys apart. */
+export function keyStart(key: string): string {
+  return key.slice(0, KEY_PREFIX.length + 4);
+}

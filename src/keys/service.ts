@@ -1,0 +1,133 @@
+// Minting, listing, revoking and checking API keys. A key is shown once, when it is made;
+// the database keeps only its SHA-256 hash and its first characters for display.
+import { sql } from 'kysely';
+import type { AppContext } from '../context.ts';
+import type { Db } from '../db/database.ts';
+import type { ApiKeyRow } from '../db/schema.ts';
+import { AppError } from '../errors.ts';
+import { isId, newId } from '../ids.ts';
+import { hashKey, isWellFormedKey, keyStart, mintKey } from './format.ts';
+
+export interface Principal {
+  keyId: string;
+  /** null for an admin key. */
+  projectId: string | null;
+}
+
+export interface KeyRecord {
+  id: string;
+  name: string | null;
+  start: string;
+  projectId: string | null;
+  admin: boolean;
+  createdAt: string;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+export function toKeyRecord(row: ApiKeyRow): KeyRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    start: row.start,
+    projectId: row.project_id,
+    admin: row.project_id === null,
+    createdAt: row.created_at.toISOString(),
+    lastUsedAt: row.last_used_at ? row.last_used_at.toISOString() : null,
+    revokedAt: row.revoked_at ? row.revoked_at.toISOString() : null,
+  };
+}
+
+export async function createKey(
+  db: Db,
+  opts: { projectId: string | null; name: string | null },
+): Promise<{ key: string; row: ApiKeyRow }> {
+  const key = mintKey();
+  const row = await db
+    .insertInto('api_keys')
+    .values({
+      id: newId('key'),
+      project_id: opts.projectId,
+      name: opts.name,
+      start: keyStart(key),
+      hash: hashKey(key),
+      last_used_at: null,
+      revoked_at: null,
+    })
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { key, row };
+}
+
+export async function listKeys(ctx: AppContext): Promise<ApiKeyRow[]> {
+  return ctx.db
+    .selectFrom('api_keys')
+    .selectAll()
+    .orderBy('created_at', 'asc')
+    .orderBy('id')
+    .execute();
+}
+
+export async function revokeKey(ctx: AppContext, keyId: string): Promise<ApiKeyRow> {
+  if (!isId('key', keyId)) throw new AppError('not_found', `key ${keyId} not found`);
+  const row = await ctx.db
+    .updateTable('api_keys')
+    .set({ revoked_at: sql`coalesce(revoked_at, now())` })
+    .where('id', '=', keyId)
+    .returningAll()
+    .executeTakeFirst();
+  if (!row) throw new AppError('not_found', `key ${keyId} not found`);
+  return row;
+}
+
+const LAST_USED_RESOLUTION_MS = 60_000;
+
+/**
+ * Checks an `Authorization` header. Malformed keys are refused without a database lookup;
+ * revoked keys stop working at once (no cache). `last_used_at` is written at most once a
+ * minute per key and process, so polling does not turn every read into a write.
+ */
+export class KeyChecker {
+  readonly #db: Db;
+  readonly #lastWritten = new Map<string, number>();
+  readonly #onError: (err: unknown) => void;
+
+  constructor(db: Db, onError: (err: unknown) => void) {
+    this.#db = db;
+    this.#onError = onError;
+  }
+
+  async check(header: string | undefined): Promise<Principal> {
+    if (!header)
+      throw new AppError(
+        'unauthorized',
+        'missing Authorization header (expected "Bearer <API key>")',
+      );
+    const match = /^Bearer +(\S+)\s*$/i.exec(header);
+    if (!match?.[1])
+      throw new AppError('unauthorized', 'Authorization header must be "Bearer <API key>"');
+    const key = match[1];
+    if (!isWellFormedKey(key)) throw new AppError('unauthorized', 'malformed API key');
+    const row = await this.#db
+      .selectFrom('api_keys')
+      .select(['id', 'project_id', 'revoked_at'])
+      .where('hash', '=', hashKey(key))
+      .executeTakeFirst();
+    if (!row) throw new AppError('unauthorized', 'unknown API key');
+    if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
+    this.#touch(row.id);
+    return { keyId: row.id, projectId: row.project_id };
+  }
+
+  #touch(keyId: string): void {
+    const now = Date.now();
+    if (now - (this.#lastWritten.get(keyId) ?? 0) < LAST_USED_RESOLUTION_MS) return;
+    this.#lastWritten.set(keyId, now);
+    this.#db
+      .updateTable('api_keys')
+      .set({ last_used_at: sql`now()` })
+      .where('id', '=', keyId)
+      .execute()
+      .catch(this.#onError);
+  }
+}

@@ -1,0 +1,275 @@
+// Runs turns from the queue. A turn is claimed from pg-boss, marked running, handed to the
+// TurnRunner and settled: done, failed for good, or thrown back to pg-boss to try again.
+// Delivery is at-least-once, so every step checks the turn's state before acting on it.
+import { sql } from 'kysely';
+import type { JobWithMetadata } from 'pg-boss';
+import type { AppContext } from '../context.ts';
+import { ExternalError, errorMessage } from '../errors.ts';
+import { appendEvent } from '../jobs/events.ts';
+import { TurnFailedError, type TurnOutput, type TurnRunner } from '../jobs/runner.ts';
+import { pruneCounters } from '../ratelimit/ratelimit.ts';
+import { TURN_QUEUE, type TurnMessage } from './queue.ts';
+
+export interface Worker {
+  stop(): Promise<void>;
+}
+
+const SWEEP_INTERVAL_MS = 10_000;
+
+export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<Worker> {
+  const boss = ctx.queue.boss;
+  await boss.work(
+    TURN_QUEUE,
+    {
+      includeMetadata: true,
+      localConcurrency: ctx.config.concurrency,
+      pollingIntervalSeconds: 1,
+      // Notifications wake workers for new entries, but not for a job's next turn that was
+      // held back behind the one that just finished; a short poll picks that up.
+      notifyPollingIntervalSeconds: 1,
+      heartbeatRefreshSeconds: 2,
+    },
+    async ([entry]: JobWithMetadata<TurnMessage>[]) => {
+      if (entry) await handleTurn(ctx, runner, entry);
+    },
+  );
+  let sweeping = Promise.resolve();
+  const timer = setInterval(() => {
+    sweeping = sweep(ctx).catch((err: unknown) => ctx.log.error({ err }, 'sweep failed'));
+  }, SWEEP_INTERVAL_MS);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      // Running turns are interrupted, not failed: pg-boss hands them to the next worker.
+      ctx.aborts.abortAll('the worker is shutting down');
+      await boss.offWork(TURN_QUEUE, { wait: true });
+      await sweeping;
+    },
+  };
+}
+
+export async function handleTurn(
+  ctx: AppContext,
+  runner: TurnRunner,
+  entry: JobWithMetadata<TurnMessage>,
+): Promise<void> {
+  const { jobId, seq } = entry.data;
+  const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
+  const job = await ctx.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('id', '=', jobId)
+    .executeTakeFirst();
+  const turn = await ctx.db
+    .selectFrom('turns')
+    .selectAll()
+    .where('job_id', '=', jobId)
+    .where('seq', '=', seq)
+    .executeTakeFirst();
+  if (!job || !turn || (turn.state !== 'queued' && turn.state !== 'running')) return;
+  if (job.status === 'archived') return;
+
+  const started = await ctx.db.transaction().execute(async (trx) => {
+    const t = await trx
+      .updateTable('turns')
+      .set({ state: 'running', attempts: sql`attempts + 1`, started_at: sql`now()`, error: null })
+      .where('job_id', '=', jobId)
+      .where('seq', '=', seq)
+      .where('state', 'in', ['queued', 'running'])
+      .returningAll()
+      .executeTakeFirst();
+    if (!t) return undefined;
+    const j = await trx
+      .updateTable('jobs')
+      .set({ status: 'active', error: null, updated_at: sql`now()` })
+      .where('id', '=', jobId)
+      .where('status', '!=', 'archived')
+      .returningAll()
+      .executeTakeFirst();
+    return j ? { job: j, turn: t } : undefined;
+  });
+  if (!started) return;
+  const emit = (type: string, data: Record<string, unknown> = {}) =>
+    appendEvent(ctx.db, jobId, seq, type, data);
+  await emit('turn.started', { attempt: entry.retryCount + 1 });
+  log.info('turn started');
+
+  const local = ctx.aborts.start(jobId);
+  const signal = AbortSignal.any([entry.signal, local.signal]);
+  try {
+    const output = await runner.run({ job: started.job, turn: started.turn, signal, emit });
+    signal.throwIfAborted();
+    await finishTurn(ctx, jobId, seq, output);
+    log.info('turn finished');
+  } catch (err) {
+    await settleFailure(ctx, entry, err, signal);
+  } finally {
+    ctx.aborts.finish(jobId, local);
+  }
+}
+
+async function finishTurn(
+  ctx: AppContext,
+  jobId: string,
+  seq: number,
+  output: TurnOutput,
+): Promise<void> {
+  await ctx.db.transaction().execute(async (trx) => {
+    const done = await trx
+      .updateTable('turns')
+      .set({
+        state: 'done',
+        summary: output.summary,
+        usage: output.usage ? JSON.stringify(output.usage) : null,
+        finished_at: sql`now()`,
+      })
+      .where('job_id', '=', jobId)
+      .where('seq', '=', seq)
+      .where('state', '=', 'running')
+      .executeTakeFirst();
+    if (Number(done.numUpdatedRows) === 0) return;
+    await trx
+      .updateTable('jobs')
+      .set({
+        status: sql`CASE WHEN EXISTS (SELECT 1 FROM turns WHERE job_id = ${jobId} AND seq > ${seq} AND state = 'queued') THEN 'active' ELSE 'completed' END`,
+        ...(output.prLink ? { pr_link: output.prLink } : {}),
+        ...(output.prNumber ? { pr_number: output.prNumber } : {}),
+        updated_at: sql`now()`,
+      })
+      .where('id', '=', jobId)
+      .where('status', '!=', 'archived')
+      .execute();
+    await trx
+      .insertInto('events')
+      .values({
+        job_id: jobId,
+        turn: seq,
+        type: 'turn.finished',
+        data: JSON.stringify({
+          summary: output.summary,
+          usage: output.usage ?? null,
+          prLink: output.prLink ?? null,
+        }),
+      })
+      .execute();
+  });
+}
+
+function isTransient(err: unknown): boolean {
+  if (err instanceof TurnFailedError) return false;
+  if (err instanceof ExternalError) return err.transient;
+  // Anything else (a dropped database connection, a bug) gets the bounded retries too.
+  return true;
+}
+
+async function settleFailure(
+  ctx: AppContext,
+  entry: JobWithMetadata<TurnMessage>,
+  err: unknown,
+  signal: AbortSignal,
+): Promise<void> {
+  const { jobId, seq } = entry.data;
+  const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
+  const job = await ctx.db
+    .selectFrom('jobs')
+    .select('status')
+    .where('id', '=', jobId)
+    .executeTakeFirst();
+  if (!job || job.status === 'archived') {
+    log.info('turn stopped: the job was archived');
+    return;
+  }
+  if (signal.aborted) {
+    // Shutdown or a lost claim: the queue gives the turn to another worker.
+    log.warn({ reason: errorMessage(signal.reason) }, 'turn interrupted');
+    throw err;
+  }
+  const message = errorMessage(err);
+  if (isTransient(err) && entry.retryCount < ctx.config.turn.retries) {
+    log.warn({ err }, 'turn failed, will retry');
+    await appendEvent(ctx.db, jobId, seq, 'turn.retrying', {
+      error: message,
+      attempt: entry.retryCount + 1,
+    });
+    throw err;
+  }
+  log.warn({ err }, 'turn failed');
+  await failTurn(ctx, jobId, seq, message);
+}
+
+/** Marks a turn failed for good; the job fails too unless another turn is queued behind it. */
+export async function failTurn(
+  ctx: AppContext,
+  jobId: string,
+  seq: number,
+  message: string,
+): Promise<boolean> {
+  return ctx.db.transaction().execute(async (trx) => {
+    const failed = await trx
+      .updateTable('turns')
+      .set({ state: 'failed', error: message, finished_at: sql`now()` })
+      .where('job_id', '=', jobId)
+      .where('seq', '=', seq)
+      .where('state', 'in', ['queued', 'running'])
+      .executeTakeFirst();
+    if (Number(failed.numUpdatedRows) === 0) return false;
+    await trx
+      .updateTable('jobs')
+      .set({
+        status: sql`CASE WHEN EXISTS (SELECT 1 FROM turns WHERE job_id = ${jobId} AND seq > ${seq} AND state = 'queued') THEN 'active' ELSE 'failed' END`,
+        error: message,
+        updated_at: sql`now()`,
+      })
+      .where('id', '=', jobId)
+      .where('status', '!=', 'archived')
+      .execute();
+    await trx
+      .insertInto('events')
+      .values({
+        job_id: jobId,
+        turn: seq,
+        type: 'turn.failed',
+        data: JSON.stringify({ error: message }),
+      })
+      .execute();
+    return true;
+  });
+}
+
+interface Orphan {
+  job_id: string;
+  seq: number;
+  queue_id: string | null;
+  queue_state: string | null;
+}
+
+/**
+ * Settles turns the queue has given up on: a worker that died on every attempt leaves its
+ * entry `failed`, which would also hold back the job's later turns (strict FIFO per job).
+ * Such a turn fails with a message, and its queue entry is removed to free the job's queue.
+ */
+export async function sweep(ctx: AppContext): Promise<void> {
+  const orphans = await sql<Orphan>`
+    SELECT t.job_id, t.seq, t.queue_id, q.state AS queue_state
+    FROM turns t
+    LEFT JOIN pgboss.job q ON q.name = ${TURN_QUEUE} AND q.id::text = t.queue_id
+    WHERE t.state IN ('queued', 'running')
+      AND t.created_at < now() - interval '15 seconds'
+      AND (q.id IS NULL OR q.state IN ('failed', 'cancelled', 'completed'))
+    LIMIT 100`.execute(ctx.db);
+  for (const orphan of orphans.rows) {
+    const failed = await failTurn(
+      ctx,
+      orphan.job_id,
+      orphan.seq,
+      'the turn was interrupted too many times (its worker stopped on every attempt) and was given up',
+    );
+    if (failed)
+      ctx.log.warn({ jobId: orphan.job_id, turn: orphan.seq }, 'gave up an orphaned turn');
+    if (orphan.queue_id && orphan.queue_state === 'failed') {
+      await ctx.queue.boss.deleteJob(TURN_QUEUE, orphan.queue_id);
+    }
+  }
+  await pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds * 2);
+}
