@@ -1,0 +1,159 @@
+// Starts a real Errand service in the test process (API and/or workers on a real database)
+// and gives tests an HTTP client for it.
+import { loadConfig } from '../../src/config.ts';
+import type { EventRecord } from '../../src/jobs/events.ts';
+import type { JobRecord } from '../../src/jobs/record.ts';
+import type { TurnRunner } from '../../src/jobs/runner.ts';
+import type { KeyRecord } from '../../src/keys/service.ts';
+import type { ProjectRecord } from '../../src/projects/service.ts';
+import { type RunningService, startService } from '../../src/service.ts';
+import { type BackendName, createTestDatabase, type TestDatabase } from './databases.ts';
+
+/** Every field any Errand response may carry, so tests can read them without casts. */
+export type ApiBody = Partial<
+  JobRecord &
+    ProjectRecord &
+    KeyRecord & {
+      key: string;
+      error: string;
+      code: string;
+      requestId: string;
+      jobs: JobRecord[];
+      nextCursor: string | null;
+      events: EventRecord[];
+      nextAfter: number;
+      keys: KeyRecord[];
+      projects: ProjectRecord[];
+    }
+>;
+
+export interface HttpResult {
+  status: number;
+  headers: Headers;
+  text: string;
+  json: ApiBody;
+}
+
+export interface RequestOptions {
+  key?: string | null;
+  body?: unknown;
+  rawBody?: string;
+  headers?: Record<string, string>;
+}
+
+export async function http(base: string, method: string, path: string, opts: RequestOptions = {}): Promise<HttpResult> {
+  const headers: Record<string, string> = { ...opts.headers };
+  if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+  let body: string | undefined;
+  if (opts.rawBody !== undefined) body = opts.rawBody;
+  else if (opts.body !== undefined) {
+    body = JSON.stringify(opts.body);
+    headers['content-type'] ??= 'application/json';
+  }
+  const response = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const text = await response.text();
+  let json: ApiBody = {};
+  try {
+    json = text ? (JSON.parse(text) as ApiBody) : {};
+  } catch {
+    json = {};
+  }
+  return { status: response.status, headers: response.headers, text, json };
+}
+
+export interface TestService {
+  url: string;
+  service: RunningService;
+  database: TestDatabase;
+  adminKey: string;
+  env: Record<string, string>;
+  request(method: string, path: string, opts?: RequestOptions): Promise<HttpResult>;
+  createProject(fields?: Partial<{ name: string; repository: string; ref: string; model: string }>): Promise<ProjectRecord>;
+  createProjectKey(projectId: string): Promise<{ id: string; key: string }>;
+  /** Stops the service; the database stays for a restart. */
+  stop(): Promise<void>;
+  /** Stops the service and drops its database. */
+  close(): Promise<void>;
+}
+
+export interface TestServiceOptions {
+  backend: BackendName;
+  env?: Record<string, string>;
+  runner?: TurnRunner;
+  worker?: boolean;
+  /** Reuse a database (restart tests). */
+  database?: TestDatabase;
+  adminKey?: string;
+}
+
+export function testEnv(database: TestDatabase, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    ERRAND_DATA_DIR: database.dataDir,
+    ERRAND_PORT: '0',
+    ERRAND_LOG_LEVEL: process.env.ERRAND_TEST_LOG_LEVEL ?? 'silent',
+    ERRAND_TURN_RETRY_DELAY_SECONDS: '0',
+    ...(database.databaseUrl ? { DATABASE_URL: database.databaseUrl, ERRAND_ALLOW_LOCAL_REPOS: 'true' } : {}),
+    ...extra,
+  };
+}
+
+export async function startTestService(opts: TestServiceOptions): Promise<TestService> {
+  const database = opts.database ?? (await createTestDatabase(opts.backend));
+  const env = testEnv(database, opts.env);
+  let adminKey = opts.adminKey;
+  const service = await startService(loadConfig(env), {
+    api: true,
+    worker: opts.worker ?? true,
+    ...(opts.runner ? { runner: opts.runner } : {}),
+    onAdminKey: (key) => {
+      adminKey = key;
+    },
+  });
+  if (!adminKey || !service.url) throw new Error('the test service did not start with an admin key and a URL');
+  const url = service.url;
+  const key = adminKey;
+  let stopped = false;
+  const stop = async () => {
+    if (stopped) return;
+    stopped = true;
+    await service.stop();
+  };
+  const request = (method: string, path: string, o: RequestOptions = {}) =>
+    http(url, method, path, { key, ...o });
+  return {
+    url,
+    service,
+    database,
+    adminKey: key,
+    env,
+    request,
+    async createProject(fields = {}) {
+      const res = await request('POST', '/v2/admin/projects', {
+        body: { name: 'test project', repository: database.dataDir, ...fields },
+      });
+      if (res.status !== 201) throw new Error(`project create failed: ${res.status} ${res.text}`);
+      return res.json as ProjectRecord;
+    },
+    async createProjectKey(projectId) {
+      const res = await request('POST', '/v2/admin/keys', { body: { projectId } });
+      if (res.status !== 201) throw new Error(`key create failed: ${res.status} ${res.text}`);
+      return { id: res.json.id as string, key: res.json.key as string };
+    },
+    stop,
+    async close() {
+      await stop();
+      await database.drop();
+    },
+  };
+}
+
+/** Polls `fn` until it returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
