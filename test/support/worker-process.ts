@@ -1,0 +1,30 @@
+// A real worker process for crash tests: `errand worker` with a scripted slow turn, so a test
+// can SIGKILL it mid-turn. It writes `<markers>/started-<pid>-<job>-<seq>` when a turn starts
+// and returns a summary naming its pid when the turn ends.
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { loadConfig } from '../../src/config.ts';
+import { startService } from '../../src/service.ts';
+
+const markers = process.env.ERRAND_TEST_MARKERS ?? '';
+const turnMs = Number(process.env.ERRAND_TEST_TURN_MS ?? '3000');
+
+const service = await startService(loadConfig(), {
+  api: false,
+  worker: true,
+  runner: {
+    async run(input) {
+      await writeFile(
+        path.join(markers, `started-${process.pid}-${input.job.id}-${input.turn.seq}`),
+        '',
+      );
+      await sleep(turnMs, undefined, { signal: input.signal });
+      return { summary: `done by ${process.pid}` };
+    },
+  },
+});
+process.stdout.write('worker ready\n');
+process.on('SIGTERM', () => {
+  service.stop().then(() => process.exit(0));
+});
