@@ -38,7 +38,6 @@ export class TurnQueue {
     await boss.start();
     const t = config.turn;
     const options = {
-      policy: 'key_strict_fifo' as const,
       notify: true,
       heartbeatSeconds: t.heartbeatSeconds,
       // Errand decides itself when a turn has failed for good (see turn-handler.ts); pg-boss's
@@ -49,14 +48,21 @@ export class TurnQueue {
       expireInSeconds: t.timeoutSeconds + 120,
       deleteAfterSeconds: 7 * 86_400,
     };
-    // Created at boot, before any send: a send inside a PGlite transaction with a cold queue
-    // cache would wait on the queue lookup that the transaction itself blocks.
-    if (await boss.getQueue(TURN_QUEUE)) await boss.updateQueue(TURN_QUEUE, options);
-    else
-      await boss.createQueue(TURN_QUEUE, options).catch(async (err: unknown) => {
-        // Another process created it between our check and our create.
-        if (!(await boss.getQueue(TURN_QUEUE))) throw err;
-      });
+    // Created at boot, before any send. A send looks the queue up in pg-boss's cache; on a cold
+    // cache the lookup is a query that, on PGlite, waits for the very transaction the send runs
+    // in. Creating or updating the queue empties that cache, so it is filled again right after
+    // (getBlockedKeys reads through it and changes nothing).
+    if (await boss.getQueue(TURN_QUEUE)) {
+      await boss.updateQueue(TURN_QUEUE, options);
+    } else {
+      await boss
+        .createQueue(TURN_QUEUE, { ...options, policy: 'key_strict_fifo' })
+        .catch(async (err: unknown) => {
+          // Another process created it between our check and our create.
+          if (!(await boss.getQueue(TURN_QUEUE))) throw err;
+        });
+    }
+    await boss.getBlockedKeys(TURN_QUEUE);
     return new TurnQueue(boss);
   }
 

@@ -1,6 +1,7 @@
 // A real worker process for crash tests: `errand worker` with a scripted slow turn, so a test
-// can SIGKILL it mid-turn. It writes `<markers>/started-<pid>-<job>-<seq>` when a turn starts
-// and returns a summary naming its pid when the turn ends.
+// can SIGKILL it mid-turn. A prompt `sleep:MS` sets the turn's length. It writes
+// `<markers>/started-<pid>-<job>-<seq>` when a turn starts, `aborted-…` when its signal
+// aborts, and returns a summary naming its pid when the turn ends.
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,11 +16,15 @@ const service = await startService(loadConfig(), {
   worker: true,
   runner: {
     async run(input) {
-      await writeFile(
-        path.join(markers, `started-${process.pid}-${input.job.id}-${input.turn.seq}`),
-        '',
-      );
-      await sleep(turnMs, undefined, { signal: input.signal });
+      const name = `${process.pid}-${input.job.id}-${input.turn.seq}`;
+      await writeFile(path.join(markers, `started-${name}`), '');
+      const ms = Number(/^sleep:(\d+)/.exec(input.turn.prompt)?.[1] ?? turnMs);
+      try {
+        await sleep(ms, undefined, { signal: input.signal });
+      } catch (err) {
+        await writeFile(path.join(markers, `aborted-${name}`), String(Date.now()));
+        throw err;
+      }
       return { summary: `done by ${process.pid}` };
     },
   },

@@ -1,0 +1,70 @@
+// Runs `errand serve` as a real child process, for restart and locking tests.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+
+const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
+
+export interface ServeProcess {
+  child: ChildProcess;
+  url: string;
+  adminKey: string;
+  stderr: () => string;
+  /** Sends the signal and resolves with the exit code once the process is gone. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export function runErrand(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, [MAIN, ...args], {
+    env: { ...process.env, ERRAND_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+}
+
+export function exited(child: ChildProcess): Promise<number | null> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+}
+
+export async function startServe(
+  dataDir: string,
+  args: string[] = [],
+  env: Record<string, string> = {},
+): Promise<ServeProcess> {
+  const child = runErrand(['serve', '--port', '0', '--data-dir', dataDir, ...args], env);
+  let out = '';
+  let err = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    err += chunk.toString();
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`serve did not start in 60 s: ${err}`)),
+      60_000,
+    );
+    child.stdout?.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /errand listening on (\S+)/.exec(out);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`serve exited with ${code} before listening: ${err}`));
+    });
+  });
+  const adminKey = (await readFile(path.join(dataDir, 'admin.key'), 'utf8')).trim();
+  return {
+    child,
+    url,
+    adminKey,
+    stderr: () => err,
+    async stop(signal = 'SIGTERM') {
+      const done = exited(child);
+      child.kill(signal);
+      return done;
+    },
+  };
+}
