@@ -1,0 +1,406 @@
+// One agent turn: the AI SDK tool loop over the job's history and a new prompt, under step,
+// output-token and wall-time budgets. It reports progress as events and turns every way a turn
+// can fail into one of three errors: BudgetExceededError, ModelError, or an AbortError.
+
+import {
+  AISDKError,
+  APICallError,
+  type FinishReason,
+  isStepCount,
+  type LanguageModel,
+  type LanguageModelUsage,
+  type ModelMessage,
+  RetryError,
+  streamText,
+  type ToolSet,
+} from 'ai';
+import { ExternalError, errorMessage } from '../errors.ts';
+import { describeModel } from './models.ts';
+import { summarizeToolArgs } from './tools/index.ts';
+
+/** Names of the settings that raise each budget, quoted in the budget errors. */
+export const BUDGET_SETTINGS = {
+  steps: 'ERRAND_MAX_STEPS',
+  outputTokens: 'ERRAND_MAX_OUTPUT_TOKENS',
+  time: 'ERRAND_TURN_TIMEOUT_MS',
+} as const;
+
+export type TokenUsage = { inputTokens: number; outputTokens: number; totalTokens: number };
+
+export type AgentEvent =
+  | { type: 'tool.call'; id: string; name: string; summary: string }
+  | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string }
+  | { type: 'model.step'; step: number; finishReason: FinishReason; usage: TokenUsage };
+
+export type TurnBudgets = {
+  /** Model calls in the turn; each call's tool results feed the next. */
+  maxSteps: number;
+  /** Output tokens one model reply may use; a reply cut off at this limit fails the turn. */
+  maxOutputTokens: number;
+  /** Wall time for the whole turn, tools included. */
+  timeoutMs: number;
+};
+
+export type AgentTurnInput = {
+  model: LanguageModel;
+  system: string;
+  /** The messages of earlier turns, as returned in `turnMessages`. */
+  history: ModelMessage[];
+  prompt: string;
+  tools: ToolSet;
+  budgets: TurnBudgets;
+  signal: AbortSignal;
+  onEvent: (event: AgentEvent) => Promise<void> | void;
+  /** Retries of one model call on 429/5xx/network errors, with the SDK's backoff. Default 3. */
+  maxRetries?: number;
+  /** One-line description of a tool call for events. Default: the file tools' summarizeToolArgs. */
+  summarizeArgs?: (toolName: string, input: unknown) => string;
+  /** Whether a tool's output reports success, and a one-line description. Default: describeToolOutput. */
+  summarizeResult?: (toolName: string, output: unknown) => { ok: boolean; summary: string };
+};
+
+export type TurnResult = {
+  /** The model's final text: the change summary, first line a subject. */
+  summary: string;
+  /** What the model and the tools added in this turn (assistant and tool messages). */
+  responseMessages: ModelMessage[];
+  /** The prompt as a user message followed by responseMessages: append this to the history. */
+  turnMessages: ModelMessage[];
+  usage: TokenUsage;
+  steps: number;
+  finishReason: FinishReason;
+};
+
+/** What a turn that ran out of budget got done, so the caller can keep the transcript. */
+export type PartialTurn = Omit<TurnResult, 'summary' | 'finishReason'>;
+
+export class BudgetExceededError extends Error {
+  readonly budget: 'steps' | 'outputTokens' | 'time';
+  readonly partial: PartialTurn;
+  constructor(budget: BudgetExceededError['budget'], message: string, partial: PartialTurn) {
+    super(message);
+    this.name = 'BudgetExceededError';
+    this.budget = budget;
+    this.partial = partial;
+  }
+}
+
+/** A failure of the model provider; `transient` says whether a later retry can help. */
+export class ModelError extends ExternalError {
+  readonly status: number | undefined;
+  constructor(
+    message: string,
+    opts: { transient: boolean; status?: number; retryAfterSeconds?: number; cause?: unknown },
+  ) {
+    super('model', message, opts);
+    this.name = 'ModelError';
+    this.status = opts.status;
+  }
+}
+
+export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
+  const { budgets, signal } = input;
+  // A bare id string would make the SDK route the call through its hosted gateway.
+  if (typeof input.model === 'string') {
+    throw new TypeError('runAgentTurn needs a model made by resolveModel, not a model id');
+  }
+  signal.throwIfAborted();
+  const summarizeArgs = input.summarizeArgs ?? summarizeToolArgs;
+  const summarizeResult = input.summarizeResult ?? ((_name, output) => describeToolOutput(output));
+
+  // Our own controller, not AbortSignal.timeout, so that a timeout can be told apart from the
+  // caller's cancel and a failing event sink can stop the loop too.
+  const stop = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    stop.abort(new DOMException('turn time budget elapsed', 'TimeoutError'));
+  }, budgets.timeoutMs);
+
+  const userMessage: ModelMessage = { role: 'user', content: input.prompt };
+  const completed: ModelMessage[] = [];
+  const usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+  let stepCount = 0;
+  let finished = false;
+  let streamError: unknown;
+  let sinkError: { error: unknown } | undefined;
+
+  const emit = async (event: AgentEvent) => {
+    try {
+      await input.onEvent(event);
+    } catch (error) {
+      sinkError ??= { error };
+      stop.abort(error);
+    }
+  };
+
+  try {
+    const result = streamText({
+      model: input.model,
+      instructions: input.system,
+      messages: [...input.history, userMessage],
+      tools: input.tools,
+      stopWhen: isStepCount(budgets.maxSteps),
+      maxOutputTokens: budgets.maxOutputTokens,
+      maxRetries: input.maxRetries ?? 3,
+      abortSignal: AbortSignal.any([signal, stop.signal]),
+      // Errors arrive as stream parts below; without this the SDK also prints them.
+      onError: () => {},
+      onStepEnd: (step) => {
+        completed.push(...step.response.messages);
+      },
+    });
+
+    for await (const part of result.stream) {
+      switch (part.type) {
+        case 'tool-call':
+          await emit({
+            type: 'tool.call',
+            id: part.toolCallId,
+            name: part.toolName,
+            summary: summarizeArgs(part.toolName, part.input),
+          });
+          break;
+        case 'tool-result':
+          await emit({
+            type: 'tool.result',
+            id: part.toolCallId,
+            name: part.toolName,
+            ...summarizeResult(part.toolName, part.output),
+          });
+          break;
+        case 'tool-error':
+          await emit({
+            type: 'tool.result',
+            id: part.toolCallId,
+            name: part.toolName,
+            ok: false,
+            summary: oneLine(errorMessage(part.error)),
+          });
+          break;
+        case 'finish-step': {
+          stepCount++;
+          const step = toTokenUsage(part.usage);
+          usage.inputTokens += step.inputTokens;
+          usage.outputTokens += step.outputTokens;
+          usage.totalTokens += step.totalTokens;
+          await emit({
+            type: 'model.step',
+            step: stepCount,
+            finishReason: part.finishReason,
+            usage: step,
+          });
+          break;
+        }
+        case 'finish':
+          finished = true;
+          break;
+        case 'error':
+          streamError ??= part.error;
+          break;
+        default:
+          break;
+      }
+    }
+
+    clearTimeout(timer);
+
+    const partial = (): PartialTurn => ({
+      responseMessages: [...completed],
+      turnMessages: [userMessage, ...completed],
+      usage: { ...usage },
+      steps: stepCount,
+    });
+
+    if (signal.aborted) throw abortError(signal.reason);
+    if (sinkError) throw sinkError.error;
+    if (timedOut && !finished) {
+      throw new BudgetExceededError(
+        'time',
+        `the turn ran out of its ${formatDuration(budgets.timeoutMs)} time budget; ` +
+          `raise ${BUDGET_SETTINGS.time} or split the task`,
+        partial(),
+      );
+    }
+    if (streamError !== undefined) throw classifyModelError(streamError, input.model);
+
+    const finalStep = await result.finalStep;
+    const responseMessages = await result.responseMessages;
+    const turn: PartialTurn = {
+      responseMessages,
+      turnMessages: [userMessage, ...responseMessages],
+      usage,
+      steps: stepCount,
+    };
+    if (finalStep.finishReason === 'length') {
+      throw new BudgetExceededError(
+        'outputTokens',
+        `the model's reply reached the ${budgets.maxOutputTokens}-token output limit before it ` +
+          `finished; raise ${BUDGET_SETTINGS.outputTokens} or ask for a smaller change`,
+        turn,
+      );
+    }
+    // Tool calls in the last step mean the loop stopped on the step cap, not on an answer.
+    if (stepCount >= budgets.maxSteps && finalStep.toolCalls.length > 0) {
+      throw new BudgetExceededError(
+        'steps',
+        `the turn used its ${budgets.maxSteps} steps without finishing; ` +
+          `raise ${BUDGET_SETTINGS.steps} or split the task`,
+        turn,
+      );
+    }
+    return { summary: finalStep.text.trim(), ...turn, finishReason: finalStep.finishReason };
+  } catch (error) {
+    // The SDK rejects its result promises with the abort reason; report the cause instead.
+    if (signal.aborted) throw abortError(signal.reason);
+    if (sinkError) throw sinkError.error;
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Maps what the SDK throws for a failed model call to a ModelError with a message an operator
+ * can act on. Provider messages are quoted only where they cannot echo a credential.
+ */
+export function classifyModelError(error: unknown, model: LanguageModel): unknown {
+  const { id, credentialHint } = describeModel(model);
+  let cause = error;
+  let attempts = 1;
+  if (RetryError.isInstance(error)) {
+    cause = error.lastError;
+    attempts = error.errors.length;
+  }
+  const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
+  const status = statusOf(cause);
+  const opts = { status, cause: error };
+
+  if (status === 401 || status === 403) {
+    const check = credentialHint ? `check ${credentialHint}` : "check the provider's API key";
+    return new ModelError(
+      `the model provider refused the credentials (${status}) for model '${id}'; ${check}`,
+      { transient: false, ...opts },
+    );
+  }
+  if (status === 404) {
+    return new ModelError(
+      `model '${id}' not found at the provider (404); check the model id and the provider's base URL`,
+      { transient: false, ...opts },
+    );
+  }
+  if (status === 429) {
+    const retryAfterSeconds = retryAfter(cause);
+    return new ModelError(
+      `the model provider rate-limited model '${id}' (429)${tries}; the turn can be retried later`,
+      { transient: true, ...opts, ...(retryAfterSeconds !== undefined && { retryAfterSeconds }) },
+    );
+  }
+  if (status !== undefined && (status >= 500 || status === 408 || status === 409)) {
+    return new ModelError(
+      `the model provider failed (${status}) for model '${id}'${tries}; the turn can be retried later`,
+      { transient: true, ...opts },
+    );
+  }
+  if (status !== undefined) {
+    return new ModelError(
+      `the model provider rejected the request for model '${id}' (${status}): ${providerMessage(cause)}`,
+      { transient: false, ...opts },
+    );
+  }
+  if (APICallError.isInstance(cause) || isRetryableFlagged(cause)) {
+    // No status: the connection failed or a stream broke off.
+    return new ModelError(
+      `could not get an answer from the model provider for model '${id}'${tries}: ${providerMessage(cause)}`,
+      { transient: true, ...opts },
+    );
+  }
+  if (AISDKError.isInstance(cause) || isProviderStreamError(cause)) {
+    return new ModelError(`model '${id}' failed: ${providerMessage(cause)}`, {
+      transient: false,
+      ...opts,
+    });
+  }
+  return error;
+}
+
+/**
+ * Tools report a refusal the model can act on as an output starting with "Error:" (a thrown
+ * error would end the call the same way). Multi-line outputs are file contents or listings:
+ * events get their size, not their text.
+ */
+export function describeToolOutput(output: unknown): { ok: boolean; summary: string } {
+  if (typeof output !== 'string') return { ok: true, summary: oneLine(output) };
+  if (output.startsWith('Error:')) return { ok: false, summary: oneLine(output.slice(6)) };
+  const lines = output.split('\n').length;
+  return { ok: true, summary: lines > 1 ? `${lines} lines` : oneLine(output) };
+}
+
+function statusOf(error: unknown): number | undefined {
+  if (APICallError.isInstance(error)) return error.statusCode;
+  // Errors sent inside an event stream are plain objects with the same fields.
+  if (typeof error === 'object' && error !== null && 'statusCode' in error) {
+    return typeof error.statusCode === 'number' ? error.statusCode : undefined;
+  }
+  return undefined;
+}
+
+function isRetryableFlagged(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'isRetryable' in error
+    ? error.isRetryable === true
+    : false;
+}
+
+function isProviderStreamError(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && 'message' in error && 'type' in error;
+}
+
+function retryAfter(error: unknown): number | undefined {
+  if (!APICallError.isInstance(error)) return undefined;
+  const headers = error.responseHeaders ?? {};
+  const ms = Number.parseFloat(headers['retry-after-ms'] ?? '');
+  if (Number.isFinite(ms)) return Math.ceil(ms / 1000);
+  const s = Number.parseFloat(headers['retry-after'] ?? '');
+  return Number.isFinite(s) ? Math.ceil(s) : undefined;
+}
+
+// Key-shaped tokens are masked in case a provider echoes part of a key in a 4xx message.
+function providerMessage(error: unknown): string {
+  const message =
+    typeof error === 'object' && error !== null && 'message' in error
+      ? String(error.message)
+      : String(error);
+  return oneLine(message.replace(/\b(sk|pk|key|AIza)[-_A-Za-z0-9*.]{8,}/g, '[redacted]'), 300);
+}
+
+function toTokenUsage(u: LanguageModelUsage): TokenUsage {
+  const inputTokens = u.inputTokens ?? 0;
+  const outputTokens = u.outputTokens ?? 0;
+  return { inputTokens, outputTokens, totalTokens: u.totalTokens ?? inputTokens + outputTokens };
+}
+
+function abortError(reason: unknown): Error {
+  if (reason instanceof Error && reason.name === 'AbortError') return reason;
+  const error = new DOMException('the turn was cancelled', 'AbortError');
+  return Object.assign(error, { cause: reason });
+}
+
+function oneLine(value: unknown, max = 200): string {
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else {
+    try {
+      text = JSON.stringify(value) ?? String(value);
+    } catch {
+      text = String(value);
+    }
+  }
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+function formatDuration(ms: number): string {
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  if (ms % 1000 === 0) return `${ms / 1000} s`;
+  return `${ms} ms`;
+}

@@ -1,0 +1,104 @@
+// What every file tool receives (the checkout, limits, cancellation, change notifications) and
+// how a failure becomes a result for the model: a bad call must end as an "Error: …" string the
+// model can act on, never as an exception that ends the turn.
+
+import * as path from 'node:path';
+import { isErrno, quote, realRootOf, ToolError } from './paths.ts';
+
+export interface ToolLimits {
+  /** Paths listed by list_files before the rest is summarised. */
+  listMaxEntries: number;
+  /** Bytes of file text read_file returns in one call. */
+  readMaxBytes: number;
+  /** Lines read_file returns in one call. */
+  readMaxLines: number;
+  /** Matches search reports before stopping. */
+  searchMaxMatches: number;
+  /** Characters of a matching line search shows. */
+  searchMaxLineLength: number;
+  /** Files larger than this are skipped by search. */
+  searchMaxFileBytes: number;
+  /** Time a regular expression may run on one batch of files before search gives up. */
+  searchRegexTimeoutMs: number;
+  /** Largest file write_file and edit_file will produce. */
+  writeMaxBytes: number;
+}
+
+export const defaultToolLimits: Readonly<ToolLimits> = {
+  listMaxEntries: 500,
+  readMaxBytes: 256 * 1024,
+  readMaxLines: 2000,
+  searchMaxMatches: 200,
+  searchMaxLineLength: 300,
+  searchMaxFileBytes: 1024 * 1024,
+  searchRegexTimeoutMs: 1000,
+  writeMaxBytes: 1024 * 1024,
+};
+
+export interface ToolContext {
+  /** The job's checkout; nothing outside it is read or written. */
+  root: string;
+  /** Cancels the tool (the turn was cancelled); it then throws rather than returning. */
+  signal?: AbortSignal;
+  /** Overrides of defaultToolLimits. */
+  limits?: Partial<ToolLimits>;
+  /** Called with the repository-relative path of every file created, changed or removed. */
+  onFileChanged?: (path: string) => void;
+}
+
+export function limitsOf(ctx: ToolContext): ToolLimits {
+  return { ...defaultToolLimits, ...ctx.limits };
+}
+
+/**
+ * Runs one tool call and turns refusals and filesystem errors into an "Error: …" result.
+ * Anything else (a bug, a cancellation) is rethrown: the model cannot fix those.
+ */
+export async function toolResult(ctx: ToolContext, run: () => Promise<string>): Promise<string> {
+  ctx.signal?.throwIfAborted();
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof ToolError) return `Error: ${err.message}`;
+    if (isErrno(err, ...Object.keys(errnoMessages)) || isFsError(err)) {
+      return `Error: ${await describeFsError(ctx, err)}`;
+    }
+    throw err;
+  }
+}
+
+const errnoMessages: Record<string, (p: string) => string> = {
+  ENOENT: (p) => `${p} does not exist`,
+  EISDIR: (p) => `${p} is a directory`,
+  ENOTDIR: (p) => `a parent folder of ${p} is a file, not a directory`,
+  EEXIST: (p) => `${p} already exists`,
+  ENOTEMPTY: (p) => `${p} is not empty`,
+  EACCES: (p) => `permission denied for ${p}`,
+  EPERM: (p) => `operation not permitted on ${p}`,
+  ENAMETOOLONG: () => 'the path is too long',
+  ELOOP: (p) => `${p} is a symlink or has too many levels of symlinks`,
+  ENOSPC: () => 'no space left on the device',
+  EROFS: () => 'the checkout is read-only',
+};
+
+function isFsError(err: unknown): err is NodeJS.ErrnoException {
+  return (
+    err instanceof Error &&
+    typeof (err as NodeJS.ErrnoException).code === 'string' &&
+    typeof (err as NodeJS.ErrnoException).syscall === 'string'
+  );
+}
+
+// Node's own messages carry absolute host paths; the model only ever sees repository paths.
+async function describeFsError(ctx: ToolContext, err: NodeJS.ErrnoException): Promise<string> {
+  let shown = 'the file';
+  if (typeof err.path === 'string') {
+    const realRoot = await realRootOf(ctx.root).catch(() => path.resolve(ctx.root));
+    const rel = path.relative(realRoot, err.path);
+    const inside = rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
+    shown = quote(inside ? rel.split(path.sep).join('/') || '.' : path.basename(err.path));
+  }
+  const code = err.code ?? 'EIO';
+  const describe = errnoMessages[code];
+  return describe ? describe(shown) : `${code} (${err.syscall ?? 'fs'}) on ${shown}`;
+}
