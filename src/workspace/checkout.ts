@@ -1,0 +1,302 @@
+// Prepares a job's working copy for a turn: refreshes the project's bare mirror, then
+// brings the job's own clone (objects borrowed from the mirror) to the remote state of
+// its work branch, or to the source ref on the first turn. The remote is the truth.
+
+import { randomUUID } from 'node:crypto';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { GitError, invalidInput } from './errors.ts';
+import { gitOut, runGit } from './git.ts';
+import { withFileLock, withLocalLock } from './lock.ts';
+import { COMMIT_ID, checkBranchName, checkId, checkSourceRef, refCandidates } from './refs.ts';
+import type { Checkout, GitAuth, PrepareInput, WorkspaceConfig } from './types.ts';
+import { checkAuth, displayUrl, validateRepositoryUrl } from './url.ts';
+
+export function mirrorDir(cfg: WorkspaceConfig, projectId: string): string {
+  return join(cfg.rootDir, 'mirrors', `${projectId}.git`);
+}
+
+export function jobDir(cfg: WorkspaceConfig, jobId: string): string {
+  return join(cfg.rootDir, 'jobs', jobId);
+}
+
+/** Checks a repository URL and its credentials before anything reaches git. */
+export function checkRemote(cfg: WorkspaceConfig, repository: string, auth?: GitAuth): void {
+  const check = validateRepositoryUrl(repository, cfg.allowLocalRepos);
+  if (!check.ok) throw invalidInput(`repository ${displayUrl(repository)}: ${check.reason}`);
+  if (auth) {
+    const problem = checkAuth(auth, cfg.allowLocalRepos);
+    if (problem) throw invalidInput(problem);
+  }
+}
+
+export async function prepareCheckout(
+  cfg: WorkspaceConfig,
+  input: PrepareInput,
+): Promise<Checkout> {
+  checkId('projectId', input.projectId);
+  checkId('jobId', input.jobId);
+  checkRemote(cfg, input.repository, input.auth);
+  await mkdir(cfg.rootDir, { recursive: true });
+  await checkBranchName(cfg, input.branch);
+  await checkSourceRef(cfg, input.ref);
+
+  const mirror = mirrorDir(cfg, input.projectId);
+  const { baseCommit, remoteHead } = await syncMirror(cfg, mirror, input);
+  const dir = jobDir(cfg, input.jobId);
+  const target = remoteHead ?? baseCommit;
+  const { signal } = input;
+
+  let discardedHead: string | null;
+  try {
+    const reused = await ensureJobClone(cfg, mirror, dir, input.jobId, signal);
+    discardedHead = await resetJobClone(cfg, dir, input.branch, target, reused, signal);
+  } catch (err) {
+    if (!(err instanceof GitError)) throw err;
+    // A clone git cannot work with (objects lost with a rebuilt mirror, a half-deleted
+    // folder) holds nothing the remote lacks: make it again, once.
+    await rm(dir, { recursive: true, force: true });
+    await ensureJobClone(cfg, mirror, dir, input.jobId, signal);
+    discardedHead = await resetJobClone(cfg, dir, input.branch, target, false, signal);
+  }
+
+  return { dir, baseCommit, headCommit: target, branchExisted: remoteHead !== null, discardedHead };
+}
+
+/** Deletes a job's clone (after archive); the mirror stays for the project's other jobs. */
+export async function removeCheckout(
+  cfg: WorkspaceConfig,
+  input: { jobId: string },
+): Promise<void> {
+  checkId('jobId', input.jobId);
+  await rm(jobDir(cfg, input.jobId), { recursive: true, force: true });
+}
+
+interface MirrorState {
+  /** performance.now() when the last successful fetch started, per repository URL. */
+  fetchedAt: Map<string, number>;
+}
+
+const mirrors = new Map<string, MirrorState>();
+
+async function exists(path: string): Promise<boolean> {
+  return (await stat(path).catch(() => null)) !== null;
+}
+
+const LOCK_CONTENTION =
+  /Unable to create '[^']*\.lock'|cannot lock ref|could not lock|is at [0-9a-f]+ but expected/i;
+
+async function syncMirror(
+  cfg: WorkspaceConfig,
+  mirror: string,
+  input: PrepareInput,
+): Promise<{ baseCommit: string; remoteHead: string | null }> {
+  const requestedAt = performance.now();
+  const { signal, repository, auth } = input;
+  await mkdir(join(cfg.rootDir, 'mirrors'), { recursive: true });
+
+  return withLocalLock(
+    mirror,
+    () =>
+      withFileLock(
+        `${mirror}.lock`,
+        async () => {
+          const state = mirrors.get(mirror) ?? { fetchedAt: new Map<string, number>() };
+          mirrors.set(mirror, state);
+          if (!(await exists(join(mirror, 'HEAD')))) {
+            await rm(mirror, { recursive: true, force: true });
+            await runGit(cfg, ['init', '--quiet', '--bare', '--', mirror], {
+              cwd: cfg.rootDir,
+              signal,
+            });
+            state.fetchedAt.delete(repository);
+          }
+          // A fetch that started after this call was made saw the remote at least as new
+          // as this one would: concurrent turns of one project share it.
+          const last = state.fetchedAt.get(repository);
+          if (last === undefined || last < requestedAt) {
+            const startedAt = performance.now();
+            await fetchMirror(cfg, mirror, repository, auth, signal);
+            state.fetchedAt.set(repository, startedAt);
+          }
+          const baseCommit = await resolveSourceRef(cfg, mirror, input);
+          const remoteHead = await resolveCommit(cfg, mirror, `refs/heads/${input.branch}`);
+          return { baseCommit, remoteHead };
+        },
+        signal ? { signal } : {},
+      ),
+    signal,
+  );
+}
+
+async function fetchMirror(
+  cfg: WorkspaceConfig,
+  mirror: string,
+  repository: string,
+  auth: GitAuth | undefined,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const args = [
+    'fetch',
+    '--quiet',
+    '--prune',
+    '--no-tags',
+    '--no-write-fetch-head',
+    '--no-recurse-submodules',
+    '--',
+    repository,
+    '+refs/heads/*:refs/heads/*',
+    '+refs/tags/*:refs/tags/*',
+  ];
+  const action = `fetch from ${displayUrl(repository)}`;
+  // Another program may be writing the mirror (an operator's manual fetch): git's own ref
+  // locks turn that into a failure, which passes once the other side is done.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await runGit(cfg, args, { gitDir: mirror, cwd: mirror, auth, signal, action });
+      return;
+    } catch (err) {
+      if (!(err instanceof GitError) || !LOCK_CONTENTION.test(err.stderr) || attempt >= 5) {
+        throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100 * 2 ** attempt));
+    }
+  }
+}
+
+async function resolveCommit(
+  cfg: WorkspaceConfig,
+  gitDir: string,
+  name: string,
+): Promise<string | null> {
+  const { code, stdout } = await runGit(
+    cfg,
+    ['rev-parse', '--verify', '--quiet', `${name}^{commit}`],
+    { gitDir, cwd: gitDir, okCodes: [1, 128] },
+  );
+  return code === 0 ? stdout.trim() : null;
+}
+
+async function resolveSourceRef(
+  cfg: WorkspaceConfig,
+  mirror: string,
+  input: PrepareInput,
+): Promise<string> {
+  for (const name of refCandidates(input.ref)) {
+    const sha = await resolveCommit(cfg, mirror, name);
+    if (sha) return sha;
+  }
+  // A commit no branch or tag reaches (a pull request's head): ask for it by id.
+  if (COMMIT_ID.test(input.ref)) {
+    const fetched = await runGit(
+      cfg,
+      ['fetch', '--quiet', '--no-tags', '--no-write-fetch-head', '--', input.repository, input.ref],
+      {
+        gitDir: mirror,
+        cwd: mirror,
+        auth: input.auth,
+        signal: input.signal,
+        action: `fetch of ${input.ref} from ${displayUrl(input.repository)}`,
+      },
+    ).catch((err: unknown) => {
+      if (err instanceof GitError && !err.transient) return null;
+      throw err;
+    });
+    if (fetched) {
+      await runGit(cfg, ['update-ref', `refs/errand/pinned/${input.ref}`, input.ref], {
+        gitDir: mirror,
+        cwd: mirror,
+      });
+      const sha = await resolveCommit(cfg, mirror, input.ref);
+      if (sha) return sha;
+    }
+  }
+  throw new GitError(
+    'ref_not_found',
+    `ref "${input.ref}" was not found in ${displayUrl(input.repository)}`,
+    { transient: false },
+  );
+}
+
+async function ensureJobClone(
+  cfg: WorkspaceConfig,
+  mirror: string,
+  dir: string,
+  jobId: string,
+  signal: AbortSignal | undefined,
+): Promise<boolean> {
+  if (await exists(join(dir, '.git', 'HEAD'))) return true;
+  await rm(dir, { recursive: true, force: true });
+  const jobs = join(cfg.rootDir, 'jobs');
+  await mkdir(jobs, { recursive: true });
+  // Cloned aside and renamed, so a crash never leaves a half clone at the job's path.
+  const staging = join(jobs, `.staging-${jobId}-${randomUUID()}`);
+  try {
+    // --shared is --reference for a local source: objects stay in the mirror.
+    await runGit(
+      cfg,
+      [
+        'clone',
+        '--quiet',
+        '--shared',
+        '--no-checkout',
+        '--origin',
+        'mirror',
+        '--',
+        mirror,
+        staging,
+      ],
+      { cwd: jobs, allowFile: true, signal, action: 'clone of the project mirror' },
+    );
+    await rename(staging, dir);
+  } finally {
+    await rm(staging, { recursive: true, force: true });
+  }
+  return false;
+}
+
+/** Puts the clone on `branch` at `target` with a pristine tree; returns a dropped local head. */
+async function resetJobClone(
+  cfg: WorkspaceConfig,
+  dir: string,
+  branch: string,
+  target: string,
+  verify: boolean,
+  signal: AbortSignal | undefined,
+): Promise<string | null> {
+  const repo = { gitDir: join(dir, '.git'), workTree: dir, cwd: dir, signal };
+  // Left by a git process that was killed with its turn; nothing else uses this clone.
+  await rm(join(dir, '.git', 'index.lock'), { force: true });
+  if (verify) {
+    // checkout trusts the index for unchanged paths, so a reused clone with lost objects
+    // would look fine until commit or push; walking the target's objects (~50 ms for 20k
+    // files) finds that now.
+    await runGit(cfg, ['rev-list', '--objects', '--quiet', target], repo);
+  }
+
+  const local = await resolveCommit(cfg, repo.gitDir, `refs/heads/${branch}`);
+  let discarded: string | null = null;
+  if (local !== null && local !== target) {
+    const { code } = await runGit(cfg, ['merge-base', '--is-ancestor', local, target], {
+      ...repo,
+      okCodes: [1],
+    });
+    if (code === 1) {
+      discarded = local;
+      await runGit(cfg, ['update-ref', `refs/errand/discarded/${Date.now()}`, local], repo);
+    }
+  }
+  await runGit(
+    cfg,
+    ['checkout', '--quiet', '--force', '--no-recurse-submodules', '-B', branch, target, '--'],
+    repo,
+  );
+  await runGit(cfg, ['clean', '-ffdxq'], repo);
+  const head = await gitOut(cfg, ['rev-parse', 'HEAD'], repo);
+  if (head !== target) {
+    throw new GitError('failed', `checkout of ${target} left HEAD at ${head}`, {
+      transient: false,
+    });
+  }
+  return discarded;
+}

@@ -1,0 +1,23 @@
+// The workspace module: per-project git mirror, per-job clone, commit and push, with git
+// hardened against hostile repositories and credentials kept out of argv, URLs and disk.
+
+export { checkRemote, prepareCheckout, removeCheckout } from './checkout.ts';
+export { changedFiles, commitAll, type Diff, diffAgainst } from './commit.ts';
+export { GitError, type GitErrorCode, isAbortError } from './errors.ts';
+export { pushBranch } from './push.ts';
+export type {
+  ChangedFile,
+  Checkout,
+  FileChange,
+  GitAuth,
+  GitIdentity,
+  PrepareInput,
+  SpawnInfo,
+  WorkspaceConfig,
+} from './types.ts';
+export {
+  displayUrl,
+  type RepositoryKind,
+  type UrlCheck,
+  validateRepositoryUrl,
+} from './url.ts';

@@ -1,0 +1,52 @@
+// Publishes a job's work branch. Never forced: a remote branch with commits we lack is a
+// conflict for a person to look at, and pushing a commit the remote already has is a no-op.
+
+import { join } from 'node:path';
+import { checkRemote } from './checkout.ts';
+import { GitError } from './errors.ts';
+import { runGit } from './git.ts';
+import { checkBranchName } from './refs.ts';
+import type { GitAuth, WorkspaceConfig } from './types.ts';
+import { displayUrl } from './url.ts';
+
+export async function pushBranch(
+  cfg: WorkspaceConfig,
+  input: { dir: string; repository: string; branch: string; auth?: GitAuth; signal?: AbortSignal },
+): Promise<void> {
+  checkRemote(cfg, input.repository, input.auth);
+  await checkBranchName(cfg, input.branch);
+  const shown = displayUrl(input.repository);
+  try {
+    await runGit(
+      cfg,
+      [
+        'push',
+        '--quiet',
+        '--no-verify',
+        '--porcelain',
+        '--',
+        input.repository,
+        `HEAD:refs/heads/${input.branch}`,
+      ],
+      {
+        gitDir: join(input.dir, '.git'),
+        workTree: input.dir,
+        cwd: input.dir,
+        auth: input.auth,
+        signal: input.signal,
+        action: `push of ${input.branch} to ${shown}`,
+        classifyStdout: true,
+      },
+    );
+  } catch (err) {
+    if (err instanceof GitError && err.code === 'diverged') {
+      throw new GitError(
+        'diverged',
+        `push of ${input.branch} to ${shown} was refused: the remote branch has commits that ` +
+          'are not in this workspace (someone else pushed to it); nothing was overwritten',
+        { transient: false, stderr: err.stderr, exitCode: err.exitCode },
+      );
+    }
+    throw err;
+  }
+}
