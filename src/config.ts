@@ -2,6 +2,7 @@
 // one parser here; flags from the command line override the environment.
 import path from 'node:path';
 import { z } from 'zod';
+import type { ModelSettings } from './agent/models.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -27,6 +28,17 @@ const envSchema = z.object({
   ERRAND_LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info'),
+  ERRAND_MAX_STEPS: int(1, 1000).default(50),
+  ERRAND_MAX_OUTPUT_TOKENS: int(256, 1_000_000).default(16_000),
+  ERRAND_GIT_AUTHOR_NAME: z.string().min(1).max(200).default('Errand'),
+  ERRAND_GIT_AUTHOR_EMAIL: z.string().min(3).max(200).default('errand@localhost'),
+  ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  ANTHROPIC_BASE_URL: z.url().optional(),
+  OPENAI_API_KEY: z.string().min(1).optional(),
+  OPENAI_BASE_URL: z.url().optional(),
+  GOOGLE_GENERATIVE_AI_API_KEY: z.string().min(1).optional(),
+  ERRAND_OPENAI_COMPATIBLE_BASE_URL: z.url().optional(),
+  ERRAND_OPENAI_COMPATIBLE_API_KEY: z.string().min(1).optional(),
   ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
   ERRAND_API_KEY: z.string().min(1).optional(),
 });
@@ -49,6 +61,12 @@ export interface Config {
     timeoutSeconds: number;
     heartbeatSeconds: number;
   };
+  agent: { maxSteps: number; maxOutputTokens: number };
+  git: { authorName: string; authorEmail: string };
+  /** Provider credentials and endpoints, for the model registry. */
+  models: ModelSettings;
+  /** Every secret value in this config, so that events and errors can be scrubbed of them. */
+  secrets: string[];
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** For the CLI: where the API is, and the key to use (default: the data dir's admin.key). */
   client: { url: string; apiKey: string | undefined };
@@ -102,6 +120,24 @@ export function loadConfig(
       timeoutSeconds: e.ERRAND_TURN_TIMEOUT_SECONDS,
       heartbeatSeconds: e.ERRAND_HEARTBEAT_SECONDS,
     },
+    agent: { maxSteps: e.ERRAND_MAX_STEPS, maxOutputTokens: e.ERRAND_MAX_OUTPUT_TOKENS },
+    git: { authorName: e.ERRAND_GIT_AUTHOR_NAME, authorEmail: e.ERRAND_GIT_AUTHOR_EMAIL },
+    models: {
+      anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
+      openai: { apiKey: e.OPENAI_API_KEY, baseURL: e.OPENAI_BASE_URL },
+      google: { apiKey: e.GOOGLE_GENERATIVE_AI_API_KEY },
+      openaiCompatible: {
+        baseURL: e.ERRAND_OPENAI_COMPATIBLE_BASE_URL,
+        apiKey: e.ERRAND_OPENAI_COMPATIBLE_API_KEY,
+      },
+    },
+    secrets: [
+      e.ANTHROPIC_API_KEY,
+      e.OPENAI_API_KEY,
+      e.GOOGLE_GENERATIVE_AI_API_KEY,
+      e.ERRAND_OPENAI_COMPATIBLE_API_KEY,
+      e.ERRAND_API_KEY,
+    ].filter((v): v is string => v !== undefined && v.length >= 8),
     logLevel: e.ERRAND_LOG_LEVEL,
     client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY },
   };

@@ -6,6 +6,7 @@ export type ErrorCode =
   | 'bad_request'
   | 'invalid_json'
   | 'invalid_prompt'
+  | 'model_unavailable'
   | 'unauthorized'
   | 'forbidden'
   | 'not_found'
@@ -19,6 +20,7 @@ const codeToStatus: Record<ErrorCode, number> = {
   bad_request: 400,
   invalid_json: 400,
   invalid_prompt: 400,
+  model_unavailable: 400,
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,

@@ -1,13 +1,14 @@
 // Starts Errand in one process: database, migrations, turn queue, then the HTTP API and/or
 // the workers. `serve` runs both (or the API only with --no-worker), `worker` only workers.
 import type { FastifyInstance } from 'fastify';
+import { AgentRunner } from './agent/runner.ts';
 import type { Config } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { buildApp } from './http/app.ts';
 import { TurnAborts } from './jobs/aborts.ts';
-import { AgentUnavailableRunner, type TurnRunner } from './jobs/runner.ts';
+import type { TurnRunner } from './jobs/runner.ts';
 import { ensureAdminKey } from './keys/bootstrap.ts';
 import { createLogger, type Logger } from './log.ts';
 import { TurnQueue } from './queue/queue.ts';
@@ -55,7 +56,11 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
     }
-    if (opts.worker) worker = await startWorker(ctx, opts.runner ?? new AgentUnavailableRunner());
+    if (opts.worker)
+      worker = await startWorker(
+        ctx,
+        opts.runner ?? new AgentRunner({ config, db: handle.db, log }),
+      );
     let url: string | undefined;
     if (opts.api) {
       app = await buildApp(ctx);

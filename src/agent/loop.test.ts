@@ -297,7 +297,7 @@ for (const protocol of ['openai', 'anthropic'] as const) {
         assert.equal(err.budget, 'time');
         assert.equal(
           err.message,
-          'the turn ran out of its 300 ms time budget; raise ERRAND_TURN_TIMEOUT_MS or split the task',
+          'the turn ran out of its 300 ms time budget; raise ERRAND_TURN_TIMEOUT_SECONDS or split the task',
         );
         assert.deepEqual(
           err.partial.turnMessages.map((m) => m.role),

@@ -22,7 +22,7 @@ import { summarizeToolArgs } from './tools/index.ts';
 export const BUDGET_SETTINGS = {
   steps: 'ERRAND_MAX_STEPS',
   outputTokens: 'ERRAND_MAX_OUTPUT_TOKENS',
-  time: 'ERRAND_TURN_TIMEOUT_MS',
+  time: 'ERRAND_TURN_TIMEOUT_SECONDS',
 } as const;
 
 export type TokenUsage = { inputTokens: number; outputTokens: number; totalTokens: number };

@@ -56,6 +56,8 @@ export interface TurnsTable {
   summary: string | null;
   error: string | null;
   usage: Json | null;
+  messages: Json | null;
+  commit_sha: string | null;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;

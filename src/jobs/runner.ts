@@ -1,5 +1,6 @@
 // The boundary between the job model and the agent pipeline: a turn handler hands one turn
-// to a TurnRunner and records what comes back. The agent (issue "The agent") implements it.
+// to a TurnRunner and records what comes back. The agent (src/agent/runner.ts) implements it;
+// tests pass scripted runners to exercise the queue and the job model around it.
 import type { JobRow, TurnRow } from '../db/schema.ts';
 
 export interface TurnInput {
@@ -18,6 +19,10 @@ export interface TurnOutput {
   prLink?: string | null;
   prNumber?: number | null;
   usage?: { inputTokens: number; outputTokens: number } | null;
+  /** The turn's part of the model conversation (prompt, replies, tool calls), kept for follow-ups. */
+  messages?: unknown[] | null;
+  /** The commit this turn pushed, if any. */
+  commitSha?: string | null;
 }
 
 export interface TurnRunner {
@@ -30,13 +35,4 @@ export interface TurnRunner {
  */
 export class TurnFailedError extends Error {
   override name = 'TurnFailedError';
-}
-
-/** Until the agent pipeline exists, every turn fails with a clear message, and no work is faked. */
-export class AgentUnavailableRunner implements TurnRunner {
-  async run(): Promise<TurnOutput> {
-    throw new TurnFailedError(
-      'the agent is not available in this version of Errand: the prompt was stored, but no agent ran on it',
-    );
-  }
 }

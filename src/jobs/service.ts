@@ -2,12 +2,12 @@
 // prompt stores the turn and its queue entry in the same transaction as the job change, so a
 // 201/200 means the prompt is durable and will be worked on.
 import { sql } from 'kysely';
+import { checkModelId, DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
 import type { JobRow, JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
-import { DEFAULT_MODEL_ID } from './defaults.ts';
 
 export interface Accepted {
   job: JobRow;
@@ -38,8 +38,15 @@ export function checkPrompt(ctx: AppContext, body: unknown): string {
   return prompt;
 }
 
+/**
+ * The model a job of this project runs on. A model that cannot be resolved (unknown provider,
+ * missing key) is refused here, with what to set, rather than failing the job later.
+ */
 export function modelFor(ctx: AppContext, project: ProjectRow): string {
-  return project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
+  const model = project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
+  const check = checkModelId(model, ctx.config.models);
+  if (!check.ok) throw new AppError('model_unavailable', check.message);
+  return model;
 }
 
 export async function createJob(
@@ -48,6 +55,7 @@ export async function createJob(
   prompt: string,
 ): Promise<Accepted> {
   const id = newId('job');
+  const model = modelFor(ctx, project);
   const policy = {
     limit: ctx.config.rateLimits.create,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
@@ -63,7 +71,7 @@ export async function createJob(
         repository: project.repository,
         ref: project.ref,
         branch: `errand/${id}`,
-        model: modelFor(ctx, project),
+        model,
         pr_link: null,
         pr_number: null,
         error: null,
@@ -122,6 +130,8 @@ export async function sendMessage(
     if (current.status === 'archived') {
       throw new AppError('conflict', `job ${jobId} is archived and accepts no more messages`);
     }
+    const check = checkModelId(current.model, ctx.config.models);
+    if (!check.ok) throw new AppError('model_unavailable', check.message);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
     await trx

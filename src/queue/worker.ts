@@ -122,6 +122,8 @@ async function finishTurn(
         state: 'done',
         summary: output.summary,
         usage: output.usage ? JSON.stringify(output.usage) : null,
+        messages: output.messages ? JSON.stringify(output.messages) : null,
+        commit_sha: output.commitSha ?? null,
         finished_at: sql`now()`,
       })
       .where('job_id', '=', jobId)

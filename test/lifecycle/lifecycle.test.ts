@@ -224,27 +224,4 @@ for (const backend of backends) {
       assert.equal(runner.calls.filter((c) => c.jobId === jobId).length, 2);
     });
   });
-
-  describe(`without an agent on ${backend}`, () => {
-    let svc: TestService;
-    before(async () => {
-      svc = await startTestService({ backend });
-    });
-    after(async () => {
-      await svc?.close();
-    });
-
-    test('a turn fails the job with a clear error saying the agent is not available', async () => {
-      const project = await svc.createProject();
-      const created = await svc.request('POST', `/v2/agent/${project.id}/job`, {
-        body: { prompt: 'do it' },
-      });
-      const job = await waitFor('the job to fail', async () => {
-        const res = await svc.request('GET', `/v2/agent/${project.id}/job/${created.json.id}`);
-        return res.json.status === 'failed' ? res.json : undefined;
-      });
-      assert.match(job.error ?? '', /agent is not available/);
-      assert.equal(job.prLink, null);
-    });
-  });
 }

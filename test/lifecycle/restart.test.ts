@@ -2,21 +2,49 @@
 // a stop (SIGTERM or SIGKILL right after a 201), and a second process on the same data
 // directory is refused without harming the first.
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import {
+  makeOrigin,
+  makeTempDir,
+  type Origin,
+  removeDir,
+} from '../../src/workspace/test-support.ts';
 import { createTestDatabase } from '../support/databases.ts';
+import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
 import { exited, runErrand, startServe } from '../support/process.ts';
 import { http, waitFor } from '../support/service.ts';
 
+const KEY = 'sk-test-restart-7d1c2b9a';
+
 describe('serve on PGlite', () => {
+  let llm: FakeLlm;
+  let tmp: string;
+  let origin: Origin;
+  let env: Record<string, string>;
+  before(async () => {
+    tmp = await makeTempDir('restart');
+    origin = await makeOrigin(tmp);
+    llm = await startFakeLlm({ apiKey: KEY, models: ['gpt-test'] });
+    env = {
+      OPENAI_API_KEY: KEY,
+      OPENAI_BASE_URL: `${llm.url}/v1`,
+      ERRAND_MODEL: 'openai:gpt-test',
+    };
+  });
+  after(async () => {
+    await llm?.close();
+    await removeDir(tmp);
+  });
+
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     test(`a job accepted right before ${signal} runs after the restart`, async () => {
       const db = await createTestDatabase('pglite');
       try {
-        const first = await startServe(db.dataDir, ['--no-worker']);
+        const first = await startServe(db.dataDir, ['--no-worker'], env);
         const key = first.adminKey;
         const project = await http(first.url, 'POST', '/v2/admin/projects', {
           key,
-          body: { name: 'restart', repository: db.dataDir },
+          body: { name: 'restart', repository: origin.url },
         });
         assert.equal(project.status, 201);
         const created = await http(first.url, 'POST', `/v2/agent/${project.json.id}/job`, {
@@ -26,24 +54,28 @@ describe('serve on PGlite', () => {
         assert.equal(created.status, 201);
         await first.stop(signal);
 
-        const second = await startServe(db.dataDir);
+        assert.equal(llm.requests.length, 0, 'the turn ran before the restart');
+        llm.script(reply('Nothing needs to change.'));
+        const second = await startServe(db.dataDir, [], env);
         try {
           const jobPath = `/v2/agent/${project.json.id}/job/${created.json.id}`;
-          // No agent is configured, so the turn fails at once: that it fails proves it ran.
           const job = await waitFor('the turn to run', async () => {
             const res = await http(second.url, 'GET', jobPath, { key });
-            return res.json.status === 'failed' ? res.json : undefined;
+            return res.json.status === 'completed' ? res.json : undefined;
           });
-          assert.match(job.error ?? '', /agent is not available/);
+          assert.equal(job.error, null);
+          assert.match(JSON.stringify(llm.requests[0]?.body), /survive the restart/);
+          llm.assertDone();
           const events = await http(second.url, 'GET', `${jobPath}/events`, { key });
           assert.deepEqual(
-            events.json.events?.map((e) => e.type),
-            ['turn.started', 'turn.failed'],
+            events.json.events?.map((e) => e.type).filter((t) => t.startsWith('turn.')),
+            ['turn.started', 'turn.no_changes', 'turn.finished'],
           );
         } finally {
           await second.stop();
         }
       } finally {
+        llm.reset();
         await db.drop();
       }
     });

@@ -41,7 +41,12 @@ export interface RequestOptions {
   headers?: Record<string, string>;
 }
 
-export async function http(base: string, method: string, path: string, opts: RequestOptions = {}): Promise<HttpResult> {
+export async function http(
+  base: string,
+  method: string,
+  path: string,
+  opts: RequestOptions = {},
+): Promise<HttpResult> {
   const headers: Record<string, string> = { ...opts.headers };
   if (opts.key) headers.authorization = `Bearer ${opts.key}`;
   let body: string | undefined;
@@ -50,7 +55,11 @@ export async function http(base: string, method: string, path: string, opts: Req
     body = JSON.stringify(opts.body);
     headers['content-type'] ??= 'application/json';
   }
-  const response = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    ...(body !== undefined ? { body } : {}),
+  });
   const text = await response.text();
   let json: ApiBody = {};
   try {
@@ -68,7 +77,9 @@ export interface TestService {
   adminKey: string;
   env: Record<string, string>;
   request(method: string, path: string, opts?: RequestOptions): Promise<HttpResult>;
-  createProject(fields?: Partial<{ name: string; repository: string; ref: string; model: string }>): Promise<ProjectRecord>;
+  createProject(
+    fields?: Partial<{ name: string; repository: string; ref: string; model: string }>,
+  ): Promise<ProjectRecord>;
   createProjectKey(projectId: string): Promise<{ id: string; key: string }>;
   /** Stops the service; the database stays for a restart. */
   stop(): Promise<void>;
@@ -86,13 +97,20 @@ export interface TestServiceOptions {
   adminKey?: string;
 }
 
-export function testEnv(database: TestDatabase, extra: Record<string, string> = {}): Record<string, string> {
+export function testEnv(
+  database: TestDatabase,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     ERRAND_DATA_DIR: database.dataDir,
     ERRAND_PORT: '0',
     ERRAND_LOG_LEVEL: process.env.ERRAND_TEST_LOG_LEVEL ?? 'silent',
     ERRAND_TURN_RETRY_DELAY_SECONDS: '0',
-    ...(database.databaseUrl ? { DATABASE_URL: database.databaseUrl, ERRAND_ALLOW_LOCAL_REPOS: 'true' } : {}),
+    // The default model must resolve for jobs to be accepted; no test reaches this vendor.
+    ANTHROPIC_API_KEY: 'sk-ant-test-0000000000000000',
+    ...(database.databaseUrl
+      ? { DATABASE_URL: database.databaseUrl, ERRAND_ALLOW_LOCAL_REPOS: 'true' }
+      : {}),
     ...extra,
   };
 }
@@ -109,7 +127,8 @@ export async function startTestService(opts: TestServiceOptions): Promise<TestSe
       adminKey = key;
     },
   });
-  if (!adminKey || !service.url) throw new Error('the test service did not start with an admin key and a URL');
+  if (!adminKey || !service.url)
+    throw new Error('the test service did not start with an admin key and a URL');
   const url = service.url;
   const key = adminKey;
   let stopped = false;
@@ -148,12 +167,17 @@ export async function startTestService(opts: TestServiceOptions): Promise<TestSe
 }
 
 /** Polls `fn` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 20_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await fn();
     if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
