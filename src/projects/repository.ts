@@ -1,74 +1,27 @@
-// Which repository locations a project may name. Git accepts far more than URLs (ext::
-// transports run commands, `-`-leading strings become options), so anything not known to be
-// safe is refused before it is stored.
+// Which repository locations a project may name. The rules are the workspace's (the same
+// check guards every git call); a project additionally needs a local path to be absolute.
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-
-export type RepositoryKind = 'https' | 'ssh' | 'scp' | 'local';
+import { fileURLToPath } from 'node:url';
+import { type RepositoryKind, validateRepositoryUrl } from '../workspace/url.ts';
 
 export type RepositoryCheck =
   | { ok: true; kind: RepositoryKind; localPath?: string }
   | { ok: false; reason: string };
 
-const SCP_STYLE = /^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:(?!\/\/)[A-Za-z0-9._~/-]+$/;
-
 export function checkRepository(value: string, allowLocal: boolean): RepositoryCheck {
-  if (value.length === 0 || value.length > 2048) {
-    return { ok: false, reason: 'repository must be 1 to 2048 characters' };
-  }
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point.
-  if (/[\u0000-\u0020\u007f]/.test(value)) {
-    return { ok: false, reason: 'repository must not contain spaces or control characters' };
-  }
-  if (value.startsWith('-')) return { ok: false, reason: "repository must not start with '-'" };
-  if (value.includes('::')) {
-    return { ok: false, reason: "git transport helpers ('ext::', 'fd::', …) are not allowed" };
-  }
-  const local = (p: string): RepositoryCheck =>
-    allowLocal
-      ? { ok: true, kind: 'local', localPath: p }
-      : {
-          ok: false,
-          reason:
-            'local repositories are disabled on this server (set ERRAND_ALLOW_LOCAL_REPOS=true to allow them)',
-        };
-  if (value.startsWith('/')) return local(path.normalize(value));
-  if (SCP_STYLE.test(value)) return { ok: true, kind: 'scp' };
-  let url: URL;
+  const check = validateRepositoryUrl(value, allowLocal);
+  if (!check.ok || check.kind !== 'local') return check;
+  let local: string;
   try {
-    url = new URL(value);
+    local = value.startsWith('file:') ? fileURLToPath(value) : value;
   } catch {
-    return {
-      ok: false,
-      reason:
-        'repository must be an https:// or ssh:// URL, git@host:path, or an absolute path to a local repository',
-    };
+    return { ok: false, reason: 'file:// URL must name a local path' };
   }
-  switch (url.protocol) {
-    case 'https:':
-      if (url.username || url.password) {
-        return {
-          ok: false,
-          reason: 'repository URL must not contain credentials; give the forge token separately',
-        };
-      }
-      if (!url.hostname) return { ok: false, reason: 'repository URL has no host' };
-      return { ok: true, kind: 'https' };
-    case 'ssh:':
-      if (url.password) return { ok: false, reason: 'repository URL must not contain a password' };
-      if (!url.hostname) return { ok: false, reason: 'repository URL has no host' };
-      return { ok: true, kind: 'ssh' };
-    case 'file:':
-      if (url.host !== '') return { ok: false, reason: 'file:// URLs must name a local path' };
-      return local(decodeURIComponent(url.pathname));
-    case 'http:':
-      return {
-        ok: false,
-        reason: 'plain http:// sends credentials and code unencrypted; use https://',
-      };
-    default:
-      return { ok: false, reason: `unsupported repository scheme '${url.protocol}'` };
+  if (!path.isAbsolute(local)) {
+    return { ok: false, reason: 'a local repository must be an absolute path or a file:// URL' };
   }
+  return { ok: true, kind: 'local', localPath: path.normalize(local) };
 }
 
 /** A local repository must exist when the project is created, or the first job would fail. */

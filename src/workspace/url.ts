@@ -8,6 +8,8 @@ export type RepositoryKind = 'https' | 'ssh' | 'scp' | 'local' | 'http';
 export type UrlCheck = { ok: true; kind: RepositoryKind } | { ok: false; reason: string };
 
 const MAX_URL_LENGTH = 2048;
+const LOCAL_DISABLED =
+  'local repositories are disabled on this server (set ERRAND_ALLOW_LOCAL_REPOS=true to allow them)';
 
 // Git hands `<transport>::<address>` to a remote helper (`ext::` runs a command).
 const REMOTE_HELPER = /^[A-Za-z0-9+.-]*::/;
@@ -50,7 +52,7 @@ export function validateRepositoryUrl(url: string, allowLocal: boolean): UrlChec
     return { ok: true, kind: 'scp' };
   }
 
-  if (!allowLocal) return refuse('local repositories are disabled on this server');
+  if (!allowLocal) return refuse(LOCAL_DISABLED);
   return { ok: true, kind: 'local' };
 }
 
@@ -87,7 +89,7 @@ function checkSchemeUrl(url: string, scheme: string, allowLocal: boolean): UrlCh
       return { ok: true, kind: 'ssh' };
     }
     case 'file':
-      if (!allowLocal) return refuse('local repositories are disabled on this server');
+      if (!allowLocal) return refuse(LOCAL_DISABLED);
       return { ok: true, kind: 'local' };
     case 'git':
       return refuse('the unauthenticated git:// protocol is not allowed; use https:// or ssh://');

@@ -20,7 +20,10 @@ export const POSTGRES_SKIP_REASON = 'PostgreSQL tests skipped: DATABASE_URL is n
 // The template is per PGlite version: a data directory from another version may not open.
 const pgliteVersion: string = (
   JSON.parse(
-    await readFile(new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url), 'utf8'),
+    await readFile(
+      new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url),
+      'utf8',
+    ),
   ) as { version: string }
 ).version;
 
