@@ -50,14 +50,13 @@ for (const backend of backends) {
         recorded.rows.map((r) => r.id),
         files.map((m) => m.id),
       );
+      // PGlite allows one handle per data directory (the running service holds it); a restart
+      // migrating again is covered by the restart tests.
+      if (backend === 'pglite') return;
       const handle = await openDatabase({
-        dataDir: `${database.dataDir}-unused`,
+        dataDir: database.dataDir,
         databaseUrl: database.databaseUrl,
       });
-      if (backend === 'pglite') {
-        await handle.close();
-        return; // PGlite is open in this process already; one handle at a time.
-      }
       try {
         assert.deepEqual(await migrate(handle), []);
       } finally {
