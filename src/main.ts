@@ -4,12 +4,9 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ApiClient, CliError } from './cli/client.ts';
 import { ConfigError, type ConfigOverrides, loadConfig } from './config.ts';
-import { DatabaseLockedError, openDatabase } from './db/database.ts';
-import { migrate } from './db/migrate.ts';
 import { adminKeyPath } from './keys/bootstrap.ts';
 import type { KeyRecord } from './keys/service.ts';
 import type { ProjectRecord } from './projects/service.ts';
-import { startService } from './service.ts';
 
 const USAGE = `Usage: errand <command> [options]
 
@@ -82,6 +79,8 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
       'errand worker needs DATABASE_URL: with the embedded database, run errand serve (it runs workers)',
     );
   }
+  // Loaded here, not at the top: the admin commands need none of the service's modules.
+  const { startService } = await import('./service.ts');
   const service = await startService(config, {
     api: mode === 'serve',
     worker: mode === 'worker' || !values['no-worker'],
@@ -214,6 +213,8 @@ async function main(argv: string[]): Promise<void> {
       return runService(values, command);
     case 'migrate': {
       const config = loadConfig(process.env, overrides(values));
+      const { openDatabase } = await import('./db/database.ts');
+      const { migrate } = await import('./db/migrate.ts');
       const handle = await openDatabase({
         dataDir: config.dataDir,
         databaseUrl: config.databaseUrl,
@@ -238,8 +239,11 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
+  // Errors a user can act on print their message; anything else is a bug and keeps its stack.
   const known =
-    err instanceof CliError || err instanceof ConfigError || err instanceof DatabaseLockedError;
+    err instanceof CliError ||
+    err instanceof ConfigError ||
+    (err instanceof Error && err.name === 'DatabaseLockedError');
   process.stderr.write(
     `errand: ${known ? (err as Error).message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
   );

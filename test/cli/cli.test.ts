@@ -1,0 +1,118 @@
+// The `errand` CLI as a user runs it: a real process talking to a running service.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { mintKey } from '../../src/keys/format.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+
+const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+describe('errand CLI', () => {
+  let svc: TestService;
+
+  before(async () => {
+    svc = await startTestService({ backend: 'pglite', worker: false });
+  });
+  after(async () => {
+    await svc?.close();
+  });
+
+  const cli = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
+    new Promise((resolve) => {
+      const child = spawn(process.execPath, [MAIN, ...args], {
+        env: {
+          PATH: process.env.PATH ?? '',
+          ERRAND_URL: svc.url,
+          ERRAND_DATA_DIR: svc.database.dataDir,
+          ...env,
+        },
+        cwd: svc.database.dataDir,
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => {
+        stdout += c.toString();
+      });
+      child.stderr.on('data', (c: Buffer) => {
+        stderr += c.toString();
+      });
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+
+  const json = (run: Run) => {
+    assert.equal(run.code, 0, run.stderr);
+    return JSON.parse(run.stdout) as Record<string, unknown>;
+  };
+
+  test('project create and list print exactly one JSON document with --json', async () => {
+    const created = json(
+      await cli(['project', 'create', '--name', 'cli', '--repo', '.', '--ref', 'main', '--json']),
+    );
+    assert.match(String(created.id), /^prj_/);
+    assert.equal(created.repository, svc.database.dataDir, 'a relative path is made absolute');
+    assert.equal(created.ref, 'main');
+    const list = JSON.parse((await cli(['project', 'list', '--json'])).stdout) as Array<{
+      id: string;
+    }>;
+    assert.ok(list.some((p) => p.id === created.id));
+    const text = await cli(['project', 'list']);
+    assert.match(text.stdout, new RegExp(String(created.id)));
+  });
+
+  test('key create prints the key once; a revoked key stops working', async () => {
+    const project = json(
+      await cli(['project', 'create', '--name', 'keys', '--repo', svc.database.dataDir, '--json']),
+    );
+    const key = json(
+      await cli(['key', 'create', '--project', String(project.id), '--name', 'ci', '--json']),
+    );
+    assert.match(String(key.key), /^errand_/);
+    assert.equal(key.projectId, project.id);
+    const admin = json(await cli(['key', 'create', '--admin', '--json']));
+    assert.equal(admin.admin, true);
+    const listed = JSON.parse((await cli(['key', 'list', '--json'])).stdout) as Array<
+      Record<string, unknown>
+    >;
+    assert.ok(listed.some((k) => k.id === key.id));
+    assert.ok(!JSON.stringify(listed).includes(String(key.key)), 'key list shows a key');
+    const jobs = `/v2/agent/${project.id}/jobs`;
+    assert.equal((await svc.request('GET', jobs, { key: String(key.key) })).status, 200);
+    json(await cli(['key', 'revoke', String(key.id), '--json']));
+    assert.equal((await svc.request('GET', jobs, { key: String(key.key) })).status, 401);
+    // The new admin key works for the CLI too.
+    assert.equal(
+      (await cli(['project', 'list', '--json'], { ERRAND_API_KEY: String(admin.key) })).code,
+      0,
+    );
+  });
+
+  test('errors go to stderr with a non-zero exit and nothing on stdout', async () => {
+    const cases: Array<[string[], RegExp, Record<string, string>?]> = [
+      [['project', 'create', '--repo', '/tmp', '--json'], /--name is required/],
+      [
+        ['project', 'create', '--name', 'x', '--repo', 'ext::sh -c touch% /tmp/pwned', '--json'],
+        /invalid "repository".*HTTP 400/,
+      ],
+      [['key', 'create', '--json'], /exactly one of --project ID or --admin/],
+      [['key', 'revoke', 'key_nope'], /not found.*HTTP 404/],
+      [['project', 'list'], /unknown API key.*HTTP 401/, { ERRAND_API_KEY: mintKey() }],
+      [['project', 'list'], /cannot reach Errand/, { ERRAND_URL: 'http://127.0.0.1:9' }],
+      [['worker'], /needs DATABASE_URL/],
+      [['frobnicate'], /unknown command/],
+      [['project', 'list', '--bogus'], /Unknown option/],
+    ];
+    for (const [args, message, env] of cases) {
+      const run = await cli(args, env);
+      assert.notEqual(run.code, 0, `${args.join(' ')} exited 0`);
+      assert.equal(run.stdout, '', `${args.join(' ')} wrote to stdout`);
+      assert.match(run.stderr, message, args.join(' '));
+      assert.doesNotMatch(run.stderr, /\n\s+at /, `${args.join(' ')} printed a stack trace`);
+    }
+  });
+});
