@@ -1,9 +1,10 @@
 // Runs turns from the queue. A turn is claimed from pg-boss, marked running, handed to the
 // TurnRunner and settled: done, failed for good, or thrown back to pg-boss to try again.
 // Delivery is at-least-once, so every step checks the turn's state before acting on it.
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { JobWithMetadata } from 'pg-boss';
 import type { AppContext } from '../context.ts';
+import type { Database } from '../db/schema.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
 import { appendEvent } from '../jobs/events.ts';
 import { TurnFailedError, type TurnOutput, type TurnRunner } from '../jobs/runner.ts';
@@ -49,6 +50,15 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
   };
 }
 
+/**
+ * Every transaction that changes a job and its turns locks the job row first, as the API's
+ * follow-up and archive do: the same order everywhere, so they wait for each other instead
+ * of deadlocking.
+ */
+async function lockJob(trx: Transaction<Database>, jobId: string): Promise<void> {
+  await trx.selectFrom('jobs').select('id').where('id', '=', jobId).forUpdate().execute();
+}
+
 export async function handleTurn(
   ctx: AppContext,
   runner: TurnRunner,
@@ -71,6 +81,7 @@ export async function handleTurn(
   if (job.status === 'archived') return;
 
   const started = await ctx.db.transaction().execute(async (trx) => {
+    await lockJob(trx, jobId);
     const t = await trx
       .updateTable('turns')
       .set({ state: 'running', attempts: sql`attempts + 1`, started_at: sql`now()`, error: null })
@@ -116,6 +127,7 @@ async function finishTurn(
   output: TurnOutput,
 ): Promise<void> {
   await ctx.db.transaction().execute(async (trx) => {
+    await lockJob(trx, jobId);
     const done = await trx
       .updateTable('turns')
       .set({
@@ -208,6 +220,7 @@ export async function failTurn(
   message: string,
 ): Promise<boolean> {
   return ctx.db.transaction().execute(async (trx) => {
+    await lockJob(trx, jobId);
     const failed = await trx
       .updateTable('turns')
       .set({ state: 'failed', error: message, finished_at: sql`now()` })

@@ -260,9 +260,14 @@ test('a child that ignores SIGTERM is killed with SIGKILL after the grace period
     cwd: root,
     signal: controller.signal,
   });
-  for (let i = 0; i < 100 && (await processesContaining(marker)).length === 0; i++) {
+  // Wait for the sleep itself: once it runs, the shell has set its trap. Under load that
+  // can take a while, and aborting earlier would test nothing.
+  const sleeping = async () =>
+    (await processesContaining(marker)).some((cmd) => cmd.startsWith('sleep '));
+  for (let i = 0; i < 500 && !(await sleeping()); i++) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+  assert.ok(await sleeping(), 'the hanging git alias never started');
   const started = Date.now();
   controller.abort();
   await assert.rejects(running, { name: 'AbortError' });

@@ -1,0 +1,315 @@
+// The admin project routes: POST /v2/admin/projects, GET /v2/admin/projects and
+// GET /v2/admin/projects/{id}. Mostly the validation of what a project may name as its
+// repository, ref and model, each refusal checked to store nothing; and the common auth cases.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { backends } from '../../../test/support/databases.ts';
+import {
+  assertError,
+  authCases,
+  countRows,
+  createRouteFixture,
+  isoNear,
+  jsonBodyCases,
+  notePostgresSkip,
+  PROJECT_ID,
+  type RouteFixture,
+  type RouteSpec,
+  randomProjectId,
+  unchanged,
+} from '../../../test/support/route-cases.ts';
+import { startTestService, type TestService } from '../../../test/support/service.ts';
+
+const HTTPS_REPO = 'https://github.com/acme/widgets.git';
+
+const createSpec: RouteSpec = {
+  method: 'POST',
+  scope: 'admin',
+  path: () => '/v2/admin/projects',
+  body: () => ({ name: 'from the common cases', repository: HTTPS_REPO }),
+};
+const listSpec: RouteSpec = { method: 'GET', scope: 'admin', path: () => '/v2/admin/projects' };
+const getSpec: RouteSpec = {
+  method: 'GET',
+  scope: 'admin',
+  path: ({ projectId }) => `/v2/admin/projects/${projectId}`,
+};
+
+const PROJECT_FIELDS = ['createdAt', 'id', 'model', 'name', 'ref', 'repository', 'updatedAt'];
+
+for (const backend of backends) {
+  describe(`admin project routes on ${backend}`, () => {
+    // svc allows local repositories; noLocal is a server with ERRAND_ALLOW_LOCAL_REPOS=false.
+    let svc: TestService;
+    let noLocal: TestService;
+    let fx: RouteFixture;
+    const fixture = () => fx;
+
+    before(async () => {
+      [svc, noLocal] = await Promise.all([
+        startTestService({ backend, worker: false }),
+        startTestService({ backend, worker: false, env: { ERRAND_ALLOW_LOCAL_REPOS: 'false' } }),
+      ]);
+      fx = await createRouteFixture(svc);
+    });
+    after(async () => {
+      await Promise.all([svc?.close(), noLocal?.close()]);
+    });
+
+    const post = (body: unknown, s: TestService = svc) =>
+      s.request('POST', '/v2/admin/projects', { body });
+
+    /** Asserts that creating a project with `fields` is refused with a 400 and stores nothing. */
+    const refused = async (fields: Record<string, unknown>, pattern: RegExp, s = svc) => {
+      const body = { name: 'refused', repository: HTTPS_REPO, ...fields };
+      const res = await unchanged(s, () => post(body, s));
+      assertError(res, 400, 'bad_request');
+      assert.match(res.json.error ?? '', pattern, JSON.stringify(fields));
+    };
+
+    describe('happy path', () => {
+      test('POST: 201 with the project record, readable by id and in the list', async () => {
+        const res = await post({
+          name: '  Widgets  ',
+          repository: HTTPS_REPO,
+          ref: 'develop',
+          model: 'openai:gpt-5',
+        });
+        assert.equal(res.status, 201, res.text);
+        const project = res.json;
+        assert.deepEqual(Object.keys(project).sort(), PROJECT_FIELDS);
+        assert.match(project.id ?? '', PROJECT_ID);
+        assert.equal(project.name, 'Widgets');
+        assert.equal(project.repository, HTTPS_REPO);
+        assert.equal(project.ref, 'develop');
+        assert.equal(project.model, 'openai:gpt-5');
+        isoNear(project.createdAt);
+        isoNear(project.updatedAt);
+
+        const read = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+        assert.equal(read.status, 200);
+        assert.deepEqual(read.json, project);
+
+        const list = await svc.request('GET', '/v2/admin/projects');
+        assert.equal(list.status, 200);
+        assert.deepEqual(Object.keys(list.json), ['projects']);
+        const ids = list.json.projects?.map((p) => p.id) ?? [];
+        // Oldest first: the fixture's projects come before this one.
+        assert.ok(ids.indexOf(fx.project.id) < ids.indexOf(project.id ?? ''));
+        assert.deepEqual(
+          list.json.projects?.find((p) => p.id === project.id),
+          project,
+        );
+        assert.equal(ids.length, await countRows(svc, 'projects'));
+      });
+
+      test('defaults: ref main, model null', async () => {
+        const res = await post({ name: 'defaults', repository: HTTPS_REPO });
+        assert.equal(res.status, 201, res.text);
+        assert.equal(res.json.ref, 'main');
+        assert.equal(res.json.model, null);
+        const nulls = await post({ name: 'nulls', repository: HTTPS_REPO, ref: null, model: null });
+        assert.equal(nulls.status, 201, nulls.text);
+        assert.equal(nulls.json.ref, 'main');
+        assert.equal(nulls.json.model, null);
+      });
+
+      test('accepted repositories: https, ssh://, git@host:path, an existing local directory', async () => {
+        const dir = svc.database.dataDir;
+        const cases: [string, string][] = [
+          [HTTPS_REPO, HTTPS_REPO],
+          [
+            'https://gitlab.example.com/group/sub/repo',
+            'https://gitlab.example.com/group/sub/repo',
+          ],
+          ['ssh://git@github.com/acme/widgets.git', 'ssh://git@github.com/acme/widgets.git'],
+          [
+            'ssh://git@git.example.com:2222/acme/widgets.git',
+            'ssh://git@git.example.com:2222/acme/widgets.git',
+          ],
+          ['git@github.com:acme/widgets.git', 'git@github.com:acme/widgets.git'],
+          [dir, dir],
+          [`file://${dir}`, dir],
+        ];
+        for (const [repository, stored] of cases) {
+          const res = await post({ name: 'repo', repository });
+          assert.equal(res.status, 201, `${repository}: ${res.text}`);
+          assert.equal(res.json.repository, stored);
+        }
+      });
+
+      test('accepted refs and model ids', async () => {
+        for (const ref of ['main', 'release/1.x', 'v1.2.3', 'feature/foo-bar_baz', 'a+b']) {
+          const res = await post({ name: 'ref', repository: HTTPS_REPO, ref });
+          assert.equal(res.status, 201, `${ref}: ${res.text}`);
+          assert.equal(res.json.ref, ref);
+        }
+        for (const model of [
+          'anthropic:claude-sonnet-4-5',
+          'openai:gpt-5',
+          'google:gemini-2.5-pro',
+          'openai-compatible:meta/llama-3.1@q4',
+        ]) {
+          const res = await post({ name: 'model', repository: HTTPS_REPO, model });
+          assert.equal(res.status, 201, `${model}: ${res.text}`);
+          assert.equal(res.json.model, model);
+        }
+      });
+
+      test('remote repositories still work where local ones are disabled', async () => {
+        for (const repository of [HTTPS_REPO, 'git@github.com:acme/widgets.git']) {
+          const res = await post({ name: 'remote', repository }, noLocal);
+          assert.equal(res.status, 201, res.text);
+        }
+      });
+    });
+
+    describe('errors', () => {
+      jsonBodyCases(createSpec, fixture);
+
+      test('refused repositories: command-running transports and option injection', async () => {
+        for (const repository of [
+          'ext::sh -c x',
+          'ext::sh',
+          'fd::17',
+          'transport::https://github.com/acme/x',
+          '-oProxyCommand=touch /tmp/errand-pwned',
+          '--upload-pack=touch /tmp/errand-pwned',
+          '-u',
+        ]) {
+          await refused({ repository }, /repository/);
+        }
+      });
+
+      test('refused repositories: insecure or credential-bearing URLs', async () => {
+        for (const repository of [
+          'http://github.com/acme/widgets.git',
+          'https://user:pass@github.com/acme/widgets.git',
+          'https://ghp_token@github.com/acme/widgets.git',
+          'ssh://git:secret@github.com/acme/widgets.git',
+          'git://github.com/acme/widgets.git',
+          'ftp://example.com/x.git',
+        ]) {
+          await refused({ repository }, /repository/);
+        }
+      });
+
+      test('refused repositories: newlines, spaces, control characters, junk', async () => {
+        for (const repository of [
+          'https://github.com/acme/widgets.git\nfoo',
+          'https://github.com/acme/widgets.git\r',
+          '\nhttps://github.com/acme/widgets.git',
+          'https://github.com/acme/wid gets.git',
+          'https://github.com/acme/widgets.git\u0000',
+          'relative/path',
+          'widgets',
+          `https://github.com/${'a'.repeat(2100)}`,
+        ]) {
+          await refused({ repository }, /repository/);
+        }
+      });
+
+      test('refused repositories: a local path that does not exist', async () => {
+        for (const repository of [
+          '/does/not/exist/errand',
+          'file:///does/not/exist/errand',
+          'file://otherhost/srv/repo',
+        ]) {
+          await refused({ repository }, /repository/);
+        }
+      });
+
+      test('refused repositories: local paths and file:// when ERRAND_ALLOW_LOCAL_REPOS=false', async () => {
+        const dir = noLocal.database.dataDir;
+        for (const repository of [dir, `file://${dir}`, '/tmp']) {
+          await refused({ repository }, /local repositories are disabled/, noLocal);
+        }
+      });
+
+      test('400 for a missing or non-string repository', async () => {
+        for (const repository of [
+          undefined,
+          '',
+          42,
+          ['https://github.com/a/b'],
+          { url: HTTPS_REPO },
+        ]) {
+          const res = await unchanged(svc, () => post({ name: 'no repo', repository }));
+          assertError(res, 400, 'bad_request');
+          assert.match(res.json.error ?? '', /repository/);
+        }
+      });
+
+      test('400 for a bad ref', async () => {
+        for (const ref of [
+          '-x',
+          '--upload-pack=x',
+          'a..b',
+          '',
+          'a b',
+          'a//b',
+          '/main',
+          'main/',
+          'main.',
+          'x.lock',
+          '.hidden',
+          'a@{1}',
+          'a~1',
+          'a^',
+          'a:b',
+          'a\\b',
+          'a\nb',
+          42,
+        ]) {
+          await refused({ ref }, /ref/);
+        }
+      });
+
+      test('400 for a bad model id', async () => {
+        for (const model of [
+          'gpt-4',
+          'Anthropic:claude',
+          ':claude',
+          'anthropic:',
+          'anthropic: claude',
+          '1abc:model',
+          'anthropic:claude\n',
+          '',
+          42,
+        ]) {
+          await refused({ model }, /model/);
+        }
+      });
+
+      test('400 for a missing, empty, too long or non-string name', async () => {
+        for (const name of [undefined, '', '   ', 'n'.repeat(201), 42, ['a']]) {
+          await refused({ name }, /name/);
+        }
+        const longest = await post({ name: 'n'.repeat(200), repository: HTTPS_REPO });
+        assert.equal(longest.status, 201, longest.text);
+      });
+
+      test('GET by id: 404 for an unknown or malformed project id', async () => {
+        for (const id of [randomProjectId(), 'not-a-project', `${fx.project.id}x`, fx.jobId]) {
+          assertError(await svc.request('GET', `/v2/admin/projects/${id}`), 404, 'not_found');
+        }
+      });
+    });
+
+    describe('security', () => {
+      describe('POST /v2/admin/projects', () => authCases(createSpec, fixture));
+      describe('GET /v2/admin/projects', () => authCases(listSpec, fixture));
+      describe('GET /v2/admin/projects/{id}', () => authCases(getSpec, fixture));
+
+      test("a project key cannot read even its own project's admin record", async () => {
+        const res = await svc.request('GET', `/v2/admin/projects/${fx.project.id}`, {
+          key: fx.projectKey,
+        });
+        assertError(res, 403, 'forbidden');
+        assert.doesNotMatch(res.text, new RegExp(fx.project.repository.replaceAll('/', '\\/')));
+      });
+    });
+  });
+}
+
+notePostgresSkip();

@@ -1,0 +1,299 @@
+// POST /v2/agent/{projectId}/job: the job record, its model and source, prompt validation,
+// rate limits (also under 50 parallel requests), and the common auth cases.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { backends } from '../../../test/support/databases.ts';
+import {
+  assertError,
+  authCases,
+  createRouteFixture,
+  isoNear,
+  JOB_FIELDS,
+  JOB_ID,
+  jsonBodyCases,
+  notePostgresSkip,
+  promptCases,
+  type RouteFixture,
+  type RouteSpec,
+  unchanged,
+} from '../../../test/support/route-cases.ts';
+import { startTestService, type TestService } from '../../../test/support/service.ts';
+
+const MAX_PROMPT = 50;
+// The documented default when neither the project nor ERRAND_MODEL names a model.
+const DEFAULT_MODEL_ID = 'anthropic:claude-sonnet-4-5';
+const ENV_MODEL = 'openai-compatible:env-default-model';
+const CONFIGURED_CREATE_LIMIT = 20;
+// A window far longer than the test run, so no count resets half-way through a test.
+const LONG_WINDOW = String(86_400 * 31);
+// Model vendors are never called by these tests: a key only makes a provider usable.
+const FAKE_KEY = 'test-key-not-used-0000';
+
+const spec: RouteSpec = {
+  method: 'POST',
+  scope: 'project',
+  path: ({ projectId }) => `/v2/agent/${projectId}/job`,
+  body: () => ({ prompt: 'a prompt from the common cases' }),
+};
+
+for (const backend of backends) {
+  describe(`POST /v2/agent/{projectId}/job on ${backend}`, () => {
+    // svc: defaults, except a small prompt limit. configured: ERRAND_MODEL and a create limit.
+    // Neither runs workers, so every job stays as the API wrote it.
+    let svc: TestService;
+    let configured: TestService;
+    let fx: RouteFixture;
+    const fixture = () => fx;
+
+    before(async () => {
+      [svc, configured] = await Promise.all([
+        startTestService({
+          backend,
+          worker: false,
+          // The test environment has an Anthropic key; OpenAI gets one here, Google none.
+          env: { ERRAND_MAX_PROMPT_CHARS: String(MAX_PROMPT), OPENAI_API_KEY: FAKE_KEY },
+        }),
+        startTestService({
+          backend,
+          worker: false,
+          env: {
+            ERRAND_MODEL: ENV_MODEL,
+            ERRAND_OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+            GOOGLE_GENERATIVE_AI_API_KEY: FAKE_KEY,
+            ERRAND_RATE_LIMIT_CREATE: String(CONFIGURED_CREATE_LIMIT),
+            ERRAND_RATE_LIMIT_MESSAGE: '2',
+            ERRAND_RATE_LIMIT_WINDOW_SECONDS: LONG_WINDOW,
+          },
+        }),
+      ]);
+      fx = await createRouteFixture(svc);
+    });
+    after(async () => {
+      await Promise.all([svc?.close(), configured?.close()]);
+    });
+
+    const create = (s: TestService, projectId: string, prompt: string, key?: string) =>
+      s.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt },
+        ...(key ? { key } : {}),
+      });
+
+    describe('happy path', () => {
+      test('201 with every field of the job record, stored as returned', async () => {
+        const project = await svc.createProject({ name: 'record', ref: 'develop' });
+        const { key } = await svc.createProjectKey(project.id);
+        const res = await create(svc, project.id, 'Fix the failing test', key);
+        assert.equal(res.status, 201, res.text);
+        assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+        const job = res.json;
+        assert.deepEqual(Object.keys(job).sort(), JOB_FIELDS);
+        assert.match(job.id ?? '', JOB_ID);
+        assert.equal(job.status, 'active');
+        assert.deepEqual(job.source, { repository: project.repository, ref: 'develop' });
+        assert.equal(job.model, DEFAULT_MODEL_ID);
+        assert.equal(job.prLink, null);
+        isoNear(job.createdAt);
+        assert.equal(job.archivedAt, null);
+        assert.equal(job.projectId, project.id);
+        assert.equal(job.branch, `errand/${job.id}`);
+        assert.equal(job.error, null);
+        assert.equal(job.turns, 1);
+        isoNear(job.updatedAt);
+
+        const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });
+        assert.equal(read.status, 200);
+        assert.deepEqual(read.json, job);
+        const list = await svc.request('GET', `/v2/agent/${project.id}/jobs`, { key });
+        assert.deepEqual(list.json.jobs, [job]);
+
+        const turns = await svc.service.ctx.db
+          .selectFrom('turns')
+          .selectAll()
+          .where('job_id', '=', job.id ?? '')
+          .execute();
+        assert.equal(turns.length, 1);
+        assert.equal(turns[0]?.seq, 1);
+        assert.equal(turns[0]?.prompt, 'Fix the failing test');
+        assert.equal(turns[0]?.state, 'queued');
+        assert.ok(turns[0]?.queue_id, 'the turn has no queue entry');
+      });
+
+      test('the prompt is stored exactly as sent', async () => {
+        const prompt = '  Fix "the" bug\n\tin ünïcødé ✓ 🚀 \\n <b>  ';
+        const res = await create(svc, fx.project.id, prompt, fx.projectKey);
+        assert.equal(res.status, 201, res.text);
+        const turn = await svc.service.ctx.db
+          .selectFrom('turns')
+          .select('prompt')
+          .where('job_id', '=', res.json.id ?? '')
+          .executeTakeFirstOrThrow();
+        assert.equal(turn.prompt, prompt);
+      });
+
+      test("the model is the project's, else ERRAND_MODEL, else the built-in default", async () => {
+        const cases: [TestService, string | undefined, string][] = [
+          [svc, undefined, DEFAULT_MODEL_ID],
+          [svc, 'openai:gpt-5', 'openai:gpt-5'],
+          [configured, undefined, ENV_MODEL],
+          [configured, 'google:gemini-2.5-pro', 'google:gemini-2.5-pro'],
+        ];
+        for (const [s, model, expected] of cases) {
+          const project = await s.createProject({ name: 'model', ...(model ? { model } : {}) });
+          const res = await create(s, project.id, 'which model?');
+          assert.equal(res.status, 201, res.text);
+          assert.equal(res.json.model, expected);
+          assert.equal(res.json.source?.repository, project.repository);
+          assert.equal(res.json.source?.ref, 'main');
+        }
+      });
+
+      test('RateLimit headers count down per project', async () => {
+        const project = await svc.createProject({ name: 'headers' });
+        const first = await create(svc, project.id, 'one');
+        const second = await create(svc, project.id, 'two');
+        for (const res of [first, second]) {
+          assert.equal(res.status, 201);
+          assert.equal(res.headers.get('ratelimit-policy'), '100;w=3600');
+          assert.equal(res.headers.get('ratelimit-limit'), '100');
+          const reset = Number(res.headers.get('ratelimit-reset'));
+          assert.ok(Number.isInteger(reset) && reset >= 1 && reset <= 3600, `reset ${reset}`);
+          assert.equal(res.headers.get('retry-after'), null);
+        }
+        assert.equal(first.headers.get('ratelimit-remaining'), '99');
+        // The fixed window may end between the two requests; then the count starts again.
+        const rolled =
+          Number(second.headers.get('ratelimit-reset')) >
+          Number(first.headers.get('ratelimit-reset'));
+        assert.equal(second.headers.get('ratelimit-remaining'), rolled ? '99' : '98');
+        // Another project has its own count.
+        const other = await svc.createProject({ name: 'headers 2' });
+        const third = await create(svc, other.id, 'three');
+        assert.equal(third.headers.get('ratelimit-remaining'), '99');
+      });
+
+      test('each request makes a new job; the admin key may create for any project', async () => {
+        const a = await create(svc, fx.project.id, 'same prompt', fx.projectKey);
+        const b = await create(svc, fx.project.id, 'same prompt', fx.projectKey);
+        const c = await create(svc, fx.project.id, 'same prompt', svc.adminKey);
+        for (const res of [a, b, c]) assert.equal(res.status, 201, res.text);
+        assert.equal(new Set([a.json.id, b.json.id, c.json.id]).size, 3);
+        assert.equal(new Set([a.json.branch, b.json.branch, c.json.branch]).size, 3);
+      });
+    });
+
+    describe('errors', () => {
+      jsonBodyCases(spec, fixture);
+      promptCases(spec, fixture, MAX_PROMPT);
+
+      test('400 model_unavailable when the model cannot be used; nothing is written', async () => {
+        const cases: [string, RegExp][] = [
+          ['google:gemini-2.5-pro', /GOOGLE_GENERATIVE_AI_API_KEY/],
+          ['mistral:large-latest', /unknown provider 'mistral'/],
+        ];
+        for (const [model, message] of cases) {
+          const project = await svc.createProject({ name: 'unusable model', model });
+          const res = await unchanged(svc, () => create(svc, project.id, 'which model?'));
+          assertError(res, 400, 'model_unavailable');
+          assert.match(res.json.error ?? '', message);
+          assert.doesNotMatch(res.text, new RegExp(FAKE_KEY));
+        }
+      });
+
+      test('429 with Retry-After once the limit is used; nothing is written', async () => {
+        const project = await configured.createProject({ name: 'limited' });
+        const ids: string[] = [];
+        for (let i = 0; i < CONFIGURED_CREATE_LIMIT; i++) {
+          const res = await create(configured, project.id, `job ${i}`);
+          assert.equal(res.status, 201, res.text);
+          assert.equal(
+            res.headers.get('ratelimit-remaining'),
+            String(CONFIGURED_CREATE_LIMIT - 1 - i),
+          );
+          ids.push(res.json.id ?? '');
+        }
+        const refused = await unchanged(configured, () =>
+          create(configured, project.id, 'one too many'),
+        );
+        assertError(refused, 429, 'rate_limited');
+        const retryAfter = Number(refused.headers.get('retry-after'));
+        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
+        assert.ok(retryAfter <= Number(LONG_WINDOW));
+        assert.equal(refused.headers.get('ratelimit-limit'), String(CONFIGURED_CREATE_LIMIT));
+        assert.equal(refused.headers.get('ratelimit-remaining'), '0');
+        assert.equal(refused.headers.get('ratelimit-reset'), String(retryAfter));
+        assert.equal(
+          refused.headers.get('ratelimit-policy'),
+          `${CONFIGURED_CREATE_LIMIT};w=${LONG_WINDOW}`,
+        );
+        // Still refused: a refusal does not free a slot.
+        assertError(await create(configured, project.id, 'again'), 429, 'rate_limited');
+        const list = await configured.request('GET', `/v2/agent/${project.id}/jobs?limit=100`);
+        assert.deepEqual(
+          list.json.jobs?.map((j) => j.id),
+          [...ids].reverse(),
+        );
+
+        // Follow-up messages have their own count; other projects have their own too.
+        const message = await configured.request(
+          'POST',
+          `/v2/agent/${project.id}/job/${ids[0]}/message`,
+          { body: { prompt: 'a follow-up' } },
+        );
+        assert.equal(message.status, 200, message.text);
+        assert.equal(message.headers.get('ratelimit-limit'), '2');
+        assert.equal(message.headers.get('ratelimit-remaining'), '1');
+        const other = await configured.createProject({ name: 'not limited' });
+        assert.equal((await create(configured, other.id, 'fine')).status, 201);
+      });
+
+      test(`50 parallel creates with a limit of ${CONFIGURED_CREATE_LIMIT}: exactly ${CONFIGURED_CREATE_LIMIT} jobs`, async () => {
+        const project = await configured.createProject({ name: 'parallel' });
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => create(configured, project.id, `parallel ${i}`)),
+        );
+        const created = results.filter((r) => r.status === 201);
+        const refused = results.filter((r) => r.status !== 201);
+        assert.equal(created.length, CONFIGURED_CREATE_LIMIT);
+        assert.equal(refused.length, 50 - CONFIGURED_CREATE_LIMIT);
+        for (const res of refused) {
+          assertError(res, 429, 'rate_limited');
+          assert.ok(Number(res.headers.get('retry-after')) >= 1);
+        }
+        // Every slot was handed out exactly once.
+        assert.deepEqual(
+          created.map((r) => Number(r.headers.get('ratelimit-remaining'))).sort((a, b) => a - b),
+          Array.from({ length: CONFIGURED_CREATE_LIMIT }, (_, i) => i),
+        );
+        const list = await configured.request('GET', `/v2/agent/${project.id}/jobs?limit=100`);
+        assert.equal(list.status, 200);
+        assert.deepEqual(
+          new Set(list.json.jobs?.map((j) => j.id)),
+          new Set(created.map((r) => r.json.id)),
+        );
+        const db = configured.service.ctx.db;
+        const jobs = await db
+          .selectFrom('jobs')
+          .select('id')
+          .where('project_id', '=', project.id)
+          .execute();
+        assert.equal(jobs.length, CONFIGURED_CREATE_LIMIT);
+        const turns = await db
+          .selectFrom('turns')
+          .select('job_id')
+          .where(
+            'job_id',
+            'in',
+            jobs.map((j) => j.id),
+          )
+          .execute();
+        assert.equal(turns.length, CONFIGURED_CREATE_LIMIT);
+      });
+    });
+
+    describe('security', () => {
+      authCases(spec, fixture);
+    });
+  });
+}
+
+notePostgresSkip();

@@ -1,0 +1,181 @@
+// GET /v2/agent/{projectId}/job/{id}: the polling route. The record, its ETag and 304 answers,
+// the 404s of the job id, and the common auth cases (no 304 without a valid key).
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { backends } from '../../../test/support/databases.ts';
+import {
+  assertError,
+  authCases,
+  createRouteFixture,
+  jobIdCases,
+  notePostgresSkip,
+  type RouteFixture,
+  type RouteSpec,
+} from '../../../test/support/route-cases.ts';
+import {
+  type HttpResult,
+  startTestService,
+  type TestService,
+} from '../../../test/support/service.ts';
+
+const spec: RouteSpec = {
+  method: 'GET',
+  scope: 'project',
+  path: ({ projectId, jobId }) => `/v2/agent/${projectId}/job/${jobId}`,
+};
+
+const ETAG = /^"[A-Za-z0-9_-]{10,}"$/;
+
+for (const backend of backends) {
+  describe(`GET /v2/agent/{projectId}/job/{id} on ${backend}`, () => {
+    // No worker: a job changes only when a test changes it, so ETags are stable.
+    let svc: TestService;
+    let fx: RouteFixture;
+    const fixture = () => fx;
+
+    before(async () => {
+      svc = await startTestService({ backend, worker: false });
+      fx = await createRouteFixture(svc);
+    });
+    after(async () => {
+      await svc?.close();
+    });
+
+    const get = (jobId: string, headers: Record<string, string> = {}, key?: string) =>
+      svc.request('GET', `/v2/agent/${fx.project.id}/job/${jobId}`, {
+        headers,
+        key: key ?? fx.projectKey,
+      });
+    const create = async (prompt: string): Promise<HttpResult> => {
+      const res = await svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
+        body: { prompt },
+        key: fx.projectKey,
+      });
+      assert.equal(res.status, 201, res.text);
+      return res;
+    };
+    const etagOf = (res: HttpResult): string => {
+      const etag = res.headers.get('etag') ?? '';
+      assert.match(etag, ETAG);
+      return etag;
+    };
+    const assertNotModified = (res: HttpResult, etag: string) => {
+      assert.equal(res.status, 304, res.text);
+      assert.equal(res.text, '');
+      assert.equal(res.headers.get('etag'), etag);
+    };
+
+    describe('happy path', () => {
+      test('200 with the job record as created, an ETag and Cache-Control: no-cache', async () => {
+        const created = await create('read me back');
+        const res = await get(created.json.id ?? '');
+        assert.equal(res.status, 200, res.text);
+        assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+        assert.deepEqual(res.json, created.json);
+        assert.equal(res.headers.get('cache-control'), 'no-cache');
+        const etag = etagOf(res);
+        // The same record gives the same ETag, whoever asks.
+        assert.equal(etagOf(await get(created.json.id ?? '')), etag);
+        assert.equal(etagOf(await get(created.json.id ?? '', {}, svc.adminKey)), etag);
+        // Another job has another ETag.
+        assert.notEqual(etagOf(await get(fx.jobId)), etag);
+      });
+
+      test('304 with an empty body when If-None-Match matches', async () => {
+        const { json } = await create('poll me');
+        const id = json.id ?? '';
+        const etag = etagOf(await get(id));
+        for (const ifNoneMatch of [
+          etag,
+          `W/${etag}`,
+          `"other", ${etag}`,
+          `"a",${etag} ,"b"`,
+          '*',
+        ]) {
+          assertNotModified(await get(id, { 'if-none-match': ifNoneMatch }), etag);
+        }
+      });
+
+      test('200 with the body when If-None-Match does not match', async () => {
+        const { json } = await create('poll me too');
+        const id = json.id ?? '';
+        const etag = etagOf(await get(id));
+        const otherEtag = etagOf(await get(fx.jobId));
+        const last = etag.at(-2) === 'x' ? 'y' : 'x';
+        const almost = `${etag.slice(0, -2)}${last}"`;
+        for (const ifNoneMatch of [otherEtag, '"nope"', etag.slice(1, -1), almost, `W/${almost}`]) {
+          const res = await get(id, { 'if-none-match': ifNoneMatch });
+          assert.equal(res.status, 200, `If-None-Match ${ifNoneMatch}`);
+          assert.deepEqual(res.json, json);
+        }
+      });
+
+      test('the ETag changes when the job changes', async () => {
+        const { json } = await create('change me');
+        const id = json.id ?? '';
+        const first = etagOf(await get(id));
+
+        const followUp = await svc.request('POST', `/v2/agent/${fx.project.id}/job/${id}/message`, {
+          body: { prompt: 'and this too' },
+        });
+        assert.equal(followUp.status, 200, followUp.text);
+        const afterMessage = await get(id, { 'if-none-match': first });
+        assert.equal(afterMessage.status, 200);
+        assert.equal(afterMessage.json.turns, 2);
+        const second = etagOf(afterMessage);
+        assert.notEqual(second, first);
+        assertNotModified(await get(id, { 'if-none-match': second }), second);
+
+        const archived = await svc.request('POST', `/v2/agent/${fx.project.id}/job/${id}/archive`);
+        assert.equal(archived.status, 200);
+        const afterArchive = await get(id, { 'if-none-match': `${first}, ${second}` });
+        assert.equal(afterArchive.status, 200);
+        assert.equal(afterArchive.json.status, 'archived');
+        assert.deepEqual(afterArchive.json, archived.json);
+        const third = etagOf(afterArchive);
+        assert.notEqual(third, first);
+        assert.notEqual(third, second);
+      });
+    });
+
+    describe('errors', () => {
+      jobIdCases(spec, fixture);
+
+      test('a 404 is not turned into a 304 by If-None-Match: *', async () => {
+        const res = await svc.request('GET', `/v2/agent/${fx.project.id}/job/${fx.otherJobId}`, {
+          headers: { 'if-none-match': '*' },
+        });
+        assertError(res, 404, 'not_found');
+      });
+    });
+
+    describe('security', () => {
+      authCases(spec, fixture);
+
+      test('no 304 without a valid key, even with the right ETag', async () => {
+        const etag = etagOf(await get(fx.jobId));
+        const headers = { 'if-none-match': etag };
+        assertError(
+          await svc.request('GET', `/v2/agent/${fx.project.id}/job/${fx.jobId}`, {
+            key: null,
+            headers,
+          }),
+          401,
+          'unauthorized',
+        );
+        assertError(await get(fx.jobId, headers, fx.otherProjectKey), 403, 'forbidden');
+        assertNotModified(await get(fx.jobId, headers), etag);
+      });
+
+      test("another project's key cannot read the job through its own project", async () => {
+        const res = await svc.request('GET', `/v2/agent/${fx.otherProject.id}/job/${fx.jobId}`, {
+          key: fx.otherProjectKey,
+        });
+        assertError(res, 404, 'not_found');
+        assert.doesNotMatch(res.text, /fixture job A/);
+      });
+    });
+  });
+}
+
+notePostgresSkip();

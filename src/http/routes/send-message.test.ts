@@ -1,0 +1,276 @@
+// POST /v2/agent/{projectId}/job/{id}/message: follow-up turns, reactivation of finished jobs,
+// 409 on archived jobs, its own rate limit, prompt validation and the common auth cases.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { backends } from '../../../test/support/databases.ts';
+import {
+  assertError,
+  authCases,
+  createJobId,
+  createRouteFixture,
+  jobIdCases,
+  jsonBodyCases,
+  notePostgresSkip,
+  promptCases,
+  type RouteFixture,
+  type RouteSpec,
+  SCRIPTED_ENV,
+  scriptedRunner,
+  turnStarted,
+  unchanged,
+} from '../../../test/support/route-cases.ts';
+import type { RecordingRunner } from '../../../test/support/runners.ts';
+import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
+
+const MAX_PROMPT = 50;
+const LONG_WINDOW = String(86_400 * 31);
+
+const spec: RouteSpec = {
+  method: 'POST',
+  scope: 'project',
+  path: ({ projectId, jobId }) => `/v2/agent/${projectId}/job/${jobId}/message`,
+  body: () => ({ prompt: 'a follow-up from the common cases' }),
+};
+
+for (const backend of backends) {
+  describe(`POST /v2/agent/{projectId}/job/{id}/message on ${backend}`, () => {
+    // svc runs turns with the scripted runner; limited has no worker and tiny rate limits.
+    let svc: TestService;
+    let limited: TestService;
+    let runner: RecordingRunner;
+    let fx: RouteFixture;
+    const fixture = () => fx;
+
+    before(async () => {
+      runner = scriptedRunner();
+      [svc, limited] = await Promise.all([
+        startTestService({
+          backend,
+          runner,
+          env: { ...SCRIPTED_ENV, ERRAND_MAX_PROMPT_CHARS: String(MAX_PROMPT) },
+        }),
+        startTestService({
+          backend,
+          worker: false,
+          env: {
+            ERRAND_RATE_LIMIT_CREATE: '2',
+            ERRAND_RATE_LIMIT_MESSAGE: '2',
+            ERRAND_RATE_LIMIT_WINDOW_SECONDS: LONG_WINDOW,
+          },
+        }),
+      ]);
+      fx = await createRouteFixture(svc);
+    });
+    after(async () => {
+      await Promise.all([svc?.close(), limited?.close()]);
+    });
+
+    const message = (
+      s: TestService,
+      projectId: string,
+      jobId: string,
+      prompt: string,
+      key?: string,
+    ) =>
+      s.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
+        body: { prompt },
+        ...(key ? { key } : {}),
+      });
+    const getJob = (s: TestService, projectId: string, jobId: string) =>
+      s.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
+    const waitForStatus = (projectId: string, jobId: string, status: string) =>
+      waitFor(`job ${jobId} to be ${status}`, async () => {
+        const res = await getJob(svc, projectId, jobId);
+        return res.json.status === status ? res : undefined;
+      });
+    const turnRows = (s: TestService, jobId: string) =>
+      s.service.ctx.db
+        .selectFrom('turns')
+        .select(['seq', 'prompt', 'state'])
+        .where('job_id', '=', jobId)
+        .orderBy('seq')
+        .execute();
+    const archive = (projectId: string, jobId: string) =>
+      svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
+
+    describe('happy path', () => {
+      test('200 with the job record; the turn is stored and queued', async () => {
+        const project = await svc.createProject({ name: 'message' });
+        const { key } = await svc.createProjectKey(project.id);
+        const jobId = await createJobId(svc, project.id, 'hold the first turn', key);
+        const created = await getJob(svc, project.id, jobId);
+        const res = await message(svc, project.id, jobId, 'complete the second turn', key);
+        assert.equal(res.status, 200, res.text);
+        assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+        const job = res.json;
+        assert.equal(job.id, jobId);
+        assert.equal(job.status, 'active');
+        assert.equal(job.turns, 2);
+        for (const field of ['createdAt', 'source', 'model', 'branch', 'projectId'] as const) {
+          assert.deepEqual(job[field], created.json[field], field);
+        }
+        assert.equal(job.prLink, null);
+        assert.equal(job.archivedAt, null);
+        assert.ok(Date.parse(job.updatedAt ?? '') >= Date.parse(created.json.updatedAt ?? ''));
+        // Follow-ups have their own count, apart from creates.
+        assert.equal(res.headers.get('ratelimit-limit'), '100');
+        assert.equal(res.headers.get('ratelimit-remaining'), '99');
+        assert.equal(res.headers.get('ratelimit-policy'), '100;w=3600');
+
+        const turns = await turnRows(svc, jobId);
+        assert.deepEqual(
+          turns.map((t) => [t.seq, t.prompt]),
+          [
+            [1, 'hold the first turn'],
+            [2, 'complete the second turn'],
+          ],
+        );
+        assert.equal(turns[1]?.state, 'queued');
+        assert.equal((await getJob(svc, project.id, jobId)).json.turns, 2);
+        await archive(project.id, jobId);
+      });
+
+      test('reactivates a failed job', async () => {
+        const jobId = await createJobId(svc, fx.project.id, 'fail at once');
+        const failed = await waitForStatus(fx.project.id, jobId, 'failed');
+        assert.match(failed.json.error ?? '', /not available/);
+        const res = await message(svc, fx.project.id, jobId, 'hold the retry', fx.projectKey);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.status, 'active');
+        assert.equal(res.json.turns, 2);
+        assert.equal((await getJob(svc, fx.project.id, jobId)).json.status, 'active');
+        // The worker takes the new turn; starting it clears the old error.
+        await waitFor('the second turn to start', async () =>
+          runner.calls.find((c) => c.jobId === jobId && c.seq === 2),
+        );
+        const running = await waitFor('the error to clear', async () => {
+          const r = await getJob(svc, fx.project.id, jobId);
+          return r.json.error === null ? r : undefined;
+        });
+        assert.equal(running.json.status, 'active');
+        await archive(fx.project.id, jobId);
+      });
+
+      test('reactivates a completed job, which then completes again', async () => {
+        const jobId = await createJobId(svc, fx.project.id, 'complete one');
+        await waitForStatus(fx.project.id, jobId, 'completed');
+        const res = await message(svc, fx.project.id, jobId, 'complete two', fx.projectKey);
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.status, 'active');
+        assert.equal(res.json.turns, 2);
+        const done = await waitForStatus(fx.project.id, jobId, 'completed');
+        assert.equal(done.json.turns, 2);
+        assert.deepEqual(
+          (await turnRows(svc, jobId)).map((t) => t.state),
+          ['done', 'done'],
+        );
+      });
+
+      test('parallel follow-ups to one job each get their own turn', async () => {
+        const jobId = await createJobId(svc, fx.project.id, 'hold while messages arrive');
+        const results = await Promise.all(
+          [1, 2, 3, 4].map((i) => message(svc, fx.project.id, jobId, `hold follow-up ${i}`)),
+        );
+        for (const res of results) assert.equal(res.status, 200, res.text);
+        assert.deepEqual(results.map((r) => r.json.turns).sort(), [2, 3, 4, 5]);
+        const turns = await turnRows(svc, jobId);
+        assert.deepEqual(
+          turns.map((t) => t.seq),
+          [1, 2, 3, 4, 5],
+        );
+        assert.deepEqual(
+          turns
+            .slice(1)
+            .map((t) => t.prompt)
+            .sort(),
+          [1, 2, 3, 4].map((i) => `hold follow-up ${i}`),
+        );
+        assert.equal((await getJob(svc, fx.project.id, jobId)).json.turns, 5);
+        await archive(fx.project.id, jobId);
+      });
+
+      test('the admin key may send a follow-up to any project', async () => {
+        const res = await message(
+          svc,
+          fx.otherProject.id,
+          fx.otherJobId,
+          'fail again',
+          svc.adminKey,
+        );
+        assert.equal(res.status, 200, res.text);
+        assert.equal(res.json.id, fx.otherJobId);
+      });
+    });
+
+    describe('errors', () => {
+      jsonBodyCases(spec, fixture);
+      promptCases(spec, fixture, MAX_PROMPT);
+      jobIdCases(spec, fixture);
+
+      test('409 for an archived job; nothing is written', async () => {
+        const jobId = await createJobId(svc, fx.project.id, 'hold until archived');
+        await turnStarted(runner, jobId);
+        const archived = await archive(fx.project.id, jobId);
+        assert.equal(archived.status, 200);
+        const res = await unchanged(svc, () =>
+          message(svc, fx.project.id, jobId, 'too late', fx.projectKey),
+        );
+        assertError(res, 409, 'conflict');
+        const job = await getJob(svc, fx.project.id, jobId);
+        assert.equal(job.json.status, 'archived');
+        assert.equal(job.json.turns, 1);
+        assert.equal((await turnRows(svc, jobId)).length, 1);
+        // Still 409 with the admin key, and with a prompt that is fine in every other way.
+        assertError(
+          await message(svc, fx.project.id, jobId, 'again', svc.adminKey),
+          409,
+          'conflict',
+        );
+      });
+
+      test('429 with Retry-After once the follow-ups are used; creates count apart', async () => {
+        const project = await limited.createProject({ name: 'limited' });
+        const jobId = await createJobId(limited, project.id, 'first');
+        for (const remaining of ['1', '0']) {
+          const res = await message(limited, project.id, jobId, `follow-up, ${remaining} left`);
+          assert.equal(res.status, 200, res.text);
+          assert.equal(res.headers.get('ratelimit-remaining'), remaining);
+          assert.equal(res.headers.get('ratelimit-limit'), '2');
+        }
+        const refused = await unchanged(limited, () =>
+          message(limited, project.id, jobId, 'one too many'),
+        );
+        assertError(refused, 429, 'rate_limited');
+        const retryAfter = Number(refused.headers.get('retry-after'));
+        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
+        assert.equal(refused.headers.get('ratelimit-reset'), String(retryAfter));
+        assert.equal(refused.headers.get('ratelimit-remaining'), '0');
+        assert.equal((await getJob(limited, project.id, jobId)).json.turns, 3);
+        assert.equal((await turnRows(limited, jobId)).length, 3);
+
+        // Creates have their own count: one used, one left.
+        const created = await limited.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'second job' },
+        });
+        assert.equal(created.status, 201, created.text);
+        assert.equal(created.headers.get('ratelimit-remaining'), '0');
+        // The new job shares its project's follow-up count, which is used up.
+        assertError(
+          await unchanged(limited, () => message(limited, project.id, created.json.id ?? '', 'x')),
+          429,
+          'rate_limited',
+        );
+        // Another project is not affected.
+        const other = await limited.createProject({ name: 'other' });
+        const otherJob = await createJobId(limited, other.id, 'other');
+        assert.equal((await message(limited, other.id, otherJob, 'fine')).status, 200);
+      });
+    });
+
+    describe('security', () => {
+      authCases(spec, fixture);
+    });
+  });
+}
+
+notePostgresSkip();
