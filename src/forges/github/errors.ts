@@ -1,0 +1,188 @@
+// Turns whatever Octokit threw into a ForgeError whose message tells the user what to fix and
+// whose `transient` flag tells the queue whether waiting helps. Octokit's own error is never
+// kept as the cause: it carries the request (headers, body) and is not ours to vet.
+
+import { z } from 'zod';
+import { ForgeError } from '../types.ts';
+
+/** What was being attempted, for the message and for the 404/403 wording. */
+export interface CallContext {
+  /** e.g. "open a pull request", in "GitHub refused to open a pull request". */
+  action: string;
+  method: string;
+  /** The API path with placeholders filled, never with a query string. */
+  path: string;
+  repository: string;
+  auth: 'token' | 'app';
+  /** Set for the GitHub App token exchange, whose 401/404 mean something else. */
+  appTokenExchange?: { installationId: string };
+  /** Set for calls about one pull request, whose 404 can mean that pull request. */
+  pullRequest?: number;
+}
+
+const octokitError = z.object({
+  status: z.number(),
+  response: z.object({ headers: z.record(z.string(), z.unknown()), data: z.unknown() }).optional(),
+});
+
+const githubErrorBody = z.object({
+  message: z.string().optional(),
+  errors: z
+    .array(z.union([z.string(), z.object({ message: z.string().optional() }).loose()]))
+    .optional(),
+});
+
+export interface GitHubFailure {
+  status: number;
+  headers: Record<string, string>;
+  /** GitHub's `message` plus the `errors[].message` details, shortened. */
+  detail: string;
+}
+
+/** The HTTP failure inside an Octokit error, or undefined for anything else. */
+export function httpFailure(err: unknown): GitHubFailure | undefined {
+  const parsed = octokitError.safeParse(err);
+  if (!parsed.success || !parsed.data.response) return undefined;
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(parsed.data.response.headers)) {
+    if (typeof value === 'string' || typeof value === 'number') {
+      headers[name.toLowerCase()] = String(value);
+    }
+  }
+  return {
+    status: parsed.data.status,
+    headers,
+    detail: errorDetail(parsed.data.response.data),
+  };
+}
+
+function errorDetail(data: unknown): string {
+  const body = githubErrorBody.safeParse(data);
+  if (!body.success) return '';
+  const parts: string[] = [];
+  if (body.data.message) parts.push(body.data.message);
+  for (const item of body.data.errors ?? []) {
+    const text = typeof item === 'string' ? item : item.message;
+    if (text) parts.push(text);
+  }
+  const joined = parts.join(': ').replace(/\s+/g, ' ').trim();
+  return joined.length > 300 ? `${joined.slice(0, 300)}…` : joined;
+}
+
+const tokenPermissions =
+  "the token needs the 'Pull requests: write' and 'Contents: write' permissions (fine-grained) or the 'repo' scope (classic)";
+const appPermissions =
+  "the GitHub App needs the 'Pull requests: write' and 'Contents: write' repository permissions and must be installed on the repository";
+
+export function toForgeError(err: unknown, ctx: CallContext, now: number = Date.now()): ForgeError {
+  if (err instanceof ForgeError) return err;
+  const failure = httpFailure(err);
+  if (!failure) {
+    // No response: a refused connection, DNS, TLS or a reset. Octokit reports these as status
+    // 500 without a response and puts fetch's reason in its message.
+    const reason = err instanceof Error ? err.message : 'unknown error';
+    return new ForgeError('github', `GitHub could not be reached to ${ctx.action}: ${reason}`, {
+      transient: true,
+      cause: new Error(`${ctx.method} ${ctx.path}: ${reason}`),
+    });
+  }
+  const { status, headers, detail } = failure;
+  const said = detail ? ` GitHub said: "${detail}"` : '';
+  const cause = new Error(`${ctx.method} ${ctx.path} answered ${status}`);
+  const fail = (message: string, transient: boolean, retryAfterSeconds?: number) =>
+    new ForgeError('github', message, {
+      transient,
+      status,
+      cause,
+      ...(retryAfterSeconds === undefined ? {} : { retryAfterSeconds }),
+    });
+
+  const rateLimit = rateLimitWait(status, headers, detail, now);
+  if (rateLimit !== undefined) {
+    return fail(
+      `GitHub rate limit reached (${status}) while trying to ${ctx.action}: retry in ${rateLimit} s.${said}`,
+      true,
+      rateLimit,
+    );
+  }
+  if (status === 401) {
+    if (ctx.appTokenExchange) {
+      return fail(
+        `GitHub refused the GitHub App's credentials (401): check the app id and private key, and that the server's clock is right.${said}`,
+        false,
+      );
+    }
+    return fail(
+      ctx.auth === 'app'
+        ? `GitHub refused the credentials (401): check the GitHub App's installation.${said}`
+        : `GitHub refused the credentials (401): check the token.${said}`,
+      false,
+    );
+  }
+  if (status === 403) {
+    const accepted = headers['x-accepted-github-permissions'];
+    const hint = accepted ? ` (GitHub accepts: ${accepted})` : '';
+    return fail(
+      `GitHub refused to ${ctx.action} in ${ctx.repository} (403): ${ctx.auth === 'app' ? appPermissions : tokenPermissions}${hint}.${said}`,
+      false,
+    );
+  }
+  if (status === 404) {
+    if (ctx.appTokenExchange) {
+      return fail(
+        `GitHub App installation ${ctx.appTokenExchange.installationId} not found (404): check the installation id and that the app is still installed.`,
+        false,
+      );
+    }
+    if (ctx.pullRequest !== undefined) {
+      return fail(
+        `GitHub pull request ${ctx.repository}#${ctx.pullRequest} not found, or the ${credentialName(ctx)} cannot see the repository (404).`,
+        false,
+      );
+    }
+    return fail(
+      `GitHub repository ${ctx.repository} not found, or the ${credentialName(ctx)} cannot see it (404).`,
+      false,
+    );
+  }
+  const retryAfter = seconds(headers['retry-after'], now);
+  if (status >= 500 || status === 429) {
+    return fail(`GitHub failed to ${ctx.action} (${status}).${said}`, true, retryAfter);
+  }
+  return fail(`GitHub refused to ${ctx.action} (${status}).${said}`, false);
+}
+
+function credentialName(ctx: CallContext): string {
+  return ctx.auth === 'app' ? 'GitHub App installation' : 'token';
+}
+
+/**
+ * Seconds to wait when a response is one of GitHub's rate limits, else undefined. Primary
+ * limits say `x-ratelimit-remaining: 0` and when the window resets; secondary limits send
+ * `retry-after`, or only a message, in which case GitHub asks for at least a minute.
+ */
+export function rateLimitWait(
+  status: number,
+  headers: Record<string, string>,
+  detail: string,
+  now: number,
+): number | undefined {
+  if (status !== 403 && status !== 429) return undefined;
+  const retryAfter = seconds(headers['retry-after'], now);
+  if (retryAfter !== undefined) return retryAfter;
+  if (headers['x-ratelimit-remaining'] === '0') {
+    const reset = Number(headers['x-ratelimit-reset']);
+    if (Number.isFinite(reset)) return Math.max(1, Math.ceil(reset - now / 1000));
+    return 60;
+  }
+  if (status === 429 || /rate limit/i.test(detail)) return 60;
+  return undefined;
+}
+
+/** `Retry-After` as delay-seconds or an HTTP date. */
+function seconds(value: string | undefined, now: number): number | undefined {
+  if (value === undefined || value.trim() === '') return undefined;
+  if (/^\d+$/.test(value.trim())) return Math.max(1, Number(value.trim()));
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(1, Math.ceil((date - now) / 1000));
+}

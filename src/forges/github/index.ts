@@ -1,0 +1,306 @@
+// The GitHub forge (github.com and GitHub Enterprise Server): finds, opens and updates a job's
+// pull request through the REST API with Octokit, authenticated by a personal access token or
+// a GitHub App installation, and hands git the matching HTTPS header for pushes.
+
+import { Octokit } from '@octokit/rest';
+import { z } from 'zod';
+import type {
+  CreatedPullRequest,
+  ForgeClient,
+  ForgeClientOptions,
+  ForgeProvider,
+  PullRequest,
+} from '../types.ts';
+import { ForgeError } from '../types.ts';
+import {
+  githubAppTokens,
+  type MintInstallationToken,
+  staticToken,
+  type TokenSource,
+} from './auth.ts';
+import { type CallContext, toForgeError } from './errors.ts';
+import { type GitHubRepository, parseRepository } from './repository.ts';
+
+export const id = 'github';
+
+export const provider: ForgeProvider = {
+  id,
+  defaultApiUrl(repository) {
+    try {
+      const { host } = parseRepository(repository);
+      return host === 'github.com' || host === 'www.github.com'
+        ? 'https://api.github.com'
+        : undefined;
+    } catch {
+      return undefined;
+    }
+  },
+  create: createGitHubClient,
+};
+
+// Only the fields Errand reads; GitHub's objects carry dozens more.
+const pullSchema = z.object({
+  number: z.number().int().positive(),
+  html_url: z.url(),
+  state: z.enum(['open', 'closed']),
+  // Absent on old GHES versions without drafts.
+  draft: z.boolean().optional(),
+  merged_at: z.string().nullable().optional(),
+});
+const pullListSchema = z.array(pullSchema);
+const installationTokenSchema = z.object({ token: z.string().min(1), expires_at: z.string() });
+
+type GitHubPull = z.infer<typeof pullSchema>;
+
+const quietLog = { debug() {}, info() {}, warn() {}, error() {} };
+
+export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
+  const target = parseRepository(options.repository);
+  const repository = `${target.owner}/${target.repo}`;
+  const baseUrl = parseApiUrl(options.apiUrl);
+  // @octokit/rest bundles no retry or throttling plugin: Errand's queue owns retries, so a
+  // rate-limited call fails at once with the wait GitHub asked for.
+  const octokit = new Octokit({
+    baseUrl,
+    userAgent: 'errand',
+    log: quietLog,
+    ...(options.fetch ? { request: { fetch: options.fetch } } : {}),
+  });
+
+  const mint: MintInstallationToken = async (jwt, installationId) => {
+    const ctx: CallContext = {
+      action: 'create a GitHub App installation token',
+      method: 'POST',
+      path: `/app/installations/${installationId}/access_tokens`,
+      repository,
+      auth: 'app',
+      appTokenExchange: { installationId: String(installationId) },
+    };
+    const data = await send(ctx, installationTokenSchema, () =>
+      octokit.rest.apps.createInstallationAccessToken({
+        installation_id: installationId,
+        headers: { authorization: `Bearer ${jwt}` },
+      }),
+    );
+    const expiresAt = Date.parse(data.expires_at);
+    if (Number.isNaN(expiresAt)) throw unexpectedAnswer(ctx);
+    return { token: data.token, expiresAt };
+  };
+  const tokens = tokenSource(options, mint);
+
+  /** One API call with the current token; a GitHub App gets one retry with a fresh token on 401. */
+  async function call<T>(
+    ctx: Omit<CallContext, 'repository' | 'auth'>,
+    schema: z.ZodType<T>,
+    run: (
+      headers: { authorization: string },
+      request: { signal?: AbortSignal },
+    ) => Promise<unknown>,
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
+    const full: CallContext = { ...ctx, repository, auth: tokens.kind };
+    const request = signal ? { signal } : {};
+    for (let attempt = 1; ; attempt++) {
+      const token = await tokens.token(signal);
+      try {
+        return await send(
+          full,
+          schema,
+          () => run({ authorization: `token ${token}` }, request),
+          signal,
+        );
+      } catch (err) {
+        // An installation token can be revoked (app suspended, permissions changed) or expire
+        // early against a skewed clock; a fresh one settles which.
+        if (
+          attempt === 1 &&
+          tokens.kind === 'app' &&
+          err instanceof ForgeError &&
+          err.status === 401
+        ) {
+          tokens.invalidate(token);
+          continue;
+        }
+        throw err;
+      }
+    }
+  }
+
+  async function send<T>(
+    ctx: CallContext,
+    schema: z.ZodType<T>,
+    run: () => Promise<unknown>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    let response: unknown;
+    try {
+      response = await run();
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason;
+      throw toForgeError(err, ctx);
+    }
+    const data = z.object({ data: schema }).safeParse(response);
+    if (!data.success) throw unexpectedAnswer(ctx);
+    return data.data.data;
+  }
+
+  async function findPullRequest(head: string, signal?: AbortSignal): Promise<PullRequest | null> {
+    const pulls = await call(
+      { action: 'look up the pull request', method: 'GET', path: `/repos/${repository}/pulls` },
+      pullListSchema,
+      (headers, request) =>
+        octokit.rest.pulls.list({
+          owner: target.owner,
+          repo: target.repo,
+          // Always owner:branch: GitHub silently ignores a bare branch name here and answers
+          // with every pull request of the repository.
+          head: `${target.owner}:${head}`,
+          state: 'all',
+          per_page: 100,
+          headers,
+          request,
+        }),
+      signal,
+    );
+    const best = pulls
+      .map(toPullRequest)
+      .sort(
+        (a, b) => Number(b.state === 'open') - Number(a.state === 'open') || b.number - a.number,
+      );
+    return best[0] ?? null;
+  }
+
+  async function openPull(
+    input: { head: string; base: string; title: string; body: string; draft: boolean },
+    signal: AbortSignal | undefined,
+  ): Promise<PullRequest> {
+    const pull = await call(
+      { action: 'open a pull request', method: 'POST', path: `/repos/${repository}/pulls` },
+      pullSchema,
+      (headers, request) =>
+        octokit.rest.pulls.create({
+          owner: target.owner,
+          repo: target.repo,
+          title: input.title,
+          head: input.head,
+          base: input.base,
+          body: input.body,
+          draft: input.draft,
+          headers,
+          request,
+        }),
+      signal,
+    );
+    return toPullRequest(pull);
+  }
+
+  return {
+    kind: 'github',
+    findPullRequest,
+
+    async createPullRequest(input, signal): Promise<CreatedPullRequest> {
+      try {
+        return { pullRequest: await openPull(input, signal), notes: [] };
+      } catch (err) {
+        if (!(err instanceof ForgeError) || err.status !== 422) throw err;
+        if (input.draft && /draft/i.test(err.message)) {
+          // Private repositories on GitHub Free/Pro refuse drafts; no API tells beforehand.
+          const pullRequest = await openPull({ ...input, draft: false }, signal);
+          return {
+            pullRequest,
+            notes: [
+              `GitHub does not allow draft pull requests in ${repository}: opened a normal pull request instead.`,
+            ],
+          };
+        }
+        if (/already exists/i.test(err.message)) {
+          // A previous attempt opened it and died before recording it (delivery is
+          // at-least-once): adopt that pull request rather than fail the turn.
+          const existing = await findPullRequest(input.head, signal);
+          if (existing?.state === 'open') return { pullRequest: existing, notes: [] };
+        }
+        throw err;
+      }
+    },
+
+    async updatePullRequest(number, change, signal) {
+      const pull = await call(
+        {
+          action: `update pull request #${number}`,
+          method: 'PATCH',
+          path: `/repos/${repository}/pulls/${number}`,
+          pullRequest: number,
+        },
+        pullSchema,
+        (headers, request) =>
+          octokit.rest.pulls.update({
+            owner: target.owner,
+            repo: target.repo,
+            pull_number: number,
+            body: change.body,
+            ...(change.title === undefined ? {} : { title: change.title }),
+            headers,
+            request,
+          }),
+        signal,
+      );
+      return toPullRequest(pull);
+    },
+
+    async gitAuth(signal) {
+      const token = await tokens.token(signal);
+      return {
+        urlPrefix: `https://${target.host}/`,
+        header: `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`,
+      };
+    },
+  };
+}
+
+function tokenSource(options: ForgeClientOptions, mint: MintInstallationToken): TokenSource {
+  const { githubApp, token } = options.credentials;
+  if (githubApp) return githubAppTokens(githubApp, mint);
+  if (token) return staticToken(token);
+  throw new ForgeError(
+    'github',
+    'No GitHub credentials configured: set a personal access token or a GitHub App (app id, private key, installation id)',
+    { transient: false },
+  );
+}
+
+function parseApiUrl(apiUrl: string): string {
+  let url: URL;
+  try {
+    url = new URL(apiUrl);
+  } catch {
+    url = new URL('invalid:');
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.username || url.password) {
+    throw new ForgeError(
+      'github',
+      'The GitHub API URL must be an http(s) URL without credentials, e.g. https://api.github.com or https://ghe.example.com/api/v3',
+      { transient: false },
+    );
+  }
+  return url.href.replace(/\/+$/, '');
+}
+
+function toPullRequest(pull: GitHubPull): PullRequest {
+  return {
+    number: pull.number,
+    url: pull.html_url,
+    draft: pull.draft ?? false,
+    state: pull.merged_at ? 'merged' : pull.state,
+  };
+}
+
+function unexpectedAnswer(ctx: CallContext): ForgeError {
+  return new ForgeError(
+    'github',
+    `GitHub answered an unexpected response to ${ctx.method} ${ctx.path}: check the API URL (GitHub Enterprise Server: https://<host>/api/v3)`,
+    { transient: false },
+  );
+}
+
+export type { GitHubRepository };
+export { parseRepository };

@@ -1,0 +1,266 @@
+// The GitLab forge (gitlab.com and self-managed, REST API v4): finds, opens and updates a job's
+// merge request, addressing the project by its full path (nested groups included), and hands
+// git the HTTPS header for pushes. Every answer is checked by a schema before use.
+
+import { z } from 'zod';
+import {
+  createForgeHttp,
+  type ForgeHttp,
+  normalizeApiUrl,
+  parseRepositoryUrl,
+  pathBelowBase,
+} from '../http.ts';
+import type {
+  CreatedPullRequest,
+  ForgeClient,
+  ForgeClientOptions,
+  ForgeProvider,
+  PullRequest,
+  PullRequestInput,
+} from '../types.ts';
+import { ForgeError } from '../types.ts';
+
+export const id = 'gitlab';
+
+export const provider: ForgeProvider = {
+  id,
+  defaultApiUrl(repository) {
+    const repo = parseRepositoryUrl(repository);
+    return repo?.host === 'gitlab.com' || repo?.host === 'www.gitlab.com'
+      ? 'https://gitlab.com/api/v4'
+      : undefined;
+  },
+  create: createGitLabClient,
+};
+
+const API_SUFFIX = '/api/v4';
+const DRAFT_PREFIX = 'Draft: ';
+// GitLab's own test for a draft title (MergeRequest::DRAFT_REGEX), anchored at the start.
+const DRAFT_TITLE = /^\s*(?:\[draft\]|\(draft\)|draft:|draft\s-\s)/i;
+// GitLab refuses longer titles and descriptions with 400.
+const MAX_TITLE = 255;
+const MAX_DESCRIPTION = 1_000_000;
+// A branch has a handful of merge requests at most; one page is all of them.
+const PER_PAGE = 100;
+
+const PERMISSIONS =
+  'the token needs the api scope and at least the Developer role on the project (to push and to open merge requests)';
+const TOKEN_HELP =
+  "Create a personal, group or project access token with the api scope and set it as the project's forge token.";
+
+// Only the fields Errand reads; GitLab's merge requests carry dozens more.
+const mergeRequestSchema = z.object({
+  iid: z.number().int().positive(),
+  // Shown to users and on the dashboard: nothing but a web link is acceptable.
+  web_url: z.url({ protocol: /^https?$/ }),
+  title: z.string(),
+  state: z.string(),
+  // `draft` since GitLab 13.x; `work_in_progress` before (and deprecated after).
+  draft: z.boolean().optional(),
+  work_in_progress: z.boolean().optional(),
+  source_branch: z.string(),
+  source_project_id: z.number().int().optional(),
+  target_project_id: z.number().int().optional(),
+});
+const mergeRequestListSchema = z.array(mergeRequestSchema);
+type GitLabMergeRequest = z.infer<typeof mergeRequestSchema>;
+
+export function createGitLabClient(options: ForgeClientOptions): ForgeClient {
+  const token = options.credentials.token;
+  if (!token) {
+    throw new ForgeError('gitlab', `No GitLab token configured for this project. ${TOKEN_HELP}`, {
+      transient: false,
+    });
+  }
+  const api = normalizeApiUrl('gitlab', 'GitLab', options.apiUrl, API_SUFFIX);
+  const repo = parseRepositoryUrl(options.repository);
+  const segments = repo ? pathBelowBase(repo, api, API_SUFFIX) : [];
+  if (!repo || segments.length < 2) {
+    throw new ForgeError(
+      'gitlab',
+      'The repository URL is not a GitLab project URL: expected https://host/group/project(.git) (subgroups allowed), ssh://git@host/group/project.git or git@host:group/project.git',
+      { transient: false },
+    );
+  }
+  const projectPath = segments.join('/');
+  // Where git pushes: the host, below the sub-path GitLab may be installed under.
+  const webRoot = `${repo.scheme}://${repo.host}/${repo.segments
+    .slice(0, repo.segments.length - segments.length)
+    .map((s) => `${s}/`)
+    .join('')}`;
+  // GitLab takes a project's full path as its id when the slashes are encoded.
+  const project = `/projects/${encodeURIComponent(projectPath)}`;
+  const http: ForgeHttp = createForgeHttp({
+    forge: 'gitlab',
+    name: 'GitLab',
+    apiUrl: api,
+    // Bearer rather than PRIVATE-TOKEN: GitLab takes personal, group, project and OAuth tokens
+    // this way, and fetch drops Authorization on a cross-origin redirect.
+    headers: { authorization: `Bearer ${token}` },
+    fetch: options.fetch ?? globalThis.fetch,
+    repository: projectPath,
+    repositoryNoun: 'project',
+    permissions: PERMISSIONS,
+    tokenHelp: TOKEN_HELP,
+    secrets: [token],
+  });
+
+  const mergeRequestNotFound = (iid: number) =>
+    `GitLab merge request !${iid} not found in ${projectPath} (404): it was deleted, or the token cannot see the project.`;
+
+  async function list(
+    head: string,
+    state: 'all' | 'opened',
+    signal: AbortSignal | undefined,
+  ): Promise<PullRequest[]> {
+    const { data } = await http.request({
+      method: 'GET',
+      path: `${project}/merge_requests`,
+      query: { source_branch: head, state, per_page: PER_PAGE },
+      schema: mergeRequestListSchema,
+      action: 'look up the merge request',
+      signal,
+    });
+    return (
+      data
+        // A fork's merge request into this project can have the same branch name.
+        .filter((mr) => mr.source_branch === head && !fromFork(mr))
+        .map(toPullRequest)
+        .sort((a, b) => rank(b) - rank(a) || b.number - a.number)
+    );
+  }
+
+  async function get(iid: number, signal: AbortSignal | undefined): Promise<GitLabMergeRequest> {
+    const { data } = await http.request({
+      method: 'GET',
+      path: `${project}/merge_requests/${iid}`,
+      schema: mergeRequestSchema,
+      action: `read merge request !${iid}`,
+      notFound: mergeRequestNotFound(iid),
+      signal,
+    });
+    return data;
+  }
+
+  async function findPullRequest(head: string, signal?: AbortSignal): Promise<PullRequest | null> {
+    return (await list(head, 'all', signal))[0] ?? null;
+  }
+
+  async function createPullRequest(
+    input: PullRequestInput,
+    signal?: AbortSignal,
+  ): Promise<CreatedPullRequest> {
+    // Delivery is at-least-once: a turn that died after opening the merge request but before
+    // recording it comes back here, and must adopt that one rather than open a second.
+    const open = (await list(input.head, 'opened', signal))[0];
+    if (open) return { pullRequest: open, notes: [] };
+
+    const notes: string[] = [];
+    const description = limitDescription(input.body, notes);
+    try {
+      const { data } = await http.request({
+        method: 'POST',
+        path: `${project}/merge_requests`,
+        body: {
+          source_branch: input.head,
+          target_branch: input.base,
+          title: draftTitle(input.title, input.draft),
+          description,
+        },
+        schema: mergeRequestSchema,
+        action: 'open a merge request',
+        signal,
+      });
+      return { pullRequest: toPullRequest(data), notes };
+    } catch (err) {
+      // 409: another worker opened it between our look-up and our request.
+      if (!(err instanceof ForgeError) || err.status !== 409) throw err;
+      const existing = /!(\d+)/.exec(err.message)?.[1];
+      const adopted = existing
+        ? toPullRequest(await get(Number(existing), signal))
+        : (await list(input.head, 'opened', signal))[0];
+      if (!adopted) throw err;
+      return { pullRequest: adopted, notes };
+    }
+  }
+
+  async function updatePullRequest(
+    number: number,
+    change: { title?: string; body: string },
+    signal?: AbortSignal,
+  ): Promise<PullRequest> {
+    const notes: string[] = [];
+    const body: { title?: string; description: string } = {
+      description: limitDescription(change.body, notes),
+    };
+    if (change.title !== undefined) {
+      // A new title without the prefix would quietly mark a draft ready: keep whatever state
+      // the merge request is in now (a person may have marked it ready on purpose).
+      const current = await get(number, signal);
+      body.title = draftTitle(change.title, isDraft(current));
+    }
+    const { data } = await http.request({
+      method: 'PUT',
+      path: `${project}/merge_requests/${number}`,
+      body,
+      schema: mergeRequestSchema,
+      action: `update merge request !${number}`,
+      notFound: mergeRequestNotFound(number),
+      signal,
+    });
+    return toPullRequest(data);
+  }
+
+  async function gitAuth() {
+    // ssh remotes authenticate with the deployment's ssh key; the header is HTTP only.
+    if (repo?.scheme === 'ssh') return undefined;
+    return {
+      urlPrefix: webRoot,
+      // GitLab accepts any access token as the password over HTTPS; `oauth2` is the user name
+      // it documents, and the only one that also works for OAuth tokens.
+      header: `Authorization: Basic ${Buffer.from(`oauth2:${token}`).toString('base64')}`,
+    };
+  }
+
+  return { kind: 'gitlab', findPullRequest, createPullRequest, updatePullRequest, gitAuth };
+}
+
+function fromFork(mr: GitLabMergeRequest): boolean {
+  return (
+    mr.source_project_id !== undefined &&
+    mr.target_project_id !== undefined &&
+    mr.source_project_id !== mr.target_project_id
+  );
+}
+
+function isDraft(mr: GitLabMergeRequest): boolean {
+  return mr.draft ?? mr.work_in_progress ?? DRAFT_TITLE.test(mr.title);
+}
+
+function toPullRequest(mr: GitLabMergeRequest): PullRequest {
+  return { number: mr.iid, url: mr.web_url, draft: isDraft(mr), state: toState(mr.state) };
+}
+
+function toState(state: string): PullRequest['state'] {
+  if (state === 'merged') return 'merged';
+  // `locked` is an open merge request while GitLab merges it.
+  if (state === 'opened' || state === 'locked') return 'open';
+  return 'closed';
+}
+
+function rank(pr: PullRequest): number {
+  return pr.state === 'open' ? 1 : 0;
+}
+
+/** The title GitLab should store: with the draft prefix exactly when `draft`, within 255 characters. */
+export function draftTitle(title: string, draft: boolean): string {
+  const bare = title.trim().replace(DRAFT_TITLE, '').trim() || 'Errand changes';
+  const full = draft ? `${DRAFT_PREFIX}${bare}` : bare;
+  return full.length > MAX_TITLE ? `${full.slice(0, MAX_TITLE - 1)}…` : full;
+}
+
+function limitDescription(body: string, notes: string[]): string {
+  if (body.length <= MAX_DESCRIPTION) return body;
+  notes.push('The description was longer than GitLab allows and was shortened.');
+  return `${body.slice(0, MAX_DESCRIPTION)}\n\n… (shortened)`;
+}

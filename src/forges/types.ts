@@ -1,0 +1,90 @@
+// The one interface every code-hosting service implements. A turn that pushed commits asks
+// the project's forge for the job's pull request: find it by head branch, else open it, and
+// keep its description current. Providers live in ./github, ./gitlab, ./gitea and ./local,
+// registered by id in ./registry.ts.
+import { ExternalError } from '../errors.ts';
+import type { GitAuth } from '../workspace/types.ts';
+
+export type ForgeKind = 'github' | 'gitlab' | 'gitea' | 'git';
+
+/** What a project stores (encrypted at rest) to talk to its forge. Never returned by the API. */
+export interface ForgeCredentials {
+  /** A personal/project access token. */
+  token?: string;
+  /** GitHub App: installation tokens are minted from the app's private key as needed. */
+  githubApp?: { appId: string; privateKey: string; installationId: string };
+}
+
+export interface PullRequest {
+  /** The forge's number for it (GitHub/Gitea `number`, GitLab `iid`). */
+  number: number;
+  /** The page a person opens. */
+  url: string;
+  draft: boolean;
+  state: 'open' | 'closed' | 'merged';
+}
+
+export interface PullRequestInput {
+  /** The work branch, `errand/<job-id>`. */
+  head: string;
+  /** The branch the job started from (`source.ref`). */
+  base: string;
+  title: string;
+  body: string;
+  draft: boolean;
+}
+
+export interface CreatedPullRequest {
+  pullRequest: PullRequest;
+  /** Things the user should know, e.g. "drafts are not allowed here: opened a normal pull request". */
+  notes: string[];
+}
+
+export interface ForgeClient {
+  readonly kind: ForgeKind;
+  /** The job's pull request by head branch (open ones first), or null. */
+  findPullRequest(head: string, signal?: AbortSignal): Promise<PullRequest | null>;
+  createPullRequest(input: PullRequestInput, signal?: AbortSignal): Promise<CreatedPullRequest>;
+  updatePullRequest(
+    number: number,
+    change: { title?: string; body: string },
+    signal?: AbortSignal,
+  ): Promise<PullRequest>;
+  /** The header git sends when pushing over HTTPS to this forge (URL-scoped by the caller). */
+  gitAuth(signal?: AbortSignal): Promise<GitAuth | undefined>;
+}
+
+export interface ForgeClientOptions {
+  /** API base URL, e.g. https://api.github.com, https://ghe.example.com/api/v3, https://gitlab.com/api/v4. */
+  apiUrl: string;
+  /** The project's repository URL (https://host/owner/repo(.git)). */
+  repository: string;
+  credentials: ForgeCredentials;
+  /** For tests and proxies; defaults to the global fetch. */
+  fetch?: typeof globalThis.fetch;
+}
+
+export interface ForgeProvider {
+  readonly id: ForgeKind;
+  /** The API base URL for a repository on this forge's public instance, when known (github.com → api.github.com). */
+  defaultApiUrl(repository: string): string | undefined;
+  create(options: ForgeClientOptions): ForgeClient;
+}
+
+/**
+ * A forge refused or failed. `transient` failures (5xx, network, secondary rate limits) are
+ * retried with backoff; the others fail the job with this message, which names the forge and,
+ * for 401/403, the permission that is missing. Never contains a credential.
+ */
+export class ForgeError extends ExternalError {
+  readonly status: number | undefined;
+  constructor(
+    forge: ForgeKind,
+    message: string,
+    opts: { transient: boolean; status?: number; retryAfterSeconds?: number; cause?: unknown },
+  ) {
+    super(forge, message, opts);
+    this.name = 'ForgeError';
+    this.status = opts.status;
+  }
+}

@@ -1,0 +1,554 @@
+// A stateful fake of Gitea's REST API v1 (the pull request endpoints Errand uses; Forgejo speaks
+// the same) on 127.0.0.1. It checks the token, keeps pull requests between calls, pages lists
+// the way Gitea does (`page`/`limit`, capped at 50, `X-Total-Count`), validates bodies and
+// answers errors with Gitea's status and `{message, url}` shape, and records every request.
+// Anything it does not support, or a real Gitea would ignore but is probably a mistake (an
+// unknown field or query parameter), lands in `unexpected`; `assertNoUnexpected()` throws.
+
+import { once } from 'node:events';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface FakeGiteaRepo {
+  /** `owner/repo`. */
+  path: string;
+  /** Branches that exist; the base branch must be one of them. Default: `['main']`. */
+  branches?: string[];
+}
+
+export interface FakeGiteaOptions {
+  token: string;
+  repos: Array<FakeGiteaRepo | string>;
+  /**
+   * `write` (default): the token has write:repository. `read`: a read-only token, refused with
+   * Gitea's 403 scope message on every write.
+   */
+  access?: 'write' | 'read';
+  /** Serve Gitea under a sub-path, e.g. `/gitea` (API at `/gitea/api/v1`). */
+  basePath?: string;
+  /** Refuse a head branch that is not in `branches` (Gitea does; off so tests need not push). */
+  requireHeadBranch?: boolean;
+  /** Add `draft` to pull request JSON, as recent versions do. Default: false, like older ones. */
+  draftField?: boolean;
+}
+
+export interface FakePullRequest {
+  id: number;
+  number: number;
+  repoPath: string;
+  repoId: number;
+  title: string;
+  body: string;
+  state: 'open' | 'closed';
+  merged: boolean;
+  head: string;
+  base: string;
+  /** For a pull request from a fork: that repository's id. Default: the repository's own. */
+  headRepoId: number;
+  /** The head branch was deleted (after a merge): Gitea then reports `ref` as `refs/pull/N/head`. */
+  headBranchDeleted: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface RecordedGiteaRequest {
+  method: string;
+  /** Decoded path below the host, e.g. `/api/v1/repos/owner/repo/pulls`. */
+  path: string;
+  query: Record<string, string>;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  status: number;
+}
+
+export interface FakeGitea {
+  /** `http://127.0.0.1:<port>` plus basePath: where repositories' web pages and git live. */
+  url: string;
+  /** `url` + `/api/v1`. */
+  apiUrl: string;
+  requests: RecordedGiteaRequest[];
+  unexpected: string[];
+  /** Stored pull requests (copies), optionally of one repository. */
+  pulls(repoPath?: string): FakePullRequest[];
+  /** Adds a pull request as if someone had opened it; returns it. */
+  addPull(
+    repoPath: string,
+    pr: Partial<Omit<FakePullRequest, 'id' | 'number' | 'repoPath' | 'repoId'>> & { head: string },
+  ): FakePullRequest;
+  /** Closes, merges or reopens a pull request, as a person on Gitea would. */
+  setState(repoPath: string, number: number, state: 'open' | 'closed' | 'merged'): void;
+  addBranch(repoPath: string, branch: string): void;
+  /** The next request gets this status (Gitea's body shape) whatever it asked. */
+  failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
+  assertNoUnexpected(): void;
+  /** Forgets pull requests, recordings, failures and problems. */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+interface RepoState {
+  id: number;
+  owner: string;
+  name: string;
+  branches: Set<string>;
+}
+
+const CREATE_FIELDS = new Set([
+  'head',
+  'base',
+  'title',
+  'body',
+  'assignee',
+  'assignees',
+  'milestone',
+  'labels',
+  'due_date',
+  'reviewers',
+  'team_reviewers',
+]);
+const EDIT_FIELDS = new Set([
+  'title',
+  'body',
+  'base',
+  'state',
+  'assignee',
+  'assignees',
+  'milestone',
+  'labels',
+  'due_date',
+  'unset_due_date',
+  'allow_maintainer_edit',
+]);
+const LIST_PARAMS = new Set([
+  'state',
+  'sort',
+  'page',
+  'limit',
+  'milestone',
+  'labels',
+  'poster',
+  'base_branch',
+]);
+const SORTS = new Set([
+  '',
+  'oldest',
+  'recentupdate',
+  'recentclose',
+  'leastupdate',
+  'mostcomment',
+  'leastcomment',
+  'priority',
+]);
+const DEFAULT_PAGE_SIZE = 30;
+const MAX_PAGE_SIZE = 50;
+const WIP_TITLE = /^(?:wip:|\[wip\])/i;
+
+export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGitea> {
+  const basePath = (options.basePath ?? '').replace(/\/+$/, '');
+  const apiPrefix = `${basePath}/api/v1`;
+  let nextRepoId = 1;
+  const repos = new Map<string, RepoState>();
+  for (const entry of options.repos) {
+    const repo = typeof entry === 'string' ? { path: entry } : entry;
+    const [owner, name, ...rest] = repo.path.split('/');
+    if (!owner || !name || rest.length > 0) throw new Error(`not owner/repo: ${repo.path}`);
+    repos.set(repo.path.toLowerCase(), {
+      id: nextRepoId++,
+      owner,
+      name,
+      branches: new Set(repo.branches ?? ['main']),
+    });
+  }
+  let pulls: FakePullRequest[] = [];
+  let nextId = 1;
+  let requests: RecordedGiteaRequest[] = [];
+  let unexpected: string[] = [];
+  let failures: Array<{ status: number; headers: Record<string, string>; body: unknown }> = [];
+  let clock = Date.parse('2025-01-01T00:00:00Z');
+  // A clock that ticks a second per event, so "recently updated" orders are well defined.
+  const now = () => {
+    clock += 1000;
+    return new Date(clock).toISOString();
+  };
+  let url = '';
+  const swagger = () => `${url}/api/swagger`;
+  const apiError = (message: string) => ({ message, url: swagger() });
+
+  const repoJson = (repo: RepoState) => ({
+    id: repo.id,
+    name: repo.name,
+    full_name: `${repo.owner}/${repo.name}`,
+    owner: { id: 1, login: repo.owner },
+    html_url: `${url}/${repo.owner}/${repo.name}`,
+    clone_url: `${url}/${repo.owner}/${repo.name}.git`,
+  });
+
+  const toJson = (pr: FakePullRequest) => {
+    const repo = repoById(pr.repoId);
+    const headRepo = pr.headRepoId === pr.repoId ? repo : undefined;
+    const htmlUrl = `${url}/${repo.owner}/${repo.name}/pulls/${pr.number}`;
+    return {
+      id: pr.id,
+      url: htmlUrl,
+      number: pr.number,
+      user: { id: 1, login: 'errand-bot' },
+      title: pr.title,
+      body: pr.body,
+      labels: [],
+      milestone: null,
+      assignee: null,
+      assignees: null,
+      state: pr.state,
+      is_locked: false,
+      comments: 0,
+      html_url: htmlUrl,
+      diff_url: `${htmlUrl}.diff`,
+      patch_url: `${htmlUrl}.patch`,
+      mergeable: pr.state === 'open',
+      merged: pr.merged,
+      merged_at: pr.merged ? pr.updatedAt : null,
+      merge_commit_sha: null,
+      merged_by: null,
+      ...(options.draftField ? { draft: WIP_TITLE.test(pr.title) } : {}),
+      base: {
+        label: pr.base,
+        ref: pr.base,
+        sha: '0000000000000000000000000000000000000000',
+        repo_id: repo.id,
+        repo: repoJson(repo),
+      },
+      head: {
+        label: pr.head,
+        ref: pr.headBranchDeleted ? `refs/pull/${pr.number}/head` : pr.head,
+        sha: '1111111111111111111111111111111111111111',
+        repo_id: headRepo ? headRepo.id : pr.headRepoId,
+        repo: headRepo ? repoJson(headRepo) : null,
+      },
+      merge_base: '0000000000000000000000000000000000000000',
+      due_date: null,
+      created_at: pr.createdAt,
+      updated_at: pr.updatedAt,
+      closed_at: pr.state === 'closed' ? pr.updatedAt : null,
+    };
+  };
+
+  function repoById(id: number): RepoState {
+    const repo = [...repos.values()].find((r) => r.id === id);
+    if (!repo) throw new Error(`no repository ${id}`);
+    return repo;
+  }
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const raw = await readBody(req);
+    const target = new URL(req.url ?? '/', 'http://fake');
+    const record: RecordedGiteaRequest = {
+      method: req.method ?? '',
+      path: safeDecode(target.pathname),
+      query: Object.fromEntries(target.searchParams),
+      headers: { ...req.headers },
+      body: undefined,
+      status: 0,
+    };
+    requests.push(record);
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      record.status = status;
+      res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', ...headers });
+      res.end(JSON.stringify(body));
+    };
+    const problem = (text: string) => {
+      unexpected.push(`${record.method} ${target.pathname}${target.search}: ${text}`);
+    };
+    const refuse = (text: string) => {
+      problem(text);
+      send(404, apiError('not found'));
+    };
+
+    if (raw.length > 0) {
+      if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
+        return refuse('body without content-type application/json');
+      }
+      try {
+        record.body = JSON.parse(raw);
+      } catch (err) {
+        return send(422, apiError(`[]: ${String(err)}`));
+      }
+    }
+
+    const failure = failures.shift();
+    if (failure) {
+      return send(
+        failure.status,
+        failure.body ?? apiError(`fake failure ${failure.status}`),
+        failure.headers,
+      );
+    }
+
+    if (!target.pathname.startsWith(`${apiPrefix}/`)) return refuse('not an API v1 path');
+    const auth = authenticate(req, options.token);
+    if (auth === 'missing') return send(401, apiError('token is required'));
+    if (auth === 'wrong') return send(401, apiError('invalid username, password or token'));
+
+    const parts = target.pathname
+      .slice(apiPrefix.length + 1)
+      .split('/')
+      .map(safeDecode);
+    const [reposPart, owner, name, pullsPart, indexPart, ...rest] = parts;
+    if (reposPart !== 'repos' || !owner || !name || pullsPart !== 'pulls' || rest.length > 0) {
+      return refuse('unsupported endpoint');
+    }
+    if (indexPart !== undefined && !/^\d+$/.test(indexPart)) {
+      return refuse('unsupported endpoint (pulls/{base}/{head})');
+    }
+    const methods = indexPart === undefined ? ['GET', 'POST'] : ['GET', 'PATCH'];
+    if (!methods.includes(record.method)) return refuse('unsupported method');
+    const repo = repos.get(`${owner}/${name}`.toLowerCase());
+    if (!repo) return send(404, apiError('not found'));
+    const write = record.method !== 'GET';
+    if (write && options.access === 'read') {
+      return send(
+        403,
+        apiError(
+          'token does not have at least one of required scope(s), required=[write:repository], token scope=read:repository',
+        ),
+      );
+    }
+    if (write && !isRecord(record.body)) {
+      return send(422, apiError('[]: body must be a JSON object'));
+    }
+    const body = isRecord(record.body) ? record.body : {};
+
+    if (indexPart === undefined) {
+      if (record.method === 'GET') return list(repo);
+      if (record.method === 'POST') return create(repo, body);
+      return refuse('unsupported method');
+    }
+    const pr = pulls.find((p) => p.repoId === repo.id && p.number === Number(indexPart));
+    if (record.method === 'GET')
+      return pr ? send(200, toJson(pr)) : send(404, apiError('not found'));
+    if (record.method === 'PATCH') {
+      for (const key of Object.keys(body)) {
+        if (!EDIT_FIELDS.has(key)) problem(`unknown field ${key}`);
+      }
+      const typeError = checkStrings(body, ['title', 'body', 'base', 'state']);
+      if (typeError) return send(422, apiError(typeError));
+      if (!pr) return send(404, apiError('not found'));
+      if (typeof body.title === 'string' && body.title.length > 0) pr.title = body.title;
+      if (typeof body.body === 'string') pr.body = body.body;
+      pr.updatedAt = now();
+      // Gitea answers an edit with 201 (a known quirk: "TODO this should be 200").
+      return send(201, toJson(pr));
+    }
+    return refuse('unsupported method');
+
+    function list(repo: RepoState) {
+      for (const key of target.searchParams.keys()) {
+        if (!LIST_PARAMS.has(key)) problem(`unknown query parameter ${key}`);
+      }
+      const state = target.searchParams.get('state') ?? 'open';
+      const sort = target.searchParams.get('sort') ?? '';
+      if (!['open', 'closed', 'all'].includes(state)) {
+        return send(422, apiError(`[State]: invalid state ${state}`));
+      }
+      if (!SORTS.has(sort)) problem(`unknown sort ${sort}`);
+      const limitParam = Number(target.searchParams.get('limit') ?? DEFAULT_PAGE_SIZE);
+      const limit = Math.min(MAX_PAGE_SIZE, limitParam > 0 ? limitParam : DEFAULT_PAGE_SIZE);
+      const page = Math.max(1, Number(target.searchParams.get('page') ?? 1) || 1);
+      const matching = pulls
+        .filter((p) => p.repoId === repo.id)
+        .filter((p) => state === 'all' || p.state === state)
+        .sort((a, b) => {
+          if (sort === 'oldest') return a.id - b.id;
+          if (sort === 'recentupdate') return b.updatedAt.localeCompare(a.updatedAt) || b.id - a.id;
+          if (sort === 'leastupdate') return a.updatedAt.localeCompare(b.updatedAt) || a.id - b.id;
+          return b.id - a.id;
+        });
+      const slice = matching.slice((page - 1) * limit, page * limit);
+      return send(200, slice.map(toJson), { 'x-total-count': String(matching.length) });
+    }
+
+    function create(repo: RepoState, body: Record<string, unknown>) {
+      for (const key of Object.keys(body)) {
+        if (!CREATE_FIELDS.has(key)) problem(`unknown field ${key}`);
+      }
+      const typeError = checkStrings(body, ['head', 'base', 'title', 'body']);
+      if (typeError) return send(422, apiError(typeError));
+      const missing = ['Head', 'Base', 'Title'].filter((k) => !body[k.toLowerCase()]);
+      if (missing.length > 0) return send(422, apiError(`[${missing.join(', ')}]: Required`));
+      const head = String(body.head);
+      const base = String(body.base);
+      if (head === base) {
+        return send(
+          422,
+          apiError('Invalid PullRequest: There are no changes between the head and the base'),
+        );
+      }
+      if (head.includes(':')) problem('cross-repository head (owner:branch) is not supported');
+      if (!repo.branches.has(base) || (options.requireHeadBranch && !repo.branches.has(head))) {
+        return send(404, apiError('not found'));
+      }
+      const existing = pulls.find(
+        (p) =>
+          p.repoId === repo.id &&
+          p.headRepoId === repo.id &&
+          p.state === 'open' &&
+          !p.merged &&
+          p.head === head &&
+          p.base === base,
+      );
+      if (existing) {
+        return send(
+          409,
+          apiError(
+            `pull request already exists for these targets [id: ${existing.id}, issue_id: ${existing.number}, head_repo_id: ${repo.id}, base_repo_id: ${repo.id}, head_branch: ${head}, base_branch: ${base}]`,
+          ),
+        );
+      }
+      const pr = store(repo, {
+        head,
+        base,
+        title: String(body.title),
+        body: typeof body.body === 'string' ? body.body : '',
+      });
+      return send(201, toJson(pr));
+    }
+  };
+
+  const store = (
+    repo: RepoState,
+    fields: Partial<FakePullRequest> & { head: string },
+  ): FakePullRequest => {
+    const at = now();
+    const pr: FakePullRequest = {
+      id: nextId++,
+      number: pulls.filter((p) => p.repoId === repo.id).length + 1,
+      repoPath: `${repo.owner}/${repo.name}`,
+      repoId: repo.id,
+      title: fields.title ?? `Changes from ${fields.head}`,
+      body: fields.body ?? '',
+      state: fields.state ?? 'open',
+      merged: fields.merged ?? false,
+      head: fields.head,
+      base: fields.base ?? 'main',
+      headRepoId: fields.headRepoId ?? repo.id,
+      headBranchDeleted: fields.headBranchDeleted ?? false,
+      createdAt: fields.createdAt ?? at,
+      updatedAt: fields.updatedAt ?? at,
+    };
+    pulls.push(pr);
+    return pr;
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      unexpected.push(`fake failed: ${String(err)}`);
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as AddressInfo).port;
+  url = `http://127.0.0.1:${port}${basePath}`;
+
+  const repoOrThrow = (path: string): RepoState => {
+    const repo = repos.get(path.toLowerCase());
+    if (!repo) throw new Error(`fake Gitea has no repository ${path}`);
+    return repo;
+  };
+
+  return {
+    url,
+    apiUrl: `${url}/api/v1`,
+    get requests() {
+      return requests;
+    },
+    get unexpected() {
+      return unexpected;
+    },
+    pulls(repoPath) {
+      const repo = repoPath === undefined ? undefined : repoOrThrow(repoPath);
+      return pulls.filter((p) => !repo || p.repoId === repo.id).map((p) => ({ ...p }));
+    },
+    addPull(repoPath, pr) {
+      return { ...store(repoOrThrow(repoPath), pr) };
+    },
+    setState(repoPath, number, state) {
+      const repo = repoOrThrow(repoPath);
+      const pr = pulls.find((p) => p.repoId === repo.id && p.number === number);
+      if (!pr) throw new Error(`fake Gitea has no pull request #${number} in ${repoPath}`);
+      pr.state = state === 'open' ? 'open' : 'closed';
+      pr.merged = state === 'merged';
+      pr.updatedAt = now();
+    },
+    addBranch(repoPath, branch) {
+      repoOrThrow(repoPath).branches.add(branch);
+    },
+    failNext(status, headers = {}, body) {
+      failures.push({ status, headers, body });
+    },
+    assertNoUnexpected() {
+      if (unexpected.length > 0) {
+        throw new Error(`fake Gitea saw unexpected requests:\n${unexpected.join('\n')}`);
+      }
+    },
+    reset() {
+      pulls = [];
+      requests = [];
+      unexpected = [];
+      failures = [];
+      nextId = 1;
+    },
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+/** Gitea takes `token <t>`, `Bearer <t>`, or Basic with the token as password (or as user name). */
+function authenticate(req: IncomingMessage, token: string): 'ok' | 'missing' | 'wrong' {
+  const header = req.headers.authorization;
+  if (!header) return 'missing';
+  const [scheme = '', value = ''] = header.split(' ', 2);
+  switch (scheme.toLowerCase()) {
+    case 'token':
+    case 'bearer':
+      return value === token ? 'ok' : 'wrong';
+    case 'basic': {
+      const decoded = Buffer.from(value, 'base64').toString('utf8');
+      const colon = decoded.indexOf(':');
+      const user = colon < 0 ? decoded : decoded.slice(0, colon);
+      const password = colon < 0 ? '' : decoded.slice(colon + 1);
+      const candidate = password === '' || password === 'x-oauth-basic' ? user : password;
+      return candidate === token ? 'ok' : 'wrong';
+    }
+    default:
+      return 'wrong';
+  }
+}
+
+function checkStrings(body: Record<string, unknown>, keys: string[]): string | undefined {
+  const wrong = keys.filter((k) => body[k] !== undefined && typeof body[k] !== 'string');
+  return wrong.length > 0
+    ? `[]: json: cannot unmarshal into Go struct field of type string: ${wrong.join(', ')}`
+    : undefined;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

@@ -1,0 +1,938 @@
+// A stateful fake of the GitHub REST endpoints Errand uses (pull requests, GitHub App
+// installation tokens) on 127.0.0.1. Requests are checked against GitHub's published OpenAPI
+// description (@octokit/openapi) and refused the way GitHub refuses them; anything the fake does
+// not serve, or that the description forbids, is recorded in `unexpected` so tests can fail on it.
+
+import {
+  createPublicKey,
+  generateKeyPairSync,
+  type KeyObject,
+  randomBytes,
+  verify,
+} from 'node:crypto';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+
+export interface FakeGitHubApp {
+  appId: string;
+  installationId: string;
+  /** PEM (SPKI or PKCS#1) or a KeyObject: the fake verifies JWTs with it, like GitHub. */
+  publicKey: string | KeyObject;
+  /** Lifetime of minted installation tokens (GitHub: 3600). */
+  tokenTtlSeconds?: number;
+}
+
+export interface FakeGitHubOptions {
+  /** Repositories that exist, as `owner/repo`; any other is 404. */
+  repos: string[];
+  /** A personal access token the fake accepts. */
+  token?: string;
+  app?: FakeGitHubApp;
+  /** Refuse draft pull requests with 422, as GitHub does for private repos on Free/Pro plans. */
+  draftsRefused?: boolean;
+  /** Serve as GitHub Enterprise Server: the API under /api/v3, checked against the GHES description. */
+  enterprise?: boolean;
+}
+
+export interface RecordedRequest {
+  index: number;
+  method: string;
+  /** The path as sent, without the query string. */
+  path: string;
+  query: Record<string, string>;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  /** The OpenAPI operationId that served it, e.g. `pulls/list`. */
+  operation: string | undefined;
+  /** Which credential it carried. */
+  auth: 'token' | 'installation' | 'jwt' | 'none' | 'invalid';
+  status: number;
+  /** Why this request is one a test should never send (unsupported, or refused by the description). */
+  unexpected?: string;
+}
+
+export interface FakePullRequest {
+  repo: string;
+  number: number;
+  title: string;
+  body: string | null;
+  head: string;
+  base: string;
+  draft: boolean;
+  state: 'open' | 'closed';
+  merged: boolean;
+  htmlUrl: string;
+}
+
+export interface FakeGitHub {
+  /** The server's origin, e.g. http://127.0.0.1:1234 (also the "web" origin of html_url). */
+  url: string;
+  /** What a client uses as its API base URL: `url`, or `url/api/v3` as Enterprise Server. */
+  apiUrl: string;
+  requests: RecordedRequest[];
+  unexpected: RecordedRequest[];
+  /** Every installation token minted, in order. */
+  installationTokens: { token: string; expiresAt: Date }[];
+  pullRequests(repo?: string): FakePullRequest[];
+  /** Marks a pull request merged (and closed), as if someone clicked the button. */
+  merge(repo: string, number: number): void;
+  /** The next request to a served operation gets this answer instead. Queued in order. */
+  failNext(status: number, options?: { headers?: Record<string, string>; message?: string }): void;
+  /** Makes every installation token minted so far invalid (app suspended, token revoked). */
+  revokeInstallationTokens(): void;
+  assertNoUnexpected(): void;
+  close(): Promise<void>;
+}
+
+/** An RSA key pair shaped like the one GitHub gives an app (private key as PKCS#1 PEM). */
+export function generateAppKeys(): { privateKey: string; publicKey: string } {
+  const { privateKey, publicKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs1', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'pem' },
+  });
+  return { privateKey, publicKey };
+}
+
+// ---- the OpenAPI description ---------------------------------------------------------------
+
+interface JsonSchema {
+  $ref?: string;
+  type?: string;
+  nullable?: boolean;
+  enum?: unknown[];
+  properties?: Record<string, JsonSchema>;
+  required?: string[];
+  additionalProperties?: boolean | JsonSchema;
+  items?: JsonSchema;
+  oneOf?: JsonSchema[];
+  anyOf?: JsonSchema[];
+  allOf?: JsonSchema[];
+  maximum?: number;
+  minimum?: number;
+}
+
+interface Parameter {
+  $ref?: string;
+  name: string;
+  in: 'path' | 'query' | 'header' | 'cookie';
+  required?: boolean;
+  schema?: JsonSchema;
+}
+
+interface MediaType {
+  schema?: JsonSchema;
+}
+
+interface Operation {
+  operationId: string;
+  parameters?: Parameter[];
+  requestBody?: { required?: boolean; content: Record<string, MediaType> };
+  responses: Record<string, { content?: Record<string, MediaType> }>;
+}
+
+interface OpenApiDocument {
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, JsonSchema>; parameters: Record<string, Parameter> };
+}
+
+const documents = new Map<string, OpenApiDocument>();
+
+function loadDocument(name: string): OpenApiDocument {
+  let doc = documents.get(name);
+  if (!doc) {
+    const file = createRequire(import.meta.url).resolve(`@octokit/openapi/generated/${name}.json`);
+    doc = JSON.parse(readFileSync(file, 'utf8')) as OpenApiDocument;
+    documents.set(name, doc);
+  }
+  return doc;
+}
+
+function resolve<T extends { $ref?: string }>(doc: OpenApiDocument, node: T): T {
+  let current: T = node;
+  for (let depth = 0; current.$ref !== undefined; depth++) {
+    const match = /^#\/components\/(schemas|parameters)\/(.+)$/.exec(current.$ref);
+    const target = match?.[1] === 'schemas' ? doc.components.schemas : doc.components.parameters;
+    const next = match?.[2] === undefined ? undefined : target[match[2]];
+    if (!next || depth > 20) throw new Error(`fake-github: cannot resolve ${current.$ref}`);
+    current = next as T;
+  }
+  return current;
+}
+
+interface CheckMode {
+  /** Reject properties the description does not define (request bodies; the fake's own answers). */
+  strict: boolean;
+  /** Enforce `required` (requests yes; the fake's answers carry only a useful subset). */
+  required: boolean;
+}
+
+/** Errors in GitHub's wording ("Invalid request.\n\n…" details); empty when the value fits. */
+function check(
+  doc: OpenApiDocument,
+  raw: JsonSchema,
+  value: unknown,
+  at: string,
+  mode: CheckMode,
+  out: string[],
+): void {
+  const schema = merged(doc, resolve(doc, raw));
+  if (value === null) {
+    if (schema.nullable || (!schema.type && !schema.oneOf && !schema.anyOf)) return;
+    out.push(`For '${at}', nil is not ${article(schema.type ?? 'value')}.`);
+    return;
+  }
+  const alternatives = schema.oneOf ?? schema.anyOf;
+  if (alternatives) {
+    const fits = alternatives.some((option) => {
+      const errors: string[] = [];
+      check(doc, option, value, at, mode, errors);
+      return errors.length === 0;
+    });
+    if (!fits) out.push(`For '${at}', ${JSON.stringify(value)} matches no allowed form.`);
+    return;
+  }
+  if (schema.enum && !schema.enum.includes(value)) {
+    out.push(
+      `For '${at}', ${JSON.stringify(value)} is not a member of ${JSON.stringify(schema.enum)}.`,
+    );
+    return;
+  }
+  switch (schema.type) {
+    case 'string':
+      if (typeof value !== 'string')
+        out.push(`For '${at}', ${JSON.stringify(value)} is not a string.`);
+      return;
+    case 'integer':
+      if (!Number.isInteger(value))
+        out.push(`For '${at}', ${JSON.stringify(value)} is not an integer.`);
+      return;
+    case 'number':
+      if (typeof value !== 'number')
+        out.push(`For '${at}', ${JSON.stringify(value)} is not a number.`);
+      return;
+    case 'boolean':
+      if (typeof value !== 'boolean')
+        out.push(`For '${at}', ${JSON.stringify(value)} is not a boolean.`);
+      return;
+    case 'array':
+      if (!Array.isArray(value)) {
+        out.push(`For '${at}', ${JSON.stringify(value)} is not an array.`);
+        return;
+      }
+      value.forEach((item, i) => {
+        if (schema.items) check(doc, schema.items, item, `${at}/${i}`, mode, out);
+      });
+      return;
+    case 'object':
+    case undefined: {
+      if (schema.type === undefined && !schema.properties) return;
+      if (typeof value !== 'object' || Array.isArray(value)) {
+        out.push(`For '${at}', ${JSON.stringify(value)} is not an object.`);
+        return;
+      }
+      const record = value as Record<string, unknown>;
+      if (mode.required) {
+        for (const name of schema.required ?? []) {
+          if (!(name in record)) out.push(`"${name}" wasn't supplied.`);
+        }
+      }
+      for (const [name, item] of Object.entries(record)) {
+        const property = schema.properties?.[name];
+        if (property) check(doc, property, item, `${at}/${name}`, mode, out);
+        else if (typeof schema.additionalProperties === 'object') {
+          check(doc, schema.additionalProperties, item, `${at}/${name}`, mode, out);
+        } else if (schema.additionalProperties !== true && mode.strict) {
+          out.push(`"${name}" is not a permitted key.`);
+        }
+      }
+      return;
+    }
+    default:
+      out.push(
+        `For '${at}', the description uses type ${schema.type}, which the fake cannot check.`,
+      );
+  }
+}
+
+/** `allOf` folded into one object schema, so strictness sees all allowed properties at once. */
+function merged(doc: OpenApiDocument, schema: JsonSchema): JsonSchema {
+  if (!schema.allOf) return schema;
+  const result: JsonSchema = { ...schema, allOf: undefined, properties: { ...schema.properties } };
+  const required = new Set(schema.required);
+  for (const part of schema.allOf) {
+    const resolved = merged(doc, resolve(doc, part));
+    result.type ??= resolved.type;
+    Object.assign(result.properties ?? {}, resolved.properties);
+    for (const name of resolved.required ?? []) required.add(name);
+    if (resolved.nullable) result.nullable = true;
+  }
+  result.required = [...required];
+  return result;
+}
+
+function article(type: string): string {
+  return /^[aeiou]/.test(type) ? `an ${type}` : `a ${type}`;
+}
+
+// ---- the server ----------------------------------------------------------------------------
+
+interface StoredPull extends FakePullRequest {
+  headLabel: string;
+  createdAt: Date;
+  updatedAt: Date;
+  closedAt: Date | null;
+  mergedAt: Date | null;
+}
+
+interface Answer {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /** Set when the answer refuses something the client should never have sent. */
+  unexpected?: string;
+}
+
+interface RouteSpec {
+  method: string;
+  template: string;
+  handle: (ctx: RouteContext) => Answer;
+}
+
+interface Route extends RouteSpec {
+  pattern: RegExp;
+  names: string[];
+}
+
+interface RouteContext {
+  params: Record<string, string>;
+  query: Record<string, string>;
+  body: unknown;
+  repo: string;
+  owner: string;
+}
+
+const docsUrl = 'https://docs.github.com/rest';
+
+function failure(status: number, message: string, extra?: Record<string, unknown>): Answer {
+  return {
+    status,
+    body: { message, documentation_url: docsUrl, status: String(status), ...extra },
+  };
+}
+
+function validationFailed(errors: Record<string, unknown>[]): Answer {
+  return failure(422, 'Validation Failed', { errors });
+}
+
+function isoSeconds(date: Date): string {
+  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}
+
+function fakeSha(text: string): string {
+  let hex = '';
+  for (let i = 0; hex.length < 40; i++)
+    hex += ((text.charCodeAt(i % text.length) * (i + 7)) % 256).toString(16).padStart(2, '0');
+  return hex.slice(0, 40);
+}
+
+function defaultMessage(status: number, headers: Record<string, string>): string {
+  if (status === 401) return 'Bad credentials';
+  if (status === 404) return 'Not Found';
+  if (status === 403 && headers['x-ratelimit-remaining'] === '0')
+    return 'API rate limit exceeded for user ID 1.';
+  if ((status === 403 || status === 429) && headers['retry-after']) {
+    return 'You have exceeded a secondary rate limit. Please wait a few minutes before you try again.';
+  }
+  if (status === 403) return 'Resource not accessible by personal access token';
+  if (status >= 500) return 'Server Error';
+  return 'Error';
+}
+
+export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeGitHub> {
+  const doc = loadDocument(options.enterprise ? 'ghes-3.19' : 'api.github.com');
+  const prefix = options.enterprise ? '/api/v3' : '';
+  const repos = new Map(options.repos.map((full) => [full.toLowerCase(), full]));
+  const appKey = options.app ? createPublicKey(options.app.publicKey) : undefined;
+  const requests: RecordedRequest[] = [];
+  const unexpected: RecordedRequest[] = [];
+  const installationTokens: { token: string; expiresAt: Date; revoked: boolean }[] = [];
+  const pulls: StoredPull[] = [];
+  const counters = new Map<string, number>();
+  const injected: { status: number; headers: Record<string, string>; message?: string }[] = [];
+  let origin = '';
+
+  const pullJson = (pull: StoredPull, full: boolean): Record<string, unknown> => {
+    const [owner = '', name = ''] = pull.repo.split('/');
+    const apiRepo = `${origin}${prefix}/repos/${pull.repo}`;
+    const repository = {
+      id: 1000 + options.repos.indexOf(pull.repo),
+      name,
+      full_name: pull.repo,
+      private: true,
+      html_url: `${origin}/${pull.repo}`,
+      url: apiRepo,
+    };
+    const simple: Record<string, unknown> = {
+      url: `${apiRepo}/pulls/${pull.number}`,
+      id: 5000 + pulls.indexOf(pull),
+      node_id: `PR_fake${pull.number}`,
+      html_url: pull.htmlUrl,
+      number: pull.number,
+      state: pull.state,
+      locked: false,
+      title: pull.title,
+      user: { login: 'errand-bot', id: 1, type: 'Bot' },
+      body: pull.body,
+      labels: [],
+      created_at: isoSeconds(pull.createdAt),
+      updated_at: isoSeconds(pull.updatedAt),
+      closed_at: pull.closedAt ? isoSeconds(pull.closedAt) : null,
+      merged_at: pull.mergedAt ? isoSeconds(pull.mergedAt) : null,
+      merge_commit_sha: pull.mergedAt ? fakeSha(`merge${pull.number}`) : null,
+      head: { label: pull.headLabel, ref: pull.head, sha: fakeSha(pull.head), repo: repository },
+      base: {
+        label: `${owner}:${pull.base}`,
+        ref: pull.base,
+        sha: fakeSha(pull.base),
+        repo: repository,
+      },
+      author_association: 'OWNER',
+      auto_merge: null,
+      draft: pull.draft,
+    };
+    if (!full) return simple;
+    return {
+      ...simple,
+      merged: pull.merged,
+      mergeable: null,
+      comments: 0,
+      commits: 1,
+      maintainer_can_modify: false,
+    };
+  };
+
+  const findPull = (repo: string, number: string): StoredPull | undefined =>
+    pulls.find((p) => p.repo === repo && String(p.number) === number);
+
+  const specs: RouteSpec[] = [
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/pulls',
+      handle: ({ query, repo }) => {
+        const state = query.state ?? 'open';
+        let list = pulls.filter((p) => p.repo === repo && (state === 'all' || p.state === state));
+        // Like GitHub: only `user:ref` filters; a bare branch name is ignored and every pull
+        // request comes back.
+        const head = query.head;
+        if (head?.includes(':')) list = list.filter((p) => sameLabel(p.headLabel, head));
+        if (query.base) list = list.filter((p) => p.base === query.base);
+        const ascending = query.direction === 'asc';
+        list = [...list].sort((a, b) => (ascending ? a.number - b.number : b.number - a.number));
+        const perPage = Math.min(100, Number(query.per_page ?? 30));
+        const page = Math.max(1, Number(query.page ?? 1));
+        return {
+          status: 200,
+          body: list.slice((page - 1) * perPage, page * perPage).map((p) => pullJson(p, false)),
+        };
+      },
+    },
+    {
+      method: 'POST',
+      template: '/repos/{owner}/{repo}/pulls',
+      handle: ({ body, repo, owner }) => {
+        const input = body as Record<string, unknown>;
+        if (input.issue !== undefined || input.head_repo !== undefined) {
+          return {
+            ...failure(422, 'Validation Failed'),
+            unexpected: 'the fake does not support issue or head_repo',
+          };
+        }
+        if (typeof input.title !== 'string' || input.title === '') {
+          return validationFailed([
+            { resource: 'PullRequest', code: 'missing_field', field: 'title' },
+          ]);
+        }
+        const rawHead = String(input.head);
+        const colon = rawHead.indexOf(':');
+        const headOwner = colon < 0 ? owner : rawHead.slice(0, colon);
+        const headRef = colon < 0 ? rawHead : rawHead.slice(colon + 1);
+        const base = String(input.base);
+        if (headOwner.toLowerCase() !== owner.toLowerCase() || headRef === '') {
+          return validationFailed([{ resource: 'PullRequest', field: 'head', code: 'invalid' }]);
+        }
+        const label = `${owner}:${headRef}`;
+        if (headRef === base) {
+          return validationFailed([
+            {
+              resource: 'PullRequest',
+              code: 'custom',
+              message: `No commits between ${base} and ${headRef}`,
+            },
+          ]);
+        }
+        if (input.draft === true && options.draftsRefused) {
+          return failure(422, 'Draft pull requests are not supported in this repository.');
+        }
+        if (
+          pulls.some(
+            (p) =>
+              p.repo === repo && p.state === 'open' && p.headLabel === label && p.base === base,
+          )
+        ) {
+          return validationFailed([
+            {
+              resource: 'PullRequest',
+              code: 'custom',
+              message: `A pull request already exists for ${label}.`,
+            },
+          ]);
+        }
+        const number = (counters.get(repo) ?? 0) + 1;
+        counters.set(repo, number);
+        const now = new Date();
+        const pull: StoredPull = {
+          repo,
+          number,
+          title: input.title,
+          body: typeof input.body === 'string' ? input.body : null,
+          head: headRef,
+          headLabel: label,
+          base,
+          draft: input.draft === true,
+          state: 'open',
+          merged: false,
+          htmlUrl: `${origin}/${repo}/pull/${number}`,
+          createdAt: now,
+          updatedAt: now,
+          closedAt: null,
+          mergedAt: null,
+        };
+        pulls.push(pull);
+        return {
+          status: 201,
+          body: pullJson(pull, true),
+          headers: { location: `${origin}${prefix}/repos/${repo}/pulls/${number}` },
+        };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/pulls/{pull_number}',
+      handle: ({ params, repo }) => {
+        const pull = findPull(repo, params.pull_number ?? '');
+        return pull ? { status: 200, body: pullJson(pull, true) } : failure(404, 'Not Found');
+      },
+    },
+    {
+      method: 'PATCH',
+      template: '/repos/{owner}/{repo}/pulls/{pull_number}',
+      handle: ({ params, body, repo }) => {
+        const pull = findPull(repo, params.pull_number ?? '');
+        if (!pull) return failure(404, 'Not Found');
+        const input = (body ?? {}) as Record<string, unknown>;
+        if (typeof input.title === 'string') pull.title = input.title;
+        if (typeof input.body === 'string') pull.body = input.body;
+        if (typeof input.base === 'string') pull.base = input.base;
+        if (input.state === 'closed' && pull.state === 'open') {
+          pull.state = 'closed';
+          pull.closedAt = new Date();
+        } else if (input.state === 'open' && pull.state === 'closed') {
+          if (pull.merged)
+            return validationFailed([
+              {
+                resource: 'PullRequest',
+                code: 'custom',
+                message: 'state cannot be changed. The pull request has been merged.',
+              },
+            ]);
+          pull.state = 'open';
+          pull.closedAt = null;
+        }
+        pull.updatedAt = new Date();
+        return { status: 200, body: pullJson(pull, true) };
+      },
+    },
+    {
+      method: 'POST',
+      template: '/app/installations/{installation_id}/access_tokens',
+      handle: () => {
+        const ttl = options.app?.tokenTtlSeconds ?? 3600;
+        const token = `ghs_${randomBytes(27).toString('base64url').replace(/[-_]/g, 'x').slice(0, 36)}`;
+        const expiresAt = new Date(Date.now() + ttl * 1000);
+        installationTokens.push({ token, expiresAt, revoked: false });
+        return {
+          status: 201,
+          body: {
+            token,
+            expires_at: isoSeconds(expiresAt),
+            permissions: { contents: 'write', pull_requests: 'write', metadata: 'read' },
+            repository_selection: 'all',
+          },
+        };
+      },
+    },
+  ];
+  const routes: Route[] = specs.map((route) => {
+    const names: string[] = [];
+    const source = route.template.replace(/\{(\w+)\}/g, (_, name: string) => {
+      names.push(name);
+      return '([^/]+)';
+    });
+    if (!doc.paths[route.template]?.[route.method.toLowerCase()]) {
+      throw new Error(`fake-github: ${route.method} ${route.template} is not in the description`);
+    }
+    return { ...route, names, pattern: new RegExp(`^${source}$`) };
+  });
+
+  function authenticate(
+    header: string | undefined,
+    wantJwt: boolean,
+  ): { kind: RecordedRequest['auth']; error?: Answer } {
+    if (!header) return { kind: 'none', error: failure(401, 'Requires authentication') };
+    const match = /^(token|bearer)\s+(\S+)$/i.exec(header.trim());
+    const scheme = match?.[1]?.toLowerCase();
+    const credential = match?.[2] ?? '';
+    if (wantJwt) {
+      if (scheme !== 'bearer')
+        return { kind: 'invalid', error: failure(401, 'A JSON web token could not be decoded') };
+      const problem = verifyJwt(credential);
+      return problem ? { kind: 'invalid', error: failure(401, problem) } : { kind: 'jwt' };
+    }
+    if (options.token !== undefined && credential === options.token) return { kind: 'token' };
+    const minted = installationTokens.find((t) => t.token === credential);
+    if (minted && !minted.revoked && minted.expiresAt.getTime() > Date.now())
+      return { kind: 'installation' };
+    return { kind: 'invalid', error: failure(401, 'Bad credentials') };
+  }
+
+  function verifyJwt(jwt: string): string | undefined {
+    if (!options.app || !appKey) return 'A JSON web token could not be decoded';
+    const parts = jwt.split('.');
+    const [header, payload, signature] = parts;
+    if (parts.length !== 3 || !header || !payload || !signature)
+      return 'A JSON web token could not be decoded';
+    let claims: { alg?: unknown; iat?: unknown; exp?: unknown; iss?: unknown };
+    try {
+      const decodedHeader = JSON.parse(Buffer.from(header, 'base64url').toString()) as {
+        alg?: unknown;
+      };
+      if (decodedHeader.alg !== 'RS256') return 'A JSON web token could not be decoded';
+      claims = JSON.parse(Buffer.from(payload, 'base64url').toString()) as typeof claims;
+    } catch {
+      return 'A JSON web token could not be decoded';
+    }
+    const valid = verify(
+      'sha256',
+      Buffer.from(`${header}.${payload}`),
+      appKey,
+      Buffer.from(signature, 'base64url'),
+    );
+    if (!valid) return 'A JSON web token could not be decoded';
+    const now = Math.floor(Date.now() / 1000);
+    if (!Number.isInteger(claims.iat) || !Number.isInteger(claims.exp)) {
+      return "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued.";
+    }
+    const iat = claims.iat as number;
+    const exp = claims.exp as number;
+    if (iat > now + 60)
+      return "'Issued at' claim ('iat') must be an Integer representing a time in the past.";
+    if (exp <= now)
+      return "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires.";
+    if (exp - iat > 600 || exp > now + 600)
+      return "'Expiration time' claim ('exp') is too far in the future.";
+    if (String(claims.iss) !== options.app.appId) return 'Integration not found';
+    return undefined;
+  }
+
+  /** Path, query and body against the operation's description; an Answer when refused. */
+  function validate(
+    op: Operation,
+    params: Record<string, string>,
+    query: Record<string, string>,
+    duplicated: string[],
+    body: unknown,
+  ): Answer | undefined {
+    const parameters = (op.parameters ?? []).map((p) => resolve(doc, p));
+    for (const p of parameters.filter((p) => p.in === 'path')) {
+      const value = params[p.name] ?? '';
+      if (resolve(doc, p.schema ?? {}).type === 'integer' && !/^\d+$/.test(value)) {
+        return {
+          ...failure(404, 'Not Found'),
+          unexpected: `path parameter ${p.name} is not an integer: ${value}`,
+        };
+      }
+    }
+    const known = new Map(parameters.filter((p) => p.in === 'query').map((p) => [p.name, p]));
+    if (duplicated.length)
+      return {
+        ...failure(400, 'Bad request'),
+        unexpected: `repeated query parameters: ${duplicated.join(', ')}`,
+      };
+    for (const [name, raw] of Object.entries(query)) {
+      const p = known.get(name);
+      // GitHub ignores unknown query parameters, which is exactly how a misspelled filter goes
+      // unnoticed: the fake refuses them.
+      if (!p)
+        return {
+          ...failure(400, `Unknown query parameter "${name}"`),
+          unexpected: `unknown query parameter ${name}`,
+        };
+      const schema = resolve(doc, p.schema ?? {});
+      const value =
+        schema.type === 'integer' && /^-?\d+$/.test(raw)
+          ? Number(raw)
+          : schema.type === 'boolean' && /^(true|false)$/.test(raw)
+            ? raw === 'true'
+            : raw;
+      const errors: string[] = [];
+      check(doc, schema, value, name, { strict: true, required: true }, errors);
+      if (errors.length) {
+        return {
+          ...validationFailed([{ resource: 'Query', field: name, code: 'invalid' }]),
+          unexpected: errors.join(' '),
+        };
+      }
+    }
+    const schema = op.requestBody?.content['application/json']?.schema;
+    if (body === undefined) {
+      if (op.requestBody?.required)
+        return {
+          ...failure(400, 'Problems parsing JSON'),
+          unexpected: 'the operation requires a JSON body',
+        };
+      return undefined;
+    }
+    if (!schema)
+      return {
+        ...failure(400, 'Problems parsing JSON'),
+        unexpected: 'the operation takes no body',
+      };
+    const errors: string[] = [];
+    check(doc, schema, body, 'body', { strict: true, required: true }, errors);
+    if (errors.length)
+      return {
+        ...failure(422, `Invalid request.\n\n${errors.join('\n')}`),
+        unexpected: errors.join(' '),
+      };
+    return undefined;
+  }
+
+  /** The fake's own success answers must fit the description too, or tests prove nothing. */
+  function checkAnswer(op: Operation, answer: Answer): string | undefined {
+    const schema = op.responses[String(answer.status)]?.content?.['application/json']?.schema;
+    if (!schema) return `the description has no ${answer.status} answer for ${op.operationId}`;
+    const errors: string[] = [];
+    check(doc, schema, answer.body, 'response', { strict: true, required: false }, errors);
+    return errors.length
+      ? `fake-github bug, answer does not fit the description: ${errors.join(' ')}`
+      : undefined;
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const text = Buffer.concat(chunks).toString('utf8');
+    const url = new URL(req.url ?? '/', origin);
+    const query: Record<string, string> = {};
+    const duplicated: string[] = [];
+    for (const [name, value] of url.searchParams) {
+      if (name in query) duplicated.push(name);
+      query[name] = value;
+    }
+    const method = req.method ?? 'GET';
+    const record: RecordedRequest = {
+      index: requests.length,
+      method,
+      path: url.pathname,
+      query,
+      headers: req.headers,
+      body: undefined,
+      operation: undefined,
+      auth: 'none',
+      status: 0,
+    };
+    requests.push(record);
+    const answer = route(record, text, duplicated);
+    record.status = answer.status;
+    if (answer.unexpected) {
+      record.unexpected = answer.unexpected;
+      unexpected.push(record);
+    }
+    const headers: Record<string, string> = {
+      'content-type': 'application/json; charset=utf-8',
+      'x-github-request-id': `FAKE:${record.index}`,
+      'x-ratelimit-limit': '5000',
+      'x-ratelimit-remaining': '4999',
+      'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 3600),
+      'x-ratelimit-resource': 'core',
+      ...answer.headers,
+    };
+    res.writeHead(answer.status, headers);
+    res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+  }
+
+  function route(record: RecordedRequest, text: string, duplicated: string[]): Answer {
+    const notServed = (why: string): Answer => ({ ...failure(404, 'Not Found'), unexpected: why });
+    if (!record.path.startsWith(`${prefix}/`))
+      return notServed(`not under the API prefix "${prefix}"`);
+    const path = record.path.slice(prefix.length);
+    let matched: { route: Route; params: Record<string, string> } | undefined;
+    let otherMethod = false;
+    for (const candidate of routes) {
+      const m = candidate.pattern.exec(path);
+      if (!m) continue;
+      if (candidate.method !== record.method) {
+        otherMethod = true;
+        continue;
+      }
+      const params: Record<string, string> = {};
+      candidate.names.forEach((name, i) => {
+        params[name] = decodeURIComponent(m[i + 1] ?? '');
+      });
+      matched = { route: candidate, params };
+    }
+    if (!matched)
+      return notServed(
+        otherMethod
+          ? `method ${record.method} not served for ${path}`
+          : `no operation serves ${record.method} ${path}`,
+      );
+    const op = doc.paths[matched.route.template]?.[record.method.toLowerCase()];
+    if (!op) return notServed('not in the description');
+    record.operation = op.operationId;
+
+    if (text !== '') {
+      try {
+        record.body = JSON.parse(text) as unknown;
+      } catch {
+        return { ...failure(400, 'Problems parsing JSON'), unexpected: 'the body is not JSON' };
+      }
+    }
+    if (!record.headers['user-agent']) {
+      return failure(
+        403,
+        'Request forbidden by administrative rules. Please make sure your request has a User-Agent header.',
+      );
+    }
+    const inject = injected.shift();
+    if (inject) {
+      return {
+        ...failure(inject.status, inject.message ?? defaultMessage(inject.status, inject.headers)),
+        headers: inject.headers,
+      };
+    }
+    const isApp = matched.route.template.startsWith('/app/');
+    const auth = authenticate(
+      typeof record.headers.authorization === 'string' ? record.headers.authorization : undefined,
+      isApp,
+    );
+    record.auth = auth.kind;
+    if (auth.error) return auth.error;
+
+    let repo = '';
+    let owner = '';
+    if (isApp) {
+      if (matched.params.installation_id !== options.app?.installationId)
+        return failure(404, 'Not Found');
+    } else {
+      const full = repos.get(`${matched.params.owner}/${matched.params.repo}`.toLowerCase());
+      if (!full) return failure(404, 'Not Found');
+      repo = full;
+      owner = full.split('/')[0] ?? '';
+    }
+    const refused = validate(op, matched.params, record.query, duplicated, record.body);
+    if (refused) return refused;
+    const answer = matched.route.handle({
+      params: matched.params,
+      query: record.query,
+      body: record.body,
+      repo,
+      owner,
+    });
+    if (answer.status < 300 && !answer.unexpected) {
+      const problem = checkAnswer(op, answer);
+      if (problem) return { ...answer, unexpected: problem };
+    }
+    return answer;
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ message: `fake-github crashed: ${String(err)}` }));
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  return {
+    url: origin,
+    apiUrl: `${origin}${prefix}`,
+    requests,
+    unexpected,
+    get installationTokens() {
+      return installationTokens.map(({ token, expiresAt }) => ({ token, expiresAt }));
+    },
+    pullRequests(repo) {
+      return pulls
+        .filter((p) => repo === undefined || p.repo.toLowerCase() === repo.toLowerCase())
+        .map(({ repo, number, title, body, head, base, draft, state, merged, htmlUrl }) => ({
+          repo,
+          number,
+          title,
+          body,
+          head,
+          base,
+          draft,
+          state,
+          merged,
+          htmlUrl,
+        }));
+    },
+    merge(repo, number) {
+      const pull = findPull(repos.get(repo.toLowerCase()) ?? repo, String(number));
+      if (!pull) throw new Error(`fake-github: no pull request ${repo}#${number}`);
+      const now = new Date();
+      Object.assign(pull, {
+        state: 'closed',
+        merged: true,
+        mergedAt: now,
+        closedAt: now,
+        updatedAt: now,
+      });
+    },
+    failNext(status, opts) {
+      injected.push({
+        status,
+        headers: opts?.headers ?? {},
+        ...(opts?.message === undefined ? {} : { message: opts.message }),
+      });
+    },
+    revokeInstallationTokens() {
+      for (const t of installationTokens) t.revoked = true;
+    },
+    assertNoUnexpected() {
+      if (unexpected.length === 0) return;
+      const lines = unexpected.map((r) => `  ${r.method} ${r.path} → ${r.status}: ${r.unexpected}`);
+      throw new Error(
+        `fake-github received ${unexpected.length} unexpected request(s):\n${lines.join('\n')}`,
+      );
+    },
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, 'close');
+    },
+  };
+}
+
+function sameLabel(label: string, filter: string): boolean {
+  const [owner, ...ref] = filter.split(':');
+  const [labelOwner, ...labelRef] = label.split(':');
+  return owner?.toLowerCase() === labelOwner?.toLowerCase() && ref.join(':') === labelRef.join(':');
+}
