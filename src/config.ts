@@ -39,6 +39,8 @@ const envSchema = z.object({
   GOOGLE_GENERATIVE_AI_API_KEY: z.string().min(1).optional(),
   ERRAND_OPENAI_COMPATIBLE_BASE_URL: z.url().optional(),
   ERRAND_OPENAI_COMPATIBLE_API_KEY: z.string().min(1).optional(),
+  ERRAND_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  ERRAND_PUBLIC_URL: z.url().optional(),
   ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
   ERRAND_API_KEY: z.string().min(1).optional(),
 });
@@ -65,6 +67,12 @@ export interface Config {
   git: { authorName: string; authorEmail: string };
   /** Provider credentials and endpoints, for the model registry. */
   models: ModelSettings;
+  /** Key material for forge credentials stored in the database; unset: none can be stored. */
+  secretKey: string | undefined;
+  /** Base URL of Errand's own pages (review pages, links in pull requests); no trailing slash. */
+  publicUrl: string | undefined;
+  /** The process environment, for forge tokens a project names by variable (read by workers). */
+  workerEnv: Readonly<Record<string, string | undefined>>;
   /** Every secret value in this config, so that events and errors can be scrubbed of them. */
   secrets: string[];
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -131,7 +139,11 @@ export function loadConfig(
         apiKey: e.ERRAND_OPENAI_COMPATIBLE_API_KEY,
       },
     },
+    secretKey: e.ERRAND_SECRET_KEY,
+    publicUrl: e.ERRAND_PUBLIC_URL?.replace(/\/+$/, ''),
+    workerEnv: env,
     secrets: [
+      e.ERRAND_SECRET_KEY,
       e.ANTHROPIC_API_KEY,
       e.OPENAI_API_KEY,
       e.GOOGLE_GENERATIVE_AI_API_KEY,

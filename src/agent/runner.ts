@@ -4,7 +4,10 @@
 import type { ModelMessage } from 'ai';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
+import type { JobRow, ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
+import { forgeCredentials, forgeProviders, projectForge } from '../forges/registry.ts';
+import type { ForgeClient, ForgeKind } from '../forges/types.ts';
 import {
   TurnFailedError,
   type TurnInput,
@@ -14,13 +17,15 @@ import {
 import type { Logger } from '../log.ts';
 import { gitOut } from '../workspace/git.ts';
 import {
+  type Checkout,
   changedFiles,
   commitAll,
-  GitError,
+  diffAgainst,
   prepareCheckout,
   pushBranch,
   type WorkspaceConfig,
 } from '../workspace/index.ts';
+import type { GitAuth } from '../workspace/types.ts';
 import { BudgetExceededError, runAgentTurn } from './loop.ts';
 import { resolveModel } from './models.ts';
 import { buildSystemPrompt, readRepoInstructions } from './prompt.ts';
@@ -34,6 +39,24 @@ export interface AgentRunnerDeps {
 }
 
 const TURN_TRAILER = 'Errand-Turn';
+const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
+
+type Emit = (type: string, data?: Record<string, unknown>) => Promise<void>;
+
+interface TurnForge {
+  kind: ForgeKind;
+  project: ProjectRow;
+  client: ForgeClient | undefined;
+  auth: GitAuth | undefined;
+}
+
+/** Where Errand's own pages are: ERRAND_PUBLIC_URL, else the listen address. */
+export function publicBaseUrl(config: Config): string {
+  return (
+    config.publicUrl ??
+    `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`
+  );
+}
 
 export function workspaceConfig(config: Config): WorkspaceConfig {
   return {
@@ -65,7 +88,8 @@ export class AgentRunner implements TurnRunner {
   async run(input: TurnInput): Promise<TurnOutput> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
-    const scrub = (text: string) => scrubSecrets(text, config.secrets);
+    const secrets = [...config.secrets];
+    const scrub = (text: string) => scrubSecrets(text, secrets);
     const scrubbed = <T>(value: T): T => JSON.parse(scrub(JSON.stringify(value))) as T;
     // Tools of one step run in parallel; the chain keeps the log in the order events happened.
     let chain: Promise<void> = Promise.resolve();
@@ -75,107 +99,221 @@ export class AgentRunner implements TurnRunner {
       return chain;
     };
 
-    let checkout: Awaited<ReturnType<typeof prepareCheckout>>;
     try {
-      checkout = await prepareCheckout(this.#workspace, {
+      const forge = await this.#forge(job, secrets, signal);
+      const checkout = await prepareCheckout(this.#workspace, {
         projectId: job.project_id,
         jobId: job.id,
         repository: job.repository,
         ref: job.ref,
         branch: job.branch,
+        ...(forge.auth ? { auth: forge.auth } : {}),
         signal,
       });
-    } catch (err) {
-      throw asTurnError(err, scrub);
-    }
-    await emit('workspace.ready', {
-      base: checkout.baseCommit,
-      head: checkout.headCommit,
-      continued: checkout.branchExisted,
-    });
-
-    // A retry after a crash between push and recording the turn: the work already landed.
-    const landed = await this.#landedCommit(checkout.dir, job.id, turn.seq, signal);
-    if (landed) {
-      await emit('turn.resumed', { commit: landed.sha, note: 'this turn was already pushed' });
-      return { summary: landed.summary, messages: null, commitSha: landed.sha, usage: null };
-    }
-
-    const model = resolveModel(job.model, config.models);
-    const history = await this.#history(job.id, turn.seq);
-    const repoInstructions = await readRepoInstructions(checkout.dir);
-    const system = buildSystemPrompt({
-      ...(repoInstructions ? { repoInstructions } : {}),
-      repository: job.repository,
-      branch: job.branch,
-    });
-    const tools = createRepoTools({ root: checkout.dir, signal });
-    let result: Awaited<ReturnType<typeof runAgentTurn>>;
-    try {
-      result = await runAgentTurn({
-        model,
-        system,
-        history,
-        prompt: turn.prompt,
-        tools,
-        budgets: {
-          maxSteps: config.agent.maxSteps,
-          maxOutputTokens: config.agent.maxOutputTokens,
-          timeoutMs: config.turn.timeoutSeconds * 1000,
-        },
-        signal,
-        onEvent: async (event) => {
-          if (event.type === 'model.step')
-            return emit('model.step', { step: event.step, usage: event.usage });
-          return emit(event.type, { ...event });
-        },
+      await emit('workspace.ready', {
+        base: checkout.baseCommit,
+        head: checkout.headCommit,
+        continued: checkout.branchExisted,
       });
+
+      // A retry after a crash between push and recording the turn: the work already landed,
+      // only the pull request may still be missing.
+      const landed = await this.#landedCommit(checkout.dir, job.id, turn.seq, signal);
+      if (landed) {
+        await emit('turn.resumed', { commit: landed.sha, note: 'this turn was already pushed' });
+        const review = await this.#review(input, forge, checkout, landed.summary, emit);
+        return {
+          summary: landed.summary,
+          messages: null,
+          commitSha: landed.sha,
+          usage: null,
+          ...review,
+        };
+      }
+
+      const result = await this.#agent(input, checkout.dir, emit);
+      const summary = scrub(result.summary);
+      const usage = {
+        inputTokens: result.usage.inputTokens,
+        outputTokens: result.usage.outputTokens,
+      };
+      const messages = scrubbed(result.turnMessages);
+      const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
+      if (changed.length === 0) {
+        await emit('turn.no_changes', {});
+        return { summary, messages, usage, commitSha: null };
+      }
+      await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
+      signal.throwIfAborted();
+      const message = commitMessage(summary, job.id, turn.seq, turn.prompt);
+      const sha = await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
+      if (!sha) return { summary, messages, usage, commitSha: null };
+      await emit('commit', { sha, subject: message.split('\n')[0] });
+      signal.throwIfAborted();
+      await pushBranch(this.#workspace, {
+        dir: checkout.dir,
+        repository: job.repository,
+        branch: job.branch,
+        ...(forge.auth ? { auth: forge.auth } : {}),
+        signal,
+      });
+      await emit('push', { branch: job.branch, sha });
+      const review = await this.#review(input, forge, checkout, summary, emit);
+      return { summary, messages, usage, commitSha: sha, ...review };
     } catch (err) {
       if (err instanceof BudgetExceededError)
         throw new TurnFailedError(`${err.message}; nothing was committed`);
       throw asTurnError(err, scrub);
     }
+  }
 
-    const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
-    const usage = {
-      inputTokens: result.usage.inputTokens,
-      outputTokens: result.usage.outputTokens,
-    };
-    if (changed.length === 0) {
-      await emit('turn.no_changes', {});
-      return {
-        summary: scrub(result.summary),
-        messages: scrubbed(result.turnMessages),
-        usage,
-        commitSha: null,
-      };
+  /** The project's forge client and the header git pushes with; none for plain git remotes. */
+  async #forge(job: JobRow, secrets: string[], signal: AbortSignal): Promise<TurnForge> {
+    const project = await this.#deps.db
+      .selectFrom('projects')
+      .selectAll()
+      .where('id', '=', job.project_id)
+      .executeTakeFirstOrThrow();
+    // The job keeps the repository it was created with; the forge settings are the project's now.
+    const forge = projectForge({ ...project, repository: job.repository });
+    const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
+    if (!provider || !forge.apiUrl)
+      return { kind: forge.kind, project, client: undefined, auth: undefined };
+    const credentials = forgeCredentials(this.#deps.config, project, forge.kind);
+    for (const value of [credentials.token, credentials.githubApp?.privateKey])
+      if (value) secrets.push(value);
+    const client = provider.create({
+      apiUrl: forge.apiUrl,
+      repository: job.repository,
+      credentials,
+    });
+    const gitAuth = await client.gitAuth(signal);
+    let auth: GitAuth | undefined;
+    if (gitAuth && /^https?:\/\//.test(job.repository)) {
+      secrets.push(gitAuth.header, gitAuth.header.slice(gitAuth.header.indexOf(':') + 1).trim());
+      // Scoped to the repository's own origin, whatever prefix the provider suggests.
+      auth = { urlPrefix: `${new URL(job.repository).origin}/`, header: gitAuth.header };
     }
-    await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
-    signal.throwIfAborted();
-    const message = commitMessage(result.summary, job.id, turn.seq, turn.prompt);
-    let sha: string | null;
-    try {
-      sha = await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
-      if (sha) {
-        await emit('commit', { sha, subject: message.split('\n')[0] });
-        signal.throwIfAborted();
-        await pushBranch(this.#workspace, {
-          dir: checkout.dir,
-          repository: job.repository,
-          branch: job.branch,
-          signal,
-        });
-        await emit('push', { branch: job.branch, sha });
-      }
-    } catch (err) {
-      throw asTurnError(err, scrub);
+    return { kind: forge.kind, project, client, auth };
+  }
+
+  async #agent(
+    input: TurnInput,
+    dir: string,
+    emit: Emit,
+  ): Promise<Awaited<ReturnType<typeof runAgentTurn>>> {
+    const { job, turn, signal } = input;
+    const { config } = this.#deps;
+    const repoInstructions = await readRepoInstructions(dir);
+    return runAgentTurn({
+      model: resolveModel(job.model, config.models),
+      system: buildSystemPrompt({
+        ...(repoInstructions ? { repoInstructions } : {}),
+        repository: job.repository,
+        branch: job.branch,
+      }),
+      history: await this.#history(job.id, turn.seq),
+      prompt: turn.prompt,
+      tools: createRepoTools({ root: dir, signal }),
+      budgets: {
+        maxSteps: config.agent.maxSteps,
+        maxOutputTokens: config.agent.maxOutputTokens,
+        timeoutMs: config.turn.timeoutSeconds * 1000,
+      },
+      signal,
+      onEvent: async (event) => {
+        if (event.type === 'model.step')
+          return emit('model.step', { step: event.step, usage: event.usage });
+        return emit(event.type, { ...event });
+      },
+    });
+  }
+
+  /**
+   * After a push: keeps the job's review diff current and opens or updates the job's one
+   * pull request. The pull request is looked up by head branch before one is created, so a
+   * turn retried after a crash finds the one it opened.
+   */
+  async #review(
+    input: TurnInput,
+    forge: TurnForge,
+    checkout: Checkout,
+    summary: string,
+    emit: Emit,
+  ): Promise<Pick<TurnOutput, 'prLink' | 'prNumber'>> {
+    const { job, turn, signal } = input;
+    const { config, db } = this.#deps;
+    const diff = await diffAgainst(this.#workspace, {
+      dir: checkout.dir,
+      base: checkout.baseCommit,
+      maxBytes: REVIEW_DIFF_MAX_BYTES,
+      signal,
+    });
+    await db
+      .updateTable('jobs')
+      .set({ review_diff: diff.diff, review_diff_truncated: diff.truncated })
+      .where('id', '=', job.id)
+      .execute();
+    const reviewUrl = `${publicBaseUrl(config)}/review/${job.id}`;
+    if (!forge.client) {
+      await emit('review.updated', { url: reviewUrl });
+      return { prLink: reviewUrl };
     }
-    return {
-      summary: scrub(result.summary),
-      messages: scrubbed(result.turnMessages),
-      usage,
-      commitSha: sha,
-    };
+    const body = await this.#pullRequestBody(job.id, turn.seq, turn.prompt, summary, reviewUrl);
+    const existing = await forge.client.findPullRequest(job.branch, signal);
+    if (existing) {
+      const pr = await forge.client.updatePullRequest(existing.number, { body }, signal);
+      await emit('pull_request.updated', { forge: forge.kind, number: pr.number, url: pr.url });
+      return { prLink: pr.url, prNumber: pr.number };
+    }
+    const title =
+      summary
+        .split('\n')[0]
+        ?.replace(/^#+\s*/, '')
+        .trim()
+        .slice(0, 200) || turn.prompt.slice(0, 72);
+    const created = await forge.client.createPullRequest(
+      { head: job.branch, base: job.ref, title, body, draft: forge.project.draft_pull_requests },
+      signal,
+    );
+    const pr = created.pullRequest;
+    await emit('pull_request.opened', {
+      forge: forge.kind,
+      number: pr.number,
+      url: pr.url,
+      draft: pr.draft,
+      notes: created.notes,
+    });
+    return { prLink: pr.url, prNumber: pr.number };
+  }
+
+  /** A running summary: every turn's prompt and the agent's summary, and a link to the job. */
+  async #pullRequestBody(
+    jobId: string,
+    seq: number,
+    prompt: string,
+    summary: string,
+    reviewUrl: string,
+  ): Promise<string> {
+    const earlier = await this.#deps.db
+      .selectFrom('turns')
+      .select(['seq', 'prompt', 'summary'])
+      .where('job_id', '=', jobId)
+      .where('seq', '<', seq)
+      .where('state', '=', 'done')
+      .orderBy('seq')
+      .execute();
+    const turns = [...earlier, { seq, prompt, summary }];
+    const quote = (text: string) =>
+      (text.length > 2000 ? `${text.slice(0, 2000)}…` : text)
+        .split('\n')
+        .map((line) => `> ${line}`)
+        .join('\n');
+    const sections = turns.map(
+      (t) =>
+        `### Turn ${t.seq}\n\n**Prompt**\n\n${quote(t.prompt)}\n\n**Summary**\n\n${t.summary?.trim() || '(no summary)'}`,
+    );
+    return `Opened by Errand for job \`${jobId}\` ([review page](${reviewUrl})).\n\n${sections.join('\n\n')}\n`;
   }
 
   /** The conversation of the job's earlier finished turns, in order. */
@@ -215,17 +353,13 @@ export class AgentRunner implements TurnRunner {
   }
 }
 
+/** Upstream failures become retryable or final turn errors, with credentials scrubbed out. */
 function asTurnError(err: unknown, scrub: (text: string) => string): unknown {
-  if (err instanceof GitError) {
-    const message = scrub(err.message);
-    return err.transient
-      ? new ExternalError('git', message, { transient: true })
-      : new TurnFailedError(message);
-  }
-  if (err instanceof ExternalError) {
-    return err.transient
-      ? new ExternalError(err.service, scrub(err.message), { transient: true })
-      : new TurnFailedError(scrub(err.message));
-  }
-  return err;
+  if (!(err instanceof ExternalError)) return err;
+  const message = scrub(err.message);
+  if (!err.transient) return new TurnFailedError(message);
+  return new ExternalError(err.service, message, {
+    transient: true,
+    ...(err.retryAfterSeconds !== undefined ? { retryAfterSeconds: err.retryAfterSeconds } : {}),
+  });
 }

@@ -14,6 +14,11 @@ export interface ProjectsTable {
   repository: string;
   ref: string;
   model: string | null;
+  forge_kind: 'github' | 'gitlab' | 'gitea' | 'git' | null;
+  forge_api_url: string | null;
+  forge_token_env: string | null;
+  forge_secret: string | null;
+  draft_pull_requests: Generated<boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -41,6 +46,8 @@ export interface JobsTable {
   pr_number: number | null;
   error: string | null;
   turn_count: number;
+  review_diff: string | null;
+  review_diff_truncated: Generated<boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;

@@ -14,6 +14,7 @@ import { registerGetJob } from './routes/get-job.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerListEvents } from './routes/list-events.ts';
 import { registerListJobs } from './routes/list-jobs.ts';
+import { registerReview } from './routes/review.ts';
 import { registerSendMessage } from './routes/send-message.ts';
 
 export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
@@ -43,6 +44,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   registerHealth(app);
+  registerReview(app, ctx);
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireProject(ctx, keys));
     registerCreateJob(scope, ctx);

@@ -1,6 +1,7 @@
 // Runs turns from the queue. A turn is claimed from pg-boss, marked running, handed to the
 // TurnRunner and settled: done, failed for good, or thrown back to pg-boss to try again.
 // Delivery is at-least-once, so every step checks the turn's state before acting on it.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Transaction } from 'kysely';
 import type { JobWithMetadata } from 'pg-boss';
 import type { AppContext } from '../context.ts';
@@ -16,6 +17,7 @@ export interface Worker {
 }
 
 const SWEEP_INTERVAL_MS = 10_000;
+const MAX_RETRY_AFTER_SECONDS = 300;
 
 export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<Worker> {
   const boss = ctx.queue.boss;
@@ -202,10 +204,18 @@ async function settleFailure(
   const message = errorMessage(err);
   if (isTransient(err) && entry.retryCount < ctx.config.turn.retries) {
     log.warn({ err }, 'turn failed, will retry');
+    const wait =
+      err instanceof ExternalError
+        ? Math.min(err.retryAfterSeconds ?? 0, MAX_RETRY_AFTER_SECONDS)
+        : 0;
     await appendEvent(ctx.db, jobId, seq, 'turn.retrying', {
       error: message,
       attempt: entry.retryCount + 1,
+      ...(wait > 0 ? { retryAfterSeconds: wait } : {}),
     });
+    // The queue's own backoff knows nothing of the service's Retry-After: wait it out here
+    // (the heartbeat keeps the claim meanwhile), bounded so a bad header cannot park a worker.
+    if (wait > 0) await sleep(wait * 1000, undefined, { signal }).catch(() => {});
     throw err;
   }
   log.warn({ err }, 'turn failed');

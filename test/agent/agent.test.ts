@@ -103,7 +103,16 @@ for (const backend of backends) {
       const jobId = await create('Greet the world in the README and start a guide');
       const job = await until(jobId, 'completed');
       assert.equal(job.error, null);
-      assert.equal(job.prLink, null);
+      // A local repository has no forge: the pull request is Errand's own review page.
+      assert.match(job.prLink ?? '', new RegExp(`/review/${jobId}$`));
+      const page = await fetch(`${svc.url}/review/${jobId}`);
+      assert.equal(page.status, 200);
+      assert.match(page.headers.get('content-type') ?? '', /text\/html/);
+      const html = await page.text();
+      assert.match(html, /Greet the world in the README and start a guide/);
+      assert.match(html, /<span class="add">\+Hello, world\.<\/span>/);
+      assert.match(html, /<span class="del">-Hello from the demo\.<\/span>/);
+      assert.match(html, /docs\/guide\.md/);
       const branch = `errand/${jobId}`;
       assert.equal(job.branch, branch);
       assert.deepEqual(changedOnBranch(branch), ['M\tREADME.md', 'A\tdocs/guide.md']);

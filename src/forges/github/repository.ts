@@ -2,6 +2,7 @@
 // a GitHub remote. Anything else is refused up front, so a typo fails the project's first job
 // with a readable message instead of a 404 from an API path built from garbage.
 
+import { isLoopbackHost } from '../../workspace/url.ts';
 import { ForgeError } from '../types.ts';
 
 export interface GitHubRepository {
@@ -49,6 +50,9 @@ function splitUrl(url: string): { host: string; owner: string; repo: string } | 
     // Credentials belong in the project's forge settings; one in the URL would end up in git's
     // remote config and in every log line that prints the repository.
     if (parsed.username || parsed.password) return undefined;
+  } else if (parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname)) {
+    // Plain HTTP only to this machine (a development or test forge), never credentials in it.
+    if (parsed.username || parsed.password) return undefined;
   } else if (parsed.protocol === 'ssh:') {
     if (parsed.username !== 'git' || parsed.password) return undefined;
   } else {
@@ -58,7 +62,7 @@ function splitUrl(url: string): { host: string; owner: string; repo: string } | 
   const [owner, repo] = segments;
   if (segments.length !== 2 || !owner || !repo) return undefined;
   // An ssh port says nothing about where HTTPS lives, so only https URLs keep theirs.
-  const host = parsed.protocol === 'https:' ? parsed.host : parsed.hostname;
+  const host = parsed.protocol === 'ssh:' ? parsed.hostname : parsed.host;
   return { host: host.toLowerCase(), owner, repo };
 }
 

@@ -35,7 +35,17 @@ const getSpec: RouteSpec = {
   path: ({ projectId }) => `/v2/admin/projects/${projectId}`,
 };
 
-const PROJECT_FIELDS = ['createdAt', 'id', 'model', 'name', 'ref', 'repository', 'updatedAt'];
+const PROJECT_FIELDS = [
+  'createdAt',
+  'draftPullRequests',
+  'forge',
+  'id',
+  'model',
+  'name',
+  'ref',
+  'repository',
+  'updatedAt',
+];
 
 for (const backend of backends) {
   describe(`admin project routes on ${backend}`, () => {

@@ -1,0 +1,286 @@
+// Pull requests end to end through the HTTP API: for GitHub, GitLab and Gitea a stateful fake
+// of the forge's REST API, a real git server over loopback HTTP (git http-backend) that
+// demands the token for every fetch and push, a fake model, and the real service.
+import assert from 'node:assert/strict';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { AgentRunner } from '../../src/agent/runner.ts';
+import {
+  filesContaining,
+  type GitHttpServer,
+  git,
+  makeTempDir,
+  removeDir,
+  startGitHttpServer,
+} from '../../src/workspace/test-support.ts';
+import { startFakeGitea } from '../support/fake-gitea.ts';
+import { startFakeGitHub } from '../support/fake-github.ts';
+import { startFakeGitLab } from '../support/fake-gitlab.ts';
+import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
+import { startTestService, type TestService, waitFor } from '../support/service.ts';
+
+const MODEL_KEY = 'sk-test-forges-2c7e9b1d';
+const basic = (user: string, token: string) =>
+  `Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`;
+
+interface ForgeFake {
+  apiUrl: string;
+  /** Pull requests as [number, url, title, body, draft]. */
+  pulls(): Array<{ number: number; url: string; title: string; body: string; draft: boolean }>;
+  assertNoUnexpected(): void;
+  close(): Promise<void>;
+}
+
+interface Case {
+  forge: 'github' | 'gitlab' | 'gitea';
+  token: string;
+  gitUser: string;
+  /** How the project is given its token. */
+  credentials: 'env' | 'stored';
+  start(token: string, draftsRefused: boolean): Promise<ForgeFake>;
+}
+
+const cases: Case[] = [
+  {
+    forge: 'github',
+    token: 'ghp_testtoken0123456789abcdef',
+    gitUser: 'x-access-token',
+    credentials: 'stored',
+    async start(token, draftsRefused) {
+      const fake = await startFakeGitHub({ repos: ['acme/app'], token, draftsRefused });
+      return {
+        apiUrl: fake.apiUrl,
+        pulls: () =>
+          fake.pullRequests('acme/app').map((p) => ({
+            number: p.number,
+            url: p.htmlUrl,
+            title: p.title,
+            body: p.body ?? '',
+            draft: p.draft,
+          })),
+        assertNoUnexpected: () => fake.assertNoUnexpected(),
+        close: () => fake.close(),
+      };
+    },
+  },
+  {
+    forge: 'gitlab',
+    token: 'glpat-testtoken0123456789',
+    gitUser: 'oauth2',
+    credentials: 'env',
+    async start(token) {
+      const fake = await startFakeGitLab({ token, projects: ['acme/app'] });
+      return {
+        apiUrl: fake.apiUrl,
+        pulls: () =>
+          fake.mergeRequests('acme/app').map((m) => ({
+            number: m.iid,
+            url: `${fake.url}/acme/app/-/merge_requests/${m.iid}`,
+            title: m.title,
+            body: m.description,
+            draft: m.title.startsWith('Draft:'),
+          })),
+        assertNoUnexpected: () => fake.assertNoUnexpected(),
+        close: () => fake.close(),
+      };
+    },
+  },
+  {
+    forge: 'gitea',
+    token: 'gitea0123456789abcdeftoken',
+    gitUser: 'errand',
+    credentials: 'env',
+    async start(token) {
+      const fake = await startFakeGitea({ token, repos: ['acme/app'] });
+      return {
+        apiUrl: fake.apiUrl,
+        pulls: () =>
+          fake.pulls().map((p) => ({
+            number: p.number,
+            url: `${fake.url}/acme/app/pulls/${p.number}`,
+            title: p.title,
+            body: p.body,
+            draft: p.title.startsWith('WIP:'),
+          })),
+        assertNoUnexpected: () => fake.assertNoUnexpected(),
+        close: () => fake.close(),
+      };
+    },
+  },
+];
+
+for (const c of cases) {
+  describe(`pull requests on ${c.forge}`, () => {
+    let tmp: string;
+    let gitServer: GitHttpServer;
+    let forge: ForgeFake;
+    let llm: FakeLlm;
+    let svc: TestService;
+    let projectId: string;
+    let bare: string;
+
+    before(async () => {
+      tmp = await makeTempDir(`forge-${c.forge}`);
+      const root = path.join(tmp, 'served');
+      bare = path.join(root, 'acme', 'app.git');
+      await mkdir(bare, { recursive: true });
+      git(bare, 'init', '--quiet', '--bare');
+      const seed = path.join(tmp, 'seed');
+      git(tmp, 'init', '--quiet', seed);
+      git(seed, 'commit', '--quiet', '--allow-empty', '-m', 'initial');
+      git(seed, 'push', '--quiet', bare, 'HEAD:refs/heads/main');
+      gitServer = await startGitHttpServer({
+        projectRoot: root,
+        authorization: basic(c.gitUser, c.token),
+      });
+      forge = await c.start(c.token, c.forge === 'github');
+      llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
+      svc = await startTestService({
+        backend: 'pglite',
+        env: {
+          OPENAI_API_KEY: MODEL_KEY,
+          OPENAI_BASE_URL: `${llm.url}/v1`,
+          ERRAND_MODEL: 'openai:gpt-test',
+          ERRAND_SECRET_KEY: 'test-secret-key-for-errand-forges',
+          ERRAND_TEST_FORGE_TOKEN: c.token,
+        },
+      });
+      const project = await svc.request('POST', '/v2/admin/projects', {
+        body: {
+          name: c.forge,
+          repository: `${gitServer.url}/acme/app.git`,
+          forge: c.forge,
+          forgeUrl: forge.apiUrl,
+          ...(c.credentials === 'env'
+            ? { forgeTokenEnv: 'ERRAND_TEST_FORGE_TOKEN' }
+            : { forgeToken: c.token }),
+        },
+      });
+      assert.equal(project.status, 201, project.text);
+      assert.equal(
+        project.json.forge?.credentials,
+        c.credentials === 'env' ? 'token-env' : 'stored-token',
+      );
+      assert.ok(!project.text.includes(c.token), 'the project record shows the token');
+      projectId = project.json.id as string;
+    });
+    after(async () => {
+      await svc?.close();
+      await llm?.close();
+      await forge?.close();
+      await gitServer?.close();
+      await removeDir(tmp);
+    });
+    afterEach(() => {
+      try {
+        llm.assertDone();
+        forge.assertNoUnexpected();
+      } finally {
+        llm.reset();
+      }
+    });
+
+    const until = (jobId: string, status: string) =>
+      waitFor(`job ${jobId} to be ${status}`, async () => {
+        const res = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
+        if (res.json.status === status) return res.json;
+        if (res.json.status !== 'active')
+          throw new Error(`job ended ${res.json.status}: ${res.json.error}`);
+        return undefined;
+      });
+
+    test('a job that edits files gets one pull request; a follow-up updates the same one', async () => {
+      llm.script(
+        toolCalls([
+          { name: 'write_file', input: { path: 'CONTRIBUTING.md', content: '# Contributing\n' } },
+        ]),
+        reply('Add a contributing guide\n\nExplains how to send changes.'),
+      );
+      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'Add a CONTRIBUTING.md' },
+      });
+      const jobId = created.json.id as string;
+      const job = await until(jobId, 'completed');
+      const [pr] = forge.pulls();
+      assert.equal(forge.pulls().length, 1);
+      assert.equal(job.prLink, pr?.url);
+      assert.match(pr?.title ?? '', /Add a contributing guide/);
+      assert.match(pr?.body ?? '', /Add a CONTRIBUTING\.md/);
+      assert.match(pr?.body ?? '', new RegExp(`/review/${jobId}`));
+      const events =
+        (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
+      const opened = events.find((e) => e.type === 'pull_request.opened');
+      assert.ok(opened, 'no pull_request.opened event');
+      if (c.forge === 'github') {
+        // This fake refuses drafts, as GitHub does on some plans: a normal pull request instead.
+        assert.equal(pr?.draft, false);
+        assert.match(JSON.stringify(opened.data), /draft/i);
+      } else {
+        assert.equal(pr?.draft, true);
+      }
+      // Every git request carried the token (the server refuses any other).
+      assert.ok(gitServer.requests.length > 0);
+      assert.ok(gitServer.requests.every((r) => r.authorization === basic(c.gitUser, c.token)));
+
+      llm.script(
+        toolCalls([
+          { name: 'write_file', input: { path: 'CODE_OF_CONDUCT.md', content: '# Be kind\n' } },
+        ]),
+        reply('Add a code of conduct'),
+      );
+      const msg = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
+        body: { prompt: 'Add a code of conduct too' },
+      });
+      assert.equal(msg.status, 200);
+      const again = await until(jobId, 'completed');
+      assert.equal(forge.pulls().length, 1, 'a second pull request was opened');
+      assert.equal(again.prLink, pr?.url);
+      const body = forge.pulls()[0]?.body ?? '';
+      assert.match(body, /Add a CONTRIBUTING\.md/);
+      assert.match(body, /Add a code of conduct too/);
+      assert.equal(git(bare, 'rev-list', '--count', `main..errand/${jobId}`), '2');
+
+      // A retry of the last turn after a crash between push and recording the pull request
+      // (here: run again, on a machine without the clone) finds the one pull request.
+      const db = svc.service.ctx.db;
+      const row = await db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('id', '=', jobId)
+        .executeTakeFirstOrThrow();
+      const turn = await db
+        .selectFrom('turns')
+        .selectAll()
+        .where('job_id', '=', jobId)
+        .where('seq', '=', 2)
+        .executeTakeFirstOrThrow();
+      await removeDir(path.join(svc.database.dataDir, 'workspaces', 'jobs', jobId));
+      const runner = new AgentRunner({
+        config: svc.service.ctx.config,
+        db,
+        log: svc.service.ctx.log,
+      });
+      const output = await runner.run({
+        job: row,
+        turn,
+        signal: new AbortController().signal,
+        emit: async () => {},
+      });
+      assert.equal(output.prLink, pr?.url);
+      assert.equal(forge.pulls().length, 1);
+      assert.equal(git(bare, 'rev-list', '--count', `main..errand/${jobId}`), '2');
+
+      // The token is nowhere on disk (git configs, the database files), nor in any answer.
+      assert.deepEqual(await filesContaining(svc.database.dataDir, c.token), []);
+      const answers = JSON.stringify([
+        events,
+        (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json,
+        (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json,
+        (await svc.request('GET', '/v2/admin/projects')).json,
+        await db.selectFrom('turns').selectAll().where('job_id', '=', jobId).execute(),
+      ]);
+      assert.ok(!answers.includes(c.token), 'the token reached an API answer, event or transcript');
+    });
+  });
+}
