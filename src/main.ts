@@ -1,5 +1,6 @@
 // The `errand` command: `serve`, `worker`, `migrate`, and the admin commands `project …`
 // and `key …`, which are clients of the admin API.
+import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ApiClient, CliError } from './cli/client.ts';
@@ -18,7 +19,11 @@ Service:
   migrate            apply database migrations and exit
 
 Administration (client of the admin API at ERRAND_URL, key from ERRAND_API_KEY or <data-dir>/admin.key):
-  project create --name NAME --repo URL [--ref main] [--model provider:model] [--json]
+  project create --name NAME --repo URL [--ref main] [--model provider:model] [FORGE] [--json]
+  project update ID [--name N] [--repo URL] [--ref R] [--model M] [FORGE] [--json]
+      FORGE: [--forge github|gitlab|gitea|git] [--forge-url API_URL] [--draft-prs true|false]
+             and one of --forge-token-env NAME | --forge-token TOKEN |
+             --github-app-id ID --github-app-key-file PEM --github-installation-id ID
   project list [--json]
   key create (--project ID | --admin) [--name NAME] [--json]
   key list [--json]
@@ -35,6 +40,14 @@ const options = {
   repo: { type: 'string' },
   ref: { type: 'string' },
   model: { type: 'string' },
+  forge: { type: 'string' },
+  'forge-url': { type: 'string' },
+  'forge-token-env': { type: 'string' },
+  'forge-token': { type: 'string' },
+  'github-app-id': { type: 'string' },
+  'github-app-key-file': { type: 'string' },
+  'github-installation-id': { type: 'string' },
+  'draft-prs': { type: 'string' },
   project: { type: 'string' },
   admin: { type: 'boolean' },
   json: { type: 'boolean' },
@@ -110,22 +123,76 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
   });
 }
 
-async function runProject(values: Values, sub: string | undefined): Promise<void> {
-  const client = await ApiClient.fromConfig(loadConfig(process.env, overrides(values)));
-  if (sub === 'create') {
-    let repository = required(values.repo, 'repo');
+/** The project fields given as flags; the GitHub App's key is read from its file here. */
+async function projectBody(values: Values): Promise<Record<string, unknown>> {
+  const body: Record<string, unknown> = {};
+  if (values.name !== undefined) body.name = values.name;
+  if (values.repo !== undefined) {
     // A relative path means a repository on this disk; the server needs it absolute.
-    if (repository.startsWith('.')) repository = path.resolve(repository);
-    const project = await client.request<ProjectRecord>('POST', '/v2/admin/projects', {
-      name: required(values.name, 'name'),
-      repository,
-      ...(values.ref ? { ref: values.ref } : {}),
-      ...(values.model ? { model: values.model } : {}),
-    });
+    body.repository = values.repo.startsWith('.') ? path.resolve(values.repo) : values.repo;
+  }
+  if (values.ref !== undefined) body.ref = values.ref;
+  if (values.model !== undefined) body.model = values.model;
+  if (values.forge !== undefined) body.forge = values.forge;
+  if (values['forge-url'] !== undefined) body.forgeUrl = values['forge-url'];
+  if (values['forge-token-env'] !== undefined) body.forgeTokenEnv = values['forge-token-env'];
+  if (values['forge-token'] !== undefined) body.forgeToken = values['forge-token'];
+  if (values['draft-prs'] !== undefined) {
+    if (values['draft-prs'] !== 'true' && values['draft-prs'] !== 'false') {
+      throw new CliError('--draft-prs must be true or false');
+    }
+    body.draftPullRequests = values['draft-prs'] === 'true';
+  }
+  const app = [
+    values['github-app-id'],
+    values['github-app-key-file'],
+    values['github-installation-id'],
+  ];
+  if (app.some((v) => v !== undefined)) {
+    if (app.some((v) => v === undefined)) {
+      throw new CliError(
+        'a GitHub App needs --github-app-id, --github-app-key-file and --github-installation-id',
+      );
+    }
+    let privateKey: string;
+    try {
+      privateKey = await readFile(values['github-app-key-file'] ?? '', 'utf8');
+    } catch {
+      throw new CliError(`cannot read the GitHub App key file ${values['github-app-key-file']}`);
+    }
+    body.githubApp = {
+      appId: values['github-app-id'],
+      installationId: values['github-installation-id'],
+      privateKey,
+    };
+  }
+  return body;
+}
+
+async function runProject(
+  values: Values,
+  sub: string | undefined,
+  arg: string | undefined,
+): Promise<void> {
+  const client = await ApiClient.fromConfig(loadConfig(process.env, overrides(values)));
+  if (sub === 'create' || sub === 'update') {
+    const body = await projectBody(values);
+    const project =
+      sub === 'create'
+        ? await client.request<ProjectRecord>('POST', '/v2/admin/projects', {
+            ...body,
+            name: required(values.name, 'name'),
+            repository: required(body.repository as string | undefined, 'repo'),
+          })
+        : await client.request<ProjectRecord>(
+            'PATCH',
+            `/v2/admin/projects/${encodeURIComponent(required(arg, 'ID (errand project update ID …)'))}`,
+            body,
+          );
     print(
       values.json,
       project,
-      `created project ${project.id} (${project.name}: ${project.repository} @ ${project.ref})`,
+      `${sub === 'create' ? 'created' : 'updated'} project ${project.id} (${project.name}: ${project.repository} @ ${project.ref}; forge ${project.forge.kind}, credentials ${project.forge.credentials})`,
     );
   } else if (sub === 'list') {
     const { projects } = await client.request<{ projects: ProjectRecord[] }>(
@@ -230,7 +297,7 @@ async function main(argv: string[]): Promise<void> {
       return;
     }
     case 'project':
-      return runProject(values, sub);
+      return runProject(values, sub, arg);
     case 'key':
       return runKey(values, sub, arg);
     default:

@@ -92,6 +92,45 @@ describe('errand CLI', () => {
     );
   });
 
+  test('project update sets the forge; a token is refused without ERRAND_SECRET_KEY', async () => {
+    const project = json(
+      await cli(['project', 'create', '--name', 'forge', '--repo', svc.database.dataDir, '--json']),
+    );
+    assert.deepEqual((project.forge as { kind: string }).kind, 'git');
+    const updated = json(
+      await cli([
+        'project',
+        'update',
+        String(project.id),
+        '--repo',
+        'https://github.com/acme/app.git',
+        '--forge-token-env',
+        'GITHUB_TOKEN',
+        '--draft-prs',
+        'false',
+        '--json',
+      ]),
+    );
+    assert.deepEqual(updated.forge, {
+      kind: 'github',
+      apiUrl: 'https://api.github.com',
+      inferred: true,
+      credentials: 'token-env',
+      tokenEnv: 'GITHUB_TOKEN',
+    });
+    assert.equal(updated.draftPullRequests, false);
+    const refused = await cli([
+      'project',
+      'update',
+      String(project.id),
+      '--forge-token',
+      'ghp_abcdefghijklmnop',
+    ]);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /ERRAND_SECRET_KEY/);
+    assert.doesNotMatch(refused.stderr, /ghp_abcdefghijklmnop/);
+  });
+
   test('errors go to stderr with a non-zero exit and nothing on stdout', async () => {
     const cases: Array<[string[], RegExp, Record<string, string>?]> = [
       [['project', 'create', '--repo', '/tmp', '--json'], /--name is required/],
