@@ -2,7 +2,7 @@
 // a stop (SIGTERM or SIGKILL right after a 201), and a second process on the same data
 // directory is refused without harming the first.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, afterEach, before, describe, test } from 'node:test';
 import {
   makeOrigin,
   makeTempDir,
@@ -11,7 +11,7 @@ import {
 } from '../../src/workspace/test-support.ts';
 import { createTestDatabase } from '../support/databases.ts';
 import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
-import { exited, runErrand, startServe } from '../support/process.ts';
+import { exited, killStrays, runErrand, startServe } from '../support/process.ts';
 import { http, waitFor } from '../support/service.ts';
 
 const KEY = 'sk-test-restart-7d1c2b9a';
@@ -31,7 +31,9 @@ describe('serve on PGlite', () => {
       ERRAND_MODEL: 'openai:gpt-test',
     };
   });
+  afterEach(() => killStrays());
   after(async () => {
+    killStrays();
     await llm?.close();
     await removeDir(tmp);
   });

@@ -26,12 +26,22 @@ export function exited(child: ChildProcess): Promise<number | null> {
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));
 }
 
+const started = new Set<ChildProcess>();
+
+/** Kills every serve process a test started and did not stop (after a failed assertion). */
+export function killStrays(): void {
+  for (const child of started)
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  started.clear();
+}
+
 export async function startServe(
   dataDir: string,
   args: string[] = [],
   env: Record<string, string> = {},
 ): Promise<ServeProcess> {
   const child = runErrand(['serve', '--port', '0', '--data-dir', dataDir, ...args], env);
+  started.add(child);
   let out = '';
   let err = '';
   child.stderr?.on('data', (chunk: Buffer) => {
