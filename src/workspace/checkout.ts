@@ -53,8 +53,8 @@ export async function prepareCheckout(
     discardedHead = await resetJobClone(cfg, dir, input.branch, target, reused, signal);
   } catch (err) {
     if (!(err instanceof GitError)) throw err;
-    // A clone git cannot work with (objects lost with a rebuilt mirror, a half-deleted
-    // folder) holds nothing the remote lacks: make it again, once.
+    // A clone git cannot work with (objects lost with a rebuilt mirror, a stale ref lock
+    // of a killed git): the reset would drop its unpushed work anyway, so make it again.
     await rm(dir, { recursive: true, force: true });
     await ensureJobClone(cfg, mirror, dir, input.jobId, signal);
     discardedHead = await resetJobClone(cfg, dir, input.branch, target, false, signal);

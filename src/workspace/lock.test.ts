@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { GitError } from './errors.ts';
 import { withFileLock, withLocalLock } from './lock.ts';
 import { makeTempDir, removeDir } from './test-support.ts';
 
@@ -92,7 +93,7 @@ test('withFileLock takes over a lock whose heartbeat stopped, and waits on a liv
   await writeFile(live, JSON.stringify({ pid: process.pid, host: hostname(), token: 'y' }));
   await assert.rejects(
     withFileLock(live, async () => 'never', { timeoutMs: 300, staleMs: 60_000 }),
-    /timed out waiting for the lock/,
+    (err) => err instanceof GitError && err.transient && /timed out waiting/.test(err.message),
   );
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 50);

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
 import { hostname } from 'node:os';
-import { abortError } from './errors.ts';
+import { abortError, GitError } from './errors.ts';
 
 const tails = new Map<string, Promise<void>>();
 
@@ -164,7 +164,7 @@ export async function withFileLock<T>(
       continue;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for the lock ${path}`);
+      throw new GitError('failed', `timed out waiting for the lock ${path}`, { transient: true });
     }
     await sleep(Math.min(500, 20 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random()), opts.signal);
   }
