@@ -16,7 +16,9 @@ export interface ServeProcess {
 
 export function runErrand(args: string[], env: Record<string, string>): ChildProcess {
   return spawn(process.execPath, [MAIN, ...args], {
-    env: { ...process.env, ERRAND_LOG_LEVEL: 'warn', ...env },
+    // These tests are about the embedded database: a DATABASE_URL of the test run (CI sets
+    // one) must not send the service to PostgreSQL.
+    env: { ...process.env, DATABASE_URL: '', ERRAND_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
 }
