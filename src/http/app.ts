@@ -18,11 +18,14 @@ import { registerReview } from './routes/review.ts';
 import { registerSendMessage } from './routes/send-message.ts';
 
 export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+  const requestPrefix = randomBase62(10);
+  let nextRequest = 0;
   const app = Fastify({
     logger: false,
     // Room for the largest allowed prompt in UTF-8 plus JSON escaping.
     bodyLimit: Math.max(1024 * 1024, ctx.config.maxPromptChars * 6 + 4096),
-    genReqId: () => `req_${randomBase62(16)}`,
+    // A random prefix per process and a counter: unique, and no CSPRNG call per request.
+    genReqId: () => `req_${requestPrefix}${(nextRequest++).toString(36).padStart(6, '0')}`,
     return503OnClosing: true,
   });
   // Only JSON bodies are accepted; Fastify's default text/plain parser would let other
@@ -44,12 +47,12 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   registerHealth(app);
+  registerGetJob(app, ctx, keys);
   registerReview(app, ctx);
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireProject(ctx, keys));
     registerCreateJob(scope, ctx);
     registerSendMessage(scope, ctx);
-    registerGetJob(scope, ctx);
     registerListJobs(scope, ctx);
     registerArchiveJob(scope, ctx);
     registerListEvents(scope, ctx);

@@ -17,7 +17,27 @@ export interface JobRecord {
   updatedAt: string;
 }
 
-export function toJobRecord(row: JobRow): JobRecord {
+/** A job row without the review diff, which can be megabytes and no record shows. */
+export type JobView = Omit<JobRow, 'review_diff' | 'review_diff_truncated'>;
+
+export const JOB_VIEW_COLUMNS = [
+  'id',
+  'project_id',
+  'status',
+  'repository',
+  'ref',
+  'branch',
+  'model',
+  'pr_link',
+  'pr_number',
+  'error',
+  'turn_count',
+  'created_at',
+  'updated_at',
+  'archived_at',
+] as const satisfies readonly (keyof JobView)[];
+
+export function toJobRecord(row: JobView): JobRecord {
   return {
     id: row.id,
     status: row.status,

@@ -4,13 +4,14 @@
 import { sql } from 'kysely';
 import { checkModelId, DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
-import type { JobRow, JobStatus, ProjectRow } from '../db/schema.ts';
+import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 
 export interface Accepted {
-  job: JobRow;
+  job: JobView;
   rateLimit: RateLimitState | undefined;
 }
 
@@ -78,7 +79,7 @@ export async function createJob(
         turn_count: 1,
         archived_at: null,
       })
-      .returningAll()
+      .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     await trx
       .insertInto('turns')
@@ -121,7 +122,7 @@ export async function sendMessage(
     // The row lock orders concurrent follow-ups and an archive of the same job.
     const current = await trx
       .selectFrom('jobs')
-      .selectAll()
+      .select(JOB_VIEW_COLUMNS)
       .where('id', '=', jobId)
       .where('project_id', '=', project.id)
       .forUpdate()
@@ -160,17 +161,17 @@ export async function sendMessage(
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })
       .where('id', '=', jobId)
-      .returningAll()
+      .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     return { job, rateLimit };
   });
 }
 
-export async function getJob(ctx: AppContext, projectId: string, jobId: string): Promise<JobRow> {
+export async function getJob(ctx: AppContext, projectId: string, jobId: string): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const job = await ctx.db
     .selectFrom('jobs')
-    .selectAll()
+    .select(JOB_VIEW_COLUMNS)
     .where('id', '=', jobId)
     .where('project_id', '=', projectId)
     .executeTakeFirst();
@@ -179,14 +180,14 @@ export async function getJob(ctx: AppContext, projectId: string, jobId: string):
 }
 
 export interface JobPage {
-  jobs: JobRow[];
+  jobs: JobView[];
   nextCursor: string | null;
 }
 
 // A cursor names the last job of the page; the next page is the jobs ordered after it. The
 // comparison runs in SQL on the stored timestamp (microseconds), which a JavaScript Date
 // (milliseconds) would round: jobs created within one millisecond would be skipped.
-function encodeCursor(job: JobRow): string {
+function encodeCursor(job: JobView): string {
   return Buffer.from(job.id).toString('base64url');
 }
 
@@ -204,7 +205,7 @@ export async function listJobs(
 ): Promise<JobPage> {
   let query = ctx.db
     .selectFrom('jobs')
-    .selectAll()
+    .select(JOB_VIEW_COLUMNS)
     .where('project_id', '=', projectId)
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
@@ -227,12 +228,12 @@ export async function archiveJob(
   ctx: AppContext,
   projectId: string,
   jobId: string,
-): Promise<JobRow> {
+): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const { job, queueIds } = await ctx.db.transaction().execute(async (trx) => {
     const current = await trx
       .selectFrom('jobs')
-      .selectAll()
+      .select(JOB_VIEW_COLUMNS)
       .where('id', '=', jobId)
       .where('project_id', '=', projectId)
       .forUpdate()
@@ -250,7 +251,7 @@ export async function archiveJob(
       .updateTable('jobs')
       .set({ status: 'archived', archived_at: sql`now()`, updated_at: sql`now()` })
       .where('id', '=', jobId)
-      .returningAll()
+      .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     await trx
       .insertInto('events')

@@ -98,22 +98,35 @@ export class KeyChecker {
   }
 
   async check(header: string | undefined): Promise<Principal> {
-    if (!header)
+    const row = await this.#db
+      .selectFrom('api_keys')
+      .select(['id', 'project_id', 'revoked_at'])
+      .where('hash', '=', this.hashOf(header))
+      .executeTakeFirst();
+    return this.principalOf(row);
+  }
+
+  /** The stored hash of the header's key; throws 401 for a missing or malformed key. */
+  hashOf(header: string | undefined): string {
+    if (!header) {
       throw new AppError(
         'unauthorized',
         'missing Authorization header (expected "Bearer <API key>")',
       );
+    }
     const match = /^Bearer +(\S+)\s*$/i.exec(header);
-    if (!match?.[1])
+    if (!match?.[1]) {
       throw new AppError('unauthorized', 'Authorization header must be "Bearer <API key>"');
-    const key = match[1];
-    if (!isWellFormedKey(key)) throw new AppError('unauthorized', 'malformed API key');
-    const row = await this.#db
-      .selectFrom('api_keys')
-      .select(['id', 'project_id', 'revoked_at'])
-      .where('hash', '=', hashKey(key))
-      .executeTakeFirst();
-    if (!row) throw new AppError('unauthorized', 'unknown API key');
+    }
+    if (!isWellFormedKey(match[1])) throw new AppError('unauthorized', 'malformed API key');
+    return hashKey(match[1]);
+  }
+
+  /** The principal of a looked-up key row; throws 401 for an unknown or revoked key. */
+  principalOf(
+    row: { id: string | null; project_id: string | null; revoked_at: Date | null } | undefined,
+  ): Principal {
+    if (!row?.id) throw new AppError('unauthorized', 'unknown API key');
     if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
     this.#touch(row.id);
     return { keyId: row.id, projectId: row.project_id };

@@ -4,7 +4,8 @@ import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
-import { getJob } from '../../jobs/service.ts';
+import type { KeyChecker } from '../../keys/service.ts';
+import { readJobAuthorized } from '../auth.ts';
 
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;
@@ -14,11 +15,13 @@ function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   });
 }
 
-export function registerGetJob(app: FastifyInstance, ctx: AppContext): void {
+/** Registered outside the project scope: it authenticates itself in the same query as the read. */
+export function registerGetJob(app: FastifyInstance, ctx: AppContext, keys: KeyChecker): void {
   app.get<{ Params: { projectId: string; id: string } }>(
     '/v2/agent/:projectId/job/:id',
     async (request, reply) => {
-      const job = await getJob(ctx, request.params.projectId, request.params.id);
+      const { projectId, id } = request.params;
+      const job = await readJobAuthorized(ctx, keys, request.headers.authorization, projectId, id);
       const body = JSON.stringify(toJobRecord(job));
       const etag = `"${createHash('sha1').update(body).digest('base64url')}"`;
       reply.header('ETag', etag).header('Cache-Control', 'no-cache');
