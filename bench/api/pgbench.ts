@@ -1,0 +1,78 @@
+// The database bound: pgbench's select-only script (`-S`: one primary-key SELECT on
+// pgbench_accounts per transaction) against the same PostgreSQL server, same client count.
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { runCommand } from './children.ts';
+
+export interface PgbenchResult {
+  tps: number;
+  latencyAverageMs: number;
+  transactions: number;
+  clients: number;
+  threads: number;
+  durationSec: number;
+  scale: number;
+}
+
+/** pgbench on PATH, else the newest /usr/lib/postgresql/<v>/bin/pgbench; undefined if none. */
+export function findPgbench(explicit: string | undefined): string | undefined {
+  if (explicit) return existsSync(explicit) ? explicit : undefined;
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (dir && existsSync(path.join(dir, 'pgbench'))) return path.join(dir, 'pgbench');
+  }
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return undefined;
+  const versions = readdirSync(root)
+    .filter((v) => /^\d+$/.test(v))
+    .sort((a, b) => Number(b) - Number(a));
+  for (const v of versions) {
+    const p = path.join(root, v, 'bin', 'pgbench');
+    if (existsSync(p)) return p;
+  }
+  return undefined;
+}
+
+function parse(output: string): { tps: number; latency: number; transactions: number } {
+  const tps = /^tps = ([\d.]+)/m.exec(output);
+  const latency = /^latency average = ([\d.]+) ms/m.exec(output);
+  const tx = /^number of transactions actually processed: (\d+)/m.exec(output);
+  if (!tps?.[1] || !latency?.[1]) throw new Error(`could not parse pgbench output:\n${output}`);
+  return {
+    tps: Number(tps[1]),
+    latency: Number(latency[1]),
+    transactions: tx?.[1] ? Number(tx[1]) : 0,
+  };
+}
+
+export async function initPgbench(bin: string, url: string, scale: number): Promise<void> {
+  await runCommand(bin, ['-i', '-q', '-s', String(scale), url], { timeoutMs: 120_000 });
+}
+
+export async function runPgbench(
+  bin: string,
+  url: string,
+  opts: { clients: number; threads: number; durationSec: number; warmupSec: number; scale: number },
+  hooks: { before?: () => void; after?: () => void } = {},
+): Promise<PgbenchResult> {
+  const base = ['-S', '-n', '-c', String(opts.clients), '-j', String(opts.threads)];
+  const bound = (sec: number) => ({ timeoutMs: (sec + 60) * 1000 });
+  if (opts.warmupSec > 0)
+    await runCommand(bin, [...base, '-T', String(opts.warmupSec), url], bound(opts.warmupSec));
+  hooks.before?.();
+  const { stdout } = await runCommand(
+    bin,
+    [...base, '-T', String(opts.durationSec), url],
+    bound(opts.durationSec),
+  );
+  hooks.after?.();
+  const r = parse(stdout);
+  return {
+    tps: Math.round(r.tps * 100) / 100,
+    latencyAverageMs: r.latency,
+    transactions: r.transactions,
+    clients: opts.clients,
+    threads: opts.threads,
+    durationSec: opts.durationSec,
+    scale: opts.scale,
+  };
+}
