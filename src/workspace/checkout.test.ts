@@ -5,11 +5,6 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
-import { jobDir, mirrorDir, prepareCheckout, removeCheckout } from './checkout.ts';
-import { commitAll } from './commit.ts';
-import { GitError } from './errors.ts';
-import { withLocalLock } from './lock.ts';
-import { pushBranch } from './push.ts';
 import {
   git,
   makeOrigin,
@@ -18,7 +13,12 @@ import {
   removeDir,
   testConfig,
   writeFiles,
-} from './test-support.ts';
+} from '../../test/support/git.ts';
+import { jobDir, mirrorDir, prepareCheckout, removeCheckout } from './checkout.ts';
+import { commitAll } from './commit.ts';
+import { GitError } from './errors.ts';
+import { withLocalLock } from './lock.ts';
+import { pushBranch } from './push.ts';
 import type { PrepareInput, WorkspaceConfig } from './types.ts';
 
 const run = promisify(execFile);

@@ -2,10 +2,17 @@ import assert from 'node:assert/strict';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import {
+  git,
+  makeOrigin,
+  makeTempDir,
+  removeDir,
+  testConfig,
+  writeFiles,
+} from '../../test/support/git.ts';
 import { prepareCheckout } from './checkout.ts';
 import { changedFiles, commitAll, diffAgainst } from './commit.ts';
 import { GitError } from './errors.ts';
-import { git, makeOrigin, makeTempDir, removeDir, testConfig, writeFiles } from './test-support.ts';
 
 let root: string;
 before(async () => {

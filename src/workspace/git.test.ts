@@ -4,9 +4,15 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import {
+  git,
+  makeTempDir,
+  processesContaining,
+  removeDir,
+  testConfig,
+} from '../../test/support/git.ts';
 import { GitError } from './errors.ts';
 import { gitArgv, gitEnv, runGit } from './git.ts';
-import { git, makeTempDir, processesContaining, removeDir, testConfig } from './test-support.ts';
 
 let root: string;
 before(async () => {

@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { makeTempDir, removeDir } from '../../test/support/git.ts';
 import { GitError } from './errors.ts';
 import { withFileLock, withLocalLock } from './lock.ts';
-import { makeTempDir, removeDir } from './test-support.ts';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

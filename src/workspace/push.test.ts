@@ -4,11 +4,17 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import {
+  makeOrigin,
+  makeTempDir,
+  removeDir,
+  testConfig,
+  writeFiles,
+} from '../../test/support/git.ts';
 import { prepareCheckout } from './checkout.ts';
 import { commitAll } from './commit.ts';
 import { GitError } from './errors.ts';
 import { pushBranch } from './push.ts';
-import { makeOrigin, makeTempDir, removeDir, testConfig, writeFiles } from './test-support.ts';
 
 let root: string;
 before(async () => {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { makeTempDir, removeDir, testConfig } from '../../test/support/git.ts';
 import { GitError } from './errors.ts';
 import { checkBranchName, checkId, checkSourceRef, refCandidates } from './refs.ts';
-import { makeTempDir, removeDir, testConfig } from './test-support.ts';
 
 let root: string;
 before(async () => {

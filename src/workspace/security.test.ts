@@ -6,11 +6,6 @@ import { chmod, mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { inspect } from 'node:util';
-import { mirrorDir, prepareCheckout } from './checkout.ts';
-import { changedFiles, commitAll, diffAgainst } from './commit.ts';
-import { GitError } from './errors.ts';
-import { runGit } from './git.ts';
-import { pushBranch } from './push.ts';
 import {
   filesContaining,
   git,
@@ -22,7 +17,12 @@ import {
   startGitHttpServer,
   testConfig,
   writeFiles,
-} from './test-support.ts';
+} from '../../test/support/git.ts';
+import { mirrorDir, prepareCheckout } from './checkout.ts';
+import { changedFiles, commitAll, diffAgainst } from './commit.ts';
+import { GitError } from './errors.ts';
+import { runGit } from './git.ts';
+import { pushBranch } from './push.ts';
 import type { GitAuth, PrepareInput, WorkspaceConfig } from './types.ts';
 
 let root: string;

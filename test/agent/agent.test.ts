@@ -5,15 +5,9 @@ import assert from 'node:assert/strict';
 import { readFile, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
-import {
-  git,
-  makeOrigin,
-  makeTempDir,
-  type Origin,
-  removeDir,
-} from '../../src/workspace/test-support.ts';
 import { backends } from '../support/databases.ts';
 import { type FakeLlm, httpError, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
+import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const OPENAI_KEY = 'sk-test-openai-4b1f0c9e7d2a';

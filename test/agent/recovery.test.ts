@@ -6,14 +6,8 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { AgentRunner } from '../../src/agent/runner.ts';
-import {
-  git,
-  makeOrigin,
-  makeTempDir,
-  type Origin,
-  removeDir,
-} from '../../src/workspace/test-support.ts';
 import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
+import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const KEY = 'sk-test-recovery-5e8a1f3c';

@@ -6,6 +6,10 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { AgentRunner } from '../../src/agent/runner.ts';
+import { startFakeGitea } from '../support/fake-gitea.ts';
+import { startFakeGitHub } from '../support/fake-github.ts';
+import { startFakeGitLab } from '../support/fake-gitlab.ts';
+import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import {
   filesContaining,
   type GitHttpServer,
@@ -13,11 +17,7 @@ import {
   makeTempDir,
   removeDir,
   startGitHttpServer,
-} from '../../src/workspace/test-support.ts';
-import { startFakeGitea } from '../support/fake-gitea.ts';
-import { startFakeGitHub } from '../support/fake-github.ts';
-import { startFakeGitLab } from '../support/fake-gitlab.ts';
-import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
+} from '../support/git.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-forges-2c7e9b1d';

@@ -3,14 +3,9 @@
 // directory is refused without harming the first.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import {
-  makeOrigin,
-  makeTempDir,
-  type Origin,
-  removeDir,
-} from '../../src/workspace/test-support.ts';
 import { createTestDatabase } from '../support/databases.ts';
 import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
+import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { exited, killStrays, runErrand, startServe } from '../support/process.ts';
 import { http, waitFor } from '../support/service.ts';
 

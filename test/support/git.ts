@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import type { SpawnInfo, WorkspaceConfig } from './types.ts';
+import type { SpawnInfo, WorkspaceConfig } from '../../src/workspace/types.ts';
 
 /** The environment for fixture git calls: nothing from the user's own configuration. */
 const FIXTURE_ENV: Record<string, string> = {
