@@ -4,8 +4,10 @@
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { AgentRunner } from '../../src/agent/runner.ts';
+import { createLogger } from '../../src/log.ts';
 import { startFakeGitea } from '../support/fake-gitea.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
 import { startFakeGitLab } from '../support/fake-gitlab.ts';
@@ -119,6 +121,13 @@ for (const c of cases) {
     let svc: TestService;
     let projectId: string;
     let bare: string;
+    let logged = '';
+    const logSink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logged += chunk.toString();
+        done();
+      },
+    });
 
     before(async () => {
       tmp = await makeTempDir(`forge-${c.forge}`);
@@ -138,6 +147,7 @@ for (const c of cases) {
       llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
       svc = await startTestService({
         backend: 'pglite',
+        log: createLogger('debug', logSink),
         env: {
           OPENAI_API_KEY: MODEL_KEY,
           OPENAI_BASE_URL: `${llm.url}/v1`,
@@ -281,6 +291,12 @@ for (const c of cases) {
         await db.selectFrom('turns').selectAll().where('job_id', '=', jobId).execute(),
       ]);
       assert.ok(!answers.includes(c.token), 'the token reached an API answer, event or transcript');
+      assert.ok(logged.includes('turn finished'), 'the debug log was not captured');
+      assert.ok(!logged.includes(c.token), 'the token reached the log');
+      assert.ok(
+        !logged.includes(basic(c.gitUser, c.token).slice(6)),
+        'the git header reached the log',
+      );
     });
   });
 }

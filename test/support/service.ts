@@ -5,6 +5,7 @@ import type { EventRecord } from '../../src/jobs/events.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
 import type { TurnRunner } from '../../src/jobs/runner.ts';
 import type { KeyRecord } from '../../src/keys/service.ts';
+import type { Logger } from '../../src/log.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { type RunningService, startService } from '../../src/service.ts';
 import { type BackendName, createTestDatabase, type TestDatabase } from './databases.ts';
@@ -92,6 +93,8 @@ export interface TestServiceOptions {
   env?: Record<string, string>;
   runner?: TurnRunner;
   worker?: boolean;
+  /** Where the service logs (default: the level of ERRAND_TEST_LOG_LEVEL, to stderr). */
+  log?: Logger;
   /** Reuse a database (restart tests). */
   database?: TestDatabase;
   adminKey?: string;
@@ -123,6 +126,7 @@ export async function startTestService(opts: TestServiceOptions): Promise<TestSe
     api: true,
     worker: opts.worker ?? true,
     ...(opts.runner ? { runner: opts.runner } : {}),
+    ...(opts.log ? { log: opts.log } : {}),
     onAdminKey: (key) => {
       adminKey = key;
     },
