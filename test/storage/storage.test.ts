@@ -6,6 +6,8 @@ import { sql } from 'kysely';
 import { loadConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { loadMigrations, migrate } from '../../src/db/migrate.ts';
+import { createJob } from '../../src/jobs/service.ts';
+import { sweep } from '../../src/queue/worker.ts';
 import { consume, RateLimitedError } from '../../src/ratelimit/ratelimit.ts';
 import { type RunningService, startService } from '../../src/service.ts';
 import {
@@ -155,6 +157,75 @@ describe('migrations from two processes at once', {
         await Promise.all(handles.map((h) => h.close()));
       }
     } finally {
+      await database.drop();
+    }
+  });
+});
+
+describe('the sweeper', () => {
+  test('a turn the queue gave up on fails its job and no longer holds back the job’s queue', async () => {
+    const database = await createTestDatabase('pglite');
+    const svc = await startService(loadConfig(testEnv(database)), { api: true, worker: false });
+    try {
+      const { ctx } = svc;
+      const projectId = 'prj_sweeper0000000000000';
+      await ctx.db
+        .insertInto('projects')
+        .values({
+          id: projectId,
+          name: 'p',
+          repository: database.dataDir,
+          ref: 'main',
+          model: null,
+        })
+        .execute();
+      const project = await ctx.db
+        .selectFrom('projects')
+        .selectAll()
+        .where('id', '=', projectId)
+        .executeTakeFirstOrThrow();
+      const { job } = await createJob(ctx, project, 'a turn whose workers all died');
+      const turn = await ctx.db
+        .selectFrom('turns')
+        .selectAll()
+        .where('job_id', '=', job.id)
+        .executeTakeFirstOrThrow();
+      // What pg-boss leaves after the last retry of a worker that died every time.
+      await sql`UPDATE pgboss.job SET state = 'failed' WHERE id = ${turn.queue_id}::uuid`.execute(
+        ctx.db,
+      );
+      await sql`UPDATE turns SET state = 'running', created_at = now() - interval '1 minute' WHERE job_id = ${job.id}`.execute(
+        ctx.db,
+      );
+
+      await sweep(ctx);
+
+      const after = await ctx.db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('id', '=', job.id)
+        .executeTakeFirstOrThrow();
+      assert.equal(after.status, 'failed');
+      assert.match(after.error ?? '', /interrupted too many times/);
+      const left = await sql<{
+        n: string;
+      }>`SELECT count(*)::text AS n FROM pgboss.job WHERE id = ${turn.queue_id}::uuid`.execute(
+        ctx.db,
+      );
+      assert.equal(left.rows[0]?.n, '0', 'the failed queue entry still holds back the job');
+      // A second sweep changes nothing.
+      await sweep(ctx);
+      const events = await ctx.db
+        .selectFrom('events')
+        .select('type')
+        .where('job_id', '=', job.id)
+        .execute();
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['turn.failed'],
+      );
+    } finally {
+      await svc.stop();
       await database.drop();
     }
   });
