@@ -124,7 +124,12 @@ export class AgentRunner implements TurnRunner {
         const review = await this.#review(input, forge, checkout, landed.summary, emit);
         return {
           summary: landed.summary,
-          messages: null,
+          // The lost attempt's tool calls are gone; the prompt and its outcome keep the
+          // conversation whole for follow-ups.
+          messages: [
+            { role: 'user', content: turn.prompt },
+            { role: 'assistant', content: landed.summary },
+          ],
           commitSha: landed.sha,
           usage: null,
           ...review,
