@@ -1,7 +1,7 @@
 // Everything a handler or service needs, built once at start-up and passed down: handlers
 // never build their own clients.
 import type { Config } from './config.ts';
-import type { Db } from './db/database.ts';
+import type { DatabaseHandle, Db } from './db/database.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
 import type { Logger } from './log.ts';
 import type { TurnQueue } from './queue/queue.ts';
@@ -9,6 +9,8 @@ import type { TurnQueue } from './queue/queue.ts';
 export interface AppContext {
   config: Config;
   db: Db;
+  /** Named prepared statements for the hot path (see DatabaseHandle.prepared). */
+  prepared: DatabaseHandle['prepared'];
   log: Logger;
   queue: TurnQueue;
   /** Running turns of this process, so an archive can stop them without waiting for a heartbeat. */

@@ -51,7 +51,14 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
     const applied = await migrate(handle);
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
     queue = await TurnQueue.start(handle, config, log);
-    const ctx: AppContext = { config, db: handle.db, log, queue, aborts: new TurnAborts() };
+    const ctx: AppContext = {
+      config,
+      db: handle.db,
+      prepared: handle.prepared,
+      log,
+      queue,
+      aborts: new TurnAborts(),
+    };
     if (opts.api) {
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);

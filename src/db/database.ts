@@ -25,6 +25,11 @@ export interface DatabaseHandle {
   pglite: PGlite | undefined;
   /** Where the PostgreSQL server is, when kind is 'postgres'. */
   connectionString: string | undefined;
+  /**
+   * Runs one statement as a named prepared statement (PostgreSQL parses and plans it once per
+   * connection): for the hottest queries. On PGlite it is a plain query.
+   */
+  prepared<R>(name: string, text: string, values: unknown[]): Promise<R[]>;
   /** Runs `fn` in one transaction (used by migrations, which need multi-statement scripts). */
   transaction<T>(fn: (run: ScriptRunner) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -71,6 +76,8 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     db,
     pglite,
     connectionString: undefined,
+    prepared: async <R>(_name: string, text: string, values: unknown[]) =>
+      (await pglite.query<R>(text, values)).rows,
     transaction: (fn) =>
       pglite.transaction((tx) =>
         fn({
@@ -100,6 +107,8 @@ async function openPostgres(connectionString: string, poolSize: number): Promise
     db,
     pglite: undefined,
     connectionString,
+    prepared: async <R>(name: string, text: string, values: unknown[]) =>
+      (await pool.query({ name, text, values })).rows as R[],
     async transaction(fn) {
       const client = await pool.connect();
       try {

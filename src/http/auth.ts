@@ -1,7 +1,6 @@
 // Authentication and project access for every /v2 route. Runs at onRequest, before the body
 // is read, so an unauthenticated caller learns nothing about the body's validity.
 import type { FastifyRequest } from 'fastify';
-import { sql } from 'kysely';
 import type { AppContext } from '../context.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -50,6 +49,15 @@ interface KeyAndJobRow extends Omit<JobView, 'id' | 'project_id'> {
   job_id: string | null;
 }
 
+const READ_JOB_SQL = `
+  SELECT k.id AS key_id, k.project_id AS key_project, k.revoked_at AS key_revoked_at,
+    (SELECT true FROM projects p WHERE p.id = $1) AS project_exists,
+    j.id AS job_id, j.status, j.repository, j.ref, j.branch, j.model, j.pr_link, j.pr_number,
+    j.error, j.turn_count, j.created_at, j.updated_at, j.archived_at
+  FROM api_keys k
+  LEFT JOIN jobs j ON j.id = $2 AND j.project_id = $1
+  WHERE k.hash = $3`;
+
 /**
  * The polling hot path in one round trip: the key, the project's existence and the job are
  * read by a single query, with the same answers, in the same order of precedence, as
@@ -64,15 +72,11 @@ export async function readJobAuthorized(
 ): Promise<JobView> {
   const hash = keys.hashOf(header);
   const validJob = isId('job', jobId) ? jobId : '';
-  const result = await sql<KeyAndJobRow>`
-    SELECT k.id AS key_id, k.project_id AS key_project, k.revoked_at AS key_revoked_at,
-      (SELECT true FROM projects p WHERE p.id = ${projectId}) AS project_exists,
-      j.id AS job_id, j.status, j.repository, j.ref, j.branch, j.model, j.pr_link, j.pr_number,
-      j.error, j.turn_count, j.created_at, j.updated_at, j.archived_at
-    FROM api_keys k
-    LEFT JOIN jobs j ON j.id = ${validJob} AND j.project_id = ${projectId}
-    WHERE k.hash = ${hash}`.execute(ctx.db);
-  const row = result.rows[0];
+  const [row] = await ctx.prepared<KeyAndJobRow>('errand_read_job', READ_JOB_SQL, [
+    projectId,
+    validJob,
+    hash,
+  ]);
   const principal = keys.principalOf(
     row
       ? { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at }
