@@ -3,7 +3,6 @@
 // pull request's creation (so the worker dies with the pull request opened but not recorded),
 // and a second worker on another "machine" (its own data directory) that recovers the turn.
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -14,6 +13,7 @@ import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-ll
 import {
   type GitHttpServer,
   git,
+  makeServedRepo,
   makeTempDir,
   removeDir,
   startGitHttpServer,
@@ -84,13 +84,7 @@ describe('a worker killed between opening and recording the pull request', {
   before(async () => {
     tmp = await makeTempDir('pr-crash');
     const root = path.join(tmp, 'served');
-    bare = path.join(root, 'acme', 'app.git');
-    await mkdir(bare, { recursive: true });
-    git(bare, 'init', '--quiet', '--bare');
-    const seed = path.join(tmp, 'seed');
-    git(tmp, 'init', '--quiet', seed);
-    git(seed, 'commit', '--quiet', '--allow-empty', '-m', 'initial');
-    git(seed, 'push', '--quiet', bare, 'HEAD:refs/heads/main');
+    bare = await makeServedRepo(root, tmp);
     gitServer = await startGitHttpServer({
       projectRoot: root,
       authorization: `Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`,

@@ -2,7 +2,6 @@
 // of the forge's REST API, a real git server over loopback HTTP (git http-backend) that
 // demands the token for every fetch and push, a fake model, and the real service.
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
@@ -16,6 +15,7 @@ import {
   filesContaining,
   type GitHttpServer,
   git,
+  makeServedRepo,
   makeTempDir,
   removeDir,
   startGitHttpServer,
@@ -132,13 +132,7 @@ for (const c of cases) {
     before(async () => {
       tmp = await makeTempDir(`forge-${c.forge}`);
       const root = path.join(tmp, 'served');
-      bare = path.join(root, 'acme', 'app.git');
-      await mkdir(bare, { recursive: true });
-      git(bare, 'init', '--quiet', '--bare');
-      const seed = path.join(tmp, 'seed');
-      git(tmp, 'init', '--quiet', seed);
-      git(seed, 'commit', '--quiet', '--allow-empty', '-m', 'initial');
-      git(seed, 'push', '--quiet', bare, 'HEAD:refs/heads/main');
+      bare = await makeServedRepo(root, tmp);
       gitServer = await startGitHttpServer({
         projectRoot: root,
         authorization: basic(c.gitUser, c.token),

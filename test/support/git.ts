@@ -264,3 +264,18 @@ export async function startGitHttpServer(opts: GitHttpServerOptions): Promise<Gi
       }),
   };
 }
+
+/**
+ * A bare repository `<root>/acme/app.git` with one commit on main, for a git server that
+ * serves `root` (as a forge would serve `acme/app`). Returns the bare repository's path.
+ */
+export async function makeServedRepo(root: string, scratch: string): Promise<string> {
+  const bare = join(root, 'acme', 'app.git');
+  await mkdir(bare, { recursive: true });
+  git(bare, 'init', '--quiet', '--bare');
+  const seed = join(scratch, 'seed');
+  git(scratch, 'init', '--quiet', seed);
+  git(seed, 'commit', '--quiet', '--allow-empty', '-m', 'initial');
+  git(seed, 'push', '--quiet', bare, 'HEAD:refs/heads/main');
+  return bare;
+}
