@@ -5,10 +5,9 @@ import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { AgentRunner } from '../../src/agent/runner.ts';
 import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
-import { startTestService, type TestService, waitFor } from '../support/service.ts';
+import { redeliverTurn, startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const KEY = 'sk-test-recovery-5e8a1f3c';
 
@@ -106,35 +105,7 @@ describe('agent failures and recovery', () => {
 
     // What a second delivery of the same turn sees after a crash between push and record,
     // on another machine (no local clone).
-    await rm(path.join(svc.database.dataDir, 'workspaces', 'jobs', jobId), {
-      recursive: true,
-      force: true,
-    });
-    const db = svc.service.ctx.db;
-    const job = await db
-      .selectFrom('jobs')
-      .selectAll()
-      .where('id', '=', jobId)
-      .executeTakeFirstOrThrow();
-    const turn = await db
-      .selectFrom('turns')
-      .selectAll()
-      .where('job_id', '=', jobId)
-      .executeTakeFirstOrThrow();
-    const emitted: string[] = [];
-    const runner = new AgentRunner({
-      config: svc.service.ctx.config,
-      db,
-      log: svc.service.ctx.log,
-    });
-    const output = await runner.run({
-      job,
-      turn,
-      signal: new AbortController().signal,
-      emit: async (type) => {
-        emitted.push(type);
-      },
-    });
+    const { output, events: emitted } = await redeliverTurn(svc, jobId, 1);
     assert.equal(output.commitSha, pushed);
     assert.equal(output.summary, 'Write once.md');
     assert.ok(emitted.includes('turn.resumed'));

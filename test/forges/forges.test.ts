@@ -5,7 +5,6 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { AgentRunner } from '../../src/agent/runner.ts';
 import { createLogger } from '../../src/log.ts';
 import { startFakeGitea } from '../support/fake-gitea.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
@@ -20,7 +19,7 @@ import {
   removeDir,
   startGitHttpServer,
 } from '../support/git.ts';
-import { startTestService, type TestService, waitFor } from '../support/service.ts';
+import { redeliverTurn, startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-forges-2c7e9b1d';
 const basic = (user: string, token: string) =>
@@ -247,30 +246,7 @@ for (const c of cases) {
 
       // A retry of the last turn after a crash between push and recording the pull request
       // (here: run again, on a machine without the clone) finds the one pull request.
-      const db = svc.service.ctx.db;
-      const row = await db
-        .selectFrom('jobs')
-        .selectAll()
-        .where('id', '=', jobId)
-        .executeTakeFirstOrThrow();
-      const turn = await db
-        .selectFrom('turns')
-        .selectAll()
-        .where('job_id', '=', jobId)
-        .where('seq', '=', 2)
-        .executeTakeFirstOrThrow();
-      await removeDir(path.join(svc.database.dataDir, 'workspaces', 'jobs', jobId));
-      const runner = new AgentRunner({
-        config: svc.service.ctx.config,
-        db,
-        log: svc.service.ctx.log,
-      });
-      const output = await runner.run({
-        job: row,
-        turn,
-        signal: new AbortController().signal,
-        emit: async () => {},
-      });
+      const { output } = await redeliverTurn(svc, jobId, 2);
       assert.equal(output.prLink, pr?.url);
       assert.equal(forge.pulls().length, 1);
       assert.equal(git(bare, 'rev-list', '--count', `main..errand/${jobId}`), '2');
@@ -282,7 +258,11 @@ for (const c of cases) {
         (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json,
         (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json,
         (await svc.request('GET', '/v2/admin/projects')).json,
-        await db.selectFrom('turns').selectAll().where('job_id', '=', jobId).execute(),
+        await svc.service.ctx.db
+          .selectFrom('turns')
+          .selectAll()
+          .where('job_id', '=', jobId)
+          .execute(),
       ]);
       assert.ok(!answers.includes(c.token), 'the token reached an API answer, event or transcript');
       assert.ok(logged.includes('turn finished'), 'the debug log was not captured');

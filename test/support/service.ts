@@ -1,9 +1,12 @@
 // Starts a real Errand service in the test process (API and/or workers on a real database)
 // and gives tests an HTTP client for it.
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import { AgentRunner } from '../../src/agent/runner.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { EventRecord } from '../../src/jobs/events.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
-import type { TurnRunner } from '../../src/jobs/runner.ts';
+import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import type { KeyRecord } from '../../src/keys/service.ts';
 import type { Logger } from '../../src/log.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
@@ -184,4 +187,43 @@ export async function waitFor<T>(
       throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/**
+ * Delivers a finished turn to the agent once more, as a worker on another machine (no local
+ * clone) would after a crash between the push and recording the turn. Returns the runner's
+ * output and the events it emitted.
+ */
+export async function redeliverTurn(
+  svc: TestService,
+  jobId: string,
+  seq: number,
+): Promise<{ output: TurnOutput; events: string[] }> {
+  const { ctx } = svc.service;
+  await rm(path.join(svc.database.dataDir, 'workspaces', 'jobs', jobId), {
+    recursive: true,
+    force: true,
+  });
+  const job = await ctx.db
+    .selectFrom('jobs')
+    .selectAll()
+    .where('id', '=', jobId)
+    .executeTakeFirstOrThrow();
+  const turn = await ctx.db
+    .selectFrom('turns')
+    .selectAll()
+    .where('job_id', '=', jobId)
+    .where('seq', '=', seq)
+    .executeTakeFirstOrThrow();
+  const events: string[] = [];
+  const runner = new AgentRunner({ config: ctx.config, db: ctx.db, log: ctx.log });
+  const output = await runner.run({
+    job,
+    turn,
+    signal: new AbortController().signal,
+    emit: async (type) => {
+      events.push(type);
+    },
+  });
+  return { output, events };
 }
