@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Transaction } from 'kysely';
 import type { JobWithMetadata } from 'pg-boss';
 import type { AppContext } from '../context.ts';
-import type { Database } from '../db/schema.ts';
+import type { Database, JobStatus } from '../db/schema.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
 import { appendEvent } from '../jobs/events.ts';
 import { TurnFailedError, type TurnOutput, type TurnRunner } from '../jobs/runner.ts';
@@ -57,8 +57,14 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
  * follow-up and archive do: the same order everywhere, so they wait for each other instead
  * of deadlocking.
  */
-async function lockJob(trx: Transaction<Database>, jobId: string): Promise<void> {
-  await trx.selectFrom('jobs').select('id').where('id', '=', jobId).forUpdate().execute();
+async function lockJob(trx: Transaction<Database>, jobId: string): Promise<JobStatus | undefined> {
+  const row = await trx
+    .selectFrom('jobs')
+    .select('status')
+    .where('id', '=', jobId)
+    .forUpdate()
+    .executeTakeFirst();
+  return row?.status;
 }
 
 export async function handleTurn(
@@ -68,22 +74,11 @@ export async function handleTurn(
 ): Promise<void> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
-  const job = await ctx.db
-    .selectFrom('jobs')
-    .selectAll()
-    .where('id', '=', jobId)
-    .executeTakeFirst();
-  const turn = await ctx.db
-    .selectFrom('turns')
-    .selectAll()
-    .where('job_id', '=', jobId)
-    .where('seq', '=', seq)
-    .executeTakeFirst();
-  if (!job || !turn || (turn.state !== 'queued' && turn.state !== 'running')) return;
-  if (job.status === 'archived') return;
-
+  // Every check happens under the job's row lock: a repeated delivery, a turn already
+  // settled or a job archived meanwhile leaves everything as it is.
   const started = await ctx.db.transaction().execute(async (trx) => {
-    await lockJob(trx, jobId);
+    const status = await lockJob(trx, jobId);
+    if (status === undefined || status === 'archived') return undefined;
     const t = await trx
       .updateTable('turns')
       .set({ state: 'running', attempts: sql`attempts + 1`, started_at: sql`now()`, error: null })
@@ -97,10 +92,9 @@ export async function handleTurn(
       .updateTable('jobs')
       .set({ status: 'active', error: null, updated_at: sql`now()` })
       .where('id', '=', jobId)
-      .where('status', '!=', 'archived')
       .returningAll()
-      .executeTakeFirst();
-    return j ? { job: j, turn: t } : undefined;
+      .executeTakeFirstOrThrow();
+    return { job: j, turn: t };
   });
   if (!started) return;
   const emit = (type: string, data: Record<string, unknown> = {}) =>
