@@ -4,7 +4,7 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
-import { requireAdmin, requireProject } from './auth.ts';
+import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
@@ -33,8 +33,11 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   app.decorateRequest('principal', null);
   app.decorateRequest('project', null);
-  app.addHook('onSend', async (request, reply) => {
+  // A callback hook, not an async one: it runs on every response, and a promise per response
+  // shows in the polling benchmark.
+  app.addHook('onSend', (request, reply, payload, done) => {
     reply.header('X-Request-Id', request.id);
+    done(null, payload);
   });
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((request, reply) =>
@@ -47,7 +50,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   registerHealth(app);
-  registerGetJob(app, ctx, keys);
+  registerGetJob(app, new AuthorizedJobReader(ctx, keys));
   registerReview(app, ctx);
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireProject(ctx, keys));

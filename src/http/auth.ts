@@ -2,6 +2,7 @@
 // is read, so an unauthenticated caller learns nothing about the body's validity.
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
+import { ReadBatcher } from '../db/batch.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
@@ -42,51 +43,73 @@ export function requireProject(ctx: AppContext, keys: KeyChecker) {
 }
 
 interface KeyAndJobRow extends Omit<JobView, 'id' | 'project_id'> {
-  key_id: string;
+  key_id: string | null;
   key_project: string | null;
   key_revoked_at: Date | null;
-  project_exists: boolean | null;
+  project_exists: boolean;
   job_id: string | null;
 }
 
-const READ_JOB_SQL = `
+interface JobReadItem {
+  projectId: string;
+  jobId: string;
+  keyHash: string;
+}
+
+// One row per item, in the items' order, whether or not the key, project or job exist.
+const READ_JOBS_SQL = `
   SELECT k.id AS key_id, k.project_id AS key_project, k.revoked_at AS key_revoked_at,
-    (SELECT true FROM projects p WHERE p.id = $1) AS project_exists,
+    EXISTS (SELECT 1 FROM projects p WHERE p.id = r.project_id) AS project_exists,
     j.id AS job_id, j.status, j.repository, j.ref, j.branch, j.model, j.pr_link, j.pr_number,
     j.error, j.turn_count, j.created_at, j.updated_at, j.archived_at
-  FROM api_keys k
-  LEFT JOIN jobs j ON j.id = $2 AND j.project_id = $1
-  WHERE k.hash = $3`;
+  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(project_id, job_id, hash, i)
+  LEFT JOIN api_keys k ON k.hash = r.hash
+  LEFT JOIN jobs j ON j.id = r.job_id AND j.project_id = r.project_id
+  ORDER BY r.i`;
 
 /**
- * The polling hot path in one round trip: the key, the project's existence and the job are
- * read by a single query, with the same answers, in the same order of precedence, as
- * requireProject followed by getJob (401, 403, 404 project, 404 job).
+ * The polling hot path: the key, the project's existence and the job are read by one query,
+ * with the same answers, in the same order of precedence, as requireProject followed by
+ * getJob (401, 403, 404 project, 404 job). Concurrent reads share that query (ReadBatcher).
  */
-export async function readJobAuthorized(
-  ctx: AppContext,
-  keys: KeyChecker,
-  header: string | undefined,
-  projectId: string,
-  jobId: string,
-): Promise<JobView> {
-  const hash = keys.hashOf(header);
-  const validJob = isId('job', jobId) ? jobId : '';
-  const [row] = await ctx.prepared<KeyAndJobRow>('errand_read_job', READ_JOB_SQL, [
-    projectId,
-    validJob,
-    hash,
-  ]);
-  const principal = keys.principalOf(
-    row
-      ? { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at }
-      : undefined,
-  );
-  if (principal.projectId !== null && principal.projectId !== projectId) {
-    throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
+export class AuthorizedJobReader {
+  readonly #keys: KeyChecker;
+  readonly #batcher: ReadBatcher<JobReadItem, KeyAndJobRow>;
+
+  constructor(ctx: AppContext, keys: KeyChecker) {
+    this.#keys = keys;
+    // One statement in flight: the reads that arrive while it runs all go into the next one,
+    // as in a group commit. In the benchmark this gave larger batches and more reads per CPU
+    // second than two or more. A full batch of 500 reads takes about 6 ms on the bench machine.
+    this.#batcher = new ReadBatcher(
+      (items) =>
+        ctx.prepared<KeyAndJobRow>('errand_read_jobs', READ_JOBS_SQL, [
+          items.map((item) => item.projectId),
+          items.map((item) => item.jobId),
+          items.map((item) => item.keyHash),
+        ]),
+      { maxItems: 500, maxInFlight: 1 },
+    );
   }
-  if (!row?.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
-  if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
-  const { key_id, key_project, key_revoked_at, project_exists, job_id, ...job } = row;
-  return { ...job, id: job_id, project_id: projectId };
+
+  async read(header: string | undefined, projectId: string, jobId: string): Promise<JobView> {
+    const keyHash = this.#keys.hashOf(header);
+    const row = await this.#batcher.read({
+      projectId,
+      jobId: isId('job', jobId) ? jobId : '',
+      keyHash,
+    });
+    const principal = this.#keys.principalOf({
+      id: row.key_id,
+      project_id: row.key_project,
+      revoked_at: row.key_revoked_at,
+    });
+    if (principal.projectId !== null && principal.projectId !== projectId) {
+      throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
+    }
+    if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
+    if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
+    const { key_id, key_project, key_revoked_at, project_exists, job_id, ...job } = row;
+    return { ...job, id: job_id, project_id: projectId };
+  }
 }

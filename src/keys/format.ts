@@ -2,7 +2,7 @@
 // The prefix lets secret scanners recognise a leaked key; the checksum lets the server
 // reject a mistyped or made-up key without touching the database. Only a SHA-256 hash is
 // stored, so a database leak does not leak usable keys.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { randomBase62, toBase62 } from '../ids.ts';
 
@@ -28,7 +28,7 @@ export function isWellFormedKey(key: string): boolean {
 }
 
 export function hashKey(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  return hash('sha256', key, 'hex');
 }
 
 /** The part of a key shown in listings so a person can tell keys apart. */

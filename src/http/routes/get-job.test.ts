@@ -11,12 +11,18 @@ import {
   notePostgresSkip,
   type RouteFixture,
   type RouteSpec,
+  randomProjectId,
 } from '../../../test/support/route-cases.ts';
 import {
   type HttpResult,
   startTestService,
   type TestService,
 } from '../../../test/support/service.ts';
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { mintKey } from '../../keys/format.ts';
+import { KeyChecker } from '../../keys/service.ts';
+import { AuthorizedJobReader } from '../auth.ts';
 
 const spec: RouteSpec = {
   method: 'GET',
@@ -151,6 +157,58 @@ for (const backend of backends) {
 
     describe('security', () => {
       authCases(spec, fixture);
+
+      test('reads that arrive together share one statement, and each gets its own answer', async () => {
+        // Polling reads are batched (ReadBatcher): a batch mixing keys, projects and jobs must
+        // give every read exactly the answer it would get alone.
+        const { ctx } = svc.service;
+        let statements = 0;
+        const counted: AppContext = {
+          ...ctx,
+          prepared: <R>(name: string, text: string, values: unknown[]) => {
+            statements++;
+            return ctx.prepared<R>(name, text, values);
+          },
+        };
+        const keyErrors: unknown[] = [];
+        const reader = new AuthorizedJobReader(
+          counted,
+          new KeyChecker(ctx.db, (err) => keyErrors.push(err)),
+        );
+        const revoked = await svc.createProjectKey(fx.project.id);
+        const revoke = await svc.request('POST', `/v2/admin/keys/${revoked.id}/revoke`);
+        assert.equal(revoke.status, 200, revoke.text);
+        const A = fx.project.id;
+        const B = fx.otherProject.id;
+        const cases: [key: string, projectId: string, jobId: string, expected: string][] = [
+          [fx.projectKey, A, fx.jobId, `job ${fx.jobId}`],
+          [svc.adminKey, B, fx.otherJobId, `job ${fx.otherJobId}`],
+          [fx.otherProjectKey, B, fx.otherJobId, `job ${fx.otherJobId}`],
+          [fx.otherProjectKey, A, fx.jobId, 'forbidden'],
+          [revoked.key, A, fx.jobId, 'unauthorized: this API key has been revoked'],
+          [mintKey(), A, fx.jobId, 'unauthorized: unknown API key'],
+          [svc.adminKey, randomProjectId(), fx.jobId, 'not_found: project'],
+          [fx.projectKey, A, fx.otherJobId, 'not_found: job'],
+          [svc.adminKey, A, 'job_not-an-id', 'not_found: job'],
+        ];
+        const settled = await Promise.allSettled(
+          cases.map(([key, projectId, jobId]) => reader.read(`Bearer ${key}`, projectId, jobId)),
+        );
+        assert.equal(statements, 1, 'the reads did not share one statement');
+        settled.forEach((result, i) => {
+          const expected = cases[i]?.[3] ?? '';
+          if (result.status === 'fulfilled') {
+            assert.equal(`job ${result.value.id}`, expected, `case ${i}`);
+          } else {
+            assert.ok(result.reason instanceof AppError, `case ${i}: ${String(result.reason)}`);
+            assert.ok(
+              `${result.reason.code}: ${result.reason.message}`.startsWith(expected),
+              `case ${i}: got ${result.reason.code}: ${result.reason.message}, expected ${expected}`,
+            );
+          }
+        });
+        assert.deepEqual(keyErrors, []);
+      });
 
       test('no 304 without a valid key, even with the right ETag', async () => {
         const etag = etagOf(await get(fx.jobId));

@@ -1,0 +1,87 @@
+// Groups concurrent single-row reads into one statement. Under load, the fixed cost of a
+// statement (a socket write and read on each side, PostgreSQL's per-statement work) is most of
+// the cost of a small read; paying it once per event-loop turn instead of once per request is
+// what lets polling scale. Every read still runs in a statement sent after it was asked for,
+// so a client never sees a state older than its request (a key revoked before the request is
+// refused, a job changed before the request is seen changed).
+
+/** Runs one statement for a batch; answers one result per item, in the items' order. */
+export type BatchRunner<I, O> = (items: readonly I[]) => Promise<readonly O[]>;
+
+export interface BatchOptions {
+  /** Most items in one statement. */
+  maxItems: number;
+  /** Most statements in flight at once; items wait for a free one. */
+  maxInFlight: number;
+}
+
+interface Waiter<I, O> {
+  item: I;
+  resolve: (value: O) => void;
+  reject: (err: unknown) => void;
+}
+
+export class ReadBatcher<I, O> {
+  readonly #run: BatchRunner<I, O>;
+  readonly #opts: BatchOptions;
+  #pending: Waiter<I, O>[] = [];
+  #inFlight = 0;
+  #scheduled = false;
+
+  constructor(run: BatchRunner<I, O>, opts: BatchOptions) {
+    if (opts.maxItems < 1 || opts.maxInFlight < 1) {
+      throw new RangeError('maxItems and maxInFlight must be at least 1');
+    }
+    this.#run = run;
+    this.#opts = opts;
+  }
+
+  read(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.#pending.push({ item, resolve, reject });
+      this.#schedule();
+    });
+  }
+
+  /**
+   * Flushes after the current I/O phase, so that the requests parsed from all sockets that were
+   * readable together share one statement; at low load this adds no waiting beyond that phase.
+   */
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight >= this.#opts.maxInFlight) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      this.#flush();
+    });
+  }
+
+  #flush(): void {
+    while (this.#pending.length > 0 && this.#inFlight < this.#opts.maxInFlight) {
+      const batch = this.#pending.splice(0, this.#opts.maxItems);
+      this.#inFlight++;
+      this.#dispatch(batch).finally(() => {
+        this.#inFlight--;
+        if (this.#pending.length > 0) this.#schedule();
+      });
+    }
+  }
+
+  async #dispatch(batch: Waiter<I, O>[]): Promise<void> {
+    let results: readonly O[];
+    try {
+      results = await this.#run(batch.map((w) => w.item));
+      if (results.length !== batch.length) {
+        throw new Error(
+          `batched read answered ${results.length} results for ${batch.length} items`,
+        );
+      }
+    } catch (err) {
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    batch.forEach((w, i) => {
+      w.resolve(results[i] as O);
+    });
+  }
+}
