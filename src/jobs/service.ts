@@ -1,10 +1,10 @@
 // The job model: create, follow up, read, list and archive jobs. Every write that accepts a
 // prompt stores the turn and its queue entry in the same transaction as the job change, so a
 // 201/200 means the prompt is durable and will be worked on.
-import { sql } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { checkModelId, DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
-import type { JobStatus, ProjectRow } from '../db/schema.ts';
+import type { Database, JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
@@ -50,6 +50,36 @@ export function modelFor(ctx: AppContext, project: ProjectRow): string {
   return model;
 }
 
+/**
+ * Stores a turn and its queue entry in the caller's transaction. The entry is sent first so
+ * that the turn row is written once, with its queue id; no worker can see the entry before
+ * the transaction commits.
+ */
+async function queueTurn(
+  ctx: AppContext,
+  trx: Transaction<Database>,
+  jobId: string,
+  seq: number,
+  prompt: string,
+): Promise<void> {
+  const queueId = await ctx.queue.enqueue(trx, { jobId, seq });
+  await trx
+    .insertInto('turns')
+    .values({
+      job_id: jobId,
+      seq,
+      prompt,
+      state: 'queued',
+      queue_id: queueId,
+      summary: null,
+      error: null,
+      usage: null,
+      started_at: null,
+      finished_at: null,
+    })
+    .execute();
+}
+
 export async function createJob(
   ctx: AppContext,
   project: ProjectRow,
@@ -81,28 +111,7 @@ export async function createJob(
       })
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
-    await trx
-      .insertInto('turns')
-      .values({
-        job_id: id,
-        seq: 1,
-        prompt,
-        state: 'queued',
-        queue_id: null,
-        summary: null,
-        error: null,
-        usage: null,
-        started_at: null,
-        finished_at: null,
-      })
-      .execute();
-    const queueId = await ctx.queue.enqueue(trx, { jobId: id, seq: 1 });
-    await trx
-      .updateTable('turns')
-      .set({ queue_id: queueId })
-      .where('job_id', '=', id)
-      .where('seq', '=', 1)
-      .execute();
+    await queueTurn(ctx, trx, id, 1, prompt);
     return { job, rateLimit };
   });
 }
@@ -135,28 +144,7 @@ export async function sendMessage(
     if (!check.ok) throw new AppError('model_unavailable', check.message);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
-    await trx
-      .insertInto('turns')
-      .values({
-        job_id: jobId,
-        seq,
-        prompt,
-        state: 'queued',
-        queue_id: null,
-        summary: null,
-        error: null,
-        usage: null,
-        started_at: null,
-        finished_at: null,
-      })
-      .execute();
-    const queueId = await ctx.queue.enqueue(trx, { jobId, seq });
-    await trx
-      .updateTable('turns')
-      .set({ queue_id: queueId })
-      .where('job_id', '=', jobId)
-      .where('seq', '=', seq)
-      .execute();
+    await queueTurn(ctx, trx, jobId, seq, prompt);
     const job = await trx
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })
