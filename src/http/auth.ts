@@ -8,7 +8,7 @@ import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
 import type { JobView } from '../jobs/record.ts';
 import type { KeyChecker, Principal } from '../keys/service.ts';
-import { findProject } from '../projects/service.ts';
+import { PROJECT_COLUMNS } from '../projects/service.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -27,18 +27,44 @@ export function requireAdmin(keys: KeyChecker) {
   };
 }
 
-/** Checks the key and that it may act on the `projectId` path parameter; loads the project. */
+interface KeyAndProjectRow extends Omit<ProjectRow, 'id'> {
+  key_id: string;
+  key_project: string | null;
+  key_revoked_at: Date | null;
+  id: string | null;
+}
+
+// At most one row: the key's, with the project's columns (null when there is no such project).
+const KEY_AND_PROJECT_SQL = `
+  SELECT k.id AS key_id, k.project_id AS key_project, k.revoked_at AS key_revoked_at,
+    ${PROJECT_COLUMNS.map((column) => `p.${column}`).join(', ')}
+  FROM api_keys k
+  LEFT JOIN projects p ON p.id = $2
+  WHERE k.hash = $1`;
+
+/**
+ * Checks the key and that it may act on the `projectId` path parameter, and loads the project,
+ * in one query: 401, then 403, then 404.
+ */
 export function requireProject(ctx: AppContext, keys: KeyChecker) {
   return async (request: FastifyRequest<{ Params: { projectId: string } }>): Promise<void> => {
-    const principal = await keys.check(request.headers.authorization);
+    const hash = keys.hashOf(request.headers.authorization);
     const { projectId } = request.params;
+    const [row] = await ctx.prepared<KeyAndProjectRow>(
+      'errand_key_and_project',
+      KEY_AND_PROJECT_SQL,
+      [hash, isId('prj', projectId) ? projectId : ''],
+    );
+    const principal = keys.principalOf(
+      row && { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at },
+    );
     if (principal.projectId !== null && principal.projectId !== projectId) {
       throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
     }
-    const project = await findProject(ctx, projectId);
-    if (!project) throw new AppError('not_found', `project ${projectId} not found`);
+    if (!row?.id) throw new AppError('not_found', `project ${projectId} not found`);
+    const { key_id, key_project, key_revoked_at, ...project } = row;
     request.principal = principal;
-    request.project = project;
+    request.project = { ...project, id: row.id };
   };
 }
 

@@ -309,12 +309,35 @@ export async function listProjects(ctx: AppContext): Promise<ProjectRow[]> {
     .execute();
 }
 
+/**
+ * Every column of a project row, for SQL written by hand (auth.ts). findProject selects exactly
+ * these, so a column added to the table but not here fails the typecheck there.
+ */
+export const PROJECT_COLUMNS = [
+  'id',
+  'name',
+  'repository',
+  'ref',
+  'model',
+  'forge_kind',
+  'forge_api_url',
+  'forge_token_env',
+  'forge_secret',
+  'draft_pull_requests',
+  'created_at',
+  'updated_at',
+] as const satisfies readonly (keyof ProjectRow)[];
+
 export async function findProject(
   ctx: AppContext,
   projectId: string,
 ): Promise<ProjectRow | undefined> {
   if (!isId('prj', projectId)) return undefined;
-  return ctx.db.selectFrom('projects').selectAll().where('id', '=', projectId).executeTakeFirst();
+  return ctx.db
+    .selectFrom('projects')
+    .select(PROJECT_COLUMNS)
+    .where('id', '=', projectId)
+    .executeTakeFirst();
 }
 
 export async function getProject(ctx: AppContext, projectId: string): Promise<ProjectRow> {
