@@ -74,6 +74,16 @@ interface KeyAndJobRow extends Omit<JobView, 'id' | 'project_id'> {
   key_revoked_at: Date | null;
   project_exists: boolean;
   job_id: string | null;
+  job_version: string | null;
+}
+
+/**
+ * A job and the version of its row (PostgreSQL's xmin): every update writes a new row version
+ * with a new xmin, so an unchanged version means an unchanged job.
+ */
+export interface VersionedJob {
+  job: JobView;
+  version: string;
 }
 
 interface JobReadItem {
@@ -87,7 +97,7 @@ const READ_JOBS_SQL = `
   SELECT k.id AS key_id, k.project_id AS key_project, k.revoked_at AS key_revoked_at,
     EXISTS (SELECT 1 FROM projects p WHERE p.id = r.project_id) AS project_exists,
     j.id AS job_id, j.status, j.repository, j.ref, j.branch, j.model, j.pr_link, j.pr_number,
-    j.error, j.turn_count, j.created_at, j.updated_at, j.archived_at
+    j.error, j.turn_count, j.created_at, j.updated_at, j.archived_at, j.xmin::text AS job_version
   FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(project_id, job_id, hash, i)
   LEFT JOIN api_keys k ON k.hash = r.hash
   LEFT JOIN jobs j ON j.id = r.job_id AND j.project_id = r.project_id
@@ -118,7 +128,7 @@ export class AuthorizedJobReader {
     );
   }
 
-  async read(header: string | undefined, projectId: string, jobId: string): Promise<JobView> {
+  async read(header: string | undefined, projectId: string, jobId: string): Promise<VersionedJob> {
     const keyHash = this.#keys.hashOf(header);
     const row = await this.#batcher.read({
       projectId,
@@ -135,7 +145,8 @@ export class AuthorizedJobReader {
     }
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
-    const { key_id, key_project, key_revoked_at, project_exists, job_id, ...job } = row;
-    return { ...job, id: job_id, project_id: projectId };
+    const { key_id, key_project, key_revoked_at, project_exists, job_id, job_version, ...job } =
+      row;
+    return { job: { ...job, id: job_id, project_id: projectId }, version: job_version ?? '' };
   }
 }

@@ -20,9 +20,11 @@ import {
 } from '../../../test/support/service.ts';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import { type JobView, toJobRecord } from '../../jobs/record.ts';
 import { mintKey } from '../../keys/format.ts';
 import { KeyChecker } from '../../keys/service.ts';
 import { AuthorizedJobReader } from '../auth.ts';
+import { RenderedJobs } from './get-job.ts';
 
 const spec: RouteSpec = {
   method: 'GET',
@@ -116,6 +118,21 @@ for (const backend of backends) {
         }
       });
 
+      test('a change written straight to the row (as a worker does) shows at once', async () => {
+        const { json } = await create('changed behind the API');
+        const id = json.id ?? '';
+        const first = etagOf(await get(id));
+        await svc.service.ctx.db
+          .updateTable('jobs')
+          .set({ pr_link: 'https://forge.example/pr/7' })
+          .where('id', '=', id)
+          .execute();
+        const changed = await get(id, { 'if-none-match': first });
+        assert.equal(changed.status, 200);
+        assert.equal(changed.json.prLink, 'https://forge.example/pr/7');
+        assert.notEqual(etagOf(changed), first);
+      });
+
       test('the ETag changes when the job changes', async () => {
         const { json } = await create('change me');
         const id = json.id ?? '';
@@ -198,7 +215,7 @@ for (const backend of backends) {
         settled.forEach((result, i) => {
           const expected = cases[i]?.[3] ?? '';
           if (result.status === 'fulfilled') {
-            assert.equal(`job ${result.value.id}`, expected, `case ${i}`);
+            assert.equal(`job ${result.value.job.id}`, expected, `case ${i}`);
           } else {
             assert.ok(result.reason instanceof AppError, `case ${i}: ${String(result.reason)}`);
             assert.ok(
@@ -235,5 +252,61 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('RenderedJobs', () => {
+  const row = (updates: Partial<JobView> = {}): JobView => ({
+    id: 'job_AAAAAAAAAAAAAAAAAAAA',
+    project_id: 'prj_AAAAAAAAAAAAAAAAAAAA',
+    status: 'active',
+    repository: '/srv/repo',
+    ref: 'main',
+    branch: 'errand/job_AAAAAAAAAAAAAAAAAAAA',
+    model: 'openai:gpt-5',
+    pr_link: null,
+    pr_number: null,
+    error: null,
+    turn_count: 1,
+    created_at: new Date('2026-11-22T05:00:00.000Z'),
+    updated_at: new Date('2026-11-22T05:00:00.000Z'),
+    archived_at: null,
+    ...updates,
+  });
+
+  test('an unchanged row version is not rendered again; a new one is', () => {
+    const rendered = new RenderedJobs();
+    const first = rendered.render({ job: row(), version: '100' });
+    assert.deepEqual(JSON.parse(first.body), toJobRecord(row()));
+    assert.equal(rendered.render({ job: row(), version: '100' }), first);
+    const completed = row({ status: 'completed' });
+    const second = rendered.render({ job: completed, version: '101' });
+    assert.equal(JSON.parse(second.body).status, 'completed');
+    assert.notEqual(second.etag, first.etag);
+  });
+
+  test('the same version with another update time is rendered again', () => {
+    const rendered = new RenderedJobs();
+    const first = rendered.render({ job: row(), version: '100' });
+    const later = row({ status: 'failed', updated_at: new Date('2026-11-22T06:00:00.000Z') });
+    const second = rendered.render({ job: later, version: '100' });
+    assert.notEqual(second, first);
+    assert.equal(JSON.parse(second.body).status, 'failed');
+  });
+
+  test('keeps at most its limit of jobs, dropping the oldest', () => {
+    const rendered = new RenderedJobs(2);
+    const ids = [
+      'job_AAAAAAAAAAAAAAAAAAA1',
+      'job_AAAAAAAAAAAAAAAAAAA2',
+      'job_AAAAAAAAAAAAAAAAAAA3',
+    ];
+    const [a, b, c] = ids.map((id) => rendered.render({ job: row({ id }), version: '1' }));
+    assert.equal(rendered.render({ job: row({ id: ids[2] }), version: '1' }), c);
+    assert.equal(rendered.render({ job: row({ id: ids[1] }), version: '1' }), b);
+    // The first was dropped when the third came in: rendered again, as a new entry.
+    const again = rendered.render({ job: row({ id: ids[0] }), version: '1' });
+    assert.notEqual(again, a);
+    assert.equal(again.body, a?.body);
+  });
+});
 
 notePostgresSkip();

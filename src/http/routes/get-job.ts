@@ -3,7 +3,7 @@
 import { hash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { toJobRecord } from '../../jobs/record.ts';
-import type { AuthorizedJobReader } from '../auth.ts';
+import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
 
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;
@@ -13,15 +13,53 @@ function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   });
 }
 
+interface Rendered {
+  version: string;
+  updatedAt: number;
+  body: string;
+  etag: string;
+}
+
+/**
+ * The bodies and ETags of recently polled jobs, by row version. The job is still read from the
+ * database on every request; only rendering it again is saved when its row has not changed.
+ * The update time is compared too, so a row version number reused after transaction id
+ * wraparound cannot bring back an old body.
+ */
+export class RenderedJobs {
+  readonly #entries = new Map<string, Rendered>();
+  readonly #max: number;
+
+  constructor(max = 5_000) {
+    this.#max = max;
+  }
+
+  render({ job, version }: VersionedJob): Rendered {
+    const updatedAt = job.updated_at.getTime();
+    const cached = this.#entries.get(job.id);
+    if (cached && cached.version === version && cached.updatedAt === updatedAt) return cached;
+    const body = JSON.stringify(toJobRecord(job));
+    const rendered = { version, updatedAt, body, etag: `"${hash('sha1', body, 'base64url')}"` };
+    if (cached) this.#entries.delete(job.id);
+    else if (this.#entries.size >= this.#max) {
+      // Oldest first: Map keeps insertion order.
+      const oldest = this.#entries.keys().next();
+      if (!oldest.done) this.#entries.delete(oldest.value);
+    }
+    this.#entries.set(job.id, rendered);
+    return rendered;
+  }
+}
+
 /** Registered outside the project scope: it authenticates itself in the same query as the read. */
 export function registerGetJob(app: FastifyInstance, jobs: AuthorizedJobReader): void {
+  const rendered = new RenderedJobs();
   app.get<{ Params: { projectId: string; id: string } }>(
     '/v2/agent/:projectId/job/:id',
     async (request, reply) => {
       const { projectId, id } = request.params;
-      const job = await jobs.read(request.headers.authorization, projectId, id);
-      const body = JSON.stringify(toJobRecord(job));
-      const etag = `"${hash('sha1', body, 'base64url')}"`;
+      const read = await jobs.read(request.headers.authorization, projectId, id);
+      const { body, etag } = rendered.render(read);
       reply.header('ETag', etag).header('Cache-Control', 'no-cache');
       if (matches(request.headers['if-none-match'], etag)) return reply.code(304).send();
       return reply.code(200).type('application/json; charset=utf-8').send(body);
