@@ -228,6 +228,40 @@ for (const backend of backends) {
         );
       });
 
+      test("400 model_unavailable when the job's model can no longer be used; nothing is written", async () => {
+        // The job was accepted by a service with an OpenAI key; the service that takes the
+        // follow-up (same database, restarted) has none.
+        const before = await startTestService({
+          backend,
+          worker: false,
+          env: { OPENAI_API_KEY: 'sk-test-0000000000000000' },
+        });
+        let after: TestService | undefined;
+        try {
+          const project = await before.createProject({ model: 'openai:gpt-test' });
+          const jobId = await createJobId(before, project.id, 'first turn, while the key was set');
+          await before.stop();
+          after = await startTestService({
+            backend,
+            worker: false,
+            database: before.database,
+            adminKey: before.adminKey,
+          });
+          const current = after;
+          const res = await unchanged(current, () =>
+            message(current, project.id, jobId, 'a follow-up without the key'),
+          );
+          assertError(res, 400, 'model_unavailable');
+          assert.match(res.json.error ?? '', /OPENAI_API_KEY/);
+          const job = await getJob(current, project.id, jobId);
+          assert.equal(job.json.turns, 1);
+          assert.equal(job.json.model, 'openai:gpt-test');
+        } finally {
+          await after?.stop();
+          await before.close();
+        }
+      });
+
       test('429 with Retry-After once the follow-ups are used; creates count apart', async () => {
         const project = await limited.createProject({ name: 'limited' });
         const jobId = await createJobId(limited, project.id, 'first');
