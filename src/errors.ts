@@ -14,6 +14,7 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'rate_limited'
+  | 'unavailable'
   | 'internal';
 
 const codeToStatus: Record<ErrorCode, number> = {
@@ -29,6 +30,7 @@ const codeToStatus: Record<ErrorCode, number> = {
   unsupported_media_type: 415,
   rate_limited: 429,
   internal: 500,
+  unavailable: 503,
 };
 
 export class AppError extends Error {

@@ -31,6 +31,9 @@ function gatedRunner<I, O>(answer: (item: I, call: number) => O) {
   return { run, calls, maxRunning: () => maxRunning };
 }
 
+/** Longer than any test: these tests are not about the timeout. */
+const LONG = { ms: 60_000, error: () => new Error('statement timed out') };
+
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 async function until(check: () => boolean): Promise<void> {
@@ -41,7 +44,7 @@ async function until(check: () => boolean): Promise<void> {
 describe('ReadBatcher', () => {
   test('reads asked for together share one statement, each gets its own answer', async () => {
     const runner = gatedRunner((n: number) => n * 10);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 2 });
+    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 2, timeout: LONG });
     const reads = [3, 1, 4, 1, 5].map((n) => batcher.read(n));
     await until(() => runner.calls.length === 1);
     assert.deepEqual(runner.calls[0]?.items, [3, 1, 4, 1, 5]);
@@ -51,7 +54,7 @@ describe('ReadBatcher', () => {
 
   test('a single read is sent at once, alone', async () => {
     const runner = gatedRunner((n: number) => n + 1);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 1 });
+    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 1, timeout: LONG });
     const read = batcher.read(41);
     await until(() => runner.calls.length === 1);
     runner.calls[0]?.release();
@@ -61,7 +64,7 @@ describe('ReadBatcher', () => {
 
   test('maxItems splits a burst; maxInFlight bounds the statements running at once', async () => {
     const runner = gatedRunner((n: number) => n);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 3, maxInFlight: 2 });
+    const batcher = new ReadBatcher(runner.run, { maxItems: 3, maxInFlight: 2, timeout: LONG });
     const reads = Array.from({ length: 8 }, (_, i) => batcher.read(i));
     await until(() => runner.calls.length === 2);
     await turn();
@@ -82,7 +85,7 @@ describe('ReadBatcher', () => {
     // The answer carries the number of the statement that read it: a read must never get the
     // answer of a statement sent before the read was asked for (it could predate a revocation).
     const runner = gatedRunner((n: number, call: number) => ({ n, call }));
-    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 2 });
+    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 2, timeout: LONG });
     const first = batcher.read(1);
     await until(() => runner.calls.length === 1);
     const second = batcher.read(2);
@@ -95,7 +98,7 @@ describe('ReadBatcher', () => {
 
   test('a failed statement rejects its own reads only; the next statement runs', async () => {
     const runner = gatedRunner((n: number) => n);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 2, maxInFlight: 2 });
+    const batcher = new ReadBatcher(runner.run, { maxItems: 2, maxInFlight: 2, timeout: LONG });
     const reads = [1, 2, 3].map((n) => batcher.read(n));
     await until(() => runner.calls.length === 2);
     runner.calls[0]?.fail(new Error('connection lost'));
@@ -115,6 +118,7 @@ describe('ReadBatcher', () => {
     const batcher = new ReadBatcher(async (items: readonly number[]) => items.slice(1), {
       maxItems: 10,
       maxInFlight: 1,
+      timeout: LONG,
     });
     const reads = [1, 2].map((n) => batcher.read(n));
     for (const read of reads) {
@@ -127,15 +131,54 @@ describe('ReadBatcher', () => {
       () => {
         throw new Error('bad statement');
       },
-      { maxItems: 10, maxInFlight: 1 },
+      { maxItems: 10, maxInFlight: 1, timeout: LONG },
     );
     await assert.rejects(batcher.read(1), /bad statement/);
     await assert.rejects(batcher.read(2), /bad statement/);
   });
 
+  test('a statement that does not answer in time fails its reads and frees its slot', async () => {
+    const runner = gatedRunner((n: number) => n);
+    const batcher = new ReadBatcher(runner.run, {
+      maxItems: 10,
+      maxInFlight: 1,
+      timeout: { ms: 50, error: () => new Error('the database did not answer in time') },
+    });
+    const hung = [1, 2].map((n) => batcher.read(n));
+    await until(() => runner.calls.length === 1);
+    for (const read of hung) {
+      await assert.rejects(read, /did not answer in time/);
+    }
+    // The slot is free again: the next read gets its own statement and its answer.
+    const next = batcher.read(3);
+    await until(() => runner.calls.length === 2);
+    assert.deepEqual(runner.calls[1]?.items, [3]);
+    // The hung statement answering late changes nothing, and still only one runs at a time.
+    runner.calls[0]?.release();
+    const third = batcher.read(4);
+    for (let i = 0; i < 5; i++) await turn();
+    assert.equal(runner.calls.length, 2, 'a second statement started while one was running');
+    runner.calls[1]?.release();
+    assert.equal(await next, 3);
+    await until(() => runner.calls.length === 3);
+    runner.calls[2]?.release();
+    assert.equal(await third, 4);
+  });
+
   test('refuses limits below 1', () => {
     const run = async (items: readonly number[]) => items;
-    assert.throws(() => new ReadBatcher(run, { maxItems: 0, maxInFlight: 1 }), RangeError);
-    assert.throws(() => new ReadBatcher(run, { maxItems: 1, maxInFlight: 0 }), RangeError);
+    assert.throws(
+      () => new ReadBatcher(run, { maxItems: 0, maxInFlight: 1, timeout: LONG }),
+      RangeError,
+    );
+    assert.throws(
+      () => new ReadBatcher(run, { maxItems: 1, maxInFlight: 0, timeout: LONG }),
+      RangeError,
+    );
+    const instant = { ms: 0, error: LONG.error };
+    assert.throws(
+      () => new ReadBatcher(run, { maxItems: 1, maxInFlight: 1, timeout: instant }),
+      RangeError,
+    );
   });
 });

@@ -13,6 +13,11 @@ export interface BatchOptions {
   maxItems: number;
   /** Most statements in flight at once; items wait for a free one. */
   maxInFlight: number;
+  /**
+   * A statement not answered in this time fails its reads with `error()` and frees its slot,
+   * so a connection that hangs (a dead peer without a reset) cannot hold every later read.
+   */
+  timeout: { ms: number; error: () => Error };
 }
 
 interface Waiter<I, O> {
@@ -29,8 +34,8 @@ export class ReadBatcher<I, O> {
   #scheduled = false;
 
   constructor(run: BatchRunner<I, O>, opts: BatchOptions) {
-    if (opts.maxItems < 1 || opts.maxInFlight < 1) {
-      throw new RangeError('maxItems and maxInFlight must be at least 1');
+    if (opts.maxItems < 1 || opts.maxInFlight < 1 || opts.timeout.ms < 1) {
+      throw new RangeError('maxItems, maxInFlight and timeout.ms must be at least 1');
     }
     this.#run = run;
     this.#opts = opts;
@@ -68,9 +73,15 @@ export class ReadBatcher<I, O> {
   }
 
   async #dispatch(batch: Waiter<I, O>[]): Promise<void> {
+    const { ms, error } = this.#opts.timeout;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(error()), ms);
+    });
     let results: readonly O[];
     try {
-      results = await this.#run(batch.map((w) => w.item));
+      // A run that settles after the timeout is ignored: the race is already decided.
+      results = await Promise.race([this.#run(batch.map((w) => w.item)), timedOut]);
       if (results.length !== batch.length) {
         throw new Error(
           `batched read answered ${results.length} results for ${batch.length} items`,
@@ -79,6 +90,8 @@ export class ReadBatcher<I, O> {
     } catch (err) {
       for (const w of batch) w.reject(err);
       return;
+    } finally {
+      clearTimeout(timer);
     }
     batch.forEach((w, i) => {
       w.resolve(results[i] as O);

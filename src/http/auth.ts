@@ -103,6 +103,9 @@ const READ_JOBS_SQL = `
   LEFT JOIN jobs j ON j.id = r.job_id AND j.project_id = r.project_id
   ORDER BY r.i`;
 
+/** A polling read that waits longer than this is answered 503 (see BatchOptions.timeout). */
+const READ_TIMEOUT_MS = 10_000;
+
 /**
  * The polling hot path: the key, the project's existence and the job are read by one query,
  * with the same answers, in the same order of precedence, as requireProject followed by
@@ -112,7 +115,7 @@ export class AuthorizedJobReader {
   readonly #keys: KeyChecker;
   readonly #batcher: ReadBatcher<JobReadItem, KeyAndJobRow>;
 
-  constructor(ctx: AppContext, keys: KeyChecker) {
+  constructor(ctx: AppContext, keys: KeyChecker, readTimeoutMs = READ_TIMEOUT_MS) {
     this.#keys = keys;
     // One statement in flight: the reads that arrive while it runs all go into the next one,
     // as in a group commit. In the benchmark this gave larger batches and more reads per CPU
@@ -124,7 +127,15 @@ export class AuthorizedJobReader {
           items.map((item) => item.jobId),
           items.map((item) => item.keyHash),
         ]),
-      { maxItems: 500, maxInFlight: 1 },
+      {
+        maxItems: 500,
+        maxInFlight: 1,
+        timeout: {
+          ms: readTimeoutMs,
+          error: () =>
+            new AppError('unavailable', 'the database did not answer in time; try again'),
+        },
+      },
     );
   }
 

@@ -2,6 +2,7 @@
 // the 404s of the job id, and the common auth cases (no 304 without a valid key).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { backends } from '../../../test/support/databases.ts';
 import {
   assertError,
@@ -169,6 +170,37 @@ for (const backend of backends) {
           headers: { 'if-none-match': '*' },
         });
         assertError(res, 404, 'not_found');
+      });
+    });
+
+    describe('database trouble', () => {
+      test('a read the database does not answer in time is a 503; the next one works', async (t) => {
+        const url = svc.database.databaseUrl;
+        if (!url) {
+          // PGlite has one connection in this process: nothing else can hold a lock on it.
+          t.skip('needs PostgreSQL (a second connection holds a lock on the jobs table)');
+          return;
+        }
+        const { ctx } = svc.service;
+        const reader = new AuthorizedJobReader(ctx, new KeyChecker(ctx.db, () => {}), 300);
+        const locker = new pg.Client({ connectionString: url });
+        await locker.connect();
+        try {
+          await locker.query('BEGIN');
+          await locker.query('LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE');
+          const started = Date.now();
+          await assert.rejects(
+            reader.read(`Bearer ${fx.projectKey}`, fx.project.id, fx.jobId),
+            (err: unknown) => err instanceof AppError && err.status === 503,
+          );
+          assert.ok(Date.now() - started < 5_000, 'the timeout did not apply');
+          await locker.query('COMMIT');
+          const { job } = await reader.read(`Bearer ${fx.projectKey}`, fx.project.id, fx.jobId);
+          assert.equal(job.id, fx.jobId);
+        } finally {
+          await locker.query('ROLLBACK').catch(() => {});
+          await locker.end();
+        }
       });
     });
 
