@@ -324,13 +324,14 @@ describe('RenderedJobs', () => {
     assert.equal(JSON.parse(second.body).status, 'failed');
   });
 
-  test('keeps at most its limit of jobs, dropping the oldest', () => {
-    const rendered = new RenderedJobs(2);
+  test('keeps at most its limit of body characters, dropping the oldest', () => {
     const ids = [
       'job_AAAAAAAAAAAAAAAAAAA1',
       'job_AAAAAAAAAAAAAAAAAAA2',
       'job_AAAAAAAAAAAAAAAAAAA3',
     ];
+    const size = JSON.stringify(toJobRecord(row({ id: ids[0] }))).length;
+    const rendered = new RenderedJobs(size * 2);
     const [a, b, c] = ids.map((id) => rendered.render({ job: row({ id }), version: '1' }));
     assert.equal(rendered.render({ job: row({ id: ids[2] }), version: '1' }), c);
     assert.equal(rendered.render({ job: row({ id: ids[1] }), version: '1' }), b);
@@ -338,6 +339,10 @@ describe('RenderedJobs', () => {
     const again = rendered.render({ job: row({ id: ids[0] }), version: '1' });
     assert.notEqual(again, a);
     assert.equal(again.body, a?.body);
+    // A body larger than the whole limit is answered but not kept.
+    const tiny = new RenderedJobs(10);
+    const big = tiny.render({ job: row(), version: '1' });
+    assert.notEqual(tiny.render({ job: row(), version: '1' }), big);
   });
 });
 

@@ -28,10 +28,12 @@ interface Rendered {
  */
 export class RenderedJobs {
   readonly #entries = new Map<string, Rendered>();
-  readonly #max: number;
+  readonly #maxChars: number;
+  #chars = 0;
 
-  constructor(max = 5_000) {
-    this.#max = max;
+  /** Keeps at most `maxChars` characters of bodies (8 Mi by default), dropping the oldest. */
+  constructor(maxChars = 8 * 1024 * 1024) {
+    this.#maxChars = maxChars;
   }
 
   render({ job, version }: VersionedJob): Rendered {
@@ -40,14 +42,21 @@ export class RenderedJobs {
     if (cached && cached.version === version && cached.updatedAt === updatedAt) return cached;
     const body = JSON.stringify(toJobRecord(job));
     const rendered = { version, updatedAt, body, etag: `"${hash('sha1', body, 'base64url')}"` };
-    if (cached) this.#entries.delete(job.id);
-    else if (this.#entries.size >= this.#max) {
-      // Oldest first: Map keeps insertion order.
-      const oldest = this.#entries.keys().next();
-      if (!oldest.done) this.#entries.delete(oldest.value);
-    }
+    if (cached) this.#forget(job.id, cached);
+    if (body.length > this.#maxChars) return rendered;
     this.#entries.set(job.id, rendered);
+    this.#chars += body.length;
+    // Oldest first: a Map iterates in insertion order, and a changed job is inserted again.
+    for (const [id, entry] of this.#entries) {
+      if (this.#chars <= this.#maxChars) break;
+      this.#forget(id, entry);
+    }
     return rendered;
+  }
+
+  #forget(id: string, entry: Rendered): void {
+    this.#entries.delete(id);
+    this.#chars -= entry.body.length;
   }
 }
 
