@@ -142,7 +142,9 @@ export class AuthorizedJobReader {
   async read(header: string | undefined, projectId: string, jobId: string): Promise<VersionedJob> {
     const keyHash = this.#keys.hashOf(header);
     const row = await this.#batcher.read({
-      projectId,
+      // Only well-formed ids reach the statement: one bad value (a NUL byte, say) would fail
+      // every read batched with it.
+      projectId: isId('prj', projectId) ? projectId : '',
       jobId: isId('job', jobId) ? jobId : '',
       keyHash,
     });

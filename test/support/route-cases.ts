@@ -490,6 +490,31 @@ export function jsonBodyCases(spec: RouteSpec, fixture: () => RouteFixture): voi
       assert.ok(res.status === 200 || res.status === 201, `${res.status} ${res.text}`);
     });
 
+    test('400 for a NUL character (\\u0000) in any string or key of the body', async () => {
+      // PostgreSQL cannot store U+0000: without the check, the INSERT fails with a 500.
+      const fx = fixture();
+      const valid = spec.body?.(fx);
+      assert.ok(typeof valid === 'object' && valid !== null, 'the route spec needs a body');
+      const variants: [body: Record<string, unknown>, field: string][] = [
+        [{ ...valid, 'odd\u0000key': 'x' }, 'odd\\u0000key'],
+      ];
+      for (const [field, value] of Object.entries(valid)) {
+        if (typeof value === 'string')
+          variants.push([{ ...valid, [field]: `${value}\u0000!` }, field]);
+      }
+      assert.ok(variants.length > 1, 'the valid body has no string field to spoil');
+      for (const [body, field] of variants) {
+        const res = await unchanged(fx.svc, () =>
+          fx.svc.request(spec.method, spec.path(ids(fx)), { key: validKey(spec, fx), body }),
+        );
+        assertError(res, 400, field === 'prompt' ? 'invalid_prompt' : 'bad_request');
+        assert.equal(
+          res.json.error,
+          `"${field}" contains a NUL character (\\u0000), which cannot be stored`,
+        );
+      }
+    });
+
     test('413 for a body one byte over the limit; exactly the limit is read', async () => {
       const fx = fixture();
       const limit = fx.svc.service.app?.initialConfig.bodyLimit ?? 0;

@@ -259,6 +259,22 @@ for (const backend of backends) {
         assert.deepEqual(keyErrors, []);
       });
 
+      test('a malformed project id (a NUL byte) is a 404 and fails no other read of its batch', async () => {
+        const { ctx } = svc.service;
+        const reader = new AuthorizedJobReader(ctx, new KeyChecker(ctx.db, () => {}));
+        const key = `Bearer ${svc.adminKey}`;
+        const [bad, good] = await Promise.allSettled([
+          reader.read(key, 'prj_\u0000', fx.jobId),
+          reader.read(key, fx.project.id, fx.jobId),
+        ]);
+        assert.equal(bad?.status, 'rejected');
+        assert.ok(bad?.status === 'rejected' && bad.reason instanceof AppError);
+        assert.equal(bad.reason.status, 404);
+        assert.equal(good?.status === 'fulfilled' && good.value.job.id, fx.jobId);
+        const res = await svc.request('GET', `/v2/agent/prj_%00/job/${fx.jobId}`);
+        assertError(res, 404, 'not_found');
+      });
+
       test('no 304 without a valid key, even with the right ETag', async () => {
         const etag = etagOf(await get(fx.jobId));
         const headers = { 'if-none-match': etag };
