@@ -229,7 +229,7 @@ export interface PathIds {
 }
 
 export interface RouteSpec {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'PATCH';
   /** 'project' routes live under /v2/agent/{projectId}; 'admin' routes need an admin key. */
   scope: 'project' | 'admin';
   path(ids: PathIds): string;

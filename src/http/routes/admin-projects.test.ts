@@ -1,6 +1,8 @@
-// The admin project routes: POST /v2/admin/projects, GET /v2/admin/projects and
-// GET /v2/admin/projects/{id}. Mostly the validation of what a project may name as its
-// repository, ref and model, each refusal checked to store nothing; and the common auth cases.
+// The admin project routes: POST /v2/admin/projects, GET /v2/admin/projects,
+// GET /v2/admin/projects/{id} and PATCH /v2/admin/projects/{id}. Mostly the validation of what
+// a project may name as its repository, ref and model, each refusal checked to store nothing;
+// and the common auth and body cases. The forge fields of PATCH are tested in test/forges and
+// test/cli.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { backends } from '../../../test/support/databases.ts';
@@ -33,6 +35,14 @@ const getSpec: RouteSpec = {
   method: 'GET',
   scope: 'admin',
   path: ({ projectId }) => `/v2/admin/projects/${projectId}`,
+};
+
+const patchSpec: RouteSpec = {
+  method: 'PATCH',
+  scope: 'admin',
+  path: ({ projectId }) => `/v2/admin/projects/${projectId}`,
+  // Renames the fixture project to its own name: accepted, and changes nothing that matters.
+  body: (fx) => ({ name: fx.project.name }),
 };
 
 const PROJECT_FIELDS = [
@@ -306,7 +316,80 @@ for (const backend of backends) {
       });
     });
 
+    describe('PATCH /v2/admin/projects/{id}', () => {
+      const patch = (id: string, body: unknown) =>
+        svc.request('PATCH', `/v2/admin/projects/${id}`, { body });
+
+      test('200 with the changed record; what the body does not name stays', async () => {
+        const project = await svc.createProject({ name: 'before', model: 'openai:gpt-test' });
+        const res = await patch(project.id, {
+          name: '  after  ',
+          ref: 'release/2.0',
+          draftPullRequests: false,
+        });
+        assert.equal(res.status, 200, res.text);
+        assert.deepEqual(Object.keys(res.json).sort(), PROJECT_FIELDS);
+        assert.equal(res.json.name, 'after');
+        assert.equal(res.json.ref, 'release/2.0');
+        assert.equal(res.json.draftPullRequests, false);
+        assert.equal(res.json.model, 'openai:gpt-test');
+        assert.equal(res.json.repository, project.repository);
+        assert.equal(res.json.createdAt, project.createdAt);
+        assert.ok((res.json.updatedAt ?? '') > project.updatedAt, 'updatedAt did not move');
+        const read = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+        assert.deepEqual(read.json, res.json);
+        const cleared = await patch(project.id, { model: null });
+        assert.equal(cleared.status, 200, cleared.text);
+        assert.equal(cleared.json.model, null);
+      });
+
+      test('a changed repository and ref apply to jobs created afterwards only', async () => {
+        const project = await svc.createProject({ name: 'moves' });
+        const key = svc.adminKey;
+        const first = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'before the move' },
+          key,
+        });
+        assert.equal(first.status, 201, first.text);
+        const moved = await patch(project.id, { repository: HTTPS_REPO, ref: 'next' });
+        assert.equal(moved.status, 200, moved.text);
+        const second = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'after the move' },
+          key,
+        });
+        assert.deepEqual(second.json.source, { repository: HTTPS_REPO, ref: 'next' });
+        const again = await svc.request('GET', `/v2/agent/${project.id}/job/${first.json.id}`);
+        assert.deepEqual(again.json.source, first.json.source);
+      });
+
+      test('400 for a bad field, each refusal changing nothing', async () => {
+        const id = fx.project.id;
+        for (const [body, pattern] of [
+          [{ name: '' }, /name/],
+          [{ name: 'n'.repeat(201) }, /name/],
+          [{ ref: 'bad..ref' }, /ref/],
+          [{ model: 'no-provider' }, /model/],
+          [{ repository: 'ext::sh -c touch% /tmp/pwned' }, /repository/],
+          [{ colour: 'blue' }, /unknown field "colour"/],
+        ] as const) {
+          const res = await unchanged(svc, () => patch(id, body));
+          assertError(res, 400, 'bad_request');
+          assert.match(res.json.error ?? '', pattern, JSON.stringify(body));
+        }
+      });
+
+      test('404 for an unknown or malformed project id; nothing is written', async () => {
+        for (const id of [randomProjectId(), 'not-a-project', fx.jobId]) {
+          const res = await unchanged(svc, () => patch(id, { name: 'ghost' }));
+          assertError(res, 404, 'not_found');
+        }
+      });
+
+      describe('body', () => jsonBodyCases(patchSpec, fixture));
+    });
+
     describe('security', () => {
+      describe('PATCH /v2/admin/projects/{id}', () => authCases(patchSpec, fixture));
       describe('POST /v2/admin/projects', () => authCases(createSpec, fixture));
       describe('GET /v2/admin/projects', () => authCases(listSpec, fixture));
       describe('GET /v2/admin/projects/{id}', () => authCases(getSpec, fixture));
