@@ -89,8 +89,9 @@ export class AgentRunner implements TurnRunner {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
     const secrets = [...config.secrets];
-    const scrub = (text: string) => scrubSecrets(text, secrets);
-    const scrubbed = <T>(value: T): T => JSON.parse(scrub(JSON.stringify(value))) as T;
+    const scrub = (text: string) => storable(scrubSecrets(text, secrets));
+    const scrubbed = <T>(value: T): T =>
+      JSON.parse(scrubSecrets(JSON.stringify(value, storableStrings), secrets)) as T;
     // Tools of one step run in parallel; the chain keeps the log in the order events happened.
     let chain: Promise<void> = Promise.resolve();
     const emit = (type: string, data: Record<string, unknown> = {}): Promise<void> => {
@@ -356,6 +357,18 @@ export class AgentRunner implements TurnRunner {
         .trim(),
     };
   }
+}
+
+/**
+ * Model output may contain U+0000, which neither PostgreSQL text and jsonb nor a git commit
+ * message can hold: it is stored as U+FFFD. Files the model writes keep their bytes.
+ */
+function storable(text: string): string {
+  return text.replaceAll('\u0000', '\ufffd');
+}
+
+function storableStrings(_key: string, value: unknown): unknown {
+  return typeof value === 'string' ? storable(value) : value;
 }
 
 /** Upstream failures become retryable or final turn errors, with credentials scrubbed out. */

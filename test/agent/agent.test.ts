@@ -258,6 +258,27 @@ for (const backend of backends) {
       llm.reset();
     });
 
+    test('a NUL character from the model is stored as U+FFFD; the turn completes', async () => {
+      // PostgreSQL text and jsonb cannot hold U+0000; a model can still send one.
+      llm.script(
+        toolCalls([{ name: 'write_file', input: { path: 'nul.txt', content: 'a\u0000b\n' } }]),
+        reply('Wrote a\u0000b into nul.txt.'),
+      );
+      const jobId = await create('Write a file with a NUL byte in it');
+      await until(jobId, 'completed');
+      const [turn] = await svc.service.ctx.db
+        .selectFrom('turns')
+        .select(['summary', 'messages'])
+        .where('job_id', '=', jobId)
+        .execute();
+      assert.equal(turn?.summary, 'Wrote a\ufffdb into nul.txt.');
+      const stored = JSON.stringify([turn?.messages, await events(jobId)]);
+      assert.ok(!stored.includes('\\u0000'), 'a NUL reached the transcript or the events');
+      assert.ok(stored.includes('a\ufffdb'), stored.slice(0, 500));
+      // The file itself keeps the NUL the model wrote (git() trims the final newline).
+      assert.equal(git(origin.bare, 'show', `errand/${jobId}:nul.txt`), 'a\u0000b');
+    });
+
     test('events and transcript carry no credential, even when asked for the environment', async () => {
       llm.script(
         toolCalls([
