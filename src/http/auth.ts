@@ -27,10 +27,25 @@ export function requireAdmin(keys: KeyChecker) {
   };
 }
 
-interface KeyAndProjectRow extends Omit<ProjectRow, 'id'> {
-  key_id: string;
+/** The key's columns of a row that reads the key together with a project. */
+interface KeyColumns {
+  key_id: string | null;
   key_project: string | null;
   key_revoked_at: Date | null;
+}
+
+/** The principal of a key read by a query, and whether it may act on `projectId`: 401, then 403. */
+function authorize(keys: KeyChecker, row: KeyColumns | undefined, projectId: string): Principal {
+  const principal = keys.principalOf(
+    row && { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at },
+  );
+  if (principal.projectId !== null && principal.projectId !== projectId) {
+    throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
+  }
+  return principal;
+}
+
+interface KeyAndProjectRow extends Omit<ProjectRow, 'id'>, KeyColumns {
   id: string | null;
 }
 
@@ -55,12 +70,7 @@ export function requireProject(ctx: AppContext, keys: KeyChecker) {
       KEY_AND_PROJECT_SQL,
       [hash, isId('prj', projectId) ? projectId : ''],
     );
-    const principal = keys.principalOf(
-      row && { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at },
-    );
-    if (principal.projectId !== null && principal.projectId !== projectId) {
-      throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
-    }
+    const principal = authorize(keys, row, projectId);
     if (!row?.id) throw new AppError('not_found', `project ${projectId} not found`);
     const { key_id, key_project, key_revoked_at, ...project } = row;
     request.principal = principal;
@@ -68,10 +78,7 @@ export function requireProject(ctx: AppContext, keys: KeyChecker) {
   };
 }
 
-interface KeyAndJobRow extends Omit<JobView, 'id' | 'project_id'> {
-  key_id: string | null;
-  key_project: string | null;
-  key_revoked_at: Date | null;
+interface KeyAndJobRow extends Omit<JobView, 'id' | 'project_id'>, KeyColumns {
   project_exists: boolean;
   job_id: string | null;
   job_version: string | null;
@@ -148,14 +155,7 @@ export class AuthorizedJobReader {
       jobId: isId('job', jobId) ? jobId : '',
       keyHash,
     });
-    const principal = this.#keys.principalOf({
-      id: row.key_id,
-      project_id: row.key_project,
-      revoked_at: row.key_revoked_at,
-    });
-    if (principal.projectId !== null && principal.projectId !== projectId) {
-      throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
-    }
+    authorize(this.#keys, row, projectId);
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
     const { key_id, key_project, key_revoked_at, project_exists, job_id, job_version, ...job } =
