@@ -63,6 +63,12 @@ for (const backend of backends) {
       assert.equal(res.status, 201, res.text);
       return res;
     };
+    /** A reader as the route builds it; a failed write of a key's last use is kept to assert on. */
+    const newReader = (ctx: AppContext = svc.service.ctx, timeoutMs?: number) => {
+      const keyErrors: unknown[] = [];
+      const keys = new KeyChecker(ctx.db, (err) => keyErrors.push(err));
+      return { reader: new AuthorizedJobReader(ctx, keys, timeoutMs), keyErrors };
+    };
     const etagOf = (res: HttpResult): string => {
       const etag = res.headers.get('etag') ?? '';
       assert.match(etag, ETAG);
@@ -181,8 +187,7 @@ for (const backend of backends) {
           t.skip('needs PostgreSQL (a second connection holds a lock on the jobs table)');
           return;
         }
-        const { ctx } = svc.service;
-        const reader = new AuthorizedJobReader(ctx, new KeyChecker(ctx.db, () => {}), 300);
+        const { reader, keyErrors } = newReader(svc.service.ctx, 300);
         const locker = new pg.Client({ connectionString: url });
         await locker.connect();
         try {
@@ -197,6 +202,7 @@ for (const backend of backends) {
           await locker.query('COMMIT');
           const { job } = await reader.read(`Bearer ${fx.projectKey}`, fx.project.id, fx.jobId);
           assert.equal(job.id, fx.jobId);
+          assert.deepEqual(keyErrors, []);
         } finally {
           await locker.query('ROLLBACK').catch(() => {});
           await locker.end();
@@ -219,11 +225,7 @@ for (const backend of backends) {
             return ctx.prepared<R>(name, text, values);
           },
         };
-        const keyErrors: unknown[] = [];
-        const reader = new AuthorizedJobReader(
-          counted,
-          new KeyChecker(ctx.db, (err) => keyErrors.push(err)),
-        );
+        const { reader, keyErrors } = newReader(counted);
         const revoked = await svc.createProjectKey(fx.project.id);
         const revoke = await svc.request('POST', `/v2/admin/keys/${revoked.id}/revoke`);
         assert.equal(revoke.status, 200, revoke.text);
@@ -260,8 +262,7 @@ for (const backend of backends) {
       });
 
       test('a malformed project id (a NUL byte) is a 404 and fails no other read of its batch', async () => {
-        const { ctx } = svc.service;
-        const reader = new AuthorizedJobReader(ctx, new KeyChecker(ctx.db, () => {}));
+        const { reader, keyErrors } = newReader();
         const key = `Bearer ${svc.adminKey}`;
         const [bad, good] = await Promise.allSettled([
           reader.read(key, 'prj_\u0000', fx.jobId),
@@ -273,6 +274,7 @@ for (const backend of backends) {
         assert.equal(good?.status === 'fulfilled' && good.value.job.id, fx.jobId);
         const res = await svc.request('GET', `/v2/agent/prj_%00/job/${fx.jobId}`);
         assertError(res, 404, 'not_found');
+        assert.deepEqual(keyErrors, []);
       });
 
       test('no 304 without a valid key, even with the right ETag', async () => {
