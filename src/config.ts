@@ -41,6 +41,7 @@ const envSchema = z.object({
   ERRAND_OPENAI_COMPATIBLE_API_KEY: z.string().min(1).optional(),
   ERRAND_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   ERRAND_PUBLIC_URL: z.url().optional(),
+  ERRAND_FORGE_TOKEN_ENV_ALLOW: z.string().optional(),
   ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
   ERRAND_API_KEY: z.string().min(1).optional(),
 });
@@ -73,6 +74,8 @@ export interface Config {
   publicUrl: string | undefined;
   /** The process environment, for forge tokens a project names by variable (read by workers). */
   workerEnv: Readonly<Record<string, string | undefined>>;
+  /** Variable names a project may give for its forge token besides `ERRAND_FORGE_TOKEN_*`. */
+  forgeTokenEnvAllow: readonly string[];
   /** Every secret value in this config, so that events and errors can be scrubbed of them. */
   secrets: string[];
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -89,6 +92,43 @@ export type ConfigOverrides = Partial<{
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
+}
+
+/** Variables a project may always name as its forge token's: `ERRAND_FORGE_TOKEN_<anything>`. */
+export const FORGE_TOKEN_ENV_PREFIX = 'ERRAND_FORGE_TOKEN_';
+const SETTING_NAMES: ReadonlySet<string> = new Set(Object.keys(envSchema.shape));
+
+/**
+ * Whether `name` is one of Errand's own settings or secrets (every name read here, every
+ * other ERRAND_* name, and libpq's PG* variables the PostgreSQL driver reads). A project
+ * admin chooses where a forge token is sent, so none of these may ever be a token's variable.
+ */
+export function isErrandSetting(name: string): boolean {
+  return (
+    SETTING_NAMES.has(name) ||
+    (name.startsWith('ERRAND_') && !name.startsWith(FORGE_TOKEN_ENV_PREFIX)) ||
+    /^PG[A-Z]+$/.test(name)
+  );
+}
+
+function forgeTokenEnvAllow(value: string | undefined): string[] {
+  const names = (value ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+  for (const name of names) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]{0,127}$/.test(name)) {
+      throw new ConfigError(
+        `invalid setting ERRAND_FORGE_TOKEN_ENV_ALLOW: "${name}" is not an environment variable name (give exact names, comma-separated)`,
+      );
+    }
+    if (isErrandSetting(name)) {
+      throw new ConfigError(
+        `invalid setting ERRAND_FORGE_TOKEN_ENV_ALLOW: ${name} is one of Errand's own settings or secrets and can never be a forge token's variable`,
+      );
+    }
+  }
+  return names;
 }
 
 export function loadConfig(
@@ -142,6 +182,7 @@ export function loadConfig(
     secretKey: e.ERRAND_SECRET_KEY,
     publicUrl: e.ERRAND_PUBLIC_URL?.replace(/\/+$/, ''),
     workerEnv: env,
+    forgeTokenEnvAllow: forgeTokenEnvAllow(e.ERRAND_FORGE_TOKEN_ENV_ALLOW),
     secrets: [
       e.ERRAND_SECRET_KEY,
       e.ANTHROPIC_API_KEY,

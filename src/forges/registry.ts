@@ -7,6 +7,7 @@ import { open } from '../secrets/box.ts';
 import * as gitea from './gitea/index.ts';
 import * as github from './github/index.ts';
 import * as gitlab from './gitlab/index.ts';
+import { forgeTokenEnvRefusal } from './token-env.ts';
 import { type ForgeCredentials, ForgeError, type ForgeKind, type ForgeProvider } from './types.ts';
 
 export const forgeProviders: ReadonlyMap<ForgeKind, ForgeProvider> = new Map<
@@ -62,6 +63,16 @@ export function forgeCredentials(
   kind: ForgeKind,
 ): ForgeCredentials {
   if (project.forge_token_env) {
+    // A row written before this check existed, or by an API allowing other names, must not
+    // make this worker send one of its own secrets to a forge URL the project's admin chose.
+    const refusal = forgeTokenEnvRefusal(project.forge_token_env, config);
+    if (refusal) {
+      throw new ForgeError(
+        kind,
+        `this worker does not read the project's ${kind} token from ${project.forge_token_env}: ${refusal}. Change it with 'errand project update ID --forge-token-env NAME'`,
+        { transient: false },
+      );
+    }
     const token = config.workerEnv[project.forge_token_env];
     if (!token) {
       throw new ForgeError(

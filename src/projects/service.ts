@@ -6,6 +6,7 @@ import type { AppContext } from '../context.ts';
 import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { FORGE_KINDS, forgeProviders, projectForge } from '../forges/registry.ts';
+import { forgeTokenEnvRefusal } from '../forges/token-env.ts';
 import type { ForgeCredentials, ForgeKind } from '../forges/types.ts';
 import { isId, newId } from '../ids.ts';
 import { seal } from '../secrets/box.ts';
@@ -183,6 +184,8 @@ async function parseFields(
     if (!TOKEN_ENV.test(tokenEnv)) {
       throw new AppError('bad_request', '"forgeTokenEnv" must be an environment variable name');
     }
+    const refusal = forgeTokenEnvRefusal(tokenEnv, ctx.config);
+    if (refusal) throw new AppError('bad_request', `invalid "forgeTokenEnv": ${refusal}`);
     changes.forge_token_env = tokenEnv;
     changes.forge_secret = null;
   } else if (typeof token === 'string') {

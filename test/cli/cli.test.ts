@@ -105,7 +105,7 @@ describe('errand CLI', () => {
         '--repo',
         'https://github.com/acme/app.git',
         '--forge-token-env',
-        'GITHUB_TOKEN',
+        'ERRAND_FORGE_TOKEN_GITHUB',
         '--draft-prs',
         'false',
         '--json',
@@ -116,7 +116,7 @@ describe('errand CLI', () => {
       apiUrl: 'https://api.github.com',
       inferred: true,
       credentials: 'token-env',
-      tokenEnv: 'GITHUB_TOKEN',
+      tokenEnv: 'ERRAND_FORGE_TOKEN_GITHUB',
     });
     assert.equal(updated.draftPullRequests, false);
     const refused = await cli([

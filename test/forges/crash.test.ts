@@ -121,14 +121,14 @@ describe('a worker killed between opening and recording the pull request', {
         repository: `${gitServer.url}/acme/app.git`,
         forge: 'github',
         forgeUrl: proxy.url,
-        forgeTokenEnv: 'ERRAND_TEST_GITHUB_TOKEN',
+        forgeTokenEnv: 'ERRAND_FORGE_TOKEN_TEST_GITHUB',
       },
     });
     assert.equal(project.status, 201, project.text);
     const workerEnv = (machine: string) => ({
       ...svc.env,
       ERRAND_DATA_DIR: path.join(tmp, machine),
-      ERRAND_TEST_GITHUB_TOKEN: TOKEN,
+      ERRAND_FORGE_TOKEN_TEST_GITHUB: TOKEN,
       ERRAND_LOG_LEVEL: 'silent',
     });
     llm.script(

@@ -146,7 +146,7 @@ for (const c of cases) {
           OPENAI_BASE_URL: `${llm.url}/v1`,
           ERRAND_MODEL: 'openai:gpt-test',
           ERRAND_SECRET_KEY: 'test-secret-key-for-errand-forges',
-          ERRAND_TEST_FORGE_TOKEN: c.token,
+          ERRAND_FORGE_TOKEN_TEST: c.token,
         },
       });
       const project = await svc.request('POST', '/v2/admin/projects', {
@@ -156,7 +156,7 @@ for (const c of cases) {
           forge: c.forge,
           forgeUrl: forge.apiUrl,
           ...(c.credentials === 'env'
-            ? { forgeTokenEnv: 'ERRAND_TEST_FORGE_TOKEN' }
+            ? { forgeTokenEnv: 'ERRAND_FORGE_TOKEN_TEST' }
             : { forgeToken: c.token }),
         },
       });

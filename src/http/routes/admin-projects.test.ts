@@ -1,8 +1,8 @@
 // The admin project routes: POST /v2/admin/projects, GET /v2/admin/projects,
 // GET /v2/admin/projects/{id} and PATCH /v2/admin/projects/{id}. Mostly the validation of what
-// a project may name as its repository, ref and model, each refusal checked to store nothing;
-// and the common auth and body cases. The forge fields of PATCH are tested in test/forges and
-// test/cli.
+// a project may name as its repository, ref, model and forge token variable, each refusal
+// checked to store nothing; and the common auth and body cases. The other forge fields are
+// tested in test/forges and test/cli.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { backends } from '../../../test/support/databases.ts';
@@ -59,7 +59,8 @@ const PROJECT_FIELDS = [
 
 for (const backend of backends) {
   describe(`admin project routes on ${backend}`, () => {
-    // svc allows local repositories; noLocal is a server with ERRAND_ALLOW_LOCAL_REPOS=false.
+    // svc allows local repositories; noLocal is a server with ERRAND_ALLOW_LOCAL_REPOS=false
+    // whose operator also allows two forge token variables outside ERRAND_FORGE_TOKEN_*.
     let svc: TestService;
     let noLocal: TestService;
     let fx: RouteFixture;
@@ -68,7 +69,14 @@ for (const backend of backends) {
     before(async () => {
       [svc, noLocal] = await Promise.all([
         startTestService({ backend, worker: false }),
-        startTestService({ backend, worker: false, env: { ERRAND_ALLOW_LOCAL_REPOS: 'false' } }),
+        startTestService({
+          backend,
+          worker: false,
+          env: {
+            ERRAND_ALLOW_LOCAL_REPOS: 'false',
+            ERRAND_FORGE_TOKEN_ENV_ALLOW: 'GITHUB_TOKEN, GITLAB_TOKEN',
+          },
+        }),
       ]);
       fx = await createRouteFixture(svc);
     });
@@ -176,6 +184,30 @@ for (const backend of backends) {
         }
       });
 
+      test('forgeTokenEnv: any ERRAND_FORGE_TOKEN_* name, and the names the operator allows', async () => {
+        const res = await post({
+          name: 'token env',
+          repository: HTTPS_REPO,
+          forgeTokenEnv: 'ERRAND_FORGE_TOKEN_GITHUB',
+        });
+        assert.equal(res.status, 201, res.text);
+        assert.equal(res.json.forge?.credentials, 'token-env');
+        assert.equal(res.json.forge?.tokenEnv, 'ERRAND_FORGE_TOKEN_GITHUB');
+        const patched = await svc.request('PATCH', `/v2/admin/projects/${res.json.id}`, {
+          body: { forgeTokenEnv: 'ERRAND_FORGE_TOKEN_acme_2' },
+        });
+        assert.equal(patched.status, 200, patched.text);
+        assert.equal(patched.json.forge?.tokenEnv, 'ERRAND_FORGE_TOKEN_acme_2');
+        for (const name of ['GITHUB_TOKEN', 'GITLAB_TOKEN', 'ERRAND_FORGE_TOKEN_GITLAB']) {
+          const allowed = await post(
+            { name: 'allowed', repository: HTTPS_REPO, forgeTokenEnv: name },
+            noLocal,
+          );
+          assert.equal(allowed.status, 201, `${name}: ${allowed.text}`);
+          assert.equal(allowed.json.forge?.tokenEnv, name);
+        }
+      });
+
       test('remote repositories still work where local ones are disabled', async () => {
         for (const repository of [HTTPS_REPO, 'git@github.com:acme/widgets.git']) {
           const res = await post({ name: 'remote', repository }, noLocal);
@@ -244,6 +276,65 @@ for (const backend of backends) {
         for (const repository of [dir, `file://${dir}`, '/tmp']) {
           await refused({ repository }, /local repositories are disabled/, noLocal);
         }
+      });
+
+      test("forgeTokenEnv: Errand's own settings and secrets, even where the operator allows other names", async () => {
+        for (const name of [
+          'ERRAND_SECRET_KEY',
+          'DATABASE_URL',
+          'ANTHROPIC_API_KEY',
+          'OPENAI_API_KEY',
+          'GOOGLE_GENERATIVE_AI_API_KEY',
+          'ERRAND_OPENAI_COMPATIBLE_API_KEY',
+          'ERRAND_API_KEY',
+          'ERRAND_DATA_DIR',
+          'ERRAND_FORGE_TOKEN_ENV_ALLOW',
+          'ERRAND_NOT_A_SETTING_YET',
+          'PGPASSWORD',
+        ]) {
+          for (const s of [svc, noLocal]) {
+            await refused(
+              { forgeTokenEnv: name },
+              new RegExp(`${name} is one of Errand's own settings.*ERRAND_FORGE_TOKEN_`),
+              s,
+            );
+          }
+          const res = await unchanged(svc, () =>
+            svc.request('PATCH', `/v2/admin/projects/${fx.project.id}`, {
+              body: { forgeTokenEnv: name },
+            }),
+          );
+          assertError(res, 400, 'bad_request');
+          assert.match(res.json.error ?? '', /forgeTokenEnv/);
+        }
+      });
+
+      test('forgeTokenEnv: other names, with a message naming what is allowed and how to allow more', async () => {
+        for (const name of [
+          'GITHUB_TOKEN',
+          'PATH',
+          'AWS_SECRET_ACCESS_KEY',
+          'ERRAND_FORGE_TOKEN_',
+        ]) {
+          await refused(
+            { forgeTokenEnv: name },
+            new RegExp(
+              `${name} is not an allowed forge token variable: use a name starting with ERRAND_FORGE_TOKEN_ .*ERRAND_FORGE_TOKEN_ENV_ALLOW`,
+            ),
+          );
+        }
+        await refused(
+          { forgeTokenEnv: 'GITEA_TOKEN' },
+          /GITEA_TOKEN is not an allowed .* or one of GITHUB_TOKEN, GITLAB_TOKEN;.*ERRAND_FORGE_TOKEN_ENV_ALLOW/,
+          noLocal,
+        );
+        const res = await unchanged(svc, () =>
+          svc.request('PATCH', `/v2/admin/projects/${fx.project.id}`, {
+            body: { forgeTokenEnv: 'GITHUB_TOKEN' },
+          }),
+        );
+        assertError(res, 400, 'bad_request');
+        assert.match(res.json.error ?? '', /not an allowed forge token variable/);
       });
 
       test('400 for a missing or non-string repository', async () => {
