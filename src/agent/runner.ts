@@ -15,6 +15,7 @@ import {
   type TurnRunner,
 } from '../jobs/runner.ts';
 import type { Logger } from '../log.ts';
+import { headerSecrets } from '../workspace/errors.ts';
 import { gitOut } from '../workspace/git.ts';
 import {
   type Checkout,
@@ -196,7 +197,8 @@ export class AgentRunner implements TurnRunner {
     const gitAuth = await client.gitAuth(signal);
     let auth: GitAuth | undefined;
     if (gitAuth && /^https?:\/\//.test(job.repository)) {
-      secrets.push(gitAuth.header, gitAuth.header.slice(gitAuth.header.indexOf(':') + 1).trim());
+      // A GitHub App's installation token is in no other secret: only the header holds it.
+      secrets.push(...headerSecrets(gitAuth.header));
       // Scoped to the repository's own origin, whatever prefix the provider suggests.
       auth = { urlPrefix: `${new URL(job.repository).origin}/`, header: gitAuth.header };
     }

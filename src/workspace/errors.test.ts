@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ExternalError } from '../errors.ts';
-import { classifyGitFailure, GitError, makeScrubber, stderrSummary } from './errors.ts';
+import {
+  classifyGitFailure,
+  GitError,
+  headerSecrets,
+  makeScrubber,
+  stderrSummary,
+} from './errors.ts';
 
 // Real stderr texts of git 2.39 (and ssh) for each kind of failure.
 const STDERR: ReadonlyArray<readonly [string, string, boolean]> = [
@@ -94,6 +100,39 @@ test('GitError is an ExternalError of service "git" with its classification', ()
   assert.equal(err.name, 'GitError');
   assert.equal(err.transient, true);
   assert.equal(err.exitCode, 128);
+});
+
+test('headerSecrets: the line, the value, the bare credential and, for Basic, user:token and the token', () => {
+  const credential = Buffer.from('x-access-token:ghs_installation0123').toString('base64');
+  assert.deepEqual(headerSecrets(`Authorization: Basic ${credential}`), [
+    `Authorization: Basic ${credential}`,
+    `Basic ${credential}`,
+    credential,
+    'x-access-token:ghs_installation0123',
+    'ghs_installation0123',
+  ]);
+  assert.deepEqual(headerSecrets('Authorization: Bearer glpat-0123456789'), [
+    'Authorization: Bearer glpat-0123456789',
+    'Bearer glpat-0123456789',
+    'glpat-0123456789',
+  ]);
+  // A header without a scheme: its value is the credential.
+  assert.deepEqual(headerSecrets('PRIVATE-TOKEN: glpat-abcdef'), [
+    'PRIVATE-TOKEN: glpat-abcdef',
+    'glpat-abcdef',
+  ]);
+  // Basic is matched whatever its case; the decoded password is kept even without a user.
+  const bare = Buffer.from(':t0ken-only').toString('base64');
+  assert.deepEqual(headerSecrets(`authorization: basic ${bare}`).slice(-2), [
+    ':t0ken-only',
+    't0ken-only',
+  ]);
+  // Longest first, so scrubbing in order never leaves part of a longer form behind.
+  const forms = headerSecrets(`Authorization: Basic ${credential}`);
+  assert.deepEqual(
+    forms,
+    [...forms].sort((a, b) => b.length - a.length),
+  );
 });
 
 test('makeScrubber removes the header, its value, the token and decoded basic credentials', () => {

@@ -112,23 +112,31 @@ export function classifyGitFailure(stderr: string): Classification {
   return { code: 'failed', transient: false, explanation: 'git failed' };
 }
 
+/**
+ * Every form in which the secret of an HTTP header line can show up in text: the whole line,
+ * its value (`Basic …`), the bare credential after the scheme (the base64), and for Basic the
+ * decoded `user:password` and the password. Longest first, so that scrubbing in this order
+ * never leaves part of a longer form behind.
+ */
+export function headerSecrets(header: string): string[] {
+  const forms = new Set<string>([header.trim()]);
+  const colon = header.indexOf(':');
+  const value = colon === -1 ? '' : header.slice(colon + 1).trim();
+  forms.add(value);
+  const [scheme, credential] = /^(\S+)\s+(\S.*)$/.exec(value)?.slice(1) ?? [];
+  if (credential) forms.add(credential);
+  if (credential && scheme?.toLowerCase() === 'basic') {
+    const decoded = Buffer.from(credential, 'base64').toString('utf8');
+    forms.add(decoded);
+    const separator = decoded.indexOf(':');
+    if (separator !== -1) forms.add(decoded.slice(separator + 1));
+  }
+  return [...forms].filter((form) => form.length >= 4).sort((a, b) => b.length - a.length);
+}
+
 /** Returns a function that removes every form of the credentials in `auth` from a text. */
 export function makeScrubber(auth: GitAuth | undefined): (text: string) => string {
-  const secrets = new Set<string>();
-  if (auth) {
-    secrets.add(auth.header);
-    const value = auth.header.slice(auth.header.indexOf(':') + 1).trim();
-    secrets.add(value);
-    for (const part of value.split(/\s+/)) if (part.length >= 6) secrets.add(part);
-    const basic = /^Basic\s+(\S+)$/i.exec(value)?.[1];
-    if (basic) {
-      const decoded = Buffer.from(basic, 'base64').toString('utf8');
-      secrets.add(decoded);
-      const password = decoded.slice(decoded.indexOf(':') + 1);
-      if (password.length >= 4) secrets.add(password);
-    }
-  }
-  const ordered = [...secrets].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
+  const ordered = auth ? headerSecrets(auth.header) : [];
   return (text) => {
     let out = text;
     for (const secret of ordered) out = out.split(secret).join('***');
