@@ -7,7 +7,7 @@ import type { Db } from '../db/database.ts';
 import type { JobRow, ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
 import { forgeCredentials, forgeProviders, projectForge } from '../forges/registry.ts';
-import type { ForgeClient, ForgeKind } from '../forges/types.ts';
+import type { ForgeClient, ForgeKind, ForgeProvider } from '../forges/types.ts';
 import {
   TurnFailedError,
   type TurnInput,
@@ -15,7 +15,7 @@ import {
   type TurnRunner,
 } from '../jobs/runner.ts';
 import type { Logger } from '../log.ts';
-import { headerSecrets } from '../workspace/errors.ts';
+import { GitError, headerSecrets } from '../workspace/errors.ts';
 import { gitOut } from '../workspace/git.ts';
 import {
   type Checkout,
@@ -47,6 +47,7 @@ type Emit = (type: string, data?: Record<string, unknown>) => Promise<void>;
 interface TurnForge {
   kind: ForgeKind;
   project: ProjectRow;
+  provider: ForgeProvider | undefined;
   client: ForgeClient | undefined;
   auth: GitAuth | undefined;
 }
@@ -101,8 +102,9 @@ export class AgentRunner implements TurnRunner {
       return chain;
     };
 
+    let forge: TurnForge | undefined;
     try {
-      const forge = await this.#forge(job, secrets, signal);
+      forge = await this.#forge(job, secrets, signal);
       const checkout = await prepareCheckout(this.#workspace, {
         projectId: job.project_id,
         jobId: job.id,
@@ -170,7 +172,7 @@ export class AgentRunner implements TurnRunner {
     } catch (err) {
       if (err instanceof BudgetExceededError)
         throw new TurnFailedError(`${err.message}; nothing was committed`);
-      throw asTurnError(err, scrub);
+      throw asTurnError(err, scrub, forge);
     }
   }
 
@@ -185,7 +187,7 @@ export class AgentRunner implements TurnRunner {
     const forge = projectForge({ ...project, repository: job.repository });
     const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
     if (!provider || !forge.apiUrl)
-      return { kind: forge.kind, project, client: undefined, auth: undefined };
+      return { kind: forge.kind, project, provider: undefined, client: undefined, auth: undefined };
     const credentials = forgeCredentials(this.#deps.config, project, forge.kind);
     for (const value of [credentials.token, credentials.githubApp?.privateKey])
       if (value) secrets.push(value);
@@ -202,7 +204,7 @@ export class AgentRunner implements TurnRunner {
       // Scoped to the repository's own origin, whatever prefix the provider suggests.
       auth = { urlPrefix: `${new URL(job.repository).origin}/`, header: gitAuth.header };
     }
-    return { kind: forge.kind, project, client, auth };
+    return { kind: forge.kind, project, provider, client, auth };
   }
 
   async #agent(
@@ -373,9 +375,25 @@ function storableStrings(_key: string, value: unknown): unknown {
   return typeof value === 'string' ? storable(value) : value;
 }
 
-/** Upstream failures become retryable or final turn errors, with credentials scrubbed out. */
-function asTurnError(err: unknown, scrub: (text: string) => string): unknown {
+/**
+ * Upstream failures become retryable or final turn errors, with credentials scrubbed out. Git
+ * refused with the forge's token (a revoked or under-privileged token) is said as a forge
+ * failure: which forge, and what the token needs, as the forge's own API failures are.
+ */
+function asTurnError(
+  err: unknown,
+  scrub: (text: string) => string,
+  forge: TurnForge | undefined,
+): unknown {
   if (!(err instanceof ExternalError)) return err;
+  if (err instanceof GitError && err.code === 'auth' && forge?.auth && forge.provider) {
+    const { name, tokenPermissions } = forge.provider;
+    return new TurnFailedError(
+      scrub(
+        `${name} refused git access with the project's token: ${err.message}. ${tokenPermissions.charAt(0).toUpperCase()}${tokenPermissions.slice(1)}; check also that it has not expired or been revoked.`,
+      ),
+    );
+  }
   const message = scrub(err.message);
   if (!err.transient) return new TurnFailedError(message);
   return new ExternalError(err.service, message, {

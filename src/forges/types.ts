@@ -66,6 +66,13 @@ export interface ForgeClientOptions {
 
 export interface ForgeProvider {
   readonly id: ForgeKind;
+  /** How people write its name, e.g. "GitHub". */
+  readonly name: string;
+  /**
+   * What the token must be allowed to do for Errand to fetch, push and open pull requests,
+   * e.g. "the token needs the api scope …": said when git is refused with the token.
+   */
+  readonly tokenPermissions: string;
   /** The API base URL for a repository on this forge's public instance, when known (github.com → api.github.com). */
   defaultApiUrl(repository: string): string | undefined;
   create(options: ForgeClientOptions): ForgeClient;

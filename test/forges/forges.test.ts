@@ -35,6 +35,9 @@ interface ForgeFake {
 
 interface Case {
   forge: 'github' | 'gitlab' | 'gitea';
+  /** How the forge is named in messages, and what the README says its token needs. */
+  name: string;
+  permission: RegExp;
   token: string;
   gitUser: string;
   /** How the project is given its token. */
@@ -45,6 +48,8 @@ interface Case {
 const cases: Case[] = [
   {
     forge: 'github',
+    name: 'GitHub',
+    permission: /Contents: Read and write/,
     token: 'ghp_testtoken0123456789abcdef',
     gitUser: 'x-access-token',
     credentials: 'stored',
@@ -67,6 +72,8 @@ const cases: Case[] = [
   },
   {
     forge: 'gitlab',
+    name: 'GitLab',
+    permission: /api scope and at least the Developer role/,
     token: 'glpat-testtoken0123456789',
     gitUser: 'oauth2',
     credentials: 'env',
@@ -89,6 +96,8 @@ const cases: Case[] = [
   },
   {
     forge: 'gitea',
+    name: 'Gitea',
+    permission: /write:repository scope/,
     token: 'gitea0123456789abcdeftoken',
     gitUser: 'errand',
     credentials: 'env',
@@ -149,10 +158,15 @@ for (const c of cases) {
           ERRAND_FORGE_TOKEN_TEST: c.token,
         },
       });
+      projectId = await createProject(gitServer);
+    });
+
+    /** A project of this forge whose repository is `acme/app` on `server`. */
+    const createProject = async (server: GitHttpServer): Promise<string> => {
       const project = await svc.request('POST', '/v2/admin/projects', {
         body: {
           name: c.forge,
-          repository: `${gitServer.url}/acme/app.git`,
+          repository: `${server.url}/acme/app.git`,
           forge: c.forge,
           forgeUrl: forge.apiUrl,
           ...(c.credentials === 'env'
@@ -166,8 +180,8 @@ for (const c of cases) {
         c.credentials === 'env' ? 'token-env' : 'stored-token',
       );
       assert.ok(!project.text.includes(c.token), 'the project record shows the token');
-      projectId = project.json.id as string;
-    });
+      return project.json.id as string;
+    };
     after(async () => {
       await svc?.close();
       await llm?.close();
@@ -184,14 +198,46 @@ for (const c of cases) {
       }
     });
 
-    const until = (jobId: string, status: string) =>
+    const until = (jobId: string, status: string, project = projectId) =>
       waitFor(`job ${jobId} to be ${status}`, async () => {
-        const res = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
+        const res = await svc.request('GET', `/v2/agent/${project}/job/${jobId}`);
         if (res.json.status === status) return res.json;
         if (res.json.status !== 'active')
           throw new Error(`job ended ${res.json.status}: ${res.json.error}`);
         return undefined;
       });
+
+    /** Every form of the token git sends: the token, the Basic credential and its decoding. */
+    const tokenForms = () => {
+      const header = basic(c.gitUser, c.token);
+      return [c.token, header, header.slice('Basic '.length), `${c.gitUser}:${c.token}`];
+    };
+    const assertNoTokenIn = (text: string, where: string) => {
+      for (const form of tokenForms()) {
+        assert.ok(!text.includes(form), `${where} holds a form of the token (${form}): ${text}`);
+      }
+    };
+
+    /** A job on `project` that fails; its error, checked to name the forge and what the token needs. */
+    const failedJob = async (
+      project: string,
+      prompt: string,
+    ): Promise<{ jobId: string; error: string }> => {
+      const created = await svc.request('POST', `/v2/agent/${project}/job`, { body: { prompt } });
+      assert.equal(created.status, 201, created.text);
+      const jobId = created.json.id as string;
+      const job = await until(jobId, 'failed', project);
+      const error = job.error ?? '';
+      assert.match(error, new RegExp(`^${c.name} refused git access with the project's token: `));
+      assert.match(error, c.permission);
+      assert.match(error, /expired or been revoked/);
+      assertNoTokenIn(error, "the job's error");
+      const events =
+        (await svc.request('GET', `/v2/agent/${project}/job/${jobId}/events`)).json.events ?? [];
+      assert.ok(events.some((e) => e.type === 'turn.failed'));
+      assertNoTokenIn(JSON.stringify(events), "the job's events");
+      return { jobId, error };
+    };
 
     test('a job that edits files gets one pull request; a follow-up updates the same one', async () => {
       llm.script(
@@ -271,6 +317,87 @@ for (const c of cases) {
         !logged.includes(basic(c.gitUser, c.token).slice(6)),
         'the git header reached the log',
       );
+    });
+
+    test('a token the git server refuses fails the job, naming the forge, the repository and what the token needs', async () => {
+      // The forge's git server no longer takes the project's token (revoked, or expired).
+      const refusing = await startGitHttpServer({
+        projectRoot: path.join(tmp, 'served'),
+        authorization: basic(c.gitUser, `${c.token}-the-new-one`),
+      });
+      try {
+        const { error } = await failedJob(await createProject(refusing), 'Anything');
+        assert.match(error, new RegExp(`fetch from ${refusing.url}/acme/app\\.git failed`));
+        assert.ok(refusing.requests.length > 0, 'git never asked the server');
+        assert.ok(
+          refusing.requests.some((r) => r.authorization === basic(c.gitUser, c.token)),
+          'git did not send the project token',
+        );
+      } finally {
+        await refusing.close();
+      }
+    });
+
+    test('a token that may fetch but not push fails the job, naming the forge and what the token needs', async () => {
+      let pushRefused = 0;
+      const readOnly = await startGitHttpServer({
+        projectRoot: path.join(tmp, 'served'),
+        authorization: basic(c.gitUser, c.token),
+        intercept(req, res) {
+          if (!(req.url ?? '').includes('git-receive-pack')) return false;
+          pushRefused += 1;
+          res.writeHead(403);
+          res.end('write access to the repository is not granted\n');
+          return true;
+        },
+      });
+      try {
+        llm.script(
+          toolCalls([{ name: 'write_file', input: { path: 'PUSHED.md', content: 'no\n' } }]),
+          reply('Add a file'),
+        );
+        const { jobId, error } = await failedJob(await createProject(readOnly), 'Add a file');
+        assert.match(
+          error,
+          new RegExp(`push of errand/job_\\w+ to ${readOnly.url}/acme/app\\.git failed`),
+        );
+        assert.ok(pushRefused > 0, 'git never tried to push');
+        assert.equal(
+          git(bare, 'for-each-ref', '--format=%(refname)', `refs/heads/errand/${jobId}`),
+          '',
+          'the refused push landed',
+        );
+      } finally {
+        await readOnly.close();
+      }
+    });
+
+    test("every form of git's credential is scrubbed from what a turn stores and sends", async () => {
+      // The model cannot see the token; this is the second line of defence, should it ever.
+      const forms = tokenForms();
+      llm.script(
+        toolCalls([{ name: 'write_file', input: { path: 'SCRUB.md', content: 'scrubbed\n' } }]),
+        reply(`Add SCRUB.md\n\nForms: ${forms.map((f) => `<${f}>`).join(' ')}`),
+      );
+      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'Add SCRUB.md' },
+      });
+      const jobId = created.json.id as string;
+      await until(jobId, 'completed');
+      const turns = await svc.service.ctx.db
+        .selectFrom('turns')
+        .selectAll()
+        .where('job_id', '=', jobId)
+        .execute();
+      assert.match(turns[0]?.summary ?? '', /Forms: <\[redacted\]>/);
+      const stored = JSON.stringify([
+        turns,
+        (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json,
+        (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json,
+        forge.pulls(),
+        git(bare, 'log', '--format=%B', `errand/${jobId}`),
+      ]);
+      assertNoTokenIn(stored, 'a stored turn, event, pull request or commit');
     });
   });
 }

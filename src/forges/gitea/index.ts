@@ -22,8 +22,13 @@ import { ForgeError } from '../types.ts';
 
 export const id = 'gitea';
 
+const PERMISSIONS =
+  'the token needs the write:repository scope (Gitea 1.19 and later; older versions and Forgejo before 1.20 also need write:issue) and write access to the repository';
+
 export const provider: ForgeProvider = {
   id,
+  name: 'Gitea',
+  tokenPermissions: PERMISSIONS,
   // Gitea and Forgejo have no single public instance: the API URL is always configured.
   defaultApiUrl: () => undefined,
   create: createGiteaClient,
@@ -39,8 +44,6 @@ const PAGE_SIZE = 50;
 // 1000 pull requests per look-up: enough for a job's recent one, and a bound on a huge list.
 const MAX_PAGES = 20;
 
-const PERMISSIONS =
-  'the token needs the write:repository scope (Gitea 1.19 and later; older versions and Forgejo before 1.20 also need write:issue) and write access to the repository';
 const TOKEN_HELP =
   "Create an access token (Settings → Applications) with the write:repository scope and set it as the project's forge token.";
 

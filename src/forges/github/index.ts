@@ -25,6 +25,9 @@ export const id = 'github';
 
 export const provider: ForgeProvider = {
   id,
+  name: 'GitHub',
+  tokenPermissions:
+    "the token needs the 'Contents: Read and write' and 'Pull requests: Read and write' permissions on the repository (a fine-grained token, or a GitHub App installed on the repository) or the 'repo' scope (a classic token)",
   defaultApiUrl(repository) {
     try {
       const { host } = parseRepository(repository);

@@ -22,8 +22,13 @@ import { ForgeError } from '../types.ts';
 
 export const id = 'gitlab';
 
+const PERMISSIONS =
+  'the token needs the api scope and at least the Developer role on the project (to push and to open merge requests)';
+
 export const provider: ForgeProvider = {
   id,
+  name: 'GitLab',
+  tokenPermissions: PERMISSIONS,
   defaultApiUrl(repository) {
     const repo = parseRepositoryUrl(repository);
     return repo?.host === 'gitlab.com' || repo?.host === 'www.gitlab.com'
@@ -43,8 +48,6 @@ const MAX_DESCRIPTION = 1_000_000;
 // A branch has a handful of merge requests at most; one page is all of them.
 const PER_PAGE = 100;
 
-const PERMISSIONS =
-  'the token needs the api scope and at least the Developer role on the project (to push and to open merge requests)';
 const TOKEN_HELP =
   "Create a personal, group or project access token with the api scope and set it as the project's forge token.";
 
