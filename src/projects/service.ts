@@ -157,7 +157,12 @@ async function parseFields(
     if (forgeUrl !== null) {
       const check = validateRepositoryUrl(forgeUrl, ctx.config.allowLocalRepos);
       if (!check.ok || (check.kind !== 'https' && check.kind !== 'http')) {
-        throw new AppError('bad_request', '"forgeUrl" must be the https:// URL of the forge API');
+        throw new AppError(
+          'bad_request',
+          ctx.config.allowLocalRepos
+            ? '"forgeUrl" must be the https:// URL of the forge API (or http:// to a loopback host)'
+            : '"forgeUrl" must be the https:// URL of the forge API',
+        );
       }
     }
     changes.forge_api_url = forgeUrl?.replace(/\/+$/, '') ?? null;

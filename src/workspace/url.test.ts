@@ -33,6 +33,7 @@ const ROWS: readonly Row[] = [
   ['http://github.com/acme/app.git', false, 'refused: unencrypted'],
   ['http://github.com/acme/app.git', true, 'refused: unencrypted'],
   ['http://127.0.0.1/app.git', false, 'refused: unencrypted'],
+  ['http://localhost:3000/app.git', false, 'refused: ERRAND_ALLOW_LOCAL_REPOS=true'],
   ['https://user:secret@github.com/acme/app.git', false, 'refused: credentials'],
   ['https://token@github.com/acme/app.git', false, 'refused: credentials'],
   ['ssh://git:secret@host/app.git', false, 'refused: password'],

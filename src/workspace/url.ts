@@ -71,7 +71,14 @@ function checkSchemeUrl(url: string, scheme: string, allowLocal: boolean): UrlCh
       }
       if (parsed.hostname === '') return refuse('repository URL has no host');
       if (scheme === 'https') return { ok: true, kind: 'https' };
-      if (allowLocal && isLoopbackHost(parsed.hostname)) return { ok: true, kind: 'http' };
+      // A server on this machine's loopback is no less trusted than a local path, and nothing
+      // crosses the network: allowed exactly where local repositories are.
+      if (isLoopbackHost(parsed.hostname)) {
+        if (allowLocal) return { ok: true, kind: 'http' };
+        return refuse(
+          'plain http:// is unencrypted: it is allowed only to a loopback host where local repositories are (ERRAND_ALLOW_LOCAL_REPOS=true); use https://',
+        );
+      }
       return refuse('plain http:// sends code and credentials unencrypted; use https://');
     }
     case 'ssh':

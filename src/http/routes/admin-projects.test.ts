@@ -184,6 +184,26 @@ for (const backend of backends) {
         }
       });
 
+      test('plain http:// to a loopback host, for the repository and the forge API, where local repositories are allowed', async () => {
+        for (const repository of [
+          'http://127.0.0.1:3000/acme/app.git',
+          'http://localhost/acme/app.git',
+          'http://[::1]:8080/acme/app.git',
+        ]) {
+          const res = await post({ name: 'loopback', repository });
+          assert.equal(res.status, 201, `${repository}: ${res.text}`);
+          assert.equal(res.json.repository, repository);
+        }
+        const gitea = await post({
+          name: 'loopback forge',
+          repository: 'http://127.0.0.1:3000/acme/app.git',
+          forge: 'gitea',
+          forgeUrl: 'http://127.0.0.1:3000/api/v1',
+        });
+        assert.equal(gitea.status, 201, gitea.text);
+        assert.equal(gitea.json.forge?.apiUrl, 'http://127.0.0.1:3000/api/v1');
+      });
+
       test('forgeTokenEnv: any ERRAND_FORGE_TOKEN_* name, and the names the operator allows', async () => {
         const res = await post({
           name: 'token env',
@@ -276,6 +296,21 @@ for (const backend of backends) {
         for (const repository of [dir, `file://${dir}`, '/tmp']) {
           await refused({ repository }, /local repositories are disabled/, noLocal);
         }
+      });
+
+      test('refused: plain http:// to a loopback host where local repositories are disabled', async () => {
+        for (const repository of [
+          'http://127.0.0.1:3000/acme/app.git',
+          'http://localhost/acme/app.git',
+        ]) {
+          await refused({ repository }, /ERRAND_ALLOW_LOCAL_REPOS/, noLocal);
+        }
+        await refused(
+          { forge: 'gitea', forgeUrl: 'http://127.0.0.1:3000/api/v1' },
+          /forgeUrl/,
+          noLocal,
+        );
+        await refused({ forge: 'gitea', forgeUrl: 'http://gitea.example.com/api/v1' }, /forgeUrl/);
       });
 
       test("forgeTokenEnv: Errand's own settings and secrets, even where the operator allows other names", async () => {
