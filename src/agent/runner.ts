@@ -22,9 +22,11 @@ import {
   changedFiles,
   commitAll,
   diffAgainst,
+  type JobLease,
   prepareCheckout,
   pushBranch,
   type WorkspaceConfig,
+  withJobLock,
 } from '../workspace/index.ts';
 import type { GitAuth } from '../workspace/types.ts';
 import { BudgetExceededError, runAgentTurn } from './loop.ts';
@@ -87,7 +89,13 @@ export class AgentRunner implements TurnRunner {
     this.#workspace = workspaceConfig(deps.config);
   }
 
-  async run(input: TurnInput): Promise<TurnOutput> {
+  run(input: TurnInput): Promise<TurnOutput> {
+    // The janitor deletes a job's clone only under this lock: held from prepare to push.
+    const { job, signal } = input;
+    return withJobLock(this.#workspace, job.id, (lease) => this.#run(input, lease), signal);
+  }
+
+  async #run(input: TurnInput, lease: JobLease): Promise<TurnOutput> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
     const secrets = [...config.secrets];
@@ -113,6 +121,7 @@ export class AgentRunner implements TurnRunner {
         branch: job.branch,
         ...(forge.auth ? { auth: forge.auth } : {}),
         signal,
+        lease,
       });
       await emit('workspace.ready', {
         base: checkout.baseCommit,

@@ -3,14 +3,21 @@
 // its work branch, or to the source ref on the first turn. The remote is the truth.
 
 import { randomUUID } from 'node:crypto';
-import { mkdir, rename, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import { GitError, invalidInput } from './errors.ts';
 import { gitOut, runGit } from './git.ts';
-import { withFileLock, withLocalLock } from './lock.ts';
+import { type BUSY, tryFileLock, tryLocalLock, withFileLock, withLocalLock } from './lock.ts';
 import { COMMIT_ID, checkBranchName, checkId, checkSourceRef, refCandidates } from './refs.ts';
-import type { Checkout, GitAuth, PrepareInput, WorkspaceConfig } from './types.ts';
+import type { Checkout, GitAuth, JobLease, PrepareInput, WorkspaceConfig } from './types.ts';
 import { checkAuth, displayUrl, validateRepositoryUrl } from './url.ts';
+
+/** A clone being made; renamed to the job's path when complete. */
+export const STAGING_PREFIX = '.staging-';
+/** A clone or mirror being deleted; renamed out of the way first, so a crash leaves no half. */
+export const TRASH_PREFIX = '.trash-';
+/** In a mirror: touched by every turn that uses it (least-recently-used eviction). */
+export const MIRROR_USED_STAMP = 'errand-used';
 
 export function mirrorDir(cfg: WorkspaceConfig, projectId: string): string {
   return join(cfg.rootDir, 'mirrors', `${projectId}.git`);
@@ -18,6 +25,98 @@ export function mirrorDir(cfg: WorkspaceConfig, projectId: string): string {
 
 export function jobDir(cfg: WorkspaceConfig, jobId: string): string {
   return join(cfg.rootDir, 'jobs', jobId);
+}
+
+// Leases handed out by withJobLock and not yet released: prepareCheckout trusts only these.
+const heldLeases = new WeakSet<JobLease>();
+
+/**
+ * Holds a job's clone while `fn` runs: the turn holds it from prepare to push, the janitor
+ * deletes a clone only while holding it. Pass the lease to prepareCheckout.
+ */
+export async function withJobLock<T>(
+  cfg: WorkspaceConfig,
+  jobId: string,
+  fn: (lease: JobLease) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
+  checkId('jobId', jobId);
+  const dir = jobDir(cfg, jobId);
+  await mkdir(dirname(dir), { recursive: true });
+  return withLocalLock(
+    dir,
+    () => withFileLock(`${dir}.lock`, () => withLease(jobId, fn), signal ? { signal } : {}),
+    signal,
+  );
+}
+
+/** Runs `fn` under the job's lock if nobody holds it; otherwise returns BUSY. */
+export async function tryJobLock<T>(
+  cfg: WorkspaceConfig,
+  jobId: string,
+  fn: (lease: JobLease) => Promise<T>,
+): Promise<T | typeof BUSY> {
+  checkId('jobId', jobId);
+  const dir = jobDir(cfg, jobId);
+  await mkdir(dirname(dir), { recursive: true });
+  return tryLocalLock(dir, async () => tryFileLock(`${dir}.lock`, () => withLease(jobId, fn)));
+}
+
+async function withLease<T>(jobId: string, fn: (lease: JobLease) => Promise<T>): Promise<T> {
+  const lease: JobLease = { jobId };
+  heldLeases.add(lease);
+  try {
+    return await fn(lease);
+  } finally {
+    heldLeases.delete(lease);
+  }
+}
+
+/**
+ * Holds a project's mirror while `fn` runs: fetches, new clones that borrow its objects, gc
+ * and eviction each take it, so the janitor never removes a mirror a clone is being made from.
+ */
+function withMirrorLock<T>(mirror: string, fn: () => Promise<T>, signal?: AbortSignal) {
+  return withLocalLock(
+    mirror,
+    () => withFileLock(`${mirror}.lock`, fn, signal ? { signal } : {}),
+    signal,
+  );
+}
+
+/** Runs `fn` under a mirror's lock if nobody holds it; otherwise returns BUSY. */
+export function tryMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T | typeof BUSY> {
+  return tryLocalLock(mirror, () => tryFileLock(`${mirror}.lock`, fn));
+}
+
+/**
+ * Deletes a clone or mirror: first renamed aside (atomic), then removed. A crash mid-way
+ * leaves a `.trash-` folder for the janitor, never a half-deleted repository at its path.
+ */
+export async function discardDir(path: string): Promise<boolean> {
+  const aside = join(dirname(path), `${TRASH_PREFIX}${basename(path)}-${randomUUID()}`);
+  try {
+    await rename(path, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  discarding.add(aside);
+  try {
+    await rm(aside, { recursive: true, force: true, maxRetries: 3 });
+  } finally {
+    discarding.delete(aside);
+  }
+  return true;
+}
+
+// Folders this process is removing right now: a sweep of leftovers leaves them alone.
+const discarding = new Set<string>();
+
+/** Removes a `.trash-` folder a crash left behind, unless this process is removing it now. */
+export async function removeTrash(path: string): Promise<void> {
+  if (!basename(path).startsWith(TRASH_PREFIX) || discarding.has(path)) return;
+  await rm(path, { recursive: true, force: true, maxRetries: 3 });
 }
 
 /** Checks a repository URL and its credentials before anything reaches git. */
@@ -40,36 +139,58 @@ export async function prepareCheckout(
   await mkdir(cfg.rootDir, { recursive: true });
   await checkBranchName(cfg, input.branch);
   await checkSourceRef(cfg, input.ref);
+  const { lease } = input;
+  if (lease === undefined) {
+    return withJobLock(cfg, input.jobId, () => prepareHeld(cfg, input), input.signal);
+  }
+  if (lease.jobId !== input.jobId || !heldLeases.has(lease)) {
+    throw new Error(`prepareCheckout was given a lease that does not hold job ${input.jobId}`);
+  }
+  return prepareHeld(cfg, input);
+}
 
+/** prepareCheckout, with the job's lock held by the caller. */
+async function prepareHeld(cfg: WorkspaceConfig, input: PrepareInput): Promise<Checkout> {
   const mirror = mirrorDir(cfg, input.projectId);
-  const { baseCommit, remoteHead } = await syncMirror(cfg, mirror, input);
   const dir = jobDir(cfg, input.jobId);
-  const target = remoteHead ?? baseCommit;
   const { signal } = input;
+  const clone = () => ensureJobClone(cfg, mirror, dir, input.jobId, signal);
+  let synced = await syncMirror(cfg, mirror, input, clone);
 
   let discardedHead: string | null;
   try {
-    const reused = await ensureJobClone(cfg, mirror, dir, input.jobId, signal);
-    discardedHead = await resetJobClone(cfg, dir, input.branch, target, reused, signal);
+    const target = synced.remoteHead ?? synced.baseCommit;
+    discardedHead = await resetJobClone(cfg, dir, input.branch, target, synced.reused, signal);
   } catch (err) {
     if (!(err instanceof GitError)) throw err;
     // A clone git cannot work with (objects lost with a rebuilt mirror, a stale ref lock
-    // of a killed git): the reset would drop its unpushed work anyway, so make it again.
-    await rm(dir, { recursive: true, force: true });
-    await ensureJobClone(cfg, mirror, dir, input.jobId, signal);
+    // of a killed git, a clone half deleted): the reset would drop its unpushed work anyway,
+    // so make it again, from a mirror synced again in case that is what lost the objects.
+    synced = await syncMirror(cfg, mirror, input, async () => {
+      await rm(dir, { recursive: true, force: true });
+      return clone();
+    });
+    const target = synced.remoteHead ?? synced.baseCommit;
     discardedHead = await resetJobClone(cfg, dir, input.branch, target, false, signal);
   }
 
-  return { dir, baseCommit, headCommit: target, branchExisted: remoteHead !== null, discardedHead };
+  const { baseCommit, remoteHead } = synced;
+  return {
+    dir,
+    baseCommit,
+    headCommit: remoteHead ?? baseCommit,
+    branchExisted: remoteHead !== null,
+    discardedHead,
+  };
 }
 
-/** Deletes a job's clone (after archive); the mirror stays for the project's other jobs. */
+/** Deletes a job's clone (waiting for a turn that uses it); the mirror stays. */
 export async function removeCheckout(
   cfg: WorkspaceConfig,
-  input: { jobId: string },
+  input: { jobId: string; signal?: AbortSignal },
 ): Promise<void> {
   checkId('jobId', input.jobId);
-  await rm(jobDir(cfg, input.jobId), { recursive: true, force: true });
+  await withJobLock(cfg, input.jobId, () => discardDir(jobDir(cfg, input.jobId)), input.signal);
 }
 
 interface MirrorState {
@@ -86,45 +207,53 @@ async function exists(path: string): Promise<boolean> {
 const LOCK_CONTENTION =
   /Unable to create '[^']*\.lock'|cannot lock ref|could not lock|is at [0-9a-f]+ but expected/i;
 
+interface Synced {
+  baseCommit: string;
+  remoteHead: string | null;
+  /** Whether the job's clone existed already (false: made now from the mirror). */
+  reused: boolean;
+}
+
 async function syncMirror(
   cfg: WorkspaceConfig,
   mirror: string,
   input: PrepareInput,
-): Promise<{ baseCommit: string; remoteHead: string | null }> {
+  ensureClone: () => Promise<boolean>,
+): Promise<Synced> {
   const requestedAt = performance.now();
   const { signal, repository, auth } = input;
   await mkdir(join(cfg.rootDir, 'mirrors'), { recursive: true });
 
-  return withLocalLock(
+  return withMirrorLock(
     mirror,
-    () =>
-      withFileLock(
-        `${mirror}.lock`,
-        async () => {
-          const state = mirrors.get(mirror) ?? { fetchedAt: new Map<string, number>() };
-          mirrors.set(mirror, state);
-          if (!(await exists(join(mirror, 'HEAD')))) {
-            await rm(mirror, { recursive: true, force: true });
-            await runGit(cfg, ['init', '--quiet', '--bare', '--', mirror], {
-              cwd: cfg.rootDir,
-              signal,
-            });
-            state.fetchedAt.delete(repository);
-          }
-          // A fetch that started after this call was made saw the remote at least as new
-          // as this one would: concurrent turns of one project share it.
-          const last = state.fetchedAt.get(repository);
-          if (last === undefined || last < requestedAt) {
-            const startedAt = performance.now();
-            await fetchMirror(cfg, mirror, repository, auth, signal);
-            state.fetchedAt.set(repository, startedAt);
-          }
-          const baseCommit = await resolveSourceRef(cfg, mirror, input);
-          const remoteHead = await resolveCommit(cfg, mirror, `refs/heads/${input.branch}`);
-          return { baseCommit, remoteHead };
-        },
-        signal ? { signal } : {},
-      ),
+    async () => {
+      const state = mirrors.get(mirror) ?? { fetchedAt: new Map<string, number>() };
+      mirrors.set(mirror, state);
+      if (!(await exists(join(mirror, 'HEAD')))) {
+        await rm(mirror, { recursive: true, force: true });
+        await runGit(cfg, ['init', '--quiet', '--bare', '--', mirror], {
+          cwd: cfg.rootDir,
+          signal,
+        });
+        // A new mirror (the first, or one the janitor evicted) has fetched nothing yet.
+        state.fetchedAt.clear();
+      }
+      // A fetch that started after this call was made saw the remote at least as new
+      // as this one would: concurrent turns of one project share it.
+      const last = state.fetchedAt.get(repository);
+      if (last === undefined || last < requestedAt) {
+        const startedAt = performance.now();
+        await fetchMirror(cfg, mirror, repository, auth, signal);
+        state.fetchedAt.set(repository, startedAt);
+      }
+      const baseCommit = await resolveSourceRef(cfg, mirror, input);
+      const remoteHead = await resolveCommit(cfg, mirror, `refs/heads/${input.branch}`);
+      await writeFile(join(mirror, MIRROR_USED_STAMP), '');
+      // Under the mirror's lock: once the clone exists it names the mirror in its alternates,
+      // which is how the janitor knows the mirror is in use.
+      const reused = await ensureClone();
+      return { baseCommit, remoteHead, reused };
+    },
     signal,
   );
 }
@@ -230,7 +359,7 @@ async function ensureJobClone(
   const jobs = join(cfg.rootDir, 'jobs');
   await mkdir(jobs, { recursive: true });
   // Cloned aside and renamed, so a crash never leaves a half clone at the job's path.
-  const staging = join(jobs, `.staging-${jobId}-${randomUUID()}`);
+  const staging = join(jobs, `${STAGING_PREFIX}${jobId}-${randomUUID()}`);
   try {
     // --shared is --reference for a local source: objects stay in the mirror.
     await runGit(

@@ -1,7 +1,13 @@
 // The workspace module: per-project git mirror, per-job clone, commit and push, with git
 // hardened against hostile repositories and credentials kept out of argv, URLs and disk.
 
-export { checkRemote, prepareCheckout, removeCheckout } from './checkout.ts';
+export {
+  checkRemote,
+  prepareCheckout,
+  removeCheckout,
+  tryJobLock,
+  withJobLock,
+} from './checkout.ts';
 export { changedFiles, commitAll, type Diff, diffAgainst } from './commit.ts';
 export { GitError, type GitErrorCode, isAbortError } from './errors.ts';
 export { pushBranch } from './push.ts';
@@ -11,6 +17,7 @@ export type {
   FileChange,
   GitAuth,
   GitIdentity,
+  JobLease,
   PrepareInput,
   SpawnInfo,
   WorkspaceConfig,

@@ -1,5 +1,6 @@
-// Mutual exclusion for a mirror: a promise chain within this process, and a lock file
-// (O_EXCL create, heartbeat, stale detection) between processes that share the data dir.
+// Mutual exclusion for a mirror or a job's clone: a promise chain within this process, and a
+// lock file (O_EXCL create, heartbeat, stale detection) between processes that share the data
+// dir. The `try` forms never wait: the janitor skips whatever a turn is using.
 
 import { randomUUID } from 'node:crypto';
 import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
@@ -7,6 +8,9 @@ import { hostname } from 'node:os';
 import { abortError, GitError } from './errors.ts';
 
 const tails = new Map<string, Promise<void>>();
+
+/** What the `try` forms return when someone else holds (or waits for) the lock. */
+export const BUSY: unique symbol = Symbol('busy');
 
 /** Runs `fn` after every earlier caller with the same key in this process has finished. */
 export async function withLocalLock<T>(
@@ -28,6 +32,13 @@ export async function withLocalLock<T>(
     release();
     if (tails.get(key) === tail) tails.delete(key);
   }
+}
+
+/** Runs `fn` if no caller in this process holds or waits for `key`; otherwise returns BUSY. */
+export function tryLocalLock<T>(key: string, fn: () => Promise<T>): Promise<T | typeof BUSY> {
+  // withLocalLock claims the key synchronously, so nothing can slip in after this check.
+  if (tails.has(key)) return Promise.resolve(BUSY);
+  return withLocalLock(key, fn);
 }
 
 function waitFor(promise: Promise<void>, signal: AbortSignal | undefined, what: string) {
@@ -135,12 +146,12 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** Holds the lock file at `path` while `fn` runs. */
-export async function withFileLock<T>(
+/** Creates the lock file; undefined when `wait` is false and a live owner holds it. */
+async function acquire(
   path: string,
-  fn: () => Promise<T>,
-  opts: FileLockOptions = {},
-): Promise<T> {
+  opts: FileLockOptions,
+  wait: boolean,
+): Promise<(() => Promise<void>) | undefined> {
   const staleMs = opts.staleMs ?? 60_000;
   const heartbeatMs = opts.heartbeatMs ?? Math.max(10, Math.floor(staleMs / 6));
   const deadline = Date.now() + (opts.timeoutMs ?? 15 * 60_000);
@@ -163,6 +174,7 @@ export async function withFileLock<T>(
       await takeOver(path, staleIno);
       continue;
     }
+    if (!wait) return undefined;
     if (Date.now() > deadline) {
       throw new GitError('failed', `timed out waiting for the lock ${path}`, { transient: true });
     }
@@ -174,11 +186,39 @@ export async function withFileLock<T>(
     utimes(path, now, now).catch(() => {});
   }, heartbeatMs);
   heartbeat.unref();
-  try {
-    return await fn();
-  } finally {
+  return async () => {
     clearInterval(heartbeat);
     const current = await readOwner(path);
     if (current?.token === owner.token) await unlink(path).catch(() => {});
+  };
+}
+
+/** Holds the lock file at `path` while `fn` runs. */
+export async function withFileLock<T>(
+  path: string,
+  fn: () => Promise<T>,
+  opts: FileLockOptions = {},
+): Promise<T> {
+  const release = await acquire(path, opts, true);
+  if (!release) throw new Error(`the lock ${path} was not taken`);
+  try {
+    return await fn();
+  } finally {
+    await release();
+  }
+}
+
+/** Runs `fn` holding the lock file at `path` if it is free (or stale); otherwise returns BUSY. */
+export async function tryFileLock<T>(
+  path: string,
+  fn: () => Promise<T>,
+  opts: FileLockOptions = {},
+): Promise<T | typeof BUSY> {
+  const release = await acquire(path, opts, false);
+  if (!release) return BUSY;
+  try {
+    return await fn();
+  } finally {
+    await release();
   }
 }

@@ -39,6 +39,13 @@ export interface PrepareInput {
   branch: string;
   auth?: GitAuth;
   signal?: AbortSignal;
+  /** The job's lock, when the caller holds it for the whole turn (withJobLock). */
+  lease?: JobLease;
+}
+
+/** Proof of holding a job's workspace lock, from withJobLock; valid until its callback ends. */
+export interface JobLease {
+  readonly jobId: string;
 }
 
 export interface Checkout {
