@@ -1,7 +1,14 @@
 // The turn queue on pg-boss. One queue, `key_strict_fifo` keyed by job id: turns of one job
 // run strictly one after another, turns of different jobs in parallel. Enqueueing takes the
 // caller's transaction, so a job, its turn and the queue entry commit together.
-import type { Transaction } from 'kysely';
+//
+// Retries: pg-boss retries an entry at once (no retry delay of its own), so a turn whose worker
+// died is taken up again as soon as the death is noticed; the backoff of real transient
+// failures is Errand's, set by `retryLater`. A death is noticed by `reapDeadClaims`, which
+// every process runs each second, rather than by pg-boss's own check, which rides on its
+// monitoring pass (every `monitorIntervalSeconds`, a whole-table count of the queue, shared by
+// all processes) and so added up to 10 s. Measured death→pickup: bench/worker-death.
+import { type Kysely, sql, type Transaction } from 'kysely';
 import { fromKysely, fromPglite, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
@@ -10,16 +17,39 @@ import type { Logger } from '../log.ts';
 
 export const TURN_QUEUE = 'turns';
 
+/** How often each process looks for turns whose worker stopped sending heartbeats. */
+const REAP_INTERVAL_MS = 1_000;
+
 export interface TurnMessage {
   jobId: string;
   seq: number;
 }
 
+/** One delivery of a queue entry: its id and the attempt it was fetched at. */
+export interface TurnClaim {
+  id: string;
+  retryCount: number;
+}
+
+/** How many entries a pg-boss command changed: it returns the count, its types do not say so. */
+function affected(response: object): number {
+  if ('affected' in response && typeof response.affected === 'number') return response.affected;
+  throw new Error('pg-boss answered a command without the count of entries it changed');
+}
+
 export class TurnQueue {
   readonly boss: PgBoss;
+  readonly #db: Kysely<Database>;
+  readonly #log: Logger;
+  #reaper: NodeJS.Timeout | undefined;
+  #reaping: Promise<void> = Promise.resolve();
+  #reapBusy = false;
+  #reapFailing = false;
 
-  constructor(boss: PgBoss) {
+  constructor(boss: PgBoss, db: Kysely<Database>, log: Logger) {
     this.boss = boss;
+    this.#db = db;
+    this.#log = log;
   }
 
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
@@ -40,11 +70,12 @@ export class TurnQueue {
     const options = {
       notify: true,
       heartbeatSeconds: t.heartbeatSeconds,
-      // Errand decides itself when a turn has failed for good (see turn-handler.ts); pg-boss's
-      // own retries are the backstop for a worker that died mid-turn.
+      // Errand decides itself when a turn has failed for good (see worker.ts); pg-boss's own
+      // retries are the backstop for a worker that died mid-turn. They start at once: a dead
+      // worker's turn must not wait out a backoff meant for failing services (retryLater).
       retryLimit: t.retries + 2,
-      retryDelay: t.retryDelaySeconds,
-      retryBackoff: t.retryDelaySeconds > 0,
+      retryDelay: 0,
+      retryBackoff: false,
       expireInSeconds: t.timeoutSeconds + 120,
       deleteAfterSeconds: 7 * 86_400,
     };
@@ -63,7 +94,83 @@ export class TurnQueue {
         });
     }
     await boss.getBlockedKeys(TURN_QUEUE);
-    return new TurnQueue(boss);
+    const queue = new TurnQueue(boss, handle.db, log);
+    queue.#reaper = setInterval(() => {
+      // A check slower than the interval (a database under load) is not stacked on.
+      if (queue.#reapBusy) return;
+      queue.#reapBusy = true;
+      queue.#reaping = queue.#reapOnce().finally(() => {
+        queue.#reapBusy = false;
+      });
+    }, REAP_INTERVAL_MS);
+    queue.#reaper.unref();
+    return queue;
+  }
+
+  /**
+   * Hands back to the queue every running turn whose worker's heartbeat is older than the
+   * queue's `heartbeatSeconds`: pg-boss's own condition for a dead worker, checked every
+   * second instead of every monitoring pass. The entry is failed for the attempt that was read
+   * (a worker that claimed it again meanwhile keeps its claim) and, with no retry delay, is
+   * ready for any worker at once. Returns how many were handed back.
+   */
+  async reapDeadClaims(): Promise<number> {
+    // `policy` lets PostgreSQL use pg-boss's partial index of running strict-FIFO entries.
+    const dead = await sql<{ id: string; retry_count: number }>`
+      SELECT id, retry_count FROM pgboss.job
+      WHERE name = ${TURN_QUEUE}
+        AND policy = 'key_strict_fifo'
+        AND state = 'active'
+        AND heartbeat_seconds IS NOT NULL
+        AND heartbeat_on + heartbeat_seconds * interval '1 second' < pgboss.job_now()
+      LIMIT 100`.execute(this.#db);
+    if (dead.rows.length === 0) return 0;
+    const claims = dead.rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
+    const result = await this.boss.fail(TURN_QUEUE, claims, {
+      message: 'job heartbeat timeout: its worker stopped',
+    });
+    return affected(result);
+  }
+
+  async #reapOnce(): Promise<void> {
+    try {
+      const count = await this.reapDeadClaims();
+      if (count > 0)
+        this.#log.warn({ count }, 'turns of a stopped worker handed back to the queue');
+      if (this.#reapFailing) this.#log.info('dead worker check works again');
+      this.#reapFailing = false;
+    } catch (err) {
+      // Once per outage: the check runs every second and the database's own errors say more.
+      if (!this.#reapFailing) this.#log.error({ err }, 'dead worker check failed');
+      this.#reapFailing = true;
+    }
+  }
+
+  /**
+   * Gives a claimed turn back to the queue to run again after `delaySeconds`, without holding
+   * a worker meanwhile: the entry is failed (fenced to this attempt) and its start deferred in
+   * one transaction, so no worker can take it up between the two. Returns false when the claim
+   * was already gone (archived, or taken back as if the worker had died).
+   */
+  async retryLater(claim: TurnClaim, delaySeconds: number, reason: string): Promise<boolean> {
+    return this.#db.transaction().execute(async (trx) => {
+      const db = fromKysely(trx);
+      const failed = await this.boss.fail(
+        TURN_QUEUE,
+        [{ id: claim.id, retryCount: claim.retryCount }],
+        { message: reason },
+        { db },
+      );
+      if (affected(failed) === 0) return false;
+      if (delaySeconds > 0) {
+        await this.boss.update(TURN_QUEUE, undefined, {
+          id: claim.id,
+          startAfter: delaySeconds,
+          db,
+        });
+      }
+      return true;
+    });
   }
 
   /** Enqueues a turn inside `trx`; returns the queue entry's id. */
@@ -82,6 +189,8 @@ export class TurnQueue {
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.#reaper);
+    await this.#reaping;
     await this.boss.stop({ graceful: true, timeout: 10_000, close: true });
   }
 }

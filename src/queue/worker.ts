@@ -1,7 +1,7 @@
 // Runs turns from the queue. A turn is claimed from pg-boss, marked running, handed to the
-// TurnRunner and settled: done, failed for good, or thrown back to pg-boss to try again.
+// TurnRunner and settled: done, failed for good, or handed back to the queue to try again
+// (after Errand's backoff for a transient failure; at once when the worker was interrupted).
 // Delivery is at-least-once, so every step checks the turn's state before acting on it.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Transaction } from 'kysely';
 import type { JobWithMetadata } from 'pg-boss';
 import type { AppContext } from '../context.ts';
@@ -166,6 +166,15 @@ async function finishTurn(
   });
 }
 
+/**
+ * The wait before retry `retryCount + 1`: the configured delay, doubled for each retry before
+ * it, plus up to a fifth more so that turns failed by one outage do not all return at once.
+ */
+export function retryDelaySeconds(base: number, retryCount: number): number {
+  const doubled = base * 2 ** Math.min(retryCount, 16);
+  return Math.round(doubled * (1 + Math.random() / 5));
+}
+
 function isTransient(err: unknown): boolean {
   if (err instanceof TurnFailedError) return false;
   if (err instanceof ExternalError) return err.transient;
@@ -197,20 +206,27 @@ async function settleFailure(
   }
   const message = errorMessage(err);
   if (isTransient(err) && entry.retryCount < ctx.config.turn.retries) {
-    log.warn({ err }, 'turn failed, will retry');
-    const wait =
+    const backoff = retryDelaySeconds(ctx.config.turn.retryDelaySeconds, entry.retryCount);
+    // A service's Retry-After wins over a shorter backoff, bounded so a bad header cannot
+    // defer a turn for days.
+    const retryAfter =
       err instanceof ExternalError
         ? Math.min(err.retryAfterSeconds ?? 0, MAX_RETRY_AFTER_SECONDS)
         : 0;
+    const delay = Math.max(backoff, retryAfter);
+    log.warn({ err, retryInSeconds: delay }, 'turn failed, will retry');
     await appendEvent(ctx.db, jobId, seq, 'turn.retrying', {
       error: message,
       attempt: entry.retryCount + 1,
-      ...(wait > 0 ? { retryAfterSeconds: wait } : {}),
+      retryInSeconds: delay,
+      ...(retryAfter > 0 ? { retryAfterSeconds: retryAfter } : {}),
     });
-    // The queue's own backoff knows nothing of the service's Retry-After: wait it out here
-    // (the heartbeat keeps the claim meanwhile), bounded so a bad header cannot park a worker.
-    if (wait > 0) await sleep(wait * 1000, undefined, { signal }).catch(() => {});
-    throw err;
+    // The backoff is Errand's, not pg-boss's: the queue retries at once so that a dead
+    // worker's turn is taken up without delay (queue.ts). The turn goes back to the queue
+    // deferred by `delay`, and this worker is free for other turns meanwhile.
+    if (!(await ctx.queue.retryLater(entry, delay, message)))
+      log.warn('turn retry not scheduled: its claim was gone');
+    return;
   }
   log.warn({ err }, 'turn failed');
   await failTurn(ctx, jobId, seq, message);
