@@ -6,7 +6,7 @@ import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
 import { errorHandler, sendError } from './errors.ts';
-import { refuseNul } from './nul.ts';
+import { checkBody } from './nul.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
@@ -40,7 +40,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     reply.header('X-Request-Id', request.id);
     done(null, payload);
   });
-  app.addHook('preValidation', refuseNul);
+  app.addHook('preValidation', checkBody);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((request, reply) =>
     sendError(
