@@ -8,6 +8,7 @@ const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
   .transform((v) => v === 'true' || v === '1' || v === 'yes');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+const decimal = (min: number, max: number) => z.coerce.number().min(min).max(max);
 
 const envSchema = z.object({
   ERRAND_HOST: z.string().min(1).default('127.0.0.1'),
@@ -30,6 +31,10 @@ const envSchema = z.object({
     .default('info'),
   ERRAND_MAX_STEPS: int(1, 1000).default(50),
   ERRAND_MAX_OUTPUT_TOKENS: int(256, 1_000_000).default(16_000),
+  ERRAND_WORKSPACE_IDLE_HOURS: decimal(0, 24 * 366).default(24),
+  ERRAND_WORKSPACE_MAX_MIRRORS: int(1, 100_000).default(50),
+  ERRAND_WORKSPACE_GC_HOURS: decimal(0, 24 * 366).default(24),
+  ERRAND_WORKSPACE_JANITOR_SECONDS: decimal(0.05, 86_400).default(300),
   ERRAND_GIT_AUTHOR_NAME: z.string().min(1).max(200).default('Errand'),
   ERRAND_GIT_AUTHOR_EMAIL: z.string().min(3).max(200).default('errand@localhost'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -66,6 +71,16 @@ export interface Config {
   };
   agent: { maxSteps: number; maxOutputTokens: number };
   git: { authorName: string; authorEmail: string };
+  /** Retention of the worker's clones and mirrors (the janitor, src/workspace/retention.ts). */
+  workspace: {
+    /** A job with no turn queued or running for this long loses its clone. */
+    idleSeconds: number;
+    /** Mirrors kept on one machine; least recently used ones no clone needs are evicted. */
+    maxMirrors: number;
+    /** Each mirror is repacked at most this often. */
+    gcIntervalSeconds: number;
+    janitorIntervalMs: number;
+  };
   /** Provider credentials and endpoints, for the model registry. */
   models: ModelSettings;
   /** Key material for forge credentials stored in the database; unset: none can be stored. */
@@ -170,6 +185,12 @@ export function loadConfig(
     },
     agent: { maxSteps: e.ERRAND_MAX_STEPS, maxOutputTokens: e.ERRAND_MAX_OUTPUT_TOKENS },
     git: { authorName: e.ERRAND_GIT_AUTHOR_NAME, authorEmail: e.ERRAND_GIT_AUTHOR_EMAIL },
+    workspace: {
+      idleSeconds: e.ERRAND_WORKSPACE_IDLE_HOURS * 3600,
+      maxMirrors: e.ERRAND_WORKSPACE_MAX_MIRRORS,
+      gcIntervalSeconds: e.ERRAND_WORKSPACE_GC_HOURS * 3600,
+      janitorIntervalMs: Math.round(e.ERRAND_WORKSPACE_JANITOR_SECONDS * 1000),
+    },
     models: {
       anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
       openai: { apiKey: e.OPENAI_API_KEY, baseURL: e.OPENAI_BASE_URL },

@@ -4,12 +4,14 @@
 // Delivery is at-least-once, so every step checks the turn's state before acting on it.
 import { sql, type Transaction } from 'kysely';
 import type { JobWithMetadata } from 'pg-boss';
+import { workspaceConfig } from '../agent/runner.ts';
 import type { AppContext } from '../context.ts';
 import type { Database, JobStatus } from '../db/schema.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
 import { appendEvent } from '../jobs/events.ts';
 import { TurnFailedError, type TurnOutput, type TurnRunner } from '../jobs/runner.ts';
 import { pruneCounters } from '../ratelimit/ratelimit.ts';
+import { startJanitor } from '../workspace/index.ts';
 import { TURN_QUEUE, type TurnMessage } from './queue.ts';
 
 export interface Worker {
@@ -21,7 +23,14 @@ const MAX_RETRY_AFTER_SECONDS = 300;
 
 export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<Worker> {
   const boss = ctx.queue.boss;
-  await boss.work(
+  // Deletes this machine's clones of archived and idle jobs, and keeps its mirrors in bounds.
+  const janitor = startJanitor({
+    workspace: workspaceConfig(ctx.config),
+    db: ctx.db,
+    log: ctx.log,
+    settings: ctx.config.workspace,
+  });
+  const working = boss.work(
     TURN_QUEUE,
     {
       includeMetadata: true,
@@ -33,9 +42,19 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
       heartbeatRefreshSeconds: 2,
     },
     async ([entry]: JobWithMetadata<TurnMessage>[]) => {
-      if (entry) await handleTurn(ctx, runner, entry);
+      if (!entry) return;
+      try {
+        await handleTurn(ctx, runner, entry);
+      } finally {
+        // A turn stopped by an archive leaves a clone nobody needs: it goes now, not later.
+        janitor.turnEnded(entry.data.jobId);
+      }
     },
   );
+  await working.catch(async (err: unknown) => {
+    await janitor.stop();
+    throw err;
+  });
   let sweeping = Promise.resolve();
   const timer = setInterval(() => {
     sweeping = sweep(ctx).catch((err: unknown) => ctx.log.error({ err }, 'sweep failed'));
@@ -48,6 +67,7 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
       ctx.aborts.abortAll('the worker is shutting down');
       await boss.offWork(TURN_QUEUE, { wait: true });
       await sweeping;
+      await janitor.stop();
     },
   };
 }

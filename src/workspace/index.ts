@@ -1,5 +1,6 @@
 // The workspace module: per-project git mirror, per-job clone, commit and push, with git
-// hardened against hostile repositories and credentials kept out of argv, URLs and disk.
+// hardened against hostile repositories and credentials kept out of argv, URLs and disk, and
+// the janitor that deletes what jobs no longer need.
 
 export {
   checkRemote,
@@ -11,6 +12,13 @@ export {
 export { changedFiles, commitAll, type Diff, diffAgainst } from './commit.ts';
 export { GitError, type GitErrorCode, isAbortError } from './errors.ts';
 export { pushBranch } from './push.ts';
+export {
+  type Janitor,
+  type RetentionSettings,
+  startJanitor,
+  type WorkspaceUsage,
+  workspaceUsage,
+} from './retention.ts';
 export type {
   ChangedFile,
   Checkout,
