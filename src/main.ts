@@ -15,7 +15,7 @@ Service:
   serve [--host H] [--port P] [--data-dir DIR] [--no-worker] [--concurrency N]
                      API and workers (API only with --no-worker)
   worker [--concurrency N]
-                     workers only (needs DATABASE_URL)
+                     workers only (needs DATABASE_URL and ERRAND_PUBLIC_URL)
   migrate            apply database migrations and exit
 
 Administration (client of the admin API at ERRAND_URL, key from ERRAND_API_KEY or <data-dir>/admin.key):
@@ -90,6 +90,13 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
   if (mode === 'worker' && !config.databaseUrl) {
     throw new CliError(
       'errand worker needs DATABASE_URL: with the embedded database, run errand serve (it runs workers)',
+    );
+  }
+  // A worker serves no pages, so it has no address of its own to put in review links and pull
+  // requests; guessing one (its default host and port) sent users nowhere.
+  if (mode === 'worker' && !config.publicUrl) {
+    throw new CliError(
+      "errand worker needs ERRAND_PUBLIC_URL: the address where users reach Errand's API (e.g. https://errand.example.com), for the review links and pull requests its turns write",
     );
   }
   // Loaded here, not at the top: the admin commands need none of the service's modules.

@@ -54,7 +54,11 @@ interface TurnForge {
   auth: GitAuth | undefined;
 }
 
-/** Where Errand's own pages are: ERRAND_PUBLIC_URL, else the listen address. */
+/**
+ * Where Errand's own pages are: ERRAND_PUBLIC_URL, else the listen address of `errand serve`,
+ * whose embedded worker runs beside the API. `errand worker` refuses to start without the
+ * setting (main.ts): it has no address of its own.
+ */
 export function publicBaseUrl(config: Config): string {
   return (
     config.publicUrl ??

@@ -128,6 +128,7 @@ describe('a worker killed between opening and recording the pull request', {
     const workerEnv = (machine: string) => ({
       ...svc.env,
       ERRAND_DATA_DIR: path.join(tmp, machine),
+      ERRAND_PUBLIC_URL: svc.url,
       ERRAND_FORGE_TOKEN_TEST_GITHUB: TOKEN,
       ERRAND_LOG_LEVEL: 'silent',
     });
@@ -162,6 +163,8 @@ describe('a worker killed between opening and recording the pull request', {
       const pulls = github.pullRequests('acme/app');
       assert.equal(pulls.length, 1, 'a second pull request was opened');
       assert.equal(job.prLink, pulls[0]?.htmlUrl);
+      // The review link in the pull request is the API's address, which the worker was given.
+      assert.ok(pulls[0]?.body?.includes(`${svc.url}/review/${jobId}`), pulls[0]?.body ?? '');
       assert.equal(git(bare, 'rev-list', '--count', `main..errand/${jobId}`), '1');
       llm.assertDone();
       github.assertNoUnexpected();
