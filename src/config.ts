@@ -18,6 +18,9 @@ const envSchema = z.object({
   ERRAND_ALLOW_LOCAL_REPOS: bool.optional(),
   ERRAND_MODEL: z.string().min(1).optional(),
   ERRAND_MAX_PROMPT_CHARS: int(1, 10_000_000).default(100_000),
+  ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS: int(1, 3600).default(60),
+  ERRAND_HTTP_HEADERS_TIMEOUT_SECONDS: int(1, 3600).default(15),
+  ERRAND_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS: int(1, 3600).default(72),
   ERRAND_RATE_LIMIT_CREATE: int(0, 1_000_000).default(100),
   ERRAND_RATE_LIMIT_MESSAGE: int(0, 1_000_000).default(100),
   ERRAND_RATE_LIMIT_WINDOW_SECONDS: int(1, 86_400 * 31).default(3600),
@@ -61,6 +64,8 @@ export interface Config {
   allowLocalRepos: boolean;
   defaultModel: string | undefined;
   maxPromptChars: number;
+  /** How long a client may take to send a request, its headers, and the next one on a kept-alive connection. */
+  httpTimeouts: { requestSeconds: number; headersSeconds: number; keepAliveSeconds: number };
   rateLimits: { create: number; message: number; windowSeconds: number };
   concurrency: number;
   turn: {
@@ -146,6 +151,19 @@ function forgeTokenEnvAllow(value: string | undefined): string[] {
   return names;
 }
 
+function httpTimeouts(e: z.infer<typeof envSchema>): Config['httpTimeouts'] {
+  // Node refuses a server whose headers may take longer than the whole request.
+  if (e.ERRAND_HTTP_HEADERS_TIMEOUT_SECONDS > e.ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS)
+    throw new ConfigError(
+      `invalid setting ERRAND_HTTP_HEADERS_TIMEOUT_SECONDS: must not exceed ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS (${e.ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS})`,
+    );
+  return {
+    requestSeconds: e.ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS,
+    headersSeconds: e.ERRAND_HTTP_HEADERS_TIMEOUT_SECONDS,
+    keepAliveSeconds: e.ERRAND_HTTP_KEEP_ALIVE_TIMEOUT_SECONDS,
+  };
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: ConfigOverrides = {},
@@ -171,6 +189,7 @@ export function loadConfig(
     allowLocalRepos: e.ERRAND_ALLOW_LOCAL_REPOS ?? databaseUrl === undefined,
     defaultModel: e.ERRAND_MODEL,
     maxPromptChars: e.ERRAND_MAX_PROMPT_CHARS,
+    httpTimeouts: httpTimeouts(e),
     rateLimits: {
       create: e.ERRAND_RATE_LIMIT_CREATE,
       message: e.ERRAND_RATE_LIMIT_MESSAGE,

@@ -10,9 +10,12 @@ export type ErrorCode =
   | 'unauthorized'
   | 'forbidden'
   | 'not_found'
+  | 'request_timeout'
   | 'conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  | 'expectation_failed'
+  | 'header_too_large'
   | 'rate_limited'
   | 'unavailable'
   | 'internal';
@@ -25,9 +28,12 @@ const codeToStatus: Record<ErrorCode, number> = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  request_timeout: 408,
   conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
+  expectation_failed: 417,
+  header_too_large: 431,
   rate_limited: 429,
   internal: 500,
   unavailable: 503,

@@ -5,6 +5,7 @@ import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
+import { ClientErrors, requireHost, serverOptions } from './connections.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
@@ -21,14 +22,20 @@ import { registerSendMessage } from './routes/send-message.ts';
 export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   const requestPrefix = randomBase62(10);
   let nextRequest = 0;
+  // A random prefix per process and a counter: unique, and no CSPRNG call per request.
+  const nextId = () => `req_${requestPrefix}${(nextRequest++).toString(36).padStart(6, '0')}`;
+  const clientErrors = new ClientErrors(nextId, ctx.config.httpTimeouts, ctx.log);
   const app = Fastify({
     logger: false,
     // Room for the largest allowed prompt in UTF-8 plus JSON escaping.
     bodyLimit: Math.max(1024 * 1024, ctx.config.maxPromptChars * 6 + 4096),
-    // A random prefix per process and a counter: unique, and no CSPRNG call per request.
-    genReqId: () => `req_${requestPrefix}${(nextRequest++).toString(36).padStart(6, '0')}`,
+    genReqId: nextId,
     return503OnClosing: true,
+    ...serverOptions(ctx.config.httpTimeouts),
+    clientErrorHandler: clientErrors.onClientError,
+    frameworkErrors: clientErrors.onFrameworkError,
   });
+  clientErrors.attach(app.server);
   // Only JSON bodies are accepted; Fastify's default text/plain parser would let other
   // content types through to validation instead of a 415.
   app.removeContentTypeParser('text/plain');
@@ -40,6 +47,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     reply.header('X-Request-Id', request.id);
     done(null, payload);
   });
+  app.addHook('onRequest', requireHost);
   app.addHook('preValidation', checkBody);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((request, reply) =>
