@@ -15,6 +15,8 @@ const envSchema = z.object({
   ERRAND_PORT: int(0, 65535).default(8080),
   ERRAND_DATA_DIR: z.string().min(1).default('.errand'),
   DATABASE_URL: z.string().min(1).optional(),
+  ERRAND_DB_CONNECT_TIMEOUT_SECONDS: int(1, 300).default(5),
+  ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: int(1, 3600).default(10),
   ERRAND_ALLOW_LOCAL_REPOS: bool.optional(),
   ERRAND_MODEL: z.string().min(1).optional(),
   ERRAND_MAX_PROMPT_CHARS: int(1, 10_000_000).default(100_000),
@@ -61,6 +63,11 @@ export interface Config {
   dataDir: string;
   /** PostgreSQL connection string; unset means the embedded PGlite database. */
   databaseUrl: string | undefined;
+  /**
+   * Bounds on every PostgreSQL round trip of the service (not of migrations): a database that
+   * is down or does not answer makes a request fail with 503 in this time, not hang.
+   */
+  database: { connectTimeoutSeconds: number; statementTimeoutSeconds: number };
   allowLocalRepos: boolean;
   defaultModel: string | undefined;
   maxPromptChars: number;
@@ -184,6 +191,10 @@ export function loadConfig(
     port: overrides.port ?? e.ERRAND_PORT,
     dataDir: path.resolve(overrides.dataDir ?? e.ERRAND_DATA_DIR),
     databaseUrl,
+    database: {
+      connectTimeoutSeconds: e.ERRAND_DB_CONNECT_TIMEOUT_SECONDS,
+      statementTimeoutSeconds: e.ERRAND_DB_STATEMENT_TIMEOUT_SECONDS,
+    },
     // Local repositories are how a newcomer tries Errand on their own disk; on a shared
     // PostgreSQL deployment they would let any project key read the server's files.
     allowLocalRepos: e.ERRAND_ALLOW_LOCAL_REPOS ?? databaseUrl === undefined,

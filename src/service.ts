@@ -37,6 +37,10 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
   const handle: DatabaseHandle = await openDatabase({
     dataDir: config.dataDir,
     databaseUrl: config.databaseUrl,
+    timeouts: {
+      connectMs: config.database.connectTimeoutSeconds * 1000,
+      statementMs: config.database.statementTimeoutSeconds * 1000,
+    },
   });
   let queue: TurnQueue | undefined;
   let app: FastifyInstance | undefined;

@@ -4,7 +4,14 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
-import { Kysely, PostgresDialect } from 'kysely';
+import {
+  Kysely,
+  type PostgresCursor,
+  PostgresDialect,
+  type PostgresPool,
+  type PostgresPoolClient,
+  type PostgresQueryResult,
+} from 'kysely';
 import pg from 'pg';
 import { acquireDirLock, type DirLock } from './lock.ts';
 import { PgliteDialect } from './pglite-dialect.ts';
@@ -40,14 +47,20 @@ export interface OpenOptions {
   databaseUrl: string | undefined;
   /** Upper bound of PostgreSQL connections this process opens for its own queries. */
   poolSize?: number;
+  /** PostgreSQL: bounds on getting a connection and on one statement (see Config.database). */
+  timeouts?: { connectMs: number; statementMs: number };
 }
+
+/** Used where no bounds are given (tools and tests); the service passes its settings. */
+export const DEFAULT_TIMEOUTS = { connectMs: 5_000, statementMs: 10_000 };
 
 export class DatabaseLockedError extends Error {
   override name = 'DatabaseLockedError';
 }
 
 export async function openDatabase(opts: OpenOptions): Promise<DatabaseHandle> {
-  if (opts.databaseUrl) return openPostgres(opts.databaseUrl, opts.poolSize ?? 20);
+  if (opts.databaseUrl)
+    return openPostgres(opts.databaseUrl, opts.poolSize ?? 20, opts.timeouts ?? DEFAULT_TIMEOUTS);
   return openPglite(opts.dataDir);
 }
 
@@ -96,12 +109,29 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   };
 }
 
-async function openPostgres(connectionString: string, poolSize: number): Promise<DatabaseHandle> {
-  const pool = new pg.Pool({ connectionString, max: poolSize, application_name: 'errand' });
+async function openPostgres(
+  connectionString: string,
+  poolSize: number,
+  timeouts: { connectMs: number; statementMs: number },
+): Promise<DatabaseHandle> {
+  const pool = new pg.Pool({
+    connectionString,
+    max: poolSize,
+    application_name: 'errand',
+    // Without it, a server that does not answer a connect (a host down, SYNs unanswered) holds
+    // every slot of the pool for the kernel's two minutes of retries, and the process answers
+    // nothing even after the database is back.
+    connectionTimeoutMillis: timeouts.connectMs,
+    // The server cancels a statement that runs too long (migrations lift it for their own
+    // transaction); the client gives up a little later on a connection whose peer went silent.
+    statement_timeout: timeouts.statementMs,
+    query_timeout: timeouts.statementMs + 5_000,
+    keepAlive: true,
+  });
   // An idle client that loses its server emits 'error' on the pool; without a listener that
   // would crash the process instead of letting the next query reconnect.
   pool.on('error', () => {});
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingSilent(pool) }) });
   return {
     kind: 'postgres',
     db,
@@ -111,8 +141,15 @@ async function openPostgres(connectionString: string, poolSize: number): Promise
       (await pool.query({ name, text, values })).rows as R[],
     async transaction(fn) {
       const client = await pool.connect();
+      let broken: Error | undefined;
+      const onError = (err: Error) => {
+        broken ??= err;
+      };
+      client.on('error', onError);
       try {
         await client.query('BEGIN');
+        // Only migrations run here, and a migration may take as long as it needs.
+        await client.query('SET LOCAL statement_timeout = 0');
         const result = await fn({
           exec: async (script) => {
             await client.query(script);
@@ -123,14 +160,74 @@ async function openPostgres(connectionString: string, poolSize: number): Promise
         await client.query('COMMIT');
         return result;
       } catch (err) {
-        await client.query('ROLLBACK').catch(() => {});
+        // A connection that cannot even roll back is closed, not handed to the next caller.
+        await client.query('ROLLBACK').catch((rollbackError: Error) => {
+          broken ??= rollbackError;
+        });
         throw err;
       } finally {
-        client.release();
+        client.removeListener('error', onError);
+        client.release(broken);
       }
     },
     async close() {
       await db.destroy();
     },
   };
+}
+
+/**
+ * The pool as Kysely sees it, with two repairs of pg-pool's checkout:
+ * - pg-pool takes its idle 'error' listener off a client while it is checked out, so a
+ *   connection that drops mid-query (a database restart) emits 'error' with nothing listening,
+ *   which ends the process. A checked-out client here always has a listener; the query in
+ *   flight fails on its own, and the client is closed when released.
+ * - A connection whose query timed out on the client side (the server went silent: a host that
+ *   died without a reset) is closed when released instead of going back to the pool, where
+ *   every later query would queue behind the one that never returns.
+ * (`pool.query`, used for prepared statements, does both itself.)
+ */
+function closingSilent(pool: pg.Pool): PostgresPool {
+  return {
+    options: pool.options,
+    end: () => pool.end(),
+    connect: async () => new GuardedClient(await pool.connect()),
+  };
+}
+
+/** A checked-out client that cannot crash the process and is discarded when it went bad. */
+class GuardedClient implements PostgresPoolClient {
+  readonly #client: pg.PoolClient;
+  #broken: Error | undefined;
+  readonly #onError = (err: Error) => {
+    this.#broken ??= err;
+  };
+
+  constructor(client: pg.PoolClient) {
+    this.#client = client;
+    client.on('error', this.#onError);
+  }
+
+  query<R>(sql: string, parameters: ReadonlyArray<unknown>): Promise<PostgresQueryResult<R>>;
+  query<R>(cursor: PostgresCursor<R>): PostgresCursor<R>;
+  query<R>(
+    sqlOrCursor: string | PostgresCursor<R>,
+    parameters: ReadonlyArray<unknown> = [],
+  ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
+    // Kysely passes a cursor only when it streams, which Errand never asks it to.
+    if (typeof sqlOrCursor !== 'string') throw new Error('streaming queries are not supported');
+    return this.#client.query(sqlOrCursor, [...parameters]).then(
+      (result) => result as unknown as PostgresQueryResult<R>,
+      (err: unknown) => {
+        if (err instanceof Error && err.message === 'Query read timeout') this.#broken ??= err;
+        throw err;
+      },
+    );
+  }
+
+  release(): void {
+    this.#client.removeListener('error', this.#onError);
+    // With an error, pg-pool closes the connection instead of keeping it.
+    this.#client.release(this.#broken);
+  }
 }

@@ -2,7 +2,8 @@
 // recorded in errand_migrations. An advisory lock makes two processes starting at once safe:
 // the second waits, then finds the migration recorded and skips it.
 import { readdir, readFile } from 'node:fs/promises';
-import type { DatabaseHandle } from './database.ts';
+import { sql } from 'kysely';
+import type { DatabaseHandle, Db } from './database.ts';
 
 const MIGRATIONS_DIR = new URL('./migrations/', import.meta.url);
 // Any constant works; it only has to be the same in every Errand process.
@@ -46,4 +47,17 @@ export async function migrate(handle: DatabaseHandle): Promise<string[]> {
     if (ran) applied.push(migration.name);
   }
   return applied;
+}
+
+/** The migrations this code needs that the database does not have yet (for readiness). */
+export async function missingMigrations(
+  db: Db,
+  migrations: readonly Migration[],
+): Promise<string[]> {
+  const table = await sql<{ present: boolean }>`
+    SELECT to_regclass('errand_migrations') IS NOT NULL AS present`.execute(db);
+  if (!table.rows[0]?.present) return migrations.map((m) => m.name);
+  const applied = await sql<{ id: number }>`SELECT id FROM errand_migrations`.execute(db);
+  const ids = new Set(applied.rows.map((r) => r.id));
+  return migrations.filter((m) => !ids.has(m.id)).map((m) => m.name);
 }

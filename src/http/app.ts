@@ -59,7 +59,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   );
 
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
-  registerHealth(app);
+  await registerHealth(app, ctx);
   registerGetJob(app, new AuthorizedJobReader(ctx, keys));
   registerReview(app, ctx);
   await app.register(async (scope) => {

@@ -9,6 +9,7 @@ import { isId } from '../ids.ts';
 import type { JobView } from '../jobs/record.ts';
 import type { KeyChecker, Principal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
+import { databaseUnavailable } from './errors.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -139,8 +140,7 @@ export class AuthorizedJobReader {
         maxInFlight: 1,
         timeout: {
           ms: readTimeoutMs,
-          error: () =>
-            new AppError('unavailable', 'the database did not answer in time; try again'),
+          error: databaseUnavailable,
         },
       },
     );

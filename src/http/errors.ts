@@ -2,6 +2,7 @@
 // Fastify's own errors (bad JSON, wrong content type, body too large) are mapped here too, so
 // bad input is always a 4xx with a readable message and never a stack trace.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { RateLimitedError } from '../ratelimit/ratelimit.ts';
@@ -37,9 +38,20 @@ export function toAppError(err: FastifyError | Error): AppError {
   if (status === 413) return new AppError('payload_too_large', 'request body is too large');
   if (status === 415) return new AppError('unsupported_media_type', 'unsupported Content-Type');
   if (status >= 400 && status < 500) return new AppError('bad_request', err.message);
+  if (isDatabaseUnavailable(err)) return databaseUnavailable();
   return new AppError(
     'internal',
     'internal error; the server log has the details under this requestId',
+  );
+}
+
+/** Seconds a client is asked to wait before trying again after a 503. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+export function databaseUnavailable(): AppError {
+  return new AppError(
+    'unavailable',
+    'the database is unavailable or did not answer in time; try again shortly',
   );
 }
 
@@ -53,6 +65,8 @@ export function sendError(
     setRateLimitHeaders(reply, err.state);
     reply.header('Retry-After', String(err.state.resetSeconds));
   }
+  if (err.code === 'unavailable')
+    reply.header('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   return reply.code(err.status).send({ error: err.message, code: err.code, requestId: request.id });
 }
 

@@ -62,7 +62,14 @@ export class TurnQueue {
     const boss =
       handle.kind === 'pglite' && handle.pglite
         ? new PgBoss({ ...common, db: fromPglite(handle.pglite), backend: 'pglite' })
-        : new PgBoss({ ...common, connectionString: handle.connectionString, max: 4 });
+        : new PgBoss({
+            ...common,
+            connectionString: handle.connectionString,
+            max: 4,
+            // The same bound as Errand's own pool: a database that does not answer a connect
+            // fails the queue's call in this time instead of holding its connections.
+            connectionTimeoutMillis: config.database.connectTimeoutSeconds * 1000,
+          });
     boss.on('error', (err: unknown) => log.error({ err }, 'queue error'));
     boss.on('warning', (warning: unknown) => log.warn({ warning }, 'queue warning'));
     await boss.start();
