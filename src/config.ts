@@ -17,6 +17,9 @@ const envSchema = z.object({
   DATABASE_URL: z.string().min(1).optional(),
   ERRAND_DB_CONNECT_TIMEOUT_SECONDS: int(1, 300).default(5),
   ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: int(1, 3600).default(10),
+  ERRAND_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  ERRAND_METRICS_HOST: z.string().min(1).optional(),
+  ERRAND_METRICS_PORT: int(0, 65535).optional(),
   ERRAND_ALLOW_LOCAL_REPOS: bool.optional(),
   ERRAND_MODEL: z.string().min(1).optional(),
   ERRAND_MAX_PROMPT_CHARS: int(1, 10_000_000).default(100_000),
@@ -68,6 +71,11 @@ export interface Config {
    * is down or does not answer makes a request fail with 503 in this time, not hang.
    */
   database: { connectTimeoutSeconds: number; statementTimeoutSeconds: number };
+  /**
+   * Where /metrics is served: on the API's own port behind `token`, and/or on a listener of
+   * its own (`port`, e.g. bound to an internal interface), which workers can have too.
+   */
+  metrics: { token: string | undefined; host: string; port: number | undefined };
   allowLocalRepos: boolean;
   defaultModel: string | undefined;
   maxPromptChars: number;
@@ -195,6 +203,11 @@ export function loadConfig(
       connectTimeoutSeconds: e.ERRAND_DB_CONNECT_TIMEOUT_SECONDS,
       statementTimeoutSeconds: e.ERRAND_DB_STATEMENT_TIMEOUT_SECONDS,
     },
+    metrics: {
+      token: e.ERRAND_METRICS_TOKEN,
+      host: e.ERRAND_METRICS_HOST ?? '127.0.0.1',
+      port: e.ERRAND_METRICS_PORT,
+    },
     // Local repositories are how a newcomer tries Errand on their own disk; on a shared
     // PostgreSQL deployment they would let any project key read the server's files.
     allowLocalRepos: e.ERRAND_ALLOW_LOCAL_REPOS ?? databaseUrl === undefined,
@@ -241,6 +254,7 @@ export function loadConfig(
       e.GOOGLE_GENERATIVE_AI_API_KEY,
       e.ERRAND_OPENAI_COMPATIBLE_API_KEY,
       e.ERRAND_API_KEY,
+      e.ERRAND_METRICS_TOKEN,
     ].filter((v): v is string => v !== undefined && v.length >= 8),
     logLevel: e.ERRAND_LOG_LEVEL,
     client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY },

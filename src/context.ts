@@ -4,6 +4,7 @@ import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
 import type { Logger } from './log.ts';
+import type { Metrics } from './metrics/metrics.ts';
 import type { TurnQueue } from './queue/queue.ts';
 
 export interface AppContext {
@@ -15,4 +16,6 @@ export interface AppContext {
   queue: TurnQueue;
   /** Running turns of this process, so an archive can stop them without waiting for a heartbeat. */
   aborts: TurnAborts;
+  /** This process's Prometheus metrics. */
+  metrics: Metrics;
 }

@@ -11,8 +11,12 @@ import { TurnAborts } from './jobs/aborts.ts';
 import type { TurnRunner } from './jobs/runner.ts';
 import { ensureAdminKey } from './keys/bootstrap.ts';
 import { createLogger, type Logger } from './log.ts';
+import { databaseSampler } from './metrics/database.ts';
+import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
+import { Metrics } from './metrics/metrics.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
+import { workspaceUsage } from './workspace/index.ts';
 
 export interface ServiceOptions {
   api: boolean;
@@ -29,6 +33,8 @@ export interface RunningService {
   /** Base URL of the API, when it runs. */
   url: string | undefined;
   app: FastifyInstance | undefined;
+  /** The metrics listener's URL, when ERRAND_METRICS_PORT opens one. */
+  metricsUrl: string | undefined;
   stop(): Promise<void>;
 }
 
@@ -42,10 +48,14 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       statementMs: config.database.statementTimeoutSeconds * 1000,
     },
   });
+  const metrics = new Metrics();
+  metrics.sample(databaseSampler(handle.db, metrics));
   let queue: TurnQueue | undefined;
   let app: FastifyInstance | undefined;
   let worker: Worker | undefined;
+  let metricsServer: MetricsServer | undefined;
   const stop = async () => {
+    await metricsServer?.close();
     await app?.close();
     await worker?.stop();
     await queue?.stop();
@@ -62,23 +72,37 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       log,
       queue,
       aborts: new TurnAborts(),
+      metrics,
     };
     if (opts.api) {
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
     }
-    if (opts.worker)
+    if (opts.worker) {
+      // Workspaces live on the machines that run turns; the janitor measures them.
+      metrics.sample(async () => {
+        const usage = workspaceUsage();
+        metrics.workspaceBytes.set({ kind: 'jobs' }, usage.jobsBytes);
+        metrics.workspaceBytes.set({ kind: 'mirrors' }, usage.mirrorsBytes);
+        metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
+        metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
+      });
       worker = await startWorker(
         ctx,
-        opts.runner ?? new AgentRunner({ config, db: handle.db, log }),
+        opts.runner ?? new AgentRunner({ config, db: handle.db, log, metrics }),
       );
+    }
     let url: string | undefined;
     if (opts.api) {
       app = await buildApp(ctx);
       url = await app.listen({ host: config.host, port: config.port });
     }
-    log.info({ url, database: handle.kind, worker: opts.worker }, 'errand started');
-    return { ctx, url, app, stop };
+    metricsServer = await startMetricsServer(config, metrics, log);
+    log.info(
+      { url, database: handle.kind, worker: opts.worker, metrics: metricsServer?.url },
+      'errand started',
+    );
+    return { ctx, url, app, metricsUrl: metricsServer?.url, stop };
   } catch (err) {
     await stop().catch(() => {});
     throw err;

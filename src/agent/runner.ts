@@ -15,6 +15,7 @@ import {
   type TurnRunner,
 } from '../jobs/runner.ts';
 import type { Logger } from '../log.ts';
+import type { Metrics } from '../metrics/metrics.ts';
 import { GitError, headerSecrets } from '../workspace/errors.ts';
 import { gitOut } from '../workspace/git.ts';
 import {
@@ -29,7 +30,7 @@ import {
   withJobLock,
 } from '../workspace/index.ts';
 import type { GitAuth } from '../workspace/types.ts';
-import { BudgetExceededError, runAgentTurn } from './loop.ts';
+import { BudgetExceededError, ModelError, runAgentTurn } from './loop.ts';
 import { resolveModel } from './models.ts';
 import { buildSystemPrompt, readRepoInstructions } from './prompt.ts';
 import { scrubSecrets } from './scrub.ts';
@@ -39,6 +40,8 @@ export interface AgentRunnerDeps {
   config: Config;
   db: Db;
   log: Logger;
+  /** Model and forge calls are counted here. */
+  metrics: Metrics;
 }
 
 const TURN_TRAILER = 'Errand-Turn';
@@ -208,6 +211,7 @@ export class AgentRunner implements TurnRunner {
       apiUrl: forge.apiUrl,
       repository: job.repository,
       credentials,
+      fetch: this.#deps.metrics.forgeFetch(forge.kind),
     });
     const gitAuth = await client.gitAuth(signal);
     let auth: GitAuth | undefined;
@@ -227,6 +231,7 @@ export class AgentRunner implements TurnRunner {
   ): Promise<Awaited<ReturnType<typeof runAgentTurn>>> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
+    const { metrics } = this.#deps;
     const repoInstructions = await readRepoInstructions(dir);
     return runAgentTurn({
       model: resolveModel(job.model, config.models),
@@ -245,10 +250,15 @@ export class AgentRunner implements TurnRunner {
       },
       signal,
       onEvent: async (event) => {
-        if (event.type === 'model.step')
+        if (event.type === 'model.step') {
+          metrics.modelStep(job.model, event.usage);
           return emit('model.step', { step: event.step, usage: event.usage });
+        }
         return emit(event.type, { ...event });
       },
+    }).catch((err: unknown) => {
+      if (err instanceof ModelError) metrics.modelError(job.model);
+      throw err;
     });
   }
 

@@ -4,10 +4,12 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
+import { registerMetricsRoute } from '../metrics/http.ts';
 import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
 import { ClientErrors, requireHost, serverOptions } from './connections.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
+import { observeResponse } from './observe.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
@@ -47,6 +49,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     reply.header('X-Request-Id', request.id);
     done(null, payload);
   });
+  app.addHook('onResponse', observeResponse(ctx));
   app.addHook('onRequest', requireHost);
   app.addHook('preValidation', checkBody);
   app.setErrorHandler(errorHandler(ctx.log));
@@ -60,6 +63,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
 
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   await registerHealth(app, ctx);
+  registerMetricsRoute(app, ctx.config, ctx.metrics);
   registerGetJob(app, new AuthorizedJobReader(ctx, keys));
   registerReview(app, ctx);
   await app.register(async (scope) => {

@@ -10,9 +10,11 @@ import type { Database, JobStatus } from '../db/schema.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
 import { appendEvent } from '../jobs/events.ts';
 import { TurnFailedError, type TurnOutput, type TurnRunner } from '../jobs/runner.ts';
+import type { TurnOutcome } from '../metrics/metrics.ts';
 import { pruneCounters } from '../ratelimit/ratelimit.ts';
 import { startJanitor } from '../workspace/index.ts';
 import { TURN_QUEUE, type TurnMessage } from './queue.ts';
+import { TurnReport } from './turn-report.ts';
 
 export interface Worker {
   stop(): Promise<void>;
@@ -117,22 +119,30 @@ export async function handleTurn(
     return { job: j, turn: t };
   });
   if (!started) return;
-  const emit = (type: string, data: Record<string, unknown> = {}) =>
-    appendEvent(ctx.db, jobId, seq, type, data);
+  const report = new TurnReport();
+  const emit = (type: string, data: Record<string, unknown> = {}) => {
+    report.mark(type);
+    return appendEvent(ctx.db, jobId, seq, type, data);
+  };
   await emit('turn.started', { attempt: entry.retryCount + 1 });
   log.info('turn started');
 
   const local = ctx.aborts.start(jobId);
   const signal = AbortSignal.any([entry.signal, local.signal]);
+  // Stays 'interrupted' when settling throws: the turn goes back to the queue undecided.
+  let outcome: TurnOutcome = 'interrupted';
+  let failure: unknown;
   try {
     const output = await runner.run({ job: started.job, turn: started.turn, signal, emit });
     signal.throwIfAborted();
     await finishTurn(ctx, jobId, seq, output);
-    log.info('turn finished');
+    outcome = 'done';
   } catch (err) {
-    await settleFailure(ctx, entry, err, signal);
+    failure = err;
+    outcome = await settleFailure(ctx, entry, err, signal);
   } finally {
     ctx.aborts.finish(jobId, local);
+    report.end(log, ctx.metrics, outcome, failure);
   }
 }
 
@@ -207,7 +217,7 @@ async function settleFailure(
   entry: JobWithMetadata<TurnMessage>,
   err: unknown,
   signal: AbortSignal,
-): Promise<void> {
+): Promise<Exclude<TurnOutcome, 'done' | 'interrupted'>> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
   const job = await ctx.db
@@ -215,10 +225,7 @@ async function settleFailure(
     .select('status')
     .where('id', '=', jobId)
     .executeTakeFirst();
-  if (!job || job.status === 'archived') {
-    log.info('turn stopped: the job was archived');
-    return;
-  }
+  if (!job || job.status === 'archived') return 'archived';
   if (signal.aborted) {
     // Shutdown or a lost claim: the queue gives the turn to another worker.
     log.warn({ reason: errorMessage(signal.reason) }, 'turn interrupted');
@@ -234,7 +241,7 @@ async function settleFailure(
         ? Math.min(err.retryAfterSeconds ?? 0, MAX_RETRY_AFTER_SECONDS)
         : 0;
     const delay = Math.max(backoff, retryAfter);
-    log.warn({ err, retryInSeconds: delay }, 'turn failed, will retry');
+    log.debug({ retryInSeconds: delay }, 'turn retry scheduled');
     await appendEvent(ctx.db, jobId, seq, 'turn.retrying', {
       error: message,
       attempt: entry.retryCount + 1,
@@ -246,10 +253,10 @@ async function settleFailure(
     // deferred by `delay`, and this worker is free for other turns meanwhile.
     if (!(await ctx.queue.retryLater(entry, delay, message)))
       log.warn('turn retry not scheduled: its claim was gone');
-    return;
+    return 'retried';
   }
-  log.warn({ err }, 'turn failed');
   await failTurn(ctx, jobId, seq, message);
+  return 'failed';
 }
 
 /** Marks a turn failed for good; the job fails too unless another turn is queued behind it. */

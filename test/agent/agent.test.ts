@@ -199,12 +199,16 @@ for (const backend of backends) {
     });
 
     test('a model 401 fails the job at once with a readable error', async () => {
+      const { metrics } = svc.service.ctx;
+      const errors = () => metrics.value('errand_model_errors_total', { provider: 'openai' });
+      const before = await errors();
       llm.script(httpError(401, { message: 'Incorrect API key provided' }));
       const jobId = await create('Anything');
       const job = await until(jobId, 'failed');
       assert.match(job.error ?? '', /401/);
       assert.match(job.error ?? '', /OPENAI_API_KEY/);
       assert.equal(llm.requests.length, 1);
+      assert.equal(await errors(), before + 1);
     });
 
     test('a model 500 twice then success: the job completes', async () => {
@@ -226,9 +230,16 @@ for (const backend of backends) {
         },
         { ...reply('Add notes'), protocol: 'anthropic' },
       );
+      const { metrics } = svc.service.ctx;
+      const calls = () => metrics.value('errand_model_calls_total', { provider: 'anthropic' });
+      const tokens = () => metrics.value('errand_model_tokens_total', { provider: 'anthropic' });
+      const [callsBefore, tokensBefore] = [await calls(), await tokens()];
       const jobId = await create('Add notes', project.id);
       const job = await until(jobId, 'completed', project.id);
       assert.equal(job.model, 'anthropic:claude-test');
+      // Two model calls (the tool call, then the summary), counted under their provider.
+      assert.equal(await calls(), callsBefore + 2);
+      assert.ok((await tokens()) > tokensBefore, 'no tokens were counted');
       assert.deepEqual(changedOnBranch(`errand/${jobId}`), ['A\tNOTES.md']);
     });
 

@@ -268,6 +268,13 @@ for (const c of cases) {
       } else {
         assert.equal(pr?.draft, true);
       }
+      // The forge's API calls are counted; GitHub's refusal of the draft (a 422) is a failed one.
+      const { metrics } = svc.service.ctx;
+      assert.ok((await metrics.value('errand_forge_calls_total', { forge: c.forge })) >= 2);
+      assert.equal(
+        await metrics.value('errand_forge_errors_total', { forge: c.forge }),
+        c.forge === 'github' ? 1 : 0,
+      );
       // Every git request carried the token (the server refuses any other).
       assert.ok(gitServer.requests.length > 0);
       assert.ok(gitServer.requests.every((r) => r.authorization === basic(c.gitUser, c.token)));
@@ -311,7 +318,7 @@ for (const c of cases) {
           .execute(),
       ]);
       assert.ok(!answers.includes(c.token), 'the token reached an API answer, event or transcript');
-      assert.ok(logged.includes('turn finished'), 'the debug log was not captured');
+      assert.ok(logged.includes('turn ended'), 'the debug log was not captured');
       assert.ok(!logged.includes(c.token), 'the token reached the log');
       assert.ok(
         !logged.includes(basic(c.gitUser, c.token).slice(6)),

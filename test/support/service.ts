@@ -216,7 +216,12 @@ export async function redeliverTurn(
     .where('seq', '=', seq)
     .executeTakeFirstOrThrow();
   const events: string[] = [];
-  const runner = new AgentRunner({ config: ctx.config, db: ctx.db, log: ctx.log });
+  const runner = new AgentRunner({
+    config: ctx.config,
+    db: ctx.db,
+    log: ctx.log,
+    metrics: ctx.metrics,
+  });
   const output = await runner.run({
     job,
     turn,

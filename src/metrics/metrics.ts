@@ -1,0 +1,188 @@
+// The process's Prometheus metrics, with the well-kept client library (prom-client). One
+// registry per service, built at start-up and reached through the context: the API counts
+// requests, workers count turns, model calls and forge calls; what lives in the database (jobs
+// by status, the queue) and on disk (workspaces) is read when Prometheus scrapes.
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+
+/**
+ * Brings gauges up to date at scrape time. It reports its own failures in its gauges (a
+ * database that is down sets errand_database_up to 0) instead of failing the scrape.
+ */
+export type Sampler = () => Promise<void>;
+
+/** How a turn attempt ended: done, failed for good, retried later, handed back undecided, or stopped by an archive. */
+export type TurnOutcome = 'done' | 'failed' | 'retried' | 'interrupted' | 'archived';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly httpRequests: Counter<'method' | 'route' | 'status'>;
+  readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
+  readonly turns: Counter<'outcome'>;
+  readonly turnDuration: Histogram<'outcome'>;
+  readonly modelCalls: Counter<'provider'>;
+  readonly modelTokens: Counter<'provider' | 'kind'>;
+  readonly modelErrors: Counter<'provider'>;
+  readonly forgeCalls: Counter<'forge'>;
+  readonly forgeErrors: Counter<'forge'>;
+  readonly jobs: Gauge<'status'>;
+  readonly queuedTurns: Gauge;
+  readonly oldestQueuedSeconds: Gauge;
+  readonly workspaceBytes: Gauge<'kind'>;
+  readonly workspaceCount: Gauge<'kind'>;
+  readonly databaseUp: Gauge;
+  readonly #samplers: Sampler[] = [];
+
+  constructor() {
+    const registers = [this.registry];
+    collectDefaultMetrics({
+      register: this.registry,
+      prefix: 'errand_',
+      eventLoopMonitoringPrecision: 20,
+    });
+    this.httpRequests = new Counter({
+      name: 'errand_http_requests_total',
+      help: 'HTTP requests answered, by route template and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.httpDuration = new Histogram({
+      name: 'errand_http_request_duration_seconds',
+      help: 'Time from the request to the end of its response',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    this.turns = new Counter({
+      name: 'errand_turns_total',
+      help: 'Turn attempts by outcome: done, failed (for good), retried (after a backoff), interrupted (handed back to the queue), archived',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.turnDuration = new Histogram({
+      name: 'errand_turn_duration_seconds',
+      help: 'Wall time of a turn attempt, by outcome',
+      labelNames: ['outcome'],
+      buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600],
+      registers,
+    });
+    this.modelCalls = new Counter({
+      name: 'errand_model_calls_total',
+      help: 'Model calls (agent steps) by provider',
+      labelNames: ['provider'],
+      registers,
+    });
+    this.modelTokens = new Counter({
+      name: 'errand_model_tokens_total',
+      help: 'Model tokens by provider and kind (input, output)',
+      labelNames: ['provider', 'kind'],
+      registers,
+    });
+    this.modelErrors = new Counter({
+      name: 'errand_model_errors_total',
+      help: 'Turn attempts that ended in a model error, by provider',
+      labelNames: ['provider'],
+      registers,
+    });
+    this.forgeCalls = new Counter({
+      name: 'errand_forge_calls_total',
+      help: 'Forge API calls by forge',
+      labelNames: ['forge'],
+      registers,
+    });
+    this.forgeErrors = new Counter({
+      name: 'errand_forge_errors_total',
+      help: 'Forge API calls that failed (network error or an answer of 4xx/5xx), by forge',
+      labelNames: ['forge'],
+      registers,
+    });
+    this.jobs = new Gauge({
+      name: 'errand_jobs',
+      help: 'Jobs by status (read from the database at scrape time)',
+      labelNames: ['status'],
+      registers,
+    });
+    this.queuedTurns = new Gauge({
+      name: 'errand_turns_queued',
+      help: 'Turns accepted and not started yet',
+      registers,
+    });
+    this.oldestQueuedSeconds = new Gauge({
+      name: 'errand_turn_oldest_queued_age_seconds',
+      help: 'Age of the oldest turn not started yet (0 when none)',
+      registers,
+    });
+    this.workspaceBytes = new Gauge({
+      name: 'errand_workspace_bytes',
+      help: "Disk used by this machine's workspaces: job clones (jobs) and project mirrors (mirrors)",
+      labelNames: ['kind'],
+      registers,
+    });
+    this.workspaceCount = new Gauge({
+      name: 'errand_workspaces',
+      help: "Job clones (jobs) and project mirrors (mirrors) on this machine's disk",
+      labelNames: ['kind'],
+      registers,
+    });
+    this.databaseUp = new Gauge({
+      name: 'errand_database_up',
+      help: '1 when the last scrape could read the database in time, else 0',
+      registers,
+    });
+  }
+
+  /** Adds a reading taken at every scrape (database gauges, workspace disk use). */
+  sample(sampler: Sampler): void {
+    this.#samplers.push(sampler);
+  }
+
+  /** The Prometheus text exposition of every metric. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    await Promise.all(this.#samplers.map((s) => s()));
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+
+  /** `fetch` for a forge's client that counts its calls, and the ones that failed or got 4xx/5xx. */
+  forgeFetch(
+    forge: string,
+    inner: typeof globalThis.fetch = globalThis.fetch,
+  ): typeof globalThis.fetch {
+    return async (input, init) => {
+      this.forgeCalls.inc({ forge });
+      try {
+        const response = await inner(input, init);
+        if (response.status >= 400) this.forgeErrors.inc({ forge });
+        return response;
+      } catch (err) {
+        this.forgeErrors.inc({ forge });
+        throw err;
+      }
+    };
+  }
+
+  /** A model step's token usage, by provider (`provider:model` ids name it first). */
+  modelStep(model: string, usage: { inputTokens: number; outputTokens: number }): void {
+    const provider = providerOf(model);
+    this.modelCalls.inc({ provider });
+    this.modelTokens.inc({ provider, kind: 'input' }, usage.inputTokens);
+    this.modelTokens.inc({ provider, kind: 'output' }, usage.outputTokens);
+  }
+
+  modelError(model: string): void {
+    this.modelErrors.inc({ provider: providerOf(model) });
+  }
+
+  /** A counter's or gauge's value summed over the series that match `labels` (0 if none). */
+  async value(name: string, labels: Readonly<Record<string, string>> = {}): Promise<number> {
+    const metric = this.registry.getSingleMetric(name);
+    if (!metric) throw new Error(`no metric named ${name}`);
+    const { values } = await metric.get();
+    return values
+      .filter((v) => Object.entries(labels).every(([k, x]) => v.labels[k] === x))
+      .reduce((sum, v) => sum + v.value, 0);
+  }
+}
+
+function providerOf(model: string): string {
+  const i = model.indexOf(':');
+  return i > 0 ? model.slice(0, i) : 'unknown';
+}
