@@ -32,7 +32,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     // Room for the largest allowed prompt in UTF-8 plus JSON escaping.
     bodyLimit: Math.max(1024 * 1024, ctx.config.maxPromptChars * 6 + 4096),
     genReqId: nextId,
-    return503OnClosing: true,
+    // Fastify's own 503 while closing has its own body: refuseWhileClosing answers instead.
+    return503OnClosing: false,
     ...serverOptions(ctx.config.httpTimeouts),
     clientErrorHandler: clientErrors.onClientError,
     frameworkErrors: clientErrors.onFrameworkError,
@@ -51,6 +52,17 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   app.addHook('onResponse', observeResponse(ctx));
   app.addHook('onRequest', requireHost);
+  // While the server drains (a stop), a request that still arrives on an open connection is
+  // sent elsewhere; Fastify closes the connection after the answer.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+  app.addHook('onRequest', (_request, _reply, done) => {
+    if (!closing) done();
+    else done(new AppError('unavailable', 'this server is shutting down; try again'));
+  });
   app.addHook('preValidation', checkBody);
   app.setErrorHandler(errorHandler(ctx.log));
   app.setNotFoundHandler((request, reply) =>

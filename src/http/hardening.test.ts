@@ -456,6 +456,45 @@ for (const backend of backends) {
       });
     });
   });
+
+  describe(`shutting down on ${backend}`, () => {
+    test("a request that arrives while the server drains is a 503 in Errand's shape, then the close", async () => {
+      const svc = await startTestService({ backend, worker: false });
+      try {
+        const port = Number(new URL(svc.url).port);
+        let closing: Promise<unknown> | undefined;
+        const ex = await rawExchange(
+          port,
+          [
+            // The first request's headers are complete, so it is routed before the stop
+            // begins; its body (and a second request behind it) arrive during the drain.
+            `POST /v2/admin/projects HTTP/1.1\r\nHost: errand\r\nAuthorization: Bearer ${svc.adminKey}\r\n` +
+              'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{',
+            (socket) => {
+              setTimeout(() => {
+                closing = svc.service.app?.close();
+                setTimeout(
+                  () => socket.write('}GET /healthz HTTP/1.1\r\nHost: errand\r\n\r\n'),
+                  200,
+                );
+              }, 200);
+            },
+          ],
+          ANSWER_WITHIN_MS,
+        );
+        await closing;
+        assert.ok(ex.closed, 'the server kept the connection open');
+        const responses = parseResponses(ex.data);
+        assert.equal(responses.length, 2, ex.data);
+        assertRawError(responses[0], 400, 'bad_request');
+        assertRawError(responses[1], 503, 'unavailable');
+        assert.equal(responses[1]?.headers.connection, 'close');
+        assert.equal(responses[1]?.headers['retry-after'], '5');
+      } finally {
+        await svc.close();
+      }
+    });
+  });
 }
 
 notePostgresSkip();
