@@ -2,7 +2,7 @@
 // the workers. `serve` runs both (or the API only with --no-worker), `worker` only workers.
 import type { FastifyInstance } from 'fastify';
 import { AgentRunner } from './agent/runner.ts';
-import type { Config } from './config.ts';
+import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
@@ -78,6 +78,11 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
     }
+    let url: string | undefined;
+    if (opts.api) {
+      app = await buildApp(ctx);
+      url = await app.listen({ host: config.host, port: config.port });
+    }
     if (opts.worker) {
       // Workspaces live on the machines that run turns; the janitor measures them.
       metrics.sample(async () => {
@@ -89,13 +94,8 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       });
       worker = await startWorker(
         ctx,
-        opts.runner ?? new AgentRunner({ config, db: handle.db, log, metrics }),
+        opts.runner ?? agentRunner(config, url, handle.db, log, metrics),
       );
-    }
-    let url: string | undefined;
-    if (opts.api) {
-      app = await buildApp(ctx);
-      url = await app.listen({ host: config.host, port: config.port });
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(
@@ -108,3 +108,30 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
     throw err;
   }
 }
+
+/**
+ * The agent, with the address its review links and pull requests point to: ERRAND_PUBLIC_URL,
+ * else the address this process's API really listens on (the bound port, not a configured 0).
+ * A worker without an API of its own must be told (main.ts says so before anything starts).
+ */
+function agentRunner(
+  config: Config,
+  apiUrl: string | undefined,
+  db: DatabaseHandle['db'],
+  log: Logger,
+  metrics: Metrics,
+): AgentRunner {
+  const publicUrl = config.publicUrl ?? apiUrl;
+  if (!publicUrl)
+    throw new ConfigError(
+      "ERRAND_PUBLIC_URL is not set: a worker without an API needs the address where users reach Errand's API",
+    );
+  if (!config.publicUrl && WILDCARD_HOSTS.has(config.host))
+    log.warn(
+      { publicUrl },
+      'listening on every interface without ERRAND_PUBLIC_URL: review links use this address; set ERRAND_PUBLIC_URL to the one users reach',
+    );
+  return new AgentRunner({ config: { ...config, publicUrl }, db, log, metrics });
+}
+
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]']);

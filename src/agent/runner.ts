@@ -57,16 +57,10 @@ interface TurnForge {
   auth: GitAuth | undefined;
 }
 
-/**
- * Where Errand's own pages are: ERRAND_PUBLIC_URL, else the listen address of `errand serve`,
- * whose embedded worker runs beside the API. `errand worker` refuses to start without the
- * setting (main.ts): it has no address of its own.
- */
+/** Where Errand's own pages are; the service sets it before the agent runs (service.ts). */
 export function publicBaseUrl(config: Config): string {
-  return (
-    config.publicUrl ??
-    `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`
-  );
+  if (!config.publicUrl) throw new Error('the agent runs without a public URL');
+  return config.publicUrl;
 }
 
 export function workspaceConfig(config: Config): WorkspaceConfig {

@@ -217,7 +217,8 @@ export async function redeliverTurn(
     .executeTakeFirstOrThrow();
   const events: string[] = [];
   const runner = new AgentRunner({
-    config: ctx.config,
+    // As the service gives its own agent: the address its API listens on.
+    config: { ...ctx.config, publicUrl: ctx.config.publicUrl ?? svc.url },
     db: ctx.db,
     log: ctx.log,
     metrics: ctx.metrics,
