@@ -8,6 +8,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { backends } from '../support/databases.ts';
 import { type FakeLlm, httpError, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { createJob, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const OPENAI_KEY = 'sk-test-openai-4b1f0c9e7d2a';
@@ -62,19 +63,9 @@ for (const backend of backends) {
       }
     });
 
-    const create = async (prompt: string, project = projectId) => {
-      const res = await svc.request('POST', `/v2/agent/${project}/job`, { body: { prompt } });
-      assert.equal(res.status, 201, res.text);
-      return res.json.id as string;
-    };
+    const create = (prompt: string, project = projectId) => createJob(svc, project, prompt);
     const until = (jobId: string, status: string, project = projectId) =>
-      waitFor(`job ${jobId} to be ${status}`, async () => {
-        const res = await svc.request('GET', `/v2/agent/${project}/job/${jobId}`);
-        if (res.json.status === status) return res.json;
-        if (res.json.status !== 'active')
-          throw new Error(`job ended ${res.json.status}: ${res.json.error}`);
-        return undefined;
-      });
+      untilStatus(svc, project, jobId, status, { failFast: true });
     const events = async (jobId: string) =>
       (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
     const changedOnBranch = (branch: string, base = 'main') =>

@@ -7,7 +7,8 @@ import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
-import { redeliverTurn, startTestService, type TestService, waitFor } from '../support/service.ts';
+import { createJob, untilStatus } from '../support/jobs.ts';
+import { redeliverTurn, startTestService, type TestService } from '../support/service.ts';
 
 const KEY = 'sk-test-recovery-5e8a1f3c';
 
@@ -48,16 +49,8 @@ describe('agent failures and recovery', () => {
     }
   });
 
-  const create = async (prompt: string) => {
-    const res = await svc.request('POST', `/v2/agent/${projectId}/job`, { body: { prompt } });
-    assert.equal(res.status, 201, res.text);
-    return res.json.id as string;
-  };
-  const until = (jobId: string, status: string) =>
-    waitFor(`job ${jobId} to be ${status}`, async () => {
-      const res = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
-      return res.json.status === status ? res.json : undefined;
-    });
+  const create = (prompt: string) => createJob(svc, projectId, prompt);
+  const until = (jobId: string, status: string) => untilStatus(svc, projectId, jobId, status);
 
   test('a model that cannot be resolved is refused at create time, saying what to set', async () => {
     const project = await svc.createProject({

@@ -10,6 +10,7 @@ import { workspaceUsage } from '../../src/workspace/retention.ts';
 import { backends } from '../support/databases.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { createJob, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const KEY = 'sk-test-retention-7d2c9a41';
@@ -76,16 +77,8 @@ for (const backend of backends) {
       });
 
       const clone = (jobId: string) => path.join(svc.database.dataDir, 'workspaces', 'jobs', jobId);
-      const create = async (prompt: string) => {
-        const res = await svc.request('POST', `/v2/agent/${projectId}/job`, { body: { prompt } });
-        assert.equal(res.status, 201, res.text);
-        return res.json.id as string;
-      };
-      const until = (jobId: string, status: string) =>
-        waitFor(`job ${jobId} to be ${status}`, async () => {
-          const res = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
-          return res.json.status === status ? res.json : undefined;
-        });
+      const create = (prompt: string) => createJob(svc, projectId, prompt);
+      const until = (jobId: string, status: string) => untilStatus(svc, projectId, jobId, status);
       const events = async (jobId: string) =>
         (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
       const gone = (jobId: string) =>

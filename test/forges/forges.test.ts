@@ -19,7 +19,8 @@ import {
   removeDir,
   startGitHttpServer,
 } from '../support/git.ts';
-import { redeliverTurn, startTestService, type TestService, waitFor } from '../support/service.ts';
+import { untilStatus } from '../support/jobs.ts';
+import { redeliverTurn, startTestService, type TestService } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-forges-2c7e9b1d';
 const basic = (user: string, token: string) =>
@@ -199,13 +200,7 @@ for (const c of cases) {
     });
 
     const until = (jobId: string, status: string, project = projectId) =>
-      waitFor(`job ${jobId} to be ${status}`, async () => {
-        const res = await svc.request('GET', `/v2/agent/${project}/job/${jobId}`);
-        if (res.json.status === status) return res.json;
-        if (res.json.status !== 'active')
-          throw new Error(`job ended ${res.json.status}: ${res.json.error}`);
-        return undefined;
-      });
+      untilStatus(svc, project, jobId, status, { failFast: true });
 
     /** Every form of the token git sends: the token, the Basic credential and its decoding. */
     const tokenForms = () => {

@@ -6,6 +6,7 @@ import { ExternalError } from '../../src/errors.ts';
 import type { TurnInput, TurnOutput } from '../../src/jobs/runner.ts';
 import { TurnFailedError } from '../../src/jobs/runner.ts';
 import { backends } from '../support/databases.ts';
+import { createJob, untilStatus } from '../support/jobs.ts';
 import { RecordingRunner, type TurnCall, work } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
@@ -68,11 +69,7 @@ for (const backend of backends) {
       await svc?.close();
     });
 
-    const create = async (prompt: string) => {
-      const res = await svc.request('POST', `/v2/agent/${projectId}/job`, { body: { prompt } });
-      assert.equal(res.status, 201, res.text);
-      return res.json.id as string;
-    };
+    const create = (prompt: string) => createJob(svc, projectId, prompt);
     const message = async (jobId: string, prompt: string) => {
       const res = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
         body: { prompt },
@@ -82,15 +79,8 @@ for (const backend of backends) {
     };
     const getJob = async (jobId: string) =>
       (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
-    const untilStatus = (jobId: string, status: string, timeoutMs = 20_000) =>
-      waitFor(
-        `job ${jobId} to be ${status}`,
-        async () => {
-          const job = await getJob(jobId);
-          return job.status === status ? job : undefined;
-        },
-        timeoutMs,
-      );
+    const until = (jobId: string, status: string, timeoutMs?: number) =>
+      untilStatus(svc, projectId, jobId, status, timeoutMs ? { timeoutMs } : {});
     const turns = (jobId: string) =>
       svc.service.ctx.db
         .selectFrom('turns')
@@ -106,7 +96,7 @@ for (const backend of backends) {
       await message(jobId, 'quick: second');
       await message(jobId, 'quick: third');
       await message(jobId, 'quick: fourth');
-      const job = await untilStatus(jobId, 'completed');
+      const job = await until(jobId, 'completed');
       assert.equal(job.turns, 4);
       const calls = runner.calls.filter((c) => c.jobId === jobId);
       assert.deepEqual(
@@ -135,7 +125,7 @@ for (const backend of backends) {
     test('turns of different jobs run in parallel', async () => {
       const before = runner.maxRunning;
       const ids = await Promise.all([create('quick: a'), create('quick: b'), create('quick: c')]);
-      for (const id of ids) await untilStatus(id, 'completed');
+      for (const id of ids) await until(id, 'completed');
       assert.ok(
         Math.max(before, runner.maxRunning) >= 2,
         `at most ${runner.maxRunning} turn ran at once`,
@@ -176,7 +166,7 @@ for (const backend of backends) {
 
     test('a transient error is retried and the job completes', async () => {
       const jobId = await create('flaky: try twice');
-      const job = await untilStatus(jobId, 'completed');
+      const job = await until(jobId, 'completed');
       assert.equal(job.error, null);
       const [turn] = await turns(jobId);
       assert.equal(turn?.attempts, 2);
@@ -187,7 +177,7 @@ for (const backend of backends) {
 
     test('an unrecoverable error fails the job with its message, without retries', async () => {
       const jobId = await create('broken: go');
-      const job = await untilStatus(jobId, 'failed');
+      const job = await until(jobId, 'failed');
       assert.equal(job.error, 'the repository https://example.invalid/x.git does not exist');
       const [turn] = await turns(jobId);
       assert.equal(turn?.attempts, 1);
@@ -196,7 +186,7 @@ for (const backend of backends) {
 
     test('a transient error that persists fails the job after the configured retries', async () => {
       const jobId = await create('down: go');
-      const job = await untilStatus(jobId, 'failed', 30_000);
+      const job = await until(jobId, 'failed', 30_000);
       assert.equal(job.error, 'model API unreachable');
       const [turn] = await turns(jobId);
       assert.equal(turn?.attempts, 3);
@@ -204,10 +194,10 @@ for (const backend of backends) {
 
     test('a follow-up reactivates a failed job and runs', async () => {
       const jobId = await create('broken: first');
-      await untilStatus(jobId, 'failed');
+      await until(jobId, 'failed');
       const res = await message(jobId, 'broken: again');
       assert.equal(res.json.status, 'active');
-      const job = await untilStatus(jobId, 'failed');
+      const job = await until(jobId, 'failed');
       assert.equal(job.turns, 2);
       assert.deepEqual(
         (await turns(jobId)).map((t) => t.state),
@@ -217,10 +207,10 @@ for (const backend of backends) {
 
     test('a follow-up to a completed job makes it active, then completed again', async () => {
       const jobId = await create('quick: one');
-      await untilStatus(jobId, 'completed');
+      await until(jobId, 'completed');
       const res = await message(jobId, 'quick: two');
       assert.equal(res.json.status, 'active');
-      await untilStatus(jobId, 'completed');
+      await until(jobId, 'completed');
       assert.equal(runner.calls.filter((c) => c.jobId === jobId).length, 2);
     });
   });

@@ -13,6 +13,7 @@ import type { TurnInput, TurnOutput } from '../../src/jobs/runner.ts';
 import { backends, POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { createJob, untilStatus } from '../support/jobs.ts';
 import { exited, runErrand } from '../support/process.ts';
 import { RecordingRunner, type TurnCall } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
@@ -196,20 +197,9 @@ for (const backend of backends) {
       await svc?.close();
     });
 
-    const create = async (prompt: string) => {
-      const res = await svc.request('POST', `/v2/agent/${projectId}/job`, { body: { prompt } });
-      assert.equal(res.status, 201, res.text);
-      return res.json.id as string;
-    };
-    const untilStatus = (jobId: string, status: string, timeoutMs = 60_000) =>
-      waitFor(
-        `job ${jobId} to be ${status}`,
-        async () => {
-          const res = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
-          return res.json.status === status ? res.json : undefined;
-        },
-        timeoutMs,
-      );
+    const create = (prompt: string) => createJob(svc, projectId, prompt);
+    const until = (jobId: string, status: string) =>
+      untilStatus(svc, projectId, jobId, status, { timeoutMs: 60_000 });
     const callsOf = (jobId: string): TurnCall[] => runner.calls.filter((c) => c.jobId === jobId);
     /** From the end of each attempt to the start of the next. */
     const gaps = (calls: TurnCall[]) =>
@@ -227,8 +217,8 @@ for (const backend of backends) {
       // One turn at a time: this job runs during the backoff only if the backoff holds no
       // worker (a worker sleeping it out would take the older job's retry first).
       const other = await create('quick');
-      await untilStatus(other, 'completed');
-      const job = await untilStatus(jobId, 'failed');
+      await until(other, 'completed');
+      const job = await until(jobId, 'failed');
       assert.equal(job.error, 'model API answered 503');
       const calls = callsOf(jobId);
       assert.equal(calls.length, 3);
@@ -251,7 +241,7 @@ for (const backend of backends) {
 
     test("a service's Retry-After longer than the backoff is waited out", async () => {
       const jobId = await create('limited');
-      const job = await untilStatus(jobId, 'completed');
+      const job = await until(jobId, 'completed');
       assert.equal(job.error, null);
       const [gap] = gaps(callsOf(jobId));
       assert.ok((gap ?? 0) >= 8_000, `the retry came ${gap} ms after the failure`);
