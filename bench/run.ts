@@ -1,9 +1,15 @@
-// `npm run bench`: every benchmark with its default arguments. For options, run one directly,
-// e.g. `node bench/api/run.ts --help`.
+// `npm run bench`: every benchmark with its default arguments, one after the other (they would
+// disturb each other's figures if run at once). For options, run one directly, e.g.
+// `node bench/api/run.ts --help`.
 import { main as apiBench } from './api/run.ts';
+import { main as workerDeathBench } from './worker-death/run.ts';
+import { runWorkspaceBench } from './workspace/prepare.ts';
 
 try {
   await apiBench([]);
+  const { markdown } = await runWorkspaceBench(undefined);
+  process.stdout.write(`\n${markdown}\n`);
+  await workerDeathBench([]);
   process.exit(0);
 } catch (err) {
   process.stderr.write(
