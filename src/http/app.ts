@@ -32,7 +32,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     // Room for the largest allowed prompt in UTF-8 plus JSON escaping.
     bodyLimit: Math.max(1024 * 1024, ctx.config.maxPromptChars * 6 + 4096),
     genReqId: nextId,
-    // Fastify's own 503 while closing has its own body: refuseWhileClosing answers instead.
+    // Fastify's own 503 while closing has a body of its own: the preClose and onRequest hooks
+    // below answer in Errand's shape instead.
     return503OnClosing: false,
     ...serverOptions(ctx.config.httpTimeouts),
     clientErrorHandler: clientErrors.onClientError,
