@@ -3,14 +3,14 @@ import { describe, it } from 'node:test';
 import {
   errorDetail,
   normalizeApiUrl,
-  parseRepositoryUrl,
+  readForgeRepository,
   pathBelowBase,
   rateLimitResetSeconds,
   retryAfterSeconds,
 } from './http.ts';
 import { ForgeError } from './types.ts';
 
-describe('parseRepositoryUrl', () => {
+describe('readForgeRepository', () => {
   it('reads the spellings git accepts, nested paths included', () => {
     const cases: Array<[string, string, string, string]> = [
       ['https://gitlab.com/group/sub/project.git', 'https', 'gitlab.com', 'group/sub/project'],
@@ -22,7 +22,7 @@ describe('parseRepositoryUrl', () => {
       ['gitlab.com:group/project', 'ssh', 'gitlab.com', 'group/project'],
     ];
     for (const [url, scheme, host, path] of cases) {
-      const parsed = parseRepositoryUrl(url);
+      const parsed = readForgeRepository(url);
       assert.deepEqual(
         parsed && [parsed.scheme, parsed.host, parsed.path],
         [scheme, host, path],
@@ -49,7 +49,7 @@ describe('parseRepositoryUrl', () => {
       '/srv/repo.git',
       '',
     ]) {
-      assert.equal(parseRepositoryUrl(url), undefined, url);
+      assert.equal(readForgeRepository(url), undefined, url);
     }
   });
 });
@@ -75,7 +75,7 @@ describe('API URLs', () => {
   });
 
   it('removes the sub-path a forge is installed under from the repository path', () => {
-    const repo = parseRepositoryUrl('https://h.example/gitlab/group/project.git');
+    const repo = readForgeRepository('https://h.example/gitlab/group/project.git');
     assert.ok(repo);
     const below = (api: string) => pathBelowBase(repo, new URL(api), '/api/v4');
     assert.deepEqual(below('https://h.example/gitlab/api/v4'), ['group', 'project']);

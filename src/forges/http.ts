@@ -1,9 +1,10 @@
 // What the fetch-based forge providers (GitLab, Gitea/Forgejo) share: reading a repository URL,
 // one JSON request with a deadline and a zod-checked answer, and turning HTTP failures into
 // ForgeErrors that say what to fix. Nothing here knows a particular forge's paths.
-// `parseRepositoryUrl` and `retryAfterSeconds` are plain functions any provider may reuse.
+// `readForgeRepository` and `retryAfterSeconds` are plain functions any provider may reuse.
 
 import type { z } from 'zod';
+import { parseRepositoryUrl } from '../workspace/url.ts';
 import { ForgeError, type ForgeKind } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -22,42 +23,29 @@ export interface RepositoryLocation {
 // Forges allow letters, digits, `_`, `-` and `.` in owner, group and project names. Being strict
 // keeps `..`, `%2F` or a query string from ever reaching an API path built from the URL.
 const SEGMENT = /^[A-Za-z0-9_.-]+$/;
-// git's scp-like syntax: `[user@]host:path`, no scheme, a colon before any slash.
-const SCP = /^(?:([^@/:\s]+)@)?([A-Za-z0-9.-]+):([^/\s][^\s]*)$/;
 
 /**
- * Reads `https://host/a/b(.git)`, `ssh://[user@]host[:port]/a/b(.git)` and `[user@]host:a/b(.git)`;
- * plain `http://` too, for self-hosted forges on a private network and loopback tests. Returns
- * undefined for anything else, including URLs that carry a password or a query string.
+ * Reads `https://host/a/b(.git)`, `ssh://[user@]host[:port]/a/b(.git)` and `[user@]host:a/b(.git)`
+ * through the one repository URL parser; plain `http://` too, for self-hosted forges on a
+ * private network and loopback tests. Returns undefined for anything else, including URLs that
+ * carry a password or a query string.
  */
-export function parseRepositoryUrl(url: string): RepositoryLocation | undefined {
-  const text = url.trim();
-  const scp = SCP.exec(text);
-  if (scp && !text.includes('://')) {
-    const [, user, host, path] = scp;
-    if (!host || !path || host.startsWith('-') || user?.startsWith('-')) return undefined;
-    return location('ssh', host.toLowerCase(), path);
+export function readForgeRepository(url: string): RepositoryLocation | undefined {
+  const parsed = parseRepositoryUrl(url);
+  if (!parsed.ok) return undefined;
+  const { kind, hostname, port, user, hasPassword, hasQuery, path } = parsed.url;
+  if (kind === 'local' || hasPassword || hasQuery || hostname === '') return undefined;
+  if (kind === 'scp') {
+    // `host:/abs/path` names a folder on the server, not a project of the forge.
+    if (path.startsWith('/')) return undefined;
+    return location('ssh', hostname, path);
   }
-  let parsed: URL;
-  try {
-    parsed = new URL(text);
-  } catch {
-    return undefined;
-  }
-  if (parsed.search || parsed.hash || parsed.password || parsed.hostname === '') return undefined;
-  if (parsed.protocol === 'https:' || parsed.protocol === 'http:') {
-    // A user name in an https URL is half a credential; it belongs in the forge settings.
-    if (parsed.username) return undefined;
-    return location(parsed.protocol === 'https:' ? 'https' : 'http', parsed.host, parsed.pathname);
-  }
-  if (
-    parsed.protocol === 'ssh:' ||
-    parsed.protocol === 'git+ssh:' ||
-    parsed.protocol === 'ssh+git:'
-  ) {
-    return location('ssh', parsed.hostname, parsed.pathname);
-  }
-  return undefined;
+  if (kind === 'ssh') return location('ssh', hostname, path);
+  // A user name in an https URL is half a credential; it belongs in the forge settings.
+  if (user !== undefined) return undefined;
+  // The default port is no part of the host, as the web side writes it.
+  const shownPort = port !== undefined && port !== (kind === 'https' ? '443' : '80');
+  return location(kind, shownPort ? `${hostname}:${port}` : hostname, path);
 }
 
 function location(
@@ -66,12 +54,12 @@ function location(
   rawPath: string,
 ): RepositoryLocation | undefined {
   const path = rawPath
-    .replace(/^\/+/, '')
+    .replace(/^\//, '')
     .replace(/\/+$/, '')
     .replace(/\.git$/, '');
   const segments = path.split('/');
   if (!segments.every((s) => SEGMENT.test(s) && s !== '.' && s !== '..')) return undefined;
-  return { scheme, host: host.toLowerCase(), segments, path: segments.join('/') };
+  return { scheme, host, segments, path: segments.join('/') };
 }
 
 /**

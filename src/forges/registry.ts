@@ -4,6 +4,7 @@
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { open } from '../secrets/box.ts';
+import { parseRepositoryUrl } from '../workspace/url.ts';
 import * as gitea from './gitea/index.ts';
 import * as github from './github/index.ts';
 import * as gitlab from './gitlab/index.ts';
@@ -22,13 +23,8 @@ export const forgeProviders: ReadonlyMap<ForgeKind, ForgeProvider> = new Map<
 export const FORGE_KINDS: readonly ForgeKind[] = ['github', 'gitlab', 'gitea', 'git'];
 
 function hostOf(repository: string): string | undefined {
-  const scp = /^[^@/]+@([^:/]+):/.exec(repository);
-  if (scp?.[1]) return scp[1].toLowerCase();
-  try {
-    return new URL(repository).hostname.toLowerCase();
-  } catch {
-    return undefined;
-  }
+  const parsed = parseRepositoryUrl(repository);
+  return parsed.ok && parsed.url.hostname !== '' ? parsed.url.hostname : undefined;
 }
 
 export function inferForgeKind(repository: string): ForgeKind {

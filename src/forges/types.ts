@@ -1,7 +1,8 @@
 // The one interface every code-hosting service implements. A turn that pushed commits asks
 // the project's forge for the job's pull request: find it by head branch, else open it, and
-// keep its description current. Providers live in ./github, ./gitlab, ./gitea and ./local,
-// registered by id in ./registry.ts.
+// keep its description current. Providers live in ./github, ./gitlab and ./gitea, registered
+// by id in ./registry.ts; a plain git remote (`git`) has no provider and is reviewed on
+// Errand's own review page.
 import { ExternalError } from '../errors.ts';
 import type { GitAuth } from '../workspace/types.ts';
 

@@ -1,6 +1,12 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { checkAuth, displayUrl, isLoopbackHost, validateRepositoryUrl } from './url.ts';
+import {
+  checkAuth,
+  displayUrl,
+  isLoopbackHost,
+  parseRepositoryUrl,
+  validateRepositoryUrl,
+} from './url.ts';
 
 type Row = readonly [url: string, allowLocal: boolean, expected: string];
 
@@ -118,4 +124,52 @@ test('checkAuth accepts a header scoped to an https prefix and refuses injection
   assert.match(checkAuth({ ...ok, urlPrefix: 'git@github.com:acme/' }, false) ?? '', /https/);
   assert.match(checkAuth({ ...ok, urlPrefix: 'https://u:p@github.com/' }, false) ?? '', /https/);
   assert.equal(checkAuth({ ...ok, urlPrefix: 'http://127.0.0.1:9/' }, true), null);
+});
+
+test('parseRepositoryUrl reads host, port, user and path from the raw text', () => {
+  const read = (url: string) => {
+    const parsed = parseRepositoryUrl(url);
+    assert.ok(parsed.ok, url);
+    const { kind, hostname, port, user, hasPassword, hasQuery, path } = parsed.url;
+    return [kind, hostname, port, user, hasPassword, hasQuery, path];
+  };
+  assert.deepEqual(read('HTTPS://GitHub.com:8443/Acme/App.git?x=1'), [
+    'https',
+    'github.com',
+    '8443',
+    undefined,
+    false,
+    true,
+    '/Acme/App.git',
+  ]);
+  assert.deepEqual(read('ssh://git:pw@[::1]:2222/a/b'), [
+    'ssh',
+    '[::1]',
+    '2222',
+    'git',
+    true,
+    false,
+    '/a/b',
+  ]);
+  assert.deepEqual(read('github.com:acme/app.git'), [
+    'scp',
+    'github.com',
+    undefined,
+    undefined,
+    false,
+    false,
+    'acme/app.git',
+  ]);
+  assert.deepEqual(read('/srv/git/app.git'), [
+    'local',
+    '',
+    undefined,
+    undefined,
+    false,
+    false,
+    '/srv/git/app.git',
+  ]);
+  for (const url of ['https://a.example\\@b.example/x/y', 'https://a.example/x/%2E%2e/y']) {
+    assert.equal(parseRepositoryUrl(url).ok, false, url);
+  }
 });

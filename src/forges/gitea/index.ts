@@ -7,7 +7,7 @@ import {
   createForgeHttp,
   type ForgeHttp,
   normalizeApiUrl,
-  parseRepositoryUrl,
+  readForgeRepository,
   pathBelowBase,
 } from '../http.ts';
 import type {
@@ -77,7 +77,7 @@ export function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     });
   }
   const api = normalizeApiUrl('gitea', 'Gitea', options.apiUrl, API_SUFFIX);
-  const repo = parseRepositoryUrl(options.repository);
+  const repo = readForgeRepository(options.repository);
   const segments = repo ? pathBelowBase(repo, api, API_SUFFIX) : [];
   const [owner, name] = segments;
   if (!repo || !owner || !name || segments.length !== 2) {

@@ -1,8 +1,8 @@
 // Reads owner and name out of a project's repository URL, the three spellings git accepts for
-// a GitHub remote. Anything else is refused up front, so a typo fails the project's first job
+// a GitHub remote, through the one repository URL parser. Anything else is refused up front, so a typo fails the project's first job
 // with a readable message instead of a 404 from an API path built from garbage.
 
-import { isLoopbackHost } from '../../workspace/url.ts';
+import { isLoopbackHost, parseRepositoryUrl } from '../../workspace/url.ts';
 import { ForgeError } from '../types.ts';
 
 export interface GitHubRepository {
@@ -16,10 +16,9 @@ export interface GitHubRepository {
 // dots and underscores. Being strict keeps `..` or `%2F` from ever reaching an API path.
 const ownerPattern = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$/;
 const repoPattern = /^[A-Za-z0-9._-]{1,100}$/;
-const scpPattern = /^git@([A-Za-z0-9.-]+):([^/]+)\/([^/]+?)\/?$/;
 
 export function parseRepository(url: string): GitHubRepository {
-  const parts = splitUrl(url.trim());
+  const parts = splitUrl(url);
   if (parts) {
     const repo = parts.repo.replace(/\.git$/, '');
     if (ownerPattern.test(parts.owner) && repoPattern.test(repo) && repo !== '.' && repo !== '..') {
@@ -34,36 +33,36 @@ export function parseRepository(url: string): GitHubRepository {
 }
 
 function splitUrl(url: string): { host: string; owner: string; repo: string } | undefined {
-  const scp = scpPattern.exec(url);
-  if (scp) {
-    const [, host, owner, repo] = scp;
-    return host && owner && repo ? { host: host.toLowerCase(), owner, repo } : undefined;
+  const parsed = parseRepositoryUrl(url);
+  if (!parsed.ok) return undefined;
+  const { kind, hostname, port, user, hasPassword, hasQuery, path } = parsed.url;
+  if (hasQuery || hasPassword || hostname === '') return undefined;
+  let host = hostname;
+  switch (kind) {
+    case 'scp':
+    case 'ssh':
+      // GitHub's ssh side knows one user; any other is a typo that fails at push time. An ssh
+      // port says nothing about where HTTPS lives, so the host drops it.
+      if (user !== 'git') return undefined;
+      break;
+    case 'http':
+    case 'https':
+      // Plain HTTP only to this machine (a development or test forge).
+      if (kind === 'http' && !isLoopbackHost(hostname)) return undefined;
+      // Credentials belong in the project's forge settings; one in the URL would end up in
+      // git's remote config and in every log line that prints the repository.
+      if (user !== undefined) return undefined;
+      if (port !== undefined && port !== (kind === 'https' ? '443' : '80')) {
+        host = `${host}:${port}`;
+      }
+      break;
+    case 'local':
+      return undefined;
   }
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    return undefined;
-  }
-  if (parsed.search || parsed.hash) return undefined;
-  if (parsed.protocol === 'https:') {
-    // Credentials belong in the project's forge settings; one in the URL would end up in git's
-    // remote config and in every log line that prints the repository.
-    if (parsed.username || parsed.password) return undefined;
-  } else if (parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname)) {
-    // Plain HTTP only to this machine (a development or test forge), never credentials in it.
-    if (parsed.username || parsed.password) return undefined;
-  } else if (parsed.protocol === 'ssh:') {
-    if (parsed.username !== 'git' || parsed.password) return undefined;
-  } else {
-    return undefined;
-  }
-  const segments = parsed.pathname.replace(/\/$/, '').split('/').slice(1);
+  const segments = path.replace(/^\//, '').replace(/\/$/, '').split('/');
   const [owner, repo] = segments;
   if (segments.length !== 2 || !owner || !repo) return undefined;
-  // An ssh port says nothing about where HTTPS lives, so only https URLs keep theirs.
-  const host = parsed.protocol === 'ssh:' ? parsed.hostname : parsed.host;
-  return { host: host.toLowerCase(), owner, repo };
+  return { host, owner, repo };
 }
 
 /** The URL for an error message, without anything that could be a credential. */

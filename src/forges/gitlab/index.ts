@@ -7,7 +7,7 @@ import {
   createForgeHttp,
   type ForgeHttp,
   normalizeApiUrl,
-  parseRepositoryUrl,
+  readForgeRepository,
   pathBelowBase,
 } from '../http.ts';
 import type {
@@ -30,7 +30,7 @@ export const provider: ForgeProvider = {
   name: 'GitLab',
   tokenPermissions: PERMISSIONS,
   defaultApiUrl(repository) {
-    const repo = parseRepositoryUrl(repository);
+    const repo = readForgeRepository(repository);
     return repo?.host === 'gitlab.com' || repo?.host === 'www.gitlab.com'
       ? 'https://gitlab.com/api/v4'
       : undefined;
@@ -76,7 +76,7 @@ export function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     });
   }
   const api = normalizeApiUrl('gitlab', 'GitLab', options.apiUrl, API_SUFFIX);
-  const repo = parseRepositoryUrl(options.repository);
+  const repo = readForgeRepository(options.repository);
   const segments = repo ? pathBelowBase(repo, api, API_SUFFIX) : [];
   if (!repo || segments.length < 2) {
     throw new ForgeError(
