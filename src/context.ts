@@ -3,6 +3,7 @@
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
+import type { Transitions } from './jobs/transitions.ts';
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics/metrics.ts';
 import type { TurnQueue } from './queue/queue.ts';
@@ -16,6 +17,8 @@ export interface AppContext {
   queue: TurnQueue;
   /** Running turns of this process, so an archive can stop them without waiting for a heartbeat. */
   aborts: TurnAborts;
+  /** Announces each job lifecycle transition after it commits; other modules subscribe here. */
+  transitions: Transitions;
   /** This process's Prometheus metrics. */
   metrics: Metrics;
 }

@@ -1,7 +1,6 @@
 // Starts Errand in one process: database, migrations, turn queue, then the HTTP API and/or
 // the workers. `serve` runs both (or the API only with --no-worker), `worker` only workers.
 import type { FastifyInstance } from 'fastify';
-import { AgentRunner } from './agent/runner.ts';
 import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
@@ -9,6 +8,7 @@ import { migrate } from './db/migrate.ts';
 import { buildApp } from './http/app.ts';
 import { TurnAborts } from './jobs/aborts.ts';
 import type { TurnRunner } from './jobs/runner.ts';
+import { Transitions } from './jobs/transitions.ts';
 import { ensureAdminKey } from './keys/bootstrap.ts';
 import { createLogger, type Logger } from './log.ts';
 import { databaseSampler } from './metrics/database.ts';
@@ -16,12 +16,13 @@ import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
+import { TurnPipeline } from './turns/pipeline.ts';
 import { workspaceUsage } from './workspace/index.ts';
 
 export interface ServiceOptions {
   api: boolean;
   worker: boolean;
-  /** The turn pipeline; the agent by default. Tests pass their own to script turns. */
+  /** What runs a turn; the turn pipeline by default. Tests pass their own to script turns. */
   runner?: TurnRunner;
   log?: Logger;
   /** Called once with a newly minted first admin key. */
@@ -72,6 +73,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       log,
       queue,
       aborts: new TurnAborts(),
+      transitions: new Transitions(log),
       metrics,
     };
     if (opts.api) {
@@ -92,10 +94,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
         metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
         metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
       });
-      worker = await startWorker(
-        ctx,
-        opts.runner ?? agentRunner(config, url, handle.db, log, metrics),
-      );
+      worker = await startWorker(ctx, opts.runner ?? turnPipeline(config, url, log, metrics));
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(
@@ -110,17 +109,17 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
 }
 
 /**
- * The agent, with the address its review links and pull requests point to: ERRAND_PUBLIC_URL,
- * else the address this process's API really listens on (the bound port, not a configured 0).
- * A worker without an API of its own must be told (main.ts says so before anything starts).
+ * The turn pipeline, with the address its review links and pull requests point to:
+ * ERRAND_PUBLIC_URL, else the address this process's API really listens on (the bound port,
+ * not a configured 0). A worker without an API of its own must be told (main.ts says so
+ * before anything starts).
  */
-function agentRunner(
+function turnPipeline(
   config: Config,
   apiUrl: string | undefined,
-  db: DatabaseHandle['db'],
   log: Logger,
   metrics: Metrics,
-): AgentRunner {
+): TurnPipeline {
   const publicUrl = config.publicUrl ?? apiUrl;
   if (!publicUrl)
     throw new ConfigError(
@@ -131,7 +130,7 @@ function agentRunner(
       { publicUrl },
       'listening on every interface without ERRAND_PUBLIC_URL: review links use this address; set ERRAND_PUBLIC_URL to the one users reach',
     );
-  return new AgentRunner({ config: { ...config, publicUrl }, db, log, metrics });
+  return new TurnPipeline({ config: { ...config, publicUrl }, log, metrics });
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]']);

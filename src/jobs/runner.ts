@@ -1,15 +1,31 @@
-// The boundary between the job model and the agent pipeline: a turn handler hands one turn
-// to a TurnRunner and records what comes back. The agent (src/agent/runner.ts) implements it;
-// tests pass scripted runners to exercise the queue and the job model around it.
-import type { JobRow, TurnRow } from '../db/schema.ts';
+// The boundary between the job model and the turn pipeline: a turn handler hands one turn
+// to a TurnRunner, with everything it works from, and records what comes back. The pipeline
+// (src/turns/pipeline.ts) implements it without reading the database; tests pass scripted
+// runners to exercise the queue and the job model around it.
+import type { JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
+
+/** One of the job's earlier finished turns. */
+export interface EarlierTurn {
+  seq: number;
+  prompt: string;
+  summary: string | null;
+  /** Its part of the model conversation, as TurnOutput.messages gave it. */
+  messages: unknown[];
+}
 
 export interface TurnInput {
   job: JobRow;
   turn: TurnRow;
+  /** The job's project as it is now: its forge settings apply to this turn. */
+  project: ProjectRow;
+  /** The job's earlier finished turns, in order: the conversation so far. */
+  earlier: EarlierTurn[];
   /** Aborted when the job is archived, the worker shuts down, or the turn's claim is lost. */
   signal: AbortSignal;
   /** Appends a progress event to the job's event log. */
   emit(type: string, data?: Record<string, unknown>): Promise<void>;
+  /** Stores the job's review diff (what the branch changes, for the review page). */
+  saveReviewDiff(diff: string, truncated: boolean): Promise<void>;
 }
 
 export interface TurnOutput {

@@ -1,13 +1,15 @@
 // The job model: create, follow up, read, list and archive jobs. Every write that accepts a
 // prompt stores the turn and its queue entry in the same transaction as the job change, so a
-// 201/200 means the prompt is durable and will be worked on.
-import { sql, type Transaction } from 'kysely';
+// 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
+// (start, finish, fail a turn) are in lifecycle.ts.
+import { sql } from 'kysely';
 import { checkModelId, DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
-import type { Database, JobStatus, ProjectRow } from '../db/schema.ts';
+import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import { acceptTurn, inTransition } from './lifecycle.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 
 export interface Accepted {
@@ -50,36 +52,6 @@ export function modelFor(ctx: AppContext, project: ProjectRow): string {
   return model;
 }
 
-/**
- * Stores a turn and its queue entry in the caller's transaction. The entry is sent first so
- * that the turn row is written once, with its queue id; no worker can see the entry before
- * the transaction commits.
- */
-async function queueTurn(
-  ctx: AppContext,
-  trx: Transaction<Database>,
-  jobId: string,
-  seq: number,
-  prompt: string,
-): Promise<void> {
-  const queueId = await ctx.queue.enqueue(trx, { jobId, seq });
-  await trx
-    .insertInto('turns')
-    .values({
-      job_id: jobId,
-      seq,
-      prompt,
-      state: 'queued',
-      queue_id: queueId,
-      summary: null,
-      error: null,
-      usage: null,
-      started_at: null,
-      finished_at: null,
-    })
-    .execute();
-}
-
 export async function createJob(
   ctx: AppContext,
   project: ProjectRow,
@@ -91,7 +63,8 @@ export async function createJob(
     limit: ctx.config.rateLimits.create,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
   };
-  return ctx.db.transaction().execute(async (trx) => {
+  return inTransition(ctx, async (scope) => {
+    const { trx } = scope;
     const rateLimit = await consume(trx, project.id, 'create', policy);
     const job = await trx
       .insertInto('jobs')
@@ -111,7 +84,7 @@ export async function createJob(
       })
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
-    await queueTurn(ctx, trx, id, 1, prompt);
+    await acceptTurn(ctx, scope, id, 1, prompt);
     return { job, rateLimit };
   });
 }
@@ -127,7 +100,8 @@ export async function sendMessage(
     limit: ctx.config.rateLimits.message,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
   };
-  return ctx.db.transaction().execute(async (trx) => {
+  return inTransition(ctx, async (scope) => {
+    const { trx } = scope;
     // The row lock orders concurrent follow-ups and an archive of the same job.
     const current = await trx
       .selectFrom('jobs')
@@ -144,7 +118,7 @@ export async function sendMessage(
     if (!check.ok) throw new AppError('model_unavailable', check.message);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
-    await queueTurn(ctx, trx, jobId, seq, prompt);
+    await acceptTurn(ctx, scope, jobId, seq, prompt);
     const job = await trx
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })
@@ -218,7 +192,7 @@ export async function archiveJob(
   jobId: string,
 ): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
-  const { job, queueIds } = await ctx.db.transaction().execute(async (trx) => {
+  const { job, queueIds } = await inTransition(ctx, async ({ trx, record }) => {
     const current = await trx
       .selectFrom('jobs')
       .select(JOB_VIEW_COLUMNS)
@@ -241,10 +215,7 @@ export async function archiveJob(
       .where('id', '=', jobId)
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
-    await trx
-      .insertInto('events')
-      .values({ job_id: jobId, turn: null, type: 'job.archived', data: '{}' })
-      .execute();
+    await record({ type: 'job.archived', jobId, turn: null, status: 'archived', data: {} });
     return { job, queueIds: open.map((t) => t.queue_id).filter((q): q is string => q !== null) };
   });
   ctx.aborts.abort(jobId, 'the job was archived');

@@ -1,17 +1,27 @@
 // Runs turns from the queue. A turn is claimed from pg-boss, marked running, handed to the
 // TurnRunner and settled: done, failed for good, or handed back to the queue to try again
 // (after Errand's backoff for a transient failure; at once when the worker was interrupted).
-// Delivery is at-least-once, so every step checks the turn's state before acting on it.
-import { sql, type Transaction } from 'kysely';
+// Delivery is at-least-once, so every step checks the turn's state before acting on it. The
+// worker writes nothing itself: each change of a job, turn or event is a transition of
+// src/jobs/lifecycle.ts.
+import { sql } from 'kysely';
 import type { JobWithMetadata } from 'pg-boss';
-import { workspaceConfig } from '../agent/runner.ts';
 import type { AppContext } from '../context.ts';
-import type { Database, JobStatus } from '../db/schema.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
-import { appendEvent } from '../jobs/events.ts';
-import { TurnFailedError, type TurnOutput, type TurnRunner } from '../jobs/runner.ts';
+import {
+  failOrphan,
+  failTurn,
+  finishTurn,
+  recordProgress,
+  recordReviewDiff,
+  retryTurn,
+  startTurn,
+  turnContext,
+} from '../jobs/lifecycle.ts';
+import { TurnFailedError, type TurnRunner } from '../jobs/runner.ts';
 import type { TurnOutcome } from '../metrics/metrics.ts';
 import { pruneCounters } from '../ratelimit/ratelimit.ts';
+import { workspaceConfig } from '../turns/pipeline.ts';
 import { startJanitor } from '../workspace/index.ts';
 import { TURN_QUEUE, type TurnMessage } from './queue.ts';
 import { TurnReport } from './turn-report.ts';
@@ -74,21 +84,6 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
   };
 }
 
-/**
- * Every transaction that changes a job and its turns locks the job row first, as the API's
- * follow-up and archive do: the same order everywhere, so they wait for each other instead
- * of deadlocking.
- */
-async function lockJob(trx: Transaction<Database>, jobId: string): Promise<JobStatus | undefined> {
-  const row = await trx
-    .selectFrom('jobs')
-    .select('status')
-    .where('id', '=', jobId)
-    .forUpdate()
-    .executeTakeFirst();
-  return row?.status;
-}
-
 export async function handleTurn(
   ctx: AppContext,
   runner: TurnRunner,
@@ -96,35 +91,13 @@ export async function handleTurn(
 ): Promise<void> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
-  // Every check happens under the job's row lock: a repeated delivery, a turn already
-  // settled or a job archived meanwhile leaves everything as it is.
-  const started = await ctx.db.transaction().execute(async (trx) => {
-    const status = await lockJob(trx, jobId);
-    if (status === undefined || status === 'archived') return undefined;
-    const t = await trx
-      .updateTable('turns')
-      .set({ state: 'running', attempts: sql`attempts + 1`, started_at: sql`now()`, error: null })
-      .where('job_id', '=', jobId)
-      .where('seq', '=', seq)
-      .where('state', 'in', ['queued', 'running'])
-      .returningAll()
-      .executeTakeFirst();
-    if (!t) return undefined;
-    const j = await trx
-      .updateTable('jobs')
-      .set({ status: 'active', error: null, updated_at: sql`now()` })
-      .where('id', '=', jobId)
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    return { job: j, turn: t };
-  });
+  const started = await startTurn(ctx, jobId, seq, entry.retryCount + 1);
   if (!started) return;
   const report = new TurnReport();
   const emit = (type: string, data: Record<string, unknown> = {}) => {
     report.mark(type);
-    return appendEvent(ctx.db, jobId, seq, type, data);
+    return recordProgress(ctx, jobId, seq, type, data);
   };
-  await emit('turn.started', { attempt: entry.retryCount + 1 });
   log.info('turn started');
 
   const local = ctx.aborts.start(jobId);
@@ -133,7 +106,16 @@ export async function handleTurn(
   let outcome: TurnOutcome = 'interrupted';
   let failure: unknown;
   try {
-    const output = await runner.run({ job: started.job, turn: started.turn, signal, emit });
+    const { project, earlier } = await turnContext(ctx, started.job, seq);
+    const output = await runner.run({
+      job: started.job,
+      turn: started.turn,
+      project,
+      earlier,
+      signal,
+      emit,
+      saveReviewDiff: (diff, truncated) => recordReviewDiff(ctx, jobId, diff, truncated),
+    });
     signal.throwIfAborted();
     await finishTurn(ctx, jobId, seq, output);
     outcome = 'done';
@@ -144,56 +126,6 @@ export async function handleTurn(
     ctx.aborts.finish(jobId, local);
     report.end(log, ctx.metrics, outcome, failure);
   }
-}
-
-async function finishTurn(
-  ctx: AppContext,
-  jobId: string,
-  seq: number,
-  output: TurnOutput,
-): Promise<void> {
-  await ctx.db.transaction().execute(async (trx) => {
-    await lockJob(trx, jobId);
-    const done = await trx
-      .updateTable('turns')
-      .set({
-        state: 'done',
-        summary: output.summary,
-        usage: output.usage ? JSON.stringify(output.usage) : null,
-        messages: output.messages ? JSON.stringify(output.messages) : null,
-        commit_sha: output.commitSha ?? null,
-        finished_at: sql`now()`,
-      })
-      .where('job_id', '=', jobId)
-      .where('seq', '=', seq)
-      .where('state', '=', 'running')
-      .executeTakeFirst();
-    if (Number(done.numUpdatedRows) === 0) return;
-    await trx
-      .updateTable('jobs')
-      .set({
-        status: sql`CASE WHEN EXISTS (SELECT 1 FROM turns WHERE job_id = ${jobId} AND seq > ${seq} AND state = 'queued') THEN 'active' ELSE 'completed' END`,
-        ...(output.prLink ? { pr_link: output.prLink } : {}),
-        ...(output.prNumber ? { pr_number: output.prNumber } : {}),
-        updated_at: sql`now()`,
-      })
-      .where('id', '=', jobId)
-      .where('status', '!=', 'archived')
-      .execute();
-    await trx
-      .insertInto('events')
-      .values({
-        job_id: jobId,
-        turn: seq,
-        type: 'turn.finished',
-        data: JSON.stringify({
-          summary: output.summary,
-          usage: output.usage ?? null,
-          prLink: output.prLink ?? null,
-        }),
-      })
-      .execute();
-  });
 }
 
 /**
@@ -242,7 +174,7 @@ async function settleFailure(
         : 0;
     const delay = Math.max(backoff, retryAfter);
     log.debug({ retryInSeconds: delay }, 'turn retry scheduled');
-    await appendEvent(ctx.db, jobId, seq, 'turn.retrying', {
+    await retryTurn(ctx, jobId, seq, {
       error: message,
       attempt: entry.retryCount + 1,
       retryInSeconds: delay,
@@ -257,46 +189,6 @@ async function settleFailure(
   }
   await failTurn(ctx, jobId, seq, message);
   return 'failed';
-}
-
-/** Marks a turn failed for good; the job fails too unless another turn is queued behind it. */
-export async function failTurn(
-  ctx: AppContext,
-  jobId: string,
-  seq: number,
-  message: string,
-): Promise<boolean> {
-  return ctx.db.transaction().execute(async (trx) => {
-    await lockJob(trx, jobId);
-    const failed = await trx
-      .updateTable('turns')
-      .set({ state: 'failed', error: message, finished_at: sql`now()` })
-      .where('job_id', '=', jobId)
-      .where('seq', '=', seq)
-      .where('state', 'in', ['queued', 'running'])
-      .executeTakeFirst();
-    if (Number(failed.numUpdatedRows) === 0) return false;
-    await trx
-      .updateTable('jobs')
-      .set({
-        status: sql`CASE WHEN EXISTS (SELECT 1 FROM turns WHERE job_id = ${jobId} AND seq > ${seq} AND state = 'queued') THEN 'active' ELSE 'failed' END`,
-        error: message,
-        updated_at: sql`now()`,
-      })
-      .where('id', '=', jobId)
-      .where('status', '!=', 'archived')
-      .execute();
-    await trx
-      .insertInto('events')
-      .values({
-        job_id: jobId,
-        turn: seq,
-        type: 'turn.failed',
-        data: JSON.stringify({ error: message }),
-      })
-      .execute();
-    return true;
-  });
 }
 
 interface Orphan {
@@ -321,12 +213,7 @@ export async function sweep(ctx: AppContext): Promise<void> {
       AND (q.id IS NULL OR q.state IN ('failed', 'cancelled', 'completed'))
     LIMIT 100`.execute(ctx.db);
   for (const orphan of orphans.rows) {
-    const failed = await failTurn(
-      ctx,
-      orphan.job_id,
-      orphan.seq,
-      'the turn was interrupted too many times (its worker stopped on every attempt) and was given up',
-    );
+    const failed = await failOrphan(ctx, orphan.job_id, orphan.seq);
     if (failed)
       ctx.log.warn({ jobId: orphan.job_id, turn: orphan.seq }, 'gave up an orphaned turn');
     if (orphan.queue_id && orphan.queue_state === 'failed') {

@@ -2,15 +2,16 @@
 // and gives tests an HTTP client for it.
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import { AgentRunner } from '../../src/agent/runner.ts';
 import { loadConfig } from '../../src/config.ts';
 import type { EventRecord } from '../../src/jobs/events.ts';
+import { recordReviewDiff, turnContext } from '../../src/jobs/lifecycle.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import type { KeyRecord } from '../../src/keys/service.ts';
 import type { Logger } from '../../src/log.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { type RunningService, startService } from '../../src/service.ts';
+import { TurnPipeline } from '../../src/turns/pipeline.ts';
 import { type BackendName, createTestDatabase, type TestDatabase } from './databases.ts';
 
 /** Every field any Errand response may carry, so tests can read them without casts. */
@@ -190,7 +191,7 @@ export async function waitFor<T>(
 }
 
 /**
- * Delivers a finished turn to the agent once more, as a worker on another machine (no local
+ * Delivers a finished turn to the turn pipeline once more, as a worker on another machine (no local
  * clone) would after a crash between the push and recording the turn. Returns the runner's
  * output and the events it emitted.
  */
@@ -216,20 +217,21 @@ export async function redeliverTurn(
     .where('seq', '=', seq)
     .executeTakeFirstOrThrow();
   const events: string[] = [];
-  const runner = new AgentRunner({
-    // As the service gives its own agent: the address its API listens on.
+  const runner = new TurnPipeline({
+    // As the service gives its own pipeline: the address its API listens on.
     config: { ...ctx.config, publicUrl: ctx.config.publicUrl ?? svc.url },
-    db: ctx.db,
     log: ctx.log,
     metrics: ctx.metrics,
   });
   const output = await runner.run({
     job,
     turn,
+    ...(await turnContext(ctx, job, seq)),
     signal: new AbortController().signal,
     emit: async (type) => {
       events.push(type);
     },
+    saveReviewDiff: (diff, truncated) => recordReviewDiff(ctx, jobId, diff, truncated),
   });
   return { output, events };
 }

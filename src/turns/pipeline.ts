@@ -1,10 +1,16 @@
-// The agent pipeline behind a turn: prepare the job's checkout, run the tool loop with the
-// conversation so far, then commit what changed and push the work branch. Every step is
-// safe to repeat: a turn retried after a crash finds its pushed commit and does not redo it.
+// The pipeline behind a turn: prepare the job's checkout, run the agent's tool loop with the
+// conversation so far, commit what changed, push the work branch and open or update the pull
+// request. Every step is safe to repeat: a turn retried after a crash finds its pushed commit
+// and does not redo it. It reads no database: the project and the conversation come in its
+// input, and what it records goes through the input's callbacks.
 import type { ModelMessage } from 'ai';
+import { BudgetExceededError, ModelError, runAgentTurn } from '../agent/loop.ts';
+import { resolveModel } from '../agent/models.ts';
+import { buildSystemPrompt, readRepoInstructions } from '../agent/prompt.ts';
+import { scrubSecrets } from '../agent/scrub.ts';
+import { createRepoTools } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
-import type { Db } from '../db/database.ts';
-import type { JobRow, ProjectRow } from '../db/schema.ts';
+import type { ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
 import { forgeCredentials, forgeProviders, projectForge } from '../forges/registry.ts';
 import type { ForgeClient, ForgeKind, ForgeProvider } from '../forges/types.ts';
@@ -30,15 +36,9 @@ import {
   withJobLock,
 } from '../workspace/index.ts';
 import type { GitAuth } from '../workspace/types.ts';
-import { BudgetExceededError, ModelError, runAgentTurn } from './loop.ts';
-import { resolveModel } from './models.ts';
-import { buildSystemPrompt, readRepoInstructions } from './prompt.ts';
-import { scrubSecrets } from './scrub.ts';
-import { createRepoTools } from './tools/index.ts';
 
-export interface AgentRunnerDeps {
+export interface TurnPipelineDeps {
   config: Config;
-  db: Db;
   log: Logger;
   /** Model and forge calls are counted here. */
   metrics: Metrics;
@@ -81,11 +81,11 @@ export function commitMessage(summary: string, jobId: string, seq: number, promp
   return `${subject}\n\n${body ? `${body}\n\n` : ''}${TURN_TRAILER}: ${jobId}/${seq}\n`;
 }
 
-export class AgentRunner implements TurnRunner {
-  readonly #deps: AgentRunnerDeps;
+export class TurnPipeline implements TurnRunner {
+  readonly #deps: TurnPipelineDeps;
   readonly #workspace: WorkspaceConfig;
 
-  constructor(deps: AgentRunnerDeps) {
+  constructor(deps: TurnPipelineDeps) {
     this.#deps = deps;
     this.#workspace = workspaceConfig(deps.config);
   }
@@ -113,7 +113,7 @@ export class AgentRunner implements TurnRunner {
 
     let forge: TurnForge | undefined;
     try {
-      forge = await this.#forge(job, secrets, signal);
+      forge = await this.#forge(input, secrets);
       const checkout = await prepareCheckout(this.#workspace, {
         projectId: job.project_id,
         jobId: job.id,
@@ -187,12 +187,8 @@ export class AgentRunner implements TurnRunner {
   }
 
   /** The project's forge client and the header git pushes with; none for plain git remotes. */
-  async #forge(job: JobRow, secrets: string[], signal: AbortSignal): Promise<TurnForge> {
-    const project = await this.#deps.db
-      .selectFrom('projects')
-      .selectAll()
-      .where('id', '=', job.project_id)
-      .executeTakeFirstOrThrow();
+  async #forge(input: TurnInput, secrets: string[]): Promise<TurnForge> {
+    const { job, project, signal } = input;
     // The job keeps the repository it was created with; the forge settings are the project's now.
     const forge = projectForge({ ...project, repository: job.repository });
     const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
@@ -234,7 +230,7 @@ export class AgentRunner implements TurnRunner {
         repository: job.repository,
         branch: job.branch,
       }),
-      history: await this.#history(job.id, turn.seq),
+      history: input.earlier.flatMap((t) => t.messages as ModelMessage[]),
       prompt: turn.prompt,
       tools: createRepoTools({ root: dir, signal }),
       budgets: {
@@ -269,24 +265,20 @@ export class AgentRunner implements TurnRunner {
     emit: Emit,
   ): Promise<Pick<TurnOutput, 'prLink' | 'prNumber'>> {
     const { job, turn, signal } = input;
-    const { config, db } = this.#deps;
+    const { config } = this.#deps;
     const diff = await diffAgainst(this.#workspace, {
       dir: checkout.dir,
       base: checkout.baseCommit,
       maxBytes: REVIEW_DIFF_MAX_BYTES,
       signal,
     });
-    await db
-      .updateTable('jobs')
-      .set({ review_diff: diff.diff, review_diff_truncated: diff.truncated })
-      .where('id', '=', job.id)
-      .execute();
+    await input.saveReviewDiff(diff.diff, diff.truncated);
     const reviewUrl = `${publicBaseUrl(config)}/review/${job.id}`;
     if (!forge.client) {
       await emit('review.updated', { url: reviewUrl });
       return { prLink: reviewUrl };
     }
-    const body = await this.#pullRequestBody(job.id, turn.seq, turn.prompt, summary, reviewUrl);
+    const body = pullRequestBody(input, summary, reviewUrl);
     const existing = await forge.client.findPullRequest(job.branch, signal);
     if (existing) {
       const pr = await forge.client.updatePullRequest(existing.number, { body }, signal);
@@ -314,48 +306,6 @@ export class AgentRunner implements TurnRunner {
     return { prLink: pr.url, prNumber: pr.number };
   }
 
-  /** A running summary: every turn's prompt and the agent's summary, and a link to the job. */
-  async #pullRequestBody(
-    jobId: string,
-    seq: number,
-    prompt: string,
-    summary: string,
-    reviewUrl: string,
-  ): Promise<string> {
-    const earlier = await this.#deps.db
-      .selectFrom('turns')
-      .select(['seq', 'prompt', 'summary'])
-      .where('job_id', '=', jobId)
-      .where('seq', '<', seq)
-      .where('state', '=', 'done')
-      .orderBy('seq')
-      .execute();
-    const turns = [...earlier, { seq, prompt, summary }];
-    const quote = (text: string) =>
-      (text.length > 2000 ? `${text.slice(0, 2000)}…` : text)
-        .split('\n')
-        .map((line) => `> ${line}`)
-        .join('\n');
-    const sections = turns.map(
-      (t) =>
-        `### Turn ${t.seq}\n\n**Prompt**\n\n${quote(t.prompt)}\n\n**Summary**\n\n${t.summary?.trim() || '(no summary)'}`,
-    );
-    return `Opened by Errand for job \`${jobId}\` ([review page](${reviewUrl})).\n\n${sections.join('\n\n')}\n`;
-  }
-
-  /** The conversation of the job's earlier finished turns, in order. */
-  async #history(jobId: string, seq: number): Promise<ModelMessage[]> {
-    const rows = await this.#deps.db
-      .selectFrom('turns')
-      .select('messages')
-      .where('job_id', '=', jobId)
-      .where('seq', '<', seq)
-      .where('state', '=', 'done')
-      .orderBy('seq')
-      .execute();
-    return rows.flatMap((r) => (Array.isArray(r.messages) ? (r.messages as ModelMessage[]) : []));
-  }
-
   /** HEAD's commit when it carries this turn's trailer, i.e. the turn was pushed already. */
   async #landedCommit(
     dir: string,
@@ -378,6 +328,22 @@ export class AgentRunner implements TurnRunner {
         .trim(),
     };
   }
+}
+
+/** A running summary: every turn's prompt and the agent's summary, and a link to the job. */
+function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): string {
+  const { job, turn } = input;
+  const turns = [...input.earlier, { seq: turn.seq, prompt: turn.prompt, summary }];
+  const quote = (text: string) =>
+    (text.length > 2000 ? `${text.slice(0, 2000)}…` : text)
+      .split('\n')
+      .map((line) => `> ${line}`)
+      .join('\n');
+  const sections = turns.map(
+    (t) =>
+      `### Turn ${t.seq}\n\n**Prompt**\n\n${quote(t.prompt)}\n\n**Summary**\n\n${t.summary?.trim() || '(no summary)'}`,
+  );
+  return `Opened by Errand for job \`${job.id}\` ([review page](${reviewUrl})).\n\n${sections.join('\n\n')}\n`;
 }
 
 /**

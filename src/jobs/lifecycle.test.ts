@@ -1,0 +1,451 @@
+// The job lifecycle's transitions on the real databases: what each one writes, the event it
+// records, and that subscribers hear of it once, after the commit, and never of a rolled-back
+// one. Also the guard that keeps src/jobs/ the only writer of jobs, turns and events.
+import assert from 'node:assert/strict';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, beforeEach, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { backends, createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
+import { testEnv } from '../../test/support/service.ts';
+import { loadConfig } from '../config.ts';
+import type { JobStatus, ProjectRow } from '../db/schema.ts';
+import { type RunningService, startService } from '../service.ts';
+import {
+  failOrphan,
+  failTurn,
+  finishTurn,
+  inTransition,
+  ORPHAN_MESSAGE,
+  recordReviewDiff,
+  retryTurn,
+  startTurn,
+  turnContext,
+} from './lifecycle.ts';
+import { archiveJob, createJob, sendMessage } from './service.ts';
+import type { Transition } from './transitions.ts';
+
+/** A transition as a subscriber heard it, and the job's status it read once it was told. */
+interface Heard {
+  transition: Transition;
+  statusSeen: JobStatus | undefined;
+}
+
+for (const backend of backends) {
+  describe(`job lifecycle on ${backend}`, () => {
+    let database: TestDatabase;
+    let svc: RunningService;
+    let project: ProjectRow;
+    let heard: Heard[];
+    let reads: Promise<void>[];
+    let unsubscribe: () => void;
+
+    before(async () => {
+      database = await createTestDatabase(backend);
+      svc = await startService(loadConfig(testEnv(database)), { api: false, worker: false });
+      const { db } = svc.ctx;
+      await db
+        .insertInto('projects')
+        .values({
+          id: 'prj_lifecycle00000000000',
+          name: 'p',
+          repository: database.dataDir,
+          ref: 'main',
+          model: null,
+        })
+        .execute();
+      project = await db.selectFrom('projects').selectAll().executeTakeFirstOrThrow();
+      // The subscriber reads the job back as soon as it is told: it must see the change
+      // committed (an announcement from inside the transaction would see the old row, or
+      // wait on PGlite's one connection).
+      unsubscribe = svc.ctx.transitions.subscribe((transition) => {
+        const entry: Heard = { transition, statusSeen: undefined };
+        heard.push(entry);
+        const read = db
+          .selectFrom('jobs')
+          .select('status')
+          .where('id', '=', transition.jobId)
+          .executeTakeFirst()
+          .then((row) => {
+            entry.statusSeen = row?.status;
+          });
+        reads.push(read);
+        return read;
+      });
+    });
+    after(async () => {
+      unsubscribe?.();
+      await svc?.stop();
+      await database?.drop();
+    });
+
+    /** What the subscriber heard since the last call, once its reads are done. */
+    async function takeHeard(): Promise<Heard[]> {
+      await Promise.all(reads);
+      const taken = heard;
+      heard = [];
+      reads = [];
+      return taken;
+    }
+
+    beforeEach(() => {
+      heard = [];
+      reads = [];
+    });
+
+    async function eventsOf(jobId: string) {
+      return svc.ctx.db
+        .selectFrom('events')
+        .select(['turn', 'type', 'data'])
+        .where('job_id', '=', jobId)
+        .orderBy('seq')
+        .execute();
+    }
+
+    async function turnOf(jobId: string, seq: number) {
+      return svc.ctx.db
+        .selectFrom('turns')
+        .selectAll()
+        .where('job_id', '=', jobId)
+        .where('seq', '=', seq)
+        .executeTakeFirstOrThrow();
+    }
+
+    async function jobOf(jobId: string) {
+      return svc.ctx.db
+        .selectFrom('jobs')
+        .selectAll()
+        .where('id', '=', jobId)
+        .executeTakeFirstOrThrow();
+    }
+
+    test('a turn is accepted, started and finished; each is announced once, after commit', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, 'first');
+      const accepted = await takeHeard();
+      assert.deepEqual(
+        accepted.map((h) => [h.transition.type, h.transition.turn, h.transition.status]),
+        [['turn.accepted', 1, 'active']],
+      );
+      assert.equal(accepted[0]?.statusSeen, 'active', 'the subscriber did not see the new job');
+      assert.equal((await turnOf(job.id, 1)).state, 'queued');
+      // Accepting a turn records no event: the job's record says so.
+      assert.deepEqual(await eventsOf(job.id), []);
+
+      const started = await startTurn(ctx, job.id, 1, 1);
+      assert.equal(started?.turn.state, 'running');
+      assert.equal(started?.turn.attempts, 1);
+      assert.equal(started?.job.status, 'active');
+      assert.deepEqual(
+        (await takeHeard()).map((h) => [h.transition.type, h.transition.data, h.statusSeen]),
+        [['turn.started', { attempt: 1 }, 'active']],
+      );
+
+      const finished = await finishTurn(ctx, job.id, 1, {
+        summary: 'did it',
+        prLink: 'https://example.test/pr/7',
+        prNumber: 7,
+        usage: { inputTokens: 10, outputTokens: 5 },
+        messages: [{ role: 'user', content: 'first' }],
+        commitSha: 'abc123',
+      });
+      assert.equal(finished, true);
+      const done = await turnOf(job.id, 1);
+      assert.equal(done.state, 'done');
+      assert.equal(done.summary, 'did it');
+      assert.equal(done.commit_sha, 'abc123');
+      assert.ok(done.finished_at);
+      const row = await jobOf(job.id);
+      assert.equal(row.status, 'completed');
+      assert.equal(row.pr_link, 'https://example.test/pr/7');
+      assert.equal(row.pr_number, 7);
+      const heardFinish = await takeHeard();
+      assert.deepEqual(
+        heardFinish.map((h) => [h.transition.type, h.transition.status, h.statusSeen]),
+        [['turn.finished', 'completed', 'completed']],
+      );
+      assert.deepEqual(await eventsOf(job.id), [
+        { turn: 1, type: 'turn.started', data: { attempt: 1 } },
+        {
+          turn: 1,
+          type: 'turn.finished',
+          data: {
+            summary: 'did it',
+            usage: { inputTokens: 10, outputTokens: 5 },
+            prLink: 'https://example.test/pr/7',
+          },
+        },
+      ]);
+
+      // A repeated delivery of a settled turn changes nothing and announces nothing.
+      assert.equal(await startTurn(ctx, job.id, 1, 2), undefined);
+      assert.equal(await finishTurn(ctx, job.id, 1, { summary: 'again' }), false);
+      assert.equal(await failTurn(ctx, job.id, 1, 'late failure'), false);
+      assert.deepEqual(await takeHeard(), []);
+      assert.equal((await eventsOf(job.id)).length, 2);
+      assert.equal((await jobOf(job.id)).status, 'completed');
+
+      // The next turn works from the project and the finished turn's conversation.
+      const context = await turnContext(ctx, await jobOf(job.id), 2);
+      assert.equal(context.project.id, project.id);
+      assert.deepEqual(context.earlier, [
+        {
+          seq: 1,
+          prompt: 'first',
+          summary: 'did it',
+          messages: [{ role: 'user', content: 'first' }],
+        },
+      ]);
+    });
+
+    test('a job stays active while a later turn is queued, whether its turn finishes or fails', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, 'one');
+      await startTurn(ctx, job.id, 1, 1);
+      await sendMessage(ctx, project, job.id, 'two');
+      await sendMessage(ctx, project, job.id, 'three');
+      await finishTurn(ctx, job.id, 1, { summary: 'one done' });
+      assert.equal((await jobOf(job.id)).status, 'active');
+      await startTurn(ctx, job.id, 2, 1);
+      assert.equal(await failTurn(ctx, job.id, 2, 'the model refused'), true);
+      let row = await jobOf(job.id);
+      assert.equal(row.status, 'active', 'a failed turn with one queued behind it failed the job');
+      assert.equal(row.error, 'the model refused');
+      await startTurn(ctx, job.id, 3, 1);
+      assert.equal((await jobOf(job.id)).error, null, 'a started turn kept the last error');
+      assert.equal(await failTurn(ctx, job.id, 3, 'the push was refused'), true);
+      row = await jobOf(job.id);
+      assert.equal(row.status, 'failed');
+      assert.equal(row.error, 'the push was refused');
+      assert.equal((await turnOf(job.id, 3)).error, 'the push was refused');
+      const transitions = (await takeHeard()).map((h) => [
+        h.transition.type,
+        h.transition.turn,
+        h.transition.status,
+        h.statusSeen,
+      ]);
+      assert.deepEqual(transitions, [
+        ['turn.accepted', 1, 'active', 'active'],
+        ['turn.started', 1, 'active', 'active'],
+        ['turn.accepted', 2, 'active', 'active'],
+        ['turn.accepted', 3, 'active', 'active'],
+        ['turn.finished', 1, 'active', 'active'],
+        ['turn.started', 2, 'active', 'active'],
+        ['turn.failed', 2, 'active', 'active'],
+        ['turn.started', 3, 'active', 'active'],
+        ['turn.failed', 3, 'failed', 'failed'],
+      ]);
+    });
+
+    test('a retry is recorded without settling the turn; an orphan fails with a message that says why', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, 'flaky');
+      await startTurn(ctx, job.id, 1, 1);
+      const data = { error: 'the model answered 503', attempt: 1, retryInSeconds: 4 };
+      assert.equal(await retryTurn(ctx, job.id, 1, data), true);
+      assert.equal((await turnOf(job.id, 1)).state, 'running');
+      assert.equal((await jobOf(job.id)).status, 'active');
+      assert.equal(await failOrphan(ctx, job.id, 1), true);
+      const row = await jobOf(job.id);
+      assert.equal(row.status, 'failed');
+      assert.equal(row.error, ORPHAN_MESSAGE);
+      assert.deepEqual(
+        (await eventsOf(job.id)).map((e) => [e.type, e.data]),
+        [
+          ['turn.started', { attempt: 1 }],
+          ['turn.retrying', data],
+          ['turn.failed', { error: ORPHAN_MESSAGE }],
+        ],
+      );
+      assert.deepEqual(
+        (await takeHeard()).map((h) => [h.transition.type, h.statusSeen]),
+        [
+          ['turn.accepted', 'active'],
+          ['turn.started', 'active'],
+          ['turn.retrying', 'active'],
+          ['turn.failed', 'failed'],
+        ],
+      );
+      assert.equal(await failOrphan(ctx, job.id, 1), false, 'an orphan failed twice');
+    });
+
+    test('archiving cancels open turns, and no later transition changes the job', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, 'long');
+      await startTurn(ctx, job.id, 1, 1);
+      await sendMessage(ctx, project, job.id, 'queued behind');
+      await archiveJob(ctx, project.id, job.id);
+      const row = await jobOf(job.id);
+      assert.equal(row.status, 'archived');
+      assert.ok(row.archived_at);
+      for (const seq of [1, 2]) assert.equal((await turnOf(job.id, seq)).state, 'cancelled');
+      // The worker's late result of the running turn and a retry find nothing to change.
+      assert.equal(await finishTurn(ctx, job.id, 1, { summary: 'too late' }), false);
+      assert.equal(
+        await retryTurn(ctx, job.id, 1, { error: 'x', attempt: 1, retryInSeconds: 1 }),
+        false,
+      );
+      assert.equal(await startTurn(ctx, job.id, 2, 1), undefined);
+      assert.equal((await jobOf(job.id)).status, 'archived');
+      assert.deepEqual(
+        (await eventsOf(job.id)).map((e) => [e.turn, e.type]),
+        [
+          [1, 'turn.started'],
+          [null, 'job.archived'],
+        ],
+      );
+      const archived = (await takeHeard()).filter((h) => h.transition.type === 'job.archived');
+      assert.deepEqual(
+        archived.map((h) => [h.transition.turn, h.transition.status, h.statusSeen]),
+        [[null, 'archived', 'archived']],
+      );
+      // Archiving again is no transition.
+      await archiveJob(ctx, project.id, job.id);
+      assert.deepEqual(await takeHeard(), []);
+    });
+
+    test('a rolled-back transition is neither recorded nor announced', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, 'rolled back');
+      await takeHeard();
+      const failure = new Error('the transaction fails after recording');
+      await assert.rejects(
+        inTransition(ctx, async ({ trx, record }) => {
+          await trx
+            .updateTable('turns')
+            .set({ state: 'running' })
+            .where('job_id', '=', job.id)
+            .execute();
+          await record({
+            type: 'turn.started',
+            jobId: job.id,
+            turn: 1,
+            status: 'active',
+            data: {},
+          });
+          throw failure;
+        }),
+        (err) => err === failure,
+      );
+      assert.deepEqual(await takeHeard(), []);
+      assert.deepEqual(await eventsOf(job.id), []);
+      assert.equal((await turnOf(job.id, 1)).state, 'queued');
+      // A refused follow-up is no transition either.
+      await archiveJob(ctx, project.id, job.id);
+      await takeHeard();
+      await assert.rejects(sendMessage(ctx, project, job.id, 'refused'), { code: 'conflict' });
+      assert.deepEqual(await takeHeard(), []);
+    });
+
+    test('a failing subscriber neither undoes the transition nor keeps others from hearing it', async () => {
+      const { ctx } = svc;
+      const others: string[] = [];
+      const stopThrowing = ctx.transitions.subscribe(() => {
+        throw new Error('a broken subscriber');
+      });
+      const stopRejecting = ctx.transitions.subscribe(async () => {
+        throw new Error('a broken async subscriber');
+      });
+      const stopOther = ctx.transitions.subscribe((t) => {
+        others.push(t.type);
+      });
+      try {
+        const { job } = await createJob(ctx, project, 'heard despite a broken subscriber');
+        assert.equal((await jobOf(job.id)).status, 'active');
+        assert.deepEqual(others, ['turn.accepted']);
+      } finally {
+        stopThrowing();
+        stopRejecting();
+        stopOther();
+      }
+      // Unsubscribed listeners hear nothing more.
+      await createJob(ctx, project, 'after unsubscribing');
+      assert.deepEqual(others, ['turn.accepted']);
+      await takeHeard();
+    });
+
+    test('the review diff is stored on the job', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, 'diff');
+      await recordReviewDiff(ctx, job.id, 'diff --git a/x b/x\n', true);
+      const row = await jobOf(job.id);
+      assert.equal(row.review_diff, 'diff --git a/x b/x\n');
+      assert.equal(row.review_diff_truncated, true);
+      await takeHeard();
+    });
+  });
+}
+
+// --- Only src/jobs/ writes jobs, turns and events -------------------------------------------
+
+const OWNED = '(?:jobs|turns|events)';
+const WRITES: readonly RegExp[] = [
+  // Kysely, with or without an alias: insertInto('jobs'), updateTable('turns as t'), …
+  new RegExp(
+    String.raw`\b(?:insertInto|updateTable|deleteFrom|replaceInto|mergeInto)\(\s*['"\x60]${OWNED}(?:\s+as\s+\w+)?['"\x60]`,
+  ),
+  // Raw SQL, in upper case as Errand writes it (lower case would match English prose).
+  new RegExp(
+    String.raw`\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(?:ONLY\s+)?(?:public\.)?"?${OWNED}"?\b`,
+  ),
+];
+
+/** `file:line: text` of every write to the lifecycle's tables in `root`, outside `jobs/`. */
+async function writesOutsideJobs(root: string): Promise<string[]> {
+  const found: string[] = [];
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  for (const entry of entries) {
+    if (!entry.isFile() || !entry.name.endsWith('.ts')) continue;
+    // Tests set up states with their own writes; they are not modules of the service.
+    if (entry.name.endsWith('.test.ts')) continue;
+    const file = path.relative(root, path.join(entry.parentPath, entry.name));
+    if (file.split(path.sep)[0] === 'jobs') continue;
+    const lines = (await readFile(path.join(root, file), 'utf8')).split('\n');
+    lines.forEach((line, i) => {
+      if (WRITES.some((pattern) => pattern.test(line)))
+        found.push(`${file}:${i + 1}: ${line.trim()}`);
+    });
+  }
+  return found;
+}
+
+describe('the owner of jobs, turns and events', () => {
+  test('no module outside src/jobs/ writes them', async () => {
+    const src = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+    assert.deepEqual(await writesOutsideJobs(src), []);
+  });
+
+  test('the check finds every kind of write, and leaves reads, other tables and src/jobs/ alone', async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), 'errand-owner-'));
+    try {
+      await mkdir(path.join(root, 'queue'));
+      await mkdir(path.join(root, 'jobs'));
+      const writes = [
+        "await trx.insertInto('events').values(row).execute();",
+        "db.updateTable('jobs').set({ status: 'failed' })",
+        'db.deleteFrom("turns").where(x)',
+        "db.updateTable('turns as t').set(x)",
+        "sql`UPDATE turns SET state = 'running'`",
+        'sql`INSERT INTO events (job_id) VALUES (1)`',
+        'sql`DELETE FROM public.jobs WHERE id = 1`',
+      ];
+      const harmless = [
+        "db.selectFrom('jobs').selectAll()",
+        "db.updateTable('projects').set(x)",
+        "sql`UPDATE pgboss.job SET state = 'failed'`",
+        '// the worker will update jobs through lifecycle.ts',
+      ];
+      await writeFile(path.join(root, 'queue', 'writer.ts'), [...writes, ...harmless].join('\n'));
+      await writeFile(path.join(root, 'queue', 'writer.test.ts'), writes.join('\n'));
+      await writeFile(path.join(root, 'jobs', 'owner.ts'), writes.join('\n'));
+      const found = await writesOutsideJobs(root);
+      assert.deepEqual(
+        found,
+        writes.map((w, i) => `${path.join('queue', 'writer.ts')}:${i + 1}: ${w}`),
+      );
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
