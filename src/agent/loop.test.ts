@@ -19,6 +19,8 @@ import {
   runAgentTurn,
 } from './loop.ts';
 import { resolveModel } from './models.ts';
+import { createRepoTools } from './tools/index.ts';
+import { makeRepo } from './tools/testing.ts';
 
 const KEY = 'fake-key-for-tests';
 const fake: FakeLlm = await startFakeLlm({ apiKey: KEY, models: ['model-a'] });
@@ -154,6 +156,33 @@ for (const protocol of ['openai', 'anthropic'] as const) {
         ok: false,
         summary: 'no such file: missing.txt',
       });
+      fake.assertDone();
+    });
+
+    it("takes a file tool's event from its structured result and sends the model its text", async (t) => {
+      const repo = await makeRepo(t, { 'README.md': '# Demo\n' });
+      fake.script(
+        toolCalls([
+          { name: 'read_file', input: { path: 'missing.txt' } },
+          { name: 'read_file', input: { path: 'README.md' } },
+        ]),
+        dynamic((req) => {
+          const body = JSON.stringify(req.body);
+          const sawBoth =
+            body.includes("Error: 'missing.txt' does not exist") && body.includes('1\\t# Demo');
+          return reply(sawBoth ? 'ok' : 'bad');
+        }),
+      );
+      const { input, events } = setup(protocol, { tools: createRepoTools(repo.ctx) });
+      const result = await runAgentTurn(input);
+      assert.equal(result.summary, 'ok');
+      const results = events.flatMap((e) =>
+        e.type === 'tool.result' ? [[e.name, e.ok, e.summary]] : [],
+      );
+      assert.deepEqual(results, [
+        ['read_file', false, "'missing.txt' does not exist"],
+        ['read_file', true, "'README.md' lines 1-1 of 1"],
+      ]);
       fake.assertDone();
     });
 
@@ -381,5 +410,17 @@ describe('runAgentTurn: edges', () => {
       summary: 'Deleted "a.txt".',
     });
     assert.deepEqual(describeToolOutput({ files: 2 }), { ok: true, summary: '{"files":2}' });
+  });
+
+  it("takes a structured tool result's ok flag and title, never its text", () => {
+    const text = 'Error: looks like an error but the tool says it is fine\nSECRET=1';
+    assert.deepEqual(describeToolOutput({ ok: true, title: 'read a.txt', text }), {
+      ok: true,
+      summary: 'read a.txt',
+    });
+    assert.deepEqual(describeToolOutput({ ok: false, title: "'x' does not exist", text: 'x' }), {
+      ok: false,
+      summary: "'x' does not exist",
+    });
   });
 });

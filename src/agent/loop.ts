@@ -16,7 +16,7 @@ import {
 } from 'ai';
 import { ExternalError, errorMessage } from '../errors.ts';
 import { describeModel } from './models.ts';
-import { summarizeToolArgs } from './tools/index.ts';
+import { summarizeToolArgs, type ToolResult } from './tools/index.ts';
 
 /** Names of the settings that raise each budget, quoted in the budget errors. */
 export const BUDGET_SETTINGS = {
@@ -325,15 +325,30 @@ export function classifyModelError(error: unknown, model: LanguageModel): unknow
 }
 
 /**
- * Tools report a refusal the model can act on as an output starting with "Error:" (a thrown
- * error would end the call the same way). Multi-line outputs are file contents or listings:
- * events get their size, not their text.
+ * What an event says about a tool's output. The file tools return a structured result: its ok
+ * flag and title are taken as they are. Other tools may return a string, where a refusal the
+ * model can act on starts with "Error:" (a thrown error ends the call the same way); multi-line
+ * strings are file contents or listings, so events get their size, not their text.
  */
 export function describeToolOutput(output: unknown): { ok: boolean; summary: string } {
+  if (isToolResult(output)) return { ok: output.ok, summary: oneLine(output.title) };
   if (typeof output !== 'string') return { ok: true, summary: oneLine(output) };
   if (output.startsWith('Error:')) return { ok: false, summary: oneLine(output.slice(6)) };
   const lines = output.split('\n').length;
   return { ok: true, summary: lines > 1 ? `${lines} lines` : oneLine(output) };
+}
+
+function isToolResult(output: unknown): output is ToolResult {
+  return (
+    typeof output === 'object' &&
+    output !== null &&
+    'ok' in output &&
+    typeof output.ok === 'boolean' &&
+    'title' in output &&
+    typeof output.title === 'string' &&
+    'text' in output &&
+    typeof output.text === 'string'
+  );
 }
 
 function statusOf(error: unknown): number | undefined {

@@ -1,12 +1,12 @@
 // Security: every tool, called the way the model calls it, against every way out of the
-// checkout we know of. Each attempt must come back as an "Error:" result, and the folder outside
-// the checkout and .git/ must be byte for byte as they were.
+// checkout we know of. Each attempt must come back as an error result reading "Error: …", and
+// the folder outside the checkout and .git/ must be byte for byte as they were.
 
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { createRepoTools } from './index.ts';
+import { createRepoTools, type ToolResult } from './index.ts';
 import { gitConfigText, makeRepo, sentinelText, snapshot, type TestRepo } from './testing.ts';
 
 async function hostileRepo(t: Parameters<typeof makeRepo>[0]): Promise<TestRepo> {
@@ -41,6 +41,8 @@ function escapingPaths(repo: TestRepo): string[] {
   ];
 }
 
+// Tools return a structured result since issue 9; `call` gives the text the model reads and
+// checks that the result's ok flag agrees with it.
 async function call(
   tools: ReturnType<typeof createRepoTools>,
   name: string,
@@ -48,9 +50,14 @@ async function call(
 ): Promise<string> {
   const execute = tools[name]?.execute;
   assert.ok(execute, `tool ${name} has no execute`);
-  const out: unknown = await execute(input, { toolCallId: 'call-1', messages: [], context: {} });
-  assert.equal(typeof out, 'string');
-  return out as string;
+  const out = (await execute(input, {
+    toolCallId: 'call-1',
+    messages: [],
+    context: {},
+  })) as ToolResult;
+  assert.equal(typeof out.text, 'string');
+  assert.equal(out.ok, !out.text.startsWith('Error: '), `${name}: ${out.text}`);
+  return out.text;
 }
 
 function assertRefused(repo: TestRepo, label: string, out: string): void {

@@ -1,6 +1,6 @@
-// What every file tool receives (the checkout, limits, cancellation, change notifications) and
-// how a failure becomes a result for the model: a bad call must end as an "Error: …" string the
-// model can act on, never as an exception that ends the turn.
+// What every file tool receives (the checkout, limits, cancellation, change notifications), what
+// it gives back (a structured result), and how a failure becomes a result for the model: a bad
+// call must end as an error result the model can act on, never as an exception that ends the turn.
 
 import * as path from 'node:path';
 import { isErrno, quote, realRootOf, ToolError } from './paths.ts';
@@ -51,20 +51,44 @@ export function limitsOf(ctx: ToolContext): ToolLimits {
 }
 
 /**
- * Runs one tool call and turns refusals and filesystem errors into an "Error: …" result.
- * Anything else (a bug, a cancellation) is rethrown: the model cannot fix those.
+ * What a tool call gives back. `text` is what the model reads: for an error, "Error: " and the
+ * reason, as the model has always seen it. `title` is one line for events and logs, never file
+ * contents.
  */
-export async function toolResult(ctx: ToolContext, run: () => Promise<string>): Promise<string> {
+export interface ToolResult {
+  ok: boolean;
+  title: string;
+  text: string;
+}
+
+/** What a tool's code returns when it succeeds: a title for events and the text for the model. */
+export interface ToolOutput {
+  title: string;
+  text: string;
+}
+
+/**
+ * Runs one tool call and turns refusals and filesystem errors into an error result. Anything
+ * else (a bug, a cancellation) is rethrown: the model cannot fix those.
+ */
+export async function runTool(
+  ctx: ToolContext,
+  run: () => Promise<ToolOutput>,
+): Promise<ToolResult> {
   ctx.signal?.throwIfAborted();
   try {
-    return await run();
+    return { ok: true, ...(await run()) };
   } catch (err) {
-    if (err instanceof ToolError) return `Error: ${err.message}`;
+    if (err instanceof ToolError) return failed(err.message);
     if (isErrno(err, ...Object.keys(errnoMessages)) || isFsError(err)) {
-      return `Error: ${await describeFsError(ctx, err)}`;
+      return failed(await describeFsError(ctx, err));
     }
     throw err;
   }
+}
+
+function failed(reason: string): ToolResult {
+  return { ok: false, title: reason, text: `Error: ${reason}` };
 }
 
 const errnoMessages: Record<string, (p: string) => string> = {

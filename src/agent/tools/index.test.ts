@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { asSchema } from 'ai';
-import { createRepoTools, summarizeToolArgs } from './index.ts';
+import { createRepoTools, summarizeToolArgs, type ToolResult } from './index.ts';
 import { makeRepo } from './testing.ts';
 
 const options = { toolCallId: 'call-1', messages: [], context: {} };
@@ -32,35 +32,62 @@ describe('createRepoTools', () => {
     assert.deepEqual(editSchema.required?.sort(), ['new', 'old', 'path']);
   });
 
+  // Since issue 9 a tool returns a structured result (ok, title, text) instead of a string; the
+  // model reads the same text as before, through toModelOutput.
   test('execute runs the tool and reports changes', async (t) => {
     const repo = await makeRepo(t, { 'a.txt': 'hello\n' });
     const tools = createRepoTools(repo.ctx);
-    assert.equal(await tools.read_file?.execute?.({ path: 'a.txt' }, options), '1\thello');
-    assert.match(
-      String(
-        await tools.edit_file?.execute?.({ path: 'a.txt', old: 'hello', new: 'bye' }, options),
-      ),
-      /^Edited 'a.txt'/,
-    );
+    assert.deepEqual(await tools.read_file?.execute?.({ path: 'a.txt' }, options), {
+      ok: true,
+      title: "'a.txt' lines 1-1 of 1",
+      text: '1\thello',
+    });
+    const edited = (await tools.edit_file?.execute?.(
+      { path: 'a.txt', old: 'hello', new: 'bye' },
+      options,
+    )) as ToolResult;
+    assert.equal(edited.ok, true);
+    assert.equal(edited.title, "Edited 'a.txt'");
+    assert.match(edited.text, /^Edited 'a.txt'/);
     assert.equal(await fs.readFile(path.join(repo.root, 'a.txt'), 'utf8'), 'bye\n');
     assert.deepEqual(repo.changed, ['a.txt']);
   });
 
-  test('a bad call comes back as an Error result instead of throwing', async (t) => {
+  test('a bad call comes back as an error result instead of throwing', async (t) => {
     const repo = await makeRepo(t);
     const tools = createRepoTools(repo.ctx);
-    assert.equal(
-      await tools.read_file?.execute?.({ path: 'missing.ts' }, options),
-      "Error: 'missing.ts' does not exist",
-    );
-    assert.match(
-      String(await tools.search?.execute?.({ pattern: '[' }, options)),
-      /^Error: invalid regular expression/,
-    );
-    assert.match(
-      String(await tools.write_file?.execute?.({ path: '../x', content: '' }, options)),
-      /^Error: path '\.\.\/x' is outside the repository/,
-    );
+    assert.deepEqual(await tools.read_file?.execute?.({ path: 'missing.ts' }, options), {
+      ok: false,
+      title: "'missing.ts' does not exist",
+      text: "Error: 'missing.ts' does not exist",
+    });
+    const search = (await tools.search?.execute?.({ pattern: '[' }, options)) as ToolResult;
+    assert.equal(search.ok, false);
+    assert.match(search.text, /^Error: invalid regular expression/);
+    const write = (await tools.write_file?.execute?.(
+      { path: '../x', content: '' },
+      options,
+    )) as ToolResult;
+    assert.equal(write.ok, false);
+    assert.match(write.text, /^Error: path '\.\.\/x' is outside the repository/);
+  });
+
+  test('the model reads the text of a result, an error flagged as one', async (t) => {
+    const repo = await makeRepo(t, { 'a.txt': 'hello\n' });
+    const tools = createRepoTools(repo.ctx);
+    const toModel = tools.read_file?.toModelOutput;
+    assert.ok(toModel);
+    const input = { path: 'a.txt' };
+    const ok = { ok: true, title: 't', text: '1\thello' };
+    assert.deepEqual(await toModel({ toolCallId: 'c', input, output: ok }), {
+      type: 'text',
+      value: '1\thello',
+    });
+    const failed = { ok: false, title: 'x', text: "Error: 'x' does not exist" };
+    assert.deepEqual(await toModel({ toolCallId: 'c', input, output: failed }), {
+      type: 'error-text',
+      value: "Error: 'x' does not exist",
+    });
   });
 
   test("the loop's abort signal cancels a call, and so does the job's", async (t) => {
@@ -77,13 +104,11 @@ describe('createRepoTools', () => {
     const job = new AbortController();
     const jobTools = createRepoTools({ ...repo.ctx, signal: job.signal });
     const fresh = new AbortController();
-    assert.equal(
-      await jobTools.read_file?.execute?.(
-        { path: 'a.txt' },
-        { ...options, abortSignal: fresh.signal },
-      ),
-      '1\ta',
-    );
+    const read = (await jobTools.read_file?.execute?.(
+      { path: 'a.txt' },
+      { ...options, abortSignal: fresh.signal },
+    )) as ToolResult;
+    assert.equal(read.text, '1\ta');
     job.abort();
     await assert.rejects(
       Promise.resolve(

@@ -1,146 +1,66 @@
-// The file tools as the agent loop sees them: AI SDK tool definitions with input schemas and
-// descriptions written for the model, plus a one-line summary of a call for progress events.
-// The tools themselves live beside this file as plain async functions.
+// The file tools as the agent loop sees them: AI SDK tools built from the tool files beside
+// this one (each holds its schema, its description for the model and its code), plus a
+// one-line summary of a call for progress events.
 
 import { type Tool, tool } from 'ai';
-import { z } from 'zod';
-import { limitsOf, type ToolContext } from './context.ts';
-import { listFiles } from './list.ts';
-import { readFile } from './read.ts';
-import { searchFiles } from './search.ts';
-import { deleteFile, editFile, moveFile, writeFile } from './write.ts';
+import { limitsOf, type ToolContext, type ToolResult } from './context.ts';
+import { deleteFileTool } from './delete.ts';
+import { editFileTool } from './edit.ts';
+import { listFilesTool } from './list.ts';
+import { moveFileTool } from './move.ts';
+import { readFileTool } from './read.ts';
+import { searchTool } from './search.ts';
+import type { RepoTool } from './tool.ts';
+import { writeFileTool } from './write.ts';
 
-export type { ToolContext, ToolLimits } from './context.ts';
+export type { ToolContext, ToolLimits, ToolResult } from './context.ts';
 export { defaultToolLimits } from './context.ts';
-export { listFiles } from './list.ts';
+export { deleteFile, deleteFileTool } from './delete.ts';
+export { editFile, editFileTool } from './edit.ts';
+export { listFiles, listFilesTool } from './list.ts';
+export { moveFile, moveFileTool } from './move.ts';
 export { resolveInside, ToolError } from './paths.ts';
-export { readFile } from './read.ts';
-export { searchFiles } from './search.ts';
-export { deleteFile, editFile, moveFile, writeFile } from './write.ts';
+export { readFile, readFileTool } from './read.ts';
+export { searchFiles, searchTool } from './search.ts';
+export type { RepoTool } from './tool.ts';
+export { writeFile, writeFileTool } from './write.ts';
 
-const repoPath = z
-  .string()
-  .describe("Path relative to the repository root, with '/' separators, e.g. 'src/index.ts'.");
+/** Every file tool, in the order the model sees them. */
+export const repoTools = [
+  listFilesTool,
+  readFileTool,
+  searchTool,
+  writeFileTool,
+  editFileTool,
+  deleteFileTool,
+  moveFileTool,
+] as const;
 
 export function createRepoTools(ctx: ToolContext): Record<string, Tool> {
-  // The loop's abort signal and the job's signal both cancel a running tool.
-  const withSignal = (abortSignal: AbortSignal | undefined): ToolContext => {
-    const signals = [ctx.signal, abortSignal].filter((s) => s !== undefined);
-    return { ...ctx, signal: signals.length > 1 ? AbortSignal.any(signals) : signals[0] };
-  };
-
   const limits = limitsOf(ctx);
-  return {
-    list_files: tool({
-      description:
-        'List the files of the repository whose paths match a glob, one per line, sorted. ' +
-        'Files ignored by .gitignore and the .git folder are not listed. ' +
-        "Glob syntax: '*' and '?' within a name, '**' across folders, '{a,b}' alternatives, '[abc]' sets. " +
-        "A pattern without '/' matches names at any depth ('*.ts' finds every .ts file); " +
-        "a folder path lists everything in it ('src/agent').",
-      inputSchema: z.object({
-        pattern: z
-          .string()
-          .optional()
-          .describe("Glob to match, e.g. 'src/**/*.ts'. Defaults to '**/*' (every file)."),
-      }),
-      execute: (input, { abortSignal }) => listFiles(withSignal(abortSignal), input),
-    }),
+  return Object.fromEntries(repoTools.map((t) => [t.name, toSdkTool(t as RepoTool, ctx, limits)]));
+}
 
-    read_file: tool({
-      description:
-        'Read a text file of the repository. Each line is prefixed with its line number and a tab; ' +
-        'the prefix is not part of the file. Long files come back in windows ' +
-        `(at most ${limits.readMaxLines} lines) with a note saying how to read on. Binary files are refused.`,
-      inputSchema: z.object({
-        path: repoPath,
-        startLine: z
-          .number()
-          .int()
-          .min(1)
-          .optional()
-          .describe('First line to read, 1-based. Defaults to 1.'),
-        endLine: z
-          .number()
-          .int()
-          .min(1)
-          .optional()
-          .describe('Last line to read, inclusive. Defaults to the end of the file.'),
-      }),
-      execute: (input, { abortSignal }) => readFile(withSignal(abortSignal), input),
+function toSdkTool(
+  repoTool: RepoTool,
+  ctx: ToolContext,
+  limits: ReturnType<typeof limitsOf>,
+): Tool {
+  return tool({
+    description: repoTool.description(limits),
+    inputSchema: repoTool.inputSchema,
+    // The loop's abort signal and the job's signal both cancel a running tool.
+    execute: (input, { abortSignal }): Promise<ToolResult> => {
+      const signals = [ctx.signal, abortSignal].filter((s) => s !== undefined);
+      const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+      return repoTool.run({ ...ctx, signal }, input);
+    },
+    // The model reads the text alone; an error is flagged as one where the provider can say so.
+    toModelOutput: ({ output }) => ({
+      type: output.ok ? 'text' : 'error-text',
+      value: output.text,
     }),
-
-    search: tool({
-      description:
-        'Search the text files of the repository for a JavaScript regular expression, line by line. ' +
-        `Returns 'path:line: text' for each matching line, at most ${limits.searchMaxMatches} matches. ` +
-        'Files ignored by .gitignore, binary files and very large files are skipped. ' +
-        'A match cannot span lines.',
-      inputSchema: z.object({
-        pattern: z
-          .string()
-          .min(1)
-          .describe(
-            "Regular expression source without slashes, e.g. 'function\\s+load' or 'TODO'.",
-          ),
-        flags: z
-          .string()
-          .optional()
-          .describe("Regular expression flags, e.g. 'i' for case-insensitive."),
-        glob: z
-          .string()
-          .optional()
-          .describe("Only search files matching this glob, e.g. '*.ts' or 'src/**'."),
-      }),
-      execute: (input, { abortSignal }) => searchFiles(withSignal(abortSignal), input),
-    }),
-
-    write_file: tool({
-      description:
-        'Create a file or replace its whole content. Missing parent folders are created. ' +
-        'To change part of an existing file prefer edit_file.',
-      inputSchema: z.object({
-        path: repoPath,
-        content: z.string().describe('The complete new content of the file.'),
-      }),
-      execute: (input, { abortSignal }) => writeFile(withSignal(abortSignal), input),
-    }),
-
-    edit_file: tool({
-      description:
-        'Replace one exact piece of text in a file. `old` must occur in the file exactly once, ' +
-        'character for character including indentation and line breaks (without the line-number ' +
-        'prefixes read_file shows); include a few surrounding lines to make it unique. ' +
-        'Fails without changing anything when `old` is missing or occurs more than once.',
-      inputSchema: z.object({
-        path: repoPath,
-        old: z.string().min(1).describe('The exact text to replace.'),
-        new: z.string().describe('The text to put in its place (may be empty to delete it).'),
-      }),
-      execute: (input, { abortSignal }) => editFile(withSignal(abortSignal), input),
-    }),
-
-    delete_file: tool({
-      description: 'Delete one file (not a folder).',
-      inputSchema: z.object({ path: repoPath }),
-      execute: (input, { abortSignal }) => deleteFile(withSignal(abortSignal), input),
-    }),
-
-    move_file: tool({
-      description:
-        'Move or rename one file. Missing parent folders of the destination are created. ' +
-        'Refuses to replace an existing file unless overwrite is true.',
-      inputSchema: z.object({
-        from: repoPath.describe('Current path of the file, relative to the repository root.'),
-        to: repoPath.describe('New path of the file, relative to the repository root.'),
-        overwrite: z
-          .boolean()
-          .optional()
-          .describe('Replace the destination if it exists. Defaults to false.'),
-      }),
-      execute: (input, { abortSignal }) => moveFile(withSignal(abortSignal), input),
-    }),
-  };
+  });
 }
 
 const summaryMax = 120;

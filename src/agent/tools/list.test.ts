@@ -2,9 +2,13 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
-import { listFiles } from './list.ts';
-import { makeRepo } from './testing.ts';
+import { listFilesTool } from './list.ts';
+import { makeRepo, modelText } from './testing.ts';
 import { compileGlob } from './walk.ts';
+
+// The tools return structured results (issue 9); these tests read the text the model sees,
+// and modelText checks that the result's ok flag agrees with it.
+const listFiles = modelText(listFilesTool);
 
 const tree = {
   'README.md': '# x\n',

@@ -1,16 +1,35 @@
 // list_files: the paths of the checkout matching a glob, as git would show them (ignored files
 // and .git/ left out), capped so that a huge tree cannot flood the model's context.
 
-import { limitsOf, type ToolContext, toolResult } from './context.ts';
+import { z } from 'zod';
+import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, realRootOf } from './paths.ts';
+import type { RepoTool } from './tool.ts';
 import { compileGlob, walkFiles } from './walk.ts';
 
-export interface ListFilesInput {
-  pattern?: string | undefined;
-}
+const inputSchema = z.object({
+  pattern: z
+    .string()
+    .optional()
+    .describe("Glob to match, e.g. 'src/**/*.ts'. Defaults to '**/*' (every file)."),
+});
 
-export async function listFiles(ctx: ToolContext, input: ListFilesInput): Promise<string> {
-  return toolResult(ctx, async () => {
+export type ListFilesInput = z.output<typeof inputSchema>;
+
+export const listFilesTool: RepoTool<typeof inputSchema> = {
+  name: 'list_files',
+  description: () =>
+    'List the files of the repository whose paths match a glob, one per line, sorted. ' +
+    'Files ignored by .gitignore and the .git folder are not listed. ' +
+    "Glob syntax: '*' and '?' within a name, '**' across folders, '{a,b}' alternatives, '[abc]' sets. " +
+    "A pattern without '/' matches names at any depth ('*.ts' finds every .ts file); " +
+    "a folder path lists everything in it ('src/agent').",
+  inputSchema,
+  run: listFiles,
+};
+
+export async function listFiles(ctx: ToolContext, input: ListFilesInput): Promise<ToolResult> {
+  return runTool(ctx, async () => {
     const { listMaxEntries } = limitsOf(ctx);
     const pattern = input.pattern?.trim() || '**/*';
     const glob = compileGlob(pattern);
@@ -25,13 +44,16 @@ export async function listFiles(ctx: ToolContext, input: ListFilesInput): Promis
       }
     }
     if (total === 0) {
-      return `No files match ${quote(pattern)} (files ignored by .gitignore are not listed).`;
+      return {
+        title: `no files match ${quote(pattern)}`,
+        text: `No files match ${quote(pattern)} (files ignored by .gitignore are not listed).`,
+      };
     }
     if (total > shown.length) {
       shown.push(
         `[Showing ${shown.length} of ${total} matching files. Use a narrower pattern, e.g. 'src/**/*.ts'.]`,
       );
     }
-    return shown.join('\n');
+    return { title: `${total} files match ${quote(pattern)}`, text: shown.join('\n') };
   });
 }

@@ -3,20 +3,42 @@
 
 import { constants } from 'node:fs';
 import * as fs from 'node:fs/promises';
-import { limitsOf, type ToolContext, toolResult } from './context.ts';
+import { z } from 'zod';
+import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, resolvePath, ToolError } from './paths.ts';
 import { binarySniffBytes, looksBinary, scanLines } from './text.ts';
+import { type RepoTool, repoPath } from './tool.ts';
 
-export interface ReadFileInput {
-  path: string;
-  /** First line to show, 1-based. */
-  startLine?: number | undefined;
-  /** Last line to show, 1-based and inclusive. */
-  endLine?: number | undefined;
-}
+const inputSchema = z.object({
+  path: repoPath,
+  startLine: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('First line to read, 1-based. Defaults to 1.'),
+  endLine: z
+    .number()
+    .int()
+    .min(1)
+    .optional()
+    .describe('Last line to read, inclusive. Defaults to the end of the file.'),
+});
 
-export async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<string> {
-  return toolResult(ctx, async () => {
+export type ReadFileInput = z.output<typeof inputSchema>;
+
+export const readFileTool: RepoTool<typeof inputSchema> = {
+  name: 'read_file',
+  description: (limits) =>
+    'Read a text file of the repository. Each line is prefixed with its line number and a tab; ' +
+    'the prefix is not part of the file. Long files come back in windows ' +
+    `(at most ${limits.readMaxLines} lines) with a note saying how to read on. Binary files are refused.`,
+  inputSchema,
+  run: readFile,
+};
+
+export async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolResult> {
+  return runTool(ctx, async () => {
     const limits = limitsOf(ctx);
     const start = input.startLine ?? 1;
     const end = input.endLine ?? Number.POSITIVE_INFINITY;
@@ -43,7 +65,7 @@ export async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<
       if (looksBinary(head.subarray(0, bytesRead))) {
         throw new ToolError(`${shown} looks like a binary file (it contains NUL bytes)`);
       }
-      if (bytesRead === 0) return `${shown} is empty.`;
+      if (bytesRead === 0) return { title: `${shown} is empty`, text: `${shown} is empty.` };
 
       const lines: [number, string][] = [];
       let bytes = 0;
@@ -101,7 +123,7 @@ export async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<
       }
       if (crlf) notes.push('The file uses CRLF line endings; they are not shown.');
       for (const note of notes) out.push(`[${note}]`);
-      return out.join('\n');
+      return { title: `${shown} lines ${start}-${lastShown} of ${total}`, text: out.join('\n') };
     } finally {
       await file.close();
     }

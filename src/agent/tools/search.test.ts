@@ -2,8 +2,12 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
-import { searchFiles } from './search.ts';
-import { makeRepo } from './testing.ts';
+import { searchTool } from './search.ts';
+import { makeRepo, modelText } from './testing.ts';
+
+// The tools return structured results (issue 9); these tests read the text the model sees,
+// and modelText checks that the result's ok flag agrees with it.
+const searchFiles = modelText(searchTool);
 
 const tree = {
   'src/a.ts': 'import x from "y";\n// TODO: fix\nexport const a = 1;\n',

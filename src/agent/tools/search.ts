@@ -4,19 +4,37 @@
 
 import * as fs from 'node:fs/promises';
 import * as vm from 'node:vm';
-import { limitsOf, type ToolContext, toolResult } from './context.ts';
+import { z } from 'zod';
+import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, realRootOf, ToolError } from './paths.ts';
 import { formatBytes, looksBinary, plural } from './text.ts';
+import type { RepoTool } from './tool.ts';
 import { compileGlob, walkFiles } from './walk.ts';
 
-export interface SearchInput {
-  /** JavaScript regular expression source, without slashes. */
-  pattern: string;
-  /** Regular expression flags, e.g. `i`. */
-  flags?: string | undefined;
-  /** Only files matching this glob are searched. */
-  glob?: string | undefined;
-}
+const inputSchema = z.object({
+  pattern: z
+    .string()
+    .min(1)
+    .describe("Regular expression source without slashes, e.g. 'function\\s+load' or 'TODO'."),
+  flags: z.string().optional().describe("Regular expression flags, e.g. 'i' for case-insensitive."),
+  glob: z
+    .string()
+    .optional()
+    .describe("Only search files matching this glob, e.g. '*.ts' or 'src/**'."),
+});
+
+export type SearchInput = z.output<typeof inputSchema>;
+
+export const searchTool: RepoTool<typeof inputSchema> = {
+  name: 'search',
+  description: (limits) =>
+    'Search the text files of the repository for a JavaScript regular expression, line by line. ' +
+    `Returns 'path:line: text' for each matching line, at most ${limits.searchMaxMatches} matches. ` +
+    'Files ignored by .gitignore, binary files and very large files are skipped. ' +
+    'A match cannot span lines.',
+  inputSchema,
+  run: searchFiles,
+};
 
 // Files are matched in batches: one vm call per file would cost more than the matching.
 const batchChars = 1024 * 1024;
@@ -57,8 +75,8 @@ const matcher = new vm.Script(`(() => {
   return JSON.stringify(found);
 })()`);
 
-export async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<string> {
-  return toolResult(ctx, async () => {
+export async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolResult> {
+  return runTool(ctx, async () => {
     const limits = limitsOf(ctx);
     const flags = checkFlags(input.flags ?? '');
     if (input.pattern === '') throw new ToolError('pattern is empty');
@@ -148,12 +166,16 @@ export async function searchFiles(ctx: ToolContext, input: SearchInput): Promise
         `Skipped ${plural(tooLarge.length, 'file')} larger than ${formatBytes(limits.searchMaxFileBytes)}: ${some}${more}.`,
       );
     }
-    if (results.length === 0) {
+    const matches = results.length;
+    if (matches === 0) {
       const where = input.glob ? ` matching ${quote(input.glob)}` : '';
       results.push(`No matches for ${shownPattern} in ${plural(searched, 'text file')}${where}.`);
     }
     for (const note of notes) results.push(`[${note}]`);
-    return results.join('\n');
+    return {
+      title: `${matches} ${matches === 1 ? 'match' : 'matches'} for ${shownPattern} in ${plural(searched, 'file')}`,
+      text: results.join('\n'),
+    };
   });
 }
 

@@ -1,11 +1,14 @@
 // Test fixture for the file tools: a real checkout in a temporary folder with a fake .git/ and,
 // beside it, an "outside" folder holding a sentinel file that no tool may ever read or change.
 
+import assert from 'node:assert/strict';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TestContext } from 'node:test';
+import type { z } from 'zod';
 import type { ToolContext, ToolLimits } from './context.ts';
+import type { RepoTool } from './tool.ts';
 
 export const sentinelText = 'SENTINEL secret outside the checkout\n';
 export const gitConfigText = '[core]\n\trepositoryformatversion = 0\n';
@@ -55,4 +58,20 @@ export async function snapshot(dir: string): Promise<Record<string, string>> {
     else if (entry.isDirectory()) out[`${rel}/`] = '';
   }
   return out;
+}
+
+/**
+ * A tool as the model reads it: the text of its result. Every call also checks that the
+ * structured result agrees with its text (an error result, and only an error result, reads
+ * "Error: …") and that its title is one line.
+ */
+export function modelText<S extends z.ZodType>(
+  tool: RepoTool<S>,
+): (ctx: ToolContext, input: z.output<S>) => Promise<string> {
+  return async (ctx, input) => {
+    const result = await tool.run(ctx, input);
+    assert.equal(result.text.startsWith('Error: '), !result.ok, `${tool.name}: ${result.text}`);
+    assert.ok(result.title !== '' && !result.title.includes('\n'), `${tool.name} title`);
+    return result.text;
+  };
 }

@@ -2,8 +2,18 @@ import assert from 'node:assert/strict';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
-import { makeRepo } from './testing.ts';
-import { deleteFile, editFile, moveFile, writeFile } from './write.ts';
+import { deleteFileTool } from './delete.ts';
+import { editFileTool } from './edit.ts';
+import { moveFileTool } from './move.ts';
+import { makeRepo, modelText } from './testing.ts';
+import { writeFileTool } from './write.ts';
+
+// The tools return structured results (issue 9); these tests read the text the model sees,
+// and modelText checks that the result's ok flag agrees with it.
+const writeFile = modelText(writeFileTool);
+const editFile = modelText(editFileTool);
+const deleteFile = modelText(deleteFileTool);
+const moveFile = modelText(moveFileTool);
 
 const read = (root: string, rel: string) => fs.readFile(path.join(root, rel), 'utf8');
 const exists = (p: string) =>
