@@ -173,6 +173,14 @@ describe('compileGlob', () => {
     ['src', 'src/a/b.ts', true],
     ['a.b', 'axb', false],
     ['./src/*.ts', 'src/a.ts', true],
+    // Where picomatch's defaults differ from the dialect the tools describe to the model.
+    ['meta/**', 'meta', false],
+    ['meta/**', 'meta/.hidden/x', true],
+    ['!a.txt', '!a.txt', true],
+    ['!a.txt', 'b.txt', false],
+    ['+(a|b).txt', 'a.txt', false],
+    ['**/.env', '.env', true],
+    ['agent', 'src/agent/loop.ts', true],
   ];
   for (const [glob, rel, expected] of cases) {
     test(`${glob} ${expected ? 'matches' : 'does not match'} ${rel}`, () => {

@@ -6,6 +6,7 @@ import type { Dirent } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import ignore, { type Ignore } from 'ignore';
+import picomatch from 'picomatch';
 import { isErrno, isGitDirName, quote, ToolError } from './paths.ts';
 
 export interface WalkEntry {
@@ -107,9 +108,10 @@ async function readRules(file: string): Promise<Ignore | undefined> {
 }
 
 /**
- * Compiles the glob dialect of list_files and search: `*`, `?`, `**`, `[abc]`, `{a,b}`,
- * matched against repository-relative paths, dotfiles included. As in .gitignore, a pattern
- * without `/` matches a name at any depth, and a pattern naming a folder matches everything in it.
+ * Compiles the glob dialect of list_files and search (picomatch: `*`, `?`, `**`, `[abc]`,
+ * `{a,b}`), matched against repository-relative paths, dotfiles included. As in .gitignore, a
+ * pattern without `/` matches a name at any depth, and a pattern naming a folder matches
+ * everything in it.
  */
 export function compileGlob(pattern: string): Glob {
   let source = pattern.trim();
@@ -119,13 +121,23 @@ export function compileGlob(pattern: string): Glob {
   source = source.replace(/^\/+/, '').replace(/\/+$/, '');
   if (source === '' || source === '.') source = '**';
   const anywhere = !anchored && !source.includes('/');
+  // picomatch reads an unclosed brace as text; the model most likely made a typo.
+  if (unclosedBrace(source)) throw new ToolError(`glob ${quote(source)} has an unclosed '{'`);
 
-  let regex: RegExp;
+  let isMatch: (path: string) => boolean;
   try {
-    const body = globToRegExpSource(source);
-    regex = new RegExp(`^${anywhere ? '(?:.*/)?' : ''}${body}(?:/.*)?$`, 's');
-  } catch (err) {
-    if (err instanceof ToolError) throw err;
+    // picomatch lets `src/**` match `src` itself; here it means what is inside `src`.
+    const glob = source.endsWith('/**') ? `${source}/*` : source;
+    isMatch = picomatch(anywhere ? `**/${glob}` : glob, {
+      dot: true,
+      // `[!ab]` is a negated set, as in git and the shell.
+      posix: true,
+      // The documented dialect only: a leading `!` or `+(…)` is text, as the model wrote it.
+      nonegate: true,
+      noextglob: true,
+      windows: false,
+    });
+  } catch {
     throw new ToolError(`glob ${quote(pattern)} is not valid`);
   }
 
@@ -139,7 +151,13 @@ export function compileGlob(pattern: string): Glob {
   }
   const prefix = fixed.join('/');
   return {
-    matches: (rel) => regex.test(rel),
+    // A path matches when it, or a folder it is in, matches.
+    matches: (rel) => {
+      for (let path = rel; ; path = path.slice(0, path.lastIndexOf('/'))) {
+        if (isMatch(path)) return true;
+        if (!path.includes('/')) return false;
+      }
+    },
     mayMatchUnder: (dirRel) =>
       prefix === '' ||
       prefix === dirRel ||
@@ -148,61 +166,13 @@ export function compileGlob(pattern: string): Glob {
   };
 }
 
-function globToRegExpSource(glob: string): string {
-  let out = '';
-  let braces = 0;
+function unclosedBrace(glob: string): boolean {
+  let depth = 0;
   for (let i = 0; i < glob.length; i++) {
-    const c = glob[i]!;
-    if (c === '\\' && i + 1 < glob.length) {
-      out += escapeRegExp(glob[++i]!);
-    } else if (c === '*') {
-      if (glob[i + 1] === '*') {
-        const atStart = i === 0 || glob[i - 1] === '/';
-        let j = i;
-        while (glob[j] === '*') j++;
-        const atEnd = j === glob.length || glob[j] === '/';
-        if (atStart && atEnd) {
-          // `**/` is zero or more whole folders; a trailing `**` is anything.
-          if (j < glob.length) {
-            out += '(?:[^/]*/)*';
-            j++;
-          } else {
-            out += '.*';
-          }
-          i = j - 1;
-          continue;
-        }
-        i = j - 1;
-      }
-      out += '[^/]*';
-    } else if (c === '?') {
-      out += '[^/]';
-    } else if (c === '[') {
-      const close = glob.indexOf(']', i + 2);
-      if (close === -1) {
-        out += '\\[';
-        continue;
-      }
-      let set = glob.slice(i + 1, close);
-      if (set.startsWith('!')) set = `^${set.slice(1)}`;
-      out += `[${set.replace(/\\/g, '\\\\').replace(/\[/g, '\\[')}]`;
-      i = close;
-    } else if (c === '{') {
-      braces++;
-      out += '(?:';
-    } else if (c === '}' && braces > 0) {
-      braces--;
-      out += ')';
-    } else if (c === ',' && braces > 0) {
-      out += '|';
-    } else {
-      out += escapeRegExp(c);
-    }
+    const c = glob[i];
+    if (c === '\\') i++;
+    else if (c === '{') depth++;
+    else if (c === '}' && depth > 0) depth--;
   }
-  if (braces > 0) throw new ToolError(`glob ${quote(glob)} has an unclosed '{'`);
-  return out;
-}
-
-function escapeRegExp(c: string): string {
-  return /[.*+?^${}()|[\]\\]/.test(c) ? `\\${c}` : c;
+  return depth > 0;
 }
