@@ -1,5 +1,6 @@
 // Everything a handler or service needs, built once at start-up and passed down: handlers
 // never build their own clients.
+import type { ModelRegistry } from './agent/models.ts';
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
@@ -19,6 +20,8 @@ export interface AppContext {
   aborts: TurnAborts;
   /** Announces each job lifecycle transition after it commits; other modules subscribe here. */
   transitions: Transitions;
+  /** The models turns run on, and the check of a model id before a job is accepted. */
+  models: ModelRegistry;
   /** This process's Prometheus metrics. */
   metrics: Metrics;
 }

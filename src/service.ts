@@ -1,6 +1,7 @@
 // Starts Errand in one process: database, migrations, turn queue, then the HTTP API and/or
 // the workers. `serve` runs both (or the API only with --no-worker), `worker` only workers.
 import type { FastifyInstance } from 'fastify';
+import { ModelRegistry } from './agent/models.ts';
 import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
@@ -74,6 +75,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       queue,
       aborts: new TurnAborts(),
       transitions: new Transitions(log),
+      models: new ModelRegistry(config.models),
       metrics,
     };
     if (opts.api) {
@@ -94,7 +96,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
         metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
         metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
       });
-      worker = await startWorker(ctx, opts.runner ?? turnPipeline(config, url, log, metrics));
+      worker = await startWorker(ctx, opts.runner ?? turnPipeline(ctx, url));
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(
@@ -114,12 +116,8 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
  * not a configured 0). A worker without an API of its own must be told (main.ts says so
  * before anything starts).
  */
-function turnPipeline(
-  config: Config,
-  apiUrl: string | undefined,
-  log: Logger,
-  metrics: Metrics,
-): TurnPipeline {
+function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline {
+  const { config, log, metrics, models } = ctx;
   const publicUrl = config.publicUrl ?? apiUrl;
   if (!publicUrl)
     throw new ConfigError(
@@ -130,7 +128,7 @@ function turnPipeline(
       { publicUrl },
       'listening on every interface without ERRAND_PUBLIC_URL: review links use this address; set ERRAND_PUBLIC_URL to the one users reach',
     );
-  return new TurnPipeline({ config: { ...config, publicUrl }, log, metrics });
+  return new TurnPipeline({ config: { ...config, publicUrl }, log, metrics, models });
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]']);

@@ -6,6 +6,7 @@ import {
   checkModelId,
   DEFAULT_MODEL_ID,
   describeModel,
+  ModelRegistry,
   type ModelSettings,
   resolveModel,
 } from './models.ts';
@@ -128,5 +129,27 @@ describe('resolveModel', () => {
     await generateText({ model, prompt: 'hi', maxOutputTokens: 20 });
     assert.deepEqual(seen, [`${fake.url}/v1/chat/completions`]);
     fake.assertDone();
+  });
+});
+
+describe('ModelRegistry', () => {
+  it('makes each model once and gives every later turn the same one', () => {
+    const registry = new ModelRegistry(all);
+    const first = registry.resolve('openai:gpt-x');
+    assert.equal(registry.resolve('openai:gpt-x'), first);
+    assert.notEqual(registry.resolve('openai:gpt-y'), first);
+    assert.deepEqual(describeModel(first), {
+      id: 'openai:gpt-x',
+      credentialHint: 'OPENAI_API_KEY',
+    });
+  });
+
+  it('checks and refuses with the settings it was built with', () => {
+    const registry = new ModelRegistry({ openai: { apiKey: SECRET } });
+    assert.deepEqual(registry.check('openai:gpt-x'), { ok: true });
+    const refused = registry.check('anthropic:claude-x');
+    assert.equal(refused.ok, false);
+    assert.match(refused.ok ? '' : refused.message, /ANTHROPIC_API_KEY/);
+    assert.throws(() => registry.resolve('anthropic:claude-x'), /ANTHROPIC_API_KEY/);
   });
 });

@@ -140,6 +140,34 @@ export function resolveModel(id: string, settings: ModelSettings): LanguageModel
 }
 
 /**
+ * The models this process can use, built once at start-up from its settings and reached
+ * through the application context: a model is made on its first use and reused after that.
+ */
+export class ModelRegistry {
+  readonly #settings: ModelSettings;
+  readonly #models = new Map<string, LanguageModel>();
+
+  constructor(settings: ModelSettings) {
+    this.#settings = settings;
+  }
+
+  /** Says whether `id` can be used here, and if not, exactly what to set. */
+  check(id: string): { ok: true } | Problem {
+    return checkModelId(id, this.#settings);
+  }
+
+  /** The language model for `id`; throws with check's message when it cannot be used. */
+  resolve(id: string): LanguageModel {
+    let model = this.#models.get(id);
+    if (!model) {
+      model = resolveModel(id, this.#settings);
+      this.#models.set(id, model);
+    }
+    return model;
+  }
+}
+
+/**
  * The `provider:model` id of a model made by resolveModel, and the setting that holds its
  * credential, for error messages that tell the operator what to check.
  */

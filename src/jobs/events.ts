@@ -1,4 +1,5 @@
-// The progress log of a job: what happened, in order, readable through the events API.
+// The progress log of a job: what happened, in order, readable through the events API. It is
+// written by the lifecycle's transitions and a running turn's progress (lifecycle.ts).
 import type { Db } from '../db/database.ts';
 import type { EventRow } from '../db/schema.ts';
 
@@ -8,19 +9,6 @@ export interface EventRecord {
   type: string;
   data: unknown;
   at: string;
-}
-
-export async function appendEvent(
-  db: Db,
-  jobId: string,
-  turn: number | null,
-  type: string,
-  data: Record<string, unknown> = {},
-): Promise<void> {
-  await db
-    .insertInto('events')
-    .values({ job_id: jobId, turn, type, data: JSON.stringify(data) })
-    .execute();
 }
 
 export function toEventRecord(row: EventRow): EventRecord {

@@ -3,7 +3,7 @@
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
-import { checkModelId, DEFAULT_MODEL_ID } from '../agent/models.ts';
+import { DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -47,7 +47,7 @@ export function checkPrompt(ctx: AppContext, body: unknown): string {
  */
 export function modelFor(ctx: AppContext, project: ProjectRow): string {
   const model = project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
-  const check = checkModelId(model, ctx.config.models);
+  const check = ctx.models.check(model);
   if (!check.ok) throw new AppError('model_unavailable', check.message);
   return model;
 }
@@ -114,7 +114,7 @@ export async function sendMessage(
     if (current.status === 'archived') {
       throw new AppError('conflict', `job ${jobId} is archived and accepts no more messages`);
     }
-    const check = checkModelId(current.model, ctx.config.models);
+    const check = ctx.models.check(current.model);
     if (!check.ok) throw new AppError('model_unavailable', check.message);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;

@@ -5,7 +5,7 @@
 // input, and what it records goes through the input's callbacks.
 import type { ModelMessage } from 'ai';
 import { BudgetExceededError, ModelError, runAgentTurn } from '../agent/loop.ts';
-import { resolveModel } from '../agent/models.ts';
+import type { ModelRegistry } from '../agent/models.ts';
 import { buildSystemPrompt, readRepoInstructions } from '../agent/prompt.ts';
 import { scrubSecrets } from '../agent/scrub.ts';
 import { createRepoTools } from '../agent/tools/index.ts';
@@ -42,6 +42,8 @@ export interface TurnPipelineDeps {
   log: Logger;
   /** Model and forge calls are counted here. */
   metrics: Metrics;
+  /** The process's models (the application context's). */
+  models: ModelRegistry;
 }
 
 const TURN_TRAILER = 'Errand-Turn';
@@ -224,7 +226,7 @@ export class TurnPipeline implements TurnRunner {
     const { metrics } = this.#deps;
     const repoInstructions = await readRepoInstructions(dir);
     return runAgentTurn({
-      model: resolveModel(job.model, config.models),
+      model: this.#deps.models.resolve(job.model),
       system: buildSystemPrompt({
         ...(repoInstructions ? { repoInstructions } : {}),
         repository: job.repository,

@@ -222,6 +222,7 @@ export async function redeliverTurn(
     config: { ...ctx.config, publicUrl: ctx.config.publicUrl ?? svc.url },
     log: ctx.log,
     metrics: ctx.metrics,
+    models: ctx.models,
   });
   const output = await runner.run({
     job,
