@@ -1,8 +1,10 @@
 // Where the token for each GitHub call comes from: a fixed personal access token, or a GitHub
-// App whose short-lived installation tokens are minted from a JWT signed with the app's private
-// key (RS256, node:crypto) and cached until shortly before they expire.
+// App whose short-lived installation tokens @octokit/auth-app mints (the app's JWT, the
+// exchange) and this module caches until shortly before they expire.
 
-import { createPrivateKey, type KeyObject, sign } from 'node:crypto';
+import { createPrivateKey } from 'node:crypto';
+import { createAppAuth } from '@octokit/auth-app';
+import type { Octokit } from '@octokit/rest';
 import { ForgeError } from '../types.ts';
 
 export interface TokenSource {
@@ -23,23 +25,43 @@ export interface GitHubAppCredentials {
   installationId: string;
 }
 
-/** Mints an installation token with the given JWT; returns it with its expiry (ms since epoch). */
-export type MintInstallationToken = (
-  jwt: string,
-  installationId: number,
-) => Promise<{ token: string; expiresAt: number }>;
+export interface GitHubAppTokenOptions {
+  /** The client's request function: the exchange goes to its base URL through its fetch. */
+  request: Octokit['request'];
+  /** What a failed exchange becomes: a ForgeError naming the installation. */
+  failure(err: unknown): Error;
+  /** What an answer without a usable token becomes. */
+  unexpected(): Error;
+  now?: () => number;
+}
 
-/** GitHub allows at most 10 minutes; 9 leaves room for a clock running slightly fast. */
-const jwtLifetimeSeconds = 9 * 60;
-/** iat in the past absorbs a clock running slightly slow (GitHub's own recommendation). */
-const jwtBackdateSeconds = 60;
 const refreshMarginMs = 5 * 60 * 1000;
+const quietLog = { warn() {}, debug() {}, info() {}, error() {} };
+
+// @octokit/auth-app shares an exchange in flight between every caller asking for the same
+// installation id, across clients. Two GitHub instances (github.com and a GHES) may both have
+// an installation 7: one exchange at a time per id keeps one's token from reaching the other.
+const exchanges = new Map<number, Promise<unknown>>();
+
+function oneAtATime<T>(installationId: number, run: () => Promise<T>): Promise<T> {
+  const previous = exchanges.get(installationId) ?? Promise.resolve();
+  const next = previous.then(run, run);
+  const settled = next.then(
+    () => undefined,
+    () => undefined,
+  );
+  exchanges.set(installationId, settled);
+  void settled.then(() => {
+    if (exchanges.get(installationId) === settled) exchanges.delete(installationId);
+  });
+  return next;
+}
 
 export function githubAppTokens(
   app: GitHubAppCredentials,
-  mint: MintInstallationToken,
-  now: () => number = Date.now,
+  options: GitHubAppTokenOptions,
 ): TokenSource {
+  const now = options.now ?? Date.now;
   const installationId = parseInstallationId(app.installationId);
   if (!/^\d{1,20}$|^Iv[0-9A-Za-z.]{1,60}$/.test(app.appId)) {
     throw new ForgeError(
@@ -48,40 +70,56 @@ export function githubAppTokens(
       { transient: false },
     );
   }
-  let key: KeyObject | undefined;
-  let cached: { token: string; refreshAt: number } | undefined;
-  let pending: Promise<string> | undefined;
 
-  function privateKey(): KeyObject {
-    if (key) return key;
-    try {
-      // Keys pasted into environment variables often arrive with literal "\n" sequences.
-      const pem = app.privateKey.includes('\\n')
-        ? app.privateKey.replaceAll('\\n', '\n')
-        : app.privateKey;
-      const parsed = createPrivateKey({ key: pem, format: 'pem' });
-      if (parsed.asymmetricKeyType !== 'rsa') throw new Error('not an RSA key');
-      key = parsed;
-      return parsed;
-    } catch {
-      // No cause: parser errors are not known to quote the key, but nothing here needs to risk it.
-      throw new ForgeError(
-        'github',
-        "The GitHub App private key is not a PEM RSA private key: paste the whole .pem file downloaded from the app's settings",
-        { transient: false },
-      );
-    }
+  // The library's cache, with Errand's clock and margin: a token is handed out until ~5 minutes
+  // before it expires; one living less than twice that (a test server's, or one read through a
+  // skewed clock) is refreshed halfway instead of on every call.
+  const entries = new Map<string, { value: string; token: string; refreshAt: number }>();
+  const cache = {
+    get(key: string): string {
+      const entry = entries.get(key);
+      return entry && now() < entry.refreshAt ? entry.value : '';
+    },
+    set(key: string, value: string): void {
+      // The library's format: token|createdAt|expiresAt|…
+      const [token = '', , expires = ''] = value.split('|');
+      const expiresAt = Date.parse(expires);
+      if (token === '' || Number.isNaN(expiresAt)) return;
+      const margin = Math.min(refreshMarginMs, Math.max(0, (expiresAt - now()) / 2));
+      entries.set(key, { value, token, refreshAt: expiresAt - margin });
+    },
+  };
+
+  let auth: ReturnType<typeof createAppAuth> | undefined;
+  function appAuth(): ReturnType<typeof createAppAuth> {
+    auth ??= createAppAuth({
+      appId: app.appId,
+      privateKey: checkedPrivateKey(app.privateKey),
+      installationId,
+      request: options.request,
+      cache,
+      log: quietLog,
+    });
+    return auth;
   }
 
-  async function refresh(): Promise<string> {
-    const jwt = createAppJwt(app.appId, privateKey(), now());
-    const minted = await mint(jwt, installationId);
-    const current = now();
-    const lifetime = minted.expiresAt - current;
-    // Refresh ~5 minutes early; a token living less than twice that (a test server's, or one
-    // read through a skewed clock) is refreshed halfway instead of on every call.
-    const margin = Math.min(refreshMarginMs, Math.max(0, lifetime / 2));
-    cached = { token: minted.token, refreshAt: minted.expiresAt - margin };
+  let pending: Promise<string> | undefined;
+  async function mint(): Promise<string> {
+    const auth = appAuth();
+    let minted: { token?: unknown; expiresAt?: unknown };
+    try {
+      minted = await oneAtATime(installationId, () => auth({ type: 'installation' }));
+    } catch (err) {
+      throw options.failure(err);
+    }
+    if (
+      typeof minted.token !== 'string' ||
+      minted.token === '' ||
+      typeof minted.expiresAt !== 'string' ||
+      Number.isNaN(Date.parse(minted.expiresAt))
+    ) {
+      throw options.unexpected();
+    }
     return minted.token;
   }
 
@@ -89,33 +127,35 @@ export function githubAppTokens(
     kind: 'app',
     async token(signal) {
       signal?.throwIfAborted();
-      if (cached && now() < cached.refreshAt) return cached.token;
       // Concurrent callers share one mint; one caller giving up must not fail the others,
       // so the mint runs unbound and each caller waits with its own signal.
-      pending ??= refresh().finally(() => {
+      pending ??= mint().finally(() => {
         pending = undefined;
       });
       return abortable(pending, signal);
     },
     invalidate(token) {
-      if (cached?.token === token) cached = undefined;
+      for (const [key, entry] of entries) if (entry.token === token) entries.delete(key);
     },
   };
 }
 
-export function createAppJwt(appId: string, key: KeyObject, nowMs: number): string {
-  const nowSeconds = Math.floor(nowMs / 1000);
-  const header = base64url(JSON.stringify({ alg: 'RS256', typ: 'JWT' }));
-  const payload = base64url(
-    JSON.stringify({
-      iat: nowSeconds - jwtBackdateSeconds,
-      exp: nowSeconds + jwtLifetimeSeconds,
-      iss: appId,
-    }),
-  );
-  const input = `${header}.${payload}`;
-  const signature = sign('sha256', Buffer.from(input), key).toString('base64url');
-  return `${input}.${signature}`;
+/** The key as the library needs it, refused here with a message that cannot quote it. */
+function checkedPrivateKey(privateKey: string): string {
+  // Keys pasted into environment variables often arrive with literal "\n" sequences.
+  const pem = privateKey.includes('\\n') ? privateKey.replaceAll('\\n', '\n') : privateKey;
+  try {
+    const parsed = createPrivateKey({ key: pem, format: 'pem' });
+    if (parsed.asymmetricKeyType !== 'rsa') throw new Error('not an RSA key');
+  } catch {
+    // No cause: parser errors are not known to quote the key, but nothing here needs to risk it.
+    throw new ForgeError(
+      'github',
+      "The GitHub App private key is not a PEM RSA private key: paste the whole .pem file downloaded from the app's settings",
+      { transient: false },
+    );
+  }
+  return pem;
 }
 
 function parseInstallationId(value: string): number {
@@ -128,10 +168,6 @@ function parseInstallationId(value: string): number {
     );
   }
   return id;
-}
-
-function base64url(text: string): string {
-  return Buffer.from(text).toString('base64url');
 }
 
 function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {

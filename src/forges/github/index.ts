@@ -12,12 +12,7 @@ import type {
   PullRequest,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
-import {
-  githubAppTokens,
-  type MintInstallationToken,
-  staticToken,
-  type TokenSource,
-} from './auth.ts';
+import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
 import { type CallContext, toForgeError } from './errors.ts';
 import { type GitHubRepository, parseRepository } from './repository.ts';
 
@@ -51,7 +46,6 @@ const pullSchema = z.object({
   merged_at: z.string().nullable().optional(),
 });
 const pullListSchema = z.array(pullSchema);
-const installationTokenSchema = z.object({ token: z.string().min(1), expires_at: z.string() });
 
 type GitHubPull = z.infer<typeof pullSchema>;
 
@@ -70,26 +64,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     ...(options.fetch ? { request: { fetch: options.fetch } } : {}),
   });
 
-  const mint: MintInstallationToken = async (jwt, installationId) => {
-    const ctx: CallContext = {
-      action: 'create a GitHub App installation token',
-      method: 'POST',
-      path: `/app/installations/${installationId}/access_tokens`,
-      repository,
-      auth: 'app',
-      appTokenExchange: { installationId: String(installationId) },
-    };
-    const data = await send(ctx, installationTokenSchema, () =>
-      octokit.rest.apps.createInstallationAccessToken({
-        installation_id: installationId,
-        headers: { authorization: `Bearer ${jwt}` },
-      }),
-    );
-    const expiresAt = Date.parse(data.expires_at);
-    if (Number.isNaN(expiresAt)) throw unexpectedAnswer(ctx);
-    return { token: data.token, expiresAt };
-  };
-  const tokens = tokenSource(options, mint);
+  const tokens = tokenSource(options, octokit.request, repository);
 
   /** One API call with the current token; a GitHub App gets one retry with a fresh token on 401. */
   async function call<T>(
@@ -260,9 +235,27 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
   };
 }
 
-function tokenSource(options: ForgeClientOptions, mint: MintInstallationToken): TokenSource {
+function tokenSource(
+  options: ForgeClientOptions,
+  request: Octokit['request'],
+  repository: string,
+): TokenSource {
   const { githubApp, token } = options.credentials;
-  if (githubApp) return githubAppTokens(githubApp, mint);
+  if (githubApp) {
+    const exchange: CallContext = {
+      action: 'create a GitHub App installation token',
+      method: 'POST',
+      path: `/app/installations/${githubApp.installationId}/access_tokens`,
+      repository,
+      auth: 'app',
+      appTokenExchange: { installationId: githubApp.installationId },
+    };
+    return githubAppTokens(githubApp, {
+      request,
+      failure: (err) => toForgeError(err, exchange),
+      unexpected: () => unexpectedAnswer(exchange),
+    });
+  }
   if (token) return staticToken(token);
   throw new ForgeError(
     'github',
