@@ -10,6 +10,7 @@ import { ClientErrors, requireHost, serverOptions } from './connections.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
 import { observeResponse } from './observe.ts';
+import { registerDocs, registerOpenApi } from './openapi.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
@@ -20,6 +21,7 @@ import { registerListEvents } from './routes/list-events.ts';
 import { registerListJobs } from './routes/list-jobs.ts';
 import { registerReview } from './routes/review.ts';
 import { registerSendMessage } from './routes/send-message.ts';
+import { serializerCompiler, validatorCompiler } from './schemas.ts';
 
 export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   const requestPrefix = randomBase62(10);
@@ -66,6 +68,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   });
   app.addHook('preValidation', checkBody);
   app.setErrorHandler(errorHandler(ctx.log));
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   app.setNotFoundHandler((request, reply) =>
     sendError(
       reply,
@@ -74,6 +78,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     ),
   );
 
+  await registerOpenApi(app);
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   await registerHealth(app, ctx);
   registerMetricsRoute(app, ctx.config, ctx.metrics);
@@ -92,5 +97,6 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
   });
+  await registerDocs(app);
   return app;
 }

@@ -19,28 +19,6 @@ export interface Accepted {
 
 export const JOB_STATUSES: readonly JobStatus[] = ['active', 'completed', 'failed', 'archived'];
 
-export function checkPrompt(ctx: AppContext, body: unknown): string {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new AppError(
-      'invalid_prompt',
-      'request body must be a JSON object with a "prompt" string',
-    );
-  }
-  const prompt = (body as { prompt?: unknown }).prompt;
-  if (prompt === undefined) throw new AppError('invalid_prompt', '"prompt" is required');
-  if (typeof prompt !== 'string') throw new AppError('invalid_prompt', '"prompt" must be a string');
-  if (prompt.trim().length === 0) {
-    throw new AppError('invalid_prompt', '"prompt" must contain at least one non-space character');
-  }
-  if (prompt.length > ctx.config.maxPromptChars) {
-    throw new AppError(
-      'invalid_prompt',
-      `"prompt" is ${prompt.length} characters; the maximum is ${ctx.config.maxPromptChars}`,
-    );
-  }
-  return prompt;
-}
-
 /**
  * The model a job of this project runs on. A model that cannot be resolved (unknown provider,
  * missing key) is refused here, with what to set, rather than failing the job later.

@@ -1,48 +1,111 @@
 // Admin API for keys: POST /v2/admin/keys ({"projectId"} or {"admin": true}, optional
 // "name") → 201 with the key, shown this once; GET /v2/admin/keys; POST /v2/admin/keys/{id}/revoke.
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { createKey, listKeys, revokeKey, toKeyRecord } from '../../keys/service.ts';
-import { getProject } from '../../projects/service.ts';
+import { findProject } from '../../projects/service.ts';
+import { errors } from '../schemas.ts';
 
-interface CreateKeyBody {
-  projectId?: unknown;
-  admin?: unknown;
-  name?: unknown;
-}
+const NAME = '"name" must be a string of at most 200 characters';
+
+const createBody = z
+  .strictObject(
+    {
+      projectId: z
+        .string({ error: '"projectId" must be a string' })
+        .optional()
+        .describe('The project the key may act on.'),
+      admin: z
+        .boolean({ error: '"admin" must be a boolean' })
+        .optional()
+        .describe('true for an admin key (every project and the admin API).'),
+      name: z
+        .string({ error: NAME })
+        .max(200, { error: NAME })
+        .optional()
+        .describe('A name to recognise the key by.'),
+    },
+    {
+      error: (issue) =>
+        issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
+    },
+  )
+  .refine((body) => (body.admin === true) !== (body.projectId !== undefined), {
+    error: 'give exactly one of "projectId" or "admin": true',
+  });
+
+const keyRecord = z.object({
+  id: z.string(),
+  name: z.string().nullable(),
+  start: z.string().describe('The first characters of the key, to recognise it.'),
+  projectId: z.string().nullable(),
+  admin: z.boolean(),
+  createdAt: z.iso.datetime(),
+  lastUsedAt: z.iso.datetime().nullable(),
+  revokedAt: z.iso.datetime().nullable(),
+});
+
+const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 
 export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.post('/v2/admin/keys', async (request, reply) => {
-    const body = request.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-      throw new AppError('bad_request', 'request body must be a JSON object');
-    }
-    const { projectId, admin, name } = body as CreateKeyBody;
-    if (admin !== undefined && typeof admin !== 'boolean') {
-      throw new AppError('bad_request', '"admin" must be a boolean');
-    }
-    if (projectId !== undefined && typeof projectId !== 'string') {
-      throw new AppError('bad_request', '"projectId" must be a string');
-    }
-    if ((admin === true) === (projectId !== undefined)) {
-      throw new AppError('bad_request', 'give exactly one of "projectId" or "admin": true');
-    }
-    if (name !== undefined && (typeof name !== 'string' || name.length > 200)) {
-      throw new AppError('bad_request', '"name" must be a string of at most 200 characters');
-    }
-    if (projectId !== undefined) {
-      const exists = await getProject(ctx, projectId).catch(() => undefined);
-      if (!exists) throw new AppError('bad_request', `project ${projectId} does not exist`);
-    }
-    const { key, row } = await createKey(ctx.db, {
-      projectId: projectId ?? null,
-      name: typeof name === 'string' ? name : null,
-    });
-    return reply.code(201).send({ ...toKeyRecord(row), key });
-  });
-  app.get('/v2/admin/keys', async () => ({ keys: (await listKeys(ctx)).map(toKeyRecord) }));
-  app.post<{ Params: { id: string } }>('/v2/admin/keys/:id/revoke', async (request) =>
-    toKeyRecord(await revokeKey(ctx, request.params.id)),
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  typed.post(
+    '/v2/admin/keys',
+    {
+      schema: {
+        ...admin,
+        summary: 'Create API key',
+        description: 'Mints a project key or an admin key. The key is in this response only.',
+        body: createBody,
+        response: {
+          201: keyRecord
+            .extend({ key: z.string().describe('The key: shown this once, never stored.') })
+            .describe('The new key.'),
+          ...errors(400, 401, 403, 413, 415, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { projectId, name } = request.body;
+      // findProject is undefined only for a project that does not exist: a database failure
+      // throws, and leaves through the error map as a 503 or 500, not as the caller's fault.
+      if (projectId !== undefined && !(await findProject(ctx, projectId))) {
+        throw new AppError('bad_request', `project ${projectId} does not exist`);
+      }
+      const { key, row } = await createKey(ctx.db, {
+        projectId: projectId ?? null,
+        name: name ?? null,
+      });
+      return reply.code(201).send({ ...toKeyRecord(row), key });
+    },
+  );
+  typed.get(
+    '/v2/admin/keys',
+    {
+      schema: {
+        ...admin,
+        summary: 'List API keys',
+        response: {
+          200: z.object({ keys: z.array(keyRecord) }).describe('Every key, without secrets.'),
+          ...errors(401, 403, 503),
+        },
+      },
+    },
+    async () => ({ keys: (await listKeys(ctx)).map(toKeyRecord) }),
+  );
+  typed.post(
+    '/v2/admin/keys/:id/revoke',
+    {
+      schema: {
+        ...admin,
+        summary: 'Revoke API key',
+        params: z.object({ id: z.string().describe('The key id (key_ and 20 characters).') }),
+        response: { 200: keyRecord.describe('The revoked key.'), ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => toKeyRecord(await revokeKey(ctx, request.params.id)),
   );
 }

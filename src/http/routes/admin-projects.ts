@@ -1,26 +1,210 @@
 // Admin API for projects: POST /v2/admin/projects, GET /v2/admin/projects,
-// GET /v2/admin/projects/{id}, PATCH /v2/admin/projects/{id}.
+// GET /v2/admin/projects/{id}, PATCH /v2/admin/projects/{id}. The body schemas check each
+// field's shape; the project service checks what needs the server's settings or the stored
+// project (repository access, forge token variables, credentials).
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { FORGE_KINDS } from '../../forges/registry.ts';
+import type { ForgeKind } from '../../forges/types.ts';
+import { isValidModelId, isValidRef } from '../../projects/repository.ts';
 import {
   createProject,
   getProject,
   listProjects,
+  type ProjectFields,
   toProjectRecord,
   updateProject,
 } from '../../projects/service.ts';
+import { errors } from '../schemas.ts';
+
+/** A string field whose refusals name it. */
+function text(field: string) {
+  return z.string({
+    error: (issue) =>
+      issue.input === undefined ? `"${field}" is required` : `"${field}" must be a string`,
+  });
+}
+
+const NAME = '"name" must be 1 to 200 characters';
+const GITHUB_APP =
+  '"githubApp" must be {"appId", "installationId"} (numbers as strings) and "privateKey" (the PEM)';
+const FORGE = `"forge" must be one of ${FORGE_KINDS.join(', ')}`;
+
+const fields = {
+  name: text('name')
+    .trim()
+    .min(1, { error: NAME })
+    .max(200, { error: NAME })
+    .describe('1 to 200 characters.'),
+  repository: text('repository')
+    .min(1, { error: '"repository" is required' })
+    .describe('The git URL (https, ssh, or a local path where the server allows it).'),
+  ref: text('ref')
+    .refine(isValidRef, {
+      error: (issue) => `invalid "ref": '${String(issue.input)}' is not a valid git ref name`,
+    })
+    .nullable()
+    .describe('The branch, tag or commit jobs start from; main when not given (null resets it).'),
+  model: text('model')
+    .refine(isValidModelId, {
+      error: '"model" must look like provider:model, e.g. anthropic:claude-sonnet-4-5',
+    })
+    .nullable()
+    .describe("The project's default model, provider:model (null: the server's default)."),
+  forge: z
+    .enum(FORGE_KINDS as [ForgeKind, ...ForgeKind[]], { error: FORGE })
+    .nullable()
+    .describe('Where pull requests go; inferred from the repository URL when not given.'),
+  forgeUrl: text('forgeUrl').nullable().describe('The API base URL of a self-hosted forge.'),
+  forgeTokenEnv: text('forgeTokenEnv')
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, {
+      error: '"forgeTokenEnv" must be an environment variable name',
+    })
+    .nullable()
+    .describe("The server's environment variable holding the forge token."),
+  forgeToken: text('forgeToken')
+    .min(8, { error: '"forgeToken" must be 8 to 1024 characters without spaces' })
+    .max(1024, { error: '"forgeToken" must be 8 to 1024 characters without spaces' })
+    .regex(/^\S*$/, { error: '"forgeToken" must be 8 to 1024 characters without spaces' })
+    .nullable()
+    .describe('A forge token, stored encrypted (needs ERRAND_SECRET_KEY); never returned.'),
+  githubApp: z
+    .strictObject(
+      {
+        appId: z.string({ error: GITHUB_APP }).regex(/^\d{1,20}$/, { error: GITHUB_APP }),
+        installationId: z.string({ error: GITHUB_APP }).regex(/^\d{1,20}$/, { error: GITHUB_APP }),
+        privateKey: z.string({ error: GITHUB_APP }).includes('PRIVATE KEY', { error: GITHUB_APP }),
+      },
+      { error: (issue) => (issue.code === 'invalid_type' ? GITHUB_APP : undefined) },
+    )
+    .nullable()
+    .describe('GitHub App credentials, stored encrypted; never returned.'),
+  draftPullRequests: z
+    .boolean({ error: '"draftPullRequests" must be a boolean' })
+    .describe('Open pull requests as drafts.'),
+};
+
+const notAnObject = {
+  error: (issue: z.core.$ZodRawIssue) =>
+    issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
+};
+
+const createBody = z.strictObject(
+  {
+    ...fields,
+    ref: fields.ref.optional(),
+    model: fields.model.optional(),
+    forge: fields.forge.optional(),
+    forgeUrl: fields.forgeUrl.optional(),
+    forgeTokenEnv: fields.forgeTokenEnv.optional(),
+    forgeToken: fields.forgeToken.optional(),
+    githubApp: fields.githubApp.optional(),
+    draftPullRequests: fields.draftPullRequests.optional(),
+  },
+  notAnObject,
+) satisfies z.ZodType<ProjectFields>;
+
+const updateBody = z.strictObject(
+  {
+    name: fields.name.optional(),
+    repository: fields.repository.optional(),
+    ref: fields.ref.optional(),
+    model: fields.model.optional(),
+    forge: fields.forge.optional(),
+    forgeUrl: fields.forgeUrl.optional(),
+    forgeTokenEnv: fields.forgeTokenEnv.optional(),
+    forgeToken: fields.forgeToken.optional(),
+    githubApp: fields.githubApp.optional(),
+    draftPullRequests: fields.draftPullRequests.optional(),
+  },
+  notAnObject,
+) satisfies z.ZodType<ProjectFields>;
+
+const projectRecord = z.object({
+  id: z.string(),
+  name: z.string(),
+  repository: z.string(),
+  ref: z.string(),
+  model: z.string().nullable(),
+  forge: z.object({
+    kind: z.enum(FORGE_KINDS as [ForgeKind, ...ForgeKind[]]),
+    apiUrl: z.string().nullable(),
+    inferred: z.boolean().describe('True when the kind was inferred from the repository URL.'),
+    credentials: z
+      .enum(['none', 'token-env', 'stored-token', 'github-app'])
+      .describe('How credentials are given; never the credentials themselves.'),
+    tokenEnv: z.string().nullable(),
+  }),
+  draftPullRequests: z.boolean(),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+});
+
+const params = z.object({ id: z.string().describe('The project id (prj_ and 20 characters).') });
+const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 
 export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext): void {
-  app.post('/v2/admin/projects', async (request, reply) => {
-    return reply.code(201).send(toProjectRecord(await createProject(ctx, request.body)));
-  });
-  app.get('/v2/admin/projects', async () => ({
-    projects: (await listProjects(ctx)).map(toProjectRecord),
-  }));
-  app.get<{ Params: { id: string } }>('/v2/admin/projects/:id', async (request) =>
-    toProjectRecord(await getProject(ctx, request.params.id)),
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  typed.post(
+    '/v2/admin/projects',
+    {
+      schema: {
+        ...admin,
+        summary: 'Create project',
+        body: createBody,
+        response: {
+          201: projectRecord.describe('The new project.'),
+          ...errors(400, 401, 403, 413, 415, 503),
+        },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(toProjectRecord(await createProject(ctx, request.body))),
   );
-  app.patch<{ Params: { id: string } }>('/v2/admin/projects/:id', async (request) =>
-    toProjectRecord(await updateProject(ctx, request.params.id, request.body)),
+  typed.get(
+    '/v2/admin/projects',
+    {
+      schema: {
+        ...admin,
+        summary: 'List projects',
+        response: {
+          200: z.object({ projects: z.array(projectRecord) }).describe('Every project.'),
+          ...errors(401, 403, 503),
+        },
+      },
+    },
+    async () => ({ projects: (await listProjects(ctx)).map(toProjectRecord) }),
+  );
+  typed.get(
+    '/v2/admin/projects/:id',
+    {
+      schema: {
+        ...admin,
+        summary: 'Get project',
+        params,
+        response: { 200: projectRecord.describe('The project.'), ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => toProjectRecord(await getProject(ctx, request.params.id)),
+  );
+  typed.patch(
+    '/v2/admin/projects/:id',
+    {
+      schema: {
+        ...admin,
+        summary: 'Update project',
+        description:
+          'Changes the given fields. Jobs already created keep their repository and ref.',
+        params,
+        body: updateBody,
+        response: {
+          200: projectRecord.describe('The project as it is now.'),
+          ...errors(400, 401, 403, 404, 413, 415, 503),
+        },
+      },
+    },
+    async (request) => toProjectRecord(await updateProject(ctx, request.params.id, request.body)),
   );
 }

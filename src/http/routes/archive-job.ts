@@ -1,13 +1,26 @@
 // POST /v2/agent/{projectId}/job/{id}/archive: terminal; cancels queued turns and aborts the
 // running one → 200 + job record. Archiving an archived job returns it unchanged.
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { archiveJob } from '../../jobs/service.ts';
+import { errors, jobParams, jobRecord } from '../schemas.ts';
 
 export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void {
-  app.post<{ Params: { projectId: string; id: string } }>(
+  app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/archive',
+    {
+      schema: {
+        summary: 'Archive agent job',
+        description:
+          'Archives the job: queued turns are cancelled and the running one is stopped. Archiving an archived job returns it unchanged.',
+        tags: ['jobs'],
+        security: [{ bearerAuth: [] }],
+        params: jobParams,
+        response: { 200: jobRecord.describe('The archived job.'), ...errors(401, 403, 404, 503) },
+      },
+    },
     async (request) =>
       toJobRecord(await archiveJob(ctx, request.params.projectId, request.params.id)),
   );

@@ -1,16 +1,32 @@
 // POST /v2/agent/{projectId}/job: creates a job and queues its first turn → 201 + job record.
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
-import { checkPrompt, createJob } from '../../jobs/service.ts';
+import { createJob } from '../../jobs/service.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
+import { errors, jobRecord, projectParams, promptBody } from '../schemas.ts';
 
 export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
-  app.post<{ Params: { projectId: string } }>(
+  app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job',
+    {
+      schema: {
+        summary: 'Create agent job',
+        description:
+          'Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived.',
+        tags: ['jobs'],
+        security: [{ bearerAuth: [] }],
+        params: projectParams,
+        body: promptBody(ctx.config.maxPromptChars),
+        response: {
+          201: jobRecord.describe('The job was created and its prompt is stored.'),
+          ...errors(400, 401, 403, 404, 413, 415, 429, 503),
+        },
+      },
+    },
     async (request, reply) => {
-      const prompt = checkPrompt(ctx, request.body);
-      const { job, rateLimit } = await createJob(ctx, request.project!, prompt);
+      const { job, rateLimit } = await createJob(ctx, request.project!, request.body.prompt);
       setRateLimitHeaders(reply, rateLimit);
       return reply.code(201).send(toJobRecord(job));
     },

@@ -1,9 +1,12 @@
 // GET /v2/agent/{projectId}/job/{id}: the polling hot path. The ETag is a hash of the body,
 // so `If-None-Match` answers 304 without sending the record again.
 import { hash } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import { toJobRecord } from '../../jobs/record.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
+import { errors, jobParams, jobRecord } from '../schemas.ts';
 
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;
@@ -63,9 +66,30 @@ export class RenderedJobs {
 /** Registered outside the project scope: it authenticates itself in the same query as the read. */
 export function registerGetJob(app: FastifyInstance, jobs: AuthorizedJobReader): void {
   const rendered = new RenderedJobs();
-  app.get<{ Params: { projectId: string; id: string } }>(
+  app.withTypeProvider<ZodTypeProvider>().get(
     '/v2/agent/:projectId/job/:id',
-    async (request, reply) => {
+    {
+      schema: {
+        summary: 'Get agent job',
+        description:
+          'The job as it is now: poll it until its status is completed, failed or archived. The ETag lets a poll with If-None-Match get a 304 while nothing changed.',
+        tags: ['jobs'],
+        security: [{ bearerAuth: [] }],
+        params: jobParams,
+        response: {
+          200: jobRecord.describe('The job.'),
+          304: z.null().describe('Not modified since the ETag in If-None-Match.'),
+          ...errors(401, 403, 404, 503),
+        },
+      },
+      // The reader checks both ids itself (in the query that reads the job): parsing the
+      // params again would only add work to the polling hot path. The schema documents them.
+      validatorCompiler: () => (params) => ({ value: params }),
+    },
+    async (request, typedReply) => {
+      // The body is sent already rendered (a string of the record), which the response
+      // schema's types do not describe.
+      const reply: FastifyReply = typedReply;
       const { projectId, id } = request.params;
       const read = await jobs.read(request.headers.authorization, projectId, id);
       const { body, etag } = rendered.render(read);

@@ -1,38 +1,61 @@
 // GET /v2/agent/{projectId}/jobs: newest first, `limit` (1–100, default 20), opaque `cursor`
 // from the previous page's `nextCursor`, optional `status` filter.
 import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import type { JobStatus } from '../../db/schema.ts';
-import { AppError } from '../../errors.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { JOB_STATUSES, listJobs } from '../../jobs/service.ts';
+import { errors, jobRecord, projectParams } from '../schemas.ts';
 
-interface Query {
-  limit?: string;
-  cursor?: string;
-  status?: string;
-}
+const query = z.object({
+  // z.coerce.number is Number(): '', ' ' and a repeated parameter (an array) are refused.
+  limit: z.coerce
+    .number({ error: '"limit" must be an integer from 1 to 100' })
+    .int({ error: '"limit" must be an integer from 1 to 100' })
+    .min(1, { error: '"limit" must be an integer from 1 to 100' })
+    .max(100, { error: '"limit" must be an integer from 1 to 100' })
+    .default(20)
+    .describe('How many jobs per page, 1 to 100.'),
+  cursor: z
+    .string({ error: '"cursor" must be given once' })
+    .optional()
+    .describe("The previous page's nextCursor."),
+  status: z
+    .enum(JOB_STATUSES as ['active', 'completed', 'failed', 'archived'], {
+      error: `"status" must be one of ${JOB_STATUSES.join(', ')}`,
+    })
+    .optional()
+    .describe('Only jobs with this status.'),
+});
 
 export function registerListJobs(app: FastifyInstance, ctx: AppContext): void {
-  app.get<{ Params: { projectId: string }; Querystring: Query }>(
+  app.withTypeProvider<ZodTypeProvider>().get(
     '/v2/agent/:projectId/jobs',
+    {
+      schema: {
+        summary: 'List agent jobs',
+        description: "The project's jobs, newest first, a page at a time.",
+        tags: ['jobs'],
+        security: [{ bearerAuth: [] }],
+        params: projectParams,
+        querystring: query,
+        response: {
+          200: z
+            .object({
+              jobs: z.array(jobRecord),
+              nextCursor: z
+                .string()
+                .nullable()
+                .describe('Pass as cursor for the next page; null on the last page.'),
+            })
+            .describe('A page of jobs.'),
+          ...errors(400, 401, 403, 503),
+        },
+      },
+    },
     async (request) => {
-      const q = request.query;
-      const limit = q.limit === undefined ? 20 : Number(q.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 100) {
-        throw new AppError('bad_request', '"limit" must be an integer from 1 to 100');
-      }
-      if (q.status !== undefined && !JOB_STATUSES.includes(q.status as JobStatus)) {
-        throw new AppError('bad_request', `"status" must be one of ${JOB_STATUSES.join(', ')}`);
-      }
-      if (q.cursor !== undefined && typeof q.cursor !== 'string') {
-        throw new AppError('bad_request', '"cursor" must be given once');
-      }
-      const page = await listJobs(ctx, request.params.projectId, {
-        limit,
-        cursor: q.cursor,
-        status: q.status as JobStatus | undefined,
-      });
+      const page = await listJobs(ctx, request.params.projectId, request.query);
       return { jobs: page.jobs.map(toJobRecord), nextCursor: page.nextCursor };
     },
   );

@@ -1,0 +1,60 @@
+// GET /openapi.json: the OpenAPI 3.1 document, generated from the route schemas (so it cannot
+// drift from what the routes accept), and GET /docs: a readable reference rendered by
+// Swagger UI. Its scripts and styles are served from the package (no CDN, works offline),
+// under a CSP that allows only this server's own scripts. Neither needs a key.
+
+import { readFileSync } from 'node:fs';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { FastifyInstance } from 'fastify';
+import { jsonSchemaTransform } from 'fastify-type-provider-zod';
+
+const { version } = JSON.parse(
+  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
+) as { version: string };
+
+/**
+ * Swagger UI sets styles on elements from its script, so styles need 'unsafe-inline'; scripts
+ * come only from this server, and nothing may be evaluated, framed or posted elsewhere.
+ */
+export const DOCS_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/** Registers the generator; call before any route, which it records as it is added. */
+export async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Errand',
+        version,
+        description:
+          'Background AI agent jobs on git repositories that end in pull requests. The job API is compatible with the Agent Job Service v2 interface; errors are {"error", "code", "requestId"}.',
+      },
+      tags: [
+        { name: 'jobs', description: 'The job API: a project key or an admin key.' },
+        { name: 'admin', description: 'Projects and keys: an admin key.' },
+        { name: 'review', description: "Errand's review page: the job id is the capability." },
+        { name: 'health', description: 'For load balancers: no key.' },
+      ],
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'An Errand API key.' },
+        },
+      },
+    },
+    transform: jsonSchemaTransform,
+  });
+}
+
+/** Registers /openapi.json and /docs; call after every route is registered. */
+export async function registerDocs(app: FastifyInstance): Promise<void> {
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    staticCSP: DOCS_CSP,
+    // The page reads the document from /docs/json, the same document as /openapi.json; no
+    // badge from validator.swagger.io (the page must work offline).
+    validatorUrl: false,
+  });
+}
