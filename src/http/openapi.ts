@@ -36,10 +36,16 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'admin', description: 'Projects and keys: an admin key.' },
         { name: 'review', description: "Errand's review page: the job id is the capability." },
         { name: 'health', description: 'For load balancers: no key.' },
+        { name: 'metrics', description: 'For Prometheus: the metrics token.' },
       ],
       components: {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'An Errand API key.' },
+          metricsToken: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'ERRAND_METRICS_TOKEN (GET /metrics only).',
+          },
         },
       },
     },

@@ -4,8 +4,10 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { errors } from '../http/schemas.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from './metrics.ts';
 
@@ -21,7 +23,21 @@ export function metricsAuthorized(header: string | undefined, token: string | un
 export function registerMetricsRoute(app: FastifyInstance, config: Config, metrics: Metrics): void {
   const token = config.metrics.token;
   if (token === undefined) return;
-  app.get('/metrics', async (request, reply) => {
+  const schema = {
+    summary: 'Prometheus metrics',
+    description:
+      'Served here only when ERRAND_METRICS_TOKEN is set; the token, not an API key, opens it.',
+    tags: ['metrics'],
+    security: [{ metricsToken: [] }],
+    response: {
+      200: {
+        description: 'The Prometheus text exposition format.',
+        content: { 'text/plain': { schema: z.string() } },
+      },
+      ...errors(401),
+    },
+  };
+  app.get('/metrics', { schema }, async (request, reply) => {
     if (!metricsAuthorized(request.headers.authorization, token))
       throw new AppError(
         'unauthorized',

@@ -25,6 +25,7 @@ interface Operation {
   parameters?: { name: string; in: string }[];
   requestBody?: { content: Record<string, { schema: Json }> };
   responses: Record<string, { content?: Record<string, { schema: Json }> }>;
+  security?: Record<string, string[]>[];
 }
 
 type Document = { openapi: string; paths: Record<string, Partial<Record<Method, Operation>>> };
@@ -105,6 +106,21 @@ function operation(doc: Document, key: string): Operation {
   return op;
 }
 
+/**
+ * Asserts that a real response is what Errand's document says for its route and status: the
+ * status is documented, and a JSON body validates against the documented schema.
+ */
+function assertDocumented(doc: Document, key: string, res: HttpResult): void {
+  const documented = operation(doc, key).responses[String(res.status)];
+  assert.ok(documented, `${key} answered ${res.status}, which it does not document`);
+  if (res.status === 304) return;
+  const type = (res.headers.get('content-type') ?? '').split(';')[0] ?? '';
+  const content = documented.content?.[type];
+  assert.ok(content, `${key} ${res.status} sent ${type}, which it does not document`);
+  if (type === 'application/json')
+    assertValid(ajv2020, content.schema, res.json, `${key} ${res.status}`, res.text);
+}
+
 for (const backend of backends) {
   describe(`OpenAPI document on ${backend}`, () => {
     let svc: TestService;
@@ -121,21 +137,6 @@ for (const backend of backends) {
     after(async () => {
       await svc?.close();
     });
-
-    /**
-     * Asserts that a real response is what Errand's document says for its route and status:
-     * the status is documented, and a JSON body validates against the documented schema.
-     */
-    const assertDocumented = (key: string, res: HttpResult) => {
-      const documented = operation(doc, key).responses[String(res.status)];
-      assert.ok(documented, `${key} answered ${res.status}, which it does not document`);
-      const type = (res.headers.get('content-type') ?? '').split(';')[0] ?? '';
-      if (res.status === 304) return;
-      const content = documented.content?.[type];
-      assert.ok(content, `${key} ${res.status} sent ${type}, which it does not document`);
-      if (type === 'application/json')
-        assertValid(ajv2020, content.schema, res.json, `${key} ${res.status}`, res.text);
-    };
 
     test('served without a key, as OpenAPI 3.1 that a validator accepts', async () => {
       assert.equal(doc.openapi, '3.1.0');
@@ -228,7 +229,7 @@ for (const backend of backends) {
         ]?.schema;
         assert.ok(schema, `the published ${key} has no ${status} schema`);
         assertValid(ajv07, fromOpenApi30(schema), res.json, `published ${key} ${status}`, res.text);
-        assertDocumented(key, res);
+        assertDocumented(doc, key, res);
       }
     });
 
@@ -327,16 +328,16 @@ for (const backend of backends) {
       for (const [key, call] of calls) {
         const res = await call();
         statuses.push(`${key} ${res.status}`);
-        assertDocumented(key, res);
+        assertDocumented(doc, key, res);
       }
       // Archive last: the job's other calls above expect it active.
       const archived = await svc.request('POST', `${job}/archive`, own);
-      assertDocumented('post /v2/agent/{projectId}/job/{id}/archive', archived);
+      assertDocumented(doc, 'post /v2/agent/{projectId}/job/{id}/archive', archived);
       const message = await svc.request('POST', `${job}/message`, {
         ...own,
         body: { prompt: 'x' },
       });
-      assertDocumented('post /v2/agent/{projectId}/job/{id}/message', message);
+      assertDocumented(doc, 'post /v2/agent/{projectId}/job/{id}/message', message);
       statuses.push(`archive ${archived.status}`, `message ${message.status}`);
       // The calls reached the statuses they were written for (a 2xx, a 304 and each error).
       for (const expected of [
@@ -365,11 +366,17 @@ for (const backend of backends) {
     });
   });
 
-  describe(`API reference page on ${backend}`, () => {
+  describe(`API reference page and /metrics on ${backend}`, () => {
+    // This service serves /metrics on the API's port, which the document then describes.
+    const METRICS_TOKEN = 'metrics-token-for-the-openapi-test';
     let svc: TestService;
 
     before(async () => {
-      svc = await startTestService({ backend, worker: false });
+      svc = await startTestService({
+        backend,
+        worker: false,
+        env: { ERRAND_METRICS_TOKEN: METRICS_TOKEN },
+      });
     });
     after(async () => {
       await svc?.close();
@@ -409,6 +416,19 @@ for (const backend of backends) {
       assert.deepEqual(JSON.parse(fromDocs.text), JSON.parse(served.text));
       const initializer = await fetch(`${svc.url}/docs/static/swagger-initializer.js`);
       assert.match(await initializer.text(), /resolveUrl\('\.\/json'\)/);
+    });
+
+    test('/metrics, where it is served, is in the document, and its answers are as documented', async () => {
+      const res = await svc.request('GET', '/openapi.json', { key: null });
+      const doc = JSON.parse(res.text) as Document;
+      const op = operation(doc, 'get /metrics');
+      assert.deepEqual(op.security, [{ metricsToken: [] }]);
+      const served = await svc.request('GET', '/metrics', { key: METRICS_TOKEN });
+      assert.equal(served.status, 200, served.text);
+      assertDocumented(doc, 'get /metrics', served);
+      const refused = await svc.request('GET', '/metrics', { key: null });
+      assert.equal(refused.status, 401, refused.text);
+      assertDocumented(doc, 'get /metrics', refused);
     });
   });
 }
