@@ -90,7 +90,12 @@ export interface Config {
     heartbeatSeconds: number;
   };
   agent: { maxSteps: number; maxOutputTokens: number };
-  git: { authorName: string; authorEmail: string };
+  git: {
+    authorName: string;
+    authorEmail: string;
+    /** What git inherits from this process's environment (see gitInheritedEnv). */
+    inheritedEnv: Readonly<Record<string, string>>;
+  };
   /** Retention of the worker's clones and mirrors (the janitor, src/workspace/retention.ts). */
   workspace: {
     /** A job with no turn queued or running for this long loses its clone. */
@@ -179,6 +184,20 @@ function httpTimeouts(e: z.infer<typeof envSchema>): Config['httpTimeouts'] {
   };
 }
 
+// Only these reach git: anything else (GIT_DIR, GIT_ALLOW_PROTOCOL, GIT_SSH_COMMAND, proxies
+// with credentials...) could redirect or weaken it.
+const GIT_INHERITED = ['PATH', 'TMPDIR', 'SSH_AUTH_SOCK', 'TZ'] as const;
+
+/** The variables git may inherit from `env`: where programs are, temp files, the ssh agent. */
+export function gitInheritedEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of GIT_INHERITED) {
+    const value = env[key];
+    if (value !== undefined) out[key] = value;
+  }
+  return out;
+}
+
 export function loadConfig(
   env: NodeJS.ProcessEnv = process.env,
   overrides: ConfigOverrides = {},
@@ -227,7 +246,11 @@ export function loadConfig(
       heartbeatSeconds: e.ERRAND_HEARTBEAT_SECONDS,
     },
     agent: { maxSteps: e.ERRAND_MAX_STEPS, maxOutputTokens: e.ERRAND_MAX_OUTPUT_TOKENS },
-    git: { authorName: e.ERRAND_GIT_AUTHOR_NAME, authorEmail: e.ERRAND_GIT_AUTHOR_EMAIL },
+    git: {
+      authorName: e.ERRAND_GIT_AUTHOR_NAME,
+      authorEmail: e.ERRAND_GIT_AUTHOR_EMAIL,
+      inheritedEnv: gitInheritedEnv(env),
+    },
     workspace: {
       idleSeconds: e.ERRAND_WORKSPACE_IDLE_HOURS * 3600,
       maxMirrors: e.ERRAND_WORKSPACE_MAX_MIRRORS,

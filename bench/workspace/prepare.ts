@@ -6,6 +6,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { gitInheritedEnv } from '../../src/config.ts';
 import { commitAll } from '../../src/workspace/commit.ts';
 import { runGit } from '../../src/workspace/git.ts';
 import {
@@ -104,6 +105,7 @@ export async function runWorkspaceBench(
       rootDir: join(dir, 'ws'),
       allowLocalRepos: true,
       identity: { name: 'Bench', email: 'bench@errand.test' },
+      inheritedEnv: gitInheritedEnv(process.env),
     };
     const prepare = (projectId: string, jobId: string): Promise<Checkout> =>
       prepareCheckout(cfg, {

@@ -70,6 +70,7 @@ export function workspaceConfig(config: Config): WorkspaceConfig {
     rootDir: `${config.dataDir}/workspaces`,
     allowLocalRepos: config.allowLocalRepos,
     identity: { name: config.git.authorName, email: config.git.authorEmail },
+    inheritedEnv: config.git.inheritedEnv,
   };
 }
 

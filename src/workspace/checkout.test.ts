@@ -351,7 +351,12 @@ describe('concurrency', () => {
       script,
       `import { prepareCheckout, commitAll, pushBranch } from '${module}';
 const [rootDir, repository, jobId] = process.argv.slice(2);
-const cfg = { rootDir, allowLocalRepos: true, identity: { name: 'E', email: 'e@x.test' } };
+const cfg = {
+  rootDir,
+  allowLocalRepos: true,
+  identity: { name: 'E', email: 'e@x.test' },
+  inheritedEnv: { PATH: process.env.PATH },
+};
 for (let turn = 0; turn < 3; turn++) {
   const co = await prepareCheckout(cfg, { projectId: 'shared', jobId, repository, ref: 'main', branch: 'errand/' + jobId });
   const { writeFile } = await import('node:fs/promises');

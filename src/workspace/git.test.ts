@@ -11,6 +11,7 @@ import {
   removeDir,
   testConfig,
 } from '../../test/support/git.ts';
+import { gitInheritedEnv } from '../config.ts';
 import { GitError } from './errors.ts';
 import { gitArgv, gitEnv, runGit } from './git.ts';
 
@@ -75,6 +76,32 @@ test('the environment is sealed: fixed prompts, config sources and ssh command',
   assert.equal(env.HOME, join(root, 'home'));
   assert.match(env.GIT_SSH_COMMAND ?? '', /^ssh -o BatchMode=yes\b/);
   assert.equal(env.GIT_CONFIG_COUNT, undefined);
+});
+
+test("git inherits only the config's variables, never this process's environment", () => {
+  const saved = process.env.TZ;
+  process.env.TZ = 'Process/Zone';
+  try {
+    const env = gitEnv(testConfig(root, { inheritedEnv: { PATH: '/opt/git/bin', TZ: 'UTC' } }));
+    assert.equal(env.PATH, '/opt/git/bin');
+    assert.equal(env.TZ, 'UTC');
+    assert.equal(env.TMPDIR, undefined);
+    assert.equal(gitEnv(testConfig(root, { inheritedEnv: {} })).TZ, undefined);
+  } finally {
+    if (saved === undefined) delete process.env.TZ;
+    else process.env.TZ = saved;
+  }
+  // What the config reads: the four variables git needs and nothing else.
+  assert.deepEqual(
+    gitInheritedEnv({
+      PATH: '/bin',
+      TZ: 'UTC',
+      GIT_DIR: '/x',
+      GIT_SSH_COMMAND: 'evil',
+      HOME: '/h',
+    }),
+    { PATH: '/bin', TZ: 'UTC' },
+  );
 });
 
 test('git ignores the caller environment: GIT_DIR, GIT_CONFIG_PARAMETERS, HOME, XDG config', async () => {

@@ -95,16 +95,9 @@ function gitHome(cfg: WorkspaceConfig): string {
   return home;
 }
 
-// Only these are inherited: anything else (GIT_DIR, GIT_ALLOW_PROTOCOL, GIT_SSH_COMMAND,
-// proxies with credentials...) could redirect or weaken git.
-const INHERITED = ['PATH', 'TMPDIR', 'SSH_AUTH_SOCK', 'TZ'];
-
 export function gitEnv(cfg: WorkspaceConfig, opts: GitRunOptions = {}): Record<string, string> {
-  const env: Record<string, string> = {};
-  for (const key of INHERITED) {
-    const value = process.env[key];
-    if (value !== undefined) env[key] = value;
-  }
+  // Nothing of this process's environment but what the config chose (see gitInheritedEnv).
+  const env: Record<string, string> = { ...cfg.inheritedEnv };
   const home = gitHome(cfg);
   Object.assign(env, {
     HOME: home,

@@ -26,6 +26,11 @@ export interface WorkspaceConfig {
   /** Permits local paths, `file://` and plain `http://` to loopback (development, tests). */
   allowLocalRepos: boolean;
   identity: GitIdentity;
+  /**
+   * The only variables git inherits (PATH, TMPDIR, SSH_AUTH_SOCK, TZ), read from the
+   * environment by src/config.ts (`gitInheritedEnv`).
+   */
+  inheritedEnv: Readonly<Record<string, string>>;
   onSpawn?: (info: SpawnInfo) => void;
 }
 

@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
+import { gitInheritedEnv } from '../../src/config.ts';
 import type { SpawnInfo, WorkspaceConfig } from '../../src/workspace/types.ts';
 
 /** The environment for fixture git calls: nothing from the user's own configuration. */
@@ -125,6 +126,7 @@ export function testConfig(
     rootDir,
     allowLocalRepos: true,
     identity: { name: 'Errand Bot', email: 'bot@errand.test' },
+    inheritedEnv: gitInheritedEnv(process.env),
     onSpawn: (info) => spawns.push(info),
     ...overrides,
     spawns,
