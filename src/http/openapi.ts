@@ -7,7 +7,10 @@ import { readFileSync } from 'node:fs';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
-import { jsonSchemaTransform } from 'fastify-type-provider-zod';
+import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+
+/** The document as the generator hands it over (an OpenAPI 3.x object). */
+type OpenApiObject = ReturnType<typeof jsonSchemaTransformObject>;
 
 const { version } = JSON.parse(
   readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
@@ -19,6 +22,25 @@ const { version } = JSON.parse(
  */
 export const DOCS_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/**
+ * The generator writes each component twice, as read and as written (`AgentJobInput`); Errand's
+ * components are only ever sent, so the copies no path refers to are left out.
+ */
+function withoutUnusedSchemas(document: OpenApiObject): OpenApiObject {
+  // Swagger 2 documents have no components; Errand's is OpenAPI 3.1.
+  if (!('components' in document)) return document;
+  const schemas = document.components?.schemas;
+  if (!schemas) return document;
+  const refersTo = (value: unknown, name: string) =>
+    JSON.stringify(value).includes(`"#/components/schemas/${name}"`);
+  const rest = { ...document, components: { ...document.components, schemas: {} } };
+  for (const [name, schema] of Object.entries(schemas)) {
+    const others = Object.values(schemas).filter((other) => other !== schema);
+    if (!refersTo(rest, name) && !refersTo(others, name)) delete schemas[name];
+  }
+  return document;
+}
 
 /** Registers the generator; call before any route, which it records as it is added. */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
@@ -50,6 +72,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       },
     },
     transform: jsonSchemaTransform,
+    // Schemas with an id (AgentJob, Error) become components that responses refer to.
+    transformObject: (document) => withoutUnusedSchemas(jsonSchemaTransformObject(document)),
   });
 }
 

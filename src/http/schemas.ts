@@ -91,7 +91,18 @@ export const errorBody = z
       ),
     requestId: z.string().describe('Also in the X-Request-Id header; the server log has it.'),
   })
-  .describe('Every error: a readable message, a stable code and the request id.');
+  .meta({
+    id: 'Error',
+    description: 'Every error: a readable message, a stable code and the request id.',
+  });
+
+/**
+ * A documented JSON response. The description goes beside the schema, not on it, so that a
+ * shared schema (AgentJob, Error) stays one component that responses refer to.
+ */
+export function json<T extends z.ZodType>(description: string, schema: T) {
+  return { description, content: { 'application/json': { schema } } };
+}
 
 /** Error responses by status, each described; a route picks the ones it can return. */
 const errorResponses = {
@@ -108,9 +119,9 @@ const errorResponses = {
 
 export function errors<S extends keyof typeof errorResponses>(
   ...statuses: S[]
-): Record<S, typeof errorBody> {
-  const out = {} as Record<S, typeof errorBody>;
-  for (const status of statuses) out[status] = errorBody.describe(errorResponses[status]);
+): Record<S, ReturnType<typeof json<typeof errorBody>>> {
+  const out = {} as Record<S, ReturnType<typeof json<typeof errorBody>>>;
+  for (const status of statuses) out[status] = json(errorResponses[status], errorBody);
   return out;
 }
 
@@ -139,7 +150,7 @@ export const jobRecord = z
     turns: z.number().int().describe('How many prompts the job has received.'),
     updatedAt: isoTime,
   })
-  .describe('An agent job.');
+  .meta({ id: 'AgentJob', description: 'An agent job.' });
 
 export const projectParams = z.object({
   projectId: z.string().describe('The project id (prj_ and 20 characters).'),

@@ -28,7 +28,25 @@ interface Operation {
   security?: Record<string, string[]>[];
 }
 
-type Document = { openapi: string; paths: Record<string, Partial<Record<Method, Operation>>> };
+interface Document {
+  openapi: string;
+  paths: Record<string, Partial<Record<Method, Operation>>>;
+  components?: { schemas?: Record<string, Json> };
+}
+
+/** A schema of Errand's document with its references to components written out. */
+function inlineRefs(doc: Document, schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map((entry) => inlineRefs(doc, entry));
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const s = schema as Json;
+  if (typeof s.$ref === 'string') {
+    const name = s.$ref.replace('#/components/schemas/', '');
+    const target = doc.components?.schemas?.[name];
+    assert.ok(target, `Errand's document has no ${s.$ref}`);
+    return inlineRefs(doc, target);
+  }
+  return Object.fromEntries(Object.entries(s).map(([k, v]) => [k, inlineRefs(doc, v)]));
+}
 
 const published = JSON.parse(
   readFileSync(new URL('./mintlify-agent-v2.json', import.meta.url), 'utf8'),
@@ -118,7 +136,13 @@ function assertDocumented(doc: Document, key: string, res: HttpResult): void {
   const content = documented.content?.[type];
   assert.ok(content, `${key} ${res.status} sent ${type}, which it does not document`);
   if (type === 'application/json')
-    assertValid(ajv2020, content.schema, res.json, `${key} ${res.status}`, res.text);
+    assertValid(
+      ajv2020,
+      inlineRefs(doc, content.schema),
+      res.json,
+      `${key} ${res.status}`,
+      res.text,
+    );
 }
 
 for (const backend of backends) {
@@ -156,6 +180,19 @@ for (const backend of backends) {
         const declared = (op.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name);
         assert.deepEqual(declared.sort(), inPath.sort(), `${key}: path parameters`);
       }
+    });
+
+    test('the job and the error are components, named as in the published document', () => {
+      for (const name of ['AgentJob', 'Error']) {
+        assert.ok(published.components.schemas[name], `the published document has no ${name}`);
+        assert.ok(doc.components?.schemas?.[name], `Errand's document has no ${name}`);
+      }
+      // Only components a path refers to: no unused copies.
+      assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), ['AgentJob', 'Error']);
+      const created = operation(doc, 'post /v2/agent/{projectId}/job').responses['201'];
+      assert.deepEqual(created?.content?.['application/json']?.schema, {
+        $ref: '#/components/schemas/AgentJob',
+      });
     });
 
     test('has every published path and method, with the same path parameters', () => {

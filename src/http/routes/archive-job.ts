@@ -5,7 +5,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { archiveJob } from '../../jobs/service.ts';
-import { errors, jobParams, jobRecord } from '../schemas.ts';
+import { errors, jobParams, jobRecord, json } from '../schemas.ts';
 
 export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -18,7 +18,7 @@ export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void 
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: jobParams,
-        response: { 200: jobRecord.describe('The archived job.'), ...errors(401, 403, 404, 503) },
+        response: { 200: json('The archived job.', jobRecord), ...errors(401, 403, 404, 503) },
       },
     },
     async (request) =>

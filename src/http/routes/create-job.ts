@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { createJob } from '../../jobs/service.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { errors, jobRecord, projectParams, promptBody } from '../schemas.ts';
+import { errors, jobRecord, json, projectParams, promptBody } from '../schemas.ts';
 
 export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -20,7 +20,7 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
         params: projectParams,
         body: promptBody(ctx.config.maxPromptChars),
         response: {
-          201: jobRecord.describe('The job was created and its prompt is stored.'),
+          201: json('The job was created and its prompt is stored.', jobRecord),
           ...errors(400, 401, 403, 404, 413, 415, 429, 503),
         },
       },

@@ -6,7 +6,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { toJobRecord } from '../../jobs/record.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
-import { errors, jobParams, jobRecord } from '../schemas.ts';
+import { errors, jobParams, jobRecord, json } from '../schemas.ts';
 
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;
@@ -77,7 +77,7 @@ export function registerGetJob(app: FastifyInstance, jobs: AuthorizedJobReader):
         security: [{ bearerAuth: [] }],
         params: jobParams,
         response: {
-          200: jobRecord.describe('The job.'),
+          200: json('The job.', jobRecord),
           304: z.null().describe('Not modified since the ETag in If-None-Match.'),
           ...errors(401, 403, 404, 503),
         },

@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { sendMessage } from '../../jobs/service.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { errors, jobParams, jobRecord, promptBody } from '../schemas.ts';
+import { errors, jobParams, jobRecord, json, promptBody } from '../schemas.ts';
 
 export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -20,7 +20,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
         params: jobParams,
         body: promptBody(ctx.config.maxPromptChars),
         response: {
-          200: jobRecord.describe('The prompt is stored and will be worked on.'),
+          200: json('The prompt is stored and will be worked on.', jobRecord),
           ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
         },
       },
