@@ -3,6 +3,7 @@
 import type { ModelRegistry } from './agent/models.ts';
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
+import type { Forges } from './forges/clients.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
 import type { Transitions } from './jobs/transitions.ts';
 import type { Logger } from './log.ts';
@@ -20,6 +21,8 @@ export interface AppContext {
   aborts: TurnAborts;
   /** Announces each job lifecycle transition after it commits; other modules subscribe here. */
   transitions: Transitions;
+  /** The forge providers, and each project's client for the turns that open pull requests. */
+  forges: Forges;
   /** The models turns run on, and the check of a model id before a job is accepted. */
   models: ModelRegistry;
   /** This process's Prometheus metrics. */

@@ -6,6 +6,7 @@ import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { Forges } from './forges/clients.ts';
 import { buildApp } from './http/app.ts';
 import { TurnAborts } from './jobs/aborts.ts';
 import type { TurnRunner } from './jobs/runner.ts';
@@ -76,6 +77,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       aborts: new TurnAborts(),
       transitions: new Transitions(log),
       models: new ModelRegistry(config.models),
+      forges: new Forges(config, metrics),
       metrics,
     };
     if (opts.api) {
@@ -117,7 +119,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
  * before anything starts).
  */
 function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline {
-  const { config, log, metrics, models } = ctx;
+  const { config, log, metrics, models, forges } = ctx;
   const publicUrl = config.publicUrl ?? apiUrl;
   if (!publicUrl)
     throw new ConfigError(
@@ -128,7 +130,7 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
       { publicUrl },
       'listening on every interface without ERRAND_PUBLIC_URL: review links use this address; set ERRAND_PUBLIC_URL to the one users reach',
     );
-  return new TurnPipeline({ config: { ...config, publicUrl }, log, metrics, models });
+  return new TurnPipeline({ config: { ...config, publicUrl }, log, metrics, models, forges });
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]']);

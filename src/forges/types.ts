@@ -76,6 +76,11 @@ export interface ForgeProvider {
   readonly tokenPermissions: string;
   /** The API base URL for a repository on this forge's public instance, when known (github.com → api.github.com). */
   defaultApiUrl(repository: string): string | undefined;
+  /**
+   * Throws a ForgeError, without needing credentials, when this forge cannot work with the
+   * repository at this API URL; `create` checks the same.
+   */
+  checkTarget(apiUrl: string, repository: string): void;
   create(options: ForgeClientOptions): ForgeClient;
 }
 

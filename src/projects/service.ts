@@ -5,7 +5,7 @@ import { sql, type Updateable } from 'kysely';
 import type { AppContext } from '../context.ts';
 import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import { forgeProviders, projectForge } from '../forges/registry.ts';
+import { projectForge } from '../forges/registry.ts';
 import { forgeTokenEnvRefusal } from '../forges/token-env.ts';
 import type { ForgeCredentials, ForgeKind } from '../forges/types.ts';
 import { isId, newId } from '../ids.ts';
@@ -183,11 +183,7 @@ async function toChanges(
   if (resolved.kind !== 'git') {
     // Catches a repository URL the forge cannot parse now, not at the first job.
     try {
-      forgeProviders.get(resolved.kind)?.create({
-        apiUrl: resolved.apiUrl ?? '',
-        repository: merged.repository,
-        credentials: { token: 'validation-only' },
-      });
+      ctx.forges.check(resolved.kind, resolved.apiUrl ?? '', merged.repository);
     } catch (err) {
       throw new AppError('bad_request', err instanceof Error ? err.message : String(err));
     }

@@ -12,7 +12,7 @@ import { createRepoTools } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
-import { forgeCredentials, forgeProviders, projectForge } from '../forges/registry.ts';
+import type { Forges } from '../forges/clients.ts';
 import type { ForgeClient, ForgeKind, ForgeProvider } from '../forges/types.ts';
 import {
   TurnFailedError,
@@ -44,6 +44,8 @@ export interface TurnPipelineDeps {
   metrics: Metrics;
   /** The process's models (the application context's). */
   models: ModelRegistry;
+  /** The process's forge clients (the application context's). */
+  forges: Forges;
 }
 
 const TURN_TRAILER = 'Errand-Turn';
@@ -193,19 +195,12 @@ export class TurnPipeline implements TurnRunner {
   async #forge(input: TurnInput, secrets: string[]): Promise<TurnForge> {
     const { job, project, signal } = input;
     // The job keeps the repository it was created with; the forge settings are the project's now.
-    const forge = projectForge({ ...project, repository: job.repository });
-    const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
-    if (!provider || !forge.apiUrl)
+    const forge = this.#deps.forges.client(project, job.repository);
+    const { provider, client, credentials } = forge;
+    if (!provider)
       return { kind: forge.kind, project, provider: undefined, client: undefined, auth: undefined };
-    const credentials = forgeCredentials(this.#deps.config, project, forge.kind);
     for (const value of [credentials.token, credentials.githubApp?.privateKey])
       if (value) secrets.push(value);
-    const client = provider.create({
-      apiUrl: forge.apiUrl,
-      repository: job.repository,
-      credentials,
-      fetch: this.#deps.metrics.forgeFetch(forge.kind),
-    });
     const gitAuth = await client.gitAuth(signal);
     let auth: GitAuth | undefined;
     if (gitAuth && /^https?:\/\//.test(job.repository)) {

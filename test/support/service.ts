@@ -223,6 +223,7 @@ export async function redeliverTurn(
     log: ctx.log,
     metrics: ctx.metrics,
     models: ctx.models,
+    forges: ctx.forges,
   });
   const output = await runner.run({
     job,

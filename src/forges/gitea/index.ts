@@ -7,8 +7,8 @@ import {
   createForgeHttp,
   type ForgeHttp,
   normalizeApiUrl,
-  readForgeRepository,
   pathBelowBase,
+  readForgeRepository,
 } from '../http.ts';
 import type {
   CreatedPullRequest,
@@ -31,6 +31,9 @@ export const provider: ForgeProvider = {
   tokenPermissions: PERMISSIONS,
   // Gitea and Forgejo have no single public instance: the API URL is always configured.
   defaultApiUrl: () => undefined,
+  checkTarget(apiUrl, repository) {
+    giteaTarget(apiUrl, repository);
+  },
   create: createGiteaClient,
 };
 
@@ -69,15 +72,10 @@ const pullSchema = z.object({
 const pullListSchema = z.array(pullSchema);
 type GiteaPull = z.infer<typeof pullSchema>;
 
-export function createGiteaClient(options: ForgeClientOptions): ForgeClient {
-  const token = options.credentials.token;
-  if (!token) {
-    throw new ForgeError('gitea', `No Gitea token configured for this project. ${TOKEN_HELP}`, {
-      transient: false,
-    });
-  }
-  const api = normalizeApiUrl('gitea', 'Gitea', options.apiUrl, API_SUFFIX);
-  const repo = readForgeRepository(options.repository);
+/** The API and the repository a repository URL names below it; throws when it names none. */
+function giteaTarget(apiUrl: string, repository: string) {
+  const api = normalizeApiUrl('gitea', 'Gitea', apiUrl, API_SUFFIX);
+  const repo = readForgeRepository(repository);
   const segments = repo ? pathBelowBase(repo, api, API_SUFFIX) : [];
   const [owner, name] = segments;
   if (!repo || !owner || !name || segments.length !== 2) {
@@ -87,6 +85,17 @@ export function createGiteaClient(options: ForgeClientOptions): ForgeClient {
       { transient: false },
     );
   }
+  return { api, repo, owner, name };
+}
+
+export function createGiteaClient(options: ForgeClientOptions): ForgeClient {
+  const token = options.credentials.token;
+  if (!token) {
+    throw new ForgeError('gitea', `No Gitea token configured for this project. ${TOKEN_HELP}`, {
+      transient: false,
+    });
+  }
+  const { api, repo, owner, name } = giteaTarget(options.apiUrl, options.repository);
   const repository = `${owner}/${name}`;
   const base = `/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}`;
   // Where git pushes: the host, below the sub-path Gitea may be installed under.

@@ -33,6 +33,10 @@ export const provider: ForgeProvider = {
       return undefined;
     }
   },
+  checkTarget(apiUrl, repository) {
+    parseRepository(repository);
+    parseApiUrl(apiUrl);
+  },
   create: createGitHubClient,
 };
 

@@ -7,8 +7,8 @@ import {
   createForgeHttp,
   type ForgeHttp,
   normalizeApiUrl,
-  readForgeRepository,
   pathBelowBase,
+  readForgeRepository,
 } from '../http.ts';
 import type {
   CreatedPullRequest,
@@ -34,6 +34,9 @@ export const provider: ForgeProvider = {
     return repo?.host === 'gitlab.com' || repo?.host === 'www.gitlab.com'
       ? 'https://gitlab.com/api/v4'
       : undefined;
+  },
+  checkTarget(apiUrl, repository) {
+    gitlabTarget(apiUrl, repository);
   },
   create: createGitLabClient,
 };
@@ -68,15 +71,10 @@ const mergeRequestSchema = z.object({
 const mergeRequestListSchema = z.array(mergeRequestSchema);
 type GitLabMergeRequest = z.infer<typeof mergeRequestSchema>;
 
-export function createGitLabClient(options: ForgeClientOptions): ForgeClient {
-  const token = options.credentials.token;
-  if (!token) {
-    throw new ForgeError('gitlab', `No GitLab token configured for this project. ${TOKEN_HELP}`, {
-      transient: false,
-    });
-  }
-  const api = normalizeApiUrl('gitlab', 'GitLab', options.apiUrl, API_SUFFIX);
-  const repo = readForgeRepository(options.repository);
+/** The API and the project a repository URL names below it; throws when it names none. */
+function gitlabTarget(apiUrl: string, repository: string) {
+  const api = normalizeApiUrl('gitlab', 'GitLab', apiUrl, API_SUFFIX);
+  const repo = readForgeRepository(repository);
   const segments = repo ? pathBelowBase(repo, api, API_SUFFIX) : [];
   if (!repo || segments.length < 2) {
     throw new ForgeError(
@@ -85,6 +83,17 @@ export function createGitLabClient(options: ForgeClientOptions): ForgeClient {
       { transient: false },
     );
   }
+  return { api, repo, segments };
+}
+
+export function createGitLabClient(options: ForgeClientOptions): ForgeClient {
+  const token = options.credentials.token;
+  if (!token) {
+    throw new ForgeError('gitlab', `No GitLab token configured for this project. ${TOKEN_HELP}`, {
+      transient: false,
+    });
+  }
+  const { api, repo, segments } = gitlabTarget(options.apiUrl, options.repository);
   const projectPath = segments.join('/');
   // Where git pushes: the host, below the sub-path GitLab may be installed under.
   const webRoot = `${repo.scheme}://${repo.host}/${repo.segments
