@@ -2,6 +2,7 @@
 // PostgreSQL server of DATABASE_URL. Both are PostgreSQL, so one Kysely schema, one set of
 // migrations and one pg-boss queue serve both.
 import { mkdir } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import {
@@ -13,7 +14,7 @@ import {
   type PostgresQueryResult,
 } from 'kysely';
 import pg from 'pg';
-import { acquireDirLock, type DirLock } from './lock.ts';
+import { acquireFileLock, readLockOwner } from '../lock.ts';
 import { PgliteDialect } from './pglite-dialect.ts';
 import type { Database } from './schema.ts';
 
@@ -67,12 +68,20 @@ export async function openDatabase(opts: OpenOptions): Promise<DatabaseHandle> {
 async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   await mkdir(dataDir, { recursive: true, mode: 0o700 });
   // Two processes on one PGlite directory corrupt it: the lock is taken before PGlite opens.
-  let lock: DirLock;
-  try {
-    lock = await acquireDirLock(path.join(dataDir, 'errand.lock'));
-  } catch (err) {
+  const lockFile = path.join(dataDir, 'errand.lock');
+  // A PGlite query may hold the event loop for a while: the heartbeat is allowed to lag far
+  // longer than a workspace lock's before another process may take the directory over.
+  const lock = await acquireFileLock(lockFile, { staleMs: 10 * 60_000 }, false);
+  if (!lock) {
+    const owner = await readLockOwner(lockFile);
+    const holder =
+      owner === null
+        ? 'a process that is starting'
+        : owner.pid === process.pid && owner.host === hostname()
+          ? 'this process'
+          : `process ${owner.pid} on ${owner.host}`;
     throw new DatabaseLockedError(
-      `the data directory ${dataDir} is in use by another Errand process (${err instanceof Error ? err.message : String(err)}); ` +
+      `the data directory ${dataDir} is in use by another Errand process (locked by ${holder}); ` +
         'stop it first, or use a different --data-dir. With several processes, use PostgreSQL (DATABASE_URL).',
     );
   }

@@ -1,10 +1,8 @@
-// Mutual exclusion for a mirror or a job's clone: a promise chain within this process, and a
-// lock file (O_EXCL create, heartbeat, stale detection) between processes that share the data
-// dir. The `try` forms never wait: the janitor skips whatever a turn is using.
+// Mutual exclusion for a mirror or a job's clone: a promise chain within this process, and the
+// shared lock file (src/lock.ts: O_EXCL create, heartbeat, stale detection) between processes
+// that share the data dir. The `try` forms never wait: the janitor skips whatever a turn is using.
 
-import { randomUUID } from 'node:crypto';
-import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
-import { hostname } from 'node:os';
+import { acquireFileLock, type FileLockOptions, LockWaitError } from '../lock.ts';
 import { abortError, GitError } from './errors.ts';
 
 const tails = new Map<string, Promise<void>>();
@@ -60,137 +58,22 @@ function waitFor(promise: Promise<void>, signal: AbortSignal | undefined, what: 
   });
 }
 
-export interface FileLockOptions {
-  signal?: AbortSignal;
-  /** A lock whose heartbeat is older than this is taken over. */
-  staleMs?: number;
-  heartbeatMs?: number;
-  /** Give up waiting after this long. */
-  timeoutMs?: number;
-}
+export type { FileLockOptions } from '../lock.ts';
 
-interface LockOwner {
-  pid: number;
-  host: string;
-  token: string;
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-async function readOwner(path: string): Promise<LockOwner | null> {
-  try {
-    const data: unknown = JSON.parse(await readFile(path, 'utf8'));
-    if (typeof data !== 'object' || data === null) return null;
-    const { pid, host, token } = data as Record<string, unknown>;
-    if (typeof pid !== 'number' || typeof host !== 'string' || typeof token !== 'string') {
-      return null;
-    }
-    return { pid, host, token };
-  } catch {
-    return null;
-  }
-}
-
-function isErrno(err: unknown, code: string): boolean {
-  return (err as NodeJS.ErrnoException | undefined)?.code === code;
-}
-
-/**
- * Moves a stale lock aside. Two waiters may both judge it stale; rename lets only one move
- * a given file, and the inode check puts back a fresh lock moved by mistake.
- */
-async function takeOver(path: string, staleIno: number): Promise<void> {
-  const aside = `${path}.stale-${randomUUID()}`;
-  try {
-    await rename(path, aside);
-  } catch {
-    return;
-  }
-  const moved = await stat(aside).catch(() => null);
-  if (moved && moved.ino !== staleIno) await link(aside, path).catch(() => {});
-  await unlink(aside).catch(() => {});
-}
-
-async function isStale(path: string, staleMs: number): Promise<number | null> {
-  const info = await stat(path).catch(() => null);
-  if (!info) return null;
-  const owner = await readOwner(path);
-  const deadOwner = owner !== null && owner.host === hostname() && !pidAlive(owner.pid);
-  const silent = Date.now() - info.mtimeMs > staleMs;
-  // A half-written lock (no owner yet) is only stale once it stops being fresh.
-  return deadOwner || silent ? info.ino : null;
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(abortError('waiting for the workspace lock', signal.reason));
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(abortError('waiting for the workspace lock', signal?.reason));
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-/** Creates the lock file; undefined when `wait` is false and a live owner holds it. */
+/** The shared lock file, with the workspace's errors: AbortError, or a transient GitError. */
 async function acquire(
   path: string,
   opts: FileLockOptions,
   wait: boolean,
 ): Promise<(() => Promise<void>) | undefined> {
-  const staleMs = opts.staleMs ?? 60_000;
-  const heartbeatMs = opts.heartbeatMs ?? Math.max(10, Math.floor(staleMs / 6));
-  const deadline = Date.now() + (opts.timeoutMs ?? 15 * 60_000);
-  const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomUUID() };
-
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const handle = await open(path, 'wx', 0o600);
-      try {
-        await handle.writeFile(JSON.stringify(owner));
-      } finally {
-        await handle.close();
-      }
-      break;
-    } catch (err) {
-      if (!isErrno(err, 'EEXIST')) throw err;
-    }
-    const staleIno = await isStale(path, staleMs);
-    if (staleIno !== null) {
-      await takeOver(path, staleIno);
-      continue;
-    }
-    if (!wait) return undefined;
-    if (Date.now() > deadline) {
-      throw new GitError('failed', `timed out waiting for the lock ${path}`, { transient: true });
-    }
-    await sleep(Math.min(500, 20 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random()), opts.signal);
+  try {
+    const held = await acquireFileLock(path, opts, wait);
+    return held && (() => held.release());
+  } catch (err) {
+    if (!(err instanceof LockWaitError)) throw err;
+    if (err.reason === 'aborted') throw abortError('waiting for the workspace lock', err.cause);
+    throw new GitError('failed', err.message, { transient: true });
   }
-
-  const heartbeat = setInterval(() => {
-    const now = new Date();
-    utimes(path, now, now).catch(() => {});
-  }, heartbeatMs);
-  heartbeat.unref();
-  return async () => {
-    clearInterval(heartbeat);
-    const current = await readOwner(path);
-    if (current?.token === owner.token) await unlink(path).catch(() => {});
-  };
 }
 
 /** Holds the lock file at `path` while `fn` runs. */

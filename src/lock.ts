@@ -1,0 +1,178 @@
+// One lock file per protected folder, shared by everything that must not run twice at once
+// across processes: the PGlite data directory (src/db) and the workspace's mirrors and clones
+// (src/workspace). The file is created with O_EXCL, names its owner (pid, host, a token) and is
+// touched while held; a lock whose owner died on this host, or that nobody touched for
+// `staleMs`, is taken over.
+
+import { randomUUID } from 'node:crypto';
+import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
+import { hostname } from 'node:os';
+
+export interface FileLockOptions {
+  signal?: AbortSignal;
+  /** A lock whose heartbeat is older than this is taken over. */
+  staleMs?: number;
+  heartbeatMs?: number;
+  /** Give up waiting after this long. */
+  timeoutMs?: number;
+}
+
+export interface LockOwner {
+  pid: number;
+  host: string;
+  token: string;
+}
+
+export interface HeldLock {
+  release(): Promise<void>;
+}
+
+/** Why a waiting acquire stopped: the caller's signal, or its time limit. */
+export class LockWaitError extends Error {
+  override name = 'LockWaitError';
+  readonly reason: 'aborted' | 'timeout';
+  constructor(reason: 'aborted' | 'timeout', message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.reason = reason;
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The owner written in the lock file; null while it is being written or when unreadable. */
+export async function readLockOwner(path: string): Promise<LockOwner | null> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch {
+    return null;
+  }
+  // Lock files of the PGlite data directory before this module held only the pid.
+  if (/^\d+\n?$/.test(text)) return { pid: Number(text.trim()), host: hostname(), token: '' };
+  try {
+    const data: unknown = JSON.parse(text);
+    if (typeof data !== 'object' || data === null) return null;
+    const { pid, host, token } = data as Record<string, unknown>;
+    if (typeof pid !== 'number' || typeof host !== 'string' || typeof token !== 'string') {
+      return null;
+    }
+    return { pid, host, token };
+  } catch {
+    return null;
+  }
+}
+
+function isErrno(err: unknown, code: string): boolean {
+  return (err as NodeJS.ErrnoException | undefined)?.code === code;
+}
+
+/**
+ * Moves a stale lock aside. Two waiters may both judge it stale; rename lets only one move
+ * a given file, and the inode check puts back a fresh lock moved by mistake.
+ */
+async function takeOver(path: string, staleIno: number): Promise<void> {
+  const aside = `${path}.stale-${randomUUID()}`;
+  try {
+    await rename(path, aside);
+  } catch {
+    return;
+  }
+  const moved = await stat(aside).catch(() => null);
+  if (moved && moved.ino !== staleIno) await link(aside, path).catch(() => {});
+  await unlink(aside).catch(() => {});
+}
+
+async function isStale(path: string, staleMs: number): Promise<number | null> {
+  const info = await stat(path).catch(() => null);
+  if (!info) return null;
+  const owner = await readLockOwner(path);
+  const deadOwner = owner !== null && owner.host === hostname() && !pidAlive(owner.pid);
+  const silent = Date.now() - info.mtimeMs > staleMs;
+  // A half-written lock (no owner yet) is only stale once it stops being fresh.
+  return deadOwner || silent ? info.ino : null;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined, path: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const aborted = () =>
+      new LockWaitError('aborted', `stopped waiting for the lock ${path}`, {
+        cause: signal?.reason,
+      });
+    if (signal?.aborted) {
+      reject(aborted());
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(aborted());
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * Creates the lock file at `path`. With `wait`, waits (with backoff) for a live owner to let
+ * go, throwing LockWaitError on abort or timeout; without, returns undefined at once.
+ */
+export async function acquireFileLock(
+  path: string,
+  opts: FileLockOptions,
+  wait: boolean,
+): Promise<HeldLock | undefined> {
+  const staleMs = opts.staleMs ?? 60_000;
+  const heartbeatMs = opts.heartbeatMs ?? Math.max(10, Math.floor(staleMs / 6));
+  const deadline = Date.now() + (opts.timeoutMs ?? 15 * 60_000);
+  const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomUUID() };
+
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const handle = await open(path, 'wx', 0o600);
+      try {
+        await handle.writeFile(JSON.stringify(owner));
+      } finally {
+        await handle.close();
+      }
+      break;
+    } catch (err) {
+      if (!isErrno(err, 'EEXIST')) throw err;
+    }
+    const staleIno = await isStale(path, staleMs);
+    if (staleIno !== null) {
+      await takeOver(path, staleIno);
+      continue;
+    }
+    if (!wait) return undefined;
+    if (Date.now() > deadline) {
+      throw new LockWaitError('timeout', `timed out waiting for the lock ${path}`);
+    }
+    const backoff = Math.min(500, 20 * 2 ** Math.min(attempt, 5)) * (0.5 + Math.random());
+    await sleep(backoff, opts.signal, path);
+  }
+
+  const heartbeat = setInterval(() => {
+    const now = new Date();
+    utimes(path, now, now).catch(() => {});
+  }, heartbeatMs);
+  heartbeat.unref();
+  let released = false;
+  return {
+    async release() {
+      if (released) return;
+      released = true;
+      clearInterval(heartbeat);
+      const current = await readLockOwner(path);
+      if (current?.token === owner.token) await unlink(path).catch(() => {});
+    },
+  };
+}
