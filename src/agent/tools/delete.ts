@@ -15,6 +15,7 @@ export const deleteFileTool: RepoTool<typeof inputSchema> = {
   description: () => 'Delete one file (not a folder).',
   inputSchema,
   run: deleteFile,
+  summarize: (a) => `delete_file ${a.str('path') ?? '?'}`,
 };
 
 export async function deleteFile(ctx: ToolContext, input: DeleteFileInput): Promise<ToolResult> {

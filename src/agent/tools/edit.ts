@@ -26,6 +26,7 @@ export const editFileTool: RepoTool<typeof inputSchema> = {
     'Fails without changing anything when `old` is missing or occurs more than once.',
   inputSchema,
   run: editFile,
+  summarize: (a) => `edit_file ${a.str('path') ?? '?'}`,
 };
 
 export async function editFile(ctx: ToolContext, input: EditFileInput): Promise<ToolResult> {

@@ -1,6 +1,6 @@
 // The file tools as the agent loop sees them: AI SDK tools built from the tool files beside
-// this one (each holds its schema, its description for the model and its code), plus a
-// one-line summary of a call for progress events.
+// this one (each holds its schema, its description for the model, its code and how a call is
+// summarized for progress events).
 
 import { type Tool, tool } from 'ai';
 import { limitsOf, type ToolContext, type ToolResult } from './context.ts';
@@ -10,7 +10,7 @@ import { listFilesTool } from './list.ts';
 import { moveFileTool } from './move.ts';
 import { readFileTool } from './read.ts';
 import { searchTool } from './search.ts';
-import type { RepoTool } from './tool.ts';
+import { type RepoTool, toolArgs } from './tool.ts';
 import { writeFileTool } from './write.ts';
 
 export type { ToolContext, ToolLimits, ToolResult } from './context.ts';
@@ -67,49 +67,8 @@ const summaryMax = 120;
 
 /** One line describing a tool call for progress events; never includes file contents. */
 export function summarizeToolArgs(name: string, args: unknown): string {
-  const a = typeof args === 'object' && args !== null ? (args as Record<string, unknown>) : {};
-  const str = (key: string): string | undefined => {
-    const value = a[key];
-    return typeof value === 'string' ? value : undefined;
-  };
-  const int = (key: string): number | undefined => {
-    const value = a[key];
-    return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
-  };
-
-  let summary: string;
-  switch (name) {
-    case 'list_files':
-      summary = `list_files ${str('pattern') ?? '**/*'}`;
-      break;
-    case 'read_file': {
-      const start = int('startLine');
-      const end = int('endLine');
-      const range = start !== undefined || end !== undefined ? `:${start ?? 1}-${end ?? ''}` : '';
-      summary = `read_file ${str('path') ?? '?'}${range}`;
-      break;
-    }
-    case 'search': {
-      const glob = str('glob');
-      summary = `search /${str('pattern') ?? ''}/${str('flags') ?? ''}${glob ? ` in ${glob}` : ''}`;
-      break;
-    }
-    case 'write_file': {
-      const content = str('content');
-      const size = content === undefined ? '' : ` (${Buffer.byteLength(content)} bytes)`;
-      summary = `write_file ${str('path') ?? '?'}${size}`;
-      break;
-    }
-    case 'edit_file':
-    case 'delete_file':
-      summary = `${name} ${str('path') ?? '?'}`;
-      break;
-    case 'move_file':
-      summary = `move_file ${str('from') ?? '?'} -> ${str('to') ?? '?'}${a.overwrite === true ? ' (overwrite)' : ''}`;
-      break;
-    default:
-      summary = `${name} ${safeJson(args)}`;
-  }
+  const known = repoTools.find((t) => t.name === name);
+  let summary = known ? known.summarize(toolArgs(args)) : `${name} ${safeJson(args)}`;
   // Control characters from the model would break one-line logs and event views.
   summary = summary.replace(/\p{Cc}+/gu, ' ');
   return summary.length > summaryMax ? `${summary.slice(0, summaryMax - 1)}…` : summary;

@@ -26,6 +26,7 @@ export const listFilesTool: RepoTool<typeof inputSchema> = {
     "a folder path lists everything in it ('src/agent').",
   inputSchema,
   run: listFiles,
+  summarize: (a) => `list_files ${a.str('pattern') ?? '**/*'}`,
 };
 
 export async function listFiles(ctx: ToolContext, input: ListFilesInput): Promise<ToolResult> {

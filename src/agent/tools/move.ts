@@ -27,6 +27,8 @@ export const moveFileTool: RepoTool<typeof inputSchema> = {
     'Refuses to replace an existing file unless overwrite is true.',
   inputSchema,
   run: moveFile,
+  summarize: (a) =>
+    `move_file ${a.str('from') ?? '?'} -> ${a.str('to') ?? '?'}${a.flag('overwrite') ? ' (overwrite)' : ''}`,
 };
 
 export async function moveFile(ctx: ToolContext, input: MoveFileInput): Promise<ToolResult> {

@@ -35,6 +35,12 @@ export const readFileTool: RepoTool<typeof inputSchema> = {
     `(at most ${limits.readMaxLines} lines) with a note saying how to read on. Binary files are refused.`,
   inputSchema,
   run: readFile,
+  summarize: (a) => {
+    const start = a.int('startLine');
+    const end = a.int('endLine');
+    const range = start !== undefined || end !== undefined ? `:${start ?? 1}-${end ?? ''}` : '';
+    return `read_file ${a.str('path') ?? '?'}${range}`;
+  },
 };
 
 export async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolResult> {

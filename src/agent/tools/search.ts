@@ -34,6 +34,10 @@ export const searchTool: RepoTool<typeof inputSchema> = {
     'A match cannot span lines.',
   inputSchema,
   run: searchFiles,
+  summarize: (a) => {
+    const glob = a.str('glob');
+    return `search /${a.str('pattern') ?? ''}/${a.str('flags') ?? ''}${glob ? ` in ${glob}` : ''}`;
+  },
 };
 
 // Files are matched in batches: one vm call per file would cost more than the matching.

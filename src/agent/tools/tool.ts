@@ -12,6 +12,33 @@ export interface RepoTool<S extends z.ZodType = z.ZodType> {
   readonly inputSchema: S;
   /** Never throws for a bad call: refusals come back as `ok: false` results. */
   run(ctx: ToolContext, input: z.output<S>): Promise<ToolResult>;
+  /**
+   * The call in a few words for progress events, from the arguments as the model sent them
+   * (not yet validated); never file contents.
+   */
+  summarize(args: ToolArgs): string;
+}
+
+/** A tool call's arguments before validation, read field by field. */
+export interface ToolArgs {
+  str(key: string): string | undefined;
+  int(key: string): number | undefined;
+  flag(key: string): boolean;
+}
+
+export function toolArgs(args: unknown): ToolArgs {
+  const a = typeof args === 'object' && args !== null ? (args as Record<string, unknown>) : {};
+  return {
+    str: (key) => {
+      const value = a[key];
+      return typeof value === 'string' ? value : undefined;
+    },
+    int: (key) => {
+      const value = a[key];
+      return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+    },
+    flag: (key) => a[key] === true,
+  };
 }
 
 export const repoPath = z

@@ -25,6 +25,11 @@ export const writeFileTool: RepoTool<typeof inputSchema> = {
     'To change part of an existing file prefer edit_file.',
   inputSchema,
   run: writeFile,
+  summarize: (a) => {
+    const content = a.str('content');
+    const size = content === undefined ? '' : ` (${Buffer.byteLength(content)} bytes)`;
+    return `write_file ${a.str('path') ?? '?'}${size}`;
+  },
 };
 
 export async function writeFile(ctx: ToolContext, input: WriteFileInput): Promise<ToolResult> {
