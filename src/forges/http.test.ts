@@ -3,9 +3,9 @@ import { describe, it } from 'node:test';
 import {
   errorDetail,
   normalizeApiUrl,
-  readForgeRepository,
   pathBelowBase,
   rateLimitResetSeconds,
+  readForgeRepository,
   retryAfterSeconds,
 } from './http.ts';
 import { ForgeError } from './types.ts';
