@@ -61,11 +61,16 @@ describe('one reading of a repository URL', () => {
     assert.equal(inferForgeKind(url), 'git');
   });
 
-  test('a host URL would rewrite (non-ASCII, percent-encoded) is refused, not translated', () => {
-    for (const url of ['https://gith%75b.com/acme/app', 'https://bücher.example/acme/app']) {
-      const check = validateRepositoryUrl(url, false);
+  test('a host URL would rewrite (non-ASCII, percent-encoded, short IPv4) is refused, not translated', () => {
+    for (const url of [
+      'https://gith%75b.com/acme/app',
+      'https://bücher.example/acme/app',
+      'http://127.1/acme/app',
+      'https://0x7f.0.0.1/acme/app',
+    ]) {
+      const check = validateRepositoryUrl(url, true);
       assert.equal(check.ok, false, url);
-      assert.match(check.ok ? '' : check.reason, /plain ASCII/, url);
+      assert.match(check.ok ? '' : check.reason, /written as git will use it/, url);
       assert.equal(inferForgeKind(url), 'git', url);
       assert.equal(githubHost(url), undefined, url);
     }

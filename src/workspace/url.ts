@@ -181,7 +181,9 @@ function parseSchemeUrl(url: string, scheme: string): ParsedUrl {
   const hostname = rawHost.toLowerCase();
   // A host URL would rewrite (percent-encoded, non-ASCII) is a host curl may resolve otherwise.
   if (kind !== 'ssh' && hostname !== '' && hostname !== parsed.hostname) {
-    return refuse('repository URL host must be plain ASCII (use the punycode form of the name)');
+    return refuse(
+      'repository URL host must be written as git will use it: plain ASCII (the punycode form of an international name), a full IPv4 address, no percent-encoding',
+    );
   }
   const queryAt = afterAuthority.search(/[?#]/);
   return {
