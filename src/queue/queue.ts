@@ -9,7 +9,7 @@
 // monitoring pass (every `monitorIntervalSeconds`, a whole-table count of the queue, shared by
 // all processes) and so added up to 10 s. Measured death→pickup: bench/worker-death.
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { fromKysely, fromPglite, PgBoss } from 'pg-boss';
+import { fromKysely, fromPglite, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
@@ -25,6 +25,9 @@ export interface TurnMessage {
   seq: number;
 }
 
+/** A turn as the queue delivers it: the message, its claim, and a signal of a lost claim. */
+export type TurnEntry = JobWithMetadata<TurnMessage>;
+
 /** One delivery of a queue entry: its id and the attempt it was fetched at. */
 export interface TurnClaim {
   id: string;
@@ -38,7 +41,8 @@ function affected(response: object): number {
 }
 
 export class TurnQueue {
-  readonly boss: PgBoss;
+  // Private: no pg-boss object or query on its tables leaves src/queue/.
+  readonly #boss: PgBoss;
   readonly #db: Kysely<Database>;
   readonly #log: Logger;
   #reaper: NodeJS.Timeout | undefined;
@@ -47,7 +51,7 @@ export class TurnQueue {
   #reapFailing = false;
 
   constructor(boss: PgBoss, db: Kysely<Database>, log: Logger) {
-    this.boss = boss;
+    this.#boss = boss;
     this.#db = db;
     this.#log = log;
   }
@@ -133,7 +137,7 @@ export class TurnQueue {
       LIMIT 100`.execute(this.#db);
     if (dead.rows.length === 0) return 0;
     const claims = dead.rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
-    const result = await this.boss.fail(TURN_QUEUE, claims, {
+    const result = await this.#boss.fail(TURN_QUEUE, claims, {
       message: 'job heartbeat timeout: its worker stopped',
     });
     return affected(result);
@@ -162,7 +166,7 @@ export class TurnQueue {
   async retryLater(claim: TurnClaim, delaySeconds: number, reason: string): Promise<boolean> {
     return this.#db.transaction().execute(async (trx) => {
       const db = fromKysely(trx);
-      const failed = await this.boss.fail(
+      const failed = await this.#boss.fail(
         TURN_QUEUE,
         [{ id: claim.id, retryCount: claim.retryCount }],
         { message: reason },
@@ -170,7 +174,7 @@ export class TurnQueue {
       );
       if (affected(failed) === 0) return false;
       if (delaySeconds > 0) {
-        await this.boss.update(TURN_QUEUE, undefined, {
+        await this.#boss.update(TURN_QUEUE, undefined, {
           id: claim.id,
           startAfter: delaySeconds,
           db,
@@ -180,9 +184,41 @@ export class TurnQueue {
     });
   }
 
+  /**
+   * Runs `handler` for each turn delivered to this process, `concurrency` at a time, until
+   * stopWork. The handler settles the turn; a throw hands it back to the queue.
+   */
+  async work(concurrency: number, handler: (entry: TurnEntry) => Promise<void>): Promise<void> {
+    await this.#boss.work(
+      TURN_QUEUE,
+      {
+        includeMetadata: true,
+        localConcurrency: concurrency,
+        pollingIntervalSeconds: 1,
+        // Notifications wake workers for new entries, but not for a job's next turn that was
+        // held back behind the one that just finished; a short poll picks that up.
+        notifyPollingIntervalSeconds: 1,
+        heartbeatRefreshSeconds: 2,
+      },
+      async ([entry]: TurnEntry[]) => {
+        if (entry) await handler(entry);
+      },
+    );
+  }
+
+  /** Stops taking turns, once the running ones have ended (their signals abort them). */
+  async stopWork(): Promise<void> {
+    await this.#boss.offWork(TURN_QUEUE, { wait: true });
+  }
+
+  /** Deletes an entry, e.g. a failed one that would hold back its job's later turns. */
+  async remove(queueId: string): Promise<void> {
+    await this.#boss.deleteJob(TURN_QUEUE, queueId);
+  }
+
   /** Enqueues a turn inside `trx`; returns the queue entry's id. */
   async enqueue(trx: Transaction<Database>, message: TurnMessage): Promise<string> {
-    const id = await this.boss.send(TURN_QUEUE, message, {
+    const id = await this.#boss.send(TURN_QUEUE, message, {
       singletonKey: message.jobId,
       db: fromKysely(trx),
     });
@@ -192,12 +228,12 @@ export class TurnQueue {
 
   /** Cancels queue entries; a running one's worker sees its claim gone at the next heartbeat. */
   async cancel(ids: string[]): Promise<void> {
-    if (ids.length > 0) await this.boss.cancel(TURN_QUEUE, ids);
+    if (ids.length > 0) await this.#boss.cancel(TURN_QUEUE, ids);
   }
 
   async stop(): Promise<void> {
     clearInterval(this.#reaper);
     await this.#reaping;
-    await this.boss.stop({ graceful: true, timeout: 10_000, close: true });
+    await this.#boss.stop({ graceful: true, timeout: 10_000, close: true });
   }
 }

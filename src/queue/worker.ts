@@ -5,7 +5,6 @@
 // worker writes nothing itself: each change of a job, turn or event is a transition of
 // src/jobs/lifecycle.ts.
 import { sql } from 'kysely';
-import type { JobWithMetadata } from 'pg-boss';
 import type { AppContext } from '../context.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
 import {
@@ -23,7 +22,7 @@ import type { TurnOutcome } from '../metrics/metrics.ts';
 import { pruneCounters } from '../ratelimit/ratelimit.ts';
 import { workspaceConfig } from '../turns/pipeline.ts';
 import { startJanitor } from '../workspace/index.ts';
-import { TURN_QUEUE, type TurnMessage } from './queue.ts';
+import { TURN_QUEUE, type TurnEntry } from './queue.ts';
 import { TurnReport } from './turn-report.ts';
 
 export interface Worker {
@@ -34,7 +33,6 @@ const SWEEP_INTERVAL_MS = 10_000;
 const MAX_RETRY_AFTER_SECONDS = 300;
 
 export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<Worker> {
-  const boss = ctx.queue.boss;
   // Deletes this machine's clones of archived and idle jobs, and keeps its mirrors in bounds.
   const janitor = startJanitor({
     workspace: workspaceConfig(ctx.config),
@@ -42,27 +40,14 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
     log: ctx.log,
     settings: ctx.config.workspace,
   });
-  const working = boss.work(
-    TURN_QUEUE,
-    {
-      includeMetadata: true,
-      localConcurrency: ctx.config.concurrency,
-      pollingIntervalSeconds: 1,
-      // Notifications wake workers for new entries, but not for a job's next turn that was
-      // held back behind the one that just finished; a short poll picks that up.
-      notifyPollingIntervalSeconds: 1,
-      heartbeatRefreshSeconds: 2,
-    },
-    async ([entry]: JobWithMetadata<TurnMessage>[]) => {
-      if (!entry) return;
-      try {
-        await handleTurn(ctx, runner, entry);
-      } finally {
-        // A turn stopped by an archive leaves a clone nobody needs: it goes now, not later.
-        janitor.turnEnded(entry.data.jobId);
-      }
-    },
-  );
+  const working = ctx.queue.work(ctx.config.concurrency, async (entry) => {
+    try {
+      await handleTurn(ctx, runner, entry);
+    } finally {
+      // A turn stopped by an archive leaves a clone nobody needs: it goes now, not later.
+      janitor.turnEnded(entry.data.jobId);
+    }
+  });
   await working.catch(async (err: unknown) => {
     await janitor.stop();
     throw err;
@@ -77,7 +62,7 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
       clearInterval(timer);
       // Running turns are interrupted, not failed: pg-boss hands them to the next worker.
       ctx.aborts.abortAll('the worker is shutting down');
-      await boss.offWork(TURN_QUEUE, { wait: true });
+      await ctx.queue.stopWork();
       await sweeping;
       await janitor.stop();
     },
@@ -87,7 +72,7 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
 export async function handleTurn(
   ctx: AppContext,
   runner: TurnRunner,
-  entry: JobWithMetadata<TurnMessage>,
+  entry: TurnEntry,
 ): Promise<void> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
@@ -146,7 +131,7 @@ function isTransient(err: unknown): boolean {
 
 async function settleFailure(
   ctx: AppContext,
-  entry: JobWithMetadata<TurnMessage>,
+  entry: TurnEntry,
   err: unknown,
   signal: AbortSignal,
 ): Promise<Exclude<TurnOutcome, 'done' | 'interrupted'>> {
@@ -217,7 +202,7 @@ export async function sweep(ctx: AppContext): Promise<void> {
     if (failed)
       ctx.log.warn({ jobId: orphan.job_id, turn: orphan.seq }, 'gave up an orphaned turn');
     if (orphan.queue_id && orphan.queue_state === 'failed') {
-      await ctx.queue.boss.deleteJob(TURN_QUEUE, orphan.queue_id);
+      await ctx.queue.remove(orphan.queue_id);
     }
   }
   await pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds * 2);
