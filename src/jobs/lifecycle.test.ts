@@ -8,7 +8,9 @@ import path from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { backends, createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
-import { testEnv } from '../../test/support/service.ts';
+import { untilStatus } from '../../test/support/jobs.ts';
+import { RecordingRunner } from '../../test/support/runners.ts';
+import { startTestService, testEnv } from '../../test/support/service.ts';
 import { loadConfig } from '../config.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { type RunningService, startService } from '../service.ts';
@@ -376,6 +378,55 @@ for (const backend of backends) {
     });
   });
 }
+
+describe('a worker changes jobs only through the lifecycle', () => {
+  test('a subscriber hears every transition of a turn the worker runs, with its progress in the log', async () => {
+    const runner = new RecordingRunner(async (input) => {
+      await input.emit('agent.step', { step: 1 });
+      await input.saveReviewDiff('diff --git a/f b/f\n', false);
+      return { summary: `did ${input.turn.prompt}` };
+    });
+    const svc = await startTestService({ backend: 'pglite', runner });
+    const heard: string[] = [];
+    const unsubscribe = svc.service.ctx.transitions.subscribe((t) => {
+      heard.push(`${t.type} ${t.turn} ${t.status}`);
+    });
+    try {
+      const project = await svc.createProject();
+      const created = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: 'one' },
+      });
+      assert.equal(created.status, 201, created.text);
+      const jobId = created.json.id ?? '';
+      await untilStatus(svc, project.id, jobId, 'completed', { failFast: true });
+      assert.deepEqual(heard, [
+        'turn.accepted 1 active',
+        'turn.started 1 active',
+        'turn.finished 1 completed',
+      ]);
+      const { db } = svc.service.ctx;
+      const events = await db
+        .selectFrom('events')
+        .select('type')
+        .where('job_id', '=', jobId)
+        .orderBy('seq')
+        .execute();
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['turn.started', 'agent.step', 'turn.finished'],
+      );
+      const job = await db
+        .selectFrom('jobs')
+        .select('review_diff')
+        .where('id', '=', jobId)
+        .executeTakeFirstOrThrow();
+      assert.equal(job.review_diff, 'diff --git a/f b/f\n');
+    } finally {
+      unsubscribe();
+      await svc.close();
+    }
+  });
+});
 
 // --- Only src/jobs/ writes jobs, turns and events -------------------------------------------
 
