@@ -6,13 +6,17 @@
 import type { FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
 import { AppError, type ErrorCode } from '../errors.ts';
+import { isValidModelId, isValidRef } from '../projects/repository.ts';
 
-/** The code a schema's refusals carry, when it is not `bad_request` (the prompt's). */
-const refusalCodes = new WeakMap<z.ZodType, ErrorCode>();
+/** The code a schema's refusals of one field (and of the body's type) carry: the prompt's. */
+const refusalCodes = new WeakMap<z.ZodType, { code: ErrorCode; field: string }>();
 
-/** Marks `schema` so that its refusals carry `code`; an unknown field stays `bad_request`. */
-export function refusedAs<T extends z.ZodType>(schema: T, code: ErrorCode): T {
-  refusalCodes.set(schema, code);
+/**
+ * Marks `schema` so that its refusals of `field`, or of the body as a whole, carry `code`;
+ * other fields, and unknown ones, stay `bad_request`.
+ */
+export function refusedAs<T extends z.ZodType>(schema: T, code: ErrorCode, field: string): T {
+  refusalCodes.set(schema, { code, field });
   return schema;
 }
 
@@ -52,10 +56,12 @@ export function refusalMessage(issue: z.core.$ZodIssue, part: string): string {
 export function refusal(schema: z.ZodType, part: string, error: z.ZodError): AppError {
   const issue = error.issues[0];
   if (!issue) return new AppError('bad_request', `invalid ${PARTS[part] ?? part}`);
+  const marked = refusalCodes.get(schema);
+  const first = issue.path[0];
   const code =
-    issue.code === 'unrecognized_keys'
-      ? 'bad_request'
-      : (refusalCodes.get(schema) ?? 'bad_request');
+    marked && issue.code !== 'unrecognized_keys' && (first === undefined || first === marked.field)
+      ? marked.code
+      : 'bad_request';
   return new AppError(code, refusalMessage(issue, part));
 }
 
@@ -134,8 +140,13 @@ export const jobRecord = z
         'active: a turn is queued or running; completed: the last turn finished; failed: it failed (see error); archived: terminal.',
       ),
     source: z.object({
-      repository: z.string().describe("The project's repository when the job was created."),
-      ref: z.string().describe('The ref the job started from.'),
+      repository: z
+        .string()
+        .describe(
+          "The project's repository when the job was created, as a URL (file:// for a local repository, ssh:// for an scp-like address).",
+        ),
+      ref: z.string().describe('Git branch the agent is working on (the work branch, as branch).'),
+      baseRef: z.string().describe('The branch, tag or commit the job started from.'),
     }),
     model: z.string().describe('The model the job runs on (provider:model).'),
     prLink: z
@@ -161,32 +172,68 @@ export const jobParams = z.object({
   id: z.string().describe('The job id (job_ and 20 characters).'),
 });
 
-/** The body of create and message: one prompt, nothing else. */
+/** The prompt of create and message. */
+function promptField(maxChars: number) {
+  return z
+    .string({
+      error: (issue) =>
+        issue.input === undefined ? '"prompt" is required' : '"prompt" must be a string',
+    })
+    .max(maxChars, {
+      error: (issue) =>
+        `"prompt" is ${String(issue.input).length} characters; the maximum is ${maxChars}`,
+    })
+    .refine((prompt) => prompt.trim().length > 0, {
+      error: '"prompt" must contain at least one non-space character',
+    })
+    .describe(`The instruction for the agent: 1 to ${maxChars} characters, not only spaces.`);
+}
+
+const bodyType = {
+  error: (issue: z.core.$ZodRawIssue) =>
+    issue.code === 'invalid_type'
+      ? 'request body must be a JSON object with a "prompt" string'
+      : undefined,
+};
+
+/** The body of a follow-up message: one prompt, nothing else. */
 export function promptBody(maxChars: number) {
+  return refusedAs(
+    z.strictObject({ prompt: promptField(maxChars) }, bodyType),
+    'invalid_prompt',
+    'prompt',
+  );
+}
+
+/** The body of a create: the prompt, and optionally the model and the ref to start from. */
+export function createJobBody(maxChars: number) {
   return refusedAs(
     z.strictObject(
       {
-        prompt: z
-          .string({
+        prompt: promptField(maxChars),
+        model: z
+          .string({ error: '"model" must be a string' })
+          .refine(isValidModelId, {
+            error: '"model" must look like provider:model, e.g. anthropic:claude-sonnet-4-5',
+          })
+          .optional()
+          .describe(
+            "The model for this job (provider:model), one the server can use; else the project's default.",
+          ),
+        baseRef: z
+          .string({ error: '"baseRef" must be a string' })
+          .refine(isValidRef, {
             error: (issue) =>
-              issue.input === undefined ? '"prompt" is required' : '"prompt" must be a string',
+              `invalid "baseRef": '${String(issue.input)}' is not a valid git ref name`,
           })
-          .max(maxChars, {
-            error: (issue) =>
-              `"prompt" is ${String(issue.input).length} characters; the maximum is ${maxChars}`,
-          })
-          .refine((prompt) => prompt.trim().length > 0, {
-            error: '"prompt" must contain at least one non-space character',
-          })
-          .describe(`The instruction for the agent: 1 to ${maxChars} characters, not only spaces.`),
+          .optional()
+          .describe(
+            "The branch, tag or commit to start from; else the project's ref. One that does not exist fails the job when its turn starts.",
+          ),
       },
-      {
-        error: (issue) =>
-          issue.code === 'invalid_type'
-            ? 'request body must be a JSON object with a "prompt" string'
-            : undefined,
-      },
+      bodyType,
     ),
     'invalid_prompt',
+    'prompt',
   );
 }

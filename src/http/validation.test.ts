@@ -46,10 +46,11 @@ for (const backend of backends) {
         ['PATCH', `/v2/admin/projects/${fx.project.id}`, svc.adminKey, { name: 'n' }],
       ];
       for (const [method, path, key, valid] of routes) {
-        // `model` and `baseRef` are job options a client may expect; Errand does not take them
-        // yet (a project does have a model).
-        const extras: Record<string, unknown>[] = [{ baseRef: 'main' }, { Prompt: 'x' }];
-        if (path.includes('/v2/agent/')) extras.push({ model: 'openai:gpt-5' });
+        // A create takes `model` and `baseRef`; a follow-up and the admin routes take neither.
+        const isCreate = path.endsWith('/job');
+        const extras: Record<string, unknown>[] = [{ Prompt: 'x' }];
+        extras.push(isCreate ? { branch: 'errand/mine' } : { baseRef: 'main' });
+        if (path.endsWith('/message')) extras.push({ model: 'openai:gpt-5' });
         for (const extra of extras) {
           const res = await unchanged(svc, () =>
             svc.request(method, path, { key, body: { ...valid, ...extra } }),

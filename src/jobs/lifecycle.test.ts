@@ -124,7 +124,7 @@ for (const backend of backends) {
 
     test('a turn is accepted, started and finished; each is announced once, after commit', async () => {
       const { ctx } = svc;
-      const { job } = await createJob(ctx, project, 'first');
+      const { job } = await createJob(ctx, project, { prompt: 'first' });
       const accepted = await takeHeard();
       assert.deepEqual(
         accepted.map((h) => [h.transition.type, h.transition.turn, h.transition.status]),
@@ -203,7 +203,7 @@ for (const backend of backends) {
 
     test('a job stays active while a later turn is queued, whether its turn finishes or fails', async () => {
       const { ctx } = svc;
-      const { job } = await createJob(ctx, project, 'one');
+      const { job } = await createJob(ctx, project, { prompt: 'one' });
       await startTurn(ctx, job.id, 1, 1);
       await sendMessage(ctx, project, job.id, 'two');
       await sendMessage(ctx, project, job.id, 'three');
@@ -242,7 +242,7 @@ for (const backend of backends) {
 
     test('a retry is recorded without settling the turn; an orphan fails with a message that says why', async () => {
       const { ctx } = svc;
-      const { job } = await createJob(ctx, project, 'flaky');
+      const { job } = await createJob(ctx, project, { prompt: 'flaky' });
       await startTurn(ctx, job.id, 1, 1);
       const data = { error: 'the model answered 503', attempt: 1, retryInSeconds: 4 };
       assert.equal(await retryTurn(ctx, job.id, 1, data), true);
@@ -274,7 +274,7 @@ for (const backend of backends) {
 
     test('archiving cancels open turns, and no later transition changes the job', async () => {
       const { ctx } = svc;
-      const { job } = await createJob(ctx, project, 'long');
+      const { job } = await createJob(ctx, project, { prompt: 'long' });
       await startTurn(ctx, job.id, 1, 1);
       await sendMessage(ctx, project, job.id, 'queued behind');
       await archiveJob(ctx, project.id, job.id);
@@ -309,7 +309,7 @@ for (const backend of backends) {
 
     test('a rolled-back transition is neither recorded nor announced', async () => {
       const { ctx } = svc;
-      const { job } = await createJob(ctx, project, 'rolled back');
+      const { job } = await createJob(ctx, project, { prompt: 'rolled back' });
       await takeHeard();
       const failure = new Error('the transaction fails after recording');
       await assert.rejects(
@@ -353,7 +353,9 @@ for (const backend of backends) {
         others.push(t.type);
       });
       try {
-        const { job } = await createJob(ctx, project, 'heard despite a broken subscriber');
+        const { job } = await createJob(ctx, project, {
+          prompt: 'heard despite a broken subscriber',
+        });
         assert.equal((await jobOf(job.id)).status, 'active');
         assert.deepEqual(others, ['turn.accepted']);
       } finally {
@@ -362,14 +364,14 @@ for (const backend of backends) {
         stopOther();
       }
       // Unsubscribed listeners hear nothing more.
-      await createJob(ctx, project, 'after unsubscribing');
+      await createJob(ctx, project, { prompt: 'after unsubscribing' });
       assert.deepEqual(others, ['turn.accepted']);
       await takeHeard();
     });
 
     test('the review diff is stored on the job', async () => {
       const { ctx } = svc;
-      const { job } = await createJob(ctx, project, 'diff');
+      const { job } = await createJob(ctx, project, { prompt: 'diff' });
       await recordReviewDiff(ctx, job.id, 'diff --git a/x b/x\n', true);
       const row = await jobOf(job.id);
       assert.equal(row.review_diff, 'diff --git a/x b/x\n');

@@ -1,11 +1,16 @@
 // The job record as the API returns it: every field of the seed interface, always present,
 // null where there is no value, dates in ISO 8601 UTC; Errand's own fields after them.
 import type { JobRow, JobStatus } from '../db/schema.ts';
+import { repositoryAsUrl } from '../workspace/url.ts';
 
 export interface JobRecord {
   id: string;
   status: JobStatus;
-  source: { repository: string; ref: string };
+  /**
+   * The published interface's source: `ref` is the branch the agent works on (the job's work
+   * branch); `baseRef`, Errand's own, the ref the job started from.
+   */
+  source: { repository: string; ref: string; baseRef: string };
   model: string;
   prLink: string | null;
   createdAt: string;
@@ -41,7 +46,7 @@ export function toJobRecord(row: JobView): JobRecord {
   return {
     id: row.id,
     status: row.status,
-    source: { repository: row.repository, ref: row.ref },
+    source: { repository: repositoryAsUrl(row.repository), ref: row.branch, baseRef: row.ref },
     model: row.model,
     prLink: row.pr_link,
     createdAt: row.created_at.toISOString(),

@@ -23,20 +23,28 @@ export const JOB_STATUSES: readonly JobStatus[] = ['active', 'completed', 'faile
  * The model a job of this project runs on. A model that cannot be resolved (unknown provider,
  * missing key) is refused here, with what to set, rather than failing the job later.
  */
-export function modelFor(ctx: AppContext, project: ProjectRow): string {
-  const model = project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
+/** The model a new job runs on: the one asked for, else the project's, else the server's. */
+export function modelFor(ctx: AppContext, project: ProjectRow, asked?: string): string {
+  const model = asked ?? project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
   const check = ctx.models.check(model);
   if (!check.ok) throw new AppError('model_unavailable', check.message);
   return model;
 }
 
+/** What a create may say: the prompt, and the model and ref it starts from (else the project's). */
+export interface NewJob {
+  prompt: string;
+  model?: string | undefined;
+  baseRef?: string | undefined;
+}
+
 export async function createJob(
   ctx: AppContext,
   project: ProjectRow,
-  prompt: string,
+  { prompt, model: asked, baseRef }: NewJob,
 ): Promise<Accepted> {
   const id = newId('job');
-  const model = modelFor(ctx, project);
+  const model = modelFor(ctx, project, asked);
   const policy = {
     limit: ctx.config.rateLimits.create,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
@@ -51,7 +59,7 @@ export async function createJob(
         project_id: project.id,
         status: 'active',
         repository: project.repository,
-        ref: project.ref,
+        ref: baseRef ?? project.ref,
         branch: `errand/${id}`,
         model,
         pr_link: null,

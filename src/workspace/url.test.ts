@@ -5,6 +5,7 @@ import {
   displayUrl,
   isLoopbackHost,
   parseRepositoryUrl,
+  repositoryAsUrl,
   validateRepositoryUrl,
 } from './url.ts';
 
@@ -172,4 +173,16 @@ test('parseRepositoryUrl reads host, port, user and path from the raw text', () 
   for (const url of ['https://a.example\\@b.example/x/y', 'https://a.example/x/%2E%2e/y']) {
     assert.equal(parseRepositoryUrl(url).ok, false, url);
   }
+});
+
+test('repositoryAsUrl: a job record shows its repository as a URL in every case', () => {
+  const cases: [string, string][] = [
+    ['https://github.com/acme/app.git', 'https://github.com/acme/app.git'],
+    ['ssh://git@gitlab.example.com:2222/g/app.git', 'ssh://git@gitlab.example.com:2222/g/app.git'],
+    ['git@github.com:acme/app.git', 'ssh://git@github.com/acme/app.git'],
+    ['deploy@git.example.com:/srv/git/app.git', 'ssh://deploy@git.example.com/srv/git/app.git'],
+    ['/srv/repos/app', 'file:///srv/repos/app'],
+    ['file:///srv/repos/app.git', 'file:///srv/repos/app.git'],
+  ];
+  for (const [stored, shown] of cases) assert.equal(repositoryAsUrl(stored), shown, stored);
 });

@@ -7,6 +7,7 @@
 // The address is read from its raw text, never from WHATWG `URL` alone: `URL` turns `\` into
 // `/` and resolves `%2e%2e`, so it would name another host or path than the one git contacts.
 
+import { pathToFileURL } from 'node:url';
 import type { GitAuth } from './types.ts';
 
 export type RepositoryKind = 'https' | 'ssh' | 'scp' | 'local' | 'http';
@@ -261,4 +262,24 @@ export function checkAuth(auth: GitAuth, allowLocal: boolean): string | null {
     return 'auth urlPrefix must be an https:// URL without credentials';
   }
   return null;
+}
+
+/**
+ * The repository as a URL, for records: a local path becomes `file://…`, and an scp-like
+ * address `user@host:path` becomes `ssh://user@host/path`, as the forges write their ssh
+ * URLs. A URL is returned as written. Stored repositories were checked when they were saved;
+ * one an older, looser check let through is shown as it was written.
+ */
+export function repositoryAsUrl(repository: string): string {
+  const parsed = parseRepositoryUrl(repository);
+  if (!parsed.ok) return repository;
+  const { url } = parsed;
+  if (url.kind === 'local')
+    return /^file:/i.test(repository) ? repository : pathToFileURL(repository).href;
+  if (url.kind === 'scp') {
+    const user = url.user === undefined ? '' : `${url.user}@`;
+    const path = url.path.startsWith('/') ? url.path : `/${url.path}`;
+    return `ssh://${user}${url.hostname}${path}`;
+  }
+  return repository;
 }

@@ -159,6 +159,29 @@ for (const backend of backends) {
       assert.ok((await events(jobId)).some((e) => e.type === 'turn.no_changes'));
     });
 
+    test('a job may start from another ref (baseRef); one that does not exist fails the job when its turn starts', async () => {
+      const base = await origin.commit({ 'BASE.md': 'the release base\n' }, 'the base', 'release');
+      llm.script(
+        toolCalls([{ name: 'write_file', input: { path: 'ON_RELEASE.md', content: 'x\n' } }]),
+        reply('Add a file on the release base'),
+      );
+      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'Work from the release branch', baseRef: 'release' },
+      });
+      assert.equal(created.status, 201, created.text);
+      const jobId = created.json.id as string;
+      const job = await until(jobId, 'completed');
+      assert.deepEqual(job.source?.baseRef, 'release');
+      assert.equal(git(origin.bare, 'rev-parse', `errand/${jobId}~1`), base);
+
+      const missing = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'Work from nowhere', baseRef: 'no-such-branch' },
+      });
+      assert.equal(missing.status, 201, missing.text);
+      const failed = await until(missing.json.id as string, 'failed', projectId);
+      assert.match(failed.error ?? '', /no-such-branch/);
+    });
+
     test('paths outside the checkout, symlinks out and .git are refused; nothing outside is touched', async () => {
       await symlink(outside, path.join(origin.work, 'escape'));
       await origin.commit({}, 'add a symlink pointing outside');

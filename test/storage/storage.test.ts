@@ -184,7 +184,7 @@ describe('the sweeper', () => {
         .selectAll()
         .where('id', '=', projectId)
         .executeTakeFirstOrThrow();
-      const { job } = await createJob(ctx, project, 'a turn whose workers all died');
+      const { job } = await createJob(ctx, project, { prompt: 'a turn whose workers all died' });
       const turn = await ctx.db
         .selectFrom('turns')
         .selectAll()

@@ -483,7 +483,11 @@ for (const backend of backends) {
           body: { prompt: 'after the move' },
           key,
         });
-        assert.deepEqual(second.json.source, { repository: HTTPS_REPO, ref: 'next' });
+        assert.deepEqual(second.json.source, {
+          repository: HTTPS_REPO,
+          ref: second.json.branch,
+          baseRef: 'next',
+        });
         const again = await svc.request('GET', `/v2/agent/${project.id}/job/${first.json.id}`);
         assert.deepEqual(again.json.source, first.json.source);
       });

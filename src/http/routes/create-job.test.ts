@@ -2,6 +2,7 @@
 // rate limits (also under 50 parallel requests), and the common auth cases.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { backends } from '../../../test/support/databases.ts';
 import {
   assertError,
@@ -89,7 +90,13 @@ for (const backend of backends) {
         assert.deepEqual(Object.keys(job).sort(), JOB_FIELDS);
         assert.match(job.id ?? '', JOB_ID);
         assert.equal(job.status, 'active');
-        assert.deepEqual(job.source, { repository: project.repository, ref: 'develop' });
+        // The published interface's source.ref is the branch the agent works on; the ref the
+        // job started from is baseRef, and a local repository is a file:// URL.
+        assert.deepEqual(job.source, {
+          repository: pathToFileURL(project.repository).href,
+          ref: `errand/${job.id}`,
+          baseRef: 'develop',
+        });
         assert.equal(job.model, DEFAULT_MODEL_ID);
         assert.equal(job.prLink, null);
         isoNear(job.createdAt);
@@ -142,9 +149,26 @@ for (const backend of backends) {
           const res = await create(s, project.id, 'which model?');
           assert.equal(res.status, 201, res.text);
           assert.equal(res.json.model, expected);
-          assert.equal(res.json.source?.repository, project.repository);
-          assert.equal(res.json.source?.ref, 'main');
+          assert.equal(res.json.source?.repository, pathToFileURL(project.repository).href);
+          assert.equal(res.json.source?.ref, res.json.branch);
+          assert.equal(res.json.source?.baseRef, 'main');
         }
+      });
+
+      test("a model and a ref to start from, given on create, are the job's", async () => {
+        const project = await svc.createProject({ name: 'options', ref: 'develop' });
+        const res = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'with options', model: 'openai:gpt-5', baseRef: 'v1.2.3' },
+        });
+        assert.equal(res.status, 201, res.text);
+        assert.equal(res.json.model, 'openai:gpt-5');
+        assert.equal(res.json.source?.baseRef, 'v1.2.3');
+        const row = await svc.service.ctx.db
+          .selectFrom('jobs')
+          .select(['model', 'ref'])
+          .where('id', '=', res.json.id ?? '')
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(row, { model: 'openai:gpt-5', ref: 'v1.2.3' });
       });
 
       test('RateLimit headers count down per project', async () => {
@@ -184,6 +208,38 @@ for (const backend of backends) {
     describe('errors', () => {
       jsonBodyCases(spec, fixture);
       promptCases(spec, fixture, MAX_PROMPT);
+
+      test('400 for a model or baseRef that is malformed or cannot be used; nothing is written', async () => {
+        const cases: [Record<string, unknown>, number, string, RegExp][] = [
+          [
+            { model: 'google:gemini-2.5-pro' },
+            400,
+            'model_unavailable',
+            /GOOGLE_GENERATIVE_AI_API_KEY/,
+          ],
+          [
+            { model: 'mistral:large-latest' },
+            400,
+            'model_unavailable',
+            /unknown provider 'mistral'/,
+          ],
+          [{ model: 'no-provider' }, 400, 'bad_request', /"model" must look like provider:model/],
+          [{ model: 7 }, 400, 'bad_request', /"model" must be a string/],
+          [{ baseRef: 'a..b' }, 400, 'bad_request', /invalid "baseRef"/],
+          [{ baseRef: '-x' }, 400, 'bad_request', /invalid "baseRef"/],
+          [{ baseRef: ['main'] }, 400, 'bad_request', /"baseRef" must be a string/],
+        ];
+        for (const [extra, status, code, message] of cases) {
+          const res = await unchanged(svc, () =>
+            svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
+              body: { prompt: 'with options', ...extra },
+              key: fx.projectKey,
+            }),
+          );
+          assertError(res, status, code);
+          assert.match(res.json.error ?? '', message, JSON.stringify(extra));
+        }
+      });
 
       test('400 model_unavailable when the model cannot be used; nothing is written', async () => {
         const cases: [string, RegExp][] = [

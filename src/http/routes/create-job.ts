@@ -5,7 +5,7 @@ import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { createJob } from '../../jobs/service.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { errors, jobRecord, json, projectParams, promptBody } from '../schemas.ts';
+import { createJobBody, errors, jobRecord, json, projectParams } from '../schemas.ts';
 
 export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -14,11 +14,11 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
       schema: {
         summary: 'Create agent job',
         description:
-          'Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived.',
+          "Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's) and the ref to start from (else the project's).",
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: projectParams,
-        body: promptBody(ctx.config.maxPromptChars),
+        body: createJobBody(ctx.config.maxPromptChars),
         response: {
           201: json('The job was created and its prompt is stored.', jobRecord),
           ...errors(400, 401, 403, 404, 413, 415, 429, 503),
@@ -26,7 +26,7 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const { job, rateLimit } = await createJob(ctx, request.project!, request.body.prompt);
+      const { job, rateLimit } = await createJob(ctx, request.project!, request.body);
       setRateLimitHeaders(reply, rateLimit);
       return reply.code(201).send(toJobRecord(job));
     },
