@@ -179,6 +179,8 @@ describe('diff view', () => {
     assert.equal(last?.partial, true);
     assert.match(renderDiff(cutInApp), /The diff is cut off in this file\./);
     assert.equal(byName('app.txt').partial, false);
+    // Cut inside the last line: the newline git ends every diff with is missing.
+    assert.equal(parseDiff(diff.slice(0, -2)).at(-1)?.partial, true);
   });
 
   test('an empty diff renders as no changes', () => {

@@ -264,7 +264,9 @@ export function parseDiff(diff: string): DiffFile[] {
       file.binary = true;
     }
   }
-  if (file && hunk && (oldLeft > 0 || newLeft > 0)) file.partial = true;
+  // Git ends every diff with a newline: without one, the last line was cut off.
+  const cutMidLine = diff.length > 0 && !diff.endsWith('\n');
+  if (file && ((hunk && (oldLeft > 0 || newLeft > 0)) || cutMidLine)) file.partial = true;
   return files;
 }
 
@@ -360,7 +362,7 @@ export const DIFF_STYLE = `.diff-files ul{list-style:none;padding:0;margin:0 0 1
 .diff-note{margin:.5rem .75rem;color:#59636e}.diff-scroll{overflow-x:auto}
 .diff-table{border-collapse:collapse;width:100%;font:12px/1.5 ui-monospace,SFMono-Regular,Menlo,monospace}
 .diff-table td{padding:0 .5rem;vertical-align:top}.diff-code{white-space:pre;width:100%}
-.diff-num{color:#59636e;text-align:right;user-select:none;min-width:2.5rem;white-space:nowrap}
+.diff-num{color:#59636e;text-align:right;user-select:none;width:1%;min-width:2rem;white-space:nowrap}
 .diff-add{background:#dafbe1}.diff-del{background:#ffebe9}.diff-hunk{background:#ddf4ff;color:#59636e}.diff-eol{color:#59636e;font-style:italic}
 @media (prefers-color-scheme:dark){.diff-plus{color:#3fb950}.diff-minus{color:#f85149}.diff-status,.diff-num,.diff-note,.diff-eol{color:#9198a1}
 .diff-file,.diff-file-head,.diff-status{border-color:#3d444d}.diff-file-head{background:#151b23}

@@ -96,8 +96,15 @@ for (const backend of backends) {
       assert.match(page.headers.get('content-type') ?? '', /text\/html/);
       const html = await page.text();
       assert.match(html, /Greet the world in the README and start a guide/);
-      assert.match(html, /<span class="add">\+Hello, world\.<\/span>/);
-      assert.match(html, /<span class="del">-Hello from the demo\.<\/span>/);
+      // The review page shows the diff view of issue 10: one table row per line, with numbers.
+      assert.match(
+        html,
+        /<tr class="diff-add"><td class="diff-num"><\/td><td class="diff-num">3<\/td><td class="diff-code">\+Hello, world\.<\/td><\/tr>/,
+      );
+      assert.match(
+        html,
+        /<tr class="diff-del"><td class="diff-num">3<\/td><td class="diff-num"><\/td><td class="diff-code">-Hello from the demo\.<\/td><\/tr>/,
+      );
       assert.match(html, /docs\/guide\.md/);
       const branch = `errand/${jobId}`;
       assert.equal(job.branch, branch);
