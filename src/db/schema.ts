@@ -86,6 +86,16 @@ export interface RateLimitsTable {
   count: number;
 }
 
+export interface DashboardSessionsTable {
+  /** SHA-256 of the cookie's random id; the id itself is never stored. */
+  hash: string;
+  key_id: string;
+  created_at: Generated<Timestamp>;
+  last_seen_at: Generated<Timestamp>;
+  /** The session's hard end (7 days after sign-in); idle expiry is read from last_seen_at. */
+  expires_at: Timestamp;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -93,6 +103,7 @@ export interface Database {
   turns: TurnsTable;
   events: EventsTable;
   rate_limits: RateLimitsTable;
+  dashboard_sessions: DashboardSessionsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

@@ -1,0 +1,80 @@
+// Dashboard sessions: an API key is exchanged once for a random session id held in an
+// HttpOnly cookie. Only the id's hash is stored, in the database (not in memory), so any API
+// process serves any session. The only writer of dashboard_sessions.
+import { hash } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Db } from '../db/database.ts';
+import { AppError } from '../errors.ts';
+import { randomBase62 } from '../ids.ts';
+import { hashKey, isWellFormedKey } from '../keys/format.ts';
+import type { Principal } from '../keys/service.ts';
+
+/** A session ends after this long without a request... */
+export const SESSION_IDLE_SECONDS = 12 * 60 * 60;
+/** ...and at the latest this long after sign-in. */
+export const SESSION_MAX_SECONDS = 7 * 24 * 60 * 60;
+const SESSION_ID_LENGTH = 43; // about 256 bits of base62
+
+function sessionHash(id: string): string {
+  return hash('sha256', id, 'hex');
+}
+
+/**
+ * Checks an API key and starts a session for it; returns the session id for the cookie.
+ * Refusals carry the same messages as the API's 401.
+ */
+export async function signIn(db: Db, key: string): Promise<{ id: string; principal: Principal }> {
+  const trimmed = key.trim();
+  if (!trimmed) throw new AppError('unauthorized', 'enter an API key');
+  if (!isWellFormedKey(trimmed)) throw new AppError('unauthorized', 'malformed API key');
+  const row = await db
+    .selectFrom('api_keys')
+    .select(['id', 'project_id', 'revoked_at'])
+    .where('hash', '=', hashKey(trimmed))
+    .executeTakeFirst();
+  if (!row) throw new AppError('unauthorized', 'unknown API key');
+  if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
+  const id = randomBase62(SESSION_ID_LENGTH);
+  // Sessions that ended are removed as new ones start, so the table does not only grow.
+  await db
+    .deleteFrom('dashboard_sessions')
+    .where(
+      sql<boolean>`expires_at <= now() OR last_seen_at <= now() - make_interval(secs => ${SESSION_IDLE_SECONDS})`,
+    )
+    .execute();
+  await db
+    .insertInto('dashboard_sessions')
+    .values({
+      hash: sessionHash(id),
+      key_id: row.id,
+      expires_at: sql<Date>`now() + make_interval(secs => ${SESSION_MAX_SECONDS})`,
+    })
+    .execute();
+  return { id, principal: { keyId: row.id, projectId: row.project_id } };
+}
+
+/**
+ * The principal of a live session, renewing its idle time; undefined for an unknown, idle,
+ * expired session or one whose key was revoked (that session is deleted).
+ */
+export async function readSession(db: Db, id: string | undefined): Promise<Principal | undefined> {
+  if (!id || id.length !== SESSION_ID_LENGTH || !/^[0-9A-Za-z]+$/.test(id)) return undefined;
+  const h = sessionHash(id);
+  const live = await sql<{ key_id: string; project_id: string | null }>`
+    UPDATE dashboard_sessions s SET last_seen_at = now()
+    FROM api_keys k
+    WHERE s.hash = ${h} AND k.id = s.key_id AND k.revoked_at IS NULL
+      AND s.expires_at > now()
+      AND s.last_seen_at > now() - make_interval(secs => ${SESSION_IDLE_SECONDS})
+    RETURNING s.key_id, k.project_id`.execute(db);
+  const row = live.rows[0];
+  if (row) return { keyId: row.key_id, projectId: row.project_id };
+  await db.deleteFrom('dashboard_sessions').where('hash', '=', h).execute();
+  return undefined;
+}
+
+/** Sign-out: the session ends for every process at once. */
+export async function endSession(db: Db, id: string | undefined): Promise<void> {
+  if (!id) return;
+  await db.deleteFrom('dashboard_sessions').where('hash', '=', sessionHash(id)).execute();
+}
