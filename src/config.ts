@@ -112,6 +112,8 @@ export interface Config {
   secretKey: string | undefined;
   /** Base URL of Errand's own pages (review pages, links in pull requests); no trailing slash. */
   publicUrl: string | undefined;
+  /** Whether `serve` serves the dashboard at `/` (off with `--no-dashboard`). */
+  dashboard: boolean;
   /** The process environment, for forge tokens a project names by variable (read by workers). */
   workerEnv: Readonly<Record<string, string | undefined>>;
   /** Variable names a project may give for its forge token besides `ERRAND_FORGE_TOKEN_*`. */
@@ -128,6 +130,7 @@ export type ConfigOverrides = Partial<{
   port: number;
   dataDir: string;
   concurrency: number;
+  dashboard: boolean;
 }>;
 
 export class ConfigError extends Error {
@@ -268,6 +271,7 @@ export function loadConfig(
     },
     secretKey: e.ERRAND_SECRET_KEY,
     publicUrl: e.ERRAND_PUBLIC_URL?.replace(/\/+$/, ''),
+    dashboard: overrides.dashboard ?? true,
     workerEnv: env,
     forgeTokenEnvAllow: forgeTokenEnvAllow(e.ERRAND_FORGE_TOKEN_ENV_ALLOW),
     secrets: [

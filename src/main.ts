@@ -12,8 +12,9 @@ import type { ProjectRecord } from './projects/service.ts';
 const USAGE = `Usage: errand <command> [options]
 
 Service:
-  serve [--host H] [--port P] [--data-dir DIR] [--no-worker] [--concurrency N]
-                     API and workers (API only with --no-worker)
+  serve [--host H] [--port P] [--data-dir DIR] [--no-worker] [--no-dashboard] [--concurrency N]
+                     API, dashboard and workers (API only with --no-worker;
+                     no dashboard at / with --no-dashboard)
   worker [--concurrency N]
                      workers only (needs DATABASE_URL and ERRAND_PUBLIC_URL)
   migrate            apply database migrations and exit
@@ -35,6 +36,7 @@ const options = {
   port: { type: 'string' },
   'data-dir': { type: 'string' },
   'no-worker': { type: 'boolean' },
+  'no-dashboard': { type: 'boolean' },
   concurrency: { type: 'string' },
   name: { type: 'string' },
   repo: { type: 'string' },
@@ -73,6 +75,7 @@ function overrides(values: Values): ConfigOverrides {
   if (values['data-dir'] !== undefined) o.dataDir = values['data-dir'];
   const concurrency = intFlag(values.concurrency, 'concurrency');
   if (concurrency !== undefined) o.concurrency = concurrency;
+  if (values['no-dashboard']) o.dashboard = false;
   return o;
 }
 

@@ -1,6 +1,7 @@
 // The HTTP API: Fastify with one error mapping, authentication hooks and one file per route.
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
+import { registerDashboard } from '../dashboard/routes.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
@@ -98,5 +99,6 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     registerAdminKeyRoutes(scope, ctx);
   });
   await registerDocs(app);
+  if (ctx.config.dashboard) await registerDashboard(app, ctx);
   return app;
 }

@@ -122,6 +122,9 @@ const updateBody = z.strictObject(
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;
 
+// The dashboard's project forms are checked by these same schemas (src/dashboard/).
+export { createBody as projectCreateBody, updateBody as projectUpdateBody };
+
 const projectRecord = z.object({
   id: z.string(),
   name: z.string(),

@@ -1,0 +1,428 @@
+// The dashboard's routes, served by `errand serve` at `/` beside the API. Pages need a
+// session (src/dashboard/sessions.ts); actions go through the same services and schemas as
+// the admin API, and a refusal is shown on the page with the API's message.
+import { readFileSync } from 'node:fs';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { sendError, toAppError } from '../http/errors.ts';
+import { projectCreateBody, projectUpdateBody } from '../http/routes/admin-projects.ts';
+import { refusal } from '../http/schemas.ts';
+import { isId } from '../ids.ts';
+import { createKey, listKeys, type Principal, revokeKey, toKeyRecord } from '../keys/service.ts';
+import {
+  createProject,
+  findProject,
+  getProject,
+  listProjects,
+  type ProjectFields,
+  type ProjectRecord,
+  toProjectRecord,
+  updateProject,
+} from '../projects/service.ts';
+import {
+  adminKeysPage,
+  errorPage,
+  projectKeysPage,
+  projectsPage,
+  projectValues,
+  revokePage,
+  settingsPage,
+  signInPage,
+} from './pages.ts';
+import { endSession, readSession, SESSION_MAX_SECONDS, signIn } from './sessions.ts';
+
+const COOKIE = 'errand_session';
+
+// No inline script or style anywhere, so the policy needs no 'unsafe-inline'.
+const CSP = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self'",
+  "connect-src 'self'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');
+
+const ASSETS: Record<string, { type: string; body: string }> = {
+  'dashboard.css': {
+    type: 'text/css; charset=utf-8',
+    body: readFileSync(new URL('./assets/dashboard.css', import.meta.url), 'utf8'),
+  },
+  'dashboard.js': {
+    type: 'text/javascript; charset=utf-8',
+    body: readFileSync(new URL('./assets/dashboard.js', import.meta.url), 'utf8'),
+  },
+};
+
+type Form = Record<string, string>;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    session: Principal | null;
+  }
+}
+
+function cookieValue(header: string | undefined): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const [name, ...rest] = part.trim().split('=');
+    if (name === COOKIE) return rest.join('=');
+  }
+  return undefined;
+}
+
+/** A browser navigation gets pages; a script (fetch, curl) gets the API's JSON errors. */
+function wantsHtml(request: FastifyRequest): boolean {
+  return (request.headers.accept ?? '').includes('text/html');
+}
+
+function sendPage(reply: FastifyReply, status: number, body: string): FastifyReply {
+  return reply.code(status).type('text/html; charset=utf-8').send(body);
+}
+
+/** An optional text field: an empty input means "not given". */
+function given(form: Form, name: string): string | undefined {
+  const value = form[name]?.trim();
+  return value ? value : undefined;
+}
+
+function parse<T extends z.ZodType>(schema: T, body: unknown): z.infer<T> {
+  const result = schema.safeParse(body);
+  if (!result.success) throw refusal(schema, 'body', result.error);
+  return result.data;
+}
+
+/** The admin API's create body from the new-project form. */
+function createFields(form: Form): ProjectFields {
+  return parse(projectCreateBody, {
+    name: form.name ?? '',
+    repository: form.repository ?? '',
+    ...optional(form, ['ref', 'model', 'forge', 'forgeUrl', 'forgeTokenEnv', 'forgeToken']),
+    draftPullRequests: form.draftPullRequests === '1',
+  });
+}
+
+/**
+ * The admin API's update body from the settings form: an emptied field resets it (null), and
+ * empty credential fields keep the stored credentials.
+ */
+function updateFields(form: Form, current: ProjectRecord): ProjectFields {
+  const body: Record<string, unknown> = {
+    name: form.name ?? '',
+    repository: form.repository ?? '',
+    draftPullRequests: form.draftPullRequests === '1',
+  };
+  for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {
+    body[name] = given(form, name) ?? null;
+  }
+  const tokenEnv = given(form, 'forgeTokenEnv');
+  const token = given(form, 'forgeToken');
+  if (form.clearCredentials === '1') body.forgeToken = null;
+  else if (token !== undefined) body.forgeToken = token;
+  else if (tokenEnv !== undefined) {
+    if (tokenEnv !== current.forge.tokenEnv) body.forgeTokenEnv = tokenEnv;
+  } else if (current.forge.credentials === 'token-env') body.forgeTokenEnv = null;
+  return parse(projectUpdateBody, body);
+}
+
+function optional(form: Form, names: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const value = given(form, name);
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+export async function registerDashboard(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  const secure = ctx.config.publicUrl?.startsWith('https:') ?? false;
+  const publicOrigin = ctx.config.publicUrl ? new URL(ctx.config.publicUrl).origin : undefined;
+
+  const sessionCookie = (value: string, maxAge: number) =>
+    `${COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`;
+
+  await app.register(async (scope) => {
+    scope.decorateRequest('session', null);
+    scope.addContentTypeParser(
+      'application/x-www-form-urlencoded',
+      { parseAs: 'string', bodyLimit: 256 * 1024 },
+      (_request, body, done) => {
+        done(null, Object.fromEntries(new URLSearchParams(String(body))));
+      },
+    );
+    scope.addHook('onSend', (_request, reply, payload, done) => {
+      reply.header('Content-Security-Policy', CSP);
+      reply.header('X-Content-Type-Options', 'nosniff');
+      // Not no-referrer: under it a browser sends "Origin: null" with form posts, and the
+      // Origin check below could not tell this site's forms from another's.
+      reply.header('Referrer-Policy', 'same-origin');
+      // Pages hold data of a signed-in user: never kept, so after sign-out "back" shows none.
+      if (!reply.hasHeader('Cache-Control')) reply.header('Cache-Control', 'no-store');
+      done(null, payload);
+    });
+    // Cross-site form posts: SameSite=Strict keeps the cookie off them, and this refuses any
+    // POST whose Origin is not this server's, even one that carries no cookie (sign-in).
+    scope.addHook('onRequest', async (request) => {
+      if (request.method !== 'POST') return;
+      const site = request.headers['sec-fetch-site'];
+      const origin = request.headers.origin;
+      const own = `${request.protocol}://${request.host}`;
+      if (
+        (site !== undefined && site !== 'same-origin') ||
+        (origin !== own && origin !== publicOrigin)
+      ) {
+        throw new AppError('forbidden', 'cross-site request refused; use the form on this site');
+      }
+    });
+    scope.setErrorHandler((err, request, reply) => {
+      const appError = toAppError(err instanceof Error ? err : new Error(String(err)));
+      if (appError.status >= 500)
+        ctx.log.error({ err, requestId: request.id, url: request.url }, 'dashboard request failed');
+      if (!wantsHtml(request)) return sendError(reply, request, appError);
+      return sendPage(
+        reply,
+        appError.status,
+        errorPage(request.session ?? undefined, appError.status, appError.message),
+      );
+    });
+
+    scope.get<{ Params: { name: string } }>('/assets/:name', async (request, reply) => {
+      const asset = ASSETS[request.params.name];
+      if (!asset) throw new AppError('not_found', `no asset ${request.params.name}`);
+      return reply
+        .header('Cache-Control', 'public, max-age=3600')
+        .type(asset.type)
+        .send(asset.body);
+    });
+
+    scope.get('/', async (request, reply) => {
+      const principal = await readSession(ctx.db, cookieValue(request.headers.cookie));
+      if (principal) return reply.redirect('/projects', 303);
+      return sendPage(reply, 200, signInPage());
+    });
+
+    scope.post<{ Body: Form | undefined }>('/sign-in', async (request, reply) => {
+      try {
+        const { id } = await signIn(ctx.db, request.body?.key ?? '');
+        reply.header('Set-Cookie', sessionCookie(id, SESSION_MAX_SECONDS));
+        return reply.redirect('/projects', 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        return sendPage(reply, err.status, signInPage(err.message));
+      }
+    });
+
+    scope.post('/sign-out', async (request, reply) => {
+      await endSession(ctx.db, cookieValue(request.headers.cookie));
+      reply.header('Set-Cookie', sessionCookie('', 0));
+      return reply.redirect('/', 303);
+    });
+
+    // Everything below needs a session: a page without one sends a browser to sign in.
+    await scope.register(async (pages) => {
+      pages.addHook('onRequest', async (request, reply) => {
+        const principal = await readSession(ctx.db, cookieValue(request.headers.cookie));
+        if (principal) {
+          request.session = principal;
+          return;
+        }
+        if (request.method === 'GET' && wantsHtml(request)) return reply.redirect('/', 303);
+        throw new AppError('unauthorized', 'sign in first: this needs a dashboard session');
+      });
+
+      const session = (request: FastifyRequest): Principal => {
+        if (!request.session) throw new AppError('unauthorized', 'sign in first');
+        return request.session;
+      };
+      const admin = (request: FastifyRequest): Principal => {
+        const principal = session(request);
+        if (principal.projectId !== null) {
+          throw new AppError('forbidden', 'this page needs an admin key; this is a project key');
+        }
+        return principal;
+      };
+      const baseUrl = (request: FastifyRequest) =>
+        ctx.config.publicUrl ?? `${request.protocol}://${request.host}`;
+
+      const projectRows = async (principal: Principal) => {
+        const projects =
+          principal.projectId === null
+            ? await listProjects(ctx)
+            : [await getProject(ctx, principal.projectId)];
+        const counts = await ctx.db
+          .selectFrom('jobs')
+          .select((eb) => [
+            'project_id',
+            eb.fn.countAll<string>().as('total'),
+            eb.fn.countAll<string>().filterWhere('status', '=', 'active').as('active'),
+          ])
+          .groupBy('project_id')
+          .execute();
+        const byProject = new Map(counts.map((c) => [c.project_id, c]));
+        return projects.map((row) => ({
+          project: toProjectRecord(row),
+          activeJobs: Number(byProject.get(row.id)?.active ?? 0),
+          totalJobs: Number(byProject.get(row.id)?.total ?? 0),
+        }));
+      };
+
+      pages.get('/projects', async (request, reply) => {
+        const principal = session(request);
+        return sendPage(
+          reply,
+          200,
+          projectsPage(principal, await projectRows(principal), { values: {} }),
+        );
+      });
+
+      pages.post<{ Body: Form | undefined }>('/projects', async (request, reply) => {
+        const principal = admin(request);
+        const form = request.body ?? {};
+        try {
+          await createProject(ctx, createFields(form));
+          return reply.redirect('/projects', 303);
+        } catch (err) {
+          if (!(err instanceof AppError) || err.status >= 500) throw err;
+          const { forgeToken, ...values } = form;
+          return sendPage(
+            reply,
+            err.status,
+            projectsPage(principal, await projectRows(principal), { values, error: err.message }),
+          );
+        }
+      });
+
+      const project = async (id: string): Promise<ProjectRecord> =>
+        toProjectRecord(await getProject(ctx, id));
+
+      pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
+        '/projects/:id/settings',
+        async (request, reply) => {
+          const principal = admin(request);
+          const current = await project(request.params.id);
+          return sendPage(
+            reply,
+            200,
+            settingsPage(principal, current, {
+              values: projectValues(current),
+              saved: request.query.saved === '1',
+            }),
+          );
+        },
+      );
+
+      pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+        '/projects/:id/settings',
+        async (request, reply) => {
+          const principal = admin(request);
+          const current = await project(request.params.id);
+          const form = request.body ?? {};
+          try {
+            await updateProject(ctx, current.id, updateFields(form, current));
+            return reply.redirect(`/projects/${current.id}/settings?saved=1`, 303);
+          } catch (err) {
+            if (!(err instanceof AppError) || err.status >= 500) throw err;
+            const { forgeToken, ...values } = form;
+            return sendPage(
+              reply,
+              err.status,
+              settingsPage(principal, current, { values, error: err.message }),
+            );
+          }
+        },
+      );
+
+      const keysOf = async (projectId: string | null) =>
+        (await listKeys(ctx)).map(toKeyRecord).filter((key) => key.projectId === projectId);
+
+      pages.get<{ Params: { id: string } }>('/projects/:id/keys', async (request, reply) => {
+        const principal = admin(request);
+        const current = await project(request.params.id);
+        return sendPage(
+          reply,
+          200,
+          projectKeysPage(principal, current, await keysOf(current.id), {
+            baseUrl: baseUrl(request),
+          }),
+        );
+      });
+
+      pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+        '/projects/:id/keys',
+        async (request, reply) => {
+          const principal = admin(request);
+          const current = await project(request.params.id);
+          const name = given(request.body ?? {}, 'name');
+          if (name !== undefined && name.length > 200) {
+            const error = '"name" must be a string of at most 200 characters';
+            return sendPage(
+              reply,
+              400,
+              projectKeysPage(principal, current, await keysOf(current.id), {
+                baseUrl: baseUrl(request),
+                error,
+              }),
+            );
+          }
+          const { key } = await createKey(ctx.db, { projectId: current.id, name: name ?? null });
+          return sendPage(
+            reply,
+            201,
+            projectKeysPage(principal, current, await keysOf(current.id), {
+              baseUrl: baseUrl(request),
+              created: { key },
+            }),
+          );
+        },
+      );
+
+      pages.get('/keys', async (request, reply) => {
+        const principal = admin(request);
+        return sendPage(reply, 200, adminKeysPage(principal, await keysOf(null), {}));
+      });
+
+      pages.post<{ Body: Form | undefined }>('/keys', async (request, reply) => {
+        const principal = admin(request);
+        const name = given(request.body ?? {}, 'name');
+        if (name !== undefined && name.length > 200) {
+          const error = '"name" must be a string of at most 200 characters';
+          return sendPage(reply, 400, adminKeysPage(principal, await keysOf(null), { error }));
+        }
+        const { key } = await createKey(ctx.db, { projectId: null, name: name ?? null });
+        return sendPage(
+          reply,
+          201,
+          adminKeysPage(principal, await keysOf(null), { created: { key } }),
+        );
+      });
+
+      const keyRecord = async (id: string) => {
+        const key = isId('key', id) ? (await listKeys(ctx)).find((k) => k.id === id) : undefined;
+        if (!key) throw new AppError('not_found', `key ${id} not found`);
+        return toKeyRecord(key);
+      };
+      const keysPageOf = (projectId: string | null) =>
+        projectId === null ? '/keys' : `/projects/${projectId}/keys`;
+
+      pages.get<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {
+        const principal = admin(request);
+        const key = await keyRecord(request.params.id);
+        return sendPage(reply, 200, revokePage(principal, key, keysPageOf(key.projectId)));
+      });
+
+      pages.post<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {
+        admin(request);
+        const key = toKeyRecord(await revokeKey(ctx, request.params.id));
+        // A project that no longer exists has no keys page to go back to.
+        const back =
+          key.projectId !== null && !(await findProject(ctx, key.projectId))
+            ? '/keys'
+            : keysPageOf(key.projectId);
+        return reply.redirect(back, 303);
+      });
+    });
+  });
+}

@@ -1,0 +1,26 @@
+// Debian's chromium driven by playwright-core (no browser download). Tests that need it are
+// skipped with a printed reason where it is not installed; CI installs it (.ci/run).
+import { execFileSync } from 'node:child_process';
+import { type Browser, chromium } from 'playwright-core';
+
+function findChromium(): string | undefined {
+  try {
+    return (
+      execFileSync('sh', ['-c', 'command -v chromium'], { encoding: 'utf8' }).trim() || undefined
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+export const chromiumPath = findChromium();
+
+/** The reason browser tests are skipped, printed by node:test; undefined when they run. */
+export const browserSkipReason = chromiumPath
+  ? undefined
+  : 'browser tests skipped: no chromium on PATH (apt-get install chromium)';
+
+export async function launchBrowser(): Promise<Browser> {
+  if (!chromiumPath) throw new Error(browserSkipReason);
+  return chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
+}

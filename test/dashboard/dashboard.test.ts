@@ -1,0 +1,269 @@
+// The dashboard in a real browser against a real service: signing in with the admin key,
+// creating a project, its API keys page (projectId, create, revoke), sign-out; and the
+// security cases: no session, cross-site posts, a project key's reach, escaping, revocation.
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import type { Browser, Page } from 'playwright-core';
+import { backends } from '../support/databases.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+import { browserSkipReason, launchBrowser } from './browser.ts';
+
+const HOSTILE = `<script>alert(1)</script>"><img src=x onerror=alert(1)>`;
+
+/** Fails the test on any dialog: an alert means injected script ran. */
+function watchDialogs(page: Page): string[] {
+  const dialogs: string[] = [];
+  page.on('dialog', (dialog) => {
+    dialogs.push(dialog.message());
+    void dialog.dismiss();
+  });
+  return dialogs;
+}
+
+async function signIn(page: Page, url: string, key: string): Promise<void> {
+  await page.goto(`${url}/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.waitForURL(`${url}/projects`);
+}
+
+for (const backend of backends) {
+  describe(`dashboard (${backend})`, { skip: browserSkipReason }, () => {
+    let svc: TestService;
+    let browser: Browser;
+    before(async () => {
+      svc = await startTestService({ backend, worker: false });
+      browser = await launchBrowser();
+    });
+    after(async () => {
+      await browser?.close();
+      await svc?.close();
+    });
+
+    test('sign in with the admin key, create a project, read its projectId, create and revoke a key, sign out', async () => {
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      const dialogs = watchDialogs(page);
+
+      const signInResponse = await page.goto(`${svc.url}/`);
+      const csp = signInResponse?.headers()['content-security-policy'] ?? '';
+      assert.match(csp, /script-src 'self'/);
+      assert.doesNotMatch(csp, /unsafe-inline/);
+      await signIn(page, svc.url, svc.adminKey);
+
+      const [cookie] = await context.cookies();
+      assert.equal(cookie?.name, 'errand_session');
+      assert.equal(cookie?.httpOnly, true);
+      assert.equal(cookie?.sameSite, 'Strict');
+      assert.equal(cookie?.secure, false, 'Secure only when ERRAND_PUBLIC_URL is https');
+      assert.notEqual(cookie?.value, svc.adminKey);
+      assert.ok(!page.url().includes(svc.adminKey));
+      assert.ok(!(await page.content()).includes(svc.adminKey));
+      assert.deepEqual(
+        await page.evaluate(() => [localStorage.length, sessionStorage.length]),
+        [0, 0],
+      );
+
+      // A refused create shows the service's message and keeps what was typed.
+      await page.getByLabel('Name', { exact: true }).fill('refused');
+      await page.getByLabel('Repository').fill(svc.database.dataDir);
+      await page.getByLabel('Default model').fill('not a model');
+      await page.getByRole('button', { name: 'Create project' }).click();
+      await page.getByRole('alert').getByText('"model" must look like provider:model').waitFor();
+      assert.equal(await page.getByLabel('Repository').inputValue(), svc.database.dataDir);
+      const listed = await svc.request('GET', '/v2/admin/projects');
+      assert.equal(
+        (listed.json.projects as unknown[]).length,
+        0,
+        'a refused create writes nothing',
+      );
+
+      await page.getByLabel('Name', { exact: true }).fill(HOSTILE);
+      await page.getByLabel('Default model').fill('');
+      await page.getByRole('button', { name: 'Create project' }).click();
+      await page.waitForURL(`${svc.url}/projects`);
+      const row = page.getByRole('row', { name: /alert/ });
+      await row.getByText(HOSTILE, { exact: true }).waitFor();
+      assert.equal(await page.locator('img').count(), 0, 'the name renders as text');
+
+      await row.getByRole('link', { name: 'API keys' }).click();
+      const projectId = (await page.locator('#project-id-value').textContent())?.trim() ?? '';
+      assert.match(projectId, /^prj_/);
+      const project = await svc.request('GET', `/v2/admin/projects/${projectId}`);
+      assert.equal(project.status, 200);
+      assert.equal(project.json.name, HOSTILE);
+      assert.match(
+        (await page.locator('#curl-example').textContent()) ?? '',
+        new RegExp(`${svc.url}/v2/agent/${projectId}/job`),
+      );
+
+      await page.getByLabel('Name').fill('from the browser');
+      await page.getByRole('button', { name: 'Create key' }).click();
+      const key = (await page.locator('#new-key').textContent())?.trim() ?? '';
+      assert.match(key, /^errand_/);
+      await page.getByText('server-side secret').waitFor();
+      const used = await svc.request('GET', `/v2/agent/${projectId}/jobs`, { key });
+      assert.equal(used.status, 200, 'the new key works on the API');
+      // Shown once: the page after a reload lists the key by its first characters only.
+      await page.goto(`${svc.url}/projects/${projectId}/keys`);
+      assert.ok(!(await page.content()).includes(key));
+      const keyRow = page.getByRole('row', { name: /from the browser/ });
+      await keyRow.getByText(`${key.slice(0, 11)}…`).waitFor();
+
+      await keyRow.getByRole('link', { name: 'Revoke…' }).click();
+      await page.getByText('This cannot be undone').waitFor();
+      await page.getByRole('button', { name: 'Revoke' }).click();
+      await page.waitForURL(`${svc.url}/projects/${projectId}/keys`);
+      assert.equal(await keyRow.getByRole('link', { name: 'Revoke…' }).count(), 0);
+      assert.equal((await svc.request('GET', `/v2/agent/${projectId}/jobs`, { key })).status, 401);
+
+      const response = await page.reload();
+      assert.equal(response?.headers()['cache-control'], 'no-store');
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.waitForURL(`${svc.url}/`);
+      await page.goBack();
+      await page.getByLabel('API key').waitFor();
+      assert.ok(!(await page.content()).includes(projectId), 'back after sign-out shows no data');
+      assert.deepEqual(dialogs, []);
+      await context.close();
+    });
+
+    test('without a session every page sends a browser to sign in, and a script gets 401', async () => {
+      const project = await svc.createProject({ name: 'no session' });
+      const pages = [
+        '/projects',
+        `/projects/${project.id}/settings`,
+        `/projects/${project.id}/keys`,
+        '/keys',
+        '/keys/key_00000000000000000000/revoke',
+      ];
+      for (const path of pages) {
+        const browserGet = await fetch(`${svc.url}${path}`, {
+          headers: { accept: 'text/html' },
+          redirect: 'manual',
+        });
+        assert.equal(browserGet.status, 303, path);
+        assert.equal(browserGet.headers.get('location'), '/', path);
+        const scriptGet = await fetch(`${svc.url}${path}`);
+        assert.equal(scriptGet.status, 401, path);
+        assert.equal(((await scriptGet.json()) as { code: string }).code, 'unauthorized');
+      }
+      const actions = [
+        '/projects',
+        `/projects/${project.id}/settings`,
+        `/projects/${project.id}/keys`,
+        '/keys',
+        '/keys/key_00000000000000000000/revoke',
+      ];
+      const before = await svc.request('GET', '/v2/admin/keys');
+      for (const path of actions) {
+        const post = await fetch(`${svc.url}${path}`, {
+          method: 'POST',
+          headers: { origin: svc.url, 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'name=x&repository=x',
+        });
+        assert.equal(post.status, 401, path);
+      }
+      assert.deepEqual((await svc.request('GET', '/v2/admin/keys')).json, before.json);
+
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      await page.goto(`${svc.url}/projects/${project.id}/keys`);
+      await page.getByLabel('API key').waitFor();
+      await context.close();
+    });
+
+    test('a cross-site form post is refused and writes nothing', async () => {
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      await signIn(page, svc.url, svc.adminKey);
+      const before = (await svc.request('GET', '/v2/admin/projects')).json;
+      // Another site (localhost is not the same site as 127.0.0.1) with a form that posts here.
+      const target = `${svc.url}/projects`;
+      const evil: Server = createServer((_request, response) => {
+        response.setHeader('content-type', 'text/html');
+        response.end(`<form method="post" action="${target}">
+          <input name="name" value="planted"><input name="repository" value="${svc.database.dataDir}">
+          <button>go</button></form>`);
+      });
+      await new Promise<void>((resolve) => evil.listen(0, '127.0.0.1', resolve));
+      try {
+        const { port } = evil.address() as AddressInfo;
+        await page.goto(`http://localhost:${port}/`);
+        const [response] = await Promise.all([
+          page.waitForResponse(target),
+          page.getByRole('button', { name: 'go' }).click(),
+        ]);
+        assert.equal(response.status(), 403);
+      } finally {
+        evil.close();
+      }
+      // The same from a script that forges the Origin but carries the session cookie.
+      const [cookie] = await context.cookies();
+      const forged = await fetch(target, {
+        method: 'POST',
+        headers: {
+          origin: 'http://evil.example',
+          cookie: `${cookie?.name}=${cookie?.value}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: `name=planted&repository=${encodeURIComponent(svc.database.dataDir)}`,
+      });
+      assert.equal(forged.status, 403);
+      assert.deepEqual((await svc.request('GET', '/v2/admin/projects')).json, before);
+      await context.close();
+    });
+
+    test("a project key's session sees only its project, no keys and no settings; revoking the key ends it", async () => {
+      const mine = await svc.createProject({ name: 'mine' });
+      const other = await svc.createProject({ name: 'other project' });
+      const { id: keyId, key } = await svc.createProjectKey(mine.id);
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      await signIn(page, svc.url, key);
+      await page.getByRole('cell', { name: /mine/ }).waitFor();
+      assert.equal(await page.getByText('other project').count(), 0);
+      assert.equal(await page.getByRole('link', { name: 'API keys' }).count(), 0);
+      assert.equal(await page.getByRole('link', { name: 'Admin keys' }).count(), 0);
+      for (const path of [
+        `/projects/${other.id}/keys`,
+        `/projects/${mine.id}/keys`,
+        `/projects/${mine.id}/settings`,
+        '/keys',
+        `/keys/${keyId}/revoke`,
+      ]) {
+        const response = await page.goto(`${svc.url}${path}`);
+        assert.equal(response?.status(), 403, path);
+        await page.getByRole('alert').getByText('needs an admin key').waitFor();
+      }
+      const revoked = await svc.request('POST', `/v2/admin/keys/${keyId}/revoke`);
+      assert.equal(revoked.status, 200);
+      await page.goto(`${svc.url}/projects`);
+      await page.waitForURL(`${svc.url}/`);
+      await page.getByLabel('API key').waitFor();
+      await context.close();
+    });
+
+    test('settings: an edit is saved through the service, a stored token is never shown again', async () => {
+      const project = await svc.createProject({ name: 'to edit' });
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      await signIn(page, svc.url, svc.adminKey);
+      await page.goto(`${svc.url}/projects/${project.id}/settings`);
+      await page.getByLabel('Ref').fill('not..a ref');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('alert').getByText('is not a valid git ref name').waitFor();
+      assert.equal((await svc.request('GET', `/v2/admin/projects/${project.id}`)).json.ref, 'main');
+      await page.getByLabel('Ref').fill('develop');
+      await page.getByLabel('Name', { exact: true }).fill('edited');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('status').getByText('Saved.').waitFor();
+      const stored = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+      assert.equal(stored.json.ref, 'develop');
+      assert.equal(stored.json.name, 'edited');
+      await context.close();
+    });
+  });
+}

@@ -1,0 +1,55 @@
+// `npm run screenshots`: the dashboard's pages at 1280 and 390 px wide, light and dark, taken
+// with the browser the tests use, against a throwaway service; written to docs/screenshots/
+// for the README.
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { startTestService } from '../support/service.ts';
+import { browserSkipReason, launchBrowser } from './browser.ts';
+
+if (browserSkipReason) {
+  process.stderr.write(`${browserSkipReason}\n`);
+  process.exit(1);
+}
+
+const out = path.resolve(import.meta.dirname, '../../docs/screenshots');
+await mkdir(out, { recursive: true });
+const svc = await startTestService({ backend: 'pglite', worker: false });
+const browser = await launchBrowser();
+try {
+  const project = await svc.createProject({
+    name: 'website',
+    model: 'anthropic:claude-sonnet-4-5',
+  });
+  await svc.createProject({ name: 'billing service' });
+  await svc.request('POST', '/v2/admin/keys', { body: { projectId: project.id, name: 'backend' } });
+  for (const [width, height] of [
+    [1280, 800],
+    [390, 844],
+  ] as const) {
+    for (const scheme of ['light', 'dark'] as const) {
+      const context = await browser.newContext({
+        viewport: { width, height },
+        colorScheme: scheme,
+      });
+      const page = await context.newPage();
+      const shot = (name: string) =>
+        page.screenshot({ path: path.join(out, `${name}-${width}-${scheme}.png`), fullPage: true });
+      await page.goto(`${svc.url}/`);
+      await shot('sign-in');
+      await page.getByLabel('API key').fill(svc.adminKey);
+      await page.getByRole('button', { name: 'Sign in' }).click();
+      await page.waitForURL(`${svc.url}/projects`);
+      await shot('projects');
+      await page.goto(`${svc.url}/projects/${project.id}/keys`);
+      await page.getByLabel('Name').fill(`ci ${width} ${scheme}`);
+      await page.getByRole('button', { name: 'Create key' }).click();
+      await page.locator('#new-key').waitFor();
+      await shot('api-keys');
+      await context.close();
+    }
+  }
+  process.stdout.write(`screenshots written to ${out}\n`);
+} finally {
+  await browser.close();
+  await svc.close();
+}
