@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
+import { buildApp } from '../../src/http/app.ts';
 import { backends } from '../support/databases.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
@@ -34,7 +35,11 @@ for (const backend of backends) {
     let svc: TestService;
     let browser: Browser;
     before(async () => {
-      svc = await startTestService({ backend, worker: false });
+      svc = await startTestService({
+        backend,
+        worker: false,
+        env: { ERRAND_SECRET_KEY: 'dashboard-test-secret-key' },
+      });
       browser = await launchBrowser();
     });
     after(async () => {
@@ -258,12 +263,59 @@ for (const backend of backends) {
       assert.equal((await svc.request('GET', `/v2/admin/projects/${project.id}`)).json.ref, 'main');
       await page.getByLabel('Ref').fill('develop');
       await page.getByLabel('Name', { exact: true }).fill('edited');
+      const token = 'tok-never-shown-again-0123456789';
+      await page.getByLabel('Or a token to store (encrypted)').fill(token);
       await page.getByRole('button', { name: 'Save' }).click();
       await page.getByRole('status').getByText('Saved.').waitFor();
       const stored = await svc.request('GET', `/v2/admin/projects/${project.id}`);
       assert.equal(stored.json.ref, 'develop');
       assert.equal(stored.json.name, 'edited');
+      assert.equal((stored.json.forge as { credentials: string }).credentials, 'stored-token');
+      await page.getByText('a stored token (never shown again)').waitFor();
+      assert.ok(!(await page.content()).includes(token));
+      assert.equal(await page.getByLabel('Or a token to store (encrypted)').inputValue(), '');
+
+      // Saving with the credential fields left empty keeps them; the checkbox removes them.
+      await page.getByLabel('Ref').fill('main');
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('status').getByText('Saved.').waitFor();
+      const kept = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+      assert.equal((kept.json.forge as { credentials: string }).credentials, 'stored-token');
+      await page.getByLabel('Remove the credentials').check();
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByRole('status').getByText('Saved.').waitFor();
+      const removed = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+      assert.equal((removed.json.forge as { credentials: string }).credentials, 'none');
       await context.close();
+    });
+
+    test('--no-dashboard: no pages and no sessions, the API unchanged', async () => {
+      const { ctx } = svc.service;
+      const app = await buildApp({ ...ctx, config: { ...ctx.config, dashboard: false } });
+      try {
+        const page = await app.inject({
+          method: 'GET',
+          url: '/',
+          headers: { accept: 'text/html' },
+        });
+        assert.equal(page.statusCode, 404);
+        const signIn = await app.inject({
+          method: 'POST',
+          url: '/sign-in',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          payload: `key=${svc.adminKey}`,
+        });
+        assert.notEqual(signIn.statusCode, 303);
+        assert.equal(signIn.headers['set-cookie'], undefined);
+        const api = await app.inject({
+          method: 'GET',
+          url: '/v2/admin/projects',
+          headers: { authorization: `Bearer ${svc.adminKey}` },
+        });
+        assert.equal(api.statusCode, 200);
+      } finally {
+        await app.close();
+      }
     });
   });
 }
