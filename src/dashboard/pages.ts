@@ -1,5 +1,6 @@
 // The dashboard's pages as functions of their data. Every value goes through `html`, which
 // escapes it; nothing here reads the database or the request.
+import type { JobRecord } from '../jobs/record.ts';
 import type { KeyRecord, Principal } from '../keys/service.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, type SafeHtml } from './html.ts';
@@ -145,7 +146,7 @@ export function projectsPage(
   const table = rows.length
     ? html`<div class="scroll"><table>
   <thead><tr><th scope="col">Name</th><th scope="col">Repository</th><th scope="col">Forge</th>
-  <th scope="col">Active jobs</th><th scope="col">Jobs</th>${admin ? html`<th scope="col"><span class="sr">Actions</span></th>` : ''}</tr></thead>
+  <th scope="col">Active jobs</th><th scope="col">Jobs</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
   <tbody>${rows.map(
     ({ project, activeJobs, totalJobs }) => html`<tr>
     <td><strong>${project.name}</strong><div class="muted mono">${project.id}</div></td>
@@ -153,13 +154,13 @@ export function projectsPage(
     <td data-label="Forge">${project.forge.kind}</td>
     <td data-label="Active jobs">${activeJobs}</td>
     <td data-label="Jobs">${totalJobs}</td>
+    <td class="actions"><a href="/projects/${project.id}/jobs">Jobs</a>
     ${
       admin
-        ? html`<td class="actions"><a href="/projects/${project.id}/keys">API keys</a>
-      <a href="/projects/${project.id}/settings">Settings</a></td>`
+        ? html`<a href="/projects/${project.id}/keys">API keys</a>
+      <a href="/projects/${project.id}/settings">Settings</a>`
         : ''
-    }
-  </tr>`,
+    }</td>  </tr>`,
   )}</tbody></table></div>`
     : html`<p>No projects yet.</p>`;
   const create = admin
@@ -300,5 +301,85 @@ This cannot be undone.</p>
 </form>
 <a href="${back}">Cancel</a>
 </div>`,
+  );
+}
+
+export interface JobListItem {
+  job: JobRecord;
+  /** The first prompt, cut to an excerpt. */
+  prompt: string;
+}
+
+/** "3 min ago": the age of a job at the time the page was made. */
+function age(iso: string, now: number): SafeHtml {
+  const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  const text =
+    seconds < 60
+      ? `${seconds} s ago`
+      : seconds < 3600
+        ? `${Math.floor(seconds / 60)} min ago`
+        : seconds < 86_400
+          ? `${Math.floor(seconds / 3600)} h ago`
+          : `${Math.floor(seconds / 86_400)} d ago`;
+  return html`<time datetime="${iso}" title="${iso}">${text}</time>`;
+}
+
+/** Only http(s) links become links: a forge's URL, never a `javascript:` one. */
+function externalLink(url: string | null): SafeHtml {
+  if (!url) return html`<span class="muted">none yet</span>`;
+  return /^https?:\/\//i.test(url)
+    ? html`<a href="${url}" rel="noreferrer">${url}</a>`
+    : html`<span class="mono">${url}</span>`;
+}
+
+export function jobsPage(
+  principal: Principal,
+  project: ProjectRecord,
+  list: {
+    items: JobListItem[];
+    status: string | undefined;
+    nextCursor: string | null;
+    statuses: readonly string[];
+    now: number;
+  },
+  form: { prompt?: string | undefined; error?: string | undefined; created?: string | undefined },
+): string {
+  const filter = html`<form method="get" action="/projects/${project.id}/jobs" class="filter">
+  <label for="status">Status</label>
+  <select id="status" name="status">
+    <option value="" ${list.status ? '' : html`selected`}>All</option>
+    ${list.statuses.map((s) => html`<option value="${s}" ${list.status === s ? html`selected` : ''}>${s}</option>`)}
+  </select>
+  <button type="submit">Filter</button>
+</form>`;
+  const table = list.items.length
+    ? html`<div class="scroll"><table>
+<thead><tr><th scope="col">Prompt</th><th scope="col">Status</th><th scope="col">Pull request</th><th scope="col">Age</th></tr></thead>
+<tbody>${list.items.map(
+        ({ job, prompt }) => html`<tr>
+  <td class="wrap"><span class="excerpt">${prompt}</span><div class="muted mono">${job.id}</div></td>
+  <td data-label="Status"><span class="badge ${job.status}">${job.status}</span></td>
+  <td class="wrap" data-label="Pull request">${externalLink(job.prLink)}</td>
+  <td data-label="Age">${age(job.createdAt, list.now)}</td>
+</tr>`,
+      )}</tbody></table></div>`
+    : html`<p>No jobs${list.status ? html` with status ${list.status}` : ''}.</p>`;
+  const next = list.nextCursor
+    ? html`<p><a href="/projects/${project.id}/jobs?${new URLSearchParams({
+        ...(list.status ? { status: list.status } : {}),
+        cursor: list.nextCursor,
+      }).toString()}">Older jobs</a></p>`
+    : '';
+  return page(
+    { title: `Jobs of ${project.name}`, principal },
+    html`${notice(form.created ? `Job ${form.created} created.` : undefined, 'ok')}
+${filter}${table}${next}
+<section aria-labelledby="new-job"><h2 id="new-job">New job</h2>
+${notice(form.error)}
+<form method="post" action="/projects/${project.id}/jobs" class="card">
+  <label for="prompt">Prompt</label>
+  <textarea id="prompt" name="prompt" rows="5" required>${form.prompt ?? ''}</textarea>
+  <button type="submit">Create job</button>
+</form></section>`,
   );
 }

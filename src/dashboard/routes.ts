@@ -8,8 +8,10 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { sendError, toAppError } from '../http/errors.ts';
 import { projectCreateBody, projectUpdateBody } from '../http/routes/admin-projects.ts';
-import { refusal } from '../http/schemas.ts';
+import { createJobBody, refusal } from '../http/schemas.ts';
 import { isId } from '../ids.ts';
+import { toJobRecord } from '../jobs/record.ts';
+import { createJob, JOB_STATUSES, listJobs } from '../jobs/service.ts';
 import { createKey, listKeys, type Principal, revokeKey, toKeyRecord } from '../keys/service.ts';
 import {
   createProject,
@@ -24,6 +26,7 @@ import {
 import {
   adminKeysPage,
   errorPage,
+  jobsPage,
   projectKeysPage,
   projectsPage,
   projectValues,
@@ -59,6 +62,14 @@ const ASSETS: Record<string, { type: string; body: string }> = {
 };
 
 type Form = Record<string, string>;
+
+const JOBS_PER_PAGE = 20;
+
+/** The start of a prompt, for a list. */
+function excerpt(prompt: string): string {
+  const line = prompt.replace(/\s+/g, ' ').trim();
+  return line.length > 140 ? `${line.slice(0, 139)}…` : line;
+}
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -330,6 +341,93 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
               reply,
               err.status,
               settingsPage(principal, current, { values, error: err.message }),
+            );
+          }
+        },
+      );
+
+      /** The project a session may see jobs of: any for an admin key, its own for a project key. */
+      const visibleProject = async (request: FastifyRequest, id: string) => {
+        const principal = session(request);
+        if (principal.projectId !== null && principal.projectId !== id) {
+          throw new AppError('forbidden', `this API key is not valid for project ${id}`);
+        }
+        return { principal, row: await getProject(ctx, id) };
+      };
+
+      const jobList = async (
+        projectId: string,
+        query: { status?: string | undefined; cursor?: string | undefined },
+      ) => {
+        const status = query.status
+          ? (JOB_STATUSES.find((s) => s === query.status) ??
+            (() => {
+              throw new AppError(
+                'bad_request',
+                `"status" must be one of ${JOB_STATUSES.join(', ')}`,
+              );
+            })())
+          : undefined;
+        const listed = await listJobs(ctx, projectId, {
+          limit: JOBS_PER_PAGE,
+          status,
+          cursor: query.cursor || undefined,
+        });
+        const ids = listed.jobs.map((job) => job.id);
+        const prompts = ids.length
+          ? await ctx.db
+              .selectFrom('turns')
+              .select(['job_id', 'prompt'])
+              .where('job_id', 'in', ids)
+              .where('seq', '=', 1)
+              .execute()
+          : [];
+        const promptOf = new Map(prompts.map((turn) => [turn.job_id, turn.prompt]));
+        return {
+          items: listed.jobs.map((job) => ({
+            job: toJobRecord(job),
+            prompt: excerpt(promptOf.get(job.id) ?? ''),
+          })),
+          status,
+          nextCursor: listed.nextCursor,
+          statuses: JOB_STATUSES,
+          now: Date.now(),
+        };
+      };
+
+      pages.get<{
+        Params: { id: string };
+        Querystring: { status?: string; cursor?: string; created?: string };
+      }>('/projects/:id/jobs', async (request, reply) => {
+        const { principal, row } = await visibleProject(request, request.params.id);
+        const created = request.query.created;
+        return sendPage(
+          reply,
+          200,
+          jobsPage(principal, toProjectRecord(row), await jobList(row.id, request.query), {
+            created: created && isId('job', created) ? created : undefined,
+          }),
+        );
+      });
+
+      pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+        '/projects/:id/jobs',
+        async (request, reply) => {
+          const { principal, row } = await visibleProject(request, request.params.id);
+          const prompt = request.body?.prompt ?? '';
+          try {
+            const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt });
+            const { job } = await createJob(ctx, row, body);
+            return reply.redirect(`/projects/${row.id}/jobs?created=${job.id}`, 303);
+          } catch (err) {
+            if (!(err instanceof AppError) || err.status >= 500) throw err;
+            return sendPage(
+              reply,
+              err.status,
+              jobsPage(principal, toProjectRecord(row), await jobList(row.id, {}), {
+                prompt,
+                error: err.message,
+              }),
             );
           }
         },

@@ -141,6 +141,7 @@ for (const backend of backends) {
         '/projects',
         `/projects/${project.id}/settings`,
         `/projects/${project.id}/keys`,
+        `/projects/${project.id}/jobs`,
         '/keys',
         '/keys/key_00000000000000000000/revoke',
       ];
@@ -159,6 +160,7 @@ for (const backend of backends) {
         '/projects',
         `/projects/${project.id}/settings`,
         `/projects/${project.id}/keys`,
+        `/projects/${project.id}/jobs`,
         '/keys',
         '/keys/key_00000000000000000000/revoke',
       ];
@@ -286,6 +288,74 @@ for (const backend of backends) {
       await page.getByRole('status').getByText('Saved.').waitFor();
       const removed = await svc.request('GET', `/v2/admin/projects/${project.id}`);
       assert.equal((removed.json.forge as { credentials: string }).credentials, 'none');
+      await context.close();
+    });
+
+    test('jobs of a project: newest first, prompts as text, status filter, pagination, a new job from the page', async () => {
+      const project = await svc.createProject({ name: 'with jobs' });
+      const other = await svc.createProject({ name: 'someone else' });
+      const { key } = await svc.createProjectKey(project.id);
+      for (let i = 1; i <= 20; i++) {
+        const made = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+          key,
+          body: { prompt: `older job ${i}` },
+        });
+        assert.equal(made.status, 201);
+      }
+      const hostile = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        key,
+        body: { prompt: `${HOSTILE} [x](javascript:alert(1))` },
+      });
+      assert.equal(hostile.status, 201);
+      const archived = await svc.request(
+        'POST',
+        `/v2/agent/${project.id}/job/${hostile.json.id}/archive`,
+        { key },
+      );
+      assert.equal(archived.status, 200);
+
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      const dialogs = watchDialogs(page);
+      await signIn(page, svc.url, key);
+      await page.getByRole('link', { name: 'Jobs' }).click();
+      await page.waitForURL(`${svc.url}/projects/${project.id}/jobs`);
+      const rows = page.locator('tbody tr');
+      assert.equal(await rows.count(), 20, 'a page holds 20 jobs');
+      // Newest first: the hostile prompt, rendered as text, archived.
+      await rows.first().getByText(`${HOSTILE} [x](javascript:alert(1))`).waitFor();
+      await rows.first().getByText('archived', { exact: true }).waitFor();
+      assert.equal(await page.locator('img').count(), 0);
+      assert.equal(await page.locator('a[href^="javascript"]').count(), 0);
+      await page.getByRole('link', { name: 'Older jobs' }).click();
+      assert.equal(await rows.count(), 1);
+      await rows.first().getByText('older job 1', { exact: true }).waitFor();
+
+      await page.goto(`${svc.url}/projects/${project.id}/jobs`);
+      await page.getByLabel('Status').selectOption('archived');
+      await page.getByRole('button', { name: 'Filter' }).click();
+      await page.waitForURL(/status=archived/);
+      assert.equal(await rows.count(), 1);
+
+      // A refused prompt shows the API's message and writes nothing; a good one creates a job.
+      await page.getByLabel('Prompt').fill('   ');
+      await page.getByRole('button', { name: 'Create job' }).click();
+      await page.getByRole('alert').waitFor();
+      const before = await svc.request('GET', `/v2/agent/${project.id}/jobs?limit=100`, { key });
+      assert.equal((before.json.jobs as unknown[]).length, 21);
+      await page.getByLabel('Prompt').fill('made in the dashboard');
+      await page.getByRole('button', { name: 'Create job' }).click();
+      await page
+        .getByRole('status')
+        .getByText(/Job job_\w+ created/)
+        .waitFor();
+      await rows.first().getByText('made in the dashboard').waitFor();
+      const after = await svc.request('GET', `/v2/agent/${project.id}/jobs?limit=1`, { key });
+      assert.equal((after.json.jobs as { status: string }[])[0]?.status, 'active');
+
+      const response = await page.goto(`${svc.url}/projects/${other.id}/jobs`);
+      assert.equal(response?.status(), 403);
+      assert.deepEqual(dialogs, []);
       await context.close();
     });
 

@@ -22,6 +22,12 @@ try {
   });
   await svc.createProject({ name: 'billing service' });
   await svc.request('POST', '/v2/admin/keys', { body: { projectId: project.id, name: 'backend' } });
+  for (const prompt of [
+    'Fix the typo in README.md',
+    'Add a dark mode toggle to the settings page and remember the choice per user',
+  ]) {
+    await svc.request('POST', `/v2/agent/${project.id}/job`, { body: { prompt } });
+  }
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -40,6 +46,8 @@ try {
       await page.getByRole('button', { name: 'Sign in' }).click();
       await page.waitForURL(`${svc.url}/projects`);
       await shot('projects');
+      await page.goto(`${svc.url}/projects/${project.id}/jobs`);
+      await shot('jobs');
       await page.goto(`${svc.url}/projects/${project.id}/keys`);
       await page.getByLabel('Name').fill(`ci ${width} ${scheme}`);
       await page.getByRole('button', { name: 'Create key' }).click();
