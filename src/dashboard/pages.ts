@@ -3,7 +3,7 @@
 import type { JobRecord } from '../jobs/record.ts';
 import type { KeyRecord, Principal } from '../keys/service.ts';
 import type { ProjectRecord } from '../projects/service.ts';
-import { html, type SafeHtml } from './html.ts';
+import { html, SafeHtml } from './html.ts';
 
 export interface Layout {
   title: string;
@@ -30,6 +30,7 @@ export function page(layout: Layout, body: SafeHtml): string {
 <meta name="color-scheme" content="light dark">
 <title>${layout.title} · Errand</title>
 <link rel="stylesheet" href="/assets/dashboard.css">
+<link rel="stylesheet" href="/assets/diff.css">
 <script src="/assets/dashboard.js" defer></script>
 </head>
 <body>
@@ -144,7 +145,7 @@ export function projectsPage(
 ): string {
   const admin = principal.projectId === null;
   const table = rows.length
-    ? html`<div class="scroll"><table>
+    ? html`<div class="scroll"><table class="list">
   <thead><tr><th scope="col">Name</th><th scope="col">Repository</th><th scope="col">Forge</th>
   <th scope="col">Active jobs</th><th scope="col">Jobs</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
   <tbody>${rows.map(
@@ -206,7 +207,7 @@ export function projectValues(project: ProjectRecord): ProjectForm {
 
 function keysTable(keys: KeyRecord[]): SafeHtml {
   if (!keys.length) return html`<p>No keys yet.</p>`;
-  return html`<div class="scroll"><table>
+  return html`<div class="scroll"><table class="list">
 <thead><tr><th scope="col">Name</th><th scope="col">Starts with</th><th scope="col">Created</th>
 <th scope="col">Last used</th><th scope="col">Revoked</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
 <tbody>${keys.map(
@@ -353,11 +354,11 @@ export function jobsPage(
   <button type="submit">Filter</button>
 </form>`;
   const table = list.items.length
-    ? html`<div class="scroll"><table>
+    ? html`<div class="scroll"><table class="list">
 <thead><tr><th scope="col">Prompt</th><th scope="col">Status</th><th scope="col">Pull request</th><th scope="col">Age</th></tr></thead>
 <tbody>${list.items.map(
         ({ job, prompt }) => html`<tr>
-  <td class="wrap"><span class="excerpt">${prompt}</span><div class="muted mono">${job.id}</div></td>
+  <td class="wrap"><a href="/projects/${project.id}/jobs/${job.id}">${prompt || job.id}</a><div class="muted mono">${job.id}</div></td>
   <td data-label="Status"><span class="badge ${job.status}">${job.status}</span></td>
   <td class="wrap" data-label="Pull request">${externalLink(job.prLink)}</td>
   <td data-label="Age">${age(job.createdAt, list.now)}</td>
@@ -381,5 +382,112 @@ ${notice(form.error)}
   <textarea id="prompt" name="prompt" rows="5" required>${form.prompt ?? ''}</textarea>
   <button type="submit">Create job</button>
 </form></section>`,
+  );
+}
+
+export interface TurnView {
+  seq: number;
+  state: string;
+  prompt: string;
+  /** The agent's summary as safe HTML (src/dashboard/markdown.ts), or undefined. */
+  summaryHtml: string | undefined;
+  error: string | null;
+  usage: { inputTokens?: number; outputTokens?: number } | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface EventView {
+  seq: number;
+  at: string;
+  type: string;
+  text: string;
+}
+
+/** One line of the progress log; also sent to the page's script as it arrives. */
+export function eventItem(event: EventView): string {
+  return html`<li><span class="muted">${when(event.at)}</span> <span class="badge">${event.type}</span> <span class="wrap">${event.text}</span></li>`
+    .value;
+}
+
+export function jobPage(
+  principal: Principal,
+  project: ProjectRecord,
+  job: JobRecord,
+  detail: {
+    turns: TurnView[];
+    events: EventView[];
+    /** The rendered diff (src/dashboard/diff.ts), or undefined when there is none. */
+    diffHtml: string | undefined;
+    prompt?: string | undefined;
+    error?: string | undefined;
+  },
+): string {
+  const base = `/projects/${project.id}/jobs/${job.id}`;
+  const last = detail.events.at(-1)?.seq ?? 0;
+  const live = job.status === 'active';
+  return page(
+    { title: `Job ${job.id}`, principal },
+    html`<p><a href="/projects/${project.id}/jobs">← Jobs of ${project.name}</a></p>
+<dl class="facts card">
+  <dt>Status</dt><dd><span class="badge ${job.status}" id="job-status">${job.status}</span></dd>
+  <dt>Repository</dt><dd class="mono wrap">${job.source.repository}</dd>
+  <dt>Base ref</dt><dd class="mono">${job.source.baseRef}</dd>
+  <dt>Branch</dt><dd class="mono">${job.branch}</dd>
+  <dt>Model</dt><dd class="mono">${job.model}</dd>
+  <dt>Pull request</dt><dd class="wrap">${externalLink(job.prLink)}</dd>
+  ${job.error ? html`<dt>Error</dt><dd class="wrap">${job.error}</dd>` : ''}
+</dl>
+<h2>Turns</h2>
+${detail.turns.map(
+  (turn) => html`<section class="card turn" aria-label="Turn ${turn.seq}">
+  <h3>Turn ${turn.seq} <span class="badge">${turn.state}</span></h3>
+  <pre class="prompt">${turn.prompt}</pre>
+  ${turn.summaryHtml !== undefined ? html`<div class="summary">${new SafeHtml(turn.summaryHtml)}</div>` : ''}
+  ${turn.error ? notice(turn.error) : ''}
+  <p class="muted">Queued ${when(turn.createdAt)}${turn.startedAt ? html`, started ${when(turn.startedAt)}` : ''}${
+    turn.finishedAt ? html`, finished ${when(turn.finishedAt)}` : ''
+  }${
+    turn.usage
+      ? html`; tokens: ${turn.usage.inputTokens ?? 0} in, ${turn.usage.outputTokens ?? 0} out`
+      : ''
+  }</p>
+</section>`,
+)}
+<h2>Progress</h2>
+<ol id="events" class="events card" data-events-url="${base}/events" data-after="${last}" data-live="${live ? 'true' : 'false'}" aria-live="polite">
+${detail.events.map((event) => new SafeHtml(eventItem(event)))}
+</ol>
+${live ? html`<p class="muted">Updates as the job runs.</p>` : ''}
+<h2>Changes</h2>
+${detail.diffHtml !== undefined ? new SafeHtml(detail.diffHtml) : html`<p>No diff yet.</p>`}
+${
+  job.status === 'archived'
+    ? ''
+    : html`<section aria-labelledby="follow-up"><h2 id="follow-up">Follow-up</h2>
+${notice(detail.error)}
+<form method="post" action="${base}/message" class="card">
+  <label for="prompt">Prompt</label>
+  <textarea id="prompt" name="prompt" rows="4" required>${detail.prompt ?? ''}</textarea>
+  <button type="submit">Send follow-up</button>
+</form>
+<p><a href="${base}/archive">Archive this job…</a></p></section>`
+}`,
+  );
+}
+
+export function archivePage(principal: Principal, projectId: string, job: JobRecord): string {
+  const base = `/projects/${projectId}/jobs/${job.id}`;
+  return page(
+    { title: 'Archive a job', principal },
+    html`<div class="card narrow">
+<p>Archive the job <code>${job.id}</code>? A running turn is stopped, queued ones are cancelled,
+and no follow-up can be sent to it afterwards. This cannot be undone.</p>
+<form method="post" action="${base}/archive" class="inline">
+  <button type="submit" class="danger">Archive</button>
+</form>
+<a href="${base}">Cancel</a>
+</div>`,
   );
 }

@@ -5,13 +5,22 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
+import type { EventRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { sendError, toAppError } from '../http/errors.ts';
 import { projectCreateBody, projectUpdateBody } from '../http/routes/admin-projects.ts';
-import { createJobBody, refusal } from '../http/schemas.ts';
+import { createJobBody, promptBody, refusal } from '../http/schemas.ts';
 import { isId } from '../ids.ts';
+import { listEvents } from '../jobs/events.ts';
 import { toJobRecord } from '../jobs/record.ts';
-import { createJob, JOB_STATUSES, listJobs } from '../jobs/service.ts';
+import {
+  archiveJob,
+  createJob,
+  getJob,
+  JOB_STATUSES,
+  listJobs,
+  sendMessage,
+} from '../jobs/service.ts';
 import { createKey, listKeys, type Principal, revokeKey, toKeyRecord } from '../keys/service.ts';
 import {
   createProject,
@@ -23,9 +32,15 @@ import {
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
+import { DIFF_STYLE, parseDiff, renderDiff } from './diff.ts';
+import { renderMarkdown } from './markdown.ts';
 import {
   adminKeysPage,
+  archivePage,
+  type EventView,
   errorPage,
+  eventItem,
+  jobPage,
   jobsPage,
   projectKeysPage,
   projectsPage,
@@ -55,6 +70,8 @@ const ASSETS: Record<string, { type: string; body: string }> = {
     type: 'text/css; charset=utf-8',
     body: readFileSync(new URL('./assets/dashboard.css', import.meta.url), 'utf8'),
   },
+  // The diff view's styles (src/dashboard/diff.ts) as a file: the CSP allows no inline style.
+  'diff.css': { type: 'text/css; charset=utf-8', body: DIFF_STYLE },
   'dashboard.js': {
     type: 'text/javascript; charset=utf-8',
     body: readFileSync(new URL('./assets/dashboard.js', import.meta.url), 'utf8'),
@@ -64,6 +81,33 @@ const ASSETS: Record<string, { type: string; body: string }> = {
 type Form = Record<string, string>;
 
 const JOBS_PER_PAGE = 20;
+const EVENTS_ON_PAGE = 1000;
+
+/** A progress event as one line of text: its own title or summary where it has one. */
+function eventView(row: EventRow): EventView {
+  const data = row.data;
+  let text = '';
+  if (data && typeof data === 'object' && !Array.isArray(data)) {
+    const fields = data as Record<string, unknown>;
+    const named = fields.title ?? fields.summary ?? fields.message ?? fields.prLink;
+    text = typeof named === 'string' ? named : JSON.stringify(data);
+  } else if (data !== null) text = JSON.stringify(data);
+  return {
+    seq: Number(row.seq),
+    at: row.at.toISOString(),
+    type: row.type,
+    text: text.length > 500 ? `${text.slice(0, 499)}…` : text,
+  };
+}
+
+function tokenUsage(usage: unknown): { inputTokens?: number; outputTokens?: number } | null {
+  if (!usage || typeof usage !== 'object') return null;
+  const u = usage as Record<string, unknown>;
+  return {
+    ...(typeof u.inputTokens === 'number' ? { inputTokens: u.inputTokens } : {}),
+    ...(typeof u.outputTokens === 'number' ? { outputTokens: u.outputTokens } : {}),
+  };
+}
 
 /** The start of a prompt, for a list. */
 function excerpt(prompt: string): string {
@@ -432,6 +476,116 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
           }
         },
       );
+
+      const jobDetail = async (projectId: string, jobId: string) => {
+        const job = toJobRecord(await getJob(ctx, projectId, jobId));
+        const turns = await ctx.db
+          .selectFrom('turns')
+          .select([
+            'seq',
+            'state',
+            'prompt',
+            'summary',
+            'error',
+            'usage',
+            'created_at',
+            'started_at',
+            'finished_at',
+          ])
+          .where('job_id', '=', job.id)
+          .orderBy('seq')
+          .execute();
+        const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
+        const stored = await ctx.db
+          .selectFrom('jobs')
+          .select(['review_diff', 'review_diff_truncated'])
+          .where('id', '=', job.id)
+          .executeTakeFirst();
+        return {
+          job,
+          turns: turns.map((turn) => ({
+            seq: turn.seq,
+            state: turn.state,
+            prompt: turn.prompt,
+            summaryHtml: turn.summary ? renderMarkdown(turn.summary) : undefined,
+            error: turn.error,
+            usage: tokenUsage(turn.usage),
+            createdAt: turn.created_at.toISOString(),
+            startedAt: turn.started_at?.toISOString() ?? null,
+            finishedAt: turn.finished_at?.toISOString() ?? null,
+          })),
+          events: events.map(eventView),
+          diffHtml: stored?.review_diff
+            ? `${stored.review_diff_truncated ? '<p class="muted">The diff is cut off at the end.</p>' : ''}${renderDiff(parseDiff(stored.review_diff))}`
+            : undefined,
+        };
+      };
+
+      type JobParams = { Params: { id: string; jobId: string } };
+
+      pages.get<JobParams>('/projects/:id/jobs/:jobId', async (request, reply) => {
+        const { principal, row } = await visibleProject(request, request.params.id);
+        const detail = await jobDetail(row.id, request.params.jobId);
+        return sendPage(reply, 200, jobPage(principal, toProjectRecord(row), detail.job, detail));
+      });
+
+      // The page's script asks for what happened since the last event it shows.
+      pages.get<JobParams & { Querystring: { after?: string } }>(
+        '/projects/:id/jobs/:jobId/events',
+        async (request) => {
+          const { row } = await visibleProject(request, request.params.id);
+          const job = await getJob(ctx, row.id, request.params.jobId);
+          const after = Number(request.query.after ?? 0);
+          if (!Number.isSafeInteger(after) || after < 0) {
+            throw new AppError('bad_request', '"after" must be an event number');
+          }
+          const events = await listEvents(ctx.db, job.id, after, EVENTS_ON_PAGE);
+          return {
+            status: job.status,
+            events: events.map((event) => {
+              const view = eventView(event);
+              return { seq: view.seq, html: eventItem(view) };
+            }),
+          };
+        },
+      );
+
+      pages.post<JobParams & { Body: Form | undefined }>(
+        '/projects/:id/jobs/:jobId/message',
+        async (request, reply) => {
+          const { principal, row } = await visibleProject(request, request.params.id);
+          const prompt = request.body?.prompt ?? '';
+          try {
+            const body = parse(promptBody(ctx.config.maxPromptChars), { prompt });
+            await sendMessage(ctx, row, request.params.jobId, body.prompt);
+            return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
+          } catch (err) {
+            if (!(err instanceof AppError) || err.status >= 500) throw err;
+            const detail = await jobDetail(row.id, request.params.jobId);
+            return sendPage(
+              reply,
+              err.status,
+              jobPage(principal, toProjectRecord(row), detail.job, {
+                ...detail,
+                prompt,
+                error: err.message,
+              }),
+            );
+          }
+        },
+      );
+
+      pages.get<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
+        const { principal, row } = await visibleProject(request, request.params.id);
+        const job = toJobRecord(await getJob(ctx, row.id, request.params.jobId));
+        return sendPage(reply, 200, archivePage(principal, row.id, job));
+      });
+
+      pages.post<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
+        const { row } = await visibleProject(request, request.params.id);
+        await archiveJob(ctx, row.id, request.params.jobId);
+        return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
+      });
 
       const keysOf = async (projectId: string | null) =>
         (await listKeys(ctx)).map(toKeyRecord).filter((key) => key.projectId === projectId);

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { buildApp } from '../../src/http/app.ts';
+import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { backends } from '../support/databases.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
@@ -142,6 +143,9 @@ for (const backend of backends) {
         `/projects/${project.id}/settings`,
         `/projects/${project.id}/keys`,
         `/projects/${project.id}/jobs`,
+        `/projects/${project.id}/jobs/job_00000000000000000000`,
+        `/projects/${project.id}/jobs/job_00000000000000000000/events`,
+        `/projects/${project.id}/jobs/job_00000000000000000000/archive`,
         '/keys',
         '/keys/key_00000000000000000000/revoke',
       ];
@@ -161,6 +165,8 @@ for (const backend of backends) {
         `/projects/${project.id}/settings`,
         `/projects/${project.id}/keys`,
         `/projects/${project.id}/jobs`,
+        `/projects/${project.id}/jobs/job_00000000000000000000/message`,
+        `/projects/${project.id}/jobs/job_00000000000000000000/archive`,
         '/keys',
         '/keys/key_00000000000000000000/revoke',
       ];
@@ -355,6 +361,61 @@ for (const backend of backends) {
 
       const response = await page.goto(`${svc.url}/projects/${other.id}/jobs`);
       assert.equal(response?.status(), 403);
+      assert.deepEqual(dialogs, []);
+      await context.close();
+    });
+
+    test('a job: its facts, the progress log filling in without a reload, the diff, a follow-up, archive', async () => {
+      const project = await svc.createProject({ name: 'one job' });
+      const made = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: `first ${HOSTILE}` },
+      });
+      assert.equal(made.status, 201);
+      const jobId = made.json.id as string;
+      const { ctx } = svc.service;
+      await recordReviewDiff(
+        ctx,
+        jobId,
+        [
+          `diff --git a/${HOSTILE}.txt b/${HOSTILE}.txt`,
+          'new file mode 100644',
+          '--- /dev/null',
+          `+++ b/${HOSTILE}.txt`,
+          '@@ -0,0 +1 @@',
+          `+${HOSTILE}`,
+          '',
+        ].join('\n'),
+        false,
+      );
+      const context = await browser.newContext();
+      const page = await context.newPage();
+      const dialogs = watchDialogs(page);
+      let navigations = 0;
+      page.on('framenavigated', () => navigations++);
+      await signIn(page, svc.url, svc.adminKey);
+      await page.goto(`${svc.url}/projects/${project.id}/jobs/${jobId}`);
+      await page.locator('#job-status').getByText('active').waitFor();
+      await page.getByText(`first ${HOSTILE}`).waitFor();
+      const loaded = navigations;
+
+      const start = Date.now();
+      await recordProgress(ctx, jobId, 1, 'tool.call', { title: `edit ${HOSTILE}` });
+      await page.locator('#events').getByText(`edit ${HOSTILE}`).waitFor({ timeout: 5000 });
+      assert.ok(Date.now() - start < 2500, 'a new event shows within 2 s');
+      assert.equal(navigations, loaded, 'without a reload');
+      assert.equal(await page.locator('img').count(), 0);
+      assert.ok((await page.locator('main').textContent())?.includes(`+${HOSTILE}`) ?? false);
+
+      await page.getByLabel('Prompt').fill('and a follow-up');
+      await page.getByRole('button', { name: 'Send follow-up' }).click();
+      await page.getByRole('region', { name: 'Turn 2' }).getByText('and a follow-up').waitFor();
+
+      await page.getByRole('link', { name: 'Archive this job…' }).click();
+      await page.getByRole('button', { name: 'Archive' }).click();
+      await page.locator('#job-status').getByText('archived').waitFor();
+      assert.equal(await page.getByRole('button', { name: 'Send follow-up' }).count(), 0);
+      const stored = await svc.request('GET', `/v2/agent/${project.id}/job/${jobId}`);
+      assert.equal(stored.json.status, 'archived');
       assert.deepEqual(dialogs, []);
       await context.close();
     });

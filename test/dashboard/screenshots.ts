@@ -3,6 +3,7 @@
 // for the README.
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { startTestService } from '../support/service.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
 
@@ -22,12 +23,34 @@ try {
   });
   await svc.createProject({ name: 'billing service' });
   await svc.request('POST', '/v2/admin/keys', { body: { projectId: project.id, name: 'backend' } });
+  let jobId = '';
   for (const prompt of [
     'Fix the typo in README.md',
     'Add a dark mode toggle to the settings page and remember the choice per user',
   ]) {
-    await svc.request('POST', `/v2/agent/${project.id}/job`, { body: { prompt } });
+    const made = await svc.request('POST', `/v2/agent/${project.id}/job`, { body: { prompt } });
+    jobId = String(made.json.id);
   }
+  const { ctx } = svc.service;
+  await recordProgress(ctx, jobId, 1, 'tool.call', { title: 'read src/settings.tsx' });
+  await recordProgress(ctx, jobId, 1, 'tool.call', { title: 'edit src/settings.tsx' });
+  await recordReviewDiff(
+    ctx,
+    jobId,
+    [
+      'diff --git a/src/settings.tsx b/src/settings.tsx',
+      '--- a/src/settings.tsx',
+      '+++ b/src/settings.tsx',
+      '@@ -1,3 +1,4 @@',
+      ' export function Settings() {',
+      '-  return <Form />;',
+      '+  const [dark, setDark] = useStoredState("dark", false);',
+      '+  return <Form dark={dark} onDark={setDark} />;',
+      ' }',
+      '',
+    ].join('\n'),
+    false,
+  );
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -48,6 +71,8 @@ try {
       await shot('projects');
       await page.goto(`${svc.url}/projects/${project.id}/jobs`);
       await shot('jobs');
+      await page.goto(`${svc.url}/projects/${project.id}/jobs/${jobId}`);
+      await shot('job');
       await page.goto(`${svc.url}/projects/${project.id}/keys`);
       await page.getByLabel('Name').fill(`ci ${width} ${scheme}`);
       await page.getByRole('button', { name: 'Create key' }).click();

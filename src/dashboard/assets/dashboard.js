@@ -28,3 +28,35 @@ function select(node, done) {
   selection.addRange(range);
   done('Selected: press Ctrl+C');
 }
+
+// The progress log of an active job: new events are fetched every second and appended (the
+// server renders and escapes each line); when the job stops being active the page reloads
+// once to show its outcome (status, pull request, diff).
+const events = document.getElementById('events');
+if (events && events.dataset.live === 'true') {
+  const url = events.dataset.eventsUrl;
+  let after = Number(events.dataset.after || 0);
+  const poll = () => {
+    fetch(`${url}?after=${after}`, { headers: { accept: 'application/json' } })
+      .then((response) => {
+        if (response.status === 401) {
+          window.location.assign('/');
+          return undefined;
+        }
+        return response.ok ? response.json() : undefined;
+      })
+      .then((page) => {
+        if (!page) return;
+        for (const event of page.events) {
+          events.insertAdjacentHTML('beforeend', event.html);
+          after = event.seq;
+        }
+        if (page.status !== 'active') window.location.reload();
+      })
+      .catch(() => {
+        // A failed poll (network, a restarting server) is tried again at the next tick.
+      })
+      .finally(() => setTimeout(poll, 1000));
+  };
+  setTimeout(poll, 1000);
+}
