@@ -13,6 +13,7 @@ import type { Principal } from '../keys/service.ts';
 export const SESSION_IDLE_SECONDS = 12 * 60 * 60;
 /** ...and at the latest this long after sign-in. */
 export const SESSION_MAX_SECONDS = 7 * 24 * 60 * 60;
+const TOUCH_SECONDS = 60;
 const SESSION_ID_LENGTH = 43; // about 256 bits of base62
 
 function sessionHash(id: string): string {
@@ -60,13 +61,21 @@ export async function signIn(db: Db, key: string): Promise<{ id: string; princip
 export async function readSession(db: Db, id: string | undefined): Promise<Principal | undefined> {
   if (!id || id.length !== SESSION_ID_LENGTH || !/^[0-9A-Za-z]+$/.test(id)) return undefined;
   const h = sessionHash(id);
+  // The idle time is renewed at most once a minute: a job page polls every second, and that
+  // need not be a write each time.
   const live = await sql<{ key_id: string; project_id: string | null }>`
-    UPDATE dashboard_sessions s SET last_seen_at = now()
-    FROM api_keys k
-    WHERE s.hash = ${h} AND k.id = s.key_id AND k.revoked_at IS NULL
-      AND s.expires_at > now()
-      AND s.last_seen_at > now() - make_interval(secs => ${SESSION_IDLE_SECONDS})
-    RETURNING s.key_id, k.project_id`.execute(db);
+    WITH live AS (
+      SELECT s.hash, s.key_id, k.project_id, s.last_seen_at
+      FROM dashboard_sessions s JOIN api_keys k ON k.id = s.key_id
+      WHERE s.hash = ${h} AND k.revoked_at IS NULL
+        AND s.expires_at > now()
+        AND s.last_seen_at > now() - make_interval(secs => ${SESSION_IDLE_SECONDS})
+    ), touched AS (
+      UPDATE dashboard_sessions d SET last_seen_at = now()
+      FROM live
+      WHERE d.hash = live.hash AND live.last_seen_at < now() - make_interval(secs => ${TOUCH_SECONDS})
+    )
+    SELECT key_id, project_id FROM live`.execute(db);
   const row = live.rows[0];
   if (row) return { keyId: row.key_id, projectId: row.project_id };
   await db.deleteFrom('dashboard_sessions').where('hash', '=', h).execute();

@@ -90,8 +90,8 @@ export interface DashboardSessionsTable {
   /** SHA-256 of the cookie's random id; the id itself is never stored. */
   hash: string;
   key_id: string;
-  created_at: Generated<Timestamp>;
-  last_seen_at: Generated<Timestamp>;
+  created_at: Timestamp;
+  last_seen_at: Timestamp;
   /** The session's hard end (7 days after sign-in); idle expiry is read from last_seen_at. */
   expires_at: Timestamp;
 }
