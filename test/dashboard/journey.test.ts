@@ -3,8 +3,10 @@
 // and create a key, run a job with that key over HTTP and watch it in the browser (the log
 // fills in without a reload), then follow up, archive and sign out.
 import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
+import { createLogger } from '../../src/log.ts';
 import { backends } from '../support/databases.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
@@ -30,12 +32,21 @@ for (const backend of backends) {
     let browser: Browser;
     let tmp: string;
     let origin: Origin;
+    // Everything the service logs at the most detailed level, to look for keys in.
+    let logged = '';
+    const logSink = new Writable({
+      write(chunk, _encoding, done) {
+        logged += String(chunk);
+        done();
+      },
+    });
     before(async () => {
       tmp = await makeTempDir('dashboard-journey');
       origin = await makeOrigin(tmp, { 'README.md': '# Demo\n\nHello from the demo.\n' });
       llm = await startFakeLlm({ apiKey: OPENAI_KEY, models: ['gpt-test'] });
       svc = await startTestService({
         backend,
+        log: createLogger('trace', logSink),
         env: {
           OPENAI_API_KEY: OPENAI_KEY,
           OPENAI_BASE_URL: `${llm.url}/v1`,
@@ -145,6 +156,8 @@ for (const backend of backends) {
       assert.ok(!shown.includes(jobId) && !shown.includes(projectId), 'back shows no data');
       llm.assertDone();
       await context.close();
+      assert.ok(logged.length > 0, 'the service logged');
+      assert.ok(!logged.includes(svc.adminKey) && !logged.includes(key), 'no key in a log');
     });
   });
 }
