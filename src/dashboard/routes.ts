@@ -201,6 +201,10 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
 
   await app.register(async (scope) => {
     scope.decorateRequest('session', null);
+    // Pages, not the API: they stay out of the OpenAPI document.
+    scope.addHook('onRoute', (route) => {
+      route.schema = { ...route.schema, hide: true };
+    });
     scope.addContentTypeParser(
       'application/x-www-form-urlencoded',
       { parseAs: 'string', bodyLimit: 256 * 1024 },
