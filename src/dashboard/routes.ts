@@ -49,9 +49,14 @@ import {
   settingsPage,
   signInPage,
 } from './pages.ts';
-import { endSession, readSession, SESSION_MAX_SECONDS, signIn } from './sessions.ts';
-
-const COOKIE = 'errand_session';
+import {
+  endSession,
+  readSession,
+  SESSION_COOKIE,
+  SESSION_MAX_SECONDS,
+  sessionIdFrom,
+  signIn,
+} from './sessions.ts';
 
 // No inline script or style anywhere, so the policy needs no 'unsafe-inline'.
 const CSP = [
@@ -119,14 +124,6 @@ declare module 'fastify' {
   interface FastifyRequest {
     session: Principal | null;
   }
-}
-
-function cookieValue(header: string | undefined): string | undefined {
-  for (const part of (header ?? '').split(';')) {
-    const [name, ...rest] = part.trim().split('=');
-    if (name === COOKIE) return rest.join('=');
-  }
-  return undefined;
 }
 
 /** A browser navigation gets pages; a script (fetch, curl) gets the API's JSON errors. */
@@ -197,7 +194,7 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
   const publicOrigin = ctx.config.publicUrl ? new URL(ctx.config.publicUrl).origin : undefined;
 
   const sessionCookie = (value: string, maxAge: number) =>
-    `${COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`;
+    `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure ? '; Secure' : ''}`;
 
   await app.register(async (scope) => {
     scope.decorateRequest('session', null);
@@ -258,7 +255,7 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
     });
 
     scope.get('/', async (request, reply) => {
-      const principal = await readSession(ctx.db, cookieValue(request.headers.cookie));
+      const principal = await readSession(ctx.db, sessionIdFrom(request.headers.cookie));
       if (principal) return reply.redirect('/projects', 303);
       return sendPage(reply, 200, signInPage());
     });
@@ -275,7 +272,7 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
     });
 
     scope.post('/sign-out', async (request, reply) => {
-      await endSession(ctx.db, cookieValue(request.headers.cookie));
+      await endSession(ctx.db, sessionIdFrom(request.headers.cookie));
       reply.header('Set-Cookie', sessionCookie('', 0));
       return reply.redirect('/', 303);
     });
@@ -283,7 +280,7 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
     // Everything below needs a session: a page without one sends a browser to sign in.
     await scope.register(async (pages) => {
       pages.addHook('onRequest', async (request, reply) => {
-        const principal = await readSession(ctx.db, cookieValue(request.headers.cookie));
+        const principal = await readSession(ctx.db, sessionIdFrom(request.headers.cookie));
         if (principal) {
           request.session = principal;
           return;

@@ -6,7 +6,13 @@ import { sql } from 'kysely';
 import { backends } from '../../test/support/databases.ts';
 import { startTestService, type TestService } from '../../test/support/service.ts';
 import { createKey, revokeKey } from '../keys/service.ts';
-import { endSession, readSession, SESSION_IDLE_SECONDS, signIn } from './sessions.ts';
+import {
+  endSession,
+  readSession,
+  SESSION_IDLE_SECONDS,
+  sessionIdFrom,
+  signIn,
+} from './sessions.ts';
 
 for (const backend of backends) {
   describe(`dashboard sessions (${backend})`, () => {
@@ -41,6 +47,8 @@ for (const backend of backends) {
         'at most 7 days',
       );
       assert.deepEqual(await readSession(db(), id), principal);
+      assert.equal(sessionIdFrom(`theme=dark; errand_session=${id}; other=1`), id);
+      assert.equal(sessionIdFrom('theme=dark'), undefined);
     });
 
     test('refused keys start no session', async () => {

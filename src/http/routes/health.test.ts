@@ -61,7 +61,8 @@ for (const backend of backends) {
       test('a JSON 404 for unknown paths and methods', async () => {
         const project = await svc.createProject();
         for (const [method, path] of [
-          ['GET', '/'],
+          // Issue 10 changed GET /: it is the dashboard's sign-in page now (test/dashboard/).
+          ['GET', '/nothing-here'],
           ['GET', '/v1/agent/x/job'],
           ['GET', '/v2/agent'],
           ['GET', `/v2/agent/${project.id}/job`],
