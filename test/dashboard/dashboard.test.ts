@@ -450,3 +450,45 @@ for (const backend of backends) {
     });
   });
 }
+
+for (const backend of backends) {
+  describe(`dashboard behind https (${backend})`, () => {
+    let svc: TestService;
+    before(async () => {
+      svc = await startTestService({
+        backend,
+        worker: false,
+        env: { ERRAND_PUBLIC_URL: 'https://errand.example.com' },
+      });
+    });
+    after(async () => {
+      await svc?.close();
+    });
+
+    test('the session cookie is Secure, and a form from the public origin is accepted', async () => {
+      const signIn = await fetch(`${svc.url}/sign-in`, {
+        method: 'POST',
+        redirect: 'manual',
+        headers: {
+          origin: 'https://errand.example.com',
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: `key=${svc.adminKey}`,
+      });
+      assert.equal(signIn.status, 303);
+      const cookie = signIn.headers.get('set-cookie') ?? '';
+      assert.match(cookie, /^errand_session=[0-9A-Za-z]{43}; /);
+      assert.match(cookie, /; HttpOnly/);
+      assert.match(cookie, /; SameSite=Strict/);
+      assert.match(cookie, /; Secure/);
+      assert.ok(!cookie.includes(svc.adminKey));
+      // The key's page shows the public address in its curl example.
+      const project = await svc.createProject({ name: 'public' });
+      const page = await fetch(`${svc.url}/projects/${project.id}/keys`, {
+        headers: { accept: 'text/html', cookie: cookie.split(';')[0] ?? '' },
+      });
+      assert.equal(page.status, 200);
+      assert.match(await page.text(), /https:\/\/errand\.example\.com\/v2\/agent\/prj_/);
+    });
+  });
+}
