@@ -17,6 +17,7 @@ import {
 } from '../../../test/support/git.ts';
 import { assertError, createJobId, randomJobId } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
+import { SESSION_COOKIE, signIn } from '../../dashboard/sessions.ts';
 import { recordReviewDiff } from '../../jobs/lifecycle.ts';
 import { diffAgainst } from '../../workspace/commit.ts';
 import { repositoryLabel } from './review.ts';
@@ -31,6 +32,7 @@ for (const backend of backends) {
     let dir: string;
     let origin: Origin;
     let jobId: string;
+    let projectId: string;
     let diff: string;
 
     before(async () => {
@@ -38,6 +40,7 @@ for (const backend of backends) {
       origin = await makeOrigin(dir, { 'README.md': 'Hello\n' }, 'acme.git');
       svc = await startTestService({ backend, worker: false });
       const project = await svc.createProject({ repository: origin.bare });
+      projectId = project.id;
       jobId = await createJobId(svc, project.id, PROMPT);
       // The agent's work, made by real git as a worker makes it.
       const base = origin.head('main') ?? '';
@@ -130,6 +133,24 @@ for (const backend of backends) {
       } finally {
         await recordReviewDiff(svc.service.ctx, jobId, diff, false);
       }
+    });
+
+    test("a signed-in dashboard user who may see the project gets a link to the job's page", async () => {
+      const link = `/projects/${projectId}/jobs/${jobId}`;
+      const opened = async (key: string | undefined) => {
+        const headers: Record<string, string> = {};
+        if (key) headers.cookie = `${SESSION_COOKIE}=${(await signIn(svc.service.ctx.db, key)).id}`;
+        const res = await fetch(`${svc.url}/review/${jobId}`, { headers });
+        assert.equal(res.status, 200);
+        return (await res.text()).includes(`href="${link}"`);
+      };
+      assert.equal(await opened(undefined), false, 'no session: no link');
+      assert.equal(await opened(svc.adminKey), true, 'an admin session links');
+      const own = await svc.createProjectKey(projectId);
+      assert.equal(await opened(own.key), true, "the project's key links");
+      const other = await svc.createProject({ name: 'another', repository: origin.bare });
+      const stranger = await svc.createProjectKey(other.id);
+      assert.equal(await opened(stranger.key), false, "another project's key does not");
     });
 
     test('an unknown or malformed job id is a 404', async () => {

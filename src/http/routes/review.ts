@@ -1,7 +1,8 @@
 // GET /review/{jobId}: Errand's own review page for jobs on plain git remotes (and a link
 // from every pull request): the prompts, the agent's summaries and the diff of the work
-// branch against source.ref. The job id (20 random characters) is the capability: the page
-// needs no API key, so a person can open it in a browser.
+// branch against source.baseRef. The job id (20 random characters) is the capability: the page
+// needs no API key, so a person can open it in a browser. A person signed in to the dashboard
+// who may see the job's project also gets a link to the job's page there.
 import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
@@ -9,6 +10,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { DIFF_STYLE, escapeHtml as html, parseDiff, renderDiff } from '../../dashboard/diff.ts';
 import { renderMarkdown } from '../../dashboard/markdown.ts';
+import { readSession, sessionIdFrom } from '../../dashboard/sessions.ts';
 import { AppError } from '../../errors.ts';
 import { isId } from '../../ids.ts';
 import { errors } from '../schemas.ts';
@@ -84,12 +86,20 @@ ${t.summary ? `<p><strong>Summary</strong></p><div class="summary">${renderMarkd
       const diff = job.review_diff
         ? `${job.review_diff_truncated ? '<p class="meta">The diff is larger than the page shows: it is cut off at the end.</p>' : ''}${renderDiff(parseDiff(job.review_diff))}`
         : '<p class="meta">No changes have been pushed yet.</p>';
+      const viewer = ctx.config.dashboard
+        ? await readSession(ctx.db, sessionIdFrom(request.headers.cookie))
+        : undefined;
+      const mayOpen =
+        viewer !== undefined && (viewer.projectId === null || viewer.projectId === job.project_id);
+      const dashboardLink = mayOpen
+        ? `<p><a href="/projects/${encodeURIComponent(job.project_id)}/jobs/${encodeURIComponent(job.id)}">Open this job in the dashboard</a></p>\n`
+        : '';
       const page = `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="robots" content="noindex"><title>Review: ${html(job.branch)}</title><style>${STYLE}</style></head>
 <body><h1>Review of <code>${html(job.branch)}</code></h1>
 <p class="meta">Job <code>${html(job.id)}</code> · ${html(job.status)} · ${html(repositoryLabel(job.repository))} · against <code>${html(job.ref)}</code> · model ${html(job.model)}</p>
-<h2>Prompts and summaries</h2>
+${dashboardLink}<h2>Prompts and summaries</h2>
 ${turnHtml}
 <h2>Changes</h2>
 ${diff}
