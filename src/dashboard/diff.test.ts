@@ -130,9 +130,9 @@ describe('diff view', () => {
     const html = renderDiff(files);
     assert.doesNotMatch(html, /<script/i);
     assert.doesNotMatch(html, /<img/i);
-    assert.match(html, /&#60;script&#62;alert\(1\)&#60;\/script&#62;/);
-    assert.match(html, /&#34;&#62;&#60;img src=x onerror=alert\(1\)&#62;\.txt/);
-    assert.match(html, /quote&#34;d\.txt/);
+    assert.match(html, /&lt;script&gt;alert\(1\)&lt;\/script&gt;/);
+    assert.match(html, /&quot;&gt;&lt;img src=x onerror=alert\(1\)&gt;\.txt/);
+    assert.match(html, /quote&quot;d\.txt/);
     assert.match(html, /café\.txt/);
     assert.match(html, /old name\.txt → new name\.txt/);
     assert.match(html, /Binary file, not shown\./);
@@ -143,7 +143,7 @@ describe('diff view', () => {
     // The added hostile line, with its new line number and no old one.
     assert.match(
       html,
-      /<tr class="diff-add"><td class="diff-num"><\/td><td class="diff-num">7<\/td><td class="diff-code">\+&#34;&#62;&#60;img src=x onerror=alert\(1\)&#62;<\/td><\/tr>/,
+      /<tr class="diff-add"><td class="diff-num"><\/td><td class="diff-num">7<\/td><td class="diff-code">\+&quot;&gt;&lt;img src=x onerror=alert\(1\)&gt;<\/td><\/tr>/,
     );
     // Only the markup's own tags remain once the escaped text is taken out.
     const tags = new Set([...html.matchAll(/<\/?([a-z0-9]+)/g)].map((m) => m[1]));

@@ -3,6 +3,8 @@
 // hunks, and renders it as HTML with every byte of repository content escaped. A diff comes
 // from an agent's work, so file names and lines are hostile input.
 
+import { escapeHtml } from './html.ts';
+
 export type FileStatus = 'added' | 'deleted' | 'renamed' | 'copied' | 'modified';
 
 export type DiffLineKind = 'context' | 'add' | 'del';
@@ -268,10 +270,6 @@ export function parseDiff(diff: string): DiffFile[] {
   const cutMidLine = diff.length > 0 && !diff.endsWith('\n');
   if (file && ((hunk && (oldLeft > 0 || newLeft > 0)) || cutMidLine)) file.partial = true;
   return files;
-}
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 }
 
 /** The name a file is listed under: its new path, its old one when deleted, both when moved. */

@@ -72,7 +72,7 @@ for (const backend of backends) {
       const { res, html } = await page();
       assert.equal(res.status, 200);
       assert.match(res.headers.get('content-type') ?? '', /^text\/html/);
-      assert.match(html, /Fix &#60;script&#62;alert\(1\)&#60;\/script&#62;/);
+      assert.match(html, /Fix &lt;script&gt;alert\(1\)&lt;\/script&gt;/);
       assert.match(html, /<strong>greeting<\/strong>/);
       assert.match(
         html,
@@ -82,9 +82,9 @@ for (const backend of backends) {
       assert.match(html, /2 files changed/);
       assert.match(
         html,
-        /<tr class="diff-add"><td class="diff-num"><\/td><td class="diff-num">2<\/td><td class="diff-code">\+&#60;script&#62;alert\(3\)&#60;\/script&#62;<\/td><\/tr>/,
+        /<tr class="diff-add"><td class="diff-num"><\/td><td class="diff-num">2<\/td><td class="diff-code">\+&lt;script&gt;alert\(3\)&lt;\/script&gt;<\/td><\/tr>/,
       );
-      assert.match(html, /&#34;&#62;&#60;img src=x onerror=alert\(1\)&#62;\.txt/);
+      assert.match(html, /&quot;&gt;&lt;img src=x onerror=alert\(1\)&gt;\.txt/);
     });
 
     test('hostile prompts, summaries, names and lines render as text', async () => {
