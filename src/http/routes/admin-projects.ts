@@ -91,21 +91,6 @@ const notAnObject = {
     issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
 };
 
-const createBody = z.strictObject(
-  {
-    ...fields,
-    ref: fields.ref.optional(),
-    model: fields.model.optional(),
-    forge: fields.forge.optional(),
-    forgeUrl: fields.forgeUrl.optional(),
-    forgeTokenEnv: fields.forgeTokenEnv.optional(),
-    forgeToken: fields.forgeToken.optional(),
-    githubApp: fields.githubApp.optional(),
-    draftPullRequests: fields.draftPullRequests.optional(),
-  },
-  notAnObject,
-) satisfies z.ZodType<ProjectFields>;
-
 const updateBody = z.strictObject(
   {
     name: fields.name.optional(),
@@ -121,6 +106,12 @@ const updateBody = z.strictObject(
   },
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;
+
+/** A create: the update's fields, with the name and the repository required. */
+const createBody = updateBody.extend({
+  name: fields.name,
+  repository: fields.repository,
+}) satisfies z.ZodType<ProjectFields>;
 
 // The dashboard's project forms are checked by these same schemas (src/dashboard/).
 export { createBody as projectCreateBody, updateBody as projectUpdateBody };
