@@ -24,9 +24,11 @@ export function toBase62(value: number, width: number): string {
   return out.padStart(width, '0');
 }
 
-export const newId = (prefix: 'prj' | 'key' | 'job'): string => `${prefix}_${randomBase62(20)}`;
+export type IdPrefix = 'prj' | 'key' | 'job' | 'whk' | 'msg';
 
-const ID_PATTERN = /^(prj|key|job)_[0-9A-Za-z]{20}$/;
-export function isId(prefix: 'prj' | 'key' | 'job', value: string): boolean {
+export const newId = (prefix: IdPrefix): string => `${prefix}_${randomBase62(20)}`;
+
+const ID_PATTERN = /^(prj|key|job|whk|msg)_[0-9A-Za-z]{20}$/;
+export function isId(prefix: IdPrefix, value: string): boolean {
   return ID_PATTERN.test(value) && value.startsWith(`${prefix}_`);
 }

@@ -96,6 +96,46 @@ export interface DashboardSessionsTable {
   expires_at: Timestamp;
 }
 
+export interface WebhooksTable {
+  id: string;
+  project_id: string;
+  url: string;
+  events: string[];
+  description: string | null;
+  enabled: Generated<boolean>;
+  /** Sealed with ERRAND_SECRET_KEY (secrets/box.ts). */
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: Timestamp | null;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
+export type DeliveryState = 'pending' | 'delivered' | 'failed';
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  webhook_id: string;
+  job_id: string;
+  event_seq: ColumnType<string, string | number, string | number>;
+  type: string;
+  payload: Json;
+  state: DeliveryState;
+  attempts: Generated<number>;
+  created_at: Timestamp;
+  delivered_at: Timestamp | null;
+  failed_at: Timestamp | null;
+}
+
+export interface WebhookAttemptsTable {
+  delivery_id: string;
+  attempt: number;
+  at: Timestamp;
+  status: number | null;
+  error: string | null;
+  latency_ms: number;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -104,6 +144,9 @@ export interface Database {
   events: EventsTable;
   rate_limits: RateLimitsTable;
   dashboard_sessions: DashboardSessionsTable;
+  webhooks: WebhooksTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -112,3 +155,6 @@ export type JobRow = Selectable<JobsTable>;
 export type NewJob = Insertable<JobsTable>;
 export type TurnRow = Selectable<TurnsTable>;
 export type EventRow = Selectable<EventsTable>;
+export type WebhookRow = Selectable<WebhooksTable>;
+export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
+export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;

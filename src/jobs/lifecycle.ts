@@ -6,6 +6,7 @@ import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
+import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
 import type { Transition } from './transitions.ts';
 
@@ -58,6 +59,33 @@ function insertEvent(
     .insertInto('events')
     .values({ job_id: jobId, turn, type, data: JSON.stringify(data) })
     .execute();
+}
+
+/**
+ * Records a change of the job's status as an event of its own that carries the job's record
+ * as the change left it (the live stream and webhooks send it): `job.created`,
+ * `job.reactivated` (a follow-up to a completed or failed job), `job.completed`, `job.failed`,
+ * `job.archived`. Nothing is recorded when the status stayed as it was.
+ */
+export async function recordStatus(
+  scope: TransitionScope,
+  before: JobStatus | undefined,
+  job: JobView,
+): Promise<void> {
+  if (before === job.status) return;
+  const type =
+    before === undefined
+      ? 'job.created'
+      : job.status === 'active'
+        ? 'job.reactivated'
+        : (`job.${job.status}` as const);
+  await scope.record({
+    type,
+    jobId: job.id,
+    turn: null,
+    status: job.status,
+    data: { job: toJobRecord(job) },
+  });
 }
 
 /**
@@ -150,6 +178,7 @@ export function startTurn(
       .returningAll()
       .executeTakeFirstOrThrow();
     await record({ type: 'turn.started', jobId, turn: seq, status: 'active', data: { attempt } });
+    await recordStatus({ trx, record }, status, job);
     return { job, turn };
   });
 }
@@ -165,7 +194,7 @@ export function finishTurn(
   output: TurnOutput,
 ): Promise<boolean> {
   return inTransition(ctx, async ({ trx, record }) => {
-    await lockJob(trx, jobId);
+    const before = await lockJob(trx, jobId);
     const done = await trx
       .updateTable('turns')
       .set({
@@ -191,7 +220,7 @@ export function finishTurn(
       })
       .where('id', '=', jobId)
       .where('status', '!=', 'archived')
-      .returning('status')
+      .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirst();
     await record({
       type: 'turn.finished',
@@ -204,6 +233,7 @@ export function finishTurn(
         prLink: output.prLink ?? null,
       },
     });
+    if (job) await recordStatus({ trx, record }, before, job);
     return true;
   });
 }
@@ -239,7 +269,7 @@ function settleFailed(
   message: string,
 ): Promise<boolean> {
   return inTransition(ctx, async ({ trx, record }) => {
-    await lockJob(trx, jobId);
+    const before = await lockJob(trx, jobId);
     const failed = await trx
       .updateTable('turns')
       .set({ state: 'failed', error: message, finished_at: sql`now()` })
@@ -257,7 +287,7 @@ function settleFailed(
       })
       .where('id', '=', jobId)
       .where('status', '!=', 'archived')
-      .returning('status')
+      .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirst();
     await record({
       type: 'turn.failed',
@@ -266,6 +296,7 @@ function settleFailed(
       status: job?.status ?? 'archived',
       data: { error: message },
     });
+    if (job) await recordStatus({ trx, record }, before, job);
     return true;
   });
 }
@@ -289,7 +320,13 @@ export function retryTurn(
   });
 }
 
-/** Appends a progress event of a running turn (a tool call, a commit) to the job's log. */
+/**
+ * Appends a progress event of a running turn (a tool call, a commit) to the job's log. The
+ * statement locks the job's row before its seq is drawn, as every transition does: events of
+ * one job then commit in the order of their seqs, so a reader that has seen seq N never misses
+ * a smaller one committed later (the live stream and `after=` resume on that). Nothing is
+ * written for a job that is gone.
+ */
 export async function recordProgress(
   ctx: Pick<AppContext, 'db'>,
   jobId: string,
@@ -297,7 +334,10 @@ export async function recordProgress(
   type: string,
   data: Record<string, unknown>,
 ): Promise<void> {
-  await insertEvent(ctx.db, jobId, seq, type, data);
+  await sql`
+    WITH job AS (SELECT id FROM jobs WHERE id = ${jobId} FOR UPDATE)
+    INSERT INTO events (job_id, turn, type, data)
+    SELECT id, ${seq}, ${type}, ${JSON.stringify(data)}::jsonb FROM job`.execute(ctx.db);
 }
 
 /** Keeps the job's review diff (the review page shows it) current after a push. */

@@ -9,7 +9,7 @@ import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
-import { acceptTurn, inTransition } from './lifecycle.ts';
+import { acceptTurn, inTransition, recordStatus } from './lifecycle.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 
 export interface Accepted {
@@ -70,6 +70,7 @@ export async function createJob(
       })
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
+    await recordStatus(scope, undefined, job);
     await acceptTurn(ctx, scope, id, 1, prompt);
     return { job, rateLimit };
   });
@@ -111,6 +112,7 @@ export async function sendMessage(
       .where('id', '=', jobId)
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
+    await recordStatus(scope, current.status, job);
     return { job, rateLimit };
   });
 }
@@ -178,7 +180,8 @@ export async function archiveJob(
   jobId: string,
 ): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
-  const { job, queueIds } = await inTransition(ctx, async ({ trx, record }) => {
+  const { job, queueIds } = await inTransition(ctx, async (scope) => {
+    const { trx } = scope;
     const current = await trx
       .selectFrom('jobs')
       .select(JOB_VIEW_COLUMNS)
@@ -201,7 +204,7 @@ export async function archiveJob(
       .where('id', '=', jobId)
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
-    await record({ type: 'job.archived', jobId, turn: null, status: 'archived', data: {} });
+    await recordStatus(scope, current.status, job);
     return { job, queueIds: open.map((t) => t.queue_id).filter((q): q is string => q !== null) };
   });
   ctx.aborts.abort(jobId, 'the job was archived');

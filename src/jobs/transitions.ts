@@ -6,12 +6,16 @@ import type { JobStatus } from '../db/schema.ts';
 import type { Logger } from '../log.ts';
 
 export type TransitionType =
+  | 'job.created'
+  | 'job.reactivated'
+  | 'job.completed'
+  | 'job.failed'
+  | 'job.archived'
   | 'turn.accepted'
   | 'turn.started'
   | 'turn.retrying'
   | 'turn.finished'
-  | 'turn.failed'
-  | 'job.archived';
+  | 'turn.failed';
 
 export interface Transition {
   type: TransitionType;
