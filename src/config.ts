@@ -55,6 +55,13 @@ const envSchema = z.object({
   ERRAND_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   ERRAND_PUBLIC_URL: z.url().optional(),
   ERRAND_FORGE_TOKEN_ENV_ALLOW: z.string().optional(),
+  ERRAND_STREAMS_PER_KEY: int(1, 100_000).default(100),
+  ERRAND_STREAM_KEEPALIVE_SECONDS: decimal(0.05, 3600).default(15),
+  ERRAND_WEBHOOK_ALLOW_PRIVATE: bool.optional(),
+  ERRAND_WEBHOOK_TIMEOUT_SECONDS: decimal(0.1, 120).default(10),
+  ERRAND_WEBHOOK_RETRY_DELAY_SECONDS: int(1, 3600).default(5),
+  ERRAND_WEBHOOK_RETRY_HOURS: decimal(0, 24 * 31).default(24),
+  ERRAND_WEBHOOK_CONCURRENCY: int(1, 256).default(8),
   ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
   ERRAND_API_KEY: z.string().min(1).optional(),
 });
@@ -120,6 +127,20 @@ export interface Config {
   forgeTokenEnvAllow: readonly string[];
   /** Every secret value in this config, so that events and errors can be scrubbed of them. */
   secrets: string[];
+  /** The live event stream: open streams per API key (per API process), and its keep-alive. */
+  streams: { perKey: number; keepAliveMs: number };
+  webhooks: {
+    /** Allows http:// and loopback, private and link-local targets (local receivers, tests). */
+    allowPrivate: boolean;
+    /** Bound on one delivery attempt: connect, send, and the answer's head. */
+    timeoutMs: number;
+    /** The first retry's delay; each next one doubles, up to an hour. */
+    retryDelaySeconds: number;
+    /** How long after the event a delivery is retried before it is marked failed. */
+    retryWindowMs: number;
+    /** Deliveries a worker process sends at once. */
+    concurrency: number;
+  };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** For the CLI: where the API is, and the key to use (default: the data dir's admin.key). */
   client: { url: string; apiKey: string | undefined };
@@ -283,6 +304,17 @@ export function loadConfig(
       e.ERRAND_API_KEY,
       e.ERRAND_METRICS_TOKEN,
     ].filter((v): v is string => v !== undefined && v.length >= 8),
+    streams: {
+      perKey: e.ERRAND_STREAMS_PER_KEY,
+      keepAliveMs: Math.round(e.ERRAND_STREAM_KEEPALIVE_SECONDS * 1000),
+    },
+    webhooks: {
+      allowPrivate: e.ERRAND_WEBHOOK_ALLOW_PRIVATE ?? false,
+      timeoutMs: Math.round(e.ERRAND_WEBHOOK_TIMEOUT_SECONDS * 1000),
+      retryDelaySeconds: e.ERRAND_WEBHOOK_RETRY_DELAY_SECONDS,
+      retryWindowMs: Math.round(e.ERRAND_WEBHOOK_RETRY_HOURS * 3_600_000),
+      concurrency: e.ERRAND_WEBHOOK_CONCURRENCY,
+    },
     logLevel: e.ERRAND_LOG_LEVEL,
     client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY },
   };
