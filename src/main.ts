@@ -1,10 +1,11 @@
-// The `errand` command: `serve`, `worker`, `migrate`, and the admin commands `project …`
-// and `key …`, which are clients of the admin API.
+// The `errand` command: `serve`, `worker`, `migrate`, and the admin commands `project …`,
+// `key …` and `webhook …`, which are clients of the admin API.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { ApiClient, CliError } from './cli/client.ts';
 import { ConfigError, type ConfigOverrides, loadConfig } from './config.ts';
+import type { DeliveryRecord, WebhookRecord, WebhookWithSecret } from './events/webhooks/types.ts';
 import { adminKeyPath } from './keys/bootstrap.ts';
 import type { KeyRecord } from './keys/service.ts';
 import type { ProjectRecord } from './projects/service.ts';
@@ -29,6 +30,17 @@ Administration (client of the admin API at ERRAND_URL, key from ERRAND_API_KEY o
   key create (--project ID | --admin) [--name NAME] [--json]
   key list [--json]
   key revoke ID [--json]
+  webhook create --project ID --url URL [--events job.completed,job.failed] [--description D]
+                 [--disabled] [--json]          (prints the signing secret, shown once)
+  webhook list --project ID [--json]
+  webhook get ID --project ID [--json]
+  webhook update ID --project ID [--url U] [--events …] [--description D]
+                 [--enabled true|false | --disabled] [--json]
+  webhook delete ID --project ID
+  webhook rotate ID --project ID [--overlap-hours N (default 24)] [--json]
+                                                  (prints the new secret, shown once)
+  webhook deliveries ID --project ID [--limit N] [--cursor C] [--json]
+  webhook redeliver DELIVERY_ID --webhook ID --project ID [--json]
 `;
 
 const options = {
@@ -52,6 +64,15 @@ const options = {
   'draft-prs': { type: 'string' },
   project: { type: 'string' },
   admin: { type: 'boolean' },
+  url: { type: 'string' },
+  events: { type: 'string' },
+  description: { type: 'string' },
+  disabled: { type: 'boolean' },
+  enabled: { type: 'string' },
+  'overlap-hours': { type: 'string' },
+  limit: { type: 'string' },
+  cursor: { type: 'string' },
+  webhook: { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -271,6 +292,161 @@ async function runKey(
   }
 }
 
+/** An endpoint on one line, for lists and after a change. */
+function webhookLine(w: WebhookRecord): string {
+  return `${w.id}  ${w.url}  ${w.events.join(',')}  ${w.enabled ? 'enabled' : 'disabled'}${
+    w.description ? `  ${w.description}` : ''
+  }`;
+}
+
+function webhookDetails(w: WebhookRecord): string {
+  return [
+    `${w.id} (project ${w.projectId})`,
+    `  url:          ${w.url}`,
+    `  events:       ${w.events.join(', ')}`,
+    `  enabled:      ${w.enabled ? 'yes' : 'no'}`,
+    `  description:  ${w.description ?? ''}`,
+    ...(w.previousSecretExpiresAt
+      ? [`  previous secret also signs until ${w.previousSecretExpiresAt}`]
+      : []),
+    `  created:      ${w.createdAt}`,
+    `  updated:      ${w.updatedAt}`,
+  ].join('\n');
+}
+
+/** The secret is in the API's answer this once: say so, since nothing can show it again. */
+function secretText(w: WebhookWithSecret): string {
+  return `signing secret (shown once, it will not be shown again; store it where the receiver verifies signatures):\n  ${w.secret}`;
+}
+
+function deliveryLine(d: DeliveryRecord): string {
+  const last = d.attempts.at(-1);
+  const outcome = !last
+    ? 'not tried yet'
+    : last.status !== null
+      ? `last status ${last.status}`
+      : `last: no answer${last.error ? ` (${last.error})` : ''}`;
+  return `${d.id}  ${d.type}  ${d.jobId}  ${d.state}  attempts ${d.attempts.length}  ${outcome}  ${d.createdAt}`;
+}
+
+/** The endpoint fields given as flags, as the admin API's body. */
+function webhookBody(values: Values): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  if (values.url !== undefined) body.url = values.url;
+  if (values.events !== undefined) {
+    // The server checks the names, so the list of valid ones lives in one place.
+    body.events = values.events
+      .split(',')
+      .map((e) => e.trim())
+      .filter((e) => e !== '');
+  }
+  // An empty description removes it.
+  if (values.description !== undefined) body.description = values.description || null;
+  if (values.enabled !== undefined) {
+    if (values.enabled !== 'true' && values.enabled !== 'false') {
+      throw new CliError('--enabled must be true or false');
+    }
+    if (values.disabled) throw new CliError('give one of --enabled and --disabled');
+    body.enabled = values.enabled === 'true';
+  }
+  if (values.disabled) body.enabled = false;
+  return body;
+}
+
+async function runWebhook(
+  values: Values,
+  sub: string | undefined,
+  arg: string | undefined,
+): Promise<void> {
+  const subs = ['create', 'list', 'get', 'update', 'delete', 'rotate', 'deliveries', 'redeliver'];
+  if (!sub || !subs.includes(sub)) {
+    throw new CliError(`unknown command: webhook ${sub ?? ''}\n\n${USAGE}`);
+  }
+  const usage = `usage: errand webhook ${sub} ID --project ID`;
+  const client = await ApiClient.fromConfig(loadConfig(process.env, overrides(values)));
+  const base = `/v2/admin/projects/${encodeURIComponent(required(values.project, 'project'))}/webhooks`;
+  const one = () => {
+    if (!arg) throw new CliError(usage);
+    return `${base}/${encodeURIComponent(arg)}`;
+  };
+  if (sub === 'create') {
+    const created = await client.request<WebhookWithSecret>('POST', base, {
+      ...webhookBody(values),
+      url: required(values.url, 'url'),
+    });
+    print(values.json, created, `created webhook ${webhookLine(created)}\n${secretText(created)}`);
+  } else if (sub === 'list') {
+    const { webhooks } = await client.request<{ webhooks: WebhookRecord[] }>('GET', base);
+    print(
+      values.json,
+      webhooks,
+      webhooks.length === 0 ? 'no webhooks' : webhooks.map(webhookLine).join('\n'),
+    );
+  } else if (sub === 'get') {
+    const webhook = await client.request<WebhookRecord>('GET', one());
+    print(values.json, webhook, webhookDetails(webhook));
+  } else if (sub === 'update') {
+    const path = one();
+    const body = webhookBody(values);
+    if (Object.keys(body).length === 0) {
+      throw new CliError(
+        'nothing to change: give --url, --events, --description, --enabled or --disabled',
+      );
+    }
+    const webhook = await client.request<WebhookRecord>('PATCH', path, body);
+    print(values.json, webhook, `updated webhook ${webhookLine(webhook)}`);
+  } else if (sub === 'delete') {
+    const path = one();
+    await client.request<undefined>('DELETE', path);
+    print(values.json, { id: arg, deleted: true }, `deleted webhook ${arg}`);
+  } else if (sub === 'rotate') {
+    const path = one();
+    const hours = intFlag(values['overlap-hours'], 'overlap-hours') ?? 24;
+    const rotated = await client.request<WebhookWithSecret>('POST', `${path}/rotate-secret`, {
+      overlapSeconds: hours * 3600,
+    });
+    print(
+      values.json,
+      rotated,
+      `rotated the secret of webhook ${rotated.id}; ${
+        rotated.previousSecretExpiresAt
+          ? `the previous secret also signs until ${rotated.previousSecretExpiresAt}`
+          : 'the previous secret no longer signs'
+      }\n${secretText(rotated)}`,
+    );
+  } else if (sub === 'deliveries') {
+    const path = one();
+    const query = new URLSearchParams();
+    const limit = intFlag(values.limit, 'limit');
+    if (limit !== undefined) query.set('limit', String(limit));
+    if (values.cursor !== undefined) query.set('cursor', values.cursor);
+    const listed = await client.request<{
+      deliveries: DeliveryRecord[];
+      nextCursor: string | null;
+    }>('GET', `${path}/deliveries${query.size ? `?${query.toString()}` : ''}`);
+    print(
+      values.json,
+      listed,
+      [
+        ...(listed.deliveries.length === 0
+          ? ['no deliveries']
+          : listed.deliveries.map(deliveryLine)),
+        ...(listed.nextCursor ? [`older deliveries: --cursor ${listed.nextCursor}`] : []),
+      ].join('\n'),
+    );
+  } else {
+    // redeliver: its argument is a delivery, the webhook is a flag.
+    if (!arg)
+      throw new CliError('usage: errand webhook redeliver DELIVERY_ID --webhook ID --project ID');
+    const webhook = encodeURIComponent(required(values.webhook, 'webhook'));
+    const delivery = await client.request<DeliveryRecord>(
+      'POST',
+      `${base}/${webhook}/deliveries/${encodeURIComponent(arg)}/redeliver`,
+    );
+    print(values.json, delivery, `delivery ${delivery.id} queued again (${delivery.state})`);
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
   try {
@@ -310,6 +486,8 @@ async function main(argv: string[]): Promise<void> {
       return runProject(values, sub, arg);
     case 'key':
       return runKey(values, sub, arg);
+    case 'webhook':
+      return runWebhook(values, sub, arg);
     default:
       throw new CliError(`unknown command: ${command}\n\n${USAGE}`);
   }

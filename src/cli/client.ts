@@ -32,7 +32,11 @@ export class ApiClient {
     return new ApiClient(config.client.url, key);
   }
 
-  async request<T>(method: 'GET' | 'POST' | 'PATCH', path: string, body?: unknown): Promise<T> {
+  async request<T>(
+    method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
+    path: string,
+    body?: unknown,
+  ): Promise<T> {
     let response: Response;
     try {
       response = await fetch(`${this.#base}${path}`, {
