@@ -12,6 +12,8 @@ export type ErrorCode =
   | 'not_found'
   | 'request_timeout'
   | 'conflict'
+  | 'idempotency_key_in_flight'
+  | 'idempotency_key_reused'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'expectation_failed'
@@ -30,6 +32,8 @@ const codeToStatus: Record<ErrorCode, number> = {
   not_found: 404,
   request_timeout: 408,
   conflict: 409,
+  idempotency_key_in_flight: 409,
+  idempotency_key_reused: 422,
   payload_too_large: 413,
   unsupported_media_type: 415,
   expectation_failed: 417,

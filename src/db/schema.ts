@@ -136,6 +136,17 @@ export interface WebhookAttemptsTable {
   latency_ms: number;
 }
 
+export interface IdempotencyKeysTable {
+  project_id: string;
+  key: string;
+  /** SHA-256 (hex) of the method, the path and the canonical JSON body of the first request. */
+  fingerprint: string;
+  status: number;
+  /** The JSON text of the first response, as sent. */
+  body: string;
+  created_at: Timestamp;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -147,6 +158,7 @@ export interface Database {
   webhooks: WebhooksTable;
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
+  idempotency_keys: IdempotencyKeysTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

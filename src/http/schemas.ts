@@ -6,6 +6,7 @@
 import type { FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
 import { AppError, type ErrorCode } from '../errors.ts';
+import { KEY_LIFETIME_HOURS, keyProblem } from '../idempotency/keys.ts';
 import { isValidModelId, isValidRef } from '../projects/repository.ts';
 
 /** The code a schema's refusals of one field (and of the body's type) carry: the prompt's. */
@@ -93,7 +94,7 @@ export const errorBody = z
     code: z
       .string()
       .describe(
-        'A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, payload_too_large, unsupported_media_type, rate_limited, unavailable, internal, …',
+        'A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, unavailable, internal, …',
       ),
     requestId: z.string().describe('Also in the X-Request-Id header; the server log has it.'),
   })
@@ -116,9 +117,10 @@ const errorResponses = {
   401: 'Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer).',
   403: 'The key is not valid for this project, or the route needs an admin key.',
   404: 'Not found, or of another project.',
-  409: 'The job is archived.',
+  409: 'The job is archived (conflict), or a request with the same Idempotency-Key is still being processed (idempotency_key_in_flight: retry it later).',
   413: 'The request body is too large.',
   415: 'The request body is not JSON.',
+  422: 'The Idempotency-Key was used for another request (another body, job or operation) in the last 24 hours (idempotency_key_reused).',
   429: 'Rate limited; Retry-After says when to try again.',
   503: 'The database is unavailable or the server is stopping; Retry-After says when to try again.',
 } as const;
@@ -162,6 +164,20 @@ export const jobRecord = z
     updatedAt: isoTime,
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });
+
+/** The Idempotency-Key header of create and message (src/idempotency/keys.ts). */
+export const idempotencyHeaders = z.object({
+  'idempotency-key': z
+    .string()
+    .superRefine((value, check) => {
+      const problem = keyProblem(value);
+      if (problem !== undefined) check.addIssue({ code: 'custom', message: problem });
+    })
+    .optional()
+    .describe(
+      `Idempotency-Key: makes a retry safe. The same key with the same request within ${KEY_LIFETIME_HOURS} hours gets the first response again (status and body, with Idempotent-Replayed: true) and changes nothing; with another request it is a 422, and while the first is still being processed a 409. Keys are per project: 1 to 255 printable ASCII characters, quoted ("...") or bare. A request that fails stores nothing.`,
+    ),
+});
 
 export const projectParams = z.object({
   projectId: z.string().describe('The project id (prj_ and 20 characters).'),

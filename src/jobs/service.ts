@@ -7,14 +7,33 @@ import { DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import {
+  claimKey,
+  type IdempotentRequest,
+  type StoredResponse,
+  saveResponse,
+} from '../idempotency/keys.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
 import { acceptTurn, inTransition, recordStatus } from './lifecycle.ts';
-import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
+import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 
 export interface Accepted {
   job: JobView;
   rateLimit: RateLimitState | undefined;
+}
+
+/**
+ * What a request with an Idempotency-Key whose first request committed gets instead: that
+ * request's response, to send again. Nothing was changed and no rate limit was used.
+ */
+export interface Replayed {
+  replayed: StoredResponse;
+}
+
+/** The response a keyed request stores: the status and the JSON text its route sends. */
+function stored(status: number, job: JobView): StoredResponse {
+  return { status, body: JSON.stringify(toJobRecord(job)) };
 }
 
 export const JOB_STATUSES: readonly JobStatus[] = ['active', 'completed', 'failed', 'archived'];
@@ -38,19 +57,35 @@ export interface NewJob {
   baseRef?: string | undefined;
 }
 
+/**
+ * With an Idempotency-Key, the key is claimed first, in the transaction that creates the job
+ * and stores the key's response: a retry after the commit gets that response; none can find
+ * the job made and the key missing, or the reverse.
+ */
+export function createJob(ctx: AppContext, project: ProjectRow, job: NewJob): Promise<Accepted>;
+export function createJob(
+  ctx: AppContext,
+  project: ProjectRow,
+  job: NewJob,
+  idempotency: IdempotentRequest | undefined,
+): Promise<Accepted | Replayed>;
 export async function createJob(
   ctx: AppContext,
   project: ProjectRow,
   { prompt, model: asked, baseRef }: NewJob,
-): Promise<Accepted> {
+  idempotency?: IdempotentRequest,
+): Promise<Accepted | Replayed> {
   const id = newId('job');
-  const model = modelFor(ctx, project, asked);
   const policy = {
     limit: ctx.config.rateLimits.create,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
   };
   return inTransition(ctx, async (scope) => {
     const { trx } = scope;
+    const replayed = idempotency && (await claimKey(trx, idempotency));
+    if (replayed) return { replayed };
+    // After the claim: a replay answers as the first request did, whatever changed since.
+    const model = modelFor(ctx, project, asked);
     const rateLimit = await consume(trx, project.id, 'create', policy);
     const job = await trx
       .insertInto('jobs')
@@ -72,16 +107,32 @@ export async function createJob(
       .executeTakeFirstOrThrow();
     await recordStatus(scope, undefined, job);
     await acceptTurn(ctx, scope, id, 1, prompt);
+    if (idempotency) await saveResponse(trx, idempotency, stored(201, job));
     return { job, rateLimit };
   });
 }
 
+/** With an Idempotency-Key, as createJob: the key is claimed first, in the same transaction. */
+export function sendMessage(
+  ctx: AppContext,
+  project: ProjectRow,
+  jobId: string,
+  prompt: string,
+): Promise<Accepted>;
+export function sendMessage(
+  ctx: AppContext,
+  project: ProjectRow,
+  jobId: string,
+  prompt: string,
+  idempotency: IdempotentRequest | undefined,
+): Promise<Accepted | Replayed>;
 export async function sendMessage(
   ctx: AppContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
-): Promise<Accepted> {
+  idempotency?: IdempotentRequest,
+): Promise<Accepted | Replayed> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const policy = {
     limit: ctx.config.rateLimits.message,
@@ -89,6 +140,8 @@ export async function sendMessage(
   };
   return inTransition(ctx, async (scope) => {
     const { trx } = scope;
+    const replayed = idempotency && (await claimKey(trx, idempotency));
+    if (replayed) return { replayed };
     // The row lock orders concurrent follow-ups and an archive of the same job.
     const current = await trx
       .selectFrom('jobs')
@@ -113,6 +166,7 @@ export async function sendMessage(
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     await recordStatus(scope, current.status, job);
+    if (idempotency) await saveResponse(trx, idempotency, stored(200, job));
     return { job, rateLimit };
   });
 }

@@ -7,6 +7,7 @@
 import { sql } from 'kysely';
 import type { AppContext } from '../context.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
+import { purgeExpiredKeys } from '../idempotency/keys.ts';
 import {
   failOrphan,
   failTurn,
@@ -206,4 +207,5 @@ export async function sweep(ctx: AppContext): Promise<void> {
     }
   }
   await pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds * 2);
+  await purgeExpiredKeys(ctx.db);
 }

@@ -2,10 +2,18 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
+import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { createJob } from '../../jobs/service.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { createJobBody, errors, jobRecord, json, projectParams } from '../schemas.ts';
+import {
+  createJobBody,
+  errors,
+  idempotencyHeaders,
+  jobRecord,
+  json,
+  projectParams,
+} from '../schemas.ts';
 
 export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -14,21 +22,31 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
       schema: {
         summary: 'Create agent job',
         description:
-          "Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's) and the ref to start from (else the project's).",
+          "Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's) and the ref to start from (else the project's). With an Idempotency-Key, a retry gets the first response instead of a second job.",
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: projectParams,
+        headers: idempotencyHeaders,
         body: createJobBody(ctx.config.maxPromptChars),
         response: {
           201: json('The job was created and its prompt is stored.', jobRecord),
-          ...errors(400, 401, 403, 404, 413, 415, 429, 503),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
       },
     },
     async (request, reply) => {
-      const { job, rateLimit } = await createJob(ctx, request.project!, request.body);
-      setRateLimitHeaders(reply, rateLimit);
-      return reply.code(201).send(toJobRecord(job));
+      const project = request.project!;
+      const idempotency = idempotentRequest(
+        request.headers['idempotency-key'],
+        project.id,
+        'POST',
+        `/v2/agent/${project.id}/job`,
+        request.body,
+      );
+      const result = await createJob(ctx, project, request.body, idempotency);
+      if ('replayed' in result) return sendReplay(reply, result.replayed);
+      setRateLimitHeaders(reply, result.rateLimit);
+      return reply.code(201).send(toJobRecord(result.job));
     },
   );
 }

@@ -2,10 +2,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
+import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { sendMessage } from '../../jobs/service.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { errors, jobParams, jobRecord, json, promptBody } from '../schemas.ts';
+import { errors, idempotencyHeaders, jobParams, jobRecord, json, promptBody } from '../schemas.ts';
 
 export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
@@ -14,26 +15,32 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
       schema: {
         summary: 'Send follow-up message',
         description:
-          'Queues a follow-up prompt on the same job, branch and pull request. A job that is active runs it after the current turn; a completed or failed job becomes active again.',
+          'Queues a follow-up prompt on the same job, branch and pull request. A job that is active runs it after the current turn; a completed or failed job becomes active again. With an Idempotency-Key, a retry gets the first response instead of a second turn.',
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: jobParams,
+        headers: idempotencyHeaders,
         body: promptBody(ctx.config.maxPromptChars),
         response: {
           200: json('The prompt is stored and will be worked on.', jobRecord),
-          ...errors(400, 401, 403, 404, 409, 413, 415, 429, 503),
+          ...errors(400, 401, 403, 404, 409, 413, 415, 422, 429, 503),
         },
       },
     },
     async (request, reply) => {
-      const { job, rateLimit } = await sendMessage(
-        ctx,
-        request.project!,
-        request.params.id,
-        request.body.prompt,
+      const project = request.project!;
+      const { id } = request.params;
+      const idempotency = idempotentRequest(
+        request.headers['idempotency-key'],
+        project.id,
+        'POST',
+        `/v2/agent/${project.id}/job/${id}/message`,
+        request.body,
       );
-      setRateLimitHeaders(reply, rateLimit);
-      return reply.code(200).send(toJobRecord(job));
+      const result = await sendMessage(ctx, project, id, request.body.prompt, idempotency);
+      if ('replayed' in result) return sendReplay(reply, result.replayed);
+      setRateLimitHeaders(reply, result.rateLimit);
+      return reply.code(200).send(toJobRecord(result.job));
     },
   );
 }
