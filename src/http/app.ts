@@ -14,6 +14,7 @@ import { observeResponse } from './observe.ts';
 import { registerDocs, registerOpenApi } from './openapi.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
+import { registerAdminWebhookRoutes } from './routes/admin-webhooks.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
 import { registerGetJob } from './routes/get-job.ts';
@@ -97,6 +98,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     scope.addHook('onRequest', requireAdmin(keys));
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
+    registerAdminWebhookRoutes(scope, ctx);
   });
   await registerDocs(app);
   if (ctx.config.dashboard) await registerDashboard(app, ctx);

@@ -115,13 +115,14 @@ export interface Snapshot {
   jobs: string[];
   turns: string[];
   rateLimits: string[];
+  webhooks: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
 
 export async function snapshot(svc: TestService): Promise<Snapshot> {
   const db = svc.service.ctx.db;
-  const [projects, keys, jobs, turns, rateLimits] = await Promise.all([
+  const [projects, keys, jobs, turns, rateLimits, webhooks] = await Promise.all([
     db.selectFrom('projects').selectAll().orderBy('id').execute(),
     db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
     db.selectFrom('jobs').selectAll().orderBy('id').execute(),
@@ -132,6 +133,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       .orderBy('seq')
       .execute(),
     db.selectFrom('rate_limits').selectAll().orderBy('project_id').orderBy('operation').execute(),
+    db.selectFrom('webhooks').selectAll().orderBy('id').execute(),
   ]);
   return {
     projects: projects.map(
@@ -144,6 +146,10 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     turns: turns.map((t) => `${t.job_id} ${t.seq} ${t.prompt.length}`),
     rateLimits: rateLimits.map(
       (r) => `${r.project_id} ${r.operation} ${iso(r.window_start)} ${r.count}`,
+    ),
+    webhooks: webhooks.map(
+      (w) =>
+        `${w.id} ${w.project_id} ${w.url} ${w.events.join(',')} ${w.description} ${w.enabled} ${w.secret} ${w.previous_secret} ${iso(w.previous_secret_expires_at)} ${iso(w.updated_at)}`,
     ),
   };
 }
@@ -229,7 +235,7 @@ export interface PathIds {
 }
 
 export interface RouteSpec {
-  method: 'GET' | 'POST' | 'PATCH';
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
   /** 'project' routes live under /v2/agent/{projectId}; 'admin' routes need an admin key. */
   scope: 'project' | 'admin';
   path(ids: PathIds): string;

@@ -1,0 +1,350 @@
+// Admin API for a project's webhook endpoints, under /v2/admin/projects/{projectId}/webhooks:
+// create, list, get, update, delete, rotate the signing secret, read the delivery log and
+// redeliver. The schemas check each field's shape; the endpoint service checks what needs the
+// server (the target's addresses, ERRAND_SECRET_KEY, the stored endpoint).
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listDeliveries,
+  listWebhooks,
+  MAX_DESCRIPTION_CHARS,
+  MAX_OVERLAP_SECONDS,
+  MAX_URL_CHARS,
+  MAX_WEBHOOKS_PER_PROJECT,
+  redeliver,
+  rotateWebhookSecret,
+  updateWebhook,
+} from '../../events/webhooks/endpoints.ts';
+import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks/types.ts';
+import { errorBody, errors, json } from '../schemas.ts';
+
+const URL_TEXT = `"url" must be a string of 1 to ${MAX_URL_CHARS} characters`;
+const EVENTS = `"events" must be a non-empty list of ${WEBHOOK_EVENT_TYPES.join(', ')}`;
+const DESCRIPTION = `"description" must be a string of at most ${MAX_DESCRIPTION_CHARS} characters, or null`;
+const OVERLAP = `"overlapSeconds" must be an integer from 0 to ${MAX_OVERLAP_SECONDS}`;
+
+const fields = {
+  url: z
+    .string({
+      error: (issue) => (issue.input === undefined ? '"url" is required' : URL_TEXT),
+    })
+    .min(1, { error: URL_TEXT })
+    .max(MAX_URL_CHARS, { error: URL_TEXT })
+    .describe(
+      'Where deliveries are POSTed: https:// to a public address (http:// and private addresses only with ERRAND_WEBHOOK_ALLOW_PRIVATE=true).',
+    ),
+  events: z
+    .array(
+      z.enum(WEBHOOK_EVENT_TYPES, {
+        error: (issue) =>
+          `"events": ${JSON.stringify(issue.input)} is not an event type; use ${WEBHOOK_EVENT_TYPES.join(', ')}`,
+      }),
+      { error: EVENTS },
+    )
+    .min(1, { error: EVENTS })
+    .describe('The event types to deliver; every type when not given.'),
+  description: z
+    .string({ error: DESCRIPTION })
+    .max(MAX_DESCRIPTION_CHARS, { error: DESCRIPTION })
+    .nullable()
+    .describe('A note to recognise the endpoint by (null clears it).'),
+  enabled: z
+    .boolean({ error: '"enabled" must be a boolean' })
+    .describe('A disabled endpoint gets no deliveries; true when not given.'),
+};
+
+const notAnObject = {
+  error: (issue: z.core.$ZodRawIssue) =>
+    issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
+};
+
+const createBody = z.strictObject(
+  {
+    url: fields.url,
+    events: fields.events.optional(),
+    description: fields.description.optional(),
+    enabled: fields.enabled.optional(),
+  },
+  notAnObject,
+);
+
+const updateBody = z
+  .strictObject(
+    {
+      url: fields.url.optional(),
+      events: fields.events.optional(),
+      description: fields.description.optional(),
+      enabled: fields.enabled.optional(),
+    },
+    notAnObject,
+  )
+  .refine((body) => Object.values(body).some((value) => value !== undefined), {
+    error: 'give at least one of "url", "events", "description", "enabled"',
+  });
+
+const rotateBody = z
+  .strictObject(
+    {
+      overlapSeconds: z
+        .number({ error: OVERLAP })
+        .int({ error: OVERLAP })
+        .min(0, { error: OVERLAP })
+        .max(MAX_OVERLAP_SECONDS, { error: OVERLAP })
+        .default(86_400)
+        .describe(
+          'How long the current secret keeps signing beside the new one (0: not at all). A day when not given.',
+        ),
+    },
+    notAnObject,
+  )
+  // Fastify validates a request without a body as null, so null stands for no body.
+  .nullish()
+  .describe('Optional: without a body, the overlap is a day.');
+
+const deliveriesQuery = z.object({
+  // z.coerce.number is Number(): '', ' ' and a repeated parameter (an array) are refused.
+  limit: z.coerce
+    .number({ error: '"limit" must be an integer from 1 to 100' })
+    .int({ error: '"limit" must be an integer from 1 to 100' })
+    .min(1, { error: '"limit" must be an integer from 1 to 100' })
+    .max(100, { error: '"limit" must be an integer from 1 to 100' })
+    .default(20)
+    .describe('How many deliveries per page, 1 to 100.'),
+  cursor: z
+    .string({ error: '"cursor" must be given once' })
+    .optional()
+    .describe("The previous page's nextCursor."),
+});
+
+const isoTime = z.iso.datetime();
+
+const webhookRecord = z.object({
+  id: z.string().describe('The webhook id (whk_ and 20 characters).'),
+  projectId: z.string(),
+  url: z.string(),
+  events: z.array(z.enum(WEBHOOK_EVENT_TYPES)),
+  description: z.string().nullable(),
+  enabled: z.boolean(),
+  previousSecretExpiresAt: isoTime
+    .nullable()
+    .describe('While a rotated secret overlaps, the previous secret signs too, until then.'),
+  createdAt: isoTime,
+  updatedAt: isoTime,
+});
+
+const webhookWithSecret = webhookRecord.extend({
+  secret: z
+    .string()
+    .describe('The signing secret, whsec_ and base64: shown in this response only.'),
+});
+
+const deliveryRecord = z.object({
+  id: z.string().describe('The webhook-id header: the same on every attempt.'),
+  webhookId: z.string(),
+  jobId: z.string(),
+  eventSeq: z.number().int().describe("The event's seq in the job's event log."),
+  type: z.enum(WEBHOOK_EVENT_TYPES),
+  state: z.enum(['pending', 'delivered', 'failed']),
+  attempts: z.array(
+    z.object({
+      attempt: z.number().int(),
+      at: isoTime,
+      status: z.number().int().nullable().describe("The receiver's status; null without one."),
+      error: z.string().nullable(),
+      latencyMs: z.number().int(),
+    }),
+  ),
+  createdAt: isoTime,
+  deliveredAt: isoTime.nullable(),
+  failedAt: isoTime.nullable(),
+});
+
+const projectId = z.string().describe('The project id (prj_ and 20 characters).');
+const webhookId = z.string().describe('The webhook id (whk_ and 20 characters).');
+const projectParams = z.object({ projectId });
+const webhookParams = z.object({ projectId, webhookId });
+const deliveryParams = z.object({
+  projectId,
+  webhookId,
+  deliveryId: z.string().describe('The delivery id (msg_ and 20 characters).'),
+});
+
+const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
+const base = '/v2/admin/projects/:projectId/webhooks';
+
+export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  typed.post(
+    base,
+    {
+      schema: {
+        ...admin,
+        summary: 'Create webhook',
+        description:
+          'Adds an endpoint that receives the project’s job events, signed as the Standard Webhooks specification says. The signing secret is in this response only. Needs ERRAND_SECRET_KEY on the server.',
+        params: projectParams,
+        body: createBody,
+        response: {
+          201: webhookWithSecret.describe('The new endpoint, with its signing secret.'),
+          ...errors(400, 401, 403, 404, 413, 415, 503),
+          409: json(`The project already has ${MAX_WEBHOOKS_PER_PROJECT} webhooks.`, errorBody),
+        },
+      },
+    },
+    async (request, reply) =>
+      reply.code(201).send(await createWebhook(ctx, request.params.projectId, request.body)),
+  );
+  typed.get(
+    base,
+    {
+      schema: {
+        ...admin,
+        summary: 'List webhooks',
+        params: projectParams,
+        response: {
+          200: z
+            .object({ webhooks: z.array(webhookRecord) })
+            .describe('The project’s endpoints, oldest first, without secrets.'),
+          ...errors(401, 403, 404, 503),
+        },
+      },
+    },
+    async (request) => ({ webhooks: await listWebhooks(ctx, request.params.projectId) }),
+  );
+  typed.get(
+    `${base}/:webhookId`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Get webhook',
+        params: webhookParams,
+        response: {
+          200: webhookRecord.describe('The endpoint, without its secret.'),
+          ...errors(401, 403, 404, 503),
+        },
+      },
+    },
+    async (request) => getWebhook(ctx, request.params.projectId, request.params.webhookId),
+  );
+  typed.patch(
+    `${base}/:webhookId`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Update webhook',
+        description:
+          'Changes the given fields. Deliveries already written go to the endpoint as it is when they are attempted.',
+        params: webhookParams,
+        body: updateBody,
+        response: {
+          200: webhookRecord.describe('The endpoint as it is now.'),
+          ...errors(400, 401, 403, 404, 413, 415, 503),
+        },
+      },
+    },
+    async (request) =>
+      updateWebhook(ctx, request.params.projectId, request.params.webhookId, request.body),
+  );
+  typed.delete(
+    `${base}/:webhookId`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Delete webhook',
+        description: 'Deletes the endpoint and its delivery log; pending deliveries are not sent.',
+        params: webhookParams,
+        response: {
+          204: z.null().describe('Deleted.'),
+          ...errors(401, 403, 404, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      await deleteWebhook(ctx, request.params.projectId, request.params.webhookId);
+      return reply.code(204).send(null);
+    },
+  );
+  typed.post(
+    `${base}/:webhookId/rotate-secret`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Rotate webhook secret',
+        description:
+          'Makes a new signing secret, shown in this response only. For overlapSeconds the previous secret signs too (a second signature in webhook-signature), so receivers can switch without refusing a delivery.',
+        params: webhookParams,
+        body: rotateBody,
+        response: {
+          200: webhookWithSecret.describe('The endpoint, with its new signing secret.'),
+          ...errors(400, 401, 403, 404, 413, 415, 503),
+        },
+      },
+    },
+    async (request) =>
+      rotateWebhookSecret(
+        ctx,
+        request.params.projectId,
+        request.params.webhookId,
+        request.body?.overlapSeconds ?? 86_400,
+      ),
+  );
+  typed.get(
+    `${base}/:webhookId/deliveries`,
+    {
+      schema: {
+        ...admin,
+        summary: 'List webhook deliveries',
+        description: 'The delivery log, newest first, each delivery with its attempts.',
+        params: webhookParams,
+        querystring: deliveriesQuery,
+        response: {
+          200: z
+            .object({
+              deliveries: z.array(deliveryRecord),
+              nextCursor: z
+                .string()
+                .nullable()
+                .describe('Pass as cursor for the next page; null on the last page.'),
+            })
+            .describe('A page of deliveries.'),
+          ...errors(400, 401, 403, 404, 503),
+        },
+      },
+    },
+    async (request) =>
+      listDeliveries(ctx, request.params.projectId, request.params.webhookId, request.query),
+  );
+  typed.post(
+    `${base}/:webhookId/deliveries/:deliveryId/redeliver`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Redeliver',
+        description:
+          'Sends a delivered or failed delivery again, with the same webhook-id and payload; its attempts continue in the log.',
+        params: deliveryParams,
+        response: {
+          202: deliveryRecord.describe('The delivery, pending again.'),
+          ...errors(401, 403, 404, 503),
+          409: json('The delivery is still pending, or the endpoint is disabled.', errorBody),
+        },
+      },
+    },
+    async (request, reply) =>
+      reply
+        .code(202)
+        .send(
+          await redeliver(
+            ctx,
+            request.params.projectId,
+            request.params.webhookId,
+            request.params.deliveryId,
+          ),
+        ),
+  );
+}
