@@ -1,7 +1,9 @@
 // POST /v2/agent/{projectId}/job/{id}/message: follow-up turns, reactivation of finished jobs,
-// 409 on archived jobs, its own rate limit, prompt validation and the common auth cases.
+// 409 on archived jobs, its own rate limit, Idempotency-Key, prompt validation and the common
+// auth cases.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { backends } from '../../../test/support/databases.ts';
 import {
   assertError,
@@ -298,6 +300,143 @@ for (const backend of backends) {
         const other = await limited.createProject({ name: 'other' });
         const otherJob = await createJobId(limited, other.id, 'other');
         assert.equal((await message(limited, other.id, otherJob, 'fine')).status, 200);
+      });
+    });
+
+    describe('Idempotency-Key', () => {
+      // On `limited`: no worker changes the jobs, and its follow-up limit is 2.
+      const keyed = (projectId: string, jobId: string, key: string, prompt: string) =>
+        limited.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
+          body: { prompt },
+          headers: { 'idempotency-key': key },
+        });
+      const keyRows = (projectId: string) =>
+        limited.service.ctx.db
+          .selectFrom('idempotency_keys')
+          .selectAll()
+          .where('project_id', '=', projectId)
+          .orderBy('key')
+          .execute();
+
+      test('the same follow-up again gets the first response: one turn, no limit used', async () => {
+        const project = await limited.createProject({ name: 'idempotent message' });
+        const jobId = await createJobId(limited, project.id, 'first');
+        const first = await keyed(project.id, jobId, 'follow-once', 'and then this');
+        assert.equal(first.status, 200, first.text);
+        assert.equal(first.json.turns, 2);
+        assert.equal(first.headers.get('ratelimit-remaining'), '1');
+        assert.equal(first.headers.get('idempotent-replayed'), null);
+        for (const key of ['follow-once', '"follow-once"', 'follow-once']) {
+          const again = await unchanged(limited, () =>
+            keyed(project.id, jobId, key, 'and then this'),
+          );
+          assert.equal(again.status, 200, again.text);
+          assert.equal(again.text, first.text);
+          assert.equal(again.headers.get('idempotent-replayed'), 'true');
+          assert.equal(again.headers.get('ratelimit-remaining'), null);
+        }
+        assert.equal((await turnRows(limited, jobId)).length, 2);
+        // The replays used none of the two follow-ups: one is left.
+        const second = await message(limited, project.id, jobId, 'one more');
+        assert.equal(second.status, 200, second.text);
+        assert.equal(second.headers.get('ratelimit-remaining'), '0');
+        // The job has moved on; the key still answers as it did the first time.
+        const replay = await keyed(project.id, jobId, 'follow-once', 'and then this');
+        assert.equal(replay.text, first.text);
+        assert.equal((await getJob(limited, project.id, jobId)).json.turns, 3);
+      });
+
+      test("the key of a create, or of another job's follow-up, is a 422; nothing is written", async () => {
+        const project = await limited.createProject({ name: 'reused message keys' });
+        const created = await limited.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'same words' },
+          headers: { 'idempotency-key': 'create-key' },
+        });
+        assert.equal(created.status, 201, created.text);
+        const jobId = created.json.id ?? '';
+        const otherJob = await createJobId(limited, project.id, 'another job');
+        const sent = await keyed(project.id, jobId, 'message-key', 'same words');
+        assert.equal(sent.status, 200, sent.text);
+        const stored = await keyRows(project.id);
+        for (const [job, key, prompt] of [
+          [jobId, 'create-key', 'same words'],
+          [otherJob, 'message-key', 'same words'],
+          [jobId, 'message-key', 'other words'],
+        ] as const) {
+          const res = await unchanged(limited, () => keyed(project.id, job, key, prompt));
+          assertError(res, 422, 'idempotency_key_reused');
+        }
+        assert.deepEqual(await keyRows(project.id), stored);
+      });
+
+      test('a follow-up refused for an archived job stores nothing; its retry is refused again', async () => {
+        const project = await limited.createProject({ name: 'archived, keyed' });
+        const jobId = await createJobId(limited, project.id, 'to be archived');
+        const archived = await limited.request(
+          'POST',
+          `/v2/agent/${project.id}/job/${jobId}/archive`,
+        );
+        assert.equal(archived.status, 200, archived.text);
+        for (let i = 0; i < 2; i++) {
+          const res = await unchanged(limited, () =>
+            keyed(project.id, jobId, 'after-archive', 'too late'),
+          );
+          assertError(res, 409, 'conflict');
+          assert.equal(res.headers.get('idempotent-replayed'), null);
+        }
+        assert.deepEqual(await keyRows(project.id), []);
+      });
+
+      test('a duplicate while the first is in flight is a 409; then the first response is replayed', {
+        skip: backend === 'postgres' ? false : 'PGlite runs one transaction at a time',
+      }, async () => {
+        const project = await limited.createProject({ name: 'in flight' });
+        const jobId = await createJobId(limited, project.id, 'first');
+        const db = limited.service.ctx.db;
+        // The test holds the job's row lock: the keyed follow-up claims its key, then waits.
+        let release = () => {};
+        const held = new Promise<void>((resolve) => {
+          release = resolve;
+        });
+        let locked = () => {};
+        const isLocked = new Promise<void>((resolve) => {
+          locked = resolve;
+        });
+        const holder = db.transaction().execute(async (trx) => {
+          await trx.selectFrom('jobs').select('id').where('id', '=', jobId).forUpdate().execute();
+          locked();
+          await held;
+        });
+        try {
+          await isLocked;
+          const first = keyed(project.id, jobId, 'slow-key', 'slow follow-up');
+          await waitFor('the first follow-up to wait for the job row', async () => {
+            const { rows } = await sql<{ n: number }>`
+                SELECT count(*)::int AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'`.execute(db);
+            return (rows[0]?.n ?? 0) > 0 ? true : undefined;
+          });
+          for (const prompt of ['slow follow-up', 'another prompt']) {
+            const started = Date.now();
+            const res = await unchanged(limited, () =>
+              keyed(project.id, jobId, 'slow-key', prompt),
+            );
+            assertError(res, 409, 'idempotency_key_in_flight');
+            assert.ok(Date.now() - started < 2_000, 'the duplicate waited for the first');
+          }
+          release();
+          await holder;
+          const answered = await first;
+          assert.equal(answered.status, 200, answered.text);
+          const retry = await keyed(project.id, jobId, 'slow-key', 'slow follow-up');
+          assert.equal(retry.status, 200);
+          assert.equal(retry.text, answered.text);
+          assert.equal(retry.headers.get('idempotent-replayed'), 'true');
+          assert.equal((await turnRows(limited, jobId)).length, 2);
+        } finally {
+          release();
+          await holder;
+        }
       });
     });
 
