@@ -19,7 +19,7 @@ import { type HttpResult, startTestService, type TestService } from '../support/
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 
 type Json = Record<string, unknown>;
-type Method = 'get' | 'post' | 'patch';
+type Method = 'get' | 'post' | 'patch' | 'delete';
 
 interface Operation {
   parameters?: { name: string; in: string }[];
@@ -70,6 +70,14 @@ const ERRAND_OPERATIONS = [
   'post /v2/admin/keys',
   'get /v2/admin/keys',
   'post /v2/admin/keys/{id}/revoke',
+  'post /v2/admin/projects/{projectId}/webhooks',
+  'get /v2/admin/projects/{projectId}/webhooks',
+  'get /v2/admin/projects/{projectId}/webhooks/{webhookId}',
+  'patch /v2/admin/projects/{projectId}/webhooks/{webhookId}',
+  'delete /v2/admin/projects/{projectId}/webhooks/{webhookId}',
+  'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/rotate-secret',
+  'get /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries',
+  'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver',
 ];
 
 /**
@@ -132,6 +140,11 @@ function assertDocumented(doc: Document, key: string, res: HttpResult): void {
   const documented = operation(doc, key).responses[String(res.status)];
   assert.ok(documented, `${key} answered ${res.status}, which it does not document`);
   if (res.status === 304) return;
+  // No body (a 204): documented with no content.
+  if (res.text === '' && !res.headers.get('content-type')) {
+    assert.equal(documented.content, undefined, `${key} ${res.status} documents a body`);
+    return;
+  }
   const type = (res.headers.get('content-type') ?? '').split(';')[0] ?? '';
   const content = documented.content?.[type];
   assert.ok(content, `${key} ${res.status} sent ${type}, which it does not document`);
@@ -152,7 +165,12 @@ for (const backend of backends) {
     let doc: Document;
 
     before(async () => {
-      svc = await startTestService({ backend, worker: false });
+      // The secret key lets the webhook routes store a signing secret.
+      svc = await startTestService({
+        backend,
+        worker: false,
+        env: { ERRAND_SECRET_KEY: 'openapi-test-secret-key' },
+      });
       fx = await createRouteFixture(svc);
       const res = await svc.request('GET', '/openapi.json', { key: null });
       assert.equal(res.status, 200, res.text);
@@ -399,6 +417,66 @@ for (const backend of backends) {
           statuses.some((s) => s.endsWith(expected)),
           `no call answered ${expected}: ${statuses.join(', ')}`,
         );
+      }
+    });
+
+    test("the webhook routes' real responses are what Errand's document says", async () => {
+      const admin = { key: svc.adminKey };
+      const hooks = `/v2/admin/projects/${fx.project.id}/webhooks`;
+      const created = await svc.request('POST', hooks, {
+        ...admin,
+        body: { url: 'https://93.184.215.14/hook', events: ['job.completed'] },
+      });
+      const hook = `${hooks}/${created.json.id}`;
+      const base = '/v2/admin/projects/{projectId}/webhooks';
+      const calls: [string, number, () => Promise<HttpResult>][] = [
+        [`post ${base}`, 201, async () => created],
+        [
+          `post ${base}`,
+          400,
+          () => svc.request('POST', hooks, { ...admin, body: { url: 'http://x' } }),
+        ],
+        [`get ${base}`, 200, () => svc.request('GET', hooks, admin)],
+        [`get ${base}`, 403, () => svc.request('GET', hooks, { key: fx.projectKey })],
+        [`get ${base}/{webhookId}`, 200, () => svc.request('GET', hook, admin)],
+        [`get ${base}/{webhookId}`, 404, () => svc.request('GET', `${hook}x`, admin)],
+        [
+          `patch ${base}/{webhookId}`,
+          200,
+          () => svc.request('PATCH', hook, { ...admin, body: { description: 'documented' } }),
+        ],
+        [
+          `patch ${base}/{webhookId}`,
+          400,
+          () => svc.request('PATCH', hook, { ...admin, body: {} }),
+        ],
+        [
+          `post ${base}/{webhookId}/rotate-secret`,
+          200,
+          () => svc.request('POST', `${hook}/rotate-secret`, admin),
+        ],
+        [
+          `get ${base}/{webhookId}/deliveries`,
+          200,
+          () => svc.request('GET', `${hook}/deliveries?limit=5`, admin),
+        ],
+        [
+          `get ${base}/{webhookId}/deliveries`,
+          400,
+          () => svc.request('GET', `${hook}/deliveries?limit=0`, admin),
+        ],
+        [
+          `post ${base}/{webhookId}/deliveries/{deliveryId}/redeliver`,
+          404,
+          () => svc.request('POST', `${hook}/deliveries/msg_AAAAAAAAAAAAAAAAAAAA/redeliver`, admin),
+        ],
+        [`delete ${base}/{webhookId}`, 204, () => svc.request('DELETE', hook, admin)],
+        [`delete ${base}/{webhookId}`, 404, () => svc.request('DELETE', hook, admin)],
+      ];
+      for (const [key, status, call] of calls) {
+        const res = await call();
+        assert.equal(res.status, status, `${key}: ${res.text}`);
+        assertDocumented(doc, key, res);
       }
     });
   });
