@@ -159,6 +159,7 @@ export function projectsPage(
     ${
       admin
         ? html`<a href="/projects/${project.id}/keys">API keys</a>
+      <a href="/projects/${project.id}/webhooks">Webhooks</a>
       <a href="/projects/${project.id}/settings">Settings</a>`
         : ''
     }</td>  </tr>`,
@@ -187,7 +188,8 @@ export function settingsPage(
 ${projectFields(form.values, project)}
 <button type="submit">Save</button>
 </form>
-<p><a href="/projects/${project.id}/keys">API keys of this project</a></p>`,
+<p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
+<p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>`,
   );
 }
 
@@ -222,7 +224,7 @@ function keysTable(keys: KeyRecord[]): SafeHtml {
   )}</tbody></table></div>`;
 }
 
-function when(iso: string): SafeHtml {
+export function when(iso: string): SafeHtml {
   return html`<time datetime="${iso}">${iso.slice(0, 16).replace('T', ' ')} UTC</time>`;
 }
 

@@ -57,6 +57,7 @@ import {
   sessionIdFrom,
   signIn,
 } from './sessions.ts';
+import { registerWebhookPages } from './webhooks.ts';
 
 // No inline script or style anywhere, so the policy needs no 'unsafe-inline'.
 const CSP = [
@@ -676,6 +677,8 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
             : keysPageOf(key.projectId);
         return reply.redirect(back, 303);
       });
+
+      registerWebhookPages(pages, ctx, { admin, sendPage });
     });
   });
 }

@@ -1,0 +1,280 @@
+// The dashboard's webhook routes under /projects/:id/webhooks, for admin sessions only (as the
+// admin API): they call the endpoint service the admin API calls, which checks what a person
+// typed, and a refusal is shown on the form with its message. Registered inside the dashboard's
+// signed-in scope, so its session, Origin check and headers apply.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import {
+  createWebhook,
+  deleteWebhook,
+  getWebhook,
+  listDeliveries,
+  listWebhooks,
+  redeliver,
+  rotateWebhookSecret,
+  updateWebhook,
+} from '../events/webhooks/endpoints.ts';
+import {
+  type DeliveryRecord,
+  isWebhookEventType,
+  WEBHOOK_EVENT_TYPES,
+  type WebhookEventType,
+  type WebhookRecord,
+} from '../events/webhooks/types.ts';
+import { isId } from '../ids.ts';
+import type { Principal } from '../keys/service.ts';
+import { getProject, type ProjectRecord, toProjectRecord } from '../projects/service.ts';
+import {
+  DEFAULT_OVERLAP_HOURS,
+  deleteWebhookPage,
+  emptyWebhookForm,
+  eventField,
+  MAX_OVERLAP_HOURS,
+  type WebhookForm,
+  webhookPage,
+  webhooksPage,
+  webhookValues,
+} from './webhook-pages.ts';
+
+type Form = Record<string, string>;
+
+const DELIVERIES_PER_PAGE = 20;
+
+export interface WebhookPageHelpers {
+  /** The session's principal, refused unless it holds an admin key. */
+  admin(request: FastifyRequest): Principal;
+  sendPage(reply: FastifyReply, status: number, body: string): FastifyReply;
+}
+
+/** The form as typed: what the page shows again after a refusal. */
+function formValues(form: Form): WebhookForm {
+  return {
+    url: form.url ?? '',
+    events: WEBHOOK_EVENT_TYPES.filter((type) => form[eventField(type)] === '1'),
+    description: form.description ?? '',
+    enabled: form.enabled === '1',
+  };
+}
+
+/** The ticked event types; a field of an unknown type cannot come from the page and is ignored. */
+function ticked(values: WebhookForm): WebhookEventType[] {
+  return values.events.filter(isWebhookEventType);
+}
+
+/** A refusal to show on the page; anything else (a database failure) is the error page's. */
+function refusal(err: unknown): AppError {
+  if (err instanceof AppError && err.status < 500) return err;
+  throw err;
+}
+
+export function registerWebhookPages(
+  pages: FastifyInstance,
+  ctx: AppContext,
+  { admin, sendPage }: WebhookPageHelpers,
+): void {
+  const project = async (id: string): Promise<ProjectRecord> =>
+    toProjectRecord(await getProject(ctx, id));
+
+  type ProjectParams = { Params: { id: string } };
+  type WebhookParams = { Params: { id: string; webhookId: string } };
+
+  const listPage = async (
+    principal: Principal,
+    current: ProjectRecord,
+    opts: Omit<Parameters<typeof webhooksPage>[3], 'values'> & { values?: WebhookForm },
+  ) =>
+    webhooksPage(principal, current, await listWebhooks(ctx, current.id), {
+      values: emptyWebhookForm,
+      ...opts,
+    });
+
+  pages.get<ProjectParams>('/projects/:id/webhooks', async (request, reply) => {
+    const principal = admin(request);
+    return sendPage(reply, 200, await listPage(principal, await project(request.params.id), {}));
+  });
+
+  pages.post<ProjectParams & { Body: Form | undefined }>(
+    '/projects/:id/webhooks',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const values = formValues(request.body ?? {});
+      try {
+        const created = await createWebhook(ctx, current.id, {
+          url: values.url.trim(),
+          events: ticked(values),
+          description: values.description,
+        });
+        // The secret is in this answer only: a redirect would have to carry it in the URL.
+        return sendPage(reply, 201, await listPage(principal, current, { created }));
+      } catch (err) {
+        const refused = refusal(err);
+        return sendPage(
+          reply,
+          refused.status,
+          await listPage(principal, current, { values, error: refused.message }),
+        );
+      }
+    },
+  );
+
+  pages.post<WebhookParams & { Body: Form | undefined }>(
+    '/projects/:id/webhooks/:webhookId/enabled',
+    async (request, reply) => {
+      admin(request);
+      const current = await project(request.params.id);
+      const enabled = request.body?.enabled;
+      if (enabled !== 'true' && enabled !== 'false') {
+        throw new AppError('bad_request', '"enabled" must be true or false');
+      }
+      await updateWebhook(ctx, current.id, request.params.webhookId, {
+        enabled: enabled === 'true',
+      });
+      return reply.redirect(`/projects/${current.id}/webhooks`, 303);
+    },
+  );
+
+  const detailPage = async (
+    principal: Principal,
+    current: ProjectRecord,
+    webhook: WebhookRecord,
+    opts: Omit<Parameters<typeof webhookPage>[3], 'values' | 'deliveries' | 'nextCursor'> & {
+      values?: WebhookForm;
+      cursor?: string | undefined;
+    },
+  ) => {
+    const { cursor, ...rest } = opts;
+    const listed = await listDeliveries(ctx, current.id, webhook.id, {
+      limit: DELIVERIES_PER_PAGE,
+      cursor: cursor || undefined,
+    });
+    return webhookPage(principal, current, webhook, {
+      values: webhookValues(webhook),
+      deliveries: listed.deliveries,
+      nextCursor: listed.nextCursor,
+      ...rest,
+    });
+  };
+
+  pages.get<WebhookParams & { Querystring: { cursor?: string; done?: string } }>(
+    '/projects/:id/webhooks/:webhookId',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
+      const done = request.query.done;
+      return sendPage(
+        reply,
+        200,
+        await detailPage(principal, current, webhook, {
+          cursor: request.query.cursor,
+          notice:
+            done === 'saved'
+              ? 'Saved.'
+              : done && isId('msg', done)
+                ? `Delivery ${done} is queued again.`
+                : undefined,
+        }),
+      );
+    },
+  );
+
+  pages.post<WebhookParams & { Body: Form | undefined }>(
+    '/projects/:id/webhooks/:webhookId',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
+      const values = formValues(request.body ?? {});
+      try {
+        await updateWebhook(ctx, current.id, webhook.id, {
+          url: values.url.trim(),
+          events: ticked(values),
+          // An emptied description removes it.
+          description: values.description.trim() || null,
+          enabled: values.enabled,
+        });
+        return reply.redirect(`/projects/${current.id}/webhooks/${webhook.id}?done=saved`, 303);
+      } catch (err) {
+        const refused = refusal(err);
+        return sendPage(
+          reply,
+          refused.status,
+          await detailPage(principal, current, webhook, { values, error: refused.message }),
+        );
+      }
+    },
+  );
+
+  pages.post<WebhookParams & { Body: Form | undefined }>(
+    '/projects/:id/webhooks/:webhookId/rotate',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
+      const typed = (request.body?.overlapHours ?? String(DEFAULT_OVERLAP_HOURS)).trim();
+      const hours = /^\d{1,3}$/.test(typed) ? Number(typed) : Number.NaN;
+      try {
+        if (!(hours >= 0 && hours <= MAX_OVERLAP_HOURS)) {
+          throw new AppError(
+            'bad_request',
+            `the overlap must be a whole number of hours from 0 to ${MAX_OVERLAP_HOURS}`,
+          );
+        }
+        const rotated = await rotateWebhookSecret(ctx, current.id, webhook.id, hours * 3600);
+        return sendPage(reply, 200, await detailPage(principal, current, rotated, { rotated }));
+      } catch (err) {
+        const refused = refusal(err);
+        return sendPage(
+          reply,
+          refused.status,
+          await detailPage(principal, current, webhook, {
+            rotateError: refused.message,
+            overlapHours: typed,
+          }),
+        );
+      }
+    },
+  );
+
+  pages.get<WebhookParams>('/projects/:id/webhooks/:webhookId/delete', async (request, reply) => {
+    const principal = admin(request);
+    const current = await project(request.params.id);
+    const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
+    return sendPage(reply, 200, deleteWebhookPage(principal, current, webhook));
+  });
+
+  pages.post<WebhookParams>('/projects/:id/webhooks/:webhookId/delete', async (request, reply) => {
+    admin(request);
+    const current = await project(request.params.id);
+    await deleteWebhook(ctx, current.id, request.params.webhookId);
+    return reply.redirect(`/projects/${current.id}/webhooks`, 303);
+  });
+
+  pages.post<{ Params: { id: string; webhookId: string; deliveryId: string } }>(
+    '/projects/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
+      let delivery: DeliveryRecord;
+      try {
+        delivery = await redeliver(ctx, current.id, webhook.id, request.params.deliveryId);
+      } catch (err) {
+        const refused = refusal(err);
+        // An unknown delivery is a wrong address, not a refusal to explain beside the log.
+        if (refused.code === 'not_found') throw refused;
+        return sendPage(
+          reply,
+          refused.status,
+          await detailPage(principal, current, webhook, { deliveryError: refused.message }),
+        );
+      }
+      return reply.redirect(
+        `/projects/${current.id}/webhooks/${webhook.id}?done=${delivery.id}#deliveries`,
+        303,
+      );
+    },
+  );
+}
