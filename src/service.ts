@@ -6,6 +6,7 @@ import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
 import { buildApp } from './http/app.ts';
 import { TurnAborts } from './jobs/aborts.ts';
@@ -56,11 +57,13 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
   let queue: TurnQueue | undefined;
   let app: FastifyInstance | undefined;
   let worker: Worker | undefined;
+  let deliveryWorker: DeliveryWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const stop = async () => {
     await metricsServer?.close();
     await app?.close();
     await worker?.stop();
+    await deliveryWorker?.stop();
     await queue?.stop();
     await handle.close();
   };
@@ -99,6 +102,8 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
         metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
       });
       worker = await startWorker(ctx, opts.runner ?? turnPipeline(ctx, url));
+      // Webhooks are sent by the processes that run turns, as many at once as configured.
+      deliveryWorker = await startDeliveryWorker(ctx);
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(

@@ -6,12 +6,17 @@ import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
+import { type CommittingEvent, queueDeliveries } from '../events/webhooks/outbox.ts';
+import { isWebhookEventType } from '../events/webhooks/types.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
 import type { Transition } from './transitions.ts';
 
-/** What a transition function needs of the application context. */
-export type LifecycleContext = Pick<AppContext, 'db' | 'transitions'>;
+/**
+ * What a transition function needs of the application context; the queue takes the webhook
+ * deliveries of its events (events/webhooks/outbox.ts).
+ */
+export type LifecycleContext = Pick<AppContext, 'db' | 'transitions' | 'queue'>;
 
 export interface TransitionScope {
   trx: Transaction<Database>;
@@ -22,7 +27,10 @@ export interface TransitionScope {
   record(transition: Transition): Promise<void>;
 }
 
-/** Runs `fn` in one transaction and announces the transitions it recorded after the commit. */
+/**
+ * Runs `fn` in one transaction and announces the transitions it recorded after the commit. Each
+ * event's webhook deliveries are written in the same transaction.
+ */
 export async function inTransition<T>(
   ctx: LifecycleContext,
   fn: (scope: TransitionScope) => Promise<T>,
@@ -32,14 +40,16 @@ export async function inTransition<T>(
     fn({
       trx,
       async record(transition) {
-        if (transition.type !== 'turn.accepted')
-          await insertEvent(
+        if (transition.type !== 'turn.accepted') {
+          const event = await insertEvent(
             trx,
             transition.jobId,
             transition.turn,
             transition.type,
             transition.data,
           );
+          await queueDeliveries(ctx, trx, event);
+        }
         recorded.push(transition);
       },
     }),
@@ -48,17 +58,19 @@ export async function inTransition<T>(
   return result;
 }
 
-function insertEvent(
+async function insertEvent(
   db: Db | Transaction<Database>,
   jobId: string,
   turn: number | null,
   type: string,
   data: Record<string, unknown>,
-): Promise<unknown> {
-  return db
+): Promise<CommittingEvent> {
+  const row = await db
     .insertInto('events')
     .values({ job_id: jobId, turn, type, data: JSON.stringify(data) })
-    .execute();
+    .returning(['seq', 'at'])
+    .executeTakeFirstOrThrow();
+  return { jobId, seq: row.seq, turn, type, data, at: row.at };
 }
 
 /**
@@ -325,15 +337,23 @@ export function retryTurn(
  * statement locks the job's row before its seq is drawn, as every transition does: events of
  * one job then commit in the order of their seqs, so a reader that has seen seq N never misses
  * a smaller one committed later (the live stream and `after=` resume on that). Nothing is
- * written for a job that is gone.
+ * written for a job that is gone. A type webhooks can ask for (`pull_request.opened`) is one
+ * transaction instead, the job locked first as well, that also writes its deliveries.
  */
 export async function recordProgress(
-  ctx: Pick<AppContext, 'db'>,
+  ctx: Pick<AppContext, 'db' | 'queue'>,
   jobId: string,
   seq: number,
   type: string,
   data: Record<string, unknown>,
 ): Promise<void> {
+  if (isWebhookEventType(type)) {
+    await ctx.db.transaction().execute(async (trx) => {
+      if ((await lockJob(trx, jobId)) === undefined) return;
+      await queueDeliveries(ctx, trx, await insertEvent(trx, jobId, seq, type, data));
+    });
+    return;
+  }
   await sql`
     WITH job AS (SELECT id FROM jobs WHERE id = ${jobId} FOR UPDATE)
     INSERT INTO events (job_id, turn, type, data)

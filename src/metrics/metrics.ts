@@ -30,6 +30,8 @@ export class Metrics {
   readonly workspaceBytes: Gauge<'kind'>;
   readonly workspaceCount: Gauge<'kind'>;
   readonly databaseUp: Gauge;
+  readonly webhookDeliveries: Counter<'outcome'>;
+  readonly webhookAttemptDuration: Histogram<'result'>;
   readonly #samplers: Sampler[] = [];
 
   constructor() {
@@ -126,6 +128,19 @@ export class Metrics {
     this.databaseUp = new Gauge({
       name: 'errand_database_up',
       help: '1 when the last scrape could read the database in time, else 0',
+      registers,
+    });
+    this.webhookDeliveries = new Counter({
+      name: 'errand_webhook_deliveries_total',
+      help: 'Webhook deliveries handled, by outcome: delivered, retried (an attempt failed), failed (given up, or the webhook disabled), skipped (nothing left to send)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.webhookAttemptDuration = new Histogram({
+      name: 'errand_webhook_attempt_duration_seconds',
+      help: 'Time of a webhook delivery attempt, from connect to the answer, by result (ok: 2xx, error)',
+      labelNames: ['result'],
+      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     });
   }

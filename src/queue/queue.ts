@@ -14,6 +14,7 @@ import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import type { Logger } from '../log.ts';
+import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
 
 export const TURN_QUEUE = 'turns';
 
@@ -45,15 +46,18 @@ export class TurnQueue {
   readonly #boss: PgBoss;
   readonly #db: Kysely<Database>;
   readonly #log: Logger;
+  /** The webhook delivery queue, on the same pg-boss instance (deliveries.ts). */
+  readonly deliveries: DeliveryQueue;
   #reaper: NodeJS.Timeout | undefined;
   #reaping: Promise<void> = Promise.resolve();
   #reapBusy = false;
   #reapFailing = false;
 
-  constructor(boss: PgBoss, db: Kysely<Database>, log: Logger) {
+  constructor(boss: PgBoss, db: Kysely<Database>, log: Logger, deliveries: DeliveryQueue) {
     this.#boss = boss;
     this.#db = db;
     this.#log = log;
+    this.deliveries = deliveries;
   }
 
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
@@ -105,7 +109,8 @@ export class TurnQueue {
         });
     }
     await boss.getBlockedKeys(TURN_QUEUE);
-    const queue = new TurnQueue(boss, handle.db, log);
+    const deliveries = await DeliveryQueue.create(boss, config);
+    const queue = new TurnQueue(boss, handle.db, log, deliveries);
     queue.#reaper = setInterval(() => {
       // A check slower than the interval (a database under load) is not stacked on.
       if (queue.#reapBusy) return;
@@ -119,35 +124,44 @@ export class TurnQueue {
   }
 
   /**
-   * Hands back to the queue every running turn whose worker's heartbeat is older than the
-   * queue's `heartbeatSeconds`: pg-boss's own condition for a dead worker, checked every
-   * second instead of every monitoring pass. The entry is failed for the attempt that was read
-   * (a worker that claimed it again meanwhile keeps its claim) and, with no retry delay, is
-   * ready for any worker at once. Returns how many were handed back.
+   * Hands back to the queue every running turn (and webhook delivery) whose worker's heartbeat
+   * is older than the queue's `heartbeatSeconds`: pg-boss's own condition for a dead worker,
+   * checked every second instead of every monitoring pass. The entry is failed for the attempt
+   * that was read (a worker that claimed it again meanwhile keeps its claim) and is ready for
+   * any worker after its queue's retry delay: none for turns. Returns how many were handed back.
    */
   async reapDeadClaims(): Promise<number> {
     // `policy` lets PostgreSQL use pg-boss's partial index of running strict-FIFO entries.
-    const dead = await sql<{ id: string; retry_count: number }>`
-      SELECT id, retry_count FROM pgboss.job
-      WHERE name = ${TURN_QUEUE}
+    const dead = await sql<{ name: string; id: string; retry_count: number }>`
+      SELECT name, id, retry_count FROM pgboss.job
+      WHERE name IN (${TURN_QUEUE}, ${DELIVERY_QUEUE})
         AND policy = 'key_strict_fifo'
         AND state = 'active'
         AND heartbeat_seconds IS NOT NULL
         AND heartbeat_on + heartbeat_seconds * interval '1 second' < pgboss.job_now()
       LIMIT 100`.execute(this.#db);
-    if (dead.rows.length === 0) return 0;
-    const claims = dead.rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
-    const result = await this.#boss.fail(TURN_QUEUE, claims, {
-      message: 'job heartbeat timeout: its worker stopped',
-    });
-    return affected(result);
+    let count = 0;
+    for (const name of [TURN_QUEUE, DELIVERY_QUEUE]) {
+      const claims = dead.rows
+        .filter((r) => r.name === name)
+        .map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
+      if (claims.length === 0) continue;
+      const result = await this.#boss.fail(name, claims, {
+        message: 'job heartbeat timeout: its worker stopped',
+      });
+      count += affected(result);
+    }
+    return count;
   }
 
   async #reapOnce(): Promise<void> {
     try {
       const count = await this.reapDeadClaims();
       if (count > 0)
-        this.#log.warn({ count }, 'turns of a stopped worker handed back to the queue');
+        this.#log.warn(
+          { count },
+          'turns or deliveries of a stopped worker handed back to the queue',
+        );
       if (this.#reapFailing) this.#log.info('dead worker check works again');
       this.#reapFailing = false;
     } catch (err) {
