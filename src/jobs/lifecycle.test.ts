@@ -25,6 +25,7 @@ import {
   startTurn,
   turnContext,
 } from './lifecycle.ts';
+import { type JobRecord, toJobRecord } from './record.ts';
 import { archiveJob, createJob, sendMessage } from './service.ts';
 import type { Transition } from './transitions.ts';
 
@@ -122,23 +123,42 @@ for (const backend of backends) {
         .executeTakeFirstOrThrow();
     }
 
+    /** The job's record as GET renders it now (the same function over the same row). */
+    async function recordOf(jobId: string): Promise<JobRecord> {
+      return toJobRecord(await jobOf(jobId));
+    }
+
     test('a turn is accepted, started and finished; each is announced once, after commit', async () => {
       const { ctx } = svc;
       const { job } = await createJob(ctx, project, { prompt: 'first' });
       const accepted = await takeHeard();
+      const createdRecord = await recordOf(job.id);
+      assert.deepEqual(createdRecord, toJobRecord(job));
       assert.deepEqual(
         accepted.map((h) => [h.transition.type, h.transition.turn, h.transition.status]),
-        [['turn.accepted', 1, 'active']],
+        [
+          ['job.created', null, 'active'],
+          ['turn.accepted', 1, 'active'],
+        ],
       );
-      assert.equal(accepted[0]?.statusSeen, 'active', 'the subscriber did not see the new job');
+      assert.deepEqual(accepted[0]?.transition.data, { job: createdRecord });
+      assert.deepEqual(
+        accepted.map((h) => h.statusSeen),
+        ['active', 'active'],
+        'the subscriber did not see the new job',
+      );
       assert.equal((await turnOf(job.id, 1)).state, 'queued');
-      // Accepting a turn records no event: the job's record says so.
-      assert.deepEqual(await eventsOf(job.id), []);
+      // Accepting a turn records no event of its own (the job's record says so); creating the
+      // job is one, carrying the record as it was created.
+      assert.deepEqual(await eventsOf(job.id), [
+        { turn: null, type: 'job.created', data: { job: createdRecord } },
+      ]);
 
       const started = await startTurn(ctx, job.id, 1, 1);
       assert.equal(started?.turn.state, 'running');
       assert.equal(started?.turn.attempts, 1);
       assert.equal(started?.job.status, 'active');
+      // The job was active already: starting its turn is no change of status.
       assert.deepEqual(
         (await takeHeard()).map((h) => [h.transition.type, h.transition.data, h.statusSeen]),
         [['turn.started', { attempt: 1 }, 'active']],
@@ -162,12 +182,25 @@ for (const backend of backends) {
       assert.equal(row.status, 'completed');
       assert.equal(row.pr_link, 'https://example.test/pr/7');
       assert.equal(row.pr_number, 7);
+      const completedRecord = await recordOf(job.id);
+      assert.equal(completedRecord.status, 'completed');
+      assert.equal(completedRecord.prLink, 'https://example.test/pr/7');
       const heardFinish = await takeHeard();
       assert.deepEqual(
-        heardFinish.map((h) => [h.transition.type, h.transition.status, h.statusSeen]),
-        [['turn.finished', 'completed', 'completed']],
+        heardFinish.map((h) => [
+          h.transition.type,
+          h.transition.turn,
+          h.transition.status,
+          h.statusSeen,
+        ]),
+        [
+          ['turn.finished', 1, 'completed', 'completed'],
+          ['job.completed', null, 'completed', 'completed'],
+        ],
       );
+      assert.deepEqual(heardFinish[1]?.transition.data, { job: completedRecord });
       assert.deepEqual(await eventsOf(job.id), [
+        { turn: null, type: 'job.created', data: { job: createdRecord } },
         { turn: 1, type: 'turn.started', data: { attempt: 1 } },
         {
           turn: 1,
@@ -178,6 +211,7 @@ for (const backend of backends) {
             prLink: 'https://example.test/pr/7',
           },
         },
+        { turn: null, type: 'job.completed', data: { job: completedRecord } },
       ]);
 
       // A repeated delivery of a settled turn changes nothing and announces nothing.
@@ -185,8 +219,8 @@ for (const backend of backends) {
       assert.equal(await finishTurn(ctx, job.id, 1, { summary: 'again' }), false);
       assert.equal(await failTurn(ctx, job.id, 1, 'late failure'), false);
       assert.deepEqual(await takeHeard(), []);
-      assert.equal((await eventsOf(job.id)).length, 2);
-      assert.equal((await jobOf(job.id)).status, 'completed');
+      assert.equal((await eventsOf(job.id)).length, 4);
+      assert.deepEqual(await recordOf(job.id), completedRecord);
 
       // The next turn works from the project and the finished turn's conversation.
       const context = await turnContext(ctx, await jobOf(job.id), 2);
@@ -228,6 +262,7 @@ for (const backend of backends) {
         h.statusSeen,
       ]);
       assert.deepEqual(transitions, [
+        ['job.created', null, 'active', 'active'],
         ['turn.accepted', 1, 'active', 'active'],
         ['turn.started', 1, 'active', 'active'],
         ['turn.accepted', 2, 'active', 'active'],
@@ -237,6 +272,7 @@ for (const backend of backends) {
         ['turn.failed', 2, 'active', 'active'],
         ['turn.started', 3, 'active', 'active'],
         ['turn.failed', 3, 'failed', 'failed'],
+        ['job.failed', null, 'failed', 'failed'],
       ]);
     });
 
@@ -252,21 +288,27 @@ for (const backend of backends) {
       const row = await jobOf(job.id);
       assert.equal(row.status, 'failed');
       assert.equal(row.error, ORPHAN_MESSAGE);
+      const failedRecord = toJobRecord(row);
+      assert.equal(failedRecord.error, ORPHAN_MESSAGE);
       assert.deepEqual(
         (await eventsOf(job.id)).map((e) => [e.type, e.data]),
         [
+          ['job.created', { job: toJobRecord(job) }],
           ['turn.started', { attempt: 1 }],
           ['turn.retrying', data],
           ['turn.failed', { error: ORPHAN_MESSAGE }],
+          ['job.failed', { job: failedRecord }],
         ],
       );
       assert.deepEqual(
         (await takeHeard()).map((h) => [h.transition.type, h.statusSeen]),
         [
+          ['job.created', 'active'],
           ['turn.accepted', 'active'],
           ['turn.started', 'active'],
           ['turn.retrying', 'active'],
           ['turn.failed', 'failed'],
+          ['job.failed', 'failed'],
         ],
       );
       assert.equal(await failOrphan(ctx, job.id, 1), false, 'an orphan failed twice');
@@ -277,10 +319,12 @@ for (const backend of backends) {
       const { job } = await createJob(ctx, project, { prompt: 'long' });
       await startTurn(ctx, job.id, 1, 1);
       await sendMessage(ctx, project, job.id, 'queued behind');
-      await archiveJob(ctx, project.id, job.id);
+      const archivedView = await archiveJob(ctx, project.id, job.id);
       const row = await jobOf(job.id);
       assert.equal(row.status, 'archived');
       assert.ok(row.archived_at);
+      const archivedRecord = toJobRecord(row);
+      assert.deepEqual(archivedRecord, toJobRecord(archivedView));
       for (const seq of [1, 2]) assert.equal((await turnOf(job.id, seq)).state, 'cancelled');
       // The worker's late result of the running turn and a retry find nothing to change.
       assert.equal(await finishTurn(ctx, job.id, 1, { summary: 'too late' }), false);
@@ -293,15 +337,19 @@ for (const backend of backends) {
       assert.deepEqual(
         (await eventsOf(job.id)).map((e) => [e.turn, e.type]),
         [
+          [null, 'job.created'],
           [1, 'turn.started'],
           [null, 'job.archived'],
         ],
       );
+      assert.deepEqual((await eventsOf(job.id)).at(-1)?.data, { job: archivedRecord });
+      assert.equal(archivedRecord.archivedAt, row.archived_at?.toISOString());
       const archived = (await takeHeard()).filter((h) => h.transition.type === 'job.archived');
       assert.deepEqual(
         archived.map((h) => [h.transition.turn, h.transition.status, h.statusSeen]),
         [[null, 'archived', 'archived']],
       );
+      assert.deepEqual(archived[0]?.transition.data, { job: archivedRecord });
       // Archiving again is no transition.
       await archiveJob(ctx, project.id, job.id);
       assert.deepEqual(await takeHeard(), []);
@@ -311,6 +359,11 @@ for (const backend of backends) {
       const { ctx } = svc;
       const { job } = await createJob(ctx, project, { prompt: 'rolled back' });
       await takeHeard();
+      const created = await eventsOf(job.id);
+      assert.deepEqual(
+        created.map((e) => e.type),
+        ['job.created'],
+      );
       const failure = new Error('the transaction fails after recording');
       await assert.rejects(
         inTransition(ctx, async ({ trx, record }) => {
@@ -331,7 +384,7 @@ for (const backend of backends) {
         (err) => err === failure,
       );
       assert.deepEqual(await takeHeard(), []);
-      assert.deepEqual(await eventsOf(job.id), []);
+      assert.deepEqual(await eventsOf(job.id), created);
       assert.equal((await turnOf(job.id, 1)).state, 'queued');
       // A refused follow-up is no transition either.
       await archiveJob(ctx, project.id, job.id);
@@ -357,7 +410,7 @@ for (const backend of backends) {
           prompt: 'heard despite a broken subscriber',
         });
         assert.equal((await jobOf(job.id)).status, 'active');
-        assert.deepEqual(others, ['turn.accepted']);
+        assert.deepEqual(others, ['job.created', 'turn.accepted']);
       } finally {
         stopThrowing();
         stopRejecting();
@@ -365,7 +418,7 @@ for (const backend of backends) {
       }
       // Unsubscribed listeners hear nothing more.
       await createJob(ctx, project, { prompt: 'after unsubscribing' });
-      assert.deepEqual(others, ['turn.accepted']);
+      assert.deepEqual(others, ['job.created', 'turn.accepted']);
       await takeHeard();
     });
 
@@ -400,23 +453,32 @@ describe('a worker changes jobs only through the lifecycle', () => {
       });
       assert.equal(created.status, 201, created.text);
       const jobId = created.json.id ?? '';
-      await untilStatus(svc, project.id, jobId, 'completed', { failFast: true });
+      const completed = await untilStatus(svc, project.id, jobId, 'completed', {
+        failFast: true,
+      });
       assert.deepEqual(heard, [
+        'job.created null active',
         'turn.accepted 1 active',
         'turn.started 1 active',
         'turn.finished 1 completed',
+        'job.completed null completed',
       ]);
       const { db } = svc.service.ctx;
       const events = await db
         .selectFrom('events')
-        .select('type')
+        .select(['type', 'data'])
         .where('job_id', '=', jobId)
         .orderBy('seq')
         .execute();
       assert.deepEqual(
         events.map((e) => e.type),
-        ['turn.started', 'agent.step', 'turn.finished'],
+        ['job.created', 'turn.started', 'agent.step', 'turn.finished', 'job.completed'],
       );
+      // The status events carry the record as the API gave it: the create's answer, and what
+      // GET returns once the job completed.
+      assert.deepEqual(events[0]?.data, { job: created.json });
+      assert.deepEqual(events[4]?.data, { job: completed });
+      assert.equal(completed.status, 'completed');
       const job = await db
         .selectFrom('jobs')
         .select('review_diff')

@@ -171,8 +171,20 @@ for (const backend of backends) {
       const [turn] = await turns(jobId);
       assert.equal(turn?.attempts, 2);
       assert.equal(turn?.summary, 'worked on the second attempt');
-      const types = (await events(jobId)).map((e) => e.type);
-      assert.deepEqual(types, ['turn.started', 'turn.retrying', 'turn.started', 'turn.finished']);
+      const log = await events(jobId);
+      assert.deepEqual(
+        log.map((e) => e.type),
+        [
+          'job.created',
+          'turn.started',
+          'turn.retrying',
+          'turn.started',
+          'turn.finished',
+          'job.completed',
+        ],
+      );
+      // A retry is no change of the job's status; its completion carries the completed record.
+      assert.deepEqual(log.at(-1)?.data, { job });
     });
 
     test('an unrecoverable error fails the job with its message, without retries', async () => {
@@ -203,6 +215,14 @@ for (const backend of backends) {
         (await turns(jobId)).map((t) => t.state),
         ['failed', 'failed'],
       );
+      const changes = (await events(jobId)).filter((e) => e.type.startsWith('job.'));
+      assert.deepEqual(
+        changes.map((e) => e.type),
+        ['job.created', 'job.failed', 'job.reactivated', 'job.failed'],
+      );
+      // The reactivation carries the record the follow-up answered with.
+      assert.deepEqual(changes[2]?.data, { job: res.json });
+      assert.deepEqual(changes[3]?.data, { job });
     });
 
     test('a follow-up to a completed job makes it active, then completed again', async () => {
@@ -210,8 +230,15 @@ for (const backend of backends) {
       await until(jobId, 'completed');
       const res = await message(jobId, 'quick: two');
       assert.equal(res.json.status, 'active');
-      await until(jobId, 'completed');
+      const job = await until(jobId, 'completed');
       assert.equal(runner.calls.filter((c) => c.jobId === jobId).length, 2);
+      const changes = (await events(jobId)).filter((e) => e.type.startsWith('job.'));
+      assert.deepEqual(
+        changes.map((e) => e.type),
+        ['job.created', 'job.completed', 'job.reactivated', 'job.completed'],
+      );
+      assert.deepEqual(changes[2]?.data, { job: res.json });
+      assert.deepEqual(changes[3]?.data, { job });
     });
   });
 }

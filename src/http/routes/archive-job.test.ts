@@ -107,6 +107,8 @@ for (const backend of backends) {
         const events = await archivedEvents(jobId);
         assert.equal(events.length, 1);
         assert.equal(events[0]?.turn, null);
+        // The event carries the record the archive answered with.
+        assert.deepEqual(events[0]?.data, { job: res.json });
       });
 
       test('archiving again returns the same record and writes nothing', async () => {

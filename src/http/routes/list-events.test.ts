@@ -17,7 +17,12 @@ import {
   scriptedRunner,
   unchanged,
 } from '../../../test/support/route-cases.ts';
-import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
+import {
+  type ApiBody,
+  startTestService,
+  type TestService,
+  waitFor,
+} from '../../../test/support/service.ts';
 import type { EventRecord } from '../../jobs/events.ts';
 
 const spec: RouteSpec = {
@@ -33,6 +38,9 @@ for (const backend of backends) {
     /** A finished job whose turn emitted three steps, shared by the read-only tests. */
     let stepsJob: string;
     let stepsEvents: EventRecord[];
+    /** That job's record as its create answered it (201) and as GET answers it once completed. */
+    let stepsCreated: ApiBody;
+    let stepsCompleted: ApiBody;
     const fixture = () => fx;
 
     const events = (jobId: string, query = '', key?: string) =>
@@ -48,8 +56,13 @@ for (const backend of backends) {
     before(async () => {
       svc = await startTestService({ backend, runner: scriptedRunner(), env: SCRIPTED_ENV });
       fx = await createRouteFixture(svc);
-      stepsJob = await createJobId(svc, fx.project.id, 'steps please');
-      await waitForStatus(stepsJob, 'completed');
+      const created = await svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
+        body: { prompt: 'steps please' },
+      });
+      assert.equal(created.status, 201, created.text);
+      stepsCreated = created.json;
+      stepsJob = created.json.id ?? '';
+      stepsCompleted = (await waitForStatus(stepsJob, 'completed')).json;
       stepsEvents = (await events(stepsJob)).json.events ?? [];
     });
     after(async () => {
@@ -57,28 +70,41 @@ for (const backend of backends) {
     });
 
     describe('happy path', () => {
-      test("a turn's events in order, each in full", async () => {
+      test("a job's events in order, each in full: its status changes and its turn's", async () => {
         const res = await events(stepsJob);
         assert.equal(res.status, 200, res.text);
         assert.deepEqual(Object.keys(res.json).sort(), ['events', 'nextAfter']);
         const list = res.json.events ?? [];
         assert.deepEqual(
-          list.map((e) => e.type),
-          ['turn.started', 'agent.step', 'agent.step', 'agent.step', 'turn.finished'],
+          list.map((e) => [e.turn, e.type]),
+          [
+            [null, 'job.created'],
+            [1, 'turn.started'],
+            [1, 'agent.step'],
+            [1, 'agent.step'],
+            [1, 'agent.step'],
+            [1, 'turn.finished'],
+            [null, 'job.completed'],
+          ],
         );
         assert.deepEqual(
           list.filter((e) => e.type === 'agent.step').map((e) => e.data),
           [{ step: 'one' }, { step: 'two' }, { step: 'three' }],
         );
         assert.equal(
-          (list.at(-1)?.data as { summary?: string } | undefined)?.summary,
+          (list.at(-2)?.data as { summary?: string } | undefined)?.summary,
           'three steps',
         );
+        // A status change carries the job's record as the API answered it at that moment: the
+        // create's 201 body, and the completed job that GET returns from then on.
+        assert.deepEqual(list[0]?.data, { job: stepsCreated });
+        assert.equal(stepsCreated.status, 'active');
+        assert.deepEqual(list.at(-1)?.data, { job: stepsCompleted });
+        assert.equal(stepsCompleted.status, 'completed');
         for (const [i, event] of list.entries()) {
           assert.deepEqual(Object.keys(event).sort(), ['at', 'data', 'seq', 'turn', 'type']);
           assert.ok(Number.isSafeInteger(event.seq) && event.seq > 0);
           if (i > 0) assert.ok(event.seq > (list[i - 1]?.seq ?? 0), 'seq must increase');
-          assert.equal(event.turn, 1);
           assert.match(event.at, ISO_UTC);
         }
         assert.equal(res.json.nextAfter, list.at(-1)?.seq);
@@ -112,7 +138,7 @@ for (const backend of backends) {
           if (page.length === 0) break;
           afterSeq = res.json.nextAfter ?? 0;
         }
-        assert.deepEqual(sizes, [2, 2, 1, 0]);
+        assert.deepEqual(sizes, [2, 2, 2, 1, 0]);
         assert.deepEqual(seen, stepsEvents);
         for (const limit of ['1', '1000']) {
           assert.equal((await events(stepsJob, `?limit=${limit}`)).status, 200);
@@ -124,7 +150,7 @@ for (const backend of backends) {
         await waitForStatus(other, 'completed');
         const mine = stepsEvents.map((e) => e.seq);
         const theirs = ((await events(other)).json.events ?? []).map((e) => e.seq);
-        assert.equal(theirs.length, 5);
+        assert.equal(theirs.length, 7);
         assert.ok(theirs.every((seq) => !mine.includes(seq)));
         // Reading from before the other job's events still lists only this job's.
         assert.deepEqual((await events(stepsJob, '?after=0')).json.events, stepsEvents);
@@ -132,25 +158,34 @@ for (const backend of backends) {
 
       test('a failed turn and the archive are in the log', async () => {
         const jobId = await createJobId(svc, fx.project.id, 'fail for the log');
-        await waitForStatus(jobId, 'failed');
+        const failedJob = (await waitForStatus(jobId, 'failed')).json;
         const failed = (await events(jobId)).json.events ?? [];
         assert.deepEqual(
-          failed.map((e) => e.type),
-          ['turn.started', 'turn.failed'],
+          failed.map((e) => [e.turn, e.type]),
+          [
+            [null, 'job.created'],
+            [1, 'turn.started'],
+            [1, 'turn.failed'],
+            [null, 'job.failed'],
+          ],
         );
         assert.match(
-          (failed[1]?.data as { error?: string } | undefined)?.error ?? '',
+          (failed[2]?.data as { error?: string } | undefined)?.error ?? '',
           /not available/,
         );
+        assert.deepEqual(failed[3]?.data, { job: failedJob });
+        assert.match(failedJob.error ?? '', /not available/);
         const archived = await svc.request(
           'POST',
           `/v2/agent/${fx.project.id}/job/${jobId}/archive`,
         );
         assert.equal(archived.status, 200);
+        assert.equal(archived.json.status, 'archived');
         const later = await events(jobId, `?after=${failed.at(-1)?.seq}`);
         assert.equal(later.json.events?.length, 1);
         assert.equal(later.json.events?.[0]?.type, 'job.archived');
         assert.equal(later.json.events?.[0]?.turn, null);
+        assert.deepEqual(later.json.events?.[0]?.data, { job: archived.json });
       });
     });
 
