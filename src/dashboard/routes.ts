@@ -89,13 +89,34 @@ type Form = Record<string, string>;
 const JOBS_PER_PAGE = 20;
 const EVENTS_ON_PAGE = 1000;
 
+/**
+ * A status event's line (`job.*`, whose data is the whole job record): what the change means
+ * for the reader, not the record, whose facts the page already shows.
+ */
+function statusText(job: Record<string, unknown>): string | undefined {
+  const { status, error, prLink, turns } = job;
+  if (typeof status !== 'string') return undefined;
+  if (status === 'failed' && typeof error === 'string') return `failed: ${error}`;
+  if (status === 'completed' && typeof prLink === 'string') return `completed: ${prLink}`;
+  if (status === 'active' && typeof turns === 'number') return `active, turn ${turns} queued`;
+  return status;
+}
+
 /** A progress event as one line of text: its own title or summary where it has one. */
 function eventView(row: EventRow): EventView {
   const data = row.data;
   let text = '';
   if (data && typeof data === 'object' && !Array.isArray(data)) {
     const fields = data as Record<string, unknown>;
-    const named = fields.title ?? fields.summary ?? fields.message ?? fields.prLink;
+    const job = fields.job;
+    const named =
+      (row.type.startsWith('job.') && job && typeof job === 'object'
+        ? statusText(job as Record<string, unknown>)
+        : undefined) ??
+      fields.title ??
+      fields.summary ??
+      fields.message ??
+      fields.prLink;
     text = typeof named === 'string' ? named : JSON.stringify(data);
   } else if (data !== null) text = JSON.stringify(data);
   return {

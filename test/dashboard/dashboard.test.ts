@@ -396,6 +396,9 @@ for (const backend of backends) {
       await page.goto(`${svc.url}/projects/${project.id}/jobs/${jobId}`);
       await page.locator('#job-status').getByText('active').waitFor();
       await page.getByText(`first ${HOSTILE}`).waitFor();
+      // A status event reads as what changed, not as the job record it carries.
+      await page.locator('#events').getByText('active, turn 1 queued', { exact: true }).waitFor();
+      assert.ok(!((await page.locator('#events').textContent()) ?? '').includes('"status"'));
       const loaded = navigations;
 
       const start = Date.now();
@@ -413,6 +416,7 @@ for (const backend of backends) {
       await page.getByRole('link', { name: 'Archive this job…' }).click();
       await page.getByRole('button', { name: 'Archive' }).click();
       await page.locator('#job-status').getByText('archived').waitFor();
+      await page.locator('#events').getByText('archived', { exact: true }).waitFor();
       assert.equal(await page.getByRole('button', { name: 'Send follow-up' }).count(), 0);
       const stored = await svc.request('GET', `/v2/agent/${project.id}/job/${jobId}`);
       assert.equal(stored.json.status, 'archived');

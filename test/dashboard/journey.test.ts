@@ -130,6 +130,11 @@ for (const backend of backends) {
       await page.locator('#job-status').getByText('completed').waitFor({ timeout: 20_000 });
       const job = await untilStatus(svc, projectId, jobId, 'completed', { failFast: true });
       await page.getByRole('link', { name: String(job.prLink) }).waitFor();
+      // The completion reaches the live log too, as a line, not as the record it carries.
+      await page
+        .locator('#events')
+        .getByText(`completed: ${job.prLink}`, { exact: true })
+        .waitFor({ timeout: 5000 });
       await page.locator('.summary strong').getByText('now').waitFor();
       await page.locator('main').getByText('+Hello, world.').first().waitFor();
 
