@@ -7,10 +7,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, before, beforeEach, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { sql } from 'kysely';
 import { backends, createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
 import { untilStatus } from '../../test/support/jobs.ts';
 import { RecordingRunner } from '../../test/support/runners.ts';
-import { startTestService, testEnv } from '../../test/support/service.ts';
+import { startTestService, testEnv, waitFor } from '../../test/support/service.ts';
 import { loadConfig } from '../config.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { type RunningService, startService } from '../service.ts';
@@ -19,7 +20,9 @@ import {
   failTurn,
   finishTurn,
   inTransition,
+  lockJob,
   ORPHAN_MESSAGE,
+  recordProgress,
   recordReviewDiff,
   retryTurn,
   startTurn,
@@ -429,6 +432,217 @@ for (const backend of backends) {
       const row = await jobOf(job.id);
       assert.equal(row.review_diff, 'diff --git a/x b/x\n');
       assert.equal(row.review_diff_truncated, true);
+      await takeHeard();
+    });
+
+    /** The job's status events (`job.*`) in order. */
+    async function statusEventsOf(jobId: string) {
+      return (await eventsOf(jobId)).filter((e) => e.type.startsWith('job.'));
+    }
+
+    test('each change of status is an event of the job carrying its record as the change left it', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, { prompt: 'status one' });
+      const expected: { turn: number | null; type: string; data: unknown }[] = [];
+      const heardStatus: [string, number | null, string, unknown][] = [];
+      /** Expects `type` as the newest status event, with the record GET would return now. */
+      const changed = async (type: string, status: JobStatus) => {
+        const record = await recordOf(job.id);
+        assert.equal(record.status, status);
+        expected.push({ turn: null, type, data: { job: record } });
+        heardStatus.push([type, null, status, { job: record }]);
+        assert.deepEqual(await statusEventsOf(job.id), expected, `after ${type}`);
+        assert.deepEqual(
+          (await takeHeard())
+            .filter((h) => h.transition.type.startsWith('job.'))
+            .map((h) => [h.transition.type, h.transition.turn, h.statusSeen, h.transition.data]),
+          heardStatus.slice(-1),
+          `the announcement of ${type}`,
+        );
+      };
+      await changed('job.created', 'active');
+      assert.deepEqual(expected[0]?.data, { job: toJobRecord(job) });
+
+      await startTurn(ctx, job.id, 1, 1);
+      await finishTurn(ctx, job.id, 1, {
+        summary: 'one',
+        prLink: 'https://example.test/pr/8',
+        prNumber: 8,
+      });
+      await changed('job.completed', 'completed');
+      assert.equal((await recordOf(job.id)).prLink, 'https://example.test/pr/8');
+
+      // A follow-up to a completed job makes it active again, its pull request kept.
+      const second = await sendMessage(ctx, project, job.id, 'status two');
+      await changed('job.reactivated', 'active');
+      assert.deepEqual(expected.at(-1)?.data, { job: toJobRecord(second.job) });
+      assert.equal(toJobRecord(second.job).turns, 2);
+      assert.equal(toJobRecord(second.job).prLink, 'https://example.test/pr/8');
+
+      await startTurn(ctx, job.id, 2, 1);
+      await failTurn(ctx, job.id, 2, 'the tests failed');
+      await changed('job.failed', 'failed');
+      assert.equal((await recordOf(job.id)).error, 'the tests failed');
+
+      // A follow-up to a failed job makes it active again too.
+      await sendMessage(ctx, project, job.id, 'status three');
+      await changed('job.reactivated', 'active');
+      assert.equal((await recordOf(job.id)).turns, 3);
+
+      const archived = await archiveJob(ctx, project.id, job.id);
+      await changed('job.archived', 'archived');
+      assert.deepEqual(expected.at(-1)?.data, { job: toJobRecord(archived) });
+      assert.ok((await recordOf(job.id)).archivedAt);
+    });
+
+    test('no status event while the status stays: a turn queued behind a running one, a turn ending with another queued', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, { prompt: 'stay one' });
+      await startTurn(ctx, job.id, 1, 1);
+      await takeHeard();
+      const onlyCreated = await eventsOf(job.id);
+      assert.deepEqual(
+        onlyCreated.map((e) => [e.turn, e.type]),
+        [
+          [null, 'job.created'],
+          [1, 'turn.started'],
+        ],
+      );
+
+      // A follow-up to an active job: a new turn, the job still active.
+      await sendMessage(ctx, project, job.id, 'stay two');
+      assert.equal((await jobOf(job.id)).status, 'active');
+      assert.equal((await jobOf(job.id)).turn_count, 2);
+      assert.deepEqual(
+        (await takeHeard()).map((h) => [h.transition.type, h.transition.turn]),
+        [['turn.accepted', 2]],
+      );
+      assert.deepEqual(await eventsOf(job.id), onlyCreated);
+
+      // Turn 1 finishes, and fails, with turn 2 waiting: the job stays active both times.
+      await finishTurn(ctx, job.id, 1, { summary: 'one done' });
+      await startTurn(ctx, job.id, 2, 1);
+      await sendMessage(ctx, project, job.id, 'stay three');
+      await failTurn(ctx, job.id, 2, 'two failed');
+      assert.equal((await jobOf(job.id)).status, 'active');
+      assert.deepEqual(
+        (await takeHeard()).map((h) => [h.transition.type, h.transition.turn, h.transition.status]),
+        [
+          ['turn.finished', 1, 'active'],
+          ['turn.started', 2, 'active'],
+          ['turn.accepted', 3, 'active'],
+          ['turn.failed', 2, 'active'],
+        ],
+      );
+      assert.deepEqual(
+        (await eventsOf(job.id)).map((e) => [e.turn, e.type]),
+        [
+          [null, 'job.created'],
+          [1, 'turn.started'],
+          [1, 'turn.finished'],
+          [2, 'turn.started'],
+          [2, 'turn.failed'],
+        ],
+      );
+    });
+
+    test('a progress event of a job that is gone writes nothing and does not throw', async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, { prompt: 'deleted under the worker' });
+      await startTurn(ctx, job.id, 1, 1);
+      await recordProgress(ctx, job.id, 1, 'agent.step', { step: 'before' });
+      assert.deepEqual(
+        (await eventsOf(job.id)).map((e) => [e.type, e.data]),
+        [
+          ['job.created', { job: toJobRecord(job) }],
+          ['turn.started', { attempt: 1 }],
+          ['agent.step', { step: 'before' }],
+        ],
+      );
+      await ctx.db.deleteFrom('jobs').where('id', '=', job.id).execute();
+      await recordProgress(ctx, job.id, 1, 'agent.step', { step: 'after' });
+      const left = await ctx.db
+        .selectFrom('events')
+        .select(({ fn }) => fn.countAll<string>().as('n'))
+        .where('job_id', '=', job.id)
+        .executeTakeFirstOrThrow();
+      assert.equal(Number(left.n), 0);
+      await takeHeard();
+    });
+
+    test('a progress event waits for the lock on its job, so its seq is drawn after the holder’s event', {
+      skip:
+        backend === 'pglite'
+          ? 'PGlite has one connection: a second statement cannot run while a transaction holds the lock'
+          : false,
+    }, async () => {
+      const { ctx } = svc;
+      const { job } = await createJob(ctx, project, { prompt: 'ordered' });
+      await startTurn(ctx, job.id, 1, 1);
+      let release = () => {};
+      const gate = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      let locked = () => {};
+      const isLocked = new Promise<void>((resolve) => {
+        locked = resolve;
+      });
+      // A transition that holds the job's lock, and writes its event only once the progress
+      // event is waiting for that lock.
+      const holder = inTransition(ctx, async ({ trx, record }) => {
+        await lockJob(trx, job.id);
+        locked();
+        await gate;
+        await record({
+          type: 'turn.retrying',
+          jobId: job.id,
+          turn: 1,
+          status: 'active',
+          data: { error: 'held', attempt: 1, retryInSeconds: 1 },
+        });
+      });
+      await isLocked;
+      let progressSettled = false;
+      const progress = recordProgress(ctx, job.id, 1, 'agent.step', { step: 'waited' }).finally(
+        () => {
+          progressSettled = true;
+        },
+      );
+      try {
+        await waitFor(
+          'the progress event to wait for the job lock',
+          async () => {
+            if (progressSettled) throw new Error('the progress event did not wait for the lock');
+            const { rows } = await sql<{ n: string }>`
+                SELECT count(*) AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND wait_event_type = 'Lock'
+                  AND query ILIKE '%insert into%events%'`.execute(ctx.db);
+            return Number(rows[0]?.n) === 1 ? true : undefined;
+          },
+          5_000,
+        );
+        assert.equal(progressSettled, false);
+        assert.deepEqual(
+          (await eventsOf(job.id)).map((e) => e.type),
+          ['job.created', 'turn.started'],
+        );
+      } finally {
+        release();
+      }
+      await Promise.all([holder, progress]);
+      const events = await ctx.db
+        .selectFrom('events')
+        .select(['seq', 'type'])
+        .where('job_id', '=', job.id)
+        .where('type', 'in', ['turn.retrying', 'agent.step'])
+        .orderBy('seq')
+        .execute();
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['turn.retrying', 'agent.step'],
+        "the progress event's seq is below the lock holder's: a reader could have missed it",
+      );
+      assert.ok(Number(events[1]?.seq) > Number(events[0]?.seq));
       await takeHeard();
     });
   });
