@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { loadConfig } from '../../src/config.ts';
 import { openDatabase } from '../../src/db/database.ts';
 import { loadMigrations, migrate } from '../../src/db/migrate.ts';
+import { toJobRecord } from '../../src/jobs/record.ts';
 import { createJob } from '../../src/jobs/service.ts';
 import { sweep } from '../../src/queue/worker.ts';
 import { consume, RateLimitedError } from '../../src/ratelimit/ratelimit.ts';
@@ -217,13 +218,15 @@ describe('the sweeper', () => {
       await sweep(ctx);
       const events = await ctx.db
         .selectFrom('events')
-        .select('type')
+        .select(['type', 'data'])
         .where('job_id', '=', job.id)
+        .orderBy('seq')
         .execute();
       assert.deepEqual(
         events.map((e) => e.type),
-        ['turn.failed'],
+        ['job.created', 'turn.failed', 'job.failed'],
       );
+      assert.deepEqual(events[2]?.data, { job: toJobRecord(after) });
     } finally {
       await svc.stop();
       await database.drop();
