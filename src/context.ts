@@ -3,6 +3,7 @@
 import type { ModelRegistry } from './agent/models.ts';
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
+import type { EventNotifications } from './events/notifications.ts';
 import type { Forges } from './forges/clients.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
 import type { Transitions } from './jobs/transitions.ts';
@@ -25,6 +26,8 @@ export interface AppContext {
   forges: Forges;
   /** The models turns run on, and the check of a model id before a job is accepted. */
   models: ModelRegistry;
+  /** Hears of events committed to any job's log, by any process (the live stream). */
+  notifications: EventNotifications;
   /** This process's Prometheus metrics. */
   metrics: Metrics;
 }

@@ -6,6 +6,7 @@ import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { EventNotifications } from './events/notifications.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
 import { buildApp } from './http/app.ts';
@@ -59,9 +60,15 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
   let worker: Worker | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let metricsServer: MetricsServer | undefined;
+  const notifications = new EventNotifications(
+    handle,
+    config.database.connectTimeoutSeconds * 1000,
+    log,
+  );
   const stop = async () => {
     await metricsServer?.close();
     await app?.close();
+    await notifications.close();
     await worker?.stop();
     await deliveryWorker?.stop();
     await queue?.stop();
@@ -81,6 +88,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       transitions: new Transitions(log),
       models: new ModelRegistry(config.models),
       forges: new Forges(config, metrics),
+      notifications,
       metrics,
     };
     if (opts.api) {

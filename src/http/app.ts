@@ -3,6 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { registerDashboard } from '../dashboard/routes.ts';
 import { AppError } from '../errors.ts';
+import { EventStreams } from '../events/streams.ts';
 import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { registerMetricsRoute } from '../metrics/http.ts';
@@ -60,9 +61,14 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   // While the server drains (a stop), a request that still arrives on an open connection is
   // sent elsewhere; Fastify closes the connection after the answer.
   let closing = false;
+  const streams = new EventStreams(ctx, ctx.notifications);
+  ctx.metrics.sample(async () => {
+    ctx.metrics.eventStreamBuffered.set(streams.bufferedBytes());
+  });
   app.addHook('preClose', (done) => {
     closing = true;
-    done();
+    // Open event streams would hold the server open: they end, and their clients reconnect.
+    void streams.close().then(() => done());
   });
   app.addHook('onRequest', (_request, _reply, done) => {
     if (!closing) done();
@@ -92,7 +98,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     registerSendMessage(scope, ctx);
     registerListJobs(scope, ctx);
     registerArchiveJob(scope, ctx);
-    registerListEvents(scope, ctx);
+    registerListEvents(scope, ctx, streams);
   });
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireAdmin(keys));

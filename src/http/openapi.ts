@@ -42,6 +42,45 @@ function withoutUnusedSchemas(document: OpenApiObject): OpenApiObject {
   return document;
 }
 
+const EVENTS_PATH = '/v2/agent/{projectId}/job/{id}/events';
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/**
+ * The events route also answers `text/event-stream` (the live stream), which a route schema
+ * cannot say: its 200 gets that media type and the Last-Event-ID header here.
+ */
+function withEventStream(document: OpenApiObject): OpenApiObject {
+  // Walked as plain JSON: the generator's types differ between OpenAPI versions.
+  const paths: unknown = document.paths;
+  const operation: unknown = isRecord(paths) ? paths[EVENTS_PATH] : undefined;
+  const get: unknown = isRecord(operation) ? operation.get : undefined;
+  if (!isRecord(get) || !isRecord(get.responses)) return document;
+  const ok = get.responses['200'];
+  if (!isRecord(ok) || !isRecord(ok.content)) return document;
+  ok.content['text/event-stream'] = {
+    schema: {
+      type: 'string',
+      description:
+        'Server-Sent Events: `id: <seq>`, `event: <type>`, `data: <the event as JSON, as in the JSON answer>`, a blank line; and `: keep-alive` comments.',
+    },
+  };
+  const parameters: unknown[] = Array.isArray(get.parameters) ? get.parameters : [];
+  get.parameters = [
+    ...parameters,
+    {
+      in: 'header',
+      name: 'Last-Event-ID',
+      required: false,
+      schema: { type: 'string', pattern: '^[0-9]+$' },
+      description: 'For the stream: resume after this seq (wins over `after`).',
+    },
+  ];
+  return document;
+}
+
 /** Registers the generator; call before any route, which it records as it is added. */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
@@ -73,7 +112,8 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     },
     transform: jsonSchemaTransform,
     // Schemas with an id (AgentJob, Error) become components that responses refer to.
-    transformObject: (document) => withoutUnusedSchemas(jsonSchemaTransformObject(document)),
+    transformObject: (document) =>
+      withEventStream(withoutUnusedSchemas(jsonSchemaTransformObject(document))),
   });
 }
 

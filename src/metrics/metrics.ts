@@ -32,6 +32,8 @@ export class Metrics {
   readonly databaseUp: Gauge;
   readonly webhookDeliveries: Counter<'outcome'>;
   readonly webhookAttemptDuration: Histogram<'result'>;
+  readonly eventStreams: Gauge;
+  readonly eventStreamBuffered: Gauge;
   readonly #samplers: Sampler[] = [];
 
   constructor() {
@@ -141,6 +143,16 @@ export class Metrics {
       help: 'Time of a webhook delivery attempt, from connect to the answer, by result (ok: 2xx, error)',
       labelNames: ['result'],
       buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.eventStreams = new Gauge({
+      name: 'errand_event_streams',
+      help: 'Live event streams (Server-Sent Events) open on this process',
+      registers,
+    });
+    this.eventStreamBuffered = new Gauge({
+      name: 'errand_event_stream_buffered_bytes',
+      help: 'Bytes written to open event streams that their readers have not taken yet',
       registers,
     });
   }

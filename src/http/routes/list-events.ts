@@ -1,8 +1,11 @@
-// GET /v2/agent/{projectId}/job/{id}/events?after=SEQ&limit=N: the job's progress log in order.
+// GET /v2/agent/{projectId}/job/{id}/events?after=SEQ&limit=N: the job's progress log in order;
+// with `Accept: text/event-stream`, the live stream of it (events/streams.ts).
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import type { EventStreams } from '../../events/streams.ts';
 import { listEvents, toEventRecord } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
 import { errors, jobParams } from '../schemas.ts';
@@ -27,6 +30,19 @@ const query = z.object({
     .describe('How many events, 1 to 1000.'),
 });
 
+/** The seq a stream resumes after: Last-Event-ID (a reconnecting EventSource sends it) wins. */
+function resumeAfter(lastEventId: string | string[] | undefined, after: number): number {
+  if (lastEventId === undefined) return after;
+  const value = Array.isArray(lastEventId) ? undefined : lastEventId.trim();
+  if (value === undefined || !/^\d{1,15}$/.test(value))
+    throw new AppError('bad_request', '"Last-Event-ID" must be an event seq (a whole number)');
+  return Number(value);
+}
+
+function wantsStream(accept: string | undefined): boolean {
+  return accept?.toLowerCase().includes('text/event-stream') ?? false;
+}
+
 const eventRecord = z.object({
   seq: z.number().int().describe('Increases with every event of the job.'),
   turn: z.number().int().nullable().describe('The turn it belongs to; null for the job itself.'),
@@ -35,13 +51,19 @@ const eventRecord = z.object({
   at: z.iso.datetime(),
 });
 
-export function registerListEvents(app: FastifyInstance, ctx: AppContext): void {
+export function registerListEvents(
+  app: FastifyInstance,
+  ctx: AppContext,
+  streams: EventStreams,
+): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v2/agent/:projectId/job/:id/events',
     {
       schema: {
         summary: 'List job events',
-        description: "The job's progress log in order: turns, agent steps, commits, pull requests.",
+        description:
+          "The job's progress log in order: turns, agent steps, commits, pull requests, and the job's status changes (job.created, job.reactivated, job.completed, job.failed, job.archived, each with the job's record as data.job).\n\n" +
+          'With `Accept: text/event-stream` the answer is a live stream (Server-Sent Events): each event as `id:` (its seq), `event:` (its type) and `data:` (the event as JSON), from the events after `Last-Event-ID` (or `after`), then each new one as it is written, by any process. A comment every 15 s keeps proxies from closing it. The stream ends after the event that leaves the job completed, failed or archived; opening one on such a job with nothing left to send answers 204. Too many open streams for one key: 429.',
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: jobParams,
@@ -57,9 +79,22 @@ export function registerListEvents(app: FastifyInstance, ctx: AppContext): void 
         },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const { after, limit } = request.query;
       const job = await getJob(ctx, request.params.projectId, request.params.id);
+      if (wantsStream(request.headers.accept)) {
+        const from = resumeAfter(request.headers['last-event-id'], after);
+        const principal = request.principal;
+        if (!principal) throw new AppError('unauthorized', 'missing API key');
+        // Errors before the stream starts are answered as any other; once it has started, the
+        // response is the stream's own.
+        await streams.open(
+          { jobId: job.id, keyId: principal.keyId, after: from, requestId: request.id },
+          reply.raw,
+        );
+        reply.hijack();
+        return reply;
+      }
       const events = (await listEvents(ctx.db, job.id, after, limit)).map(toEventRecord);
       return { events, nextAfter: events.at(-1)?.seq ?? after };
     },
