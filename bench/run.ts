@@ -2,6 +2,7 @@
 // disturb each other's figures if run at once). For options, run one directly, e.g.
 // `node bench/api/run.ts --help`.
 import { main as apiBench } from './api/run.ts';
+import { main as streamsBench } from './streams/run.ts';
 import { main as workerDeathBench } from './worker-death/run.ts';
 import { runWorkspaceBench } from './workspace/prepare.ts';
 
@@ -10,6 +11,7 @@ try {
   const { markdown } = await runWorkspaceBench(undefined);
   process.stdout.write(`\n${markdown}\n`);
   await workerDeathBench([]);
+  await streamsBench([]);
   process.exit(0);
 } catch (err) {
   process.stderr.write(

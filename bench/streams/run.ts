@@ -179,9 +179,6 @@ async function measure(
       const job = await api(svc, 'POST', `/v2/agent/${projectId}/job`, { prompt: `job ${i}` });
       jobs.push(String(job.id));
     }
-    await sleep(2_000);
-    const rssBefore = await rssKiB(svc.child.pid ?? 0);
-
     // Arrival times by a marker each test event carries.
     const waiting = new Map<string, (at: number) => void>();
     const arrived = (marker: string) => {
@@ -189,20 +186,30 @@ async function measure(
       waiting.get(marker)?.(at);
       waiting.delete(marker);
     };
-    for (const jobId of jobs) {
-      requests.push(
-        await openStream(
-          agent,
-          `${svc.url}/v2/agent/${projectId}/job/${jobId}/events`,
-          svc.adminKey,
-          (type, data) => {
-            if (type === 'bench.tick') arrived(JSON.parse(data).data.marker);
-            else if (type === 'job.archived') arrived(`archived:${jobId}`);
-          },
-        ),
-      );
-    }
-    await sleep(3_000);
+    const openAll = async () => {
+      for (const jobId of jobs) {
+        requests.push(
+          await openStream(
+            agent,
+            `${svc.url}/v2/agent/${projectId}/job/${jobId}/events`,
+            svc.adminKey,
+            (type, data) => {
+              if (type === 'bench.tick') arrived(JSON.parse(data).data.marker);
+              else if (type === 'job.archived') arrived(`archived:${jobId}`);
+            },
+          ),
+        );
+      }
+    };
+    // A first round of streams, opened and closed, so that the measured round finds the
+    // process warmed up (its heap grown, its code compiled) as a long-running server is.
+    await openAll();
+    await sleep(1_000);
+    for (const request of requests.splice(0)) request.destroy();
+    await sleep(5_000);
+    const rssBefore = await rssKiB(svc.child.pid ?? 0);
+    await openAll();
+    await sleep(5_000);
     const rssAfter = await rssKiB(svc.child.pid ?? 0);
     const expect = (marker: string) =>
       new Promise<number>((resolve) => waiting.set(marker, resolve));

@@ -5,13 +5,13 @@ import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
-import type { EventRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import { type EventStreams, resumeAfter, wantsStream } from '../events/streams.ts';
 import { sendError, toAppError } from '../http/errors.ts';
 import { projectCreateBody, projectUpdateBody } from '../http/routes/admin-projects.ts';
 import { createJobBody, promptBody, refusal } from '../http/schemas.ts';
 import { isId } from '../ids.ts';
-import { listEvents } from '../jobs/events.ts';
+import { type EventRecord, listEvents, toEventRecord } from '../jobs/events.ts';
 import { toJobRecord } from '../jobs/record.ts';
 import {
   archiveJob,
@@ -102,8 +102,15 @@ function statusText(job: Record<string, unknown>): string | undefined {
   return status;
 }
 
+/** The events after which a job is no longer active: the page reloads to show the outcome. */
+const SETTLING_EVENTS: ReadonlySet<string> = new Set([
+  'job.completed',
+  'job.failed',
+  'job.archived',
+]);
+
 /** A progress event as one line of text: its own title or summary where it has one. */
-function eventView(row: EventRow): EventView {
+function eventView(row: EventRecord): EventView {
   const data = row.data;
   let text = '';
   if (data && typeof data === 'object' && !Array.isArray(data)) {
@@ -120,8 +127,8 @@ function eventView(row: EventRow): EventView {
     text = typeof named === 'string' ? named : JSON.stringify(data);
   } else if (data !== null) text = JSON.stringify(data);
   return {
-    seq: Number(row.seq),
-    at: row.at.toISOString(),
+    seq: row.seq,
+    at: row.at,
     type: row.type,
     text: text.length > 500 ? `${text.slice(0, 499)}…` : text,
   };
@@ -211,7 +218,11 @@ function optional(form: Form, names: string[]): Record<string, string> {
   return out;
 }
 
-export async function registerDashboard(app: FastifyInstance, ctx: AppContext): Promise<void> {
+export async function registerDashboard(
+  app: FastifyInstance,
+  ctx: AppContext,
+  streams: EventStreams,
+): Promise<void> {
   const secure = ctx.config.publicUrl?.startsWith('https:') ?? false;
   const publicOrigin = ctx.config.publicUrl ? new URL(ctx.config.publicUrl).origin : undefined;
 
@@ -537,7 +548,7 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
             startedAt: turn.started_at?.toISOString() ?? null,
             finishedAt: turn.finished_at?.toISOString() ?? null,
           })),
-          events: events.map(eventView),
+          events: events.map((event) => eventView(toEventRecord(event))),
           diffHtml: stored?.review_diff
             ? `${stored.review_diff_truncated ? '<p class="muted">The diff is cut off at the end.</p>' : ''}${renderDiff(parseDiff(stored.review_diff))}`
             : undefined,
@@ -552,21 +563,43 @@ export async function registerDashboard(app: FastifyInstance, ctx: AppContext): 
         return sendPage(reply, 200, jobPage(principal, toProjectRecord(row), detail.job, detail));
       });
 
-      // The page's script asks for what happened since the last event it shows.
+      // The page's script follows the job's live event stream, as lines of HTML the server
+      // renders and escapes; asked for JSON, what happened since the last event the page shows.
       pages.get<JobParams & { Querystring: { after?: string } }>(
         '/projects/:id/jobs/:jobId/events',
-        async (request) => {
-          const { row } = await visibleProject(request, request.params.id);
+        async (request, reply) => {
+          const { principal, row } = await visibleProject(request, request.params.id);
           const job = await getJob(ctx, row.id, request.params.jobId);
           const after = Number(request.query.after ?? 0);
           if (!Number.isSafeInteger(after) || after < 0) {
             throw new AppError('bad_request', '"after" must be an event number');
           }
+          if (wantsStream(request.headers.accept)) {
+            await streams.open(
+              {
+                jobId: job.id,
+                keyId: principal.keyId,
+                after: resumeAfter(request.headers['last-event-id'], after),
+                requestId: request.id,
+              },
+              reply.raw,
+              (event) => ({
+                name: 'line',
+                data: JSON.stringify({
+                  seq: event.seq,
+                  html: eventItem(eventView(event)),
+                  settled: SETTLING_EVENTS.has(event.type),
+                }),
+              }),
+            );
+            reply.hijack();
+            return reply;
+          }
           const events = await listEvents(ctx.db, job.id, after, EVENTS_ON_PAGE);
           return {
             status: job.status,
             events: events.map((event) => {
-              const view = eventView(event);
+              const view = eventView(toEventRecord(event));
               return { seq: view.seq, html: eventItem(view) };
             }),
           };

@@ -36,7 +36,16 @@ interface Stream {
   /** Since when its socket refuses more (write returned false), or 0. */
   blockedSince: number;
   ended: boolean;
+  format: EventFormat;
 }
+
+/**
+ * How an event is written to a stream: its `event:` name and its `data:` (one line). By
+ * default, the event's type and the event as JSON; the dashboard sends lines of HTML.
+ */
+export type EventFormat = (event: EventRecord) => { name: string; data: string };
+
+const asJson: EventFormat = (event) => ({ name: event.type, data: JSON.stringify(event) });
 
 interface Feed {
   streams: Set<Stream>;
@@ -59,6 +68,20 @@ export interface StreamRequest {
   /** Resume after this seq (Last-Event-ID or ?after=). */
   after: number;
   requestId: string;
+}
+
+/** The seq a stream resumes after: Last-Event-ID (a reconnecting EventSource sends it) wins. */
+export function resumeAfter(lastEventId: string | string[] | undefined, after: number): number {
+  if (lastEventId === undefined) return after;
+  const value = Array.isArray(lastEventId) ? undefined : lastEventId.trim();
+  if (value === undefined || !/^\d{1,15}$/.test(value))
+    throw new AppError('bad_request', '"Last-Event-ID" must be an event seq (a whole number)');
+  return Number(value);
+}
+
+/** Whether a request asks for the stream (its Accept lists text/event-stream). */
+export function wantsStream(accept: string | undefined): boolean {
+  return accept?.toLowerCase().includes('text/event-stream') ?? false;
 }
 
 export class EventStreams {
@@ -92,7 +115,11 @@ export class EventStreams {
    * of open streams. Answers 204, the Server-Sent Events way of saying "do not reconnect", when
    * the job is terminal and nothing is left to send after `after`.
    */
-  async open(request: StreamRequest, res: ServerResponse): Promise<void> {
+  async open(
+    request: StreamRequest,
+    res: ServerResponse,
+    format: EventFormat = asJson,
+  ): Promise<void> {
     if (this.#closing) throw new AppError('unavailable', 'this server is shutting down; try again');
     const limit = this.#ctx.config.streams.perKey;
     const open = this.#perKey.get(request.keyId) ?? 0;
@@ -110,6 +137,7 @@ export class EventStreams {
       cursor: request.after,
       blockedSince: 0,
       ended: false,
+      format,
     };
     try {
       await this.#listen();
@@ -265,7 +293,8 @@ export class EventStreams {
       if (stream.ended || stream.blockedSince !== 0) return;
       if (event.seq <= stream.cursor) continue;
       stream.cursor = event.seq;
-      const chunk = `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+      const { name, data } = stream.format(event);
+      const chunk = `id: ${event.seq}\nevent: ${name}\ndata: ${data}\n\n`;
       if (!stream.res.write(chunk)) this.#blocked(stream);
     }
   }

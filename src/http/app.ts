@@ -107,6 +107,6 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     registerAdminWebhookRoutes(scope, ctx);
   });
   await registerDocs(app);
-  if (ctx.config.dashboard) await registerDashboard(app, ctx);
+  if (ctx.config.dashboard) await registerDashboard(app, ctx, streams);
   return app;
 }

@@ -143,11 +143,11 @@ for (const backend of backends) {
       await page.getByRole('button', { name: 'Send follow-up' }).click();
       await page.getByRole('region', { name: 'Turn 2' }).getByText('Anything else?').waitFor();
       await untilStatus(svc, projectId, jobId, 'completed', { failFast: true });
-      await page.reload();
+      // The page follows the job's stream and reloads itself once the turn has settled it.
       await page
         .getByRole('region', { name: 'Turn 2' })
         .getByText('Nothing else to change')
-        .waitFor();
+        .waitFor({ timeout: 10_000 });
 
       await page.getByRole('link', { name: 'Archive this job…' }).click();
       await page.getByRole('button', { name: 'Archive' }).click();

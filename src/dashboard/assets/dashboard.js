@@ -29,34 +29,24 @@ function select(node, done) {
   done('Selected: press Ctrl+C');
 }
 
-// The progress log of an active job: new events are fetched every second and appended (the
-// server renders and escapes each line); when the job stops being active the page reloads
-// once to show its outcome (status, pull request, diff).
+// The progress log of an active job follows the job's live event stream: each event comes as a
+// line the server has rendered and escaped. After the event that settles the job the page
+// reloads once to show the outcome (status, pull request, diff). A dropped connection is
+// resumed by the browser from the last event it got.
 const events = document.getElementById('events');
 if (events && events.dataset.live === 'true') {
-  const url = events.dataset.eventsUrl;
-  let after = Number(events.dataset.after || 0);
-  const poll = () => {
-    fetch(`${url}?after=${after}`, { headers: { accept: 'application/json' } })
-      .then((response) => {
-        if (response.status === 401) {
-          window.location.assign('/');
-          return undefined;
-        }
-        return response.ok ? response.json() : undefined;
-      })
-      .then((page) => {
-        if (!page) return;
-        for (const event of page.events) {
-          events.insertAdjacentHTML('beforeend', event.html);
-          after = event.seq;
-        }
-        if (page.status !== 'active') window.location.reload();
-      })
-      .catch(() => {
-        // A failed poll (network, a restarting server) is tried again at the next tick.
-      })
-      .finally(() => setTimeout(poll, 1000));
-  };
-  setTimeout(poll, 1000);
+  const after = Number(events.dataset.after || 0);
+  const source = new EventSource(`${events.dataset.eventsUrl}?after=${after}`);
+  source.addEventListener('line', (message) => {
+    const line = JSON.parse(message.data);
+    events.insertAdjacentHTML('beforeend', line.html);
+    if (line.settled) {
+      source.close();
+      window.location.reload();
+    }
+  });
+  source.addEventListener('error', () => {
+    // Closed for good: the job settled (204), or the session ended (a 401 or 303).
+    if (source.readyState === EventSource.CLOSED) window.location.reload();
+  });
 }

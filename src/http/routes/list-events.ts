@@ -5,7 +5,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import type { EventStreams } from '../../events/streams.ts';
+import { type EventStreams, resumeAfter, wantsStream } from '../../events/streams.ts';
 import { listEvents, toEventRecord } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
 import { errors, jobParams } from '../schemas.ts';
@@ -29,19 +29,6 @@ const query = z.object({
     .default(500)
     .describe('How many events, 1 to 1000.'),
 });
-
-/** The seq a stream resumes after: Last-Event-ID (a reconnecting EventSource sends it) wins. */
-function resumeAfter(lastEventId: string | string[] | undefined, after: number): number {
-  if (lastEventId === undefined) return after;
-  const value = Array.isArray(lastEventId) ? undefined : lastEventId.trim();
-  if (value === undefined || !/^\d{1,15}$/.test(value))
-    throw new AppError('bad_request', '"Last-Event-ID" must be an event seq (a whole number)');
-  return Number(value);
-}
-
-function wantsStream(accept: string | undefined): boolean {
-  return accept?.toLowerCase().includes('text/event-stream') ?? false;
-}
 
 const eventRecord = z.object({
   seq: z.number().int().describe('Increases with every event of the job.'),
