@@ -253,3 +253,23 @@ export function createJobBody(maxChars: number) {
     'prompt',
   );
 }
+
+const LIMIT_1_100 = '"limit" must be an integer from 1 to 100';
+
+/** The query of a paged list: `limit` (1 to 100, default 20) and the previous page's cursor. */
+export function pageQuery(items: string) {
+  return z.object({
+    // z.coerce.number is Number(): '', ' ' and a repeated parameter (an array) are refused.
+    limit: z.coerce
+      .number({ error: LIMIT_1_100 })
+      .int({ error: LIMIT_1_100 })
+      .min(1, { error: LIMIT_1_100 })
+      .max(100, { error: LIMIT_1_100 })
+      .default(20)
+      .describe(`How many ${items} per page, 1 to 100.`),
+    cursor: z
+      .string({ error: '"cursor" must be given once' })
+      .optional()
+      .describe("The previous page's nextCursor."),
+  });
+}

@@ -12,6 +12,7 @@ import type { Transaction } from 'kysely';
 import { fromKysely, type JobWithMetadata, type PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/schema.ts';
+import { workEach } from './work.ts';
 
 export const DELIVERY_QUEUE = 'webhooks';
 
@@ -100,21 +101,7 @@ export class DeliveryQueue {
    * stopWork. A return completes the entry; a throw fails this attempt, to be retried.
    */
   async work(concurrency: number, handler: (entry: DeliveryEntry) => Promise<void>): Promise<void> {
-    await this.#boss.work(
-      DELIVERY_QUEUE,
-      {
-        includeMetadata: true,
-        localConcurrency: concurrency,
-        pollingIntervalSeconds: 1,
-        // As for turns: a key's next entry, freed when the one before it completes, is found
-        // by polling, not by a notification.
-        notifyPollingIntervalSeconds: 1,
-        heartbeatRefreshSeconds: 2,
-      },
-      async ([entry]: DeliveryEntry[]) => {
-        if (entry) await handler(entry);
-      },
-    );
+    await workEach<DeliveryMessage>(this.#boss, DELIVERY_QUEUE, concurrency, handler);
   }
 
   /** Stops taking deliveries, once the running attempts have ended. */

@@ -15,6 +15,7 @@ import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import type { Logger } from '../log.ts';
 import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
+import { workEach } from './work.ts';
 
 export const TURN_QUEUE = 'turns';
 
@@ -203,21 +204,7 @@ export class TurnQueue {
    * stopWork. The handler settles the turn; a throw hands it back to the queue.
    */
   async work(concurrency: number, handler: (entry: TurnEntry) => Promise<void>): Promise<void> {
-    await this.#boss.work(
-      TURN_QUEUE,
-      {
-        includeMetadata: true,
-        localConcurrency: concurrency,
-        pollingIntervalSeconds: 1,
-        // Notifications wake workers for new entries, but not for a job's next turn that was
-        // held back behind the one that just finished; a short poll picks that up.
-        notifyPollingIntervalSeconds: 1,
-        heartbeatRefreshSeconds: 2,
-      },
-      async ([entry]: TurnEntry[]) => {
-        if (entry) await handler(entry);
-      },
-    );
+    await workEach<TurnMessage>(this.#boss, TURN_QUEUE, concurrency, handler);
   }
 
   /** Stops taking turns, once the running ones have ended (their signals abort them). */

@@ -14,26 +14,13 @@ import { backends, POSTGRES_SKIP_REASON, postgresUrl } from '../support/database
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
-import { exited, runErrand } from '../support/process.ts';
+import { exited, runErrand, startWorkerProcess } from '../support/process.ts';
 import { RecordingRunner, type TurnCall } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-worker-death-5c1d9e';
 
 /** Starts `errand worker` and resolves once it has started (its "errand started" log line). */
-async function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = runErrand(['worker'], { ...env, ERRAND_LOG_LEVEL: 'info' });
-  let err = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      if (err.includes('"errand started"')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker exited early with ${code}: ${err}`)));
-  });
-  return child;
-}
-
 describe('a worker killed mid-turn (real worker processes on PostgreSQL)', {
   skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
 }, () => {
@@ -75,7 +62,7 @@ describe('a worker killed mid-turn (real worker processes on PostgreSQL)', {
       ERRAND_DATA_DIR: path.join(tmp, machine),
       ERRAND_PUBLIC_URL: svc.url,
     });
-    const first = await startWorker(workerEnv('machine-a'));
+    const first = await startWorkerProcess(workerEnv('machine-a'));
     workers.push(first);
     llm.script(
       // The first worker's model call is never answered: it dies waiting on it.
@@ -93,7 +80,7 @@ describe('a worker killed mid-turn (real worker processes on PostgreSQL)', {
     const jobId = created.json.id as string;
     // Only the first worker runs yet, so the turn waiting on the model is its turn.
     await llm.waitFor((r) => r.index === 0, 60_000);
-    const second = await startWorker(workerEnv('machine-b'));
+    const second = await startWorkerProcess(workerEnv('machine-b'));
     workers.push(second);
 
     const killedAt = Date.now();

@@ -23,6 +23,20 @@ export function runErrand(args: string[], env: Record<string, string>): ChildPro
   });
 }
 
+/** Starts `errand worker` and resolves once it has said it started. */
+export async function startWorkerProcess(env: Record<string, string>): Promise<ChildProcess> {
+  const child = runErrand(['worker'], { ...env, ERRAND_LOG_LEVEL: 'info' });
+  let err = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stderr?.on('data', (chunk: Buffer) => {
+      err += chunk.toString();
+      if (err.includes('"errand started"')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`worker exited early with ${code}: ${err}`)));
+  });
+  return child;
+}
+
 export function exited(child: ChildProcess): Promise<number | null> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
   return new Promise((resolve) => child.once('exit', (code) => resolve(code)));

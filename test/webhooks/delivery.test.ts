@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import type { JobRecord } from '../../src/jobs/record.ts';
+import type { WebhookPayload } from '../../src/events/webhooks/outbox.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { backends } from '../support/databases.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
@@ -19,24 +19,13 @@ import {
   SECRET_KEY,
 } from './receiver.ts';
 
-interface Payload {
-  type: string;
-  timestamp: string;
-  data: {
-    projectId: string;
-    jobId: string;
-    event: { seq: number; turn: number | null; type: string; data: unknown; at: string };
-    job: JobRecord;
-  };
-}
-
 const PR_LINK = 'https://forge.example.test/acme/app/pull/7';
 
 /** Verifies a request with the reference library and returns its payload. */
-function verified(secret: string, request: Received): Payload {
+function verified(secret: string, request: Received): WebhookPayload {
   const headers: Record<string, string> = {};
   for (const [k, v] of Object.entries(request.headers)) if (typeof v === 'string') headers[k] = v;
-  return new Webhook(secret).verify(request.body, headers) as Payload;
+  return new Webhook(secret).verify(request.body, headers) as WebhookPayload;
 }
 
 /** A runner standing in for the agent: a step, a pull request opened, a summary. */
@@ -209,7 +198,7 @@ for (const backend of backends) {
       let failuresLeft = 3;
       let heldJob = '';
       receiver.answer = (r) => {
-        const p = JSON.parse(r.body) as Payload;
+        const p = JSON.parse(r.body) as WebhookPayload;
         if (p.data.jobId === heldJob && p.type === 'job.created' && failuresLeft > 0) {
           failuresLeft--;
           return 503;

@@ -9,24 +9,11 @@ import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { createJob } from '../support/jobs.ts';
-import { exited, runErrand } from '../support/process.ts';
+import { exited, startWorkerProcess } from '../support/process.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import { addWebhook, deliveryLog, Receiver, SECRET_KEY } from './receiver.ts';
 
 /** Starts `errand worker` and resolves once it has started (its "errand started" log line). */
-async function startWorker(env: Record<string, string>): Promise<ChildProcess> {
-  const child = runErrand(['worker'], { ...env, ERRAND_LOG_LEVEL: 'info' });
-  let err = '';
-  await new Promise<void>((resolve, reject) => {
-    child.stderr?.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-      if (err.includes('"errand started"')) resolve();
-    });
-    child.once('exit', (code) => reject(new Error(`worker exited early with ${code}: ${err}`)));
-  });
-  return child;
-}
-
 describe('a worker killed mid-delivery (real worker processes on PostgreSQL)', {
   skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
 }, () => {
@@ -65,7 +52,7 @@ describe('a worker killed mid-delivery (real worker processes on PostgreSQL)', {
       ERRAND_DATA_DIR: path.join(svc.database.dataDir, machine),
       ERRAND_PUBLIC_URL: svc.url,
     });
-    const first = await startWorker(workerEnv('machine-a'));
+    const first = await startWorkerProcess(workerEnv('machine-a'));
     workers.push(first);
     const jobId = await createJob(svc, project.id, 'deliver me');
     // The job's turn is of no interest here: archived, it leaves the workers to the delivery.
@@ -80,7 +67,7 @@ describe('a worker killed mid-delivery (real worker processes on PostgreSQL)', {
     await exited(first);
     // Nothing was recorded for the cut attempt: the delivery is still pending, never lost.
     assert.equal((await deliveryLog(svc, held.id)).state, 'pending');
-    workers.push(await startWorker(workerEnv('machine-b')));
+    workers.push(await startWorkerProcess(workerEnv('machine-b')));
 
     const [, again] = await receiver.until(2, 60_000);
     assert.ok(again);

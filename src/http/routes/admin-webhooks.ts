@@ -21,7 +21,7 @@ import {
   updateWebhook,
 } from '../../events/webhooks/endpoints.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks/types.ts';
-import { errorBody, errors, json } from '../schemas.ts';
+import { errorBody, errors, json, pageQuery } from '../schemas.ts';
 
 const URL_TEXT = `"url" must be a string of 1 to ${MAX_URL_CHARS} characters`;
 const EVENTS = `"events" must be a non-empty list of ${WEBHOOK_EVENT_TYPES.join(', ')}`;
@@ -106,20 +106,7 @@ const rotateBody = z
   .nullish()
   .describe('Optional: without a body, the overlap is a day.');
 
-const deliveriesQuery = z.object({
-  // z.coerce.number is Number(): '', ' ' and a repeated parameter (an array) are refused.
-  limit: z.coerce
-    .number({ error: '"limit" must be an integer from 1 to 100' })
-    .int({ error: '"limit" must be an integer from 1 to 100' })
-    .min(1, { error: '"limit" must be an integer from 1 to 100' })
-    .max(100, { error: '"limit" must be an integer from 1 to 100' })
-    .default(20)
-    .describe('How many deliveries per page, 1 to 100.'),
-  cursor: z
-    .string({ error: '"cursor" must be given once' })
-    .optional()
-    .describe("The previous page's nextCursor."),
-});
+const deliveriesQuery = pageQuery('deliveries');
 
 const isoTime = z.iso.datetime();
 

@@ -6,21 +6,9 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { JOB_STATUSES, listJobs } from '../../jobs/service.ts';
-import { errors, jobRecord, projectParams } from '../schemas.ts';
+import { errors, jobRecord, pageQuery, projectParams } from '../schemas.ts';
 
-const query = z.object({
-  // z.coerce.number is Number(): '', ' ' and a repeated parameter (an array) are refused.
-  limit: z.coerce
-    .number({ error: '"limit" must be an integer from 1 to 100' })
-    .int({ error: '"limit" must be an integer from 1 to 100' })
-    .min(1, { error: '"limit" must be an integer from 1 to 100' })
-    .max(100, { error: '"limit" must be an integer from 1 to 100' })
-    .default(20)
-    .describe('How many jobs per page, 1 to 100.'),
-  cursor: z
-    .string({ error: '"cursor" must be given once' })
-    .optional()
-    .describe("The previous page's nextCursor."),
+const query = pageQuery('jobs').extend({
   status: z
     .enum(JOB_STATUSES as ['active', 'completed', 'failed', 'archived'], {
       error: `"status" must be one of ${JOB_STATUSES.join(', ')}`,
