@@ -116,13 +116,14 @@ export interface Snapshot {
   turns: string[];
   rateLimits: string[];
   webhooks: string[];
+  idempotencyKeys: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
 
 export async function snapshot(svc: TestService): Promise<Snapshot> {
   const db = svc.service.ctx.db;
-  const [projects, keys, jobs, turns, rateLimits, webhooks] = await Promise.all([
+  const [projects, keys, jobs, turns, rateLimits, webhooks, idempotencyKeys] = await Promise.all([
     db.selectFrom('projects').selectAll().orderBy('id').execute(),
     db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
     db.selectFrom('jobs').selectAll().orderBy('id').execute(),
@@ -134,6 +135,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       .execute(),
     db.selectFrom('rate_limits').selectAll().orderBy('project_id').orderBy('operation').execute(),
     db.selectFrom('webhooks').selectAll().orderBy('id').execute(),
+    db.selectFrom('idempotency_keys').selectAll().orderBy('project_id').orderBy('key').execute(),
   ]);
   return {
     projects: projects.map(
@@ -150,6 +152,9 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     webhooks: webhooks.map(
       (w) =>
         `${w.id} ${w.project_id} ${w.url} ${w.events.join(',')} ${w.description} ${w.enabled} ${w.secret} ${w.previous_secret} ${iso(w.previous_secret_expires_at)} ${iso(w.updated_at)}`,
+    ),
+    idempotencyKeys: idempotencyKeys.map(
+      (k) => `${k.project_id} ${k.key} ${k.fingerprint} ${k.status} ${iso(k.created_at)}`,
     ),
   };
 }
