@@ -5,6 +5,7 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { startTestService } from '../support/service.ts';
+import { storeDelivery } from '../support/stored-deliveries.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
 
 if (browserSkipReason) {
@@ -14,7 +15,15 @@ if (browserSkipReason) {
 
 const out = path.resolve(import.meta.dirname, '../../docs/screenshots');
 await mkdir(out, { recursive: true });
-const svc = await startTestService({ backend: 'pglite', worker: false });
+// No worker: the webhook's delivery log below is written as it is, nothing is sent.
+const svc = await startTestService({
+  backend: 'pglite',
+  worker: false,
+  env: {
+    ERRAND_SECRET_KEY: 'screenshots-secret-key-0000',
+    ERRAND_WEBHOOK_ALLOW_PRIVATE: 'true',
+  },
+});
 const browser = await launchBrowser();
 try {
   const project = await svc.createProject({
@@ -51,6 +60,35 @@ try {
     ].join('\n'),
     false,
   );
+  const webhook = await svc.request('POST', `/v2/admin/projects/${project.id}/webhooks`, {
+    body: {
+      url: 'https://ci.example.com/errand',
+      events: ['job.completed', 'job.failed', 'pull_request.opened'],
+      description: 'CI',
+    },
+  });
+  const webhookId = String(webhook.json.id);
+  const at = Date.now() - 3_600_000;
+  await storeDelivery(svc, {
+    webhookId,
+    jobId,
+    type: 'pull_request.opened',
+    state: 'delivered',
+    attempts: [{ status: 200, latencyMs: 84 }],
+    createdAt: new Date(at),
+  });
+  await storeDelivery(svc, {
+    webhookId,
+    jobId,
+    type: 'job.completed',
+    state: 'delivered',
+    attempts: [
+      { status: 503, latencyMs: 120 },
+      { status: null, error: 'timed out after 10 s', latencyMs: 10_000 },
+      { status: 200, latencyMs: 91 },
+    ],
+    createdAt: new Date(at + 60_000),
+  });
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -78,6 +116,10 @@ try {
       await page.getByRole('button', { name: 'Create key' }).click();
       await page.locator('#new-key').waitFor();
       await shot('api-keys');
+      await page.goto(`${svc.url}/projects/${project.id}/webhooks`);
+      await shot('webhooks');
+      await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);
+      await shot('webhook-deliveries');
       await context.close();
     }
   }
