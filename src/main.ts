@@ -21,11 +21,15 @@ Service:
   migrate            apply database migrations and exit
 
 Administration (client of the admin API at ERRAND_URL, key from ERRAND_API_KEY or <data-dir>/admin.key):
-  project create --name NAME --repo URL [--ref main] [--model provider:model] [FORGE] [--json]
-  project update ID [--name N] [--repo URL] [--ref R] [--model M] [FORGE] [--json]
+  project create --name NAME --repo URL [--ref main] [--model provider:model] [FORGE] [COMMANDS] [--json]
+  project update ID [--name N] [--repo URL] [--ref R] [--model M] [FORGE] [COMMANDS] [--json]
       FORGE: [--forge github|gitlab|gitea|git] [--forge-url API_URL] [--draft-prs true|false]
              and one of --forge-token-env NAME | --forge-token TOKEN |
              --github-app-id ID --github-app-key-file PEM --github-installation-id ID
+      COMMANDS: [--commands true|false] [--setup-command CMD ('' for none)]
+             [--setup-network true|false] [--command-timeout S] [--command-cpu S]
+             [--command-memory MB] [--command-processes N] [--command-file-size MB]
+             (a limit given as 'default' returns to the sandbox's default)
   project list [--json]
   key create (--project ID | --admin) [--name NAME] [--json]
   key list [--json]
@@ -62,6 +66,14 @@ const options = {
   'github-app-key-file': { type: 'string' },
   'github-installation-id': { type: 'string' },
   'draft-prs': { type: 'string' },
+  commands: { type: 'string' },
+  'setup-command': { type: 'string' },
+  'setup-network': { type: 'string' },
+  'command-timeout': { type: 'string' },
+  'command-cpu': { type: 'string' },
+  'command-memory': { type: 'string' },
+  'command-processes': { type: 'string' },
+  'command-file-size': { type: 'string' },
   project: { type: 'string' },
   admin: { type: 'boolean' },
   url: { type: 'string' },
@@ -154,6 +166,36 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
   });
 }
 
+function boolFlag(value: string | undefined, name: string): boolean | undefined {
+  if (value === undefined) return undefined;
+  if (value !== 'true' && value !== 'false') throw new CliError(`--${name} must be true or false`);
+  return value === 'true';
+}
+
+/** The command settings given as flags; the ranges are checked by the server. */
+function commandFields(values: Values): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  const commands = boolFlag(values.commands, 'commands');
+  if (commands !== undefined) body.commandsEnabled = commands;
+  // An empty command removes it.
+  if (values['setup-command'] !== undefined) body.setupCommand = values['setup-command'] || null;
+  const network = boolFlag(values['setup-network'], 'setup-network');
+  if (network !== undefined) body.setupNetwork = network;
+  const limits = [
+    ['command-timeout', 'commandTimeoutSeconds'],
+    ['command-cpu', 'commandCpuSeconds'],
+    ['command-memory', 'commandMemoryMb'],
+    ['command-processes', 'commandProcesses'],
+    ['command-file-size', 'commandFileSizeMb'],
+  ] as const;
+  for (const [flag, field] of limits) {
+    const value = values[flag];
+    if (value === undefined) continue;
+    body[field] = value === 'default' ? null : intFlag(value, flag);
+  }
+  return body;
+}
+
 /** The project fields given as flags; the GitHub App's key is read from its file here. */
 async function projectBody(values: Values): Promise<Record<string, unknown>> {
   const body: Record<string, unknown> = {};
@@ -174,6 +216,7 @@ async function projectBody(values: Values): Promise<Record<string, unknown>> {
     }
     body.draftPullRequests = values['draft-prs'] === 'true';
   }
+  Object.assign(body, commandFields(values));
   const app = [
     values['github-app-id'],
     values['github-app-key-file'],
@@ -223,7 +266,7 @@ async function runProject(
     print(
       values.json,
       project,
-      `${sub === 'create' ? 'created' : 'updated'} project ${project.id} (${project.name}: ${project.repository} @ ${project.ref}; forge ${project.forge.kind}, credentials ${project.forge.credentials})`,
+      `${sub === 'create' ? 'created' : 'updated'} project ${project.id} (${project.name}: ${project.repository} @ ${project.ref}; forge ${project.forge.kind}, credentials ${project.forge.credentials}; commands ${project.commandsEnabled ? 'on' : 'off'}${project.setupCommand ? ', with a setup command' : ''})`,
     );
   } else if (sub === 'list') {
     const { projects } = await client.request<{ projects: ProjectRecord[] }>(

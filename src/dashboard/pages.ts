@@ -135,7 +135,41 @@ function projectFields(values: ProjectForm, editing: ProjectRecord | undefined):
   </fieldset>
   <label class="check"><input type="checkbox" name="draftPullRequests" value="1" ${
     v('draftPullRequests') === '1' ? html`checked` : ''
-  }> Open pull requests as drafts</label>`;
+  }> Open pull requests as drafts</label>
+  ${commandFields(values)}`;
+}
+
+/** The fields of a command limit: the form field, its label and its unit. */
+const COMMAND_LIMITS = [
+  ['commandTimeoutSeconds', 'Time per command', 'seconds'],
+  ['commandCpuSeconds', 'CPU time per command', 'seconds'],
+  ['commandMemoryMb', 'Memory per command', 'MB'],
+  ['commandProcesses', 'Processes per command', 'processes and threads'],
+  ['commandFileSizeMb', 'Largest file a command writes', 'MB'],
+] as const;
+
+function commandFields(values: ProjectForm): SafeHtml {
+  const v = (name: string) => values[name] ?? '';
+  return html`<fieldset>
+    <legend>Commands</legend>
+    <label class="check"><input type="checkbox" name="commandsEnabled" value="1" ${
+      v('commandsEnabled') === '1' ? html`checked` : ''
+    } aria-describedby="commands-help"> Let the agent run commands (tests, linters, builds)</label>
+    <p id="commands-help" class="help">In a sandbox without network, where the server has
+    bubblewrap; elsewhere the agent works with the file tools only.</p>
+    <label for="setupCommand">Setup command</label>
+    <input id="setupCommand" name="setupCommand" maxlength="2000" value="${v('setupCommand')}"
+      placeholder="e.g. npm ci (empty: none)" aria-describedby="setup-help">
+    <p id="setup-help" class="help">Run in the sandbox before the agent each time a turn prepares
+    the workspace; its result is shown to the agent.</p>
+    <label class="check"><input type="checkbox" name="setupNetwork" value="1" ${
+      v('setupNetwork') === '1' ? html`checked` : ''
+    }> Give the setup command network access</label>
+    ${COMMAND_LIMITS.map(
+      ([name, label, unit]) => html`<label for="${name}">${label} (${unit})</label>
+    <input id="${name}" name="${name}" inputmode="numeric" value="${v(name)}" placeholder="empty: the default">`,
+    )}
+  </fieldset>`;
 }
 
 export function projectsPage(
@@ -204,6 +238,10 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     forgeUrl: project.forge.inferred ? '' : (project.forge.apiUrl ?? ''),
     forgeTokenEnv: project.forge.tokenEnv ?? '',
     draftPullRequests: project.draftPullRequests ? '1' : '',
+    commandsEnabled: project.commandsEnabled ? '1' : '',
+    setupCommand: project.setupCommand ?? '',
+    setupNetwork: project.setupNetwork ? '1' : '',
+    ...Object.fromEntries(COMMAND_LIMITS.map(([name]) => [name, String(project[name])])),
   };
 }
 

@@ -183,7 +183,35 @@ function createFields(form: Form): ProjectFields {
     repository: form.repository ?? '',
     ...optional(form, ['ref', 'model', 'forge', 'forgeUrl', 'forgeTokenEnv', 'forgeToken']),
     draftPullRequests: form.draftPullRequests === '1',
+    ...commandFields(form, undefined),
   });
+}
+
+const LIMIT_FIELDS = [
+  'commandTimeoutSeconds',
+  'commandCpuSeconds',
+  'commandMemoryMb',
+  'commandProcesses',
+  'commandFileSizeMb',
+] as const;
+
+/**
+ * The command settings of a project form. A limit left empty is the default; on the settings
+ * form a limit shown and saved unchanged is left alone, so saving does not pin today's default.
+ */
+function commandFields(form: Form, current: ProjectRecord | undefined): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    commandsEnabled: form.commandsEnabled === '1',
+    setupNetwork: form.setupNetwork === '1',
+    setupCommand: given(form, 'setupCommand') ?? null,
+  };
+  for (const name of LIMIT_FIELDS) {
+    const value = given(form, name);
+    // The schema refuses what is not a whole number in range, naming the field.
+    if (value === undefined) body[name] = null;
+    else if (current === undefined || value !== String(current[name])) body[name] = Number(value);
+  }
+  return body;
 }
 
 /**
@@ -195,6 +223,7 @@ function updateFields(form: Form, current: ProjectRecord): ProjectFields {
     name: form.name ?? '',
     repository: form.repository ?? '',
     draftPullRequests: form.draftPullRequests === '1',
+    ...commandFields(form, current),
   };
   for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {
     body[name] = given(form, name) ?? null;
@@ -363,7 +392,10 @@ export async function registerDashboard(
         return sendPage(
           reply,
           200,
-          projectsPage(principal, await projectRows(principal), { values: {} }),
+          // A new project has commands on, as the API's default.
+          projectsPage(principal, await projectRows(principal), {
+            values: { commandsEnabled: '1' },
+          }),
         );
       });
 

@@ -19,6 +19,15 @@ export interface ProjectsTable {
   forge_token_env: string | null;
   forge_secret: string | null;
   draft_pull_requests: Generated<boolean>;
+  commands_enabled: Generated<boolean>;
+  setup_command: string | null;
+  setup_network: Generated<boolean>;
+  /** The command limits; null: the sandbox's DEFAULT_LIMITS. */
+  command_timeout_seconds: number | null;
+  command_cpu_seconds: number | null;
+  command_memory_mb: number | null;
+  command_processes: number | null;
+  command_file_size_mb: number | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }

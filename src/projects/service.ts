@@ -9,6 +9,7 @@ import { projectForge } from '../forges/registry.ts';
 import { forgeTokenEnvRefusal } from '../forges/token-env.ts';
 import type { ForgeCredentials, ForgeKind } from '../forges/types.ts';
 import { isId, newId } from '../ids.ts';
+import { DEFAULT_LIMITS, type SandboxLimits } from '../sandbox/sandbox.ts';
 import { seal } from '../secrets/box.ts';
 import { validateRepositoryUrl } from '../workspace/url.ts';
 import { checkRepository, localRepositoryExists } from './repository.ts';
@@ -29,12 +30,36 @@ export interface ProjectRecord {
     tokenEnv: string | null;
   };
   draftPullRequests: boolean;
+  /** The agent's run_command tool; offered only where the sandbox works. */
+  commandsEnabled: boolean;
+  /** Run in the sandbox before the agent, each time a turn's workspace is prepared. */
+  setupCommand: string | null;
+  /** Whether setupCommand has network access (the agent's commands never do). */
+  setupNetwork: boolean;
+  /** The limits each command runs under (the sandbox's defaults unless set). */
+  commandTimeoutSeconds: number;
+  commandCpuSeconds: number;
+  commandMemoryMb: number;
+  commandProcesses: number;
+  commandFileSizeMb: number;
   createdAt: string;
   updatedAt: string;
 }
 
+/** The limits a project's commands run under: its own where set, else the sandbox's defaults. */
+export function projectCommandLimits(row: ProjectRow): SandboxLimits {
+  return {
+    timeoutSeconds: row.command_timeout_seconds ?? DEFAULT_LIMITS.timeoutSeconds,
+    cpuSeconds: row.command_cpu_seconds ?? DEFAULT_LIMITS.cpuSeconds,
+    memoryMb: row.command_memory_mb ?? DEFAULT_LIMITS.memoryMb,
+    processes: row.command_processes ?? DEFAULT_LIMITS.processes,
+    fileSizeMb: row.command_file_size_mb ?? DEFAULT_LIMITS.fileSizeMb,
+  };
+}
+
 export function toProjectRecord(row: ProjectRow): ProjectRecord {
   const forge = projectForge(row);
+  const limits = projectCommandLimits(row);
   return {
     id: row.id,
     name: row.name,
@@ -55,6 +80,14 @@ export function toProjectRecord(row: ProjectRow): ProjectRecord {
       tokenEnv: row.forge_token_env,
     },
     draftPullRequests: row.draft_pull_requests,
+    commandsEnabled: row.commands_enabled,
+    setupCommand: row.setup_command,
+    setupNetwork: row.setup_network,
+    commandTimeoutSeconds: limits.timeoutSeconds,
+    commandCpuSeconds: limits.cpuSeconds,
+    commandMemoryMb: limits.memoryMb,
+    commandProcesses: limits.processes,
+    commandFileSizeMb: limits.fileSizeMb,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -79,6 +112,15 @@ export interface ProjectFields {
   forgeToken?: string | null | undefined;
   githubApp?: { appId: string; installationId: string; privateKey: string } | null | undefined;
   draftPullRequests?: boolean | undefined;
+  commandsEnabled?: boolean | undefined;
+  setupCommand?: string | null | undefined;
+  setupNetwork?: boolean | undefined;
+  /** A limit; null returns it to the sandbox's default. */
+  commandTimeoutSeconds?: number | null | undefined;
+  commandCpuSeconds?: number | null | undefined;
+  commandMemoryMb?: number | null | undefined;
+  commandProcesses?: number | null | undefined;
+  commandFileSizeMb?: number | null | undefined;
 }
 
 /**
@@ -123,6 +165,16 @@ async function toChanges(
     changes.forge_api_url = forgeUrl?.replace(/\/+$/, '') ?? null;
   }
   if (b.draftPullRequests !== undefined) changes.draft_pull_requests = b.draftPullRequests;
+  if (b.commandsEnabled !== undefined) changes.commands_enabled = b.commandsEnabled;
+  // A blank command is no command: stored as null so the pipeline has one case to skip.
+  if (b.setupCommand !== undefined) changes.setup_command = b.setupCommand?.trim() || null;
+  if (b.setupNetwork !== undefined) changes.setup_network = b.setupNetwork;
+  if (b.commandTimeoutSeconds !== undefined)
+    changes.command_timeout_seconds = b.commandTimeoutSeconds;
+  if (b.commandCpuSeconds !== undefined) changes.command_cpu_seconds = b.commandCpuSeconds;
+  if (b.commandMemoryMb !== undefined) changes.command_memory_mb = b.commandMemoryMb;
+  if (b.commandProcesses !== undefined) changes.command_processes = b.commandProcesses;
+  if (b.commandFileSizeMb !== undefined) changes.command_file_size_mb = b.commandFileSizeMb;
 
   const tokenEnv = b.forgeTokenEnv;
   const token = b.forgeToken;
@@ -209,6 +261,16 @@ export async function createProject(ctx: AppContext, body: ProjectFields): Promi
       ...(changes.draft_pull_requests !== undefined
         ? { draft_pull_requests: changes.draft_pull_requests }
         : {}),
+      ...(changes.commands_enabled !== undefined
+        ? { commands_enabled: changes.commands_enabled }
+        : {}),
+      setup_command: changes.setup_command ?? null,
+      ...(changes.setup_network !== undefined ? { setup_network: changes.setup_network } : {}),
+      command_timeout_seconds: changes.command_timeout_seconds ?? null,
+      command_cpu_seconds: changes.command_cpu_seconds ?? null,
+      command_memory_mb: changes.command_memory_mb ?? null,
+      command_processes: changes.command_processes ?? null,
+      command_file_size_mb: changes.command_file_size_mb ?? null,
       updated_at: sql`now()`,
     })
     .returningAll()
@@ -255,6 +317,14 @@ export const PROJECT_COLUMNS = [
   'forge_token_env',
   'forge_secret',
   'draft_pull_requests',
+  'commands_enabled',
+  'setup_command',
+  'setup_network',
+  'command_timeout_seconds',
+  'command_cpu_seconds',
+  'command_memory_mb',
+  'command_processes',
+  'command_file_size_mb',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];

@@ -32,6 +32,29 @@ const GITHUB_APP =
   '"githubApp" must be {"appId", "installationId"} (numbers as strings) and "privateKey" (the PEM)';
 const FORGE = `"forge" must be one of ${FORGE_KINDS.join(', ')}`;
 
+/** A command limit: a whole number in its range, or null for the sandbox's default. */
+function limit(field: string, min: number, max: number, what: string) {
+  const message = `"${field}" must be a whole number from ${min} to ${max}, or null for the default`;
+  return z
+    .number({ error: message })
+    .int({ error: message })
+    .min(min, { error: message })
+    .max(max, { error: message })
+    .nullable()
+    .describe(`${what} (${min} to ${max}; null: the default).`);
+}
+
+/** The ranges of the command limits, shared with the CLI's and the dashboard's help. */
+export const COMMAND_LIMIT_RANGES = {
+  commandTimeoutSeconds: { min: 1, max: 3600 },
+  commandCpuSeconds: { min: 1, max: 3600 },
+  commandMemoryMb: { min: 64, max: 65536 },
+  commandProcesses: { min: 16, max: 4096 },
+  commandFileSizeMb: { min: 1, max: 65536 },
+} as const;
+
+const SETUP_COMMAND = '"setupCommand" must be a string of at most 2000 characters, or null';
+
 const fields = {
   name: text('name')
     .trim()
@@ -84,6 +107,53 @@ const fields = {
   draftPullRequests: z
     .boolean({ error: '"draftPullRequests" must be a boolean' })
     .describe('Open pull requests as drafts.'),
+  commandsEnabled: z
+    .boolean({ error: '"commandsEnabled" must be a boolean' })
+    .describe(
+      "Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true.",
+    ),
+  setupCommand: z
+    .string({ error: SETUP_COMMAND })
+    .max(2000, { error: SETUP_COMMAND })
+    .nullable()
+    .describe(
+      'A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none).',
+    ),
+  setupNetwork: z
+    .boolean({ error: '"setupNetwork" must be a boolean' })
+    .describe(
+      "Give setupCommand network access (default false); the agent's commands never have it.",
+    ),
+  commandTimeoutSeconds: limit(
+    'commandTimeoutSeconds',
+    COMMAND_LIMIT_RANGES.commandTimeoutSeconds.min,
+    COMMAND_LIMIT_RANGES.commandTimeoutSeconds.max,
+    'Wall time of one command, the longest timeout the agent may ask for',
+  ),
+  commandCpuSeconds: limit(
+    'commandCpuSeconds',
+    COMMAND_LIMIT_RANGES.commandCpuSeconds.min,
+    COMMAND_LIMIT_RANGES.commandCpuSeconds.max,
+    'CPU time of one command',
+  ),
+  commandMemoryMb: limit(
+    'commandMemoryMb',
+    COMMAND_LIMIT_RANGES.commandMemoryMb.min,
+    COMMAND_LIMIT_RANGES.commandMemoryMb.max,
+    'Memory of one command, in MB',
+  ),
+  commandProcesses: limit(
+    'commandProcesses',
+    COMMAND_LIMIT_RANGES.commandProcesses.min,
+    COMMAND_LIMIT_RANGES.commandProcesses.max,
+    'Processes and threads one command may have',
+  ),
+  commandFileSizeMb: limit(
+    'commandFileSizeMb',
+    COMMAND_LIMIT_RANGES.commandFileSizeMb.min,
+    COMMAND_LIMIT_RANGES.commandFileSizeMb.max,
+    'Largest file one command may write, in MB',
+  ),
 };
 
 const notAnObject = {
@@ -103,6 +173,14 @@ const updateBody = z.strictObject(
     forgeToken: fields.forgeToken.optional(),
     githubApp: fields.githubApp.optional(),
     draftPullRequests: fields.draftPullRequests.optional(),
+    commandsEnabled: fields.commandsEnabled.optional(),
+    setupCommand: fields.setupCommand.optional(),
+    setupNetwork: fields.setupNetwork.optional(),
+    commandTimeoutSeconds: fields.commandTimeoutSeconds.optional(),
+    commandCpuSeconds: fields.commandCpuSeconds.optional(),
+    commandMemoryMb: fields.commandMemoryMb.optional(),
+    commandProcesses: fields.commandProcesses.optional(),
+    commandFileSizeMb: fields.commandFileSizeMb.optional(),
   },
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;
@@ -132,6 +210,14 @@ const projectRecord = z.object({
     tokenEnv: z.string().nullable(),
   }),
   draftPullRequests: z.boolean(),
+  commandsEnabled: z.boolean(),
+  setupCommand: z.string().nullable(),
+  setupNetwork: z.boolean(),
+  commandTimeoutSeconds: z.number().int(),
+  commandCpuSeconds: z.number().int(),
+  commandMemoryMb: z.number().int(),
+  commandProcesses: z.number().int(),
+  commandFileSizeMb: z.number().int(),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
 });
