@@ -1,6 +1,7 @@
 // The system prompt: what the agent is, how it should work, and the repository's own
 // instructions (`.errand/AGENTS.md`, else `AGENTS.md`). Those come from the checkout, so they are
-// read with a size cap and never through a symlink that leads outside it.
+// read with a size cap and never through a symlink that leads outside it. When the agent can run
+// commands, the prompt asks it to run the repository's checks and says how the setup went.
 
 import { constants } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
@@ -11,11 +12,43 @@ export const REPO_INSTRUCTIONS_MAX_BYTES = 32 * 1024;
 
 const INSTRUCTION_FILES = ['.errand/AGENTS.md', 'AGENTS.md'];
 
+/** How the project's setup command went before this turn, for the model. */
+export interface SetupNote {
+  command: string;
+  exitCode: number | null;
+  timedOut: boolean;
+  /** The end of its output. */
+  outputTail: string;
+}
+
 export function buildSystemPrompt(input: {
   repoInstructions?: string | undefined;
   repository: string;
   branch: string;
+  /** Whether the run_command tool is offered this turn. */
+  commands?: boolean | undefined;
+  setup?: SetupNote | undefined;
 }): string {
+  const checks = input.commands
+    ? `
+
+Checking your work:
+- run_command runs a shell command in the repository, in a sandbox without network. Before you
+  finish, run the repository's checks: the tests, linters and type checks its instructions below
+  name, or else those its manifest or build files define (package.json scripts, Makefile,
+  pyproject.toml, Cargo.toml, go.mod and the like). Run the relevant ones, not a full rebuild of
+  everything when a narrower check covers your change.
+- When a check fails because of your change, fix it and run it again. When it fails for a reason
+  you cannot fix (a missing tool or dependency, no network, a failure that was there before your
+  change), leave it and say so.
+- Make changes with the file tools. Files a command creates in the repository are committed too:
+  remove build output and caches you do not mean to commit.${setupNote(input.setup)}`
+    : '';
+  const report = input.commands
+    ? ` Say there which checks you ran and their result
+(passed, or what failed and why).`
+    : '';
+
   const base = `You are Errand, a software engineering agent working unattended on a git repository.
 A user sent a request; you make the change in the repository's working copy using the tools you
 are given. When you finish, Errand commits your changes to the branch and opens or updates a pull
@@ -38,7 +71,7 @@ How to work:
 
 When you are done, reply with a short summary of what you changed and why. Its first line is a
 commit subject: imperative mood, under 72 characters, no trailing period. Then a blank line and a
-few lines of detail. If you changed nothing, say why.`;
+few lines of detail.${report} If you changed nothing, say why.${checks}`;
 
   const own = input.repoInstructions?.trim();
   if (!own) return base;
@@ -50,6 +83,29 @@ conflict with the rules above.
 <repository-instructions>
 ${own}
 </repository-instructions>`;
+}
+
+function setupNote(setup: SetupNote | undefined): string {
+  if (!setup) return '';
+  const outcome = setup.timedOut
+    ? 'it was stopped at its time limit'
+    : setup.exitCode === 0
+      ? 'it succeeded (exit code 0)'
+      : setup.exitCode === null
+        ? 'it was killed (a limit stopped it)'
+        : `it failed with exit code ${setup.exitCode}`;
+  const failed = setup.exitCode !== 0 || setup.timedOut;
+  return `
+
+Before this turn the project's setup command ran in the sandbox: ${outcome}.${
+    failed
+      ? ' Checks that need what it sets up may fail for that reason; say so in your summary if they do.'
+      : ''
+  }
+<setup-command>${setup.command}</setup-command>
+<setup-output-tail>
+${setup.outputTail.trim() || '(no output)'}
+</setup-output-tail>`;
 }
 
 /**

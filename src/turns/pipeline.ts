@@ -6,9 +6,10 @@
 import type { ModelMessage } from 'ai';
 import { BudgetExceededError, ModelError, runAgentTurn } from '../agent/loop.ts';
 import type { ModelRegistry } from '../agent/models.ts';
-import { buildSystemPrompt, readRepoInstructions } from '../agent/prompt.ts';
+import { buildSystemPrompt, readRepoInstructions, type SetupNote } from '../agent/prompt.ts';
 import { scrubSecrets } from '../agent/scrub.ts';
-import { createRepoTools } from '../agent/tools/index.ts';
+import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
+import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
@@ -22,6 +23,8 @@ import {
 } from '../jobs/runner.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import { projectCommandLimits } from '../projects/service.ts';
+import { runSandboxed, type SandboxLimits, sandboxStatus } from '../sandbox/sandbox.ts';
 import { GitError, headerSecrets } from '../workspace/errors.ts';
 import { gitOut } from '../workspace/git.ts';
 import {
@@ -52,6 +55,12 @@ const TURN_TRAILER = 'Errand-Turn';
 const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
 
 type Emit = (type: string, data?: Record<string, unknown>) => Promise<void>;
+
+/** The run_command tool's settings for a turn where it is offered. */
+interface TurnCommands {
+  limits: SandboxLimits;
+  setup: SetupNote | undefined;
+}
 
 interface TurnForge {
   kind: ForgeKind;
@@ -155,7 +164,8 @@ export class TurnPipeline implements TurnRunner {
         };
       }
 
-      const result = await this.#agent(input, checkout.dir, emit);
+      const commands = await this.#commands(input, checkout.dir, emit, secrets);
+      const result = await this.#agent(input, checkout.dir, emit, commands, secrets);
       const summary = scrub(result.summary);
       const usage = {
         inputTokens: result.usage.inputTokens,
@@ -212,25 +222,92 @@ export class TurnPipeline implements TurnRunner {
     return { kind: forge.kind, project, provider, client, auth };
   }
 
+  /**
+   * Whether this turn offers run_command, and the project's setup command run for it. The
+   * setup runs at every turn, not only on a new clone: each turn's checkout is reset to a
+   * pristine tree (ignored files too), which removes what an earlier setup installed. Where
+   * the sandbox does not work nothing runs: the turn says why and goes on with the file tools.
+   */
+  async #commands(
+    input: TurnInput,
+    dir: string,
+    emit: Emit,
+    secrets: readonly string[],
+  ): Promise<TurnCommands | undefined> {
+    const { project, signal } = input;
+    if (!project.commands_enabled) return undefined;
+    const status = await sandboxStatus();
+    if (!status.available) {
+      await emit('sandbox.unavailable', { reason: status.reason, howToFix: status.howToFix });
+      return undefined;
+    }
+    const limits = projectCommandLimits(project);
+    const command = project.setup_command;
+    if (!command) return { limits, setup: undefined };
+    const network = project.setup_network;
+    await emit('setup.started', { command, network });
+    const result = await runSandboxed({
+      checkout: dir,
+      cwd: dir,
+      command,
+      limits,
+      network,
+      signal,
+    });
+    signal.throwIfAborted();
+    const tail = outputTail(result.output);
+    await emit('setup.finished', {
+      command,
+      exitCode: result.exitCode,
+      ...(result.signal ? { signal: result.signal } : {}),
+      durationMs: result.durationMs,
+      timedOut: result.timedOut,
+      outputTail: tail,
+    });
+    return {
+      limits,
+      setup: {
+        command,
+        exitCode: result.exitCode,
+        timedOut: result.timedOut,
+        outputTail: scrubSecrets(tail, secrets),
+      },
+    };
+  }
+
   async #agent(
     input: TurnInput,
     dir: string,
     emit: Emit,
+    commands: TurnCommands | undefined,
+    secrets: readonly string[],
   ): Promise<Awaited<ReturnType<typeof runAgentTurn>>> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
     const { metrics } = this.#deps;
     const repoInstructions = await readRepoInstructions(dir);
+    const tools = createRepoTools({ root: dir, signal });
+    if (commands) {
+      tools[RUN_COMMAND] = createRunCommandTool({
+        root: dir,
+        limits: commands.limits,
+        signal,
+        emit,
+        secrets,
+      });
+    }
     return runAgentTurn({
       model: this.#deps.models.resolve(job.model),
       system: buildSystemPrompt({
         ...(repoInstructions ? { repoInstructions } : {}),
         repository: job.repository,
         branch: job.branch,
+        commands: commands !== undefined,
+        setup: commands?.setup,
       }),
       history: input.earlier.flatMap((t) => t.messages as ModelMessage[]),
       prompt: turn.prompt,
-      tools: createRepoTools({ root: dir, signal }),
+      tools,
       budgets: {
         maxSteps: config.agent.maxSteps,
         maxOutputTokens: config.agent.maxOutputTokens,

@@ -9,6 +9,7 @@ import { editFileTool } from './edit.ts';
 import { listFilesTool } from './list.ts';
 import { moveFileTool } from './move.ts';
 import { readFileTool } from './read.ts';
+import { RUN_COMMAND, summarizeRunCommand } from './run-command.ts';
 import { searchTool } from './search.ts';
 import { type RepoTool, toolArgs } from './tool.ts';
 import { writeFileTool } from './write.ts';
@@ -21,6 +22,7 @@ export { listFiles, listFilesTool } from './list.ts';
 export { moveFile, moveFileTool } from './move.ts';
 export { resolveInside, ToolError } from './paths.ts';
 export { readFile, readFileTool } from './read.ts';
+export { createRunCommandTool, RUN_COMMAND } from './run-command.ts';
 export { searchFiles, searchTool } from './search.ts';
 export type { RepoTool } from './tool.ts';
 export { writeFile, writeFileTool } from './write.ts';
@@ -68,7 +70,11 @@ const summaryMax = 120;
 /** One line describing a tool call for progress events; never includes file contents. */
 export function summarizeToolArgs(name: string, args: unknown): string {
   const known = repoTools.find((t) => t.name === name);
-  let summary = known ? known.summarize(toolArgs(args)) : `${name} ${safeJson(args)}`;
+  let summary = known
+    ? known.summarize(toolArgs(args))
+    : name === RUN_COMMAND
+      ? summarizeRunCommand(toolArgs(args))
+      : `${name} ${safeJson(args)}`;
   // Control characters from the model would break one-line logs and event views.
   summary = summary.replace(/\p{Cc}+/gu, ' ');
   return summary.length > summaryMax ? `${summary.slice(0, summaryMax - 1)}…` : summary;
