@@ -20,6 +20,8 @@ import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
+import { reportSandboxStatus } from './sandbox/report.ts';
+import { sandboxStatus } from './sandbox/sandbox.ts';
 import { TurnPipeline } from './turns/pipeline.ts';
 import { workspaceUsage } from './workspace/index.ts';
 
@@ -101,6 +103,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       url = await app.listen({ host: config.host, port: config.port });
     }
     if (opts.worker) {
+      reportSandboxStatus(log, await sandboxStatus());
       // Workspaces live on the machines that run turns; the janitor measures them.
       metrics.sample(async () => {
         const usage = workspaceUsage();

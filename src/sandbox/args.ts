@@ -135,6 +135,10 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '/proc',
     '--dev',
     '/dev',
+    // A private /tmp lives in the host's memory: bounded like a file, where bwrap can.
+    ...(atLeast(input.version, [0, 7, 0])
+      ? ['--size', String(input.limits.fileSizeMb * 1024 * 1024)]
+      : []),
     '--tmpfs',
     '/tmp',
     '--dir',
@@ -152,6 +156,9 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
   const { limits } = input;
   const mb = 1024 * 1024;
   args.push(
+    // The root is bwrap's own tmpfs holding the mount points: read-only too, once they exist.
+    '--remount-ro',
+    '/',
     '--chdir',
     cwd,
     '--info-fd',

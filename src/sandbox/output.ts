@@ -8,6 +8,7 @@ export class CappedOutput {
   readonly #tailCap: number;
   readonly #decoder = new StringDecoder('utf8');
   #head = '';
+  #headDone = false;
   #tail = '';
   #total = 0;
 
@@ -23,11 +24,15 @@ export class CappedOutput {
   #add(text: string): void {
     if (text === '') return;
     this.#total += text.length;
-    const room = this.#headCap - this.#head.length;
+    const room = this.#headDone ? 0 : this.#headCap - this.#head.length;
     if (room > 0) {
-      this.#head += text.slice(0, room);
-      text = text.slice(room);
+      // Never half of a surrogate pair at the cut.
+      const take = isHighSurrogate(text.charCodeAt(room - 1)) ? room - 1 : room;
+      this.#head += text.slice(0, take);
+      text = text.slice(take);
     }
+    // Once anything went past the head, the head is closed: a later character must not join it.
+    if (text !== '') this.#headDone = true;
     if (text === '') return;
     this.#tail += text;
     // Trimmed only once it doubles, so each character is copied a bounded number of times.
@@ -37,13 +42,16 @@ export class CappedOutput {
   /** Everything kept, with a line saying how much was cut from the middle if anything was. */
   finish(): { text: string; truncated: boolean; totalChars: number } {
     this.#add(this.#decoder.end());
-    const kept = this.#head.length + Math.min(this.#tail.length, this.#tailCap);
     if (this.#total <= this.#headCap + this.#tailCap) {
       return { text: this.#head + this.#tail, truncated: false, totalChars: this.#total };
     }
-    const cut = this.#total - kept;
-    const tail = this.#tailCap > 0 ? this.#tail.slice(-this.#tailCap) : '';
+    let tail = this.#tailCap > 0 ? this.#tail.slice(-this.#tailCap) : '';
+    if (isLowSurrogate(tail.charCodeAt(0))) tail = tail.slice(1);
+    const cut = this.#total - this.#head.length - tail.length;
     const note = `\n[… ${cut.toLocaleString('en-US')} characters cut …]\n`;
     return { text: this.#head + note + tail, truncated: true, totalChars: this.#total };
   }
 }
+
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
+const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff;

@@ -3,10 +3,11 @@
 // service environment or data, bounded in time, CPU, memory, processes and file size, and
 // nothing of it left running afterwards. Where bubblewrap cannot run, nothing runs at all.
 import { spawn } from 'node:child_process';
-import { access, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
 import { CappedOutput } from './output.ts';
 import { descendants, pidsCgroupRoot, RunCgroup, signalAll } from './processes.ts';
@@ -224,11 +225,11 @@ async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
     throw err;
   }
   // The pids cgroup is joined by a host shell that then becomes bwrap, so not one fork of the
-  // command happens outside it. Plus one task for bwrap's own init.
+  // command happens outside it. Plus two tasks for bwrap itself and its init.
   const cgroup =
     ready.cgroupRoot === null
       ? null
-      : await RunCgroup.create(ready.cgroupRoot, run.limits.processes + 1).catch(() => null);
+      : await RunCgroup.create(ready.cgroupRoot, run.limits.processes + 2).catch(() => null);
   const [file, argv] =
     cgroup === null
       ? [ready.bwrap, args]
@@ -250,6 +251,8 @@ async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
     const child = spawn(file, argv, {
       stdio: ['ignore', 'pipe', 'pipe', 'pipe', 'pipe'],
       env: { PATH: SANDBOX_PATH },
+      // Not the service's directory: the cgroup's host shell would export it as PWD.
+      cwd: '/',
     });
     const [, stdout, stderr, info, startedPipe] = child.stdio as unknown as [
       null,
@@ -321,6 +324,11 @@ async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
       run.signal.removeEventListener('abort', onAbort);
     });
 
+    // After a kill the init may still be reaping its namespace (its descriptors already
+    // closed): the run is over only once it is gone, and with it every process it held.
+    const init = sandboxInit();
+    if (init !== null) await gone(init);
+
     if (!commandStarted && !timedOut && !aborted) {
       const why = diagnostics.finish().text.trim() || `bwrap exited with ${code ?? signal}`;
       throw new SandboxError(`sandbox failed to start: ${why}`);
@@ -338,6 +346,19 @@ async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
     };
   } finally {
     await cgroup?.remove();
+  }
+}
+
+/**
+ * Waits (a bounded while) until the sandbox's init has exited. A PID namespace's init becomes
+ * a zombie only after every other process in it is gone, so a zombie counts as gone too.
+ */
+async function gone(pid: number): Promise<void> {
+  for (let attempt = 0; attempt < 500; attempt++) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+    const state = stat?.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    if (stat === null || stat === undefined || state === 'Z' || state === 'X') return;
+    await sleep(10);
   }
 }
 

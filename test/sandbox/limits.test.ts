@@ -1,0 +1,273 @@
+// The sandbox's limits and clean-up with real bubblewrap: nothing of a command survives its
+// run (normal end, timeout, abort), a fork bomb and a 10 GB write are stopped, a command that
+// ignores SIGTERM dies at its timeout, and output over the cap keeps its head and tail. Also
+// as an ordinary user (nobody), where RLIMIT_NPROC is what bounds processes.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { access, chmod, copyFile, mkdir, readdir, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { makeTempDir, removeDir } from '../support/git.ts';
+import { hostProcesses, run, sandbox, skip, TEST_LIMITS } from './support.ts';
+
+const execFileP = promisify(execFile);
+
+let root: string;
+let checkout: string;
+before(async () => {
+  if (skip) return;
+  root = await makeTempDir('sandbox-limits');
+  checkout = join(root, 'checkout');
+  await mkdir(join(checkout, '.git'), { recursive: true });
+});
+after(async () => {
+  if (root) await removeDir(root);
+});
+
+/** A sleep whose command line is unique to one test, to find it on the host. */
+const marker = () =>
+  `${1000 + Math.floor(Math.random() * 1000)}.${randomBytes(3).readUIntBE(0, 3)}`;
+
+describe('nothing survives the run', { skip }, () => {
+  test('a background `sleep 1000 &` is gone when the command ends', async () => {
+    const seconds = marker();
+    const r = await run(checkout, `sleep ${seconds} & setsid sleep ${seconds} & echo started`);
+    assert.equal(r.exitCode, 0);
+    assert.equal(r.output, 'started\n');
+    assert.deepEqual(await hostProcesses('sleep', seconds), []);
+  });
+
+  test('a command that ignores SIGTERM is killed at its timeout, with all it started', async () => {
+    const seconds = marker();
+    const started = Date.now();
+    const r = await run(
+      checkout,
+      `trap '' TERM; sleep ${seconds} & echo waiting; sleep ${seconds}`,
+      {
+        limits: { ...TEST_LIMITS, timeoutSeconds: 1 },
+      },
+    );
+    const took = Date.now() - started;
+    assert.equal(r.timedOut, true);
+    assert.equal(r.aborted, false);
+    assert.equal(r.exitCode, null);
+    assert.equal(r.signal, 'SIGKILL');
+    assert.equal(r.output, 'waiting\n');
+    // The timeout, then the grace after SIGTERM, then SIGKILL: well under the sleep.
+    assert.ok(took >= 1000 && took < 8000, `took ${took} ms`);
+    assert.deepEqual(await hostProcesses('sleep', seconds), []);
+  });
+
+  test('a command that stops on SIGTERM ends at its timeout without SIGKILL', async () => {
+    const r = await run(checkout, 'trap "echo terminated; exit 7" TERM; sleep 30 & wait', {
+      limits: { ...TEST_LIMITS, timeoutSeconds: 1 },
+    });
+    assert.equal(r.timedOut, true);
+    assert.equal(r.signal, null);
+    assert.equal(r.exitCode, 7);
+    assert.equal(r.output, 'terminated\n');
+  });
+
+  test('an abort kills everything at once', async () => {
+    const seconds = marker();
+    const controller = new AbortController();
+    const running = run(checkout, `sleep ${seconds} & sleep ${seconds}`, {
+      signal: controller.signal,
+    });
+    for (let i = 0; i < 200 && (await hostProcesses('sleep', seconds)).length < 2; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const seen = (await hostProcesses('sleep', seconds)).length;
+    if (seen !== 2) controller.abort();
+    assert.equal(seen, 2);
+    const abortedAt = Date.now();
+    controller.abort();
+    const r = await running;
+    assert.ok(Date.now() - abortedAt < 1500, 'no grace on abort');
+    assert.equal(r.aborted, true);
+    assert.equal(r.timedOut, false);
+    assert.equal(r.exitCode, null);
+    assert.deepEqual(await hostProcesses('sleep', seconds), []);
+  });
+
+  test('an already aborted signal runs nothing', async () => {
+    const controller = new AbortController();
+    controller.abort();
+    const r = await run(checkout, 'echo ran > ran.txt', { signal: controller.signal });
+    assert.equal(r.aborted, true);
+    assert.equal(await stat(join(checkout, 'ran.txt')).catch(() => null), null);
+  });
+
+  test('no cgroup of a run is left behind', async (t) => {
+    if (!sandbox.available || sandbox.processLimit !== 'cgroup') {
+      return t.skip('no pids cgroup in use here');
+    }
+    await run(checkout, 'sleep 30 & echo');
+    const groups = await readdir('/sys/fs/cgroup/pids').catch(() => [] as string[]);
+    const v2 = await readdir('/sys/fs/cgroup').catch(() => [] as string[]);
+    assert.deepEqual(
+      [...groups, ...v2].filter((g) => g.startsWith('errand-sandbox-')),
+      [],
+    );
+  });
+});
+
+describe('limits', { skip }, () => {
+  test('a fork bomb is stopped by the process limit and the run ends', async () => {
+    const started = Date.now();
+    const r = await run(
+      checkout,
+      'bomb() { bomb | bomb & }; bomb; sleep 1; echo "alive: $(ls /proc | grep -c "^[0-9]")"',
+      { limits: { ...TEST_LIMITS, processes: 64, timeoutSeconds: 20 } },
+    );
+    assert.equal(r.timedOut, false);
+    assert.ok(Date.now() - started < 15_000);
+    assert.match(r.output, /Cannot fork|Resource temporarily unavailable/);
+    const alive = /alive: (\d+)/.exec(r.output);
+    assert.ok(alive, r.output.slice(-500));
+    assert.ok(Number(alive[1]) <= 65, `${alive[1]} processes in a sandbox bounded to 64`);
+    // This machine stays usable: this process can still start one.
+    await execFileP('true');
+  });
+
+  test('background processes count too: no more than the limit at once', async () => {
+    // The inner shell dies at its first failed fork (dash does); its sleeps stay, and the outer
+    // shell counts them with a glob, which needs no process of its own.
+    const r = await run(
+      checkout,
+      "sh -c 'i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done' 2>/dev/null; " +
+        'set -- /proc/[0-9]*; echo $#',
+      { limits: { ...TEST_LIMITS, processes: 10 } },
+    );
+    // At most the limit, bwrap's init included (one more where a cgroup counts it).
+    const count = Number(r.output.trim());
+    assert.ok(count >= 6 && count <= 11, r.output);
+  });
+
+  test('a 10 GB write stops at the file-size limit', async () => {
+    const r = await run(checkout, 'head -c 10G /dev/zero > big; echo "exit $?"', {
+      limits: { ...TEST_LIMITS, fileSizeMb: 8 },
+    });
+    assert.match(r.output, /File size limit exceeded/);
+    assert.match(r.output, /exit 153/);
+    assert.equal((await stat(join(checkout, 'big'))).size, 8 * 1024 * 1024);
+  });
+
+  test("the private /tmp is bounded too (it lives in the host's memory)", async () => {
+    const r = await run(
+      checkout,
+      'for f in a b c d; do head -c 6M /dev/zero > /tmp/$f; done; du -sm /tmp | cut -f1',
+      { limits: { ...TEST_LIMITS, fileSizeMb: 8 } },
+    );
+    assert.match(r.output, /No space left on device/);
+    assert.ok(Number(r.output.trim().split('\n').at(-1)) <= 8, r.output);
+  });
+
+  test('memory: an allocation over the limit fails, one under it works', async (t) => {
+    const r = await run(
+      checkout,
+      'python3 -c "b = bytearray(300 * 1024 * 1024); print(\'allocated\')" 2>&1 | tail -1',
+      { limits: { ...TEST_LIMITS, memoryMb: 64 } },
+    );
+    if (/python3: not found/.test(r.output)) return t.skip('python3 is not installed');
+    assert.match(r.output, /MemoryError/);
+    const fits = await run(
+      checkout,
+      'python3 -c "b = bytearray(16 * 1024 * 1024); print(\'allocated\')"',
+      { limits: { ...TEST_LIMITS, memoryMb: 64 } },
+    );
+    assert.equal(fits.output, 'allocated\n');
+  });
+
+  test('CPU time: a busy loop is killed at the CPU limit', async () => {
+    const started = Date.now();
+    const r = await run(checkout, 'while :; do :; done', {
+      limits: { ...TEST_LIMITS, cpuSeconds: 1, timeoutSeconds: 30 },
+    });
+    assert.equal(r.timedOut, false);
+    // SIGXCPU (24) ends the shell: the exit status is 128 + 24.
+    assert.equal(r.exitCode, 152);
+    assert.ok(Date.now() - started < 10_000);
+  });
+});
+
+describe('output', { skip }, () => {
+  test('stdout and stderr interleave in arrival order', async () => {
+    const r = await run(checkout, 'echo one; echo two >&2; echo three; echo four >&2; exit 3');
+    assert.equal(r.exitCode, 3);
+    assert.equal(r.output, 'one\ntwo\nthree\nfour\n');
+    assert.equal(r.outputTruncated, false);
+  });
+
+  test('over the cap: head and tail kept with a note of what was cut', async () => {
+    const r = await run(
+      checkout,
+      'echo FIRST; i=0; while [ $i -lt 20000 ]; do echo "line $i"; i=$((i+1)); done; echo LAST',
+      { outputCap: 1000 },
+    );
+    assert.equal(r.outputTruncated, true);
+    assert.ok(r.output.startsWith('FIRST\nline 0\nline 1\n'));
+    assert.ok(r.output.endsWith('line 19999\nLAST\n'));
+    const total =
+      'FIRST\n'.length +
+      'LAST\n'.length +
+      Array.from({ length: 20000 }, (_, i) => `line ${i}\n`.length).reduce((a, b) => a + b, 0);
+    const cut = total - 1000;
+    assert.ok(r.output.includes(`\n[… ${cut.toLocaleString('en-US')} characters cut …]\n`));
+    assert.equal(
+      r.output.length,
+      1000 + `\n[… ${cut.toLocaleString('en-US')} characters cut …]\n`.length,
+    );
+  });
+
+  test('a flood of output is read without holding it: 200 MB through a 30,000 cap', async () => {
+    const before = process.memoryUsage().rss;
+    const r = await run(checkout, 'head -c 200M /dev/zero | tr "\\0" x; echo; echo END');
+    assert.equal(r.outputTruncated, true);
+    assert.ok(r.output.endsWith('\nEND\n'));
+    assert.match(r.output, /\[… 209,685,\d{3} characters cut …\]/);
+    assert.ok(process.memoryUsage().rss - before < 100 * 1024 * 1024);
+  });
+});
+
+describe('as an ordinary user', { skip }, () => {
+  // Root is exempt from RLIMIT_NPROC; a developer's machine is not root. Runs the same checks
+  // in a child process as nobody, with a copy of this node (its own may sit under /root).
+  test('nobody: status, a writable checkout, the process limit, nothing left behind', async (t) => {
+    if (process.getuid?.() !== 0) return t.skip('needs root to become nobody');
+    const setpriv = await access('/usr/bin/setpriv').then(
+      () => '/usr/bin/setpriv',
+      () => null,
+    );
+    if (setpriv === null) return t.skip('setpriv not installed');
+    const dir = await makeTempDir('sandbox-nobody');
+    try {
+      const node = join(dir, 'node');
+      await copyFile(process.execPath, node);
+      await mkdir(join(dir, 'checkout', '.git'), { recursive: true });
+      await execFileP('chown', ['-R', '65534:65534', dir]);
+      await chmod(dir, 0o755);
+      const script = new URL('./as-user.ts', import.meta.url).pathname;
+      const { stdout } = await execFileP(
+        setpriv,
+        ['--reuid=65534', '--regid=65534', '--clear-groups', node, script, join(dir, 'checkout')],
+        { env: { PATH: '/usr/bin:/bin', HOME: dir }, cwd: dir, timeout: 120_000 },
+      );
+      const report = JSON.parse(stdout) as Record<string, unknown>;
+      assert.deepEqual(report, {
+        available: true,
+        processLimit: 'rlimit',
+        uid: 'uid=65534',
+        wrote: 'written\n',
+        forkBombStopped: true,
+        forkBombAlive: true,
+        leftBehind: [],
+        gitConfigRefused: true,
+      });
+    } finally {
+      await removeDir(dir);
+    }
+  });
+});

@@ -1,0 +1,105 @@
+// Whether the sandbox can run, and the one start-up line that says so: bwrap missing from
+// PATH makes it unavailable with the reason and the fix, and `errand serve` logs that once.
+import assert from 'node:assert/strict';
+import { mkdir, symlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { after, before, describe, test } from 'node:test';
+import { createLogger } from '../../src/log.ts';
+import { reportSandboxStatus } from '../../src/sandbox/report.ts';
+import { checkSandbox, type SandboxStatus } from '../../src/sandbox/sandbox.ts';
+import { makeTempDir, removeDir } from '../support/git.ts';
+import { killStrays, startServe } from '../support/process.ts';
+import { sandbox, skip } from './support.ts';
+
+let root: string;
+before(async () => {
+  root = await makeTempDir('sandbox-status');
+});
+after(async () => {
+  killStrays();
+  await removeDir(root);
+});
+
+function logLines(fn: (log: ReturnType<typeof createLogger>) => void): Record<string, unknown>[] {
+  let text = '';
+  const out = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      text += chunk.toString();
+      done();
+    },
+  });
+  fn(createLogger('info', out));
+  return text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+describe('sandbox status', () => {
+  test('bwrap absent from PATH: unavailable, saying why and how to install it', async () => {
+    const status = await checkSandbox(join(root, 'no-such-dir'));
+    assert.deepEqual(status, {
+      available: false,
+      reason: 'bwrap not found on PATH',
+      howToFix:
+        'install the bubblewrap package (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)',
+    });
+  });
+
+  test('bwrap found on the given PATH: available after a confined run', { skip }, async () => {
+    assert.ok(sandbox.available);
+    const bin = join(root, 'bin');
+    await mkdir(bin);
+    await symlink(sandbox.bwrap, join(bin, 'bwrap'));
+    const status = await checkSandbox(bin);
+    assert.ok(status.available);
+    assert.equal(status.bwrap, join(bin, 'bwrap'));
+    assert.match(status.version, /^\d+\.\d+\.\d+$/);
+  });
+
+  test('the start-up line: a warning with the reason and the fix, or the version', () => {
+    const unavailable: SandboxStatus = {
+      available: false,
+      reason: 'bwrap not found on PATH',
+      howToFix: 'install the bubblewrap package',
+    };
+    const [warn, ...rest] = logLines((log) => reportSandboxStatus(log, unavailable));
+    assert.deepEqual(rest, []);
+    assert.equal(warn?.level, 40);
+    assert.equal(warn?.msg, 'sandbox unavailable: the agent runs without its run_command tool');
+    assert.equal(warn?.reason, 'bwrap not found on PATH');
+    assert.equal(warn?.howToFix, 'install the bubblewrap package');
+
+    const available: SandboxStatus = {
+      available: true,
+      bwrap: '/usr/bin/bwrap',
+      version: '0.8.0',
+      processLimit: 'rlimit',
+    };
+    const [info] = logLines((log) => reportSandboxStatus(log, available));
+    assert.equal(info?.level, 30);
+    assert.equal(info?.msg, 'sandbox available');
+    assert.equal(info?.version, '0.8.0');
+  });
+
+  test('errand serve without bwrap on PATH logs the one line at start', async () => {
+    const server = await startServe(join(root, 'data'), [], {
+      ERRAND_LOG_LEVEL: 'info',
+      PATH: join(root, 'no-such-dir'),
+    });
+    try {
+      const lines = server
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('sandbox'));
+      assert.equal(lines.length, 1, server.stderr());
+      const line = JSON.parse(lines[0] ?? '{}') as Record<string, unknown>;
+      assert.equal(line.msg, 'sandbox unavailable: the agent runs without its run_command tool');
+      assert.equal(line.reason, 'bwrap not found on PATH');
+      assert.match(String(line.howToFix), /apt-get install bubblewrap/);
+    } finally {
+      await server.stop();
+    }
+  });
+});

@@ -1,0 +1,63 @@
+// Shared by the sandbox tests: whether real bubblewrap runs here (the tests skip with its
+// reason when not), and a run of one command in a checkout with test-sized limits.
+import { readdir, readFile } from 'node:fs/promises';
+import { descendants } from '../../src/sandbox/processes.ts';
+import {
+  DEFAULT_LIMITS,
+  runSandboxed,
+  type SandboxLimits,
+  type SandboxResult,
+  type SandboxRun,
+  sandboxStatus,
+} from '../../src/sandbox/sandbox.ts';
+
+const status = await sandboxStatus();
+/** false where the sandbox works; otherwise why not, printed as the tests' skip reason. */
+export const skip: false | string = status.available
+  ? false
+  : `sandbox unavailable: ${status.reason} (${status.howToFix})`;
+if (skip) console.log(`# ${skip}`);
+export const sandbox = status;
+
+export const TEST_LIMITS: SandboxLimits = { ...DEFAULT_LIMITS, timeoutSeconds: 20 };
+
+export function run(
+  checkout: string,
+  command: string,
+  extra: Partial<Omit<SandboxRun, 'checkout' | 'command'>> = {},
+): Promise<SandboxResult> {
+  return runSandboxed({
+    checkout,
+    cwd: checkout,
+    command,
+    limits: TEST_LIMITS,
+    network: false,
+    signal: new AbortController().signal,
+    ...extra,
+  });
+}
+
+/** This test process's descendants whose command line contains `needle`. */
+export async function childrenRunning(needle: string): Promise<number[]> {
+  const out: number[] = [];
+  for (const pid of await descendants(process.pid)) {
+    const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.includes(needle)) out.push(pid);
+  }
+  return out;
+}
+
+/** Every live process on the host (any parent) whose argv is exactly `argv`. */
+export async function hostProcesses(...argv: string[]): Promise<number[]> {
+  const want = `${argv.join('\0')}\0`;
+  const out: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => null);
+    if (stat === null || stat[stat.lastIndexOf(')') + 2] === 'Z') continue;
+    if ((await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')) === want) {
+      out.push(Number(name));
+    }
+  }
+  return out;
+}
