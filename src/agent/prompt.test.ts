@@ -50,6 +50,47 @@ describe('buildSystemPrompt', () => {
       /repository-instructions/,
     );
   });
+
+  it('asks for the repository checks and their result only when run_command is offered', () => {
+    const offered = buildSystemPrompt({ repository: 'r', branch: 'b', commands: true });
+    assert.match(offered, /run_command runs a shell command in the repository/);
+    assert.match(offered, /run the repository's checks/);
+    assert.match(offered, /package\.json scripts, Makefile/);
+    assert.match(offered, /which checks you ran and their result/);
+    assert.doesNotMatch(offered, /setup command/);
+    for (const prompt of [
+      buildSystemPrompt({ repository: 'r', branch: 'b' }),
+      buildSystemPrompt({ repository: 'r', branch: 'b', commands: false }),
+    ]) {
+      assert.doesNotMatch(prompt, /run_command|checks|shell/);
+    }
+  });
+
+  it("says how the setup command went, before the repository's instructions", () => {
+    const setup = (exitCode: number | null, timedOut = false) =>
+      buildSystemPrompt({
+        repository: 'r',
+        branch: 'b',
+        commands: true,
+        repoInstructions: 'Use make.',
+        setup: { command: 'npm ci', exitCode, timedOut, outputTail: 'added 12 packages\n' },
+      });
+    const ok = setup(0);
+    assert.match(ok, /setup command ran in the sandbox: it succeeded \(exit code 0\)\./);
+    assert.doesNotMatch(ok, /may fail for that reason/);
+    assert.match(
+      ok,
+      /<setup-command>npm ci<\/setup-command>\n<setup-output-tail>\nadded 12 packages\n<\/setup-output-tail>/,
+    );
+    assert.ok(ok.indexOf('<setup-output-tail>') < ok.indexOf('<repository-instructions>'));
+    assert.match(ok, /<\/repository-instructions>$/);
+    assert.match(
+      setup(1),
+      /it failed with exit code 1\. Checks that need what it sets up may fail/,
+    );
+    assert.match(setup(null, true), /it was stopped at its time limit/);
+    assert.match(setup(null), /it was killed \(a limit stopped it\)/);
+  });
 });
 
 describe('readRepoInstructions', () => {
