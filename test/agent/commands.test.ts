@@ -660,6 +660,13 @@ describe('a service whose PATH has no bwrap', { skip }, () => {
       assert.match(String(unavailable[0]?.data.reason), /bwrap not found on PATH/);
       assert.match(String(unavailable[0]?.data.howToFix), /bubblewrap/);
       assert.equal(git(origin.bare, 'show', `errand/${jobId}:notes.md`), '# Notes');
+      // And the process said so once at start.
+      const lines = serve
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('sandbox unavailable'));
+      assert.equal(lines.length, 1, serve.stderr());
+      assert.match(lines[0] ?? '', /bwrap not found on PATH/);
     } finally {
       await serve.stop();
       await rm(dataDir, { recursive: true, force: true });
