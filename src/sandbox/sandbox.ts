@@ -306,8 +306,8 @@ async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
       void terminate();
     }, run.limits.timeoutSeconds * 1000);
     const onAbort = () => {
-      if (timedOut) return;
-      aborted = true;
+      // During a timeout's grace too: an abort does not wait.
+      if (!timedOut) aborted = true;
       void killAll();
     };
     run.signal.addEventListener('abort', onAbort, { once: true });

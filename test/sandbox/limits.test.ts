@@ -5,12 +5,12 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, chmod, copyFile, mkdir, readdir, stat } from 'node:fs/promises';
+import { access, chmod, copyFile, mkdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { makeTempDir, removeDir } from '../support/git.ts';
-import { hostProcesses, run, sandbox, skip, TEST_LIMITS } from './support.ts';
+import { childrenRunning, hostProcesses, run, sandbox, skip, TEST_LIMITS } from './support.ts';
 
 const execFileP = promisify(execFile);
 
@@ -100,17 +100,35 @@ describe('nothing survives the run', { skip }, () => {
     assert.equal(await stat(join(checkout, 'ran.txt')).catch(() => null), null);
   });
 
-  test('no cgroup of a run is left behind', async (t) => {
+  test("the run's pids cgroup holds it while it runs and is removed after", async (t) => {
     if (!sandbox.available || sandbox.processLimit !== 'cgroup') {
       return t.skip('no pids cgroup in use here');
     }
-    await run(checkout, 'sleep 30 & echo');
-    const groups = await readdir('/sys/fs/cgroup/pids').catch(() => [] as string[]);
-    const v2 = await readdir('/sys/fs/cgroup').catch(() => [] as string[]);
-    assert.deepEqual(
-      [...groups, ...v2].filter((g) => g.startsWith('errand-sandbox-')),
-      [],
-    );
+    const running = run(checkout, 'sleep 30 & sleep 1');
+    let group: string | undefined;
+    for (let i = 0; i < 200 && group === undefined; i++) {
+      for (const pid of await childrenRunning('bwrap')) {
+        const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
+        group = /errand-sandbox-[0-9a-f-]+/.exec(cgroups)?.[0] ?? group;
+      }
+      if (group === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.ok(group, 'bwrap ran outside a pids cgroup');
+    const dirs = ['/sys/fs/cgroup/pids', '/sys/fs/cgroup'].map((d) => join(d, group ?? ''));
+    const existing = async () =>
+      (
+        await Promise.all(
+          dirs.map((d) =>
+            stat(d).then(
+              () => d,
+              () => null,
+            ),
+          ),
+        )
+      ).filter(Boolean);
+    assert.equal((await existing()).length, 1);
+    await running;
+    assert.deepEqual(await existing(), []);
   });
 });
 
