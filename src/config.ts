@@ -64,6 +64,7 @@ const envSchema = z.object({
   ERRAND_WEBHOOK_CONCURRENCY: int(1, 256).default(8),
   ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
   ERRAND_API_KEY: z.string().min(1).optional(),
+  ERRAND_PROJECT: z.string().min(1).optional(),
 });
 
 export interface Config {
@@ -142,8 +143,11 @@ export interface Config {
     concurrency: number;
   };
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-  /** For the CLI: where the API is, and the key to use (default: the data dir's admin.key). */
-  client: { url: string; apiKey: string | undefined };
+  /**
+   * For the CLI and the MCP server: where the API is, the key to use (default: the data dir's
+   * admin.key), and the project a job command works in when it names none (ERRAND_PROJECT).
+   */
+  client: { url: string; apiKey: string | undefined; projectId: string | undefined };
 }
 
 export type ConfigOverrides = Partial<{
@@ -316,6 +320,6 @@ export function loadConfig(
       concurrency: e.ERRAND_WEBHOOK_CONCURRENCY,
     },
     logLevel: e.ERRAND_LOG_LEVEL,
-    client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY },
+    client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY, projectId: e.ERRAND_PROJECT },
   };
 }
