@@ -21,6 +21,7 @@ import {
   unchanged,
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
+import { DEFAULT_LIMITS } from '../../sandbox/sandbox.ts';
 
 const HTTPS_REPO = 'https://github.com/acme/widgets.git';
 
@@ -46,6 +47,12 @@ const patchSpec: RouteSpec = {
 };
 
 const PROJECT_FIELDS = [
+  'commandCpuSeconds',
+  'commandFileSizeMb',
+  'commandMemoryMb',
+  'commandProcesses',
+  'commandTimeoutSeconds',
+  'commandsEnabled',
   'createdAt',
   'draftPullRequests',
   'forge',
@@ -54,6 +61,8 @@ const PROJECT_FIELDS = [
   'name',
   'ref',
   'repository',
+  'setupCommand',
+  'setupNetwork',
   'updatedAt',
 ];
 
@@ -111,6 +120,15 @@ for (const backend of backends) {
         assert.equal(project.repository, HTTPS_REPO);
         assert.equal(project.ref, 'develop');
         assert.equal(project.model, 'openai:gpt-5');
+        // Commands: on, no setup, no network, the sandbox's default limits.
+        assert.equal(project.commandsEnabled, true);
+        assert.equal(project.setupCommand, null);
+        assert.equal(project.setupNetwork, false);
+        assert.equal(project.commandTimeoutSeconds, DEFAULT_LIMITS.timeoutSeconds);
+        assert.equal(project.commandCpuSeconds, DEFAULT_LIMITS.cpuSeconds);
+        assert.equal(project.commandMemoryMb, DEFAULT_LIMITS.memoryMb);
+        assert.equal(project.commandProcesses, DEFAULT_LIMITS.processes);
+        assert.equal(project.commandFileSizeMb, DEFAULT_LIMITS.fileSizeMb);
         isoNear(project.createdAt);
         isoNear(project.updatedAt);
 
