@@ -1,51 +1,24 @@
-// The `errand` command: `serve`, `worker`, `migrate`, and the admin commands `project …`,
-// `key …` and `webhook …`, which are clients of the admin API.
+// The `errand` command: `serve`, `worker`, `migrate`, the job commands `job …` (src/cli/jobs.ts,
+// clients of the job API), and the admin commands `project …`, `key …` and `webhook …`, which
+// are clients of the admin API.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
+import type { parseArgs } from 'node:util';
 import { ApiClient, CliError } from './cli/client.ts';
+import { runJob } from './cli/jobs.ts';
+import {
+  COMMAND_USAGE,
+  EXIT,
+  errandVersion,
+  parseCommandLine,
+  USAGE,
+  UsageError,
+} from './cli/usage.ts';
 import { ConfigError, type ConfigOverrides, loadConfig } from './config.ts';
 import type { DeliveryRecord, WebhookRecord, WebhookWithSecret } from './events/webhooks/types.ts';
 import { adminKeyPath } from './keys/bootstrap.ts';
 import type { KeyRecord } from './keys/service.ts';
 import type { ProjectRecord } from './projects/service.ts';
-
-const USAGE = `Usage: errand <command> [options]
-
-Service:
-  serve [--host H] [--port P] [--data-dir DIR] [--no-worker] [--no-dashboard] [--concurrency N]
-                     API, dashboard and workers (API only with --no-worker;
-                     no dashboard at / with --no-dashboard)
-  worker [--concurrency N]
-                     workers only (needs DATABASE_URL and ERRAND_PUBLIC_URL)
-  migrate            apply database migrations and exit
-
-Administration (client of the admin API at ERRAND_URL, key from ERRAND_API_KEY or <data-dir>/admin.key):
-  project create --name NAME --repo URL [--ref main] [--model provider:model] [FORGE] [COMMANDS] [--json]
-  project update ID [--name N] [--repo URL] [--ref R] [--model M] [FORGE] [COMMANDS] [--json]
-      FORGE: [--forge github|gitlab|gitea|git] [--forge-url API_URL] [--draft-prs true|false]
-             and one of --forge-token-env NAME | --forge-token TOKEN |
-             --github-app-id ID --github-app-key-file PEM --github-installation-id ID
-      COMMANDS: [--commands true|false] [--setup-command CMD ('' for none)]
-             [--setup-network true|false] [--command-timeout S] [--command-cpu S]
-             [--command-memory MB] [--command-processes N] [--command-file-size MB]
-             (a limit given as 'default' returns to the sandbox's default)
-  project list [--json]
-  key create (--project ID | --admin) [--name NAME] [--json]
-  key list [--json]
-  key revoke ID [--json]
-  webhook create --project ID --url URL [--events job.completed,job.failed] [--description D]
-                 [--disabled] [--json]          (prints the signing secret, shown once)
-  webhook list --project ID [--json]
-  webhook get ID --project ID [--json]
-  webhook update ID --project ID [--url U] [--events …] [--description D]
-                 [--enabled true|false | --disabled] [--json]
-  webhook delete ID --project ID
-  webhook rotate ID --project ID [--overlap-hours N (default 24)] [--json]
-                                                  (prints the new secret, shown once)
-  webhook deliveries ID --project ID [--limit N] [--cursor C] [--json]
-  webhook redeliver DELIVERY_ID --webhook ID --project ID [--json]
-`;
 
 const options = {
   host: { type: 'string' },
@@ -89,6 +62,68 @@ const options = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+type OptionName = keyof typeof options;
+
+/** The options of one command, and --help; any other is an unknown option for that command. */
+function only(...names: OptionName[]): Partial<typeof options> {
+  return Object.fromEntries(
+    names.map((name) => [name, options[name]]).concat([['help', options.help]]),
+  );
+}
+
+const FORGE_FLAGS: OptionName[] = [
+  'forge',
+  'forge-url',
+  'forge-token-env',
+  'forge-token',
+  'github-app-id',
+  'github-app-key-file',
+  'github-installation-id',
+  'draft-prs',
+];
+const COMMAND_FLAGS: OptionName[] = [
+  'commands',
+  'setup-command',
+  'setup-network',
+  'command-timeout',
+  'command-cpu',
+  'command-memory',
+  'command-processes',
+  'command-file-size',
+];
+
+const COMMAND_OPTIONS: Readonly<Record<string, Partial<typeof options>>> = {
+  serve: only('host', 'port', 'data-dir', 'no-worker', 'no-dashboard', 'concurrency'),
+  worker: only('data-dir', 'concurrency'),
+  migrate: only('data-dir'),
+  mcp: only('data-dir'),
+  project: only(
+    'data-dir',
+    'name',
+    'repo',
+    'ref',
+    'model',
+    ...FORGE_FLAGS,
+    ...COMMAND_FLAGS,
+    'json',
+  ),
+  key: only('data-dir', 'project', 'admin', 'name', 'json'),
+  webhook: only(
+    'data-dir',
+    'project',
+    'url',
+    'events',
+    'description',
+    'disabled',
+    'enabled',
+    'overlap-hours',
+    'limit',
+    'cursor',
+    'webhook',
+    'json',
+  ),
+};
+
 type Values = ReturnType<
   typeof parseArgs<{ options: typeof options; allowPositionals: true }>
 >['values'];
@@ -96,7 +131,7 @@ type Values = ReturnType<
 function intFlag(value: string | undefined, name: string): number | undefined {
   if (value === undefined) return undefined;
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new CliError(`--${name} must be a whole number`);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--${name} must be a whole number`);
   return n;
 }
 
@@ -117,7 +152,7 @@ function print(json: boolean | undefined, value: unknown, text: string): void {
 }
 
 function required(value: string | undefined, flag: string): string {
-  if (!value) throw new CliError(`--${flag} is required`);
+  if (!value) throw new UsageError(`--${flag} is required`);
   return value;
 }
 
@@ -168,7 +203,8 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
 
 function boolFlag(value: string | undefined, name: string): boolean | undefined {
   if (value === undefined) return undefined;
-  if (value !== 'true' && value !== 'false') throw new CliError(`--${name} must be true or false`);
+  if (value !== 'true' && value !== 'false')
+    throw new UsageError(`--${name} must be true or false`);
   return value === 'true';
 }
 
@@ -212,7 +248,7 @@ async function projectBody(values: Values): Promise<Record<string, unknown>> {
   if (values['forge-token'] !== undefined) body.forgeToken = values['forge-token'];
   if (values['draft-prs'] !== undefined) {
     if (values['draft-prs'] !== 'true' && values['draft-prs'] !== 'false') {
-      throw new CliError('--draft-prs must be true or false');
+      throw new UsageError('--draft-prs must be true or false');
     }
     body.draftPullRequests = values['draft-prs'] === 'true';
   }
@@ -224,7 +260,7 @@ async function projectBody(values: Values): Promise<Record<string, unknown>> {
   ];
   if (app.some((v) => v !== undefined)) {
     if (app.some((v) => v === undefined)) {
-      throw new CliError(
+      throw new UsageError(
         'a GitHub App needs --github-app-id, --github-app-key-file and --github-installation-id',
       );
     }
@@ -286,7 +322,7 @@ async function runProject(
             .join('\n'),
     );
   } else {
-    throw new CliError(`unknown command: project ${sub ?? ''}\n\n${USAGE}`);
+    throw new UsageError(sub ? `unknown command: project ${sub}` : 'missing the subcommand');
   }
 }
 
@@ -298,7 +334,7 @@ async function runKey(
   const client = await ApiClient.fromConfig(loadConfig(process.env, overrides(values)));
   if (sub === 'create') {
     if (Boolean(values.admin) === Boolean(values.project))
-      throw new CliError('give exactly one of --project ID or --admin');
+      throw new UsageError('give exactly one of --project ID or --admin');
     const created = await client.request<KeyRecord & { key: string }>('POST', '/v2/admin/keys', {
       ...(values.admin ? { admin: true } : { projectId: values.project }),
       ...(values.name ? { name: values.name } : {}),
@@ -324,14 +360,14 @@ async function runKey(
     );
   } else if (sub === 'revoke') {
     const id = arg ?? '';
-    if (!id) throw new CliError('usage: errand key revoke ID');
+    if (!id) throw new UsageError('missing ID');
     const key = await client.request<KeyRecord>(
       'POST',
       `/v2/admin/keys/${encodeURIComponent(id)}/revoke`,
     );
     print(values.json, key, `revoked key ${key.id}`);
   } else {
-    throw new CliError(`unknown command: key ${sub ?? ''}\n\n${USAGE}`);
+    throw new UsageError(sub ? `unknown command: key ${sub}` : 'missing the subcommand');
   }
 }
 
@@ -387,9 +423,9 @@ function webhookBody(values: Values): Record<string, unknown> {
   if (values.description !== undefined) body.description = values.description || null;
   if (values.enabled !== undefined) {
     if (values.enabled !== 'true' && values.enabled !== 'false') {
-      throw new CliError('--enabled must be true or false');
+      throw new UsageError('--enabled must be true or false');
     }
-    if (values.disabled) throw new CliError('give one of --enabled and --disabled');
+    if (values.disabled) throw new UsageError('give one of --enabled and --disabled');
     body.enabled = values.enabled === 'true';
   }
   if (values.disabled) body.enabled = false;
@@ -403,13 +439,12 @@ async function runWebhook(
 ): Promise<void> {
   const subs = ['create', 'list', 'get', 'update', 'delete', 'rotate', 'deliveries', 'redeliver'];
   if (!sub || !subs.includes(sub)) {
-    throw new CliError(`unknown command: webhook ${sub ?? ''}\n\n${USAGE}`);
+    throw new UsageError(sub ? `unknown command: webhook ${sub}` : 'missing the subcommand');
   }
-  const usage = `usage: errand webhook ${sub} ID --project ID`;
   const client = await ApiClient.fromConfig(loadConfig(process.env, overrides(values)));
   const base = `/v2/admin/projects/${encodeURIComponent(required(values.project, 'project'))}/webhooks`;
   const one = () => {
-    if (!arg) throw new CliError(usage);
+    if (!arg) throw new UsageError('missing ID');
     return `${base}/${encodeURIComponent(arg)}`;
   };
   if (sub === 'create') {
@@ -432,7 +467,7 @@ async function runWebhook(
     const path = one();
     const body = webhookBody(values);
     if (Object.keys(body).length === 0) {
-      throw new CliError(
+      throw new UsageError(
         'nothing to change: give --url, --events, --description, --enabled or --disabled',
       );
     }
@@ -479,8 +514,7 @@ async function runWebhook(
     );
   } else {
     // redeliver: its argument is a delivery, the webhook is a flag.
-    if (!arg)
-      throw new CliError('usage: errand webhook redeliver DELIVERY_ID --webhook ID --project ID');
+    if (!arg) throw new UsageError('missing DELIVERY_ID');
     const webhook = encodeURIComponent(required(values.webhook, 'webhook'));
     const delivery = await client.request<DeliveryRecord>(
       'POST',
@@ -490,23 +524,61 @@ async function runWebhook(
   }
 }
 
-async function main(argv: string[]): Promise<void> {
-  let parsed: ReturnType<typeof parseArgs<{ options: typeof options; allowPositionals: true }>>;
-  try {
-    parsed = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
-  } catch (err) {
-    throw new CliError(`${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
-  }
-  const { values, positionals } = parsed;
-  const [command, sub, arg] = positionals;
-  if (values.help || !command || command === 'help') {
+/** `errand help [COMMAND [SUBCOMMAND]]`: the usage asked for, on stdout. */
+async function help(topic: string | undefined, sub: string | undefined): Promise<number> {
+  if (topic === undefined) {
     process.stdout.write(USAGE);
-    return;
+    return EXIT.ok;
+  }
+  // The job subcommands have a usage each; an admin subcommand is on its command's page.
+  if (topic === 'job') return runJob(['--help', ...(sub === undefined ? [] : [sub])], jobIo);
+  const usage = COMMAND_USAGE[topic];
+  if (!usage) throw new UsageError(`unknown command: ${topic}`, USAGE);
+  process.stdout.write(usage);
+  return EXIT.ok;
+}
+
+/** The command a usage error is about, for the usage printed with it. */
+let current: string | undefined;
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h') {
+    process.stdout.write(USAGE);
+    return EXIT.ok;
+  }
+  if (command === '--version') {
+    process.stdout.write(`${errandVersion()}\n`);
+    return EXIT.ok;
+  }
+  if (command === 'help') return help(rest[0], rest[1]);
+  if (command === 'job') {
+    current = 'job';
+    return runJob(rest, jobIo);
+  }
+  const table = COMMAND_OPTIONS[command];
+  if (!table) {
+    throw new UsageError(
+      command.startsWith('-')
+        ? `unknown option ${command} (the command comes first: errand <command> [options])`
+        : `unknown command: ${command}`,
+      USAGE,
+    );
+  }
+  current = command;
+  const parsed = parseCommandLine(rest, table);
+  // Each command's table is a part of `options`: its values are a part of theirs.
+  const values = parsed.values as Values;
+  const [sub, arg] = parsed.positionals;
+  if (values.help) {
+    process.stdout.write(COMMAND_USAGE[command] ?? USAGE);
+    return EXIT.ok;
   }
   switch (command) {
     case 'serve':
     case 'worker':
-      return runService(values, command);
+      await runService(values, command);
+      return EXIT.ok;
     case 'migrate': {
       const config = loadConfig(process.env, overrides(values));
       const { openDatabase } = await import('./db/database.ts');
@@ -523,27 +595,50 @@ async function main(argv: string[]): Promise<void> {
       } finally {
         await handle.close();
       }
-      return;
+      return EXIT.ok;
     }
     case 'project':
-      return runProject(values, sub, arg);
+      await runProject(values, sub, arg);
+      return EXIT.ok;
     case 'key':
-      return runKey(values, sub, arg);
+      await runKey(values, sub, arg);
+      return EXIT.ok;
     case 'webhook':
-      return runWebhook(values, sub, arg);
+      await runWebhook(values, sub, arg);
+      return EXIT.ok;
     default:
-      throw new CliError(`unknown command: ${command}\n\n${USAGE}`);
+      throw new UsageError(`unknown command: ${command}`, USAGE);
   }
 }
 
-main(process.argv.slice(2)).catch((err: unknown) => {
-  // Errors a user can act on print their message; anything else is a bug and keeps its stack.
-  const known =
-    err instanceof CliError ||
-    err instanceof ConfigError ||
-    (err instanceof Error && err.name === 'DatabaseLockedError');
-  process.stderr.write(
-    `errand: ${known ? (err as Error).message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exitCode = 1;
-});
+const jobIo = {
+  stdout: process.stdout,
+  env: process.env,
+  loadConfig: (env: NodeJS.ProcessEnv, dataDir: string | undefined) =>
+    loadConfig(env, dataDir === undefined ? {} : { dataDir }),
+};
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    // Not set when 0: a service that failed to stop cleanly has set 1 already.
+    if (code !== EXIT.ok) process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof UsageError) {
+      // A wrong command line: the reason, then what the command accepts; nothing on stdout.
+      const usage = err.usage ?? (current ? COMMAND_USAGE[current] : undefined) ?? USAGE;
+      process.stderr.write(`errand${current ? ` ${current}` : ''}: ${err.message}\n\n${usage}`);
+      process.exitCode = EXIT.usage;
+      return;
+    }
+    // Errors a user can act on print their message; anything else is a bug and keeps its stack.
+    const known =
+      err instanceof CliError ||
+      err instanceof ConfigError ||
+      (err instanceof Error && err.name === 'DatabaseLockedError');
+    process.stderr.write(
+      `errand: ${known ? (err as Error).message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+    );
+    process.exitCode = EXIT.failed;
+  },
+);

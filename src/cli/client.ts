@@ -8,6 +8,19 @@ export class CliError extends Error {
   override name = 'CliError';
 }
 
+/** The key the CLI sends: ERRAND_API_KEY, else the data directory's admin.key. */
+export async function cliApiKey(config: Config): Promise<string> {
+  if (config.client.apiKey) return config.client.apiKey;
+  const file = adminKeyPath(config.dataDir);
+  try {
+    return (await readFile(file, 'utf8')).trim();
+  } catch {
+    throw new CliError(
+      `no API key: set ERRAND_API_KEY, or run 'errand serve' once so that ${file} exists`,
+    );
+  }
+}
+
 export class ApiClient {
   readonly #base: string;
   readonly #key: string;
@@ -18,18 +31,7 @@ export class ApiClient {
   }
 
   static async fromConfig(config: Config): Promise<ApiClient> {
-    let key = config.client.apiKey;
-    if (!key) {
-      const file = adminKeyPath(config.dataDir);
-      try {
-        key = (await readFile(file, 'utf8')).trim();
-      } catch {
-        throw new CliError(
-          `no API key: set ERRAND_API_KEY, or run 'errand serve' once so that ${file} exists`,
-        );
-      }
-    }
-    return new ApiClient(config.client.url, key);
+    return new ApiClient(config.client.url, await cliApiKey(config));
   }
 
   async request<T>(

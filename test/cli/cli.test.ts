@@ -144,7 +144,10 @@ describe('errand CLI', () => {
       [['project', 'list'], /cannot reach Errand/, { ERRAND_URL: 'http://127.0.0.1:9' }],
       [['worker'], /needs DATABASE_URL/],
       [['frobnicate'], /unknown command/],
-      [['project', 'list', '--bogus'], /Unknown option/],
+      [
+        ['project', 'list', '--bogus'],
+        /^errand project: unknown option --bogus\b.*\n\nUsage: errand project /,
+      ],
     ];
     for (const [args, message, env] of cases) {
       const run = await cli(args, env);

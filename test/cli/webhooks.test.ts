@@ -76,6 +76,15 @@ for (const backend of backends) {
       assert.match(run.stderr, message, args.join(' '));
       assert.doesNotMatch(run.stderr, /\n\s+at /, `${args.join(' ')} printed a stack trace`);
     };
+    // A wrong command line: exit 2, the reason and the webhook commands' usage on stderr.
+    const misused = async (args: string[], message: RegExp) => {
+      const run = await cli(args);
+      assert.equal(run.code, 2, `${args.join(' ')} exited ${run.code}`);
+      assert.equal(run.stdout, '', `${args.join(' ')} wrote to stdout`);
+      assert.match(run.stderr, message, args.join(' '));
+      assert.match(run.stderr, /\n\nUsage: errand webhook <subcommand>/, args.join(' '));
+      assert.doesNotMatch(run.stderr, /\n\s+at /, `${args.join(' ')} printed a stack trace`);
+    };
     const stored = async () => (await svc.request('GET', base)).text;
     const create = (url: string, ...more: string[]) =>
       json(['webhook', 'create', '--project', projectId, '--url', url, ...more]);
@@ -168,12 +177,12 @@ for (const backend of backends) {
         ['webhook', 'create', '--project', projectId, '--url', 'ftp://example.com/hook'],
         /HTTP 400/,
       );
-      await refused(['webhook', 'create', '--project', projectId], /--url is required/);
-      await refused(
+      await misused(['webhook', 'create', '--project', projectId], /--url is required/);
+      await misused(
         ['webhook', 'create', '--url', 'http://127.0.0.1:9/x'],
         /--project is required/,
       );
-      await refused(
+      await misused(
         [
           'webhook',
           'create',
@@ -186,8 +195,8 @@ for (const backend of backends) {
         ],
         /--enabled must be true or false/,
       );
-      await refused(['webhook', 'get', '--project', projectId], /usage: errand webhook get ID/);
-      await refused(
+      await misused(['webhook', 'get', '--project', projectId], /webhook: missing ID/);
+      await misused(
         ['webhook', 'frobnicate', '--project', projectId],
         /unknown command: webhook frobnicate/,
       );
@@ -241,7 +250,7 @@ for (const backend of backends) {
       assert.equal(got.enabled, true);
 
       const before = await stored();
-      await refused(['webhook', 'update', id, '--project', projectId], /nothing to change/);
+      await misused(['webhook', 'update', id, '--project', projectId], /nothing to change/);
       await refused(
         ['webhook', 'update', id, '--project', projectId, '--events', 'job.nope'],
         /job\.nope.*HTTP 400/,
@@ -307,7 +316,7 @@ for (const backend of backends) {
         (await json(['webhook', 'get', id, '--project', projectId])).previousSecretExpiresAt,
         null,
       );
-      await refused(
+      await misused(
         ['webhook', 'rotate', id, '--project', projectId, '--overlap-hours', 'soon'],
         /--overlap-hours must be a whole number/,
       );
@@ -422,7 +431,7 @@ for (const backend of backends) {
       ]);
       assert.equal(redelivered.state, 'pending');
 
-      await refused(
+      await misused(
         ['webhook', 'redeliver', failed, '--project', projectId],
         /--webhook is required/,
       );
