@@ -597,6 +597,9 @@ async function main(argv: string[]): Promise<number> {
       }
       return EXIT.ok;
     }
+    case 'mcp':
+      await (await import('./mcp/server.ts')).runMcp(loadConfig(process.env, overrides(values)));
+      return EXIT.ok;
     case 'project':
       await runProject(values, sub, arg);
       return EXIT.ok;

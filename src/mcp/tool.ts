@@ -1,0 +1,48 @@
+// What every MCP tool shares: the client it calls Errand with, the default project
+// (ERRAND_PROJECT) and the input fields that name a project and a job. The projectId field is
+// required in the schema the model sees unless a default project is set, so that the schema
+// tells the model the truth.
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+import type { ErrandClient } from '../client/index.ts';
+import { ToolInputError } from './results.ts';
+
+export interface ToolContext {
+  client: ErrandClient;
+  /** The project a call works in when it names none. */
+  defaultProject: string | undefined;
+}
+
+/** One tool: its schema, its description for the model and its code, in one file each. */
+export type RegisterTool = (server: McpServer, ctx: ToolContext) => void;
+
+export function projectIdField(ctx: ToolContext): z.ZodString | z.ZodOptional<z.ZodString> {
+  const id = z.string().min(1);
+  return ctx.defaultProject
+    ? id
+        .optional()
+        .describe(
+          `The project's id (prj_…). Optional: defaults to ${ctx.defaultProject}, the project this server is configured for.`,
+        )
+    : id.describe(
+        "The project's id (prj_…): the project whose repository the agent works on. Ask the user for it if you do not know it.",
+      );
+}
+
+export const jobIdField = z
+  .string()
+  .min(1)
+  .describe('The job id (job_…), as create_job or list_jobs returned it.');
+
+export function projectOf(ctx: ToolContext, projectId: string | undefined): string {
+  const id = projectId ?? ctx.defaultProject;
+  if (!id) {
+    throw new ToolInputError(
+      'No project: pass projectId, or set ERRAND_PROJECT in the MCP server configuration.',
+    );
+  }
+  return id;
+}
+
+/** What the statuses mean, for the descriptions of the tools that return jobs. */
+export const STATUS_GUIDE = `Statuses: "active": the agent is working on the job (or a message waits its turn); "completed": the agent finished its latest message, and prLink holds the pull request's URL (null if it changed no files); "failed": the latest message's work failed, the record's error says why, and send_message makes the job active again; "archived": closed for good, it takes no more messages.`;

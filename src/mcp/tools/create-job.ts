@@ -1,0 +1,60 @@
+// create_job: hands a coding task to Errand's agent; answers at once with the new job.
+import { z } from 'zod';
+import { attempt, result } from '../results.ts';
+import { projectIdField, projectOf, type RegisterTool } from '../tool.ts';
+
+const DESCRIPTION = `Start a background job in which Errand's AI coding agent works on a project's git repository and opens a pull request with its changes.
+
+Use it to hand off a self-contained coding task (fix a bug, add a feature, write tests, update docs). Write the prompt as you would brief a colleague: the agent does not see this conversation, only the repository and your prompt.
+
+Returns at once with the job record, status "active": the job runs asynchronously and usually takes minutes. Follow it with wait_for_job (or poll get_job). When the status is "completed", prLink holds the URL of the pull request (null if the agent changed no files); "failed" means the work failed and the record's error says why.
+
+To give further instructions on the same work (same branch, same pull request), use send_message on this job instead of creating another one.`;
+
+export const registerCreateJob: RegisterTool = (server, ctx) => {
+  server.registerTool(
+    'create_job',
+    {
+      title: 'Create an Errand job',
+      description: DESCRIPTION,
+      inputSchema: {
+        prompt: z
+          .string()
+          .min(1)
+          .describe('The instruction for the agent: what to change in the repository, and why.'),
+        projectId: projectIdField(ctx),
+        model: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            "The model for this job as provider:model (e.g. anthropic:claude-sonnet-4-5). Omit to use the project's model; only set it when the user asks for one.",
+          ),
+        baseRef: z
+          .string()
+          .min(1)
+          .optional()
+          .describe(
+            "The branch, tag or commit the work starts from. Omit to use the project's ref.",
+          ),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
+    },
+    ({ prompt, projectId, model, baseRef }, extra) =>
+      attempt(async () => {
+        const project = projectOf(ctx, projectId);
+        const job = await ctx.client.createJob(
+          {
+            prompt,
+            ...(model !== undefined ? { model } : {}),
+            ...(baseRef !== undefined ? { baseRef } : {}),
+          },
+          { projectId: project, signal: extra.signal },
+        );
+        return result(
+          `Created job ${job.id} in project ${job.projectId}; it runs in the background. Call wait_for_job with jobId ${job.id} to wait for it to finish.`,
+          job,
+        );
+      }),
+  );
+};

@@ -1,0 +1,39 @@
+// send_message: a follow-up instruction on an existing job (same branch, same pull request).
+import { z } from 'zod';
+import { attempt, result } from '../results.ts';
+import { jobIdField, projectIdField, projectOf, type RegisterTool } from '../tool.ts';
+
+const DESCRIPTION = `Send a follow-up instruction to an existing Errand job: the agent continues the same work on the same branch and updates the same pull request.
+
+Use it to ask for changes to what a job did (review feedback, a missed case, a failing check), or to retry a failed job with more guidance. The agent sees the job's earlier work in the repository, not this conversation: say what to change.
+
+A message to an active job waits until the current turn ends; a completed or failed job becomes active again. An archived job refuses messages (code conflict).
+
+Returns at once with the job record (status "active"); the work runs asynchronously. Follow it with wait_for_job.`;
+
+export const registerSendMessage: RegisterTool = (server, ctx) => {
+  server.registerTool(
+    'send_message',
+    {
+      title: 'Send a follow-up to an Errand job',
+      description: DESCRIPTION,
+      inputSchema: {
+        jobId: jobIdField,
+        prompt: z.string().min(1).describe('The follow-up instruction for the agent.'),
+        projectId: projectIdField(ctx),
+      },
+      annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
+    },
+    ({ jobId, prompt, projectId }, extra) =>
+      attempt(async () => {
+        const job = await ctx.client.sendMessage(jobId, prompt, {
+          projectId: projectOf(ctx, projectId),
+          signal: extra.signal,
+        });
+        return result(
+          `Sent the message to job ${job.id}; it is ${job.status} with ${job.turns} turns. Call wait_for_job with jobId ${job.id} to wait for the agent to finish it.`,
+          job,
+        );
+      }),
+  );
+};

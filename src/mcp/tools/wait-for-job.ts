@@ -1,0 +1,97 @@
+// wait_for_job: blocks until a job settles or a timeout passes, so a model need not poll.
+// MCP clients bound a tool call's time (60 s by default in the SDK's client), so the default
+// wait stays under that; progress notifications let clients that reset their timeout on
+// progress wait longer.
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { ErrandError, type Job } from '../../client/index.ts';
+import { attempt, describeJob, result } from '../results.ts';
+import { jobIdField, projectIdField, projectOf, type RegisterTool, STATUS_GUIDE } from '../tool.ts';
+
+export const MAX_WAIT_SECONDS = 600;
+const DEFAULT_WAIT_SECONDS = 45;
+const HEARTBEAT_MS = 10_000;
+
+const DESCRIPTION = `Wait for an Errand job to finish: blocks until its status is completed, failed or archived, or until timeoutSeconds pass (default ${DEFAULT_WAIT_SECONDS}, at most ${MAX_WAIT_SECONDS}), then returns the job record.
+
+Use it after create_job or send_message instead of calling get_job repeatedly. If the job is still active when the time is up, it returns the current record and says so: that is not an error, the job keeps running; call wait_for_job again to keep waiting, or tell the user it is still in progress. Agent work often takes several minutes.
+
+When it returns "completed", prLink holds the pull request's URL to give the user (null if the agent changed no files). When it returns "failed", error says why.
+
+${STATUS_GUIDE}`;
+
+export const registerWaitForJob: RegisterTool = (server, ctx) => {
+  server.registerTool(
+    'wait_for_job',
+    {
+      title: 'Wait for an Errand job to finish',
+      description: DESCRIPTION,
+      inputSchema: {
+        jobId: jobIdField,
+        projectId: projectIdField(ctx),
+        timeoutSeconds: z
+          .number()
+          .int()
+          .min(1)
+          .max(MAX_WAIT_SECONDS)
+          .default(DEFAULT_WAIT_SECONDS)
+          .describe(
+            `How long to wait at most, in seconds (1–${MAX_WAIT_SECONDS}, default ${DEFAULT_WAIT_SECONDS}). Longer waits need an MCP client that allows long tool calls.`,
+          ),
+      },
+      annotations: { readOnlyHint: true, openWorldHint: true },
+    },
+    ({ jobId, projectId, timeoutSeconds }, extra) =>
+      attempt(async (): Promise<CallToolResult> => {
+        const project = projectOf(ctx, projectId);
+        const started = Date.now();
+        const token = extra._meta?.progressToken;
+        let status = 'unknown';
+        let reported = 0;
+        const progress = () => {
+          if (token === undefined) return;
+          // Progress must grow at each notification, also for two within a millisecond.
+          reported = Math.max(reported + 0.001, (Date.now() - started) / 1000);
+          const elapsed = Math.floor(reported);
+          extra
+            .sendNotification({
+              method: 'notifications/progress',
+              params: {
+                progressToken: token,
+                progress: reported,
+                total: timeoutSeconds,
+                message: `job ${jobId} is ${status} after ${elapsed} s`,
+              },
+            })
+            .catch(() => {
+              // The client went away; the wait ends with its request.
+            });
+        };
+        const heartbeat = setInterval(progress, HEARTBEAT_MS);
+        try {
+          const job = await ctx.client.waitForJob(jobId, {
+            projectId: project,
+            signal: extra.signal,
+            timeoutMs: timeoutSeconds * 1000,
+            onChange: (changed: Job) => {
+              status = changed.status;
+              progress();
+            },
+          });
+          return result(describeJob(job), job);
+        } catch (err) {
+          if (!(err instanceof ErrandError) || err.code !== 'timeout') throw err;
+          const job = await ctx.client.getJob(jobId, { projectId: project, signal: extra.signal });
+          if (job.status !== 'active') {
+            return result(describeJob(job), job);
+          }
+          return result(
+            `Job ${job.id} is still active after ${timeoutSeconds} s (turn ${job.turns}); the wait timed out but the job keeps running. Call wait_for_job again to keep waiting.`,
+            job,
+          );
+        } finally {
+          clearInterval(heartbeat);
+        }
+      }),
+  );
+};
