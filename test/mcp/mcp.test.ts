@@ -17,6 +17,9 @@ import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
+/** As the README's client configuration starts it: the bundled Node on the package's bin. */
+const BUNDLED_NODE = new URL('../../node_modules/.bin/node', import.meta.url).pathname;
+const BIN = new URL('../../bin/errand.js', import.meta.url).pathname;
 const TOOL_NAMES = [
   'archive_job',
   'create_job',
@@ -84,10 +87,13 @@ describe('errand mcp', () => {
     await svc?.close();
   });
 
-  async function connect(env: Record<string, string> = {}): Promise<Session> {
+  async function connect(
+    env: Record<string, string> = {},
+    command: [string, ...string[]] = [process.execPath, MAIN],
+  ): Promise<Session> {
     const transport = new StdioClientTransport({
-      command: process.execPath,
-      args: [MAIN, 'mcp'],
+      command: command[0],
+      args: [...command.slice(1), 'mcp'],
       env: {
         ERRAND_URL: svc.url,
         ERRAND_API_KEY: projectKey,
@@ -337,8 +343,23 @@ describe('errand mcp', () => {
     const unnamed = await call('list_jobs', {}, s);
     assert.equal(unnamed.isError, true);
     assert.match(unnamed.text, /projectId/);
-    const named = await ok('list_jobs', { projectId: project.id, limit: 100 }, s);
-    assert.ok((named.value as Job[]).length >= 3);
+    const created = job(
+      await ok('create_job', { projectId: project.id, prompt: 'complete a named one' }, s),
+    );
+    assert.equal(created.projectId, project.id);
+    const named = await ok('list_jobs', { projectId: project.id, limit: 1 }, s);
+    assert.deepEqual(
+      (named.value as Job[]).map((j) => j.id),
+      [created.id],
+    );
+  });
+
+  test("the README's configuration starts it: the bundled Node on bin/errand.js", async () => {
+    const s = await connect({}, [BUNDLED_NODE, BIN]);
+    const created = job(await ok('create_job', { prompt: 'pr from the bin' }, s));
+    const waited = await ok('wait_for_job', { jobId: created.id }, s);
+    assert.equal(job(waited).status, 'completed');
+    assert.match(job(waited).prLink ?? '', /^https:\/\/forge\.example\//);
   });
 
   test('an Errand that cannot be reached is a tool error, not a crash', async () => {
