@@ -38,8 +38,6 @@ export function eventText(event: Pick<JobEvent, 'type' | 'data'>): string {
   if (event.type.startsWith('job.') && job && typeof job.status === 'string')
     return statusText(job as unknown as Job);
   switch (event.type) {
-    case 'turn.accepted':
-      return 'prompt queued';
     case 'turn.started':
       return typeof d.attempt === 'number' && d.attempt > 1 ? `attempt ${d.attempt}` : '';
     case 'tool.call':

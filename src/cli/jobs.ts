@@ -308,7 +308,7 @@ class JobCommand {
         for await (const event of this.#client.events(id, { after })) {
           after = event.seq;
           seen = true;
-          if (!printing && event.turn === fromTurn) printing = true;
+          if (!printing && fromTurn !== undefined) printing = ofTurn(event, fromTurn);
           if (!printing) continue;
           progress.line(json ? JSON.stringify(event) : eventLine(event));
         }
@@ -327,6 +327,17 @@ class JobCommand {
       process.off('SIGINT', interrupted);
     }
   }
+}
+
+/**
+ * Whether an event is the first of turn `turn` or later: its own events carry its number, and
+ * a status event (job.reactivated) carries the job's record, whose `turns` counts it.
+ */
+function ofTurn(event: JobEvent, turn: number): boolean {
+  if (event.turn !== null) return event.turn >= turn;
+  const data = event.data as { job?: { turns?: unknown } } | null;
+  const turns = data?.job?.turns;
+  return typeof turns === 'number' && turns >= turn;
 }
 
 function userAgent(): string {
