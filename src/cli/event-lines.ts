@@ -49,7 +49,10 @@ export function eventText(event: Pick<JobEvent, 'type' | 'data'>): string {
     case 'workspace.ready':
       return `${d.continued === true ? 'continuing' : 'new branch'} at ${String(d.head ?? d.base ?? '').slice(0, 12)}`;
     case 'files.changed': {
-      const files = Array.isArray(d.files) ? d.files.filter((f) => typeof f === 'string') : [];
+      // Each file is {path, change}.
+      const files = (Array.isArray(d.files) ? d.files : [])
+        .map((f: unknown) => (isRecord(f) ? str(f.path) : str(f)))
+        .filter((f): f is string => f !== undefined);
       const count = typeof d.count === 'number' ? d.count : files.length;
       return `${count} file${count === 1 ? '' : 's'}: ${files.slice(0, 5).join(', ')}${count > 5 ? ', …' : ''}`;
     }

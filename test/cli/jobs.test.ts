@@ -50,6 +50,10 @@ function runner(): RecordingRunner {
         ok: true,
         summary: '3 lines',
       });
+      await input.emit('files.changed', {
+        files: [{ path: 'README.md', change: 'modified' }],
+        count: 1,
+      });
       await input.emit('commit', { sha: SHA, subject: 'Greet the world' });
       await input.emit('pull_request.opened', { forge: 'github', number: 7, url: PR });
       return { summary: 'Greet the world', prLink: PR, prNumber: 7, commitSha: SHA };
@@ -164,6 +168,7 @@ for (const backend of backends) {
         'turn.started',
         'tool.call',
         'tool.result',
+        'files.changed',
         'commit',
         'pull_request.opened',
         'turn.finished',
@@ -172,9 +177,10 @@ for (const backend of backends) {
       assert.ok(events[0]?.endsWith('  job.created  active, turn 1 queued'), events[0]);
       assert.ok(events[2]?.endsWith('  tool.call  read_file(README.md)'), events[2]);
       assert.ok(events[3]?.endsWith('  tool.result  3 lines'), events[3]);
-      assert.ok(events[4]?.endsWith(`  commit  ${SHA.slice(0, 12)} Greet the world`), events[4]);
-      assert.ok(events[5]?.endsWith(`  pull_request.opened  ${PR}`), events[5]);
-      assert.ok(events[7]?.endsWith(`  job.completed  completed: ${PR}`), events[7]);
+      assert.ok(events[4]?.endsWith('  files.changed  1 file: README.md'), events[4]);
+      assert.ok(events[5]?.endsWith(`  commit  ${SHA.slice(0, 12)} Greet the world`), events[5]);
+      assert.ok(events[6]?.endsWith(`  pull_request.opened  ${PR}`), events[6]);
+      assert.ok(events[8]?.endsWith(`  job.completed  completed: ${PR}`), events[8]);
       assert.equal(out.at(-1), `completed: ${PR}`);
       assert.ok(!run.stdout.includes(ESCAPE), 'escape codes in output that is not a terminal');
       const stored = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
