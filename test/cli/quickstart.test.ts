@@ -56,118 +56,116 @@ function literal(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
-{
-  describe('README quick start (the embedded database, as the quick start has it)', () => {
-    let tmp: string;
-    let origin: Origin;
-    let llm: FakeLlm;
-    let serve: ServeProcess;
+describe('README quick start (the embedded database, as the quick start has it)', () => {
+  let tmp: string;
+  let origin: Origin;
+  let llm: FakeLlm;
+  let serve: ServeProcess;
 
-    before(async () => {
-      tmp = await makeTempDir('quickstart');
-      origin = await makeOrigin(tmp, { 'README.md': '# Demo\n' });
-      llm = await startFakeLlm({ apiKey: OPENAI_KEY, models: ['gpt-test'] });
-      // `npm start` in the checkout: serve with the data directory ./.errand.
-      serve = await startServe(path.join(tmp, '.errand'), [], {
-        OPENAI_API_KEY: OPENAI_KEY,
-        OPENAI_BASE_URL: `${llm.url}/v1`,
-        ERRAND_MODEL: 'openai:gpt-test',
-      });
-    });
-    after(async () => {
-      await serve?.stop();
-      killStrays();
-      await llm?.close();
-      await removeDir(tmp);
-    });
-
-    test('every command of the quick start prints what the README says', async () => {
-      const steps = quickStartSteps(await readFile(README, 'utf8'));
-      assert.deepEqual(
-        steps.map((s) => words(s.command).slice(0, 4).join(' ')),
-        [
-          'npx errand project create',
-          'export ERRAND_PROJECT=prj_…',
-          'npx errand key create',
-          'export ERRAND_API_KEY=errand_…',
-          'npx errand job create',
-        ],
-        'the quick start creates a project and a project key, then runs a job with that key',
-      );
-      llm.script(
-        toolCalls([
-          {
-            name: 'write_file',
-            input: { path: 'CONTRIBUTING.md', content: '# Contributing\n\nSend a patch.\n' },
-          },
-        ]),
-        reply('Add a CONTRIBUTING.md\n\nHow to contribute.'),
-      );
-
-      // The second terminal: the checkout's directory, where ./.errand/admin.key is.
-      const env: Record<string, string> = { PATH: process.env.PATH ?? '', ERRAND_URL: serve.url };
-      const found = new Map<string, string>();
-      const substitute = (text: string) =>
-        text
-          .replaceAll(README_REPO, origin.bare)
-          .replaceAll('prj_…', found.get('project') ?? 'prj_…')
-          .replaceAll('errand_…', found.get('key') ?? 'errand_…');
-      for (const step of steps) {
-        const [first, ...args] = words(substitute(step.command));
-        if (first === 'export') {
-          const [name, value = ''] = (args[0] ?? '').split(/=(.*)/s);
-          assert.ok(name && !value.includes('…'), `${step.command}: nothing to export`);
-          env[name] = value;
-          continue;
-        }
-        assert.deepEqual([first, args[0]], ['npx', 'errand'], step.command);
-        // The key is never an argument: the README passes it in the environment.
-        if (found.has('key')) assert.ok(!args.includes(found.get('key') ?? ''));
-        const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
-          (resolve) => {
-            const child = spawn(process.execPath, [MAIN, ...args.slice(1)], { env, cwd: tmp });
-            let stdout = '';
-            let stderr = '';
-            child.stdout.on('data', (c: Buffer) => {
-              stdout += c.toString();
-            });
-            child.stderr.on('data', (c: Buffer) => {
-              stderr += c.toString();
-            });
-            child.on('close', (code) => resolve({ code, stdout, stderr }));
-          },
-        );
-        assert.equal(run.code, 0, `${step.command}: ${run.stderr}`);
-        assert.equal(run.stderr, '', step.command);
-        const project = /created project (prj_\w+)/.exec(run.stdout)?.[1];
-        if (project && !found.has('project')) found.set('project', project);
-        const key = /^\s+(errand_\S+)$/m.exec(run.stdout)?.[1];
-        if (key) found.set('key', key);
-        // Each `# →` line matches a later line of the output, in order.
-        const out = run.stdout.split('\n');
-        let at = 0;
-        for (const expected of step.expected) {
-          if (expected === '…') continue;
-          const pattern = new RegExp(
-            `^${literal(substitute(expected).replaceAll(README_URL, serve.url))
-              .replaceAll('…', '.*')
-              .replaceAll('prj_.*', 'prj_\\w+')
-              .replaceAll('errand_.*', 'errand_\\S+')}$`,
-          );
-          const index = out.findIndex((line, i) => i >= at && pattern.test(line));
-          assert.ok(index >= 0, `${step.command}: no line like "${expected}" in:\n${run.stdout}`);
-          at = index + 1;
-        }
-      }
-      assert.equal(env.ERRAND_API_KEY, found.get('key'), 'the job ran with the project key');
-      // The job's work is on its branch of the repository.
-      const branch = git(origin.bare, 'branch', '--list', 'errand/job_*').trim();
-      assert.match(branch, /errand\/job_\w+/);
-      assert.equal(
-        git(origin.bare, 'show', `${branch.replace(/^\*?\s*/, '')}:CONTRIBUTING.md`),
-        '# Contributing\n\nSend a patch.',
-      );
-      llm.assertDone();
+  before(async () => {
+    tmp = await makeTempDir('quickstart');
+    origin = await makeOrigin(tmp, { 'README.md': '# Demo\n' });
+    llm = await startFakeLlm({ apiKey: OPENAI_KEY, models: ['gpt-test'] });
+    // `npm start` in the checkout: serve with the data directory ./.errand.
+    serve = await startServe(path.join(tmp, '.errand'), [], {
+      OPENAI_API_KEY: OPENAI_KEY,
+      OPENAI_BASE_URL: `${llm.url}/v1`,
+      ERRAND_MODEL: 'openai:gpt-test',
     });
   });
-}
+  after(async () => {
+    await serve?.stop();
+    killStrays();
+    await llm?.close();
+    await removeDir(tmp);
+  });
+
+  test('every command of the quick start prints what the README says', async () => {
+    const steps = quickStartSteps(await readFile(README, 'utf8'));
+    assert.deepEqual(
+      steps.map((s) => words(s.command).slice(0, 4).join(' ')),
+      [
+        'npx errand project create',
+        'export ERRAND_PROJECT=prj_…',
+        'npx errand key create',
+        'export ERRAND_API_KEY=errand_…',
+        'npx errand job create',
+      ],
+      'the quick start creates a project and a project key, then runs a job with that key',
+    );
+    llm.script(
+      toolCalls([
+        {
+          name: 'write_file',
+          input: { path: 'CONTRIBUTING.md', content: '# Contributing\n\nSend a patch.\n' },
+        },
+      ]),
+      reply('Add a CONTRIBUTING.md\n\nHow to contribute.'),
+    );
+
+    // The second terminal: the checkout's directory, where ./.errand/admin.key is.
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', ERRAND_URL: serve.url };
+    const found = new Map<string, string>();
+    const substitute = (text: string) =>
+      text
+        .replaceAll(README_REPO, origin.bare)
+        .replaceAll('prj_…', found.get('project') ?? 'prj_…')
+        .replaceAll('errand_…', found.get('key') ?? 'errand_…');
+    for (const step of steps) {
+      const [first, ...args] = words(substitute(step.command));
+      if (first === 'export') {
+        const [name, value = ''] = (args[0] ?? '').split(/=(.*)/s);
+        assert.ok(name && !value.includes('…'), `${step.command}: nothing to export`);
+        env[name] = value;
+        continue;
+      }
+      assert.deepEqual([first, args[0]], ['npx', 'errand'], step.command);
+      // The key is never an argument: the README passes it in the environment.
+      if (found.has('key')) assert.ok(!args.includes(found.get('key') ?? ''));
+      const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+        (resolve) => {
+          const child = spawn(process.execPath, [MAIN, ...args.slice(1)], { env, cwd: tmp });
+          let stdout = '';
+          let stderr = '';
+          child.stdout.on('data', (c: Buffer) => {
+            stdout += c.toString();
+          });
+          child.stderr.on('data', (c: Buffer) => {
+            stderr += c.toString();
+          });
+          child.on('close', (code) => resolve({ code, stdout, stderr }));
+        },
+      );
+      assert.equal(run.code, 0, `${step.command}: ${run.stderr}`);
+      assert.equal(run.stderr, '', step.command);
+      const project = /created project (prj_\w+)/.exec(run.stdout)?.[1];
+      if (project && !found.has('project')) found.set('project', project);
+      const key = /^\s+(errand_\S+)$/m.exec(run.stdout)?.[1];
+      if (key) found.set('key', key);
+      // Each `# →` line matches a later line of the output, in order.
+      const out = run.stdout.split('\n');
+      let at = 0;
+      for (const expected of step.expected) {
+        if (expected === '…') continue;
+        const pattern = new RegExp(
+          `^${literal(substitute(expected).replaceAll(README_URL, serve.url))
+            .replaceAll('…', '.*')
+            .replaceAll('prj_.*', 'prj_\\w+')
+            .replaceAll('errand_.*', 'errand_\\S+')}$`,
+        );
+        const index = out.findIndex((line, i) => i >= at && pattern.test(line));
+        assert.ok(index >= 0, `${step.command}: no line like "${expected}" in:\n${run.stdout}`);
+        at = index + 1;
+      }
+    }
+    assert.equal(env.ERRAND_API_KEY, found.get('key'), 'the job ran with the project key');
+    // The job's work is on its branch of the repository.
+    const branch = git(origin.bare, 'branch', '--list', 'errand/job_*').trim();
+    assert.match(branch, /errand\/job_\w+/);
+    assert.equal(
+      git(origin.bare, 'show', `${branch.replace(/^\*?\s*/, '')}:CONTRIBUTING.md`),
+      '# Contributing\n\nSend a patch.',
+    );
+    llm.assertDone();
+  });
+});
