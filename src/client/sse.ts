@@ -12,7 +12,9 @@ export interface SseMessage {
 export async function* sseMessages(
   body: ReadableStream<Uint8Array>,
 ): AsyncGenerator<SseMessage, void, undefined> {
-  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  const reader = body.getReader();
+  // One decoder for the whole body: a character split across two chunks stays whole.
+  const decoder = new TextDecoder();
   let buffer = '';
   let id: string | undefined;
   let event = '';
@@ -22,7 +24,7 @@ export async function* sseMessages(
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return;
-      buffer += value;
+      buffer += decoder.decode(value, { stream: true });
       for (;;) {
         const match = /\r\n|\r|\n/.exec(buffer);
         // A lone \r at the end may be the first half of \r\n: wait for more.
