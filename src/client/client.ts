@@ -278,6 +278,7 @@ export class ErrandClient {
           });
         }
         let terminal = false;
+        let progressed = false;
         try {
           for await (const message of sseMessages(response.body)) {
             let parsed: unknown;
@@ -295,6 +296,7 @@ export class ErrandClient {
             failures = 0;
             delay = POLL_FIRST_MS;
             terminal = TERMINAL_EVENTS.has(event.type);
+            progressed = true;
             yield event;
           }
         } catch (err) {
@@ -307,6 +309,17 @@ export class ErrandClient {
           continue;
         }
         if (terminal) return;
+        // Ended without a terminal event (a server stopping, say): open it again, at once if
+        // it brought events, else after a pause, so that a server that keeps ending streams
+        // is not asked again and again.
+        if (progressed) continue;
+        if (++failures > STREAM_RECONNECTS)
+          throw new ErrandError(
+            `events: the stream of job ${jobId} ended ${STREAM_RECONNECTS} times in a row with no event`,
+            { code: 'invalid_response', status: response.status },
+          );
+        await sleep(delay, signal).catch(() => {});
+        delay = Math.min(delay * 2, POLL_MAX_MS);
       }
     } finally {
       local.abort();

@@ -23,12 +23,11 @@ export async function* sseMessages(
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
-      buffer += decoder.decode(value, { stream: true });
+      buffer += done ? decoder.decode() : decoder.decode(value, { stream: true });
       for (;;) {
         const match = /\r\n|\r|\n/.exec(buffer);
-        // A lone \r at the end may be the first half of \r\n: wait for more.
-        if (!match || (match[0] === '\r' && match.index === buffer.length - 1)) break;
+        // A lone \r at the end may be the first half of \r\n: wait for more, if more can come.
+        if (!match || (!done && match[0] === '\r' && match.index === buffer.length - 1)) break;
         const line = buffer.slice(0, match.index);
         buffer = buffer.slice(match.index + match[0].length);
         if (line === '') {
@@ -50,6 +49,8 @@ export async function* sseMessages(
         else continue;
         sawField = true;
       }
+      // What is left is an unfinished message, which the format says to drop.
+      if (done) return;
     }
   } finally {
     await reader.cancel().catch(() => {});
