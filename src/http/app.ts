@@ -68,7 +68,11 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   app.addHook('preClose', (done) => {
     closing = true;
     // Open event streams would hold the server open: they end, and their clients reconnect.
-    void streams.close().then(() => done());
+    // Connections with no request in flight are ended too.
+    void streams.close().then(() => {
+      clientErrors.closeIdle();
+      done();
+    });
   });
   app.addHook('onRequest', (_request, _reply, done) => {
     if (!closing) done();

@@ -107,6 +107,8 @@ export class ClientErrors {
    * queue theirs behind it): enough to know whether a raw answer would cut into one.
    */
   private readonly responses = new WeakMap<Socket, ServerResponse[]>();
+  /** Every open connection, so that a stop can end those that carry no request. */
+  private readonly sockets = new Set<Socket>();
   private readonly nextId: () => string;
   private readonly timeouts: Config['httpTimeouts'];
   private readonly log: Logger;
@@ -165,7 +167,24 @@ export class ClientErrors {
   };
 
   /** Listens on the Node server for what Fastify does not see. */
+  /**
+   * Ends the connections that carry no request now: those between requests and those that
+   * never sent one. Node's own close ends only the first kind; a connection opened and left
+   * silent (a client's spare) would hold a stop for the whole connection timeout. Connections
+   * with a request in flight are left to finish it.
+   */
+  closeIdle(): void {
+    for (const socket of this.sockets) {
+      const queue = this.responses.get(socket);
+      if (queue === undefined || queue.every((res) => res.writableFinished)) socket.destroy();
+    }
+  }
+
   attach(server: Server): void {
+    server.on('connection', (socket: Socket) => {
+      this.sockets.add(socket);
+      socket.once('close', () => this.sockets.delete(socket));
+    });
     server.on('request', (req: IncomingMessage, res: ServerResponse) => {
       const queue = this.responses.get(req.socket);
       if (queue === undefined) {

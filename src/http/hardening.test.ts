@@ -3,7 +3,7 @@
 // gets an answer in Errand's {error, code, requestId} shape where HTTP allows a body, the
 // connection is closed when the client is too slow, and nothing is written.
 import assert from 'node:assert/strict';
-import type { Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { backends } from '../../test/support/databases.ts';
 import {
@@ -497,6 +497,26 @@ for (const backend of backends) {
         assert.equal(responses[1]?.headers.connection, 'close');
         assert.equal(responses[1]?.headers['retry-after'], '5');
       } finally {
+        await svc.close();
+      }
+    });
+
+    test('a connection that never sent a request does not hold the stop', async () => {
+      const svc = await startTestService({ backend, worker: false });
+      const { port, hostname } = new URL(svc.url);
+      // A client's spare connection: opened, then silent. Before, the stop waited out the
+      // connection timeout (two minutes by default) for it.
+      const socket = connect(Number(port), hostname);
+      socket.on('error', () => {});
+      await new Promise((resolve) => socket.once('connect', resolve));
+      const closed = new Promise((resolve) => socket.once('close', resolve));
+      const started = Date.now();
+      try {
+        await svc.stop();
+        assert.ok(Date.now() - started < 5_000, `the stop took ${Date.now() - started} ms`);
+        await closed;
+      } finally {
+        socket.destroy();
         await svc.close();
       }
     });
