@@ -30,7 +30,7 @@ import {
   removeDir,
 } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
-import { killStrays, startServe } from '../support/process.ts';
+import { captureOutput, killStrays, startServe } from '../support/process.ts';
 import {
   type ApiBody,
   http,
@@ -431,15 +431,7 @@ for (const backend of backends) {
               ERRAND_API_KEY: svc.adminKey,
             },
           });
-          let stdout = '';
-          let stderr = '';
-          child.stdout.on('data', (c: Buffer) => {
-            stdout += c.toString();
-          });
-          child.stderr.on('data', (c: Buffer) => {
-            stderr += c.toString();
-          });
-          child.on('close', (code) => resolve({ code, stdout, stderr }));
+          void captureOutput(child).done.then(resolve);
         });
       const made = await cli([
         'project',

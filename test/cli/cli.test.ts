@@ -3,15 +3,10 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { mintKey } from '../../src/keys/format.ts';
+import { captureOutput, type Run } from '../support/process.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 describe('errand CLI', () => {
   let svc: TestService;
@@ -34,15 +29,7 @@ describe('errand CLI', () => {
         },
         cwd: svc.database.dataDir,
       });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => {
-        stdout += c.toString();
-      });
-      child.stderr.on('data', (c: Buffer) => {
-        stderr += c.toString();
-      });
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
+      void captureOutput(child).done.then(resolve);
     });
 
   const json = (run: Run) => {

@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { backends } from '../support/databases.ts';
 import { untilStatus } from '../support/jobs.ts';
+import { captureOutput, type Run } from '../support/process.ts';
 import { SCRIPTED_ENV } from '../support/route-cases.ts';
 import { RecordingRunner, work } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
@@ -19,12 +20,6 @@ const SHA = '0123456789abcdef0123456789abcdef01234567';
 const LINE = /^\d\d:\d\d:\d\d {2}[a-z_.]+( {2}.*)?$/;
 const ESCAPE = '\x1b';
 const CLEAR_LINE = '\r\x1b[2K';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 type Json = Record<string, unknown>;
 
@@ -113,22 +108,12 @@ for (const backend of backends) {
       extra: Record<string, string> = {},
     ): { child: ChildProcessWithoutNullStreams; done: Promise<Run>; out: () => string } => {
       const child = spawn(process.execPath, [MAIN, ...args], { env: env(extra) });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => {
-        stdout += c.toString();
+      const output = captureOutput(child);
+      const done = output.done.then((run) => {
+        runs.push(run);
+        return run;
       });
-      child.stderr.on('data', (c: Buffer) => {
-        stderr += c.toString();
-      });
-      const done = new Promise<Run>((resolve) =>
-        child.on('close', (code) => {
-          const run = { code, stdout, stderr };
-          runs.push(run);
-          resolve(run);
-        }),
-      );
-      return { child, done, out: () => stdout };
+      return { child, done, out: output.stdout };
     };
     const cli = (args: string[], extra: Record<string, string> = {}): Promise<Run> =>
       start(args, extra).done;

@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
-import { killStrays, type ServeProcess, startServe } from '../support/process.ts';
+import { captureOutput, killStrays, type ServeProcess, startServe } from '../support/process.ts';
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 const README = new URL('../../README.md', import.meta.url);
@@ -125,15 +125,7 @@ describe('README quick start (the embedded database, as the quick start has it)'
       const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
         (resolve) => {
           const child = spawn(process.execPath, [MAIN, ...args.slice(1)], { env, cwd: tmp });
-          let stdout = '';
-          let stderr = '';
-          child.stdout.on('data', (c: Buffer) => {
-            stdout += c.toString();
-          });
-          child.stderr.on('data', (c: Buffer) => {
-            stderr += c.toString();
-          });
-          child.on('close', (code) => resolve({ code, stdout, stderr }));
+          void captureOutput(child).done.then(resolve);
         },
       );
       assert.equal(run.code, 0, `${step.command}: ${run.stderr}`);

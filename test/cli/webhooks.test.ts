@@ -4,17 +4,12 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { backends } from '../support/databases.ts';
+import { captureOutput, type Run } from '../support/process.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
 
 type Json = Record<string, unknown>;
 
@@ -51,15 +46,7 @@ for (const backend of backends) {
             ...env,
           },
         });
-        let stdout = '';
-        let stderr = '';
-        child.stdout.on('data', (c: Buffer) => {
-          stdout += c.toString();
-        });
-        child.stderr.on('data', (c: Buffer) => {
-          stderr += c.toString();
-        });
-        child.on('close', (code) => resolve({ code, stdout, stderr }));
+        void captureOutput(child).done.then(resolve);
       });
 
     const ok = (run: Run): Run => {

@@ -12,6 +12,7 @@ import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import type { Job } from '../../src/client/index.ts';
 import type { TurnInput } from '../../src/jobs/runner.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
+import { captureOutput } from '../support/process.ts';
 import { randomJobId, SCRIPTED_ENV, scriptedRunner } from '../support/route-cases.ts';
 import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService } from '../support/service.ts';
@@ -371,12 +372,6 @@ describe('errand mcp', () => {
     assert.equal((await s.client.listTools()).tools.length, 6);
   });
 
-  interface Run {
-    code: number | null;
-    stdout: string;
-    stderr: string;
-  }
-
   /** `errand mcp` as a bare process: `input` is written to its stdin, which is then closed. */
   function run(
     env: Record<string, string>,
@@ -386,18 +381,11 @@ describe('errand mcp', () => {
       env: { PATH: process.env.PATH ?? '', ERRAND_URL: svc.url, ...env },
       stdio: ['pipe', 'pipe', 'pipe'],
     });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => {
-      stdout += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      stderr += c.toString();
-    });
-    const done = new Promise<Run>((resolve) =>
-      child.on('close', (code) => resolve({ code, stdout, stderr })),
-    );
-    const lines = () => stdout.split('\n').filter((l) => l !== '');
+    const { done, stdout } = captureOutput(child);
+    const lines = () =>
+      stdout()
+        .split('\n')
+        .filter((l) => l !== '');
     const fed = input((line) => child.stdin.write(`${line}\n`)).then(() => child.stdin.end());
     return { done, fed, lines };
   }

@@ -23,6 +23,33 @@ export function runErrand(args: string[], env: Record<string, string>): ChildPro
   });
 }
 
+/** A finished process: its exit code and everything it wrote. */
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Collects a child's output as it comes; `done` resolves with all of it once it has closed. */
+export function captureOutput(child: ChildProcess): {
+  done: Promise<Run>;
+  stdout: () => string;
+  stderr: () => string;
+} {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.on('data', (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    stderr += c.toString();
+  });
+  const done = new Promise<Run>((resolve) =>
+    child.on('close', (code) => resolve({ code, stdout, stderr })),
+  );
+  return { done, stdout: () => stdout, stderr: () => stderr };
+}
+
 /** Starts `errand worker` and resolves once it has said it started. */
 export async function startWorkerProcess(env: Record<string, string>): Promise<ChildProcess> {
   const child = runErrand(['worker'], { ...env, ERRAND_LOG_LEVEL: 'info' });
