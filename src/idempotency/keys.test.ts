@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import {
+  type BackendName,
   backends,
   createTestDatabase,
   POSTGRES_SKIP_REASON,
@@ -132,6 +133,21 @@ async function rowsOf(db: Db): Promise<string[]> {
   return rows.map((r) => `${r.project_id} ${r.key} ${r.status} ${r.body}`);
 }
 
+/** A migrated database with the two projects the keys belong to, and no API or worker. */
+async function startStore(
+  backend: BackendName,
+): Promise<{ database: TestDatabase; svc: RunningService; db: Db }> {
+  const database = await createTestDatabase(backend);
+  const svc = await startService(loadConfig(testEnv(database)), { api: false, worker: false });
+  const db = svc.ctx.db;
+  for (const id of [PROJECT, OTHER_PROJECT])
+    await db
+      .insertInto('projects')
+      .values({ id, name: id, repository: database.dataDir, ref: 'main', model: null })
+      .execute();
+  return { database, svc, db };
+}
+
 /** Claims in a transaction of its own and saves `body` when the claim says to run. */
 async function claimAndSave(db: Db, request: IdempotentRequest, body: string) {
   return db.transaction().execute(async (trx) => {
@@ -149,14 +165,7 @@ for (const backend of backends) {
     let db: Db;
 
     before(async () => {
-      database = await createTestDatabase(backend);
-      svc = await startService(loadConfig(testEnv(database)), { api: false, worker: false });
-      db = svc.ctx.db;
-      for (const id of [PROJECT, OTHER_PROJECT])
-        await db
-          .insertInto('projects')
-          .values({ id, name: id, repository: database.dataDir, ref: 'main', model: null })
-          .execute();
+      ({ database, svc, db } = await startStore(backend));
     });
     after(async () => {
       await svc?.stop();
@@ -261,14 +270,7 @@ describe('a key held by another transaction (PostgreSQL)', {
   let db: Db;
 
   before(async () => {
-    database = await createTestDatabase('postgres');
-    svc = await startService(loadConfig(testEnv(database)), { api: false, worker: false });
-    db = svc.ctx.db;
-    for (const id of [PROJECT, OTHER_PROJECT])
-      await db
-        .insertInto('projects')
-        .values({ id, name: id, repository: database.dataDir, ref: 'main', model: null })
-        .execute();
+    ({ database, svc, db } = await startStore('postgres'));
   });
   after(async () => {
     await svc?.stop();
