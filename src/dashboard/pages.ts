@@ -164,7 +164,9 @@ function commandFields(values: ProjectForm): SafeHtml {
     the workspace; its result is shown to the agent.</p>
     <label class="check"><input type="checkbox" name="setupNetwork" value="1" ${
       v('setupNetwork') === '1' ? html`checked` : ''
-    }> Give the setup command network access</label>
+    } aria-describedby="network-help"> Give the setup command network access</label>
+    <p id="network-help" class="help">The worker's own network, its loopback included (services
+    on the worker's 127.0.0.1 are reachable): only for setup commands you trust.</p>
     ${COMMAND_LIMITS.map(
       ([name, label, unit]) => html`<label for="${name}">${label} (${unit})</label>
     <input id="${name}" name="${name}" inputmode="numeric" value="${v(name)}" placeholder="empty: the default">`,
