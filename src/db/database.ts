@@ -16,6 +16,7 @@ import {
 import pg from 'pg';
 import { acquireFileLock, readLockOwner } from '../lock.ts';
 import { PgliteDialect } from './pglite-dialect.ts';
+import { PglitePreparedStatements } from './pglite-prepared.ts';
 import type { Database } from './schema.ts';
 
 export type Db = Kysely<Database>;
@@ -35,7 +36,7 @@ export interface DatabaseHandle {
   connectionString: string | undefined;
   /**
    * Runs one statement as a named prepared statement (PostgreSQL parses and plans it once per
-   * connection): for the hottest queries. On PGlite it is a plain query.
+   * connection): for the hottest queries. On PGlite too, prepared once per instance.
    */
   prepared<R>(name: string, text: string, values: unknown[]): Promise<R[]>;
   /** Runs `fn` in one transaction (used by migrations, which need multi-statement scripts). */
@@ -58,6 +59,14 @@ export const DEFAULT_TIMEOUTS = { connectMs: 5_000, statementMs: 10_000 };
 export class DatabaseLockedError extends Error {
   override name = 'DatabaseLockedError';
 }
+
+/**
+ * PGlite's shared buffers live in its WebAssembly memory, which never shrinks: at PostgreSQL's
+ * default of 128 MB, a busy service ends up holding all of it. Reads past the buffers are
+ * served from the operating system's page cache, so a smaller pool costs little here
+ * (README, Benchmarks: the idle memory and GET figures were measured with this setting).
+ */
+const PGLITE_SETTINGS = ['shared_buffers=32MB'];
 
 export async function openDatabase(opts: OpenOptions): Promise<DatabaseHandle> {
   if (opts.databaseUrl)
@@ -87,19 +96,22 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
   }
   let pglite: PGlite;
   try {
-    pglite = await PGlite.create(path.join(dataDir, 'pgdata'));
+    pglite = await PGlite.create(path.join(dataDir, 'pgdata'), {
+      startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
+    });
   } catch (err) {
     await lock.release();
     throw err;
   }
   const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) });
+  const statements = new PglitePreparedStatements(pglite);
   return {
     kind: 'pglite',
     db,
     pglite,
     connectionString: undefined,
-    prepared: async <R>(_name: string, text: string, values: unknown[]) =>
-      (await pglite.query<R>(text, values)).rows,
+    prepared: <R>(name: string, text: string, values: unknown[]) =>
+      statements.run<R>(name, text, values),
     transaction: (fn) =>
       pglite.transaction((tx) =>
         fn({
