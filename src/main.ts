@@ -18,6 +18,7 @@ import { ConfigError, type ConfigOverrides, loadConfig } from './config.ts';
 import type { DeliveryRecord, WebhookRecord, WebhookWithSecret } from './events/webhooks/types.ts';
 import { adminKeyPath } from './keys/bootstrap.ts';
 import type { KeyRecord } from './keys/service.ts';
+import { fixMallocTrimThreshold } from './malloc.ts';
 import type { ProjectRecord } from './projects/service.ts';
 
 const options = {
@@ -170,6 +171,7 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
       "errand worker needs ERRAND_PUBLIC_URL: the address where users reach Errand's API (e.g. https://errand.example.com), for the review links and pull requests its turns write",
     );
   }
+  fixMallocTrimThreshold(process.env, config.databaseUrl === undefined);
   // Loaded here, not at the top: the admin commands need none of the service's modules.
   const { startService } = await import('./service.ts');
   const service = await startService(config, {
