@@ -6,7 +6,7 @@ import { ReadBatcher } from '../db/batch.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
-import type { JobView } from '../jobs/record.ts';
+import { JOB_VIEW_COLUMNS, type JobView } from '../jobs/record.ts';
 import type { KeyChecker, Principal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
 import { databaseUnavailable } from './errors.ts';
@@ -79,18 +79,23 @@ export function requireProject(ctx: AppContext, keys: KeyChecker) {
   };
 }
 
+/** The job's columns are null when `job_read` is false. */
 interface KeyAndJobRow extends Omit<JobView, 'id' | 'project_id'>, KeyColumns {
   project_exists: boolean;
   job_id: string | null;
   job_version: string | null;
+  /** Whether the job's columns were read: false when the caller already had this version. */
+  job_read: boolean;
 }
 
 /**
- * A job and the version of its row (PostgreSQL's xmin): every update writes a new row version
- * with a new xmin, so an unchanged version means an unchanged job.
+ * A job's version: its row version (PostgreSQL's xmin: every update writes a new row version
+ * with a new xmin) and its update time, so that an xmin reused after transaction id wraparound
+ * cannot pass for an old version. An unchanged version means an unchanged job.
  */
 export interface VersionedJob {
-  job: JobView;
+  /** Undefined when the read was given this version as known: the job has not changed. */
+  job: JobView | undefined;
   version: string;
 }
 
@@ -98,17 +103,32 @@ interface JobReadItem {
   projectId: string;
   jobId: string;
   keyHash: string;
+  /** The version the caller already has rendered, or ''. */
+  knownVersion: string;
 }
 
-// One row per item, in the items' order, whether or not the key, project or job exist.
+/** The job's own columns; the read names the id itself and knows the project. */
+const JOB_COLUMNS = JOB_VIEW_COLUMNS.filter((column) => column !== 'id' && column !== 'project_id');
+
+// One row per item, in the items' order, whether or not the key, project or job exist. The
+// job's columns are read only when its version differs from the one the caller knows: a poll
+// of an unchanged job reads its version alone.
 const READ_JOBS_SQL = `
   SELECT k.id AS key_id, k.project_id AS key_project, k.revoked_at AS key_revoked_at,
     EXISTS (SELECT 1 FROM projects p WHERE p.id = r.project_id) AS project_exists,
-    j.id AS job_id, j.status, j.repository, j.ref, j.branch, j.model, j.pr_link, j.pr_number,
-    j.error, j.turn_count, j.created_at, j.updated_at, j.archived_at, j.xmin::text AS job_version
-  FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS r(project_id, job_id, hash, i)
+    j.id AS job_id, v.version AS job_version, f.job_read IS NOT NULL AS job_read,
+    ${JOB_COLUMNS.map((column) => `f.${column}`).join(', ')}
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+    WITH ORDINALITY AS r(project_id, job_id, hash, known_version, i)
   LEFT JOIN api_keys k ON k.hash = r.hash
   LEFT JOIN jobs j ON j.id = r.job_id AND j.project_id = r.project_id
+  LEFT JOIN LATERAL (
+    SELECT j.xmin::text || '/' || (extract(epoch FROM j.updated_at) * 1000000)::bigint AS version
+  ) v ON j.id IS NOT NULL
+  LEFT JOIN LATERAL (
+    SELECT true AS job_read, ${JOB_COLUMNS.map((column) => `j.${column}`).join(', ')}
+    WHERE v.version IS DISTINCT FROM r.known_version
+  ) f ON j.id IS NOT NULL
   ORDER BY r.i`;
 
 /** A polling read that waits longer than this is answered 503 (see BatchOptions.timeout). */
@@ -134,6 +154,7 @@ export class AuthorizedJobReader {
           items.map((item) => item.projectId),
           items.map((item) => item.jobId),
           items.map((item) => item.keyHash),
+          items.map((item) => item.knownVersion),
         ]),
       {
         maxItems: 500,
@@ -146,7 +167,16 @@ export class AuthorizedJobReader {
     );
   }
 
-  async read(header: string | undefined, projectId: string, jobId: string): Promise<VersionedJob> {
+  /**
+   * Reads the job, or only its version when it is still `knownVersion` (then `job` is
+   * undefined): the caller has it already.
+   */
+  async read(
+    header: string | undefined,
+    projectId: string,
+    jobId: string,
+    knownVersion?: string,
+  ): Promise<VersionedJob> {
     const keyHash = this.#keys.hashOf(header);
     const row = await this.#batcher.read({
       // Only well-formed ids reach the statement: one bad value (a NUL byte, say) would fail
@@ -154,12 +184,23 @@ export class AuthorizedJobReader {
       projectId: isId('prj', projectId) ? projectId : '',
       jobId: isId('job', jobId) ? jobId : '',
       keyHash,
+      knownVersion: knownVersion ?? '',
     });
     authorize(this.#keys, row, projectId);
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
-    const { key_id, key_project, key_revoked_at, project_exists, job_id, job_version, ...job } =
-      row;
-    return { job: { ...job, id: job_id, project_id: projectId }, version: job_version ?? '' };
+    const version = row.job_version ?? '';
+    if (!row.job_read) return { job: undefined, version };
+    const {
+      key_id,
+      key_project,
+      key_revoked_at,
+      project_exists,
+      job_id,
+      job_version,
+      job_read,
+      ...job
+    } = row;
+    return { job: { ...job, id: job_id, project_id: projectId }, version };
   }
 }

@@ -4,7 +4,7 @@ import { hash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { toJobRecord } from '../../jobs/record.ts';
+import { type JobView, toJobRecord } from '../../jobs/record.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
 import { errors, jobParams, jobRecord, json } from '../schemas.ts';
 
@@ -39,7 +39,18 @@ export class RenderedJobs {
     this.#maxChars = maxChars;
   }
 
-  render({ job, version }: VersionedJob): Rendered {
+  /** The version of the job's kept body, if one is kept. */
+  versionOf(jobId: string): string | undefined {
+    return this.#entries.get(jobId)?.version;
+  }
+
+  /** The kept body of this version of the job, if it is still kept. */
+  kept(jobId: string, version: string): Rendered | undefined {
+    const cached = this.#entries.get(jobId);
+    return cached?.version === version ? cached : undefined;
+  }
+
+  render({ job, version }: VersionedJob & { job: JobView }): Rendered {
     const updatedAt = job.updated_at.getTime();
     const cached = this.#entries.get(job.id);
     if (cached && cached.version === version && cached.updatedAt === updatedAt) return cached;
@@ -61,6 +72,20 @@ export class RenderedJobs {
     this.#entries.delete(id);
     this.#chars -= entry.body.length;
   }
+}
+
+/**
+ * The read with the job's columns: a read answered "unchanged" whose body was dropped from the
+ * cache in the meantime (other jobs rendered while it ran) is read again, in full.
+ */
+async function complete(
+  read: VersionedJob,
+  readAgain: () => Promise<VersionedJob>,
+): Promise<VersionedJob & { job: JobView }> {
+  if (read.job !== undefined) return { job: read.job, version: read.version };
+  const again = await readAgain();
+  if (again.job === undefined) throw new Error('a read without a known version answered no job');
+  return { job: again.job, version: again.version };
 }
 
 /** Registered outside the project scope: it authenticates itself in the same query as the read. */
@@ -91,8 +116,12 @@ export function registerGetJob(app: FastifyInstance, jobs: AuthorizedJobReader):
       // schema's types do not describe.
       const reply: FastifyReply = typedReply;
       const { projectId, id } = request.params;
-      const read = await jobs.read(request.headers.authorization, projectId, id);
-      const { body, etag } = rendered.render(read);
+      const { authorization } = request.headers;
+      // A job whose body is kept is read as its version alone while it has not changed.
+      const read = await jobs.read(authorization, projectId, id, rendered.versionOf(id));
+      const { body, etag } =
+        (read.job === undefined ? rendered.kept(id, read.version) : undefined) ??
+        rendered.render(await complete(read, () => jobs.read(authorization, projectId, id)));
       reply.header('ETag', etag).header('Cache-Control', 'no-cache');
       if (matches(request.headers['if-none-match'], etag)) return reply.code(304).send();
       return reply.code(200).type('application/json; charset=utf-8').send(body);
