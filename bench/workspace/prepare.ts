@@ -39,13 +39,13 @@ function git(cwd: string, ...args: string[]): string {
   return execFileSync('git', args, { cwd, env: FIXTURE_ENV, encoding: 'utf8' }).trim();
 }
 
-/** One commit of FILES small text files in nested folders, written with fast-import. */
-async function makeOrigin(bare: string): Promise<void> {
+/** One commit of `files` small text files in nested folders, written with fast-import. */
+export async function makeOrigin(bare: string, files = FILES): Promise<void> {
   await mkdir(bare, { recursive: true });
   git(bare, 'init', '--quiet', '--bare', '--initial-branch=main');
   const parts: string[] = [];
   const paths: string[] = [];
-  for (let i = 0; i < FILES; i++) {
+  for (let i = 0; i < files; i++) {
     const path = `src/pkg${i % 20}/mod${Math.floor(i / 20) % 25}/part${Math.floor(i / 500) % 40}/file${i}.txt`;
     const content = `// file ${i}\n${`export const value${i} = ${i * 7};\n`.repeat(6)}`;
     parts.push(`blob\nmark :${i + 1}\ndata ${Buffer.byteLength(content)}\n${content}\n`);

@@ -296,6 +296,65 @@ describe('follow-up turns', () => {
     git(co.dir, 'fsck', '--connectivity-only', '--no-dangling', '--no-progress');
   });
 
+  test('a clone that borrows objects from anything but the project mirror is made again', async () => {
+    const { dir, origin, cfg } = await setup();
+    const first = await prepareCheckout(cfg, input(origin));
+    const pushed = await turn(cfg, origin, first.dir, { 'a.txt': 'turn 1\n' });
+    // Another repository that has every object too (a copied data folder's old mirror).
+    const elsewhere = join(dir, 'elsewhere.git');
+    git(dir, 'clone', '--quiet', '--mirror', origin.bare, elsewhere);
+    const alternates = join(first.dir, '.git/objects/info/alternates');
+    await writeFile(alternates, `${join(elsewhere, 'objects')}\n`);
+    await writeFile(join(first.dir, '.git', 'reuse-marker'), 'x');
+
+    const co = await prepareCheckout(cfg, input(origin));
+    assert.equal(co.headCommit, pushed);
+    assert.equal(await exists(join(co.dir, '.git', 'reuse-marker')), false);
+    assert.equal(
+      (await readFile(alternates, 'utf8')).trim(),
+      join(mirrorDir(cfg, 'proj'), 'objects'),
+    );
+    assert.equal(git(co.dir, 'status', '--porcelain'), '');
+  });
+
+  test('a mirror made again under a reused clone lends it every object of the turn', async () => {
+    const { origin, cfg } = await setup();
+    const first = await prepareCheckout(cfg, input(origin));
+    const pushed = await turn(cfg, origin, first.dir, { 'a.txt': 'turn 1\n' });
+    const newMain = await origin.commit({ 'main.txt': 'new\n' }, 'main moved', 'main');
+    await writeFile(join(first.dir, '.git', 'reuse-marker'), 'x');
+    await rm(mirrorDir(cfg, 'proj'), { recursive: true, force: true });
+
+    const co = await prepareCheckout(cfg, input(origin));
+    assert.ok(await exists(join(co.dir, '.git', 'reuse-marker')), 'clone was recreated');
+    assert.equal(co.headCommit, pushed);
+    assert.equal(co.baseCommit, newMain);
+    assert.equal(git(co.dir, 'status', '--porcelain', '--ignored', '--untracked-files=all'), '');
+    git(co.dir, 'rev-list', '--objects', '--quiet', 'HEAD', newMain);
+  });
+
+  test('a reused clone with no work branch, or one git cannot read, discards nothing', async () => {
+    const { origin, cfg } = await setup();
+    const main = origin.head('main');
+    const first = await prepareCheckout(cfg, input(origin));
+    // A crash between making the clone and checking out the branch.
+    git(first.dir, 'checkout', '--quiet', '--detach');
+    git(first.dir, 'update-ref', '-d', 'refs/heads/errand/job1');
+    let co = await prepareCheckout(cfg, input(origin));
+    assert.equal(co.discardedHead, null);
+    assert.equal(co.headCommit, main);
+    assert.equal(git(co.dir, 'symbolic-ref', 'HEAD'), 'refs/heads/errand/job1');
+    assert.equal(git(co.dir, 'rev-parse', 'HEAD'), main);
+
+    // A branch naming a commit the clone does not have.
+    await writeFile(join(co.dir, '.git/refs/heads/errand/job1'), `${'1'.repeat(40)}\n`);
+    co = await prepareCheckout(cfg, input(origin));
+    assert.equal(co.discardedHead, null);
+    assert.equal(git(co.dir, 'rev-parse', 'HEAD'), main);
+    assert.equal(git(co.dir, 'for-each-ref', 'refs/errand/'), '');
+    assert.equal(git(co.dir, 'status', '--porcelain', '--ignored', '--untracked-files=all'), '');
+  });
+
   test('removeCheckout deletes the job clone but keeps the mirror', async () => {
     const { origin, cfg } = await setup();
     const co = await prepareCheckout(cfg, input(origin));

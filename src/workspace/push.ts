@@ -14,7 +14,7 @@ export async function pushBranch(
   input: { dir: string; repository: string; branch: string; auth?: GitAuth; signal?: AbortSignal },
 ): Promise<void> {
   checkRemote(cfg, input.repository, input.auth);
-  await checkBranchName(cfg, input.branch);
+  checkBranchName(input.branch);
   const shown = displayUrl(input.repository);
   try {
     await runGit(

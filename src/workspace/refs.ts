@@ -1,10 +1,9 @@
-// Validation of the names Errand passes to git: refs and branches (git's own rules via
-// `git check-ref-format`, plus a stricter pre-check so nothing can look like an option),
-// and the ids that become folder names.
+// Validation of the names Errand passes to git: refs and branches (git's own rules for ref
+// names, plus a stricter pre-check so nothing can look like an option), and the ids that
+// become folder names. Checked in-process: a spawn of `git check-ref-format` per name cost
+// a fork of this whole process; the tests compare every verdict with git's.
 
 import { invalidInput } from './errors.ts';
-import { runGit } from './git.ts';
-import type { WorkspaceConfig } from './types.ts';
 
 const MAX_REF_LENGTH = 255;
 const UNSAFE_CHAR = /[\s\p{Cc}\p{Cf}\\]/u;
@@ -32,35 +31,55 @@ function precheck(what: string, name: string): void {
   }
 }
 
-async function checkRefFormat(
-  cfg: WorkspaceConfig,
-  what: string,
-  shown: string,
-  fullRef: string,
-): Promise<void> {
-  // check-ref-format takes no `--`; the pre-check guarantees fullRef starts with "refs/".
-  const { code } = await runGit(cfg, ['check-ref-format', fullRef], {
-    cwd: cfg.rootDir,
-    okCodes: [1],
-  });
-  if (code !== 0) throw invalidInput(`${what} "${shown}" is not a valid git ref name`);
+// Characters git never allows in a ref name (refs.c, refname_disposition) besides ASCII
+// control characters and space: * is a pattern, only in a refspec.
+const REF_BAD_PUNCTUATION = new Set(['~', '^', ':', '?', '[', '\\', '*']);
+
+function hasBadRefChar(ref: string): boolean {
+  for (const c of ref) {
+    const code = c.charCodeAt(0);
+    if (code <= 0x20 || code === 0x7f || REF_BAD_PUNCTUATION.has(c)) return true;
+  }
+  return false;
+}
+
+/**
+ * What `git check-ref-format <ref>` accepts (refs.c check_refname_format, no options): at
+ * least two components, none empty, starting with "." or ending in ".lock"; no "..", "@{",
+ * control character, space or any of ~ ^ : ? [ \ *; not ending in "."; not "@". Any other
+ * character, non-ASCII included, is allowed.
+ */
+export function isValidRefName(ref: string): boolean {
+  if (ref === '@' || ref.endsWith('.') || hasBadRefChar(ref)) return false;
+  if (ref.includes('..') || ref.includes('@{')) return false;
+  const parts = ref.split('/');
+  return (
+    parts.length >= 2 &&
+    parts.every((part) => part !== '' && !part.startsWith('.') && !part.endsWith('.lock'))
+  );
+}
+
+function checkRefFormat(what: string, shown: string, fullRef: string): void {
+  if (!isValidRefName(fullRef)) {
+    throw invalidInput(`${what} "${shown}" is not a valid git ref name`);
+  }
 }
 
 /** The work branch: a short branch name such as `errand/<jobId>`. */
-export async function checkBranchName(cfg: WorkspaceConfig, branch: string): Promise<void> {
+export function checkBranchName(branch: string): void {
   precheck('branch', branch);
   if (branch.startsWith('refs/') || branch === 'HEAD') {
     throw invalidInput(`branch "${branch}" must be a short branch name, not a full ref`);
   }
-  await checkRefFormat(cfg, 'branch', branch, `refs/heads/${branch}`);
+  checkRefFormat('branch', branch, `refs/heads/${branch}`);
 }
 
 /** The start point: a branch, tag, full ref or commit id. */
-export async function checkSourceRef(cfg: WorkspaceConfig, ref: string): Promise<void> {
+export function checkSourceRef(ref: string): void {
   precheck('ref', ref);
   if (ABBREVIATED_COMMIT_ID.test(ref)) return;
   if (ref === 'HEAD') throw invalidInput('ref must name a branch, tag or commit, not HEAD');
-  await checkRefFormat(cfg, 'ref', ref, ref.startsWith('refs/') ? ref : `refs/heads/${ref}`);
+  checkRefFormat('ref', ref, ref.startsWith('refs/') ? ref : `refs/heads/${ref}`);
 }
 
 /** Full ref names a short `ref` may mean; branches first, as a job's ref nearly always is one. */
