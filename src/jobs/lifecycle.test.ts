@@ -16,6 +16,7 @@ import { loadConfig } from '../config.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { type RunningService, startService } from '../service.ts';
 import {
+  createJobAtOnce,
   failOrphan,
   failTurn,
   finishTurn,
@@ -130,6 +131,85 @@ for (const backend of backends) {
     async function recordOf(jobId: string): Promise<JobRecord> {
       return toJobRecord(await jobOf(jobId));
     }
+
+    test('concurrent creates share one statement; one that fails there is tried alone and fails alone', async () => {
+      const { ctx } = svc;
+      const newJob = (i: number, projectId = project.id) => ({
+        id: `job_atonce${String(i).padStart(15, '0')}`,
+        projectId,
+        repository: project.repository,
+        ref: 'main',
+        model: 'anthropic:claude-sonnet-4-5',
+        prompt: `together ${i}`,
+      });
+      /** The transaction that wrote each job (its row version's xmin). */
+      const writers = async (ids: string[]) =>
+        (
+          await sql<{ id: string; writer: string }>`
+            SELECT id, xmin::text AS writer FROM jobs WHERE id = ANY (${ids}) ORDER BY id`.execute(
+            ctx.db,
+          )
+        ).rows;
+      // Asked in one turn of the event loop: one statement, one transaction.
+      const together = [0, 1, 2, 3, 4, 5].map((i) => newJob(i));
+      const created = await Promise.all(together.map((job) => createJobAtOnce(ctx, job)));
+      assert.deepEqual(
+        created.map((c) => c?.job.id),
+        together.map((j) => j.id),
+      );
+      const shared = await writers(together.map((j) => j.id));
+      assert.equal(shared.length, 6);
+      assert.equal(
+        new Set(shared.map((w) => w.writer)).size,
+        1,
+        'the creates were not one statement',
+      );
+      const announced = await takeHeard();
+      assert.deepEqual(
+        announced.map((h) => [h.transition.type, h.transition.jobId, h.statusSeen]),
+        together.flatMap((j) => [
+          ['job.created', j.id, 'active'],
+          ['turn.accepted', j.id, 'active'],
+        ]),
+      );
+      for (const job of together) {
+        const turn = await turnOf(job.id, 1);
+        assert.equal(turn.prompt, job.prompt);
+        assert.ok(turn.queue_id);
+        assert.deepEqual(
+          (await eventsOf(job.id)).map((e) => [e.type, e.data]),
+          [['job.created', { job: await recordOf(job.id) }]],
+        );
+      }
+
+      // A create for a project that does not exist fails the shared statement: the others are
+      // created each alone, and only it fails, with the database's own error.
+      const mixed = [6, 7, 8].map((i) => newJob(i));
+      const orphan = newJob(9, 'prj_nosuchproject0000000');
+      const results = await Promise.allSettled(
+        [...mixed, orphan].map((job) => createJobAtOnce(ctx, job)),
+      );
+      assert.deepEqual(
+        results.map((r) => r.status),
+        ['fulfilled', 'fulfilled', 'fulfilled', 'rejected'],
+      );
+      const failure = results[3];
+      assert.equal(
+        failure?.status === 'rejected' && (failure.reason as { code?: string }).code,
+        '23503',
+      );
+      const alone = await writers([...mixed, orphan].map((j) => j.id));
+      assert.deepEqual(
+        alone.map((w) => w.id),
+        mixed.map((j) => j.id),
+      );
+      assert.equal(new Set(alone.map((w) => w.writer)).size, 3);
+      // Each alone, in the order their statements ended.
+      assert.deepEqual(
+        (await takeHeard()).map((h) => `${h.transition.jobId} ${h.transition.type}`).sort(),
+        mixed.flatMap((j) => [`${j.id} job.created`, `${j.id} turn.accepted`]).sort(),
+      );
+    });
 
     test('a turn is accepted, started and finished; each is announced once, after commit', async () => {
       const { ctx } = svc;

@@ -1,13 +1,27 @@
 // The job lifecycle: with service.ts, the only code that writes the jobs, turns and events
 // tables. One function per transition, each one transaction; each records its event through
 // `inTransition` (the one writer of a transition's event), which announces it to subscribers
-// after the commit. A test (lifecycle.test.ts) fails if another module writes these tables.
+// after the commit; a job's create, the API's hot write, writes everything in one statement
+// instead (createJobAtOnce). A test (lifecycle.test.ts) fails if another module writes these
+// tables.
+import { createHash } from 'node:crypto';
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { AppContext } from '../context.ts';
+import { ReadBatcher } from '../db/batch.ts';
 import type { Db } from '../db/database.ts';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
-import { type CommittingEvent, queueDeliveries } from '../events/webhooks/outbox.ts';
+import { AppError } from '../errors.ts';
+import {
+  type CommittingEvent,
+  endpointsWantSql,
+  queueDeliveries,
+} from '../events/webhooks/outbox.ts';
 import { isWebhookEventType } from '../events/webhooks/types.ts';
+import {
+  consumeInStatement,
+  type RateLimitPolicy,
+  type RateLimitState,
+} from '../ratelimit/ratelimit.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
 import type { Transition } from './transitions.ts';
@@ -98,6 +112,286 @@ export async function recordStatus(
     status: job.status,
     data: { job: toJobRecord(job) },
   });
+}
+
+/** A new job as createJob decided it, with its first prompt. */
+export interface NewJobRow {
+  id: string;
+  projectId: string;
+  repository: string;
+  ref: string;
+  model: string;
+  prompt: string;
+}
+
+/** SQLSTATE of errand_refuse (migration 0010): a check of a multi-write statement failed. */
+const REFUSED = 'ER001';
+
+function refusal(err: unknown): string | undefined {
+  return typeof err === 'object' &&
+    err !== null &&
+    'code' in err &&
+    err.code === REFUSED &&
+    'message' in err &&
+    typeof err.message === 'string'
+    ? err.message
+    : undefined;
+}
+
+/** A timestamp column as JavaScript's toISOString writes it (milliseconds, truncated, UTC). */
+function isoSql(column: string): string {
+  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+type CreatedRow = JobView & { rate_count: number | null };
+
+const statementNames = new Map<string, string>();
+
+function statementName(text: string): string {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `errand_create_jobs_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
+    statementNames.set(text, name);
+  }
+  return name;
+}
+
+/** An error PostgreSQL (or PGlite) answered for a statement: its transaction wrote nothing. */
+function answeredError(err: unknown): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    'severity' in err &&
+    'code' in err &&
+    typeof err.code === 'string'
+  );
+}
+
+/** What createJobAtOnce answers for one job. */
+export type AtOnce =
+  | { job: JobView; rateLimit: RateLimitState | undefined }
+  /** Not created: its project has a webhook endpoint for job.created (see createJobAtOnce). */
+  | undefined;
+
+type Outcome = { ok: AtOnce } | { error: unknown };
+
+type CreateContext = Pick<AppContext, 'prepared' | 'queue' | 'transitions' | 'config'>;
+
+const batchers = new WeakMap<CreateContext, ReadBatcher<NewJobRow, Outcome>>();
+
+/** Most creates in one statement; larger groups wait for the next. */
+const MAX_CREATES = 64;
+
+/**
+ * Creates a job as createJob's transaction does (the job, its first turn, the turn's queue
+ * entry, the `job.created` event with its NOTIFY, and the rate limit's count) in one statement,
+ * a named prepared one, in its own transaction: one round trip instead of eight. Concurrent
+ * creates share that statement and its commit (a group commit, as the polling reads share
+ * theirs, db/batch.ts): PostgreSQL serialises the commits of transactions that NOTIFY, and
+ * the commit waits for the disk, so one commit per create bounded their rate.
+ *
+ * When a check fails the statement fails and nothing is kept; a statement of several creates
+ * that fails with an answer from the database is run again for each create alone, so that one
+ * create's refusal is its own: a used-up rate limit throws RateLimitedError. A project with a
+ * webhook endpoint that wants `job.created` is not handled here: nothing is written and
+ * undefined comes back, for the caller to create the job in a transaction that writes the
+ * deliveries too (inTransition). The statement reads the endpoints in the same snapshot as it
+ * writes the event, as queueDeliveries does in the transaction's statement after the event's
+ * insert: an endpoint created concurrently gets the event in exactly the cases it got it
+ * before.
+ */
+export async function createJobAtOnce(ctx: CreateContext, job: NewJobRow): Promise<AtOnce> {
+  let batcher = batchers.get(ctx);
+  if (!batcher) {
+    const policy = {
+      limit: ctx.config.rateLimits.create,
+      windowSeconds: ctx.config.rateLimits.windowSeconds,
+    };
+    batcher = new ReadBatcher((jobs) => createJobs(ctx, jobs, policy), {
+      maxItems: MAX_CREATES,
+      maxInFlight: 1,
+      // A bound for the batch only when the pool's own bounds (getting a connection, the
+      // statement) did not answer first: a statement PostgreSQL never answered. Its create
+      // may still commit, as any write whose answer is lost; an Idempotency-Key retries safely.
+      timeout: {
+        ms:
+          (ctx.config.database.connectTimeoutSeconds +
+            ctx.config.database.statementTimeoutSeconds) *
+            1000 +
+          10_000,
+        error: () =>
+          new AppError(
+            'unavailable',
+            'the database is unavailable or did not answer in time; try again shortly',
+          ),
+      },
+    });
+    batchers.set(ctx, batcher);
+  }
+  const outcome = await batcher.read(job);
+  if ('error' in outcome) throw outcome.error;
+  return outcome.ok;
+}
+
+async function createJobs(
+  ctx: CreateContext,
+  jobs: readonly NewJobRow[],
+  policy: RateLimitPolicy,
+): Promise<Outcome[]> {
+  try {
+    const created = await createAll(ctx, jobs, policy);
+    return created.map((ok) => ({ ok }));
+  } catch (err) {
+    // A refusal, or an error of one create (its project deleted meanwhile), in a statement of
+    // several: nothing was written, so each is tried alone. Without the database's answer
+    // (a connection lost) the statement may have committed, and nothing is tried again.
+    if (!answeredError(err)) return jobs.map(() => ({ error: err }));
+    const reason = refusal(err);
+    if (jobs.length === 1) return [reason === 'webhooks' ? { ok: undefined } : { error: err }];
+    return Promise.all(
+      jobs.map((job) =>
+        createJobs(ctx, [job], policy).then(([outcome]) => outcome ?? { error: err }),
+      ),
+    );
+  }
+}
+
+/**
+ * A statement's rate-limit counts, ordered by project id: two API processes' statements that
+ * count the same projects lock their counters in the same order, so neither waits for the
+ * other in a deadlock.
+ */
+function inLockOrder(counts: Map<string, number>): [string, number][] {
+  return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+/** One statement that creates every job of `jobs`, or fails and creates none. */
+async function createAll(
+  ctx: CreateContext,
+  jobs: readonly NewJobRow[],
+  policy: RateLimitPolicy,
+): Promise<{ job: JobView; rateLimit: RateLimitState | undefined }[]> {
+  const drafts = jobs.map(
+    (job): JobView => ({
+      id: job.id,
+      project_id: job.projectId,
+      status: 'active',
+      repository: job.repository,
+      ref: job.ref,
+      branch: `errand/${job.id}`,
+      model: job.model,
+      pr_link: null,
+      pr_number: null,
+      error: null,
+      turn_count: 1,
+      // The event's record, but for the two times, which the statement fills in.
+      created_at: new Date(0),
+      updated_at: new Date(0),
+      archived_at: null,
+    }),
+  );
+  // A rate limit counts a project's creates of the statement at once: all of them fit in its
+  // window, or the statement fails and each is counted alone.
+  const perProject = new Map<string, number>();
+  for (const job of jobs) perProject.set(job.projectId, (perProject.get(job.projectId) ?? 0) + 1);
+  let limit: ReturnType<typeof consumeInStatement> | undefined;
+  const rows = await ctx.queue.enqueueCarried(
+    jobs.map((job) => ({ jobId: job.id, seq: 1 })),
+    async (entry, queueIds) => {
+      const values = [...entry.values];
+      const param = (value: unknown, type: string): string => {
+        values.push(value);
+        return `$${values.length}::${type}`;
+      };
+      limit =
+        policy.limit > 0
+          ? consumeInStatement(inLockOrder(perProject), 'create', policy, param)
+          : undefined;
+      const text = `WITH ${entry.ctes},
+      ${limit ? `errand_limit AS (${limit.cte}),` : ''}
+      errand_new AS (
+        SELECT * FROM unnest(${param(
+          drafts.map((d) => d.id),
+          'text[]',
+        )}, ${param(
+          drafts.map((d) => d.project_id),
+          'text[]',
+        )}, ${param(
+          drafts.map((d) => d.repository),
+          'text[]',
+        )}, ${param(
+          drafts.map((d) => d.ref),
+          'text[]',
+        )}, ${param(
+          drafts.map((d) => d.model),
+          'text[]',
+        )}, ${param(
+          jobs.map((j) => j.prompt),
+          'text[]',
+        )}, ${param(
+          drafts.map((d) => JSON.stringify(toJobRecord(d))),
+          'text[]',
+        )}, ${param(queueIds, 'text[]')})
+          WITH ORDINALITY AS n(id, project_id, repository, ref, model, prompt, record, queue_id, i)
+      ),
+      errand_job AS (
+        INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count)
+        SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1
+        FROM errand_new ORDER BY i
+        RETURNING ${JOB_VIEW_COLUMNS.join(', ')}
+      ),
+      errand_turn AS (
+        INSERT INTO turns (job_id, seq, prompt, state, queue_id)
+        SELECT id, 1, prompt, 'queued', queue_id FROM errand_new ORDER BY i
+      ),
+      errand_event AS (
+        INSERT INTO events (job_id, turn, type, data)
+        SELECT j.id, NULL, 'job.created', jsonb_build_object('job', n.record::jsonb
+          || jsonb_build_object('createdAt', ${isoSql('j.created_at')}, 'updatedAt', ${isoSql('j.updated_at')}))
+        FROM errand_job j JOIN errand_new n ON n.id = j.id ORDER BY n.i
+      )
+      SELECT j.*, ${limit ? 'l.count' : 'NULL::integer'} AS rate_count
+      FROM errand_new n JOIN errand_job j ON j.id = n.id
+        ${limit ? 'LEFT JOIN errand_limit l ON l.project_id = n.project_id' : ''}
+      WHERE CASE
+        WHEN (SELECT count(*) FROM queue_entry q WHERE q.id::text = ANY (${param(queueIds, 'text[]')}))
+          <> ${param(queueIds.length, 'integer')} THEN errand_refuse('the queue skipped an entry')
+        ${limit ? "WHEN l.count IS NULL THEN errand_refuse('rate_limited')" : ''}
+        WHEN ${endpointsWantSql('n.project_id', "'job.created'")} THEN errand_refuse('webhooks')
+        ELSE true END
+      ORDER BY n.i`;
+      try {
+        return await ctx.prepared<CreatedRow>(statementName(text), text, values);
+      } catch (err) {
+        if (refusal(err) === 'rate_limited' && limit && jobs.length === 1) limit.state(null);
+        throw err;
+      }
+    },
+  );
+  if (rows?.length !== jobs.length)
+    throw new Error(`the create of ${jobs.length} jobs answered ${rows?.length ?? 0} rows`);
+  const seen = new Map<string, number>();
+  const created = rows.map(({ rate_count, ...job }) => {
+    // The project's count after the statement, less its creates that come after this one.
+    const nth = (seen.get(job.project_id) ?? 0) + 1;
+    seen.set(job.project_id, nth);
+    const count =
+      rate_count === null ? null : rate_count - (perProject.get(job.project_id) ?? 1) + nth;
+    return { job, rateLimit: limit?.state(count) };
+  });
+  ctx.transitions.publish(
+    created.flatMap(({ job }): Transition[] => [
+      {
+        type: 'job.created',
+        jobId: job.id,
+        turn: null,
+        status: 'active',
+        data: { job: toJobRecord(job) },
+      },
+      { type: 'turn.accepted', jobId: job.id, turn: 1, status: 'active', data: {} },
+    ]),
+  );
+  return created;
 }
 
 /**

@@ -15,7 +15,7 @@ import {
 } from '../idempotency/keys.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
-import { acceptTurn, inTransition, recordStatus } from './lifecycle.ts';
+import { acceptTurn, createJobAtOnce, inTransition, recordStatus } from './lifecycle.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 
 export interface Accepted {
@@ -80,6 +80,18 @@ export async function createJob(
     limit: ctx.config.rateLimits.create,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
   };
+  if (!idempotency) {
+    // The common case in one statement; a project with webhooks takes the transaction below.
+    const created = await createJobAtOnce(ctx, {
+      id,
+      projectId: project.id,
+      repository: project.repository,
+      ref: baseRef ?? project.ref,
+      model: modelFor(ctx, project, asked),
+      prompt,
+    });
+    if (created) return created;
+  }
   return inTransition(ctx, async (scope) => {
     const { trx } = scope;
     const replayed = idempotency && (await claimKey(trx, idempotency));

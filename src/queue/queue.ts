@@ -1,6 +1,7 @@
 // The turn queue on pg-boss. One queue, `key_strict_fifo` keyed by job id: turns of one job
 // run strictly one after another, turns of different jobs in parallel. Enqueueing takes the
-// caller's transaction, so a job, its turn and the queue entry commit together.
+// caller's transaction, or rides in the caller's own statement (enqueueCarried), so a job, its
+// turn and the queue entry commit together.
 //
 // Retries: pg-boss retries an entry at once (no retry delay of its own), so a turn whose worker
 // died is taken up again as soon as the death is noticed; the backoff of real transient
@@ -8,8 +9,9 @@
 // every process runs each second, rather than by pg-boss's own check, which rides on its
 // monitoring pass (every `monitorIntervalSeconds`, a whole-table count of the queue, shared by
 // all processes) and so added up to 10 s. Measured death→pickup: bench/worker-death.
+import { randomUUID } from 'node:crypto';
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { fromKysely, fromPglite, type JobWithMetadata, PgBoss } from 'pg-boss';
+import { type Db as BossDb, fromKysely, fromPglite, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
@@ -34,6 +36,46 @@ export type TurnEntry = JobWithMetadata<TurnMessage>;
 export interface TurnClaim {
   id: string;
   retryCount: number;
+}
+
+/**
+ * pg-boss's insert of a turn's queue entry, as common table expressions that another statement
+ * carries in its WITH list: the entry is written in the same round trip and the same
+ * transaction as that statement's own writes. It is pg-boss's own statement, unchanged, for the
+ * row it writes; only its final SELECT becomes the CTE `queue_entry`, which has the entry's
+ * `id` (and no row when pg-boss skipped the insert). The carrying statement must read
+ * `queue_entry`, or PostgreSQL would not run it, and fail when it has no row.
+ */
+export interface CarriedEntry {
+  /** CTEs to follow the carrying statement's WITH, the last one `queue_entry`. */
+  ctes: string;
+  /** The values of the CTEs' parameters, $1 to $n: the carrying statement numbers its own after them. */
+  values: unknown[];
+}
+
+// pg-boss 12's single-entry insert: with NOTIFY on, a WITH of the insert and its notification
+// and a final SELECT of the id; without, the INSERT itself.
+const NOTIFYING_INSERT =
+  /^\s*WITH\s+(ins AS \([\s\S]*\))\s*(SELECT id FROM ins WHERE \(SELECT count\(\*\) FROM notified\) >= 0)\s*$/;
+const PLAIN_INSERT = /^\s*(INSERT INTO [\s\S]* RETURNING id(?:, start_after)?)\s*$/;
+
+const carried = new Map<string, string>();
+
+function carriedEntry(text: string, values: unknown[]): CarriedEntry {
+  let ctes = carried.get(text);
+  if (ctes === undefined) {
+    const notifying = NOTIFYING_INSERT.exec(text);
+    const plain = notifying ? null : PLAIN_INSERT.exec(text);
+    const maxParam = Math.max(0, ...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
+    if ((!notifying && !plain) || maxParam > values.length)
+      // A pg-boss release that changed its insert: the test of enqueueCarried fails first.
+      throw new Error("pg-boss's insert of a queue entry has a form Errand cannot carry");
+    ctes = notifying
+      ? `${notifying[1]}, queue_entry AS (${notifying[2]})`
+      : `queue_entry_insert AS (${plain?.[1]}), queue_entry AS (SELECT id FROM queue_entry_insert)`;
+    carried.set(text, ctes);
+  }
+  return { ctes, values };
 }
 
 /** How many entries a pg-boss command changed: it returns the count, its types do not say so. */
@@ -225,6 +267,48 @@ export class TurnQueue {
     });
     if (!id) throw new Error(`the queue refused turn ${message.seq} of job ${message.jobId}`);
     return id;
+  }
+
+  /**
+   * Enqueues turns inside another statement of the caller's (see CarriedEntry): pg-boss builds
+   * its insert of the entries as `insert` does, through its database adapter interface, and
+   * `run` executes it as part of the caller's statement, which must fail unless `queue_entry`
+   * holds every id of `queueIds` (the entries' ids, in the messages' order). `run` returns the
+   * caller's result, or undefined when its statement wrote nothing (then so does this). One
+   * round trip for the caller's writes and the entries, in one transaction: the statement's
+   * own, or the caller's.
+   */
+  async enqueueCarried<R>(
+    messages: readonly TurnMessage[],
+    run: (entry: CarriedEntry, queueIds: readonly string[]) => Promise<R | undefined>,
+  ): Promise<R | undefined> {
+    const queueIds = messages.map(() => randomUUID());
+    let outcome: { result: R } | undefined;
+    let asked = false;
+    const db: BossDb = {
+      executeSql: async (text, values = []) => {
+        if (asked) throw new Error('pg-boss asked to insert one set of turns twice');
+        asked = true;
+        const result = await run(carriedEntry(text, values), queueIds);
+        if (result === undefined) return { rows: [] };
+        outcome = { result };
+        return { rows: queueIds.map((id) => ({ id })) };
+      },
+    };
+    const ids = await this.#boss.insert(
+      TURN_QUEUE,
+      messages.map((message, i) => ({
+        id: queueIds[i],
+        data: message,
+        singletonKey: message.jobId,
+      })),
+      { db, returnId: true },
+    );
+    if (!asked) throw new Error('pg-boss inserted turns without asking for its statement');
+    if (outcome === undefined) return undefined;
+    if (ids?.length !== messages.length)
+      throw new Error(`the queue refused ${messages.length - (ids?.length ?? 0)} turns`);
+    return outcome.result;
   }
 
   /** Cancels queue entries; a running one's worker sees its claim gone at the next heartbeat. */

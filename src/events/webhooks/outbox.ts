@@ -43,6 +43,15 @@ function recordOf(data: Record<string, unknown>): JobRecord | undefined {
 }
 
 /**
+ * SQL that is true when an enabled endpoint of the project wants events of the type: what
+ * queueDeliveries looks up, for a statement that writes an event without it (see
+ * createJobAtOnce in jobs/lifecycle.ts), given the placeholders of the project id and the type.
+ */
+export function endpointsWantSql(projectId: string, type: string): string {
+  return `EXISTS (SELECT 1 FROM webhooks w WHERE w.project_id = ${projectId} AND w.enabled AND ${type} = ANY (w.events))`;
+}
+
+/**
  * Writes a delivery, and its queue entry, for each enabled endpoint of the job's project that
  * wants this event's type, in `trx`. Events of other types return at once, asking nothing.
  * Returns how many deliveries were written.

@@ -161,6 +161,128 @@ for (const backend of backends) {
         assert.ok(turns[0]?.queue_id, 'the turn has no queue entry');
       });
 
+      test('the job.created event holds the record sent back; the queue entry is the one pg-boss writes', async () => {
+        const project = await svc.createProject({ name: 'event record' });
+        const db = svc.service.ctx.db;
+        // The statement writes the event's times itself: twenty creates meet every kind of
+        // microsecond, which it must cut to milliseconds as the response does.
+        for (let i = 0; i < 20; i++) {
+          const res = await create(svc, project.id, `job ${i}`);
+          assert.equal(res.status, 201, res.text);
+          const events = await db
+            .selectFrom('events')
+            .select(['type', 'turn', 'data'])
+            .where('job_id', '=', res.json.id ?? '')
+            .execute();
+          assert.deepEqual(events, [{ type: 'job.created', turn: null, data: { job: res.json } }]);
+        }
+        // A follow-up's entry is sent by pg-boss's send on the transaction: the create's entry,
+        // written inside the create's own statement, must be the same row but for its identity.
+        const job = await create(svc, project.id, 'first');
+        const followUp = await svc.request(
+          'POST',
+          `/v2/agent/${project.id}/job/${job.json.id}/message`,
+          { body: { prompt: 'second' } },
+        );
+        assert.equal(followUp.status, 200, followUp.text);
+        const { rows } = await sql<{
+          seq: number;
+          data: unknown;
+          keep_for: string;
+          rest: { state?: string };
+        }>`
+          SELECT t.seq, q.data, (q.keep_until - q.start_after)::text AS keep_for,
+            to_jsonb(q) - ARRAY['id', 'data', 'created_on', 'start_after', 'keep_until'] AS rest
+          FROM turns t JOIN pgboss.job q ON q.id::text = t.queue_id
+          WHERE t.job_id = ${job.json.id ?? ''} ORDER BY t.seq`.execute(db);
+        assert.deepEqual(
+          rows.map((r) => [r.seq, r.data]),
+          [
+            [1, { jobId: job.json.id, seq: 1 }],
+            [2, { jobId: job.json.id, seq: 2 }],
+          ],
+        );
+        assert.equal(rows[0]?.keep_for, rows[1]?.keep_for);
+        assert.deepEqual(rows[0]?.rest, rows[1]?.rest);
+        assert.equal(rows[0]?.rest.state, 'created');
+      });
+
+      test('a webhook endpoint that wants job.created gets its delivery with the job; others none', async () => {
+        const project = await svc.createProject({ name: 'with endpoints' });
+        const db = svc.service.ctx.db;
+        const endpoint = (id: string, events: string[], enabled: boolean) =>
+          sql`INSERT INTO webhooks (id, project_id, url, events, enabled, secret)
+            VALUES (${id}, ${project.id}, 'https://receiver.example.test/', ${events}, ${enabled}, 'not used')`.execute(
+            db,
+          );
+        const deliveries = async (jobId: string) =>
+          (
+            await sql<{ webhook_id: string; type: string; payload: { data: { job: unknown } } }>`
+              SELECT webhook_id, type, payload FROM webhook_deliveries WHERE job_id = ${jobId}
+              ORDER BY webhook_id`.execute(db)
+          ).rows;
+        // Endpoints that want other events, or are disabled: the create writes no delivery.
+        await endpoint(`wh_${project.id}_a`, ['job.completed'], true);
+        await endpoint(`wh_${project.id}_b`, ['job.created'], false);
+        const quiet = await create(svc, project.id, 'no delivery');
+        assert.equal(quiet.status, 201, quiet.text);
+        assert.deepEqual(await deliveries(quiet.json.id ?? ''), []);
+        await endpoint(`wh_${project.id}_c`, ['job.created', 'job.failed'], true);
+        const heard = await create(svc, project.id, 'one delivery');
+        assert.equal(heard.status, 201, heard.text);
+        const [delivery, ...more] = await deliveries(heard.json.id ?? '');
+        assert.deepEqual(more, []);
+        assert.equal(delivery?.webhook_id, `wh_${project.id}_c`);
+        assert.equal(delivery?.type, 'job.created');
+        assert.deepEqual(delivery?.payload.data.job, heard.json);
+        const events = await db
+          .selectFrom('events')
+          .select('type')
+          .where('job_id', '=', heard.json.id ?? '')
+          .execute();
+        assert.deepEqual(events, [{ type: 'job.created' }]);
+      });
+
+      test('parallel creates for projects with and without a job.created endpoint: deliveries for exactly the former', async () => {
+        const [heard, quiet] = await Promise.all([
+          svc.createProject({ name: 'heard in parallel' }),
+          svc.createProject({ name: 'quiet in parallel' }),
+        ]);
+        const db = svc.service.ctx.db;
+        await sql`INSERT INTO webhooks (id, project_id, url, events, enabled, secret)
+          VALUES (${`wh_${heard.id}`}, ${heard.id}, 'https://receiver.example.test/', ${['job.created']}, true, 'not used')`.execute(
+          db,
+        );
+        const results = await Promise.all(
+          Array.from({ length: 20 }, (_, i) =>
+            create(svc, (i % 2 === 0 ? heard : quiet).id, `parallel ${i}`),
+          ),
+        );
+        for (const res of results) assert.equal(res.status, 201, res.text);
+        const ids = (project: { id: string }) =>
+          results
+            .filter((r) => r.json.projectId === project.id)
+            .map((r) => r.json.id ?? '')
+            .sort();
+        const delivered = await sql<{ job_id: string }>`
+          SELECT d.job_id FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id
+          WHERE j.project_id IN (${heard.id}, ${quiet.id}) AND d.type = 'job.created'
+          ORDER BY d.job_id COLLATE "C"`.execute(db);
+        assert.deepEqual(
+          delivered.rows.map((r) => r.job_id),
+          ids(heard),
+        );
+        const entries = await sql<{ job_id: string }>`
+          SELECT t.job_id FROM turns t JOIN pgboss.job q ON q.id::text = t.queue_id
+          WHERE t.job_id = ANY (${[...ids(heard), ...ids(quiet)]}) ORDER BY t.job_id COLLATE "C"`.execute(
+          db,
+        );
+        assert.deepEqual(
+          entries.rows.map((r) => r.job_id),
+          [...ids(heard), ...ids(quiet)].sort(),
+        );
+      });
+
       test('the prompt is stored exactly as sent', async () => {
         const prompt = '  Fix "the" bug\n\tin ünïcødé ✓ 🚀 \\n <b>  ';
         const res = await create(svc, fx.project.id, prompt, fx.projectKey);
@@ -303,10 +425,21 @@ for (const backend of backends) {
           );
           ids.push(res.json.id ?? '');
         }
+        const written = async () =>
+          (
+            await sql<{ events: string; entries: string }>`
+              SELECT (SELECT count(*) FROM events) AS events,
+                (SELECT count(*) FROM pgboss.job WHERE name = 'turns') AS entries`.execute(
+              configured.service.ctx.db,
+            )
+          ).rows[0];
+        const before = await written();
         const refused = await unchanged(configured, () =>
           create(configured, project.id, 'one too many'),
         );
         assertError(refused, 429, 'rate_limited');
+        // Nor an event or a queue entry, which the create's statement writes with the job.
+        assert.deepEqual(await written(), before);
         const retryAfter = Number(refused.headers.get('retry-after'));
         assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
         assert.ok(retryAfter <= Number(LONG_WINDOW));
