@@ -2,6 +2,7 @@
 // disturb each other's figures if run at once). For options, run one directly, e.g.
 // `node bench/api/run.ts --help`.
 import { main as apiBench } from './api/run.ts';
+import { main as perfBench } from './perf/run.ts';
 import { main as streamsBench } from './streams/run.ts';
 import { main as workerDeathBench } from './worker-death/run.ts';
 import { runWorkspaceBench } from './workspace/prepare.ts';
@@ -12,6 +13,8 @@ try {
   process.stdout.write(`\n${markdown}\n`);
   await workerDeathBench([]);
   await streamsBench([]);
+  // Issue 14's figures next to their limits; rewrites its table in README.md.
+  await perfBench([]);
   process.exit(0);
 } catch (err) {
   process.stderr.write(

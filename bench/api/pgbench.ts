@@ -32,7 +32,7 @@ export function findPgbench(explicit: string | undefined): string | undefined {
   return undefined;
 }
 
-function parse(output: string): { tps: number; latency: number; transactions: number } {
+export function parse(output: string): { tps: number; latency: number; transactions: number } {
   const tps = /^tps = ([\d.]+)/m.exec(output);
   const latency = /^latency average = ([\d.]+) ms/m.exec(output);
   const tx = /^number of transactions actually processed: (\d+)/m.exec(output);
