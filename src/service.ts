@@ -84,6 +84,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       config,
       db: handle.db,
       prepared: handle.prepared,
+      changes: handle.changes,
       log,
       queue,
       aborts: new TurnAborts(),

@@ -16,7 +16,7 @@ import {
 import pg from 'pg';
 import { acquireFileLock, readLockOwner } from '../lock.ts';
 import { PgliteDialect } from './pglite-dialect.ts';
-import { PglitePreparedStatements } from './pglite-prepared.ts';
+import { CountingPGlite, PglitePreparedStatements, type RunOptions } from './pglite-prepared.ts';
 import type { Database } from './schema.ts';
 
 export type Db = Kysely<Database>;
@@ -38,7 +38,14 @@ export interface DatabaseHandle {
    * Runs one statement as a named prepared statement (PostgreSQL parses and plans it once per
    * connection): for the hottest queries. On PGlite too, prepared once per instance.
    */
-  prepared<R>(name: string, text: string, values: unknown[]): Promise<R[]>;
+  prepared<R>(name: string, text: string, values: unknown[], options?: RunOptions): Promise<R[]>;
+  /**
+   * Where every write goes through this process (the embedded database): how many statements so
+   * far may have changed the database (all but the prepared ones run with `readOnly`). While it
+   * stands still, the database has not changed, and a read's answer still holds. Undefined on
+   * PostgreSQL, which other processes write to.
+   */
+  changes: (() => number) | undefined;
   /** Runs `fn` in one transaction (used by migrations, which need multi-statement scripts). */
   transaction<T>(fn: (run: ScriptRunner) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -94,11 +101,12 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
         'stop it first, or use a different --data-dir. With several processes, use PostgreSQL (DATABASE_URL).',
     );
   }
-  let pglite: PGlite;
+  let pglite: CountingPGlite;
   try {
-    pglite = await PGlite.create(path.join(dataDir, 'pgdata'), {
+    pglite = new CountingPGlite(path.join(dataDir, 'pgdata'), {
       startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
     });
+    await pglite.waitReady;
   } catch (err) {
     await lock.release();
     throw err;
@@ -110,8 +118,9 @@ async function openPglite(dataDir: string): Promise<DatabaseHandle> {
     db,
     pglite,
     connectionString: undefined,
-    prepared: <R>(name: string, text: string, values: unknown[]) =>
-      statements.run<R>(name, text, values),
+    prepared: <R>(name: string, text: string, values: unknown[], options?: RunOptions) =>
+      statements.run<R>(name, text, values, options),
+    changes: () => pglite.changes,
     transaction: (fn) =>
       pglite.transaction((tx) =>
         fn({
@@ -160,6 +169,7 @@ async function openPostgres(
     connectionString,
     prepared: async <R>(name: string, text: string, values: unknown[]) =>
       (await pool.query({ name, text, values })).rows as R[],
+    changes: undefined,
     async transaction(fn) {
       const client = await pool.connect();
       let broken: Error | undefined;

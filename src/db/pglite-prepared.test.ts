@@ -1,10 +1,11 @@
 // Named prepared statements on PGlite: the same rows as PGlite's own query, statements that
 // survive being deallocated, errors that leave nothing half-prepared, and never a read inside
-// another caller's open transaction.
+// another caller's open transaction; and the count of exchanges that may have changed the
+// database, which every way of sending a statement but a read-only prepared one adds to.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { PGlite } from '@electric-sql/pglite';
-import { PglitePreparedStatements } from './pglite-prepared.ts';
+import { PGlite, protocol } from '@electric-sql/pglite';
+import { CountingPGlite, PglitePreparedStatements } from './pglite-prepared.ts';
 
 describe('PglitePreparedStatements', () => {
   let pglite: PGlite;
@@ -122,5 +123,66 @@ describe('PglitePreparedStatements', () => {
       (await read).map((r) => r.id),
       ['a', 'b'],
     );
+  });
+});
+
+describe('CountingPGlite', () => {
+  let pglite: CountingPGlite;
+  let statements: PglitePreparedStatements;
+
+  before(async () => {
+    pglite = new CountingPGlite();
+    await pglite.waitReady;
+    await pglite.exec(
+      "CREATE TABLE items (id text PRIMARY KEY, n int); INSERT INTO items VALUES ('a', 1)",
+    );
+    statements = new PglitePreparedStatements(pglite);
+  });
+  after(async () => {
+    await pglite.close();
+  });
+
+  const SELECT = 'SELECT n FROM items WHERE id = $1';
+
+  /** How much the change count grew while `fn` ran. */
+  const growth = async (fn: () => Promise<unknown>): Promise<number> => {
+    const before = pglite.changes;
+    await fn();
+    return pglite.changes - before;
+  };
+
+  test('a prepared statement run as read-only is no change, once prepared', async () => {
+    // Preparing is an exchange of its own, counted like any other.
+    assert.ok(
+      (await growth(() => statements.run('read_n', SELECT, ['a'], { readOnly: true }))) > 0,
+    );
+    assert.equal(
+      await growth(() => statements.run('read_n', SELECT, ['a'], { readOnly: true })),
+      0,
+    );
+    const [row] = await statements.run<{ n: number }>('read_n', SELECT, ['a'], { readOnly: true });
+    assert.equal(row?.n, 1);
+  });
+
+  test('every other way to send a statement counts', async () => {
+    const ways: [string, () => Promise<unknown>][] = [
+      ['query', () => pglite.query("UPDATE items SET n = n + 1 WHERE id = 'a'")],
+      ['query with parameters', () => pglite.query('SELECT n FROM items WHERE id = $1', ['a'])],
+      ['exec', () => pglite.exec("UPDATE items SET n = n + 1 WHERE id = 'a'")],
+      [
+        'transaction',
+        () => pglite.transaction((tx) => tx.query("UPDATE items SET n = n + 1 WHERE id = 'a'")),
+      ],
+      ['prepared, not read-only', () => statements.run('read_n', SELECT, ['a'])],
+      ['raw protocol', () => pglite.execProtocolRaw(protocol.serialize.query('SELECT 1'))],
+    ];
+    for (const [way, fn] of ways) assert.ok((await growth(fn)) > 0, way);
+  });
+
+  test('a read-only run that fails is still no change, and the next write counts', async () => {
+    const before = pglite.changes;
+    await assert.rejects(statements.run('read_n', SELECT, ['a', 'extra'], { readOnly: true }));
+    assert.equal(pglite.changes, before);
+    assert.ok((await growth(() => pglite.query("DELETE FROM items WHERE id = 'none'"))) > 0);
   });
 });

@@ -107,6 +107,67 @@ for (const backend of backends) {
         });
       });
 
+      test('are answered without a statement on the embedded database until anything changes it', async () => {
+        // On PGlite every write goes through this process, so an answer holds until the next
+        // statement that may change the database; on PostgreSQL each poll reads.
+        const { ctx } = svc.service;
+        let statements = 0;
+        const counted: AppContext = {
+          ...ctx,
+          prepared: (name, text, values, options) => {
+            statements++;
+            return ctx.prepared(name, text, values, options);
+          },
+        };
+        const { reader, keyErrors } = newReader(counted);
+        const held = await svc.createProjectKey(fx.project.id);
+        const key = `Bearer ${held.key}`;
+        const id = (await create('held answers')).json.id ?? '';
+        const poll = (version: string) => reader.read(key, fx.project.id, id, version);
+        const { version } = await reader.read(key, fx.project.id, id);
+        // The first reads write the key's last use, which is a change: polls settle after it.
+        let read = 0;
+        for (let i = 0; i < 20; i++) {
+          statements = 0;
+          assert.deepEqual(await poll(version), { job: undefined, version });
+          read = statements;
+          if (read === 0) break;
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        assert.equal(read, backend === 'pglite' ? 0 : 1);
+        statements = 0;
+        for (let i = 0; i < 5; i++)
+          assert.deepEqual(await poll(version), { job: undefined, version });
+        assert.equal(statements, backend === 'pglite' ? 0 : 5);
+
+        // A change of the job, written as a worker writes it, is seen by the next poll.
+        await ctx.db
+          .updateTable('jobs')
+          .set({ pr_link: 'https://forge.example/pr/9' })
+          .where('id', '=', id)
+          .execute();
+        const changed = await poll(version);
+        assert.notEqual(changed.version, version);
+        assert.equal(changed.job?.pr_link, 'https://forge.example/pr/9');
+        await poll(changed.version);
+        // So is the key's revocation, while its answer was held.
+        const revoke = await svc.request('POST', `/v2/admin/keys/${held.id}/revoke`);
+        assert.equal(revoke.status, 200, revoke.text);
+        await assert.rejects(poll(changed.version), { status: 401 });
+        // And the job's removal from the project, written straight to the database.
+        const { reader: other } = newReader(counted);
+        const projectKey = `Bearer ${fx.projectKey}`;
+        const { version: current } = await other.read(projectKey, fx.project.id, id);
+        await other.read(projectKey, fx.project.id, id, current);
+        await ctx.db
+          .updateTable('jobs')
+          .set({ project_id: fx.otherProject.id })
+          .where('id', '=', id)
+          .execute();
+        await assert.rejects(other.read(projectKey, fx.project.id, id, current), { status: 404 });
+        assert.deepEqual(keyErrors, []);
+      });
+
       test('the route answers the changed job after polls of the unchanged one', async () => {
         const { json } = await create('poll until archived');
         const id = json.id ?? '';

@@ -24,8 +24,9 @@ interface Rendered {
 }
 
 /**
- * The bodies and ETags of recently polled jobs, by row version. The job is still read from the
- * database on every request; only rendering it again is saved when its row has not changed.
+ * The bodies and ETags of recently polled jobs, by row version. The job's version is still
+ * checked on every request (on the embedded database, possibly against a held answer: see
+ * AuthorizedJobReader); only rendering it again is saved when its row has not changed.
  * The update time is compared too, so a row version number reused after transaction id
  * wraparound cannot bring back an old body.
  */
