@@ -307,31 +307,23 @@ async function createAll(
         policy.limit > 0
           ? consumeInStatement(inLockOrder(perProject), 'create', policy, param)
           : undefined;
+      // One text[] parameter per column of errand_new, in its order.
+      const columns = [
+        drafts.map((d) => d.id),
+        drafts.map((d) => d.project_id),
+        drafts.map((d) => d.repository),
+        drafts.map((d) => d.ref),
+        drafts.map((d) => d.model),
+        jobs.map((j) => j.prompt),
+        drafts.map((d) => JSON.stringify(toJobRecord(d))),
+        queueIds,
+      ]
+        .map((column) => param(column, 'text[]'))
+        .join(', ');
       const text = `WITH ${entry.ctes},
       ${limit ? `errand_limit AS (${limit.cte}),` : ''}
       errand_new AS (
-        SELECT * FROM unnest(${param(
-          drafts.map((d) => d.id),
-          'text[]',
-        )}, ${param(
-          drafts.map((d) => d.project_id),
-          'text[]',
-        )}, ${param(
-          drafts.map((d) => d.repository),
-          'text[]',
-        )}, ${param(
-          drafts.map((d) => d.ref),
-          'text[]',
-        )}, ${param(
-          drafts.map((d) => d.model),
-          'text[]',
-        )}, ${param(
-          jobs.map((j) => j.prompt),
-          'text[]',
-        )}, ${param(
-          drafts.map((d) => JSON.stringify(toJobRecord(d))),
-          'text[]',
-        )}, ${param(queueIds, 'text[]')})
+        SELECT * FROM unnest(${columns})
           WITH ORDINALITY AS n(id, project_id, repository, ref, model, prompt, record, queue_id, i)
       ),
       errand_job AS (
