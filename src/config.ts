@@ -70,9 +70,9 @@ const envSchema = z.object({
 export interface Config {
   host: string;
   port: number;
-  /** Absolute path of the data directory (PGlite data, admin.key, workspaces). */
+  /** Absolute path of the data directory (the embedded database, admin.key, workspaces). */
   dataDir: string;
-  /** PostgreSQL connection string; unset means the embedded PGlite database. */
+  /** PostgreSQL connection string; unset means the embedded PostgreSQL in the data directory. */
   databaseUrl: string | undefined;
   /**
    * Bounds on every PostgreSQL round trip of the service (not of migrations): a database that

@@ -16,8 +16,6 @@ export interface AppContext {
   db: Db;
   /** Named prepared statements for the hot path (see DatabaseHandle.prepared). */
   prepared: DatabaseHandle['prepared'];
-  /** On the embedded database, what tells a read's answer still holds (DatabaseHandle.changes). */
-  changes: DatabaseHandle['changes'];
   log: Logger;
   queue: TurnQueue;
   /** Running turns of this process, so an archive can stop them without waiting for a heartbeat. */

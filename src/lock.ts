@@ -1,8 +1,11 @@
 // One lock file per protected folder, shared by everything that must not run twice at once
-// across processes: the PGlite data directory (src/db) and the workspace's mirrors and clones
-// (src/workspace). The file is created with O_EXCL, names its owner (pid, host, a token) and is
-// touched while held; a lock whose owner died on this host, or that nobody touched for
-// `staleMs`, is taken over.
+// across processes: the embedded database's data directory (src/db/embedded) and the
+// workspace's mirrors and clones (src/workspace). The file is created with O_EXCL, names its
+// owner (pid, host, a token, and on Linux the boot and the process's start time) and is touched
+// while held; a lock whose owner died on this host, or that nobody touched for `staleMs`, is
+// taken over. An owner is dead when its pid is, and also when the machine has booted since or
+// the pid now names another process: after a power loss, the new `serve` may well get the pid
+// the old one had.
 
 import { randomUUID } from 'node:crypto';
 import { link, open, readFile, rename, stat, unlink, utimes } from 'node:fs/promises';
@@ -21,7 +24,14 @@ export interface LockOwner {
   pid: number;
   host: string;
   token: string;
+  /** The kernel's boot id when the lock was taken (Linux). */
+  boot?: string;
+  /** The owner process's start time, in clock ticks since boot (Linux). */
+  started?: string;
 }
+
+/** Tokens of the locks this process holds: a lock naming this pid with another is stale. */
+const heldTokens = new Set<string>();
 
 export interface HeldLock {
   release(): Promise<void>;
@@ -46,6 +56,29 @@ function pidAlive(pid: number): boolean {
   }
 }
 
+/** The kernel's boot id, or undefined off Linux. */
+async function bootId(): Promise<string | undefined> {
+  return (
+    (await readFile('/proc/sys/kernel/random/boot_id', 'utf8').catch(() => '')).trim() || undefined
+  );
+}
+
+/** When process `pid` started, in clock ticks since boot, or undefined when unknown. */
+async function startTime(pid: number): Promise<string | undefined> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  // The command name (field 2) may hold spaces and parentheses: fields are counted after its end.
+  const fields = stat?.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return fields?.[19];
+}
+
+/** Whether the process that wrote `owner` on this host still runs and may hold the lock. */
+async function ownerAlive(owner: LockOwner): Promise<boolean> {
+  if (owner.boot !== undefined && owner.boot !== (await bootId())) return false;
+  if (owner.pid === process.pid) return heldTokens.has(owner.token);
+  if (!pidAlive(owner.pid)) return false;
+  return owner.started === undefined || owner.started === (await startTime(owner.pid));
+}
+
 /** The owner written in the lock file; null while it is being written or when unreadable. */
 export async function readLockOwner(path: string): Promise<LockOwner | null> {
   let text: string;
@@ -54,16 +87,22 @@ export async function readLockOwner(path: string): Promise<LockOwner | null> {
   } catch {
     return null;
   }
-  // Lock files of the PGlite data directory before this module held only the pid.
+  // Lock files of the data directory written before this module held only the pid.
   if (/^\d+\n?$/.test(text)) return { pid: Number(text.trim()), host: hostname(), token: '' };
   try {
     const data: unknown = JSON.parse(text);
     if (typeof data !== 'object' || data === null) return null;
-    const { pid, host, token } = data as Record<string, unknown>;
+    const { pid, host, token, boot, started } = data as Record<string, unknown>;
     if (typeof pid !== 'number' || typeof host !== 'string' || typeof token !== 'string') {
       return null;
     }
-    return { pid, host, token };
+    return {
+      pid,
+      host,
+      token,
+      ...(typeof boot === 'string' ? { boot } : {}),
+      ...(typeof started === 'string' ? { started } : {}),
+    };
   } catch {
     return null;
   }
@@ -93,7 +132,7 @@ async function isStale(path: string, staleMs: number): Promise<number | null> {
   const info = await stat(path).catch(() => null);
   if (!info) return null;
   const owner = await readLockOwner(path);
-  const deadOwner = owner !== null && owner.host === hostname() && !pidAlive(owner.pid);
+  const deadOwner = owner !== null && owner.host === hostname() && !(await ownerAlive(owner));
   const silent = Date.now() - info.mtimeMs > staleMs;
   // A half-written lock (no owner yet) is only stale once it stops being fresh.
   return deadOwner || silent ? info.ino : null;
@@ -133,9 +172,19 @@ export async function acquireFileLock(
   const staleMs = opts.staleMs ?? 60_000;
   const heartbeatMs = opts.heartbeatMs ?? Math.max(10, Math.floor(staleMs / 6));
   const deadline = Date.now() + (opts.timeoutMs ?? 15 * 60_000);
-  const owner: LockOwner = { pid: process.pid, host: hostname(), token: randomUUID() };
+  const boot = await bootId();
+  const started = await startTime(process.pid);
+  const owner: LockOwner = {
+    pid: process.pid,
+    host: hostname(),
+    token: randomUUID(),
+    ...(boot ? { boot } : {}),
+    ...(started ? { started } : {}),
+  };
 
   for (let attempt = 0; ; attempt++) {
+    // Known before the file names it: another acquire in this process must not judge it stale.
+    heldTokens.add(owner.token);
     try {
       const handle = await open(path, 'wx', 0o600);
       try {
@@ -145,6 +194,7 @@ export async function acquireFileLock(
       }
       break;
     } catch (err) {
+      heldTokens.delete(owner.token);
       if (!isErrno(err, 'EEXIST')) throw err;
     }
     const staleIno = await isStale(path, staleMs);
@@ -173,6 +223,7 @@ export async function acquireFileLock(
       clearInterval(heartbeat);
       const current = await readLockOwner(path);
       if (current?.token === owner.token) await unlink(path).catch(() => {});
+      heldTokens.delete(owner.token);
     },
   };
 }

@@ -18,7 +18,6 @@ import { ConfigError, type ConfigOverrides, loadConfig } from './config.ts';
 import type { DeliveryRecord, WebhookRecord, WebhookWithSecret } from './events/webhooks/types.ts';
 import { adminKeyPath } from './keys/bootstrap.ts';
 import type { KeyRecord } from './keys/service.ts';
-import { fixMallocTrimThreshold } from './malloc.ts';
 import type { ProjectRecord } from './projects/service.ts';
 
 const options = {
@@ -171,7 +170,6 @@ async function runService(values: Values, mode: 'serve' | 'worker'): Promise<voi
       "errand worker needs ERRAND_PUBLIC_URL: the address where users reach Errand's API (e.g. https://errand.example.com), for the review links and pull requests its turns write",
     );
   }
-  fixMallocTrimThreshold(process.env, config.databaseUrl === undefined);
   // Loaded here, not at the top: the admin commands need none of the service's modules.
   const { startService } = await import('./service.ts');
   const service = await startService(config, {
@@ -540,6 +538,13 @@ async function help(topic: string | undefined, sub: string | undefined): Promise
   return EXIT.ok;
 }
 
+/** Errors of the database's start whose message says what to do (db/embedded). */
+const KNOWN_ERRORS = new Set([
+  'DatabaseLockedError',
+  'EmbeddedStartError',
+  'EmbeddedUnsupportedError',
+]);
+
 /** The command a usage error is about, for the usage printed with it. */
 let current: string | undefined;
 
@@ -640,7 +645,7 @@ main(process.argv.slice(2)).then(
     const known =
       err instanceof CliError ||
       err instanceof ConfigError ||
-      (err instanceof Error && err.name === 'DatabaseLockedError');
+      (err instanceof Error && KNOWN_ERRORS.has(err.name));
     process.stderr.write(
       `errand: ${known ? (err as Error).message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
     );

@@ -22,6 +22,7 @@ import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
 import { reportSandboxStatus } from './sandbox/report.ts';
 import { sandboxStatus } from './sandbox/sandbox.ts';
+import { ensureSecretKeyFile } from './secrets/key-file.ts';
 import { TurnPipeline } from './turns/pipeline.ts';
 import { workspaceUsage } from './workspace/index.ts';
 
@@ -45,15 +46,23 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-export async function startService(config: Config, opts: ServiceOptions): Promise<RunningService> {
-  const log = opts.log ?? createLogger(config.logLevel);
+export async function startService(
+  settings: Config,
+  opts: ServiceOptions,
+): Promise<RunningService> {
+  const log = opts.log ?? createLogger(settings.logLevel);
   const handle: DatabaseHandle = await openDatabase({
-    dataDir: config.dataDir,
-    databaseUrl: config.databaseUrl,
+    dataDir: settings.dataDir,
+    databaseUrl: settings.databaseUrl,
     timeouts: {
-      connectMs: config.database.connectTimeoutSeconds * 1000,
-      statementMs: config.database.statementTimeoutSeconds * 1000,
+      connectMs: settings.database.connectTimeoutSeconds * 1000,
+      statementMs: settings.database.statementTimeoutSeconds * 1000,
     },
+    log,
+  });
+  const config = await withSecretKey(settings, handle).catch(async (err: unknown) => {
+    await handle.close();
+    throw err;
   });
   const metrics = new Metrics();
   metrics.sample(databaseSampler(handle.db, metrics));
@@ -63,7 +72,7 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
   let deliveryWorker: DeliveryWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
-    handle,
+    handle.connection,
     config.database.connectTimeoutSeconds * 1000,
     log,
   );
@@ -84,7 +93,6 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
       config,
       db: handle.db,
       prepared: handle.prepared,
-      changes: handle.changes,
       log,
       queue,
       aborts: new TurnAborts(),
@@ -127,6 +135,16 @@ export async function startService(config: Config, opts: ServiceOptions): Promis
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/**
+ * The embedded mode works out of the box: without ERRAND_SECRET_KEY, the data directory's key
+ * file seals webhook secrets and forge tokens (and is scrubbed like the setting).
+ */
+async function withSecretKey(config: Config, handle: DatabaseHandle): Promise<Config> {
+  if (config.secretKey || handle.kind !== 'embedded') return config;
+  const secretKey = await ensureSecretKeyFile(config.dataDir);
+  return { ...config, secretKey, secrets: [...config.secrets, secretKey] };
 }
 
 /**

@@ -1,10 +1,6 @@
-// Opens Errand's database: the embedded PGlite in the data directory by default, or the
-// PostgreSQL server of DATABASE_URL. Both are PostgreSQL, so one Kysely schema, one set of
-// migrations and one pg-boss queue serve both.
-import { mkdir } from 'node:fs/promises';
-import { hostname } from 'node:os';
-import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+// Opens Errand's database: PostgreSQL in both modes, the embedded server this process runs in
+// the data directory (db/embedded) by default, or the server of DATABASE_URL. One Kysely schema,
+// one set of migrations and one pg-boss queue serve both, over the same driver.
 import {
   Kysely,
   type PostgresCursor,
@@ -14,9 +10,13 @@ import {
   type PostgresQueryResult,
 } from 'kysely';
 import pg from 'pg';
-import { acquireFileLock, readLockOwner } from '../lock.ts';
-import { PgliteDialect } from './pglite-dialect.ts';
-import { CountingPGlite, PglitePreparedStatements, type RunOptions } from './pglite-prepared.ts';
+import { createLogger, type Logger } from '../log.ts';
+import {
+  DatabaseLockedError,
+  type EmbeddedConnection,
+  EmbeddedPostgres,
+  runningConnection,
+} from './embedded/server.ts';
 import type { Database } from './schema.ts';
 
 export type Db = Kysely<Database>;
@@ -27,25 +27,20 @@ export interface ScriptRunner {
   query<R>(text: string, params?: unknown[]): Promise<R[]>;
 }
 
+/** Where the database is, as node-postgres (and so pg-boss) takes it. */
+export type Connection = { connectionString: string } | EmbeddedConnection;
+
 export interface DatabaseHandle {
-  kind: 'pglite' | 'postgres';
+  /** The embedded server in the data directory, or the server of DATABASE_URL. */
+  kind: 'embedded' | 'postgres';
   db: Db;
-  /** The embedded instance, when kind is 'pglite' (pg-boss runs on it through its adapter). */
-  pglite: PGlite | undefined;
-  /** Where the PostgreSQL server is, when kind is 'postgres'. */
-  connectionString: string | undefined;
+  /** How to open other connections to the same database: the queue's, LISTEN, export. */
+  connection: Connection;
   /**
    * Runs one statement as a named prepared statement (PostgreSQL parses and plans it once per
-   * connection): for the hottest queries. On PGlite too, prepared once per instance.
+   * connection): for the hottest queries.
    */
-  prepared<R>(name: string, text: string, values: unknown[], options?: RunOptions): Promise<R[]>;
-  /**
-   * Where every write goes through this process (the embedded database): how many statements so
-   * far may have changed the database (all but the prepared ones run with `readOnly`). While it
-   * stands still, the database has not changed, and a read's answer still holds. Undefined on
-   * PostgreSQL, which other processes write to.
-   */
-  changes: (() => number) | undefined;
+  prepared<R>(name: string, text: string, values: unknown[]): Promise<R[]>;
   /** Runs `fn` in one transaction (used by migrations, which need multi-statement scripts). */
   transaction<T>(fn: (run: ScriptRunner) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -56,96 +51,58 @@ export interface OpenOptions {
   databaseUrl: string | undefined;
   /** Upper bound of PostgreSQL connections this process opens for its own queries. */
   poolSize?: number;
-  /** PostgreSQL: bounds on getting a connection and on one statement (see Config.database). */
+  /** Bounds on getting a connection and on one statement (see Config.database). */
   timeouts?: { connectMs: number; statementMs: number };
+  /** Where the embedded server's messages go (default: warnings and errors to stderr). */
+  log?: Logger;
+  /**
+   * When another Errand process runs the embedded server of `dataDir`, connect to it instead of
+   * refusing (the commands that may run beside `serve`: export, migrate).
+   */
+  shareRunning?: boolean;
 }
 
 /** Used where no bounds are given (tools and tests); the service passes its settings. */
 export const DEFAULT_TIMEOUTS = { connectMs: 5_000, statementMs: 10_000 };
 
-export class DatabaseLockedError extends Error {
-  override name = 'DatabaseLockedError';
-}
-
-/**
- * PGlite's shared buffers live in its WebAssembly memory, which never shrinks: at PostgreSQL's
- * default of 128 MB, a busy service ends up holding all of it. Reads past the buffers are
- * served from the operating system's page cache, so a smaller pool costs little here
- * (README, Benchmarks: the idle memory and GET figures were measured with this setting).
- */
-const PGLITE_SETTINGS = ['shared_buffers=32MB'];
+export { DatabaseLockedError };
 
 export async function openDatabase(opts: OpenOptions): Promise<DatabaseHandle> {
+  const poolSize = opts.poolSize ?? 20;
+  const timeouts = opts.timeouts ?? DEFAULT_TIMEOUTS;
   if (opts.databaseUrl)
-    return openPostgres(opts.databaseUrl, opts.poolSize ?? 20, opts.timeouts ?? DEFAULT_TIMEOUTS);
-  return openPglite(opts.dataDir);
-}
-
-async function openPglite(dataDir: string): Promise<DatabaseHandle> {
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  // Two processes on one PGlite directory corrupt it: the lock is taken before PGlite opens.
-  const lockFile = path.join(dataDir, 'errand.lock');
-  // A PGlite query may hold the event loop for a while: the heartbeat is allowed to lag far
-  // longer than a workspace lock's before another process may take the directory over.
-  const lock = await acquireFileLock(lockFile, { staleMs: 10 * 60_000 }, false);
-  if (!lock) {
-    const owner = await readLockOwner(lockFile);
-    const holder =
-      owner === null
-        ? 'a process that is starting'
-        : owner.pid === process.pid && owner.host === hostname()
-          ? 'this process'
-          : `process ${owner.pid} on ${owner.host}`;
-    throw new DatabaseLockedError(
-      `the data directory ${dataDir} is in use by another Errand process (locked by ${holder}); ` +
-        'stop it first, or use a different --data-dir. With several processes, use PostgreSQL (DATABASE_URL).',
-    );
-  }
-  let pglite: CountingPGlite;
+    return openPostgres('postgres', { connectionString: opts.databaseUrl }, poolSize, timeouts);
+  let server: EmbeddedPostgres | undefined;
+  let connection: EmbeddedConnection | undefined;
   try {
-    pglite = new CountingPGlite(path.join(dataDir, 'pgdata'), {
-      startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((s) => ['-c', s])],
+    server = await EmbeddedPostgres.start({
+      dataDir: opts.dataDir,
+      log: opts.log ?? createLogger('warn'),
     });
-    await pglite.waitReady;
+    connection = server.connection;
   } catch (err) {
-    await lock.release();
-    throw err;
+    if (!(err instanceof DatabaseLockedError && opts.shareRunning)) throw err;
+    connection = await runningConnection(opts.dataDir);
+    if (!connection) throw err;
   }
-  const db = new Kysely<Database>({ dialect: new PgliteDialect(pglite) });
-  const statements = new PglitePreparedStatements(pglite);
+  const handle = openPostgres('embedded', connection, poolSize, timeouts);
   return {
-    kind: 'pglite',
-    db,
-    pglite,
-    connectionString: undefined,
-    prepared: <R>(name: string, text: string, values: unknown[], options?: RunOptions) =>
-      statements.run<R>(name, text, values, options),
-    changes: () => pglite.changes,
-    transaction: (fn) =>
-      pglite.transaction((tx) =>
-        fn({
-          exec: async (script) => {
-            await tx.exec(script);
-          },
-          query: async <R>(text: string, params: unknown[] = []) =>
-            (await tx.query<R>(text, params)).rows,
-        }),
-      ),
+    ...handle,
     async close() {
-      await db.destroy();
-      await pglite.close();
-      await lock.release();
+      await handle.close();
+      await server?.stop();
     },
   };
 }
 
-async function openPostgres(
-  connectionString: string,
+function openPostgres(
+  kind: DatabaseHandle['kind'],
+  connection: Connection,
   poolSize: number,
   timeouts: { connectMs: number; statementMs: number },
-): Promise<DatabaseHandle> {
+): DatabaseHandle {
   const pool = new pg.Pool({
-    connectionString,
+    ...connection,
     max: poolSize,
     application_name: 'errand',
     // Without it, a server that does not answer a connect (a host down, SYNs unanswered) holds
@@ -163,13 +120,11 @@ async function openPostgres(
   pool.on('error', () => {});
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: closingSilent(pool) }) });
   return {
-    kind: 'postgres',
+    kind,
     db,
-    pglite: undefined,
-    connectionString,
+    connection,
     prepared: async <R>(name: string, text: string, values: unknown[]) =>
       (await pool.query({ name, text, values })).rows as R[],
-    changes: undefined,
     async transaction(fn) {
       const client = await pool.connect();
       let broken: Error | undefined;

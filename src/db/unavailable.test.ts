@@ -3,7 +3,7 @@
 // are the shapes node-postgres and pg-pool give them.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { isDatabaseUnavailable } from './unavailable.ts';
+import { isDatabaseUnavailable, isDiskFull } from './unavailable.ts';
 
 const withCode = (message: string, code: string) => Object.assign(new Error(message), { code });
 
@@ -20,6 +20,10 @@ test('a database that is down, restarting, full or slow is unavailable', () => {
     withCode('the database system is starting up', '57P03'),
     withCode('canceling statement due to statement timeout', '57014'),
     withCode('sorry, too many clients already', '53300'),
+    withCode('could not extend file "base/16385/16431": No space left on device', '53100'),
+    Object.assign(withCode('connect ENOENT /data/postgres/run/.s.PGSQL.5432', 'ENOENT'), {
+      syscall: 'connect',
+    }),
     withCode('connection failure', '08006'),
     new Error('the query failed', { cause: withCode('read ECONNRESET', 'ECONNRESET') }),
     new AggregateError([withCode('connect ECONNREFUSED ::1:5432', 'ECONNREFUSED')], 'all failed'),
@@ -28,12 +32,19 @@ test('a database that is down, restarting, full or slow is unavailable', () => {
   }
 });
 
+test('a write refused for want of disk space is told apart', () => {
+  assert.equal(isDiskFull(withCode('could not extend file', '53100')), true);
+  assert.equal(isDiskFull(new Error('failed', { cause: withCode('no space', '53100') })), true);
+  assert.equal(isDiskFull(withCode('sorry, too many clients already', '53300')), false);
+});
+
 test('a fault of the query, the data or Errand is not', () => {
   for (const err of [
     withCode('duplicate key value violates unique constraint "jobs_pkey"', '23505'),
     withCode('syntax error at or near "SELEC"', '42601'),
     withCode('invalid byte sequence for encoding "UTF8": 0x00', '22021'),
     withCode('deadlock detected', '40P01'),
+    withCode("ENOENT: no such file or directory, open '/data/workspaces/x'", 'ENOENT'),
     new TypeError("Cannot read properties of undefined (reading 'id')"),
     new Error('internal error'),
     'a string',

@@ -1,9 +1,7 @@
 // Hears of every event committed to a job's log, whichever process wrote it: the database
 // announces each insert on the channel errand_events (migration 0005) once its transaction
-// commits. On PostgreSQL one connection of this process LISTENs; on PGlite, which lives in this
-// process, its own listen does. A lost connection may have missed announcements: after
-// reconnecting, listeners are told to read everything again (resync).
-import type { PGlite } from '@electric-sql/pglite';
+// commits, and one connection of this process LISTENs. A lost connection may have missed
+// announcements: after reconnecting, listeners are told to read everything again (resync).
 import pg from 'pg';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Logger } from '../log.ts';
@@ -23,23 +21,18 @@ export interface EventListeners {
 }
 
 export class EventNotifications {
-  readonly #handle: Pick<DatabaseHandle, 'kind' | 'pglite' | 'connectionString'>;
+  readonly #connection: DatabaseHandle['connection'];
   readonly #connectTimeoutMs: number;
   readonly #log: Logger;
   readonly #listeners = new Set<EventListeners>();
   #started: Promise<void> | undefined;
   #client: pg.Client | undefined;
-  #unlisten: (() => Promise<void>) | undefined;
   #timer: NodeJS.Timeout | undefined;
   #reconnects = 0;
   #closed = false;
 
-  constructor(
-    handle: Pick<DatabaseHandle, 'kind' | 'pglite' | 'connectionString'>,
-    connectTimeoutMs: number,
-    log: Logger,
-  ) {
-    this.#handle = handle;
+  constructor(connection: DatabaseHandle['connection'], connectTimeoutMs: number, log: Logger) {
+    this.#connection = connection;
     this.#connectTimeoutMs = connectTimeoutMs;
     this.#log = log;
   }
@@ -65,26 +58,19 @@ export class EventNotifications {
     this.#closed = true;
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    await this.#unlisten?.().catch(() => {});
-    this.#unlisten = undefined;
     const client = this.#client;
     this.#client = undefined;
     await client?.end().catch(() => {});
   }
 
   async #start(): Promise<void> {
-    const { pglite } = this.#handle;
-    if (this.#handle.kind === 'pglite' && pglite) {
-      this.#unlisten = await listenPglite(pglite, (jobId) => this.#event(jobId));
-      return;
-    }
     await this.#connect();
     this.#schedule(CHECK_INTERVAL_MS);
   }
 
   async #connect(): Promise<void> {
     const client = new pg.Client({
-      connectionString: this.#handle.connectionString,
+      ...this.#connection,
       connectionTimeoutMillis: this.#connectTimeoutMs,
       keepAlive: true,
     });
@@ -151,15 +137,6 @@ export class EventNotifications {
   #event(jobId: string): void {
     for (const listeners of this.#listeners) listeners.event(jobId);
   }
-}
-
-async function listenPglite(
-  pglite: PGlite,
-  onEvent: (jobId: string) => void,
-): Promise<() => Promise<void>> {
-  return pglite.listen(EVENTS_CHANNEL, (payload) => {
-    if (payload) onEvent(payload);
-  });
 }
 
 /** Whether the connection answers a trivial query within `timeoutMs`. */

@@ -134,17 +134,6 @@ const READ_JOBS_SQL = `
 /** A polling read that waits longer than this is answered 503 (see BatchOptions.timeout). */
 const READ_TIMEOUT_MS = 10_000;
 
-/** Most answers kept for polls of unchanged jobs on the embedded database (a few MiB at most). */
-const MAX_HELD_ANSWERS = 20_000;
-
-/** A read's answer that still holds while the database's change count stands still. */
-interface HeldAnswer {
-  /** The database's change count before the read was sent. */
-  changes: number;
-  key: KeyColumns;
-  version: string;
-}
-
 /**
  * The polling hot path: the key, the project's existence and the job are read by one query,
  * with the same answers, in the same order of precedence, as requireProject followed by
@@ -153,35 +142,20 @@ interface HeldAnswer {
 export class AuthorizedJobReader {
   readonly #keys: KeyChecker;
   readonly #batcher: ReadBatcher<JobReadItem, KeyAndJobRow>;
-  readonly #changes: (() => number) | undefined;
-  /**
-   * On the embedded database, where every write goes through this process: the answers of
-   * reads that found the job, by key, project and job. A poll of a job the caller has rendered
-   * is answered from here while no statement has changed the database since the read, which
-   * is the answer a read sent now would give. Revoking the key, deleting the project and every
-   * change of the job are statements, and so is recording a key's use.
-   */
-  readonly #held = new Map<string, HeldAnswer>();
 
   constructor(ctx: AppContext, keys: KeyChecker, readTimeoutMs = READ_TIMEOUT_MS) {
     this.#keys = keys;
-    this.#changes = ctx.changes;
     // One statement in flight: the reads that arrive while it runs all go into the next one,
     // as in a group commit. In the benchmark this gave larger batches and more reads per CPU
     // second than two or more. A full batch of 500 reads takes about 6 ms on the bench machine.
     this.#batcher = new ReadBatcher(
       (items) =>
-        ctx.prepared<KeyAndJobRow>(
-          'errand_read_jobs',
-          READ_JOBS_SQL,
-          [
-            items.map((item) => item.projectId),
-            items.map((item) => item.jobId),
-            items.map((item) => item.keyHash),
-            items.map((item) => item.knownVersion),
-          ],
-          { readOnly: true },
-        ),
+        ctx.prepared<KeyAndJobRow>('errand_read_jobs', READ_JOBS_SQL, [
+          items.map((item) => item.projectId),
+          items.map((item) => item.jobId),
+          items.map((item) => item.keyHash),
+          items.map((item) => item.knownVersion),
+        ]),
       {
         maxItems: 500,
         maxInFlight: 1,
@@ -204,16 +178,6 @@ export class AuthorizedJobReader {
     knownVersion?: string,
   ): Promise<VersionedJob> {
     const keyHash = this.#keys.hashOf(header);
-    const heldAs = `${keyHash} ${projectId} ${jobId}`;
-    // Taken before the read is sent: a change made while it waits makes its answer not held.
-    const changes = this.#changes?.();
-    if (changes !== undefined && knownVersion !== undefined) {
-      const held = this.#held.get(heldAs);
-      if (held?.changes === changes && held.version === knownVersion) {
-        authorize(this.#keys, held.key, projectId);
-        return { job: undefined, version: held.version };
-      }
-    }
     const row = await this.#batcher.read({
       // Only well-formed ids reach the statement: one bad value (a NUL byte, say) would fail
       // every read batched with it.
@@ -226,7 +190,6 @@ export class AuthorizedJobReader {
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
     const version = row.job_version ?? '';
-    if (changes !== undefined) this.#hold(heldAs, { changes, key: row, version });
     if (!row.job_read) return { job: undefined, version };
     const {
       key_id,
@@ -239,19 +202,5 @@ export class AuthorizedJobReader {
       ...job
     } = row;
     return { job: { ...job, id: job_id, project_id: projectId }, version };
-  }
-
-  #hold(heldAs: string, { changes, key, version }: HeldAnswer): void {
-    // Only the key's columns are kept, not the row they came with.
-    const { key_id, key_project, key_revoked_at } = key;
-    this.#held.delete(heldAs);
-    this.#held.set(heldAs, { changes, key: { key_id, key_project, key_revoked_at }, version });
-    // Oldest first: a Map iterates in insertion order, and a held answer is inserted again.
-    if (this.#held.size > MAX_HELD_ANSWERS) {
-      for (const oldest of this.#held.keys()) {
-        this.#held.delete(oldest);
-        break;
-      }
-    }
   }
 }

@@ -2,7 +2,7 @@
 // Fastify's own errors (bad JSON, wrong content type, body too large) are mapped here too, so
 // bad input is always a 4xx with a readable message and never a stack trace.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
-import { isDatabaseUnavailable } from '../db/unavailable.ts';
+import { isDatabaseUnavailable, isDiskFull } from '../db/unavailable.ts';
 import { AppError, type ErrorCode } from '../errors.ts';
 import type { Logger } from '../log.ts';
 import { RateLimitedError } from '../ratelimit/ratelimit.ts';
@@ -38,6 +38,11 @@ export function toAppError(err: FastifyError | Error): AppError {
   if (status === 413) return new AppError('payload_too_large', 'request body is too large');
   if (status === 415) return new AppError('unsupported_media_type', 'unsupported Content-Type');
   if (status >= 400 && status < 500) return new AppError('bad_request', err.message);
+  if (isDiskFull(err))
+    return new AppError(
+      'unavailable',
+      'the database has no disk space left for this write, and nothing of it was kept; try again once space is freed',
+    );
   if (isDatabaseUnavailable(err)) return databaseUnavailable();
   return new AppError(
     'internal',

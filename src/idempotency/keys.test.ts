@@ -1,18 +1,11 @@
 // Idempotency keys: the header's two forms and what is refused, the fingerprint's canonical
-// JSON, and on the real databases the claim (replay, reuse, other project, expiry), a claim
-// that rolls back, the purge the workers' sweep runs, and on PostgreSQL the 409 while another
-// transaction holds the key.
+// JSON, and on a real database the claim (replay, reuse, other project, expiry), a claim that
+// rolls back, the purge the workers' sweep runs, and the 409 while another transaction holds the
+// key.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import {
-  type BackendName,
-  backends,
-  createTestDatabase,
-  POSTGRES_SKIP_REASON,
-  postgresUrl,
-  type TestDatabase,
-} from '../../test/support/databases.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
 import { testEnv } from '../../test/support/service.ts';
 import { loadConfig } from '../config.ts';
 import type { Db } from '../db/database.ts';
@@ -134,10 +127,8 @@ async function rowsOf(db: Db): Promise<string[]> {
 }
 
 /** A migrated database with the two projects the keys belong to, and no API or worker. */
-async function startStore(
-  backend: BackendName,
-): Promise<{ database: TestDatabase; svc: RunningService; db: Db }> {
-  const database = await createTestDatabase(backend);
+async function startStore(): Promise<{ database: TestDatabase; svc: RunningService; db: Db }> {
+  const database = await createTestDatabase();
   const svc = await startService(loadConfig(testEnv(database)), { api: false, worker: false });
   const db = svc.ctx.db;
   for (const id of [PROJECT, OTHER_PROJECT])
@@ -158,119 +149,115 @@ async function claimAndSave(db: Db, request: IdempotentRequest, body: string) {
   });
 }
 
-for (const backend of backends) {
-  describe(`idempotency keys on ${backend}`, () => {
-    let database: TestDatabase;
-    let svc: RunningService;
-    let db: Db;
-
-    before(async () => {
-      ({ database, svc, db } = await startStore(backend));
-    });
-    after(async () => {
-      await svc?.stop();
-      await database?.drop();
-    });
-
-    test('the first claim runs; the same request again gets the stored response', async () => {
-      const first = await claimAndSave(db, keyed('k-replay', { prompt: 'a' }), '{"id":"first"}');
-      assert.deepEqual(first, { ran: '{"id":"first"}' });
-      const again = await claimAndSave(db, keyed('k-replay', { prompt: 'a' }), '{"id":"second"}');
-      assert.deepEqual(again, { replayed: { status: 201, body: '{"id":"first"}' } });
-      assert.deepEqual(await rowsOf(db), [`${PROJECT} k-replay 201 {"id":"first"}`]);
-    });
-
-    test('the same key with another request is a 422; the stored response stays', async () => {
-      await claimAndSave(db, keyed('k-reuse', { prompt: 'a' }), '{"id":"a"}');
-      const before = await rowsOf(db);
-      await assert.rejects(claimAndSave(db, keyed('k-reuse', { prompt: 'b' }), '{"id":"b"}'), {
-        code: 'idempotency_key_reused',
-        status: 422,
-      });
-      assert.deepEqual(await rowsOf(db), before);
-    });
-
-    test("another project's key of the same name is a key of its own", async () => {
-      await claimAndSave(db, keyed('k-shared', { prompt: 'a' }), '{"id":"in A"}');
-      const other = await claimAndSave(
-        db,
-        keyed('k-shared', { prompt: 'a' }, OTHER_PROJECT),
-        '{"id":"in B"}',
-      );
-      assert.deepEqual(other, { ran: '{"id":"in B"}' });
-    });
-
-    test('a transaction that fails after its claim stores nothing; the key runs again', async () => {
-      const request = keyed('k-rollback', { prompt: 'a' });
-      await assert.rejects(
-        db.transaction().execute(async (trx) => {
-          assert.equal(await claimKey(trx, request), undefined);
-          await saveResponse(trx, request, { status: 201, body: '{"id":"rolled back"}' });
-          throw new AppError('conflict', 'the change was refused after the key was saved');
-        }),
-        { code: 'conflict' },
-      );
-      assert.equal((await rowsOf(db)).filter((r) => r.includes('k-rollback')).length, 0);
-      assert.deepEqual(await claimAndSave(db, request, '{"id":"ran"}'), { ran: '{"id":"ran"}' });
-    });
-
-    test('after 24 hours a key is forgotten: the request runs again and its row is replaced', async () => {
-      const request = keyed('k-expiry', { prompt: 'a' });
-      await claimAndSave(db, request, '{"id":"old"}');
-      // Just inside the lifetime: still replayed.
-      await sql`UPDATE idempotency_keys SET created_at = now() - interval '23 hours 59 minutes' WHERE key = 'k-expiry'`.execute(
-        db,
-      );
-      assert.deepEqual(await claimAndSave(db, request, '{"id":"new"}'), {
-        replayed: { status: 201, body: '{"id":"old"}' },
-      });
-      await sql`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key = 'k-expiry'`.execute(
-        db,
-      );
-      // Expired, even with another body: a new request, not a reuse.
-      const other = keyed('k-expiry', { prompt: 'b' });
-      assert.deepEqual(await claimAndSave(db, other, '{"id":"new"}'), { ran: '{"id":"new"}' });
-      const row = await db
-        .selectFrom('idempotency_keys')
-        .select([
-          'body',
-          'fingerprint',
-          sql<boolean>`created_at > now() - interval '1 minute'`.as('fresh'),
-        ])
-        .where('key', '=', 'k-expiry')
-        .executeTakeFirstOrThrow();
-      assert.deepEqual(row, { body: '{"id":"new"}', fingerprint: other.fingerprint, fresh: true });
-    });
-
-    test("expired keys are purged, by the workers' sweep too; live ones stay", async () => {
-      for (const key of ['k-purge-1', 'k-purge-2', 'k-purge-3', 'k-live'])
-        await claimAndSave(db, keyed(key, { key }), '{}');
-      await sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key IN ('k-purge-1', 'k-purge-2')`.execute(
-        db,
-      );
-      assert.equal(await purgeExpiredKeys(db), 2);
-      assert.equal(await purgeExpiredKeys(db), 0);
-      await sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'k-purge-3'`.execute(
-        db,
-      );
-      await sweep(svc.ctx);
-      const keys = (await rowsOf(db)).map((r) => r.split(' ')[1]);
-      assert.ok(keys.includes('k-live'));
-      for (const gone of ['k-purge-1', 'k-purge-2', 'k-purge-3'])
-        assert.ok(!keys.includes(gone), `${gone} was not purged`);
-    });
-  });
-}
-
-describe('a key held by another transaction (PostgreSQL)', {
-  skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
-}, () => {
+describe('idempotency keys', () => {
   let database: TestDatabase;
   let svc: RunningService;
   let db: Db;
 
   before(async () => {
-    ({ database, svc, db } = await startStore('postgres'));
+    ({ database, svc, db } = await startStore());
+  });
+  after(async () => {
+    await svc?.stop();
+    await database?.drop();
+  });
+
+  test('the first claim runs; the same request again gets the stored response', async () => {
+    const first = await claimAndSave(db, keyed('k-replay', { prompt: 'a' }), '{"id":"first"}');
+    assert.deepEqual(first, { ran: '{"id":"first"}' });
+    const again = await claimAndSave(db, keyed('k-replay', { prompt: 'a' }), '{"id":"second"}');
+    assert.deepEqual(again, { replayed: { status: 201, body: '{"id":"first"}' } });
+    assert.deepEqual(await rowsOf(db), [`${PROJECT} k-replay 201 {"id":"first"}`]);
+  });
+
+  test('the same key with another request is a 422; the stored response stays', async () => {
+    await claimAndSave(db, keyed('k-reuse', { prompt: 'a' }), '{"id":"a"}');
+    const before = await rowsOf(db);
+    await assert.rejects(claimAndSave(db, keyed('k-reuse', { prompt: 'b' }), '{"id":"b"}'), {
+      code: 'idempotency_key_reused',
+      status: 422,
+    });
+    assert.deepEqual(await rowsOf(db), before);
+  });
+
+  test("another project's key of the same name is a key of its own", async () => {
+    await claimAndSave(db, keyed('k-shared', { prompt: 'a' }), '{"id":"in A"}');
+    const other = await claimAndSave(
+      db,
+      keyed('k-shared', { prompt: 'a' }, OTHER_PROJECT),
+      '{"id":"in B"}',
+    );
+    assert.deepEqual(other, { ran: '{"id":"in B"}' });
+  });
+
+  test('a transaction that fails after its claim stores nothing; the key runs again', async () => {
+    const request = keyed('k-rollback', { prompt: 'a' });
+    await assert.rejects(
+      db.transaction().execute(async (trx) => {
+        assert.equal(await claimKey(trx, request), undefined);
+        await saveResponse(trx, request, { status: 201, body: '{"id":"rolled back"}' });
+        throw new AppError('conflict', 'the change was refused after the key was saved');
+      }),
+      { code: 'conflict' },
+    );
+    assert.equal((await rowsOf(db)).filter((r) => r.includes('k-rollback')).length, 0);
+    assert.deepEqual(await claimAndSave(db, request, '{"id":"ran"}'), { ran: '{"id":"ran"}' });
+  });
+
+  test('after 24 hours a key is forgotten: the request runs again and its row is replaced', async () => {
+    const request = keyed('k-expiry', { prompt: 'a' });
+    await claimAndSave(db, request, '{"id":"old"}');
+    // Just inside the lifetime: still replayed.
+    await sql`UPDATE idempotency_keys SET created_at = now() - interval '23 hours 59 minutes' WHERE key = 'k-expiry'`.execute(
+      db,
+    );
+    assert.deepEqual(await claimAndSave(db, request, '{"id":"new"}'), {
+      replayed: { status: 201, body: '{"id":"old"}' },
+    });
+    await sql`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 minute' WHERE key = 'k-expiry'`.execute(
+      db,
+    );
+    // Expired, even with another body: a new request, not a reuse.
+    const other = keyed('k-expiry', { prompt: 'b' });
+    assert.deepEqual(await claimAndSave(db, other, '{"id":"new"}'), { ran: '{"id":"new"}' });
+    const row = await db
+      .selectFrom('idempotency_keys')
+      .select([
+        'body',
+        'fingerprint',
+        sql<boolean>`created_at > now() - interval '1 minute'`.as('fresh'),
+      ])
+      .where('key', '=', 'k-expiry')
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(row, { body: '{"id":"new"}', fingerprint: other.fingerprint, fresh: true });
+  });
+
+  test("expired keys are purged, by the workers' sweep too; live ones stay", async () => {
+    for (const key of ['k-purge-1', 'k-purge-2', 'k-purge-3', 'k-live'])
+      await claimAndSave(db, keyed(key, { key }), '{}');
+    await sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key IN ('k-purge-1', 'k-purge-2')`.execute(
+      db,
+    );
+    assert.equal(await purgeExpiredKeys(db), 2);
+    assert.equal(await purgeExpiredKeys(db), 0);
+    await sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'k-purge-3'`.execute(
+      db,
+    );
+    await sweep(svc.ctx);
+    const keys = (await rowsOf(db)).map((r) => r.split(' ')[1]);
+    assert.ok(keys.includes('k-live'));
+    for (const gone of ['k-purge-1', 'k-purge-2', 'k-purge-3'])
+      assert.ok(!keys.includes(gone), `${gone} was not purged`);
+  });
+});
+
+describe('a key held by another transaction', () => {
+  let database: TestDatabase;
+  let svc: RunningService;
+  let db: Db;
+
+  before(async () => {
+    ({ database, svc, db } = await startStore());
   });
   after(async () => {
     await svc?.stop();

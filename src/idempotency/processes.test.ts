@@ -5,28 +5,22 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
-import {
-  createTestDatabase,
-  POSTGRES_SKIP_REASON,
-  postgresUrl,
-  type TestDatabase,
-} from '../../test/support/databases.ts';
+import { createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
 import { killStrays, type ServeProcess, startServe } from '../../test/support/process.ts';
 import { assertError } from '../../test/support/route-cases.ts';
 import { type HttpResult, http } from '../../test/support/service.ts';
 
-const skip = postgresUrl ? false : POSTGRES_SKIP_REASON;
 const DUPLICATES = 20;
 const ROUNDS = 5;
 
-describe('Idempotency-Key across two API processes on PostgreSQL', { skip }, () => {
+describe('Idempotency-Key across two API processes on one database', () => {
   let database: TestDatabase;
   let a: ServeProcess;
   let b: ServeProcess;
   let client: pg.Client;
 
   before(async () => {
-    database = await createTestDatabase('postgres');
+    database = await createTestDatabase();
     const env = {
       DATABASE_URL: database.databaseUrl ?? '',
       ERRAND_ALLOW_LOCAL_REPOS: 'true',

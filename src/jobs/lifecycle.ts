@@ -1,27 +1,18 @@
 // The job lifecycle: with service.ts, the only code that writes the jobs, turns and events
 // tables. One function per transition, each one transaction; each records its event through
 // `inTransition` (the one writer of a transition's event), which announces it to subscribers
-// after the commit; a job's create, the API's hot write, writes everything in one statement
-// instead (createJobAtOnce). A test (lifecycle.test.ts) fails if another module writes these
-// tables.
-import { createHash } from 'node:crypto';
+// after the commit. A job's create, the API's hot write, shares its transaction with the
+// creates that arrive with it (createJobBatched). A test (lifecycle.test.ts) fails if another
+// module writes these tables.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { AppContext } from '../context.ts';
 import { ReadBatcher } from '../db/batch.ts';
 import type { Db } from '../db/database.ts';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import {
-  type CommittingEvent,
-  endpointsWantSql,
-  queueDeliveries,
-} from '../events/webhooks/outbox.ts';
+import { type CommittingEvent, queueDeliveries } from '../events/webhooks/outbox.ts';
 import { isWebhookEventType } from '../events/webhooks/types.ts';
-import {
-  consumeInStatement,
-  type RateLimitPolicy,
-  type RateLimitState,
-} from '../ratelimit/ratelimit.ts';
+import { consumeAll, RateLimitedError, type RateLimitState } from '../ratelimit/ratelimit.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
 import type { Transition } from './transitions.ts';
@@ -39,6 +30,8 @@ export interface TransitionScope {
    * acceptance, which the job's record itself shows), and its announcement once committed.
    */
   record(transition: Transition): Promise<void>;
+  /** Records several transitions, in order, their events written together. */
+  recordAll(transitions: readonly Transition[]): Promise<void>;
 }
 
 /**
@@ -50,41 +43,42 @@ export async function inTransition<T>(
   fn: (scope: TransitionScope) => Promise<T>,
 ): Promise<T> {
   const recorded: Transition[] = [];
-  const result = await ctx.db.transaction().execute((trx) =>
-    fn({
-      trx,
-      async record(transition) {
-        if (transition.type !== 'turn.accepted') {
-          const event = await insertEvent(
-            trx,
-            transition.jobId,
-            transition.turn,
-            transition.type,
-            transition.data,
-          );
-          await queueDeliveries(ctx, trx, event);
-        }
-        recorded.push(transition);
-      },
-    }),
-  );
+  const result = await ctx.db.transaction().execute((trx) => {
+    const recordAll = async (transitions: readonly Transition[]) => {
+      const logged = transitions.filter((t) => t.type !== 'turn.accepted');
+      if (logged.length > 0) await queueDeliveries(ctx, trx, await insertEvents(trx, logged));
+      recorded.push(...transitions);
+    };
+    return fn({ trx, recordAll, record: (transition) => recordAll([transition]) });
+  });
   ctx.transitions.publish(recorded);
   return result;
 }
 
-async function insertEvent(
+/** Writes the events of `entries` in one statement; they draw their seqs in this order. */
+async function insertEvents(
   db: Db | Transaction<Database>,
-  jobId: string,
-  turn: number | null,
-  type: string,
-  data: Record<string, unknown>,
-): Promise<CommittingEvent> {
-  const row = await db
+  entries: readonly Omit<CommittingEvent, 'seq' | 'at'>[],
+): Promise<CommittingEvent[]> {
+  const rows = await db
     .insertInto('events')
-    .values({ job_id: jobId, turn, type, data: JSON.stringify(data) })
+    .values(
+      entries.map((e) => ({
+        job_id: e.jobId,
+        turn: e.turn,
+        type: e.type,
+        data: JSON.stringify(e.data),
+      })),
+    )
     .returning(['seq', 'at'])
-    .executeTakeFirstOrThrow();
-  return { jobId, seq: row.seq, turn, type, data, at: row.at };
+    .execute();
+  // RETURNING gives no order; the seqs were drawn in the rows' order.
+  const drawn = rows.sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
+  return entries.map((e, i) => {
+    const row = drawn[i];
+    if (!row) throw new Error('an event was not written');
+    return { jobId: e.jobId, seq: row.seq, turn: e.turn, type: e.type, data: e.data, at: row.at };
+  });
 }
 
 /**
@@ -124,39 +118,88 @@ export interface NewJobRow {
   prompt: string;
 }
 
-/** SQLSTATE of errand_refuse (migration 0010): a check of a multi-write statement failed. */
-const REFUSED = 'ER001';
-
-function refusal(err: unknown): string | undefined {
-  return typeof err === 'object' &&
-    err !== null &&
-    'code' in err &&
-    err.code === REFUSED &&
-    'message' in err &&
-    typeof err.message === 'string'
-    ? err.message
-    : undefined;
+/** A created job, and what its project's rate limit has left. */
+export interface CreatedJob {
+  job: JobView;
+  rateLimit: RateLimitState | undefined;
 }
 
-/** A timestamp column as JavaScript's toISOString writes it (milliseconds, truncated, UTC). */
-function isoSql(column: string): string {
-  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+/**
+ * Creates jobs in the caller's transaction: each job, its `job.created` event (with the
+ * webhook deliveries it asks for), its first turn and the turn's queue entry, and the rate
+ * limit's count, a few statements for all of them together. Throws RateLimitedError, writing
+ * nothing the transaction keeps, when one project's creates would pass its limit.
+ */
+export async function insertJobs(
+  ctx: Pick<AppContext, 'queue' | 'config'>,
+  scope: TransitionScope,
+  jobs: readonly NewJobRow[],
+): Promise<CreatedJob[]> {
+  const { trx } = scope;
+  const perProject = new Map<string, number>();
+  for (const job of jobs) perProject.set(job.projectId, (perProject.get(job.projectId) ?? 0) + 1);
+  const limits = await consumeAll(trx, inLockOrder(perProject), 'create', {
+    limit: ctx.config.rateLimits.create,
+    windowSeconds: ctx.config.rateLimits.windowSeconds,
+  });
+  const rows = await trx
+    .insertInto('jobs')
+    .values(
+      jobs.map((job) => ({
+        id: job.id,
+        project_id: job.projectId,
+        status: 'active' as const,
+        repository: job.repository,
+        ref: job.ref,
+        branch: `errand/${job.id}`,
+        model: job.model,
+        turn_count: 1,
+      })),
+    )
+    .returning(JOB_VIEW_COLUMNS)
+    .execute();
+  // RETURNING gives no order: the jobs are matched by id.
+  const byId = new Map(rows.map((row) => [row.id, row]));
+  const created = jobs.map((job) => {
+    const row = byId.get(job.id);
+    if (!row) throw new Error(`job ${job.id} was not written`);
+    return row;
+  });
+  await writeTurns(
+    ctx,
+    trx,
+    jobs.map((job) => ({ jobId: job.id, seq: 1, prompt: job.prompt })),
+  );
+  await scope.recordAll(
+    created.flatMap((job) => [
+      {
+        type: 'job.created',
+        jobId: job.id,
+        turn: null,
+        status: 'active',
+        data: { job: toJobRecord(job) },
+      },
+      accepted(job.id, 1),
+    ]),
+  );
+  // Each job's own view of the count: its project's count after the statement, less the
+  // project's creates that come after it.
+  const seen = new Map<string, number>();
+  return created.map((job) => {
+    const nth = (seen.get(job.project_id) ?? 0) + 1;
+    seen.set(job.project_id, nth);
+    const after = limits?.get(job.project_id);
+    return {
+      job,
+      rateLimit: after && {
+        ...after,
+        remaining: after.remaining + (perProject.get(job.project_id) ?? 1) - nth,
+      },
+    };
+  });
 }
 
-type CreatedRow = JobView & { rate_count: number | null };
-
-const statementNames = new Map<string, string>();
-
-function statementName(text: string): string {
-  let name = statementNames.get(text);
-  if (name === undefined) {
-    name = `errand_create_jobs_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`;
-    statementNames.set(text, name);
-  }
-  return name;
-}
-
-/** An error PostgreSQL (or PGlite) answered for a statement: its transaction wrote nothing. */
+/** An error PostgreSQL answered for a statement: its transaction wrote nothing. */
 function answeredError(err: unknown): boolean {
   return (
     typeof err === 'object' &&
@@ -167,56 +210,36 @@ function answeredError(err: unknown): boolean {
   );
 }
 
-/** What createJobAtOnce answers for one job. */
-export type AtOnce =
-  | { job: JobView; rateLimit: RateLimitState | undefined }
-  /** Not created: its project has a webhook endpoint for job.created (see createJobAtOnce). */
-  | undefined;
+type Outcome = { ok: CreatedJob } | { error: unknown };
 
-type Outcome = { ok: AtOnce } | { error: unknown };
-
-type CreateContext = Pick<AppContext, 'prepared' | 'queue' | 'transitions' | 'config'>;
+type CreateContext = Pick<AppContext, 'db' | 'queue' | 'transitions' | 'config'>;
 
 const batchers = new WeakMap<CreateContext, ReadBatcher<NewJobRow, Outcome>>();
 
-/** Most creates in one statement; larger groups wait for the next. */
+/** Most creates in one transaction; larger groups wait for the next. */
 const MAX_CREATES = 64;
 
 /**
- * Creates a job as createJob's transaction does (the job, its first turn, the turn's queue
- * entry, the `job.created` event with its NOTIFY, and the rate limit's count) in one statement,
- * a named prepared one, in its own transaction: one round trip instead of eight. Concurrent
- * creates share that statement and its commit (a group commit, as the polling reads share
- * theirs, db/batch.ts): PostgreSQL serialises the commits of transactions that NOTIFY, and
- * the commit waits for the disk, so one commit per create bounded their rate.
- *
- * When a check fails the statement fails and nothing is kept; a statement of several creates
- * that fails with an answer from the database is run again for each create alone, so that one
- * create's refusal is its own: a used-up rate limit throws RateLimitedError. A project with a
- * webhook endpoint that wants `job.created` is not handled here: nothing is written and
- * undefined comes back, for the caller to create the job in a transaction that writes the
- * deliveries too (inTransition). The statement reads the endpoints in the same snapshot as it
- * writes the event, as queueDeliveries does in the transaction's statement after the event's
- * insert: an endpoint created concurrently gets the event in exactly the cases it got it
- * before.
+ * Creates a job (insertJobs) in a transaction of its own, which concurrent creates share: the
+ * creates that arrive while one transaction runs go into the next one together, with one
+ * commit (a group commit, as the polling reads share their statement, db/batch.ts). The commit
+ * waits for the disk, so one commit per create bounded their rate. A transaction of several
+ * that fails with an answer (a rate limit used up, a project deleted meanwhile) wrote nothing,
+ * and each of its creates runs again alone, so that every answer is its own.
  */
-export async function createJobAtOnce(ctx: CreateContext, job: NewJobRow): Promise<AtOnce> {
+export async function createJobBatched(ctx: CreateContext, job: NewJobRow): Promise<CreatedJob> {
   let batcher = batchers.get(ctx);
   if (!batcher) {
-    const policy = {
-      limit: ctx.config.rateLimits.create,
-      windowSeconds: ctx.config.rateLimits.windowSeconds,
-    };
-    batcher = new ReadBatcher((jobs) => createJobs(ctx, jobs, policy), {
+    batcher = new ReadBatcher((jobs) => createTogether(ctx, jobs), {
       maxItems: MAX_CREATES,
       maxInFlight: 1,
-      // A bound for the batch only when the pool's own bounds (getting a connection, the
-      // statement) did not answer first: a statement PostgreSQL never answered. Its create
+      // A bound for the batch only when the pool's own bounds (getting a connection, each
+      // statement) did not answer first: a transaction PostgreSQL never answered. Its creates
       // may still commit, as any write whose answer is lost; an Idempotency-Key retries safely.
       timeout: {
         ms:
           (ctx.config.database.connectTimeoutSeconds +
-            ctx.config.database.statementTimeoutSeconds) *
+            8 * ctx.config.database.statementTimeoutSeconds) *
             1000 +
           10_000,
         error: () =>
@@ -233,157 +256,28 @@ export async function createJobAtOnce(ctx: CreateContext, job: NewJobRow): Promi
   return outcome.ok;
 }
 
-async function createJobs(
-  ctx: CreateContext,
-  jobs: readonly NewJobRow[],
-  policy: RateLimitPolicy,
-): Promise<Outcome[]> {
+async function createTogether(ctx: CreateContext, jobs: readonly NewJobRow[]): Promise<Outcome[]> {
   try {
-    const created = await createAll(ctx, jobs, policy);
+    const created = await inTransition(ctx, (scope) => insertJobs(ctx, scope, jobs));
     return created.map((ok) => ({ ok }));
   } catch (err) {
-    // A refusal, or an error of one create (its project deleted meanwhile), in a statement of
-    // several: nothing was written, so each is tried alone. Without the database's answer
-    // (a connection lost) the statement may have committed, and nothing is tried again.
-    if (!answeredError(err)) return jobs.map(() => ({ error: err }));
-    const reason = refusal(err);
-    if (jobs.length === 1) return [reason === 'webhooks' ? { ok: undefined } : { error: err }];
+    // Without the database's answer (a connection lost) the transaction may have committed,
+    // and nothing is tried again.
+    const refused = err instanceof RateLimitedError || answeredError(err);
+    if (jobs.length === 1 || !refused) return jobs.map(() => ({ error: err }));
     return Promise.all(
-      jobs.map((job) =>
-        createJobs(ctx, [job], policy).then(([outcome]) => outcome ?? { error: err }),
-      ),
+      jobs.map((job) => createTogether(ctx, [job]).then(([outcome]) => outcome ?? { error: err })),
     );
   }
 }
 
 /**
- * A statement's rate-limit counts, ordered by project id: two API processes' statements that
- * count the same projects lock their counters in the same order, so neither waits for the
+ * A transaction's rate-limit counts, ordered by project id: two API processes' transactions
+ * that count the same projects lock their counters in the same order, so neither waits for the
  * other in a deadlock.
  */
 function inLockOrder(counts: Map<string, number>): [string, number][] {
   return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-}
-
-/** One statement that creates every job of `jobs`, or fails and creates none. */
-async function createAll(
-  ctx: CreateContext,
-  jobs: readonly NewJobRow[],
-  policy: RateLimitPolicy,
-): Promise<{ job: JobView; rateLimit: RateLimitState | undefined }[]> {
-  const drafts = jobs.map(
-    (job): JobView => ({
-      id: job.id,
-      project_id: job.projectId,
-      status: 'active',
-      repository: job.repository,
-      ref: job.ref,
-      branch: `errand/${job.id}`,
-      model: job.model,
-      pr_link: null,
-      pr_number: null,
-      error: null,
-      turn_count: 1,
-      // The event's record, but for the two times, which the statement fills in.
-      created_at: new Date(0),
-      updated_at: new Date(0),
-      archived_at: null,
-    }),
-  );
-  // A rate limit counts a project's creates of the statement at once: all of them fit in its
-  // window, or the statement fails and each is counted alone.
-  const perProject = new Map<string, number>();
-  for (const job of jobs) perProject.set(job.projectId, (perProject.get(job.projectId) ?? 0) + 1);
-  let limit: ReturnType<typeof consumeInStatement> | undefined;
-  const rows = await ctx.queue.enqueueCarried(
-    jobs.map((job) => ({ jobId: job.id, seq: 1 })),
-    async (entry, queueIds) => {
-      const values = [...entry.values];
-      const param = (value: unknown, type: string): string => {
-        values.push(value);
-        return `$${values.length}::${type}`;
-      };
-      limit =
-        policy.limit > 0
-          ? consumeInStatement(inLockOrder(perProject), 'create', policy, param)
-          : undefined;
-      // One text[] parameter per column of errand_new, in its order.
-      const columns = [
-        drafts.map((d) => d.id),
-        drafts.map((d) => d.project_id),
-        drafts.map((d) => d.repository),
-        drafts.map((d) => d.ref),
-        drafts.map((d) => d.model),
-        jobs.map((j) => j.prompt),
-        drafts.map((d) => JSON.stringify(toJobRecord(d))),
-        queueIds,
-      ]
-        .map((column) => param(column, 'text[]'))
-        .join(', ');
-      const text = `WITH ${entry.ctes},
-      ${limit ? `errand_limit AS (${limit.cte}),` : ''}
-      errand_new AS (
-        SELECT * FROM unnest(${columns})
-          WITH ORDINALITY AS n(id, project_id, repository, ref, model, prompt, record, queue_id, i)
-      ),
-      errand_job AS (
-        INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count)
-        SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1
-        FROM errand_new ORDER BY i
-        RETURNING ${JOB_VIEW_COLUMNS.join(', ')}
-      ),
-      errand_turn AS (
-        INSERT INTO turns (job_id, seq, prompt, state, queue_id)
-        SELECT id, 1, prompt, 'queued', queue_id FROM errand_new ORDER BY i
-      ),
-      errand_event AS (
-        INSERT INTO events (job_id, turn, type, data)
-        SELECT j.id, NULL, 'job.created', jsonb_build_object('job', n.record::jsonb
-          || jsonb_build_object('createdAt', ${isoSql('j.created_at')}, 'updatedAt', ${isoSql('j.updated_at')}))
-        FROM errand_job j JOIN errand_new n ON n.id = j.id ORDER BY n.i
-      )
-      SELECT j.*, ${limit ? 'l.count' : 'NULL::integer'} AS rate_count
-      FROM errand_new n JOIN errand_job j ON j.id = n.id
-        ${limit ? 'LEFT JOIN errand_limit l ON l.project_id = n.project_id' : ''}
-      WHERE CASE
-        WHEN (SELECT count(*) FROM queue_entry q WHERE q.id::text = ANY (${param(queueIds, 'text[]')}))
-          <> ${param(queueIds.length, 'integer')} THEN errand_refuse('the queue skipped an entry')
-        ${limit ? "WHEN l.count IS NULL THEN errand_refuse('rate_limited')" : ''}
-        WHEN ${endpointsWantSql('n.project_id', "'job.created'")} THEN errand_refuse('webhooks')
-        ELSE true END
-      ORDER BY n.i`;
-      try {
-        return await ctx.prepared<CreatedRow>(statementName(text), text, values);
-      } catch (err) {
-        if (refusal(err) === 'rate_limited' && limit && jobs.length === 1) limit.state(null);
-        throw err;
-      }
-    },
-  );
-  if (rows?.length !== jobs.length)
-    throw new Error(`the create of ${jobs.length} jobs answered ${rows?.length ?? 0} rows`);
-  const seen = new Map<string, number>();
-  const created = rows.map(({ rate_count, ...job }) => {
-    // The project's count after the statement, less its creates that come after this one.
-    const nth = (seen.get(job.project_id) ?? 0) + 1;
-    seen.set(job.project_id, nth);
-    const count =
-      rate_count === null ? null : rate_count - (perProject.get(job.project_id) ?? 1) + nth;
-    return { job, rateLimit: limit?.state(count) };
-  });
-  ctx.transitions.publish(
-    created.flatMap(({ job }): Transition[] => [
-      {
-        type: 'job.created',
-        jobId: job.id,
-        turn: null,
-        status: 'active',
-        data: { job: toJobRecord(job) },
-      },
-      { type: 'turn.accepted', jobId: job.id, turn: 1, status: 'active', data: {} },
-    ]),
-  );
-  return created;
 }
 
 /**
@@ -417,34 +311,48 @@ function statusAfterTurn(
 }
 
 /**
- * Accepts a prompt as turn `seq` of a job, in the caller's transaction, which has created the
- * job or locked it. The queue entry is sent first so that the turn row is written once, with
- * its queue id; no worker can see the entry before the transaction commits.
+ * Accepts prompts as turns of jobs, in the caller's transaction, which has created the jobs or
+ * locked them.
  */
-export async function acceptTurn(
+export async function acceptTurns(
   ctx: Pick<AppContext, 'queue'>,
   scope: TransitionScope,
-  jobId: string,
-  seq: number,
-  prompt: string,
+  turns: readonly { jobId: string; seq: number; prompt: string }[],
 ): Promise<void> {
-  const queueId = await ctx.queue.enqueue(scope.trx, { jobId, seq });
-  await scope.trx
+  await writeTurns(ctx, scope.trx, turns);
+  await scope.recordAll(turns.map(({ jobId, seq }) => accepted(jobId, seq)));
+}
+
+/** A turn's acceptance: announced, with no event of its own (the job's record says so). */
+function accepted(jobId: string, seq: number): Transition {
+  return { type: 'turn.accepted', jobId, turn: seq, status: 'active', data: {} };
+}
+
+/**
+ * Writes turns and their queue entries. The entries are written first so that each turn row is
+ * written once, with its queue id; no worker can see an entry before the transaction commits.
+ */
+async function writeTurns(
+  ctx: Pick<AppContext, 'queue'>,
+  trx: Transaction<Database>,
+  turns: readonly { jobId: string; seq: number; prompt: string }[],
+): Promise<void> {
+  const queueIds = await ctx.queue.enqueueAll(
+    trx,
+    turns.map(({ jobId, seq }) => ({ jobId, seq })),
+  );
+  await trx
     .insertInto('turns')
-    .values({
-      job_id: jobId,
-      seq,
-      prompt,
-      state: 'queued',
-      queue_id: queueId,
-      summary: null,
-      error: null,
-      usage: null,
-      started_at: null,
-      finished_at: null,
-    })
+    .values(
+      turns.map(({ jobId, seq, prompt }, i) => ({
+        job_id: jobId,
+        seq,
+        prompt,
+        state: 'queued' as const,
+        queue_id: queueIds[i] ?? null,
+      })),
+    )
     .execute();
-  await scope.record({ type: 'turn.accepted', jobId, turn: seq, status: 'active', data: {} });
 }
 
 /**
@@ -457,7 +365,8 @@ export function startTurn(
   seq: number,
   attempt: number,
 ): Promise<{ job: JobRow; turn: TurnRow } | undefined> {
-  return inTransition(ctx, async ({ trx, record }) => {
+  return inTransition(ctx, async (scope) => {
+    const { trx, record } = scope;
     const status = await lockJob(trx, jobId);
     if (status === undefined || status === 'archived') return undefined;
     const turn = await trx
@@ -476,7 +385,7 @@ export function startTurn(
       .returningAll()
       .executeTakeFirstOrThrow();
     await record({ type: 'turn.started', jobId, turn: seq, status: 'active', data: { attempt } });
-    await recordStatus({ trx, record }, status, job);
+    await recordStatus(scope, status, job);
     return { job, turn };
   });
 }
@@ -491,7 +400,8 @@ export function finishTurn(
   seq: number,
   output: TurnOutput,
 ): Promise<boolean> {
-  return inTransition(ctx, async ({ trx, record }) => {
+  return inTransition(ctx, async (scope) => {
+    const { trx, record } = scope;
     const before = await lockJob(trx, jobId);
     const done = await trx
       .updateTable('turns')
@@ -531,7 +441,7 @@ export function finishTurn(
         prLink: output.prLink ?? null,
       },
     });
-    if (job) await recordStatus({ trx, record }, before, job);
+    if (job) await recordStatus(scope, before, job);
     return true;
   });
 }
@@ -566,7 +476,8 @@ function settleFailed(
   seq: number,
   message: string,
 ): Promise<boolean> {
-  return inTransition(ctx, async ({ trx, record }) => {
+  return inTransition(ctx, async (scope) => {
+    const { trx, record } = scope;
     const before = await lockJob(trx, jobId);
     const failed = await trx
       .updateTable('turns')
@@ -594,7 +505,7 @@ function settleFailed(
       status: job?.status ?? 'archived',
       data: { error: message },
     });
-    if (job) await recordStatus({ trx, record }, before, job);
+    if (job) await recordStatus(scope, before, job);
     return true;
   });
 }
@@ -636,7 +547,7 @@ export async function recordProgress(
   if (isWebhookEventType(type)) {
     await ctx.db.transaction().execute(async (trx) => {
       if ((await lockJob(trx, jobId)) === undefined) return;
-      await queueDeliveries(ctx, trx, await insertEvent(trx, jobId, seq, type, data));
+      await queueDeliveries(ctx, trx, await insertEvents(trx, [{ jobId, turn: seq, type, data }]));
     });
     return;
   }

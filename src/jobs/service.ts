@@ -15,7 +15,14 @@ import {
 } from '../idempotency/keys.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
-import { acceptTurn, createJobAtOnce, inTransition, recordStatus } from './lifecycle.ts';
+import {
+  acceptTurns,
+  createJobBatched,
+  insertJobs,
+  inTransition,
+  type NewJobRow,
+  recordStatus,
+} from './lifecycle.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 
 export interface Accepted {
@@ -75,52 +82,24 @@ export async function createJob(
   { prompt, model: asked, baseRef }: NewJob,
   idempotency?: IdempotentRequest,
 ): Promise<Accepted | Replayed> {
-  const id = newId('job');
-  const policy = {
-    limit: ctx.config.rateLimits.create,
-    windowSeconds: ctx.config.rateLimits.windowSeconds,
-  };
-  if (!idempotency) {
-    // The common case in one statement; a project with webhooks takes the transaction below.
-    const created = await createJobAtOnce(ctx, {
-      id,
-      projectId: project.id,
-      repository: project.repository,
-      ref: baseRef ?? project.ref,
-      model: modelFor(ctx, project, asked),
-      prompt,
-    });
-    if (created) return created;
-  }
+  const draft = (model: string): NewJobRow => ({
+    id: newId('job'),
+    projectId: project.id,
+    repository: project.repository,
+    ref: baseRef ?? project.ref,
+    model,
+    prompt,
+  });
+  // The common case shares its transaction with the creates that arrive with it.
+  if (!idempotency) return createJobBatched(ctx, draft(modelFor(ctx, project, asked)));
   return inTransition(ctx, async (scope) => {
-    const { trx } = scope;
-    const replayed = idempotency && (await claimKey(trx, idempotency));
+    const replayed = await claimKey(scope.trx, idempotency);
     if (replayed) return { replayed };
     // After the claim: a replay answers as the first request did, whatever changed since.
-    const model = modelFor(ctx, project, asked);
-    const rateLimit = await consume(trx, project.id, 'create', policy);
-    const job = await trx
-      .insertInto('jobs')
-      .values({
-        id,
-        project_id: project.id,
-        status: 'active',
-        repository: project.repository,
-        ref: baseRef ?? project.ref,
-        branch: `errand/${id}`,
-        model,
-        pr_link: null,
-        pr_number: null,
-        error: null,
-        turn_count: 1,
-        archived_at: null,
-      })
-      .returning(JOB_VIEW_COLUMNS)
-      .executeTakeFirstOrThrow();
-    await recordStatus(scope, undefined, job);
-    await acceptTurn(ctx, scope, id, 1, prompt);
-    if (idempotency) await saveResponse(trx, idempotency, stored(201, job));
-    return { job, rateLimit };
+    const [created] = await insertJobs(ctx, scope, [draft(modelFor(ctx, project, asked))]);
+    if (!created) throw new Error('the job was not created');
+    await saveResponse(scope.trx, idempotency, stored(201, created.job));
+    return created;
   });
 }
 
@@ -170,7 +149,7 @@ export async function sendMessage(
     if (!check.ok) throw new AppError('model_unavailable', check.message);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
-    await acceptTurn(ctx, scope, jobId, seq, prompt);
+    await acceptTurns(ctx, scope, [{ jobId, seq, prompt }]);
     const job = await trx
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })

@@ -1,10 +1,9 @@
 // /metrics as an operator scrapes it, and the log lines a request and a turn leave: on a real
-// service with a scripted turn runner, on both databases.
+// service with a scripted turn runner.
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { backends } from '../../test/support/databases.ts';
-import { assertError, notePostgresSkip } from '../../test/support/route-cases.ts';
+import { assertError } from '../../test/support/route-cases.ts';
 import { RecordingRunner } from '../../test/support/runners.ts';
 import { http, startTestService, type TestService, waitFor } from '../../test/support/service.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
@@ -18,205 +17,200 @@ function sample(text: string, series: string): number | undefined {
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
 }
 
-for (const backend of backends) {
-  describe(`metrics and logs on ${backend}`, () => {
-    let svc: TestService;
-    let logged = '';
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logged += chunk.toString();
-        done();
-      },
-    });
-    const lines = () =>
-      logged
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as Record<string, unknown>);
-    // Prompts starting with "fail" fail for good; the rest finish at once.
-    const runner = new RecordingRunner(async (input) => {
-      await input.emit('workspace.ready', {});
-      if (input.turn.prompt.startsWith('fail')) throw new TurnFailedError('scripted failure');
-      await input.emit('turn.no_changes', {});
-      return { summary: 'done' };
-    });
+describe('metrics and logs', () => {
+  let svc: TestService;
+  let logged = '';
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      logged += chunk.toString();
+      done();
+    },
+  });
+  const lines = () =>
+    logged
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+  // Prompts starting with "fail" fail for good; the rest finish at once.
+  const runner = new RecordingRunner(async (input) => {
+    await input.emit('workspace.ready', {});
+    if (input.turn.prompt.startsWith('fail')) throw new TurnFailedError('scripted failure');
+    await input.emit('turn.no_changes', {});
+    return { summary: 'done' };
+  });
 
-    before(async () => {
-      svc = await startTestService({
-        backend,
-        runner,
-        log: createLogger('info', sink),
-        env: { ERRAND_METRICS_TOKEN: TOKEN, ERRAND_METRICS_PORT: '0' },
-      });
-    });
-    after(async () => {
-      await svc?.close();
-    });
-
-    const scrape = async (url = `${svc.url}/metrics`) => {
-      const res = await http(url.replace(/\/metrics$/, ''), 'GET', '/metrics', { key: TOKEN });
-      assert.equal(res.status, 200, res.text);
-      assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
-      return res.text;
-    };
-
-    const runJob = async (projectId: string, prompt: string, status: string) => {
-      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, { body: { prompt } });
-      assert.equal(created.status, 201, created.text);
-      await waitFor(`the job to be ${status}`, async () => {
-        const res = await svc.request('GET', `/v2/agent/${projectId}/job/${created.json.id}`);
-        return res.json.status === status ? true : undefined;
-      });
-      return created.json.id as string;
-    };
-
-    test('a scrape shows requests by route, jobs by status, the queue, turns and the process', async () => {
-      const project = await svc.createProject();
-      await runJob(project.id, 'finish', 'completed');
-      await runJob(project.id, 'fail for good', 'failed');
-      const text = await scrape();
-      const created = sample(
-        text,
-        `errand_http_requests_total{method="POST",route="/v2/agent/:projectId/job",status="201"}`,
-      );
-      assert.ok((created ?? 0) >= 2, `POST job requests: ${created}`);
-      assert.ok(
-        (sample(
-          text,
-          `errand_http_request_duration_seconds_count{method="POST",route="/v2/agent/:projectId/job",status="201"}`,
-        ) ?? 0) >= 2,
-      );
-      // Ids never become labels: one series per route template, however many jobs.
-      assert.doesNotMatch(text, /route="[^"]*(job|prj)_[0-9A-Za-z]{20}/);
-      assert.ok((sample(text, 'errand_jobs{status="completed"}') ?? 0) >= 1);
-      assert.ok((sample(text, 'errand_jobs{status="failed"}') ?? 0) >= 1);
-      assert.equal(sample(text, 'errand_jobs{status="archived"}'), 0);
-      assert.equal(sample(text, 'errand_turns_queued'), 0);
-      assert.equal(sample(text, 'errand_turn_oldest_queued_age_seconds'), 0);
-      assert.ok((sample(text, 'errand_turns_total{outcome="done"}') ?? 0) >= 1);
-      assert.ok((sample(text, 'errand_turns_total{outcome="failed"}') ?? 0) >= 1);
-      assert.ok((sample(text, 'errand_turn_duration_seconds_count{outcome="done"}') ?? 0) >= 1);
-      assert.equal(sample(text, 'errand_database_up'), 1);
-      assert.notEqual(sample(text, 'errand_workspace_bytes{kind="jobs"}'), undefined);
-      assert.notEqual(sample(text, 'errand_workspaces{kind="mirrors"}'), undefined);
-      assert.ok((sample(text, 'errand_process_resident_memory_bytes') ?? 0) > 0);
-      assert.notEqual(sample(text, 'errand_nodejs_eventloop_lag_seconds'), undefined);
-      assert.ok(!text.includes(TOKEN), 'the scrape shows the token');
-    });
-
-    test('a turn still queued shows in the queue gauges', async () => {
-      // The job row and its queued turn, written as the API writes them, but with no queue
-      // entry: no worker takes it, so it stays queued while the scrape reads it. Younger than
-      // the 15 s after which the sweeper would settle a turn without a queue entry.
-      const project = await svc.createProject();
-      const { db } = svc.service.ctx;
-      await db
-        .insertInto('jobs')
-        .values({
-          id: 'job_QueuedForMetrics0000',
-          project_id: project.id,
-          status: 'active',
-          repository: project.repository,
-          ref: project.ref,
-          branch: 'errand/job_QueuedForMetrics0000',
-          model: 'anthropic:claude-sonnet-4-5',
-          pr_link: null,
-          pr_number: null,
-          error: null,
-          turn_count: 1,
-          review_diff: null,
-          created_at: new Date(),
-          updated_at: new Date(),
-          archived_at: null,
-        })
-        .execute();
-      await db
-        .insertInto('turns')
-        .values({
-          job_id: 'job_QueuedForMetrics0000',
-          seq: 1,
-          prompt: 'waits',
-          state: 'queued',
-          created_at: new Date(Date.now() - 10_000),
-        })
-        .execute();
-      try {
-        const text = await scrape();
-        assert.equal(sample(text, 'errand_turns_queued'), 1);
-        const age = sample(text, 'errand_turn_oldest_queued_age_seconds') ?? 0;
-        assert.ok(age >= 8 && age < 600, `oldest queued age ${age}`);
-      } finally {
-        await db.deleteFrom('turns').where('job_id', '=', 'job_QueuedForMetrics0000').execute();
-        await db.deleteFrom('jobs').where('id', '=', 'job_QueuedForMetrics0000').execute();
-      }
-    });
-
-    test('the API port serves /metrics only with the token', async () => {
-      assertError(await http(svc.url, 'GET', '/metrics', {}), 401, 'unauthorized');
-      assertError(
-        await http(svc.url, 'GET', '/metrics', { key: 'metrics-token-0123456789abcdeX' }),
-        401,
-        'unauthorized',
-      );
-      assertError(await svc.request('GET', '/metrics'), 401, 'unauthorized');
-    });
-
-    test('the listener of ERRAND_METRICS_PORT serves the same metrics, behind the token too', async () => {
-      const url = svc.service.metricsUrl;
-      assert.ok(url, 'no metrics listener');
-      assert.notEqual(new URL(url).port, new URL(svc.url).port);
-      const text = await scrape(url);
-      assert.match(text, /^errand_http_requests_total\{/m);
-      const base = url.replace(/\/metrics$/, '');
-      const refused = await http(base, 'GET', '/metrics', {});
-      assert.equal(refused.status, 401);
-      assert.equal(JSON.parse(refused.text).code, 'unauthorized');
-      assert.equal((await http(base, 'GET', '/v2/admin/projects', { key: TOKEN })).status, 404);
-    });
-
-    test('one log line per request: route, status, latency and requestId, and no key', async () => {
-      logged = '';
-      const res = await svc.request('GET', '/v2/admin/projects');
-      assert.equal(res.status, 200);
-      const requestId = res.headers.get('x-request-id');
-      const mine = lines().filter((l) => l.requestId === requestId);
-      assert.equal(mine.length, 1, logged);
-      const [line] = mine;
-      assert.equal(line?.msg, 'request');
-      assert.equal(line?.route, '/v2/admin/projects');
-      assert.equal(line?.method, 'GET');
-      assert.equal(line?.status, 200);
-      assert.equal(typeof line?.ms, 'number');
-      const refused = await http(svc.url, 'GET', '/v2/admin/projects', {
-        key: `${svc.adminKey.slice(0, -1)}x`,
-      });
-      assert.equal(refused.status, 401);
-      assert.ok(!logged.includes(svc.adminKey), 'a key reached the log');
-      assert.ok(!logged.includes(svc.adminKey.slice(7, 20)), 'part of a key reached the log');
-      assert.ok(!logged.includes(TOKEN), 'the metrics token reached the log');
-    });
-
-    test('one log line per turn with its outcome and durations', async () => {
-      const project = await svc.createProject();
-      logged = '';
-      const done = await runJob(project.id, 'finish', 'completed');
-      const failed = await runJob(project.id, 'fail again', 'failed');
-      const ended = (jobId: string) =>
-        lines().filter((l) => l.msg === 'turn ended' && l.jobId === jobId);
-      const [ok] = ended(done);
-      assert.equal(ended(done).length, 1, logged);
-      assert.equal(ok?.outcome, 'done');
-      assert.equal(ok?.turn, 1);
-      assert.equal(typeof ok?.totalMs, 'number');
-      const phases = ok?.phasesMs as Record<string, number>;
-      assert.equal(typeof phases.workspace, 'number');
-      assert.equal(typeof phases.agent, 'number');
-      const [bad] = ended(failed);
-      assert.equal(ended(failed).length, 1, logged);
-      assert.equal(bad?.outcome, 'failed');
-      assert.match(JSON.stringify(bad?.err), /scripted failure/);
+  before(async () => {
+    svc = await startTestService({
+      runner,
+      log: createLogger('info', sink),
+      env: { ERRAND_METRICS_TOKEN: TOKEN, ERRAND_METRICS_PORT: '0' },
     });
   });
-}
+  after(async () => {
+    await svc?.close();
+  });
 
-notePostgresSkip();
+  const scrape = async (url = `${svc.url}/metrics`) => {
+    const res = await http(url.replace(/\/metrics$/, ''), 'GET', '/metrics', { key: TOKEN });
+    assert.equal(res.status, 200, res.text);
+    assert.match(res.headers.get('content-type') ?? '', /^text\/plain; version=0\.0\.4/);
+    return res.text;
+  };
+
+  const runJob = async (projectId: string, prompt: string, status: string) => {
+    const created = await svc.request('POST', `/v2/agent/${projectId}/job`, { body: { prompt } });
+    assert.equal(created.status, 201, created.text);
+    await waitFor(`the job to be ${status}`, async () => {
+      const res = await svc.request('GET', `/v2/agent/${projectId}/job/${created.json.id}`);
+      return res.json.status === status ? true : undefined;
+    });
+    return created.json.id as string;
+  };
+
+  test('a scrape shows requests by route, jobs by status, the queue, turns and the process', async () => {
+    const project = await svc.createProject();
+    await runJob(project.id, 'finish', 'completed');
+    await runJob(project.id, 'fail for good', 'failed');
+    const text = await scrape();
+    const created = sample(
+      text,
+      `errand_http_requests_total{method="POST",route="/v2/agent/:projectId/job",status="201"}`,
+    );
+    assert.ok((created ?? 0) >= 2, `POST job requests: ${created}`);
+    assert.ok(
+      (sample(
+        text,
+        `errand_http_request_duration_seconds_count{method="POST",route="/v2/agent/:projectId/job",status="201"}`,
+      ) ?? 0) >= 2,
+    );
+    // Ids never become labels: one series per route template, however many jobs.
+    assert.doesNotMatch(text, /route="[^"]*(job|prj)_[0-9A-Za-z]{20}/);
+    assert.ok((sample(text, 'errand_jobs{status="completed"}') ?? 0) >= 1);
+    assert.ok((sample(text, 'errand_jobs{status="failed"}') ?? 0) >= 1);
+    assert.equal(sample(text, 'errand_jobs{status="archived"}'), 0);
+    assert.equal(sample(text, 'errand_turns_queued'), 0);
+    assert.equal(sample(text, 'errand_turn_oldest_queued_age_seconds'), 0);
+    assert.ok((sample(text, 'errand_turns_total{outcome="done"}') ?? 0) >= 1);
+    assert.ok((sample(text, 'errand_turns_total{outcome="failed"}') ?? 0) >= 1);
+    assert.ok((sample(text, 'errand_turn_duration_seconds_count{outcome="done"}') ?? 0) >= 1);
+    assert.equal(sample(text, 'errand_database_up'), 1);
+    assert.notEqual(sample(text, 'errand_workspace_bytes{kind="jobs"}'), undefined);
+    assert.notEqual(sample(text, 'errand_workspaces{kind="mirrors"}'), undefined);
+    assert.ok((sample(text, 'errand_process_resident_memory_bytes') ?? 0) > 0);
+    assert.notEqual(sample(text, 'errand_nodejs_eventloop_lag_seconds'), undefined);
+    assert.ok(!text.includes(TOKEN), 'the scrape shows the token');
+  });
+
+  test('a turn still queued shows in the queue gauges', async () => {
+    // The job row and its queued turn, written as the API writes them, but with no queue
+    // entry: no worker takes it, so it stays queued while the scrape reads it. Younger than
+    // the 15 s after which the sweeper would settle a turn without a queue entry.
+    const project = await svc.createProject();
+    const { db } = svc.service.ctx;
+    await db
+      .insertInto('jobs')
+      .values({
+        id: 'job_QueuedForMetrics0000',
+        project_id: project.id,
+        status: 'active',
+        repository: project.repository,
+        ref: project.ref,
+        branch: 'errand/job_QueuedForMetrics0000',
+        model: 'anthropic:claude-sonnet-4-5',
+        pr_link: null,
+        pr_number: null,
+        error: null,
+        turn_count: 1,
+        review_diff: null,
+        created_at: new Date(),
+        updated_at: new Date(),
+        archived_at: null,
+      })
+      .execute();
+    await db
+      .insertInto('turns')
+      .values({
+        job_id: 'job_QueuedForMetrics0000',
+        seq: 1,
+        prompt: 'waits',
+        state: 'queued',
+        created_at: new Date(Date.now() - 10_000),
+      })
+      .execute();
+    try {
+      const text = await scrape();
+      assert.equal(sample(text, 'errand_turns_queued'), 1);
+      const age = sample(text, 'errand_turn_oldest_queued_age_seconds') ?? 0;
+      assert.ok(age >= 8 && age < 600, `oldest queued age ${age}`);
+    } finally {
+      await db.deleteFrom('turns').where('job_id', '=', 'job_QueuedForMetrics0000').execute();
+      await db.deleteFrom('jobs').where('id', '=', 'job_QueuedForMetrics0000').execute();
+    }
+  });
+
+  test('the API port serves /metrics only with the token', async () => {
+    assertError(await http(svc.url, 'GET', '/metrics', {}), 401, 'unauthorized');
+    assertError(
+      await http(svc.url, 'GET', '/metrics', { key: 'metrics-token-0123456789abcdeX' }),
+      401,
+      'unauthorized',
+    );
+    assertError(await svc.request('GET', '/metrics'), 401, 'unauthorized');
+  });
+
+  test('the listener of ERRAND_METRICS_PORT serves the same metrics, behind the token too', async () => {
+    const url = svc.service.metricsUrl;
+    assert.ok(url, 'no metrics listener');
+    assert.notEqual(new URL(url).port, new URL(svc.url).port);
+    const text = await scrape(url);
+    assert.match(text, /^errand_http_requests_total\{/m);
+    const base = url.replace(/\/metrics$/, '');
+    const refused = await http(base, 'GET', '/metrics', {});
+    assert.equal(refused.status, 401);
+    assert.equal(JSON.parse(refused.text).code, 'unauthorized');
+    assert.equal((await http(base, 'GET', '/v2/admin/projects', { key: TOKEN })).status, 404);
+  });
+
+  test('one log line per request: route, status, latency and requestId, and no key', async () => {
+    logged = '';
+    const res = await svc.request('GET', '/v2/admin/projects');
+    assert.equal(res.status, 200);
+    const requestId = res.headers.get('x-request-id');
+    const mine = lines().filter((l) => l.requestId === requestId);
+    assert.equal(mine.length, 1, logged);
+    const [line] = mine;
+    assert.equal(line?.msg, 'request');
+    assert.equal(line?.route, '/v2/admin/projects');
+    assert.equal(line?.method, 'GET');
+    assert.equal(line?.status, 200);
+    assert.equal(typeof line?.ms, 'number');
+    const refused = await http(svc.url, 'GET', '/v2/admin/projects', {
+      key: `${svc.adminKey.slice(0, -1)}x`,
+    });
+    assert.equal(refused.status, 401);
+    assert.ok(!logged.includes(svc.adminKey), 'a key reached the log');
+    assert.ok(!logged.includes(svc.adminKey.slice(7, 20)), 'part of a key reached the log');
+    assert.ok(!logged.includes(TOKEN), 'the metrics token reached the log');
+  });
+
+  test('one log line per turn with its outcome and durations', async () => {
+    const project = await svc.createProject();
+    logged = '';
+    const done = await runJob(project.id, 'finish', 'completed');
+    const failed = await runJob(project.id, 'fail again', 'failed');
+    const ended = (jobId: string) =>
+      lines().filter((l) => l.msg === 'turn ended' && l.jobId === jobId);
+    const [ok] = ended(done);
+    assert.equal(ended(done).length, 1, logged);
+    assert.equal(ok?.outcome, 'done');
+    assert.equal(ok?.turn, 1);
+    assert.equal(typeof ok?.totalMs, 'number');
+    const phases = ok?.phasesMs as Record<string, number>;
+    assert.equal(typeof phases.workspace, 'number');
+    assert.equal(typeof phases.agent, 'number');
+    const [bad] = ended(failed);
+    assert.equal(ended(failed).length, 1, logged);
+    assert.equal(bad?.outcome, 'failed');
+    assert.match(JSON.stringify(bad?.err), /scripted failure/);
+  });
+});

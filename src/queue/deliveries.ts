@@ -8,11 +8,12 @@
 // comes back after `retryDelaySeconds`, then twice that, up to an hour. The handler decides
 // when the retry window is over and completes the entry then; an entry left `failed` would
 // hold back its key for good (strict FIFO), so retryLimit is set past the window.
+import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
 import { fromKysely, type JobWithMetadata, type PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/schema.ts';
-import { workEach } from './work.ts';
+import { ensureQueue, workEach } from './work.ts';
 
 export const DELIVERY_QUEUE = 'webhooks';
 
@@ -53,8 +54,7 @@ export class DeliveryQueue {
 
   /**
    * Creates the queue, or brings its options up to date, on the started pg-boss instance of
-   * TurnQueue.start. As with the turn queue, pg-boss's cache of it is filled before any send
-   * (on PGlite a cold cache's lookup waits for the very transaction that sends).
+   * TurnQueue.start.
    */
   static async create(boss: PgBoss, config: Config): Promise<DeliveryQueue> {
     const w = config.webhooks;
@@ -73,27 +73,31 @@ export class DeliveryQueue {
       retentionSeconds: Math.max(14 * 86_400, Math.ceil(w.retryWindowMs / 1000) + 2 * 86_400),
       deleteAfterSeconds: 7 * 86_400,
     };
-    if (await boss.getQueue(DELIVERY_QUEUE)) {
-      await boss.updateQueue(DELIVERY_QUEUE, options);
-    } else {
-      await boss
-        .createQueue(DELIVERY_QUEUE, { ...options, policy: 'key_strict_fifo' })
-        .catch(async (err: unknown) => {
-          // Another process created it between our check and our create.
-          if (!(await boss.getQueue(DELIVERY_QUEUE))) throw err;
-        });
-    }
-    await boss.getBlockedKeys(DELIVERY_QUEUE);
+    await ensureQueue(boss, DELIVERY_QUEUE, options);
     return new DeliveryQueue(boss);
   }
 
-  /** Enqueues a delivery inside `trx`: no worker sees it before the transaction commits. */
-  async enqueue(trx: Transaction<Database>, message: DeliveryMessage): Promise<void> {
-    const id = await this.#boss.send(DELIVERY_QUEUE, message, {
-      singletonKey: `${message.webhookId}:${message.jobId}`,
-      db: fromKysely(trx),
-    });
-    if (!id) throw new Error(`the queue refused webhook delivery ${message.deliveryId}`);
+  /**
+   * Enqueues deliveries inside `trx`, in one statement: no worker sees them before the
+   * transaction commits. Each endpoint gets a job's deliveries one at a time, in this order.
+   */
+  async enqueueAll(
+    trx: Transaction<Database>,
+    messages: readonly DeliveryMessage[],
+  ): Promise<void> {
+    const written = await this.#boss.insert(
+      DELIVERY_QUEUE,
+      messages.map((message) => ({
+        id: randomUUID(),
+        data: message,
+        singletonKey: `${message.webhookId}:${message.jobId}`,
+      })),
+      { db: fromKysely(trx), returnId: true },
+    );
+    if (written?.length !== messages.length)
+      throw new Error(
+        `the queue refused ${messages.length - (written?.length ?? 0)} webhook deliveries`,
+      );
   }
 
   /**

@@ -1,7 +1,7 @@
 // The turn queue on pg-boss. One queue, `key_strict_fifo` keyed by job id: turns of one job
 // run strictly one after another, turns of different jobs in parallel. Enqueueing takes the
-// caller's transaction, or rides in the caller's own statement (enqueueCarried), so a job, its
-// turn and the queue entry commit together.
+// caller's transaction (pg-boss's `db` option), so a job, its turn and the queue entry commit
+// together.
 //
 // Retries: pg-boss retries an entry at once (no retry delay of its own), so a turn whose worker
 // died is taken up again as soon as the death is noticed; the backoff of real transient
@@ -9,17 +9,43 @@
 // every process runs each second, rather than by pg-boss's own check, which rides on its
 // monitoring pass (every `monitorIntervalSeconds`, a whole-table count of the queue, shared by
 // all processes) and so added up to 10 s. Measured death→pickup: bench/worker-death.
-import { randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { type Kysely, sql, type Transaction } from 'kysely';
-import { type Db as BossDb, fromKysely, fromPglite, type JobWithMetadata, PgBoss } from 'pg-boss';
+import { fromKysely, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import type { Logger } from '../log.ts';
 import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
-import { workEach } from './work.ts';
+import { ensureQueue, workEach } from './work.ts';
 
 export const TURN_QUEUE = 'turns';
+
+let lastMs = 0;
+let sequence = 0;
+
+/**
+ * A queue entry id that sorts after every id this process made before (a UUIDv7: milliseconds,
+ * a counter, random bits). pg-boss picks the next entry of a key by creation time, then by id,
+ * and entries written in one transaction share their creation time: ordered ids keep a job's
+ * turns enqueued together (an import) in their order.
+ */
+function orderedId(): string {
+  const now = Date.now();
+  if (now > lastMs) {
+    lastMs = now;
+    sequence = 0;
+  } else if (++sequence > 0xfff) {
+    lastMs += 1;
+    sequence = 0;
+  }
+  const bytes = randomBytes(16);
+  bytes.writeUIntBE(lastMs, 0, 6);
+  bytes.writeUInt16BE(0x7000 | sequence, 6);
+  bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
 
 /** How often each process looks for turns whose worker stopped sending heartbeats. */
 const REAP_INTERVAL_MS = 1_000;
@@ -36,46 +62,6 @@ export type TurnEntry = JobWithMetadata<TurnMessage>;
 export interface TurnClaim {
   id: string;
   retryCount: number;
-}
-
-/**
- * pg-boss's insert of a turn's queue entry, as common table expressions that another statement
- * carries in its WITH list: the entry is written in the same round trip and the same
- * transaction as that statement's own writes. It is pg-boss's own statement, unchanged, for the
- * row it writes; only its final SELECT becomes the CTE `queue_entry`, which has the entry's
- * `id` (and no row when pg-boss skipped the insert). The carrying statement must read
- * `queue_entry`, or PostgreSQL would not run it, and fail when it has no row.
- */
-export interface CarriedEntry {
-  /** CTEs to follow the carrying statement's WITH, the last one `queue_entry`. */
-  ctes: string;
-  /** The values of the CTEs' parameters, $1 to $n: the carrying statement numbers its own after them. */
-  values: unknown[];
-}
-
-// pg-boss 12's single-entry insert: with NOTIFY on, a WITH of the insert and its notification
-// and a final SELECT of the id; without, the INSERT itself.
-const NOTIFYING_INSERT =
-  /^\s*WITH\s+(ins AS \([\s\S]*\))\s*(SELECT id FROM ins WHERE \(SELECT count\(\*\) FROM notified\) >= 0)\s*$/;
-const PLAIN_INSERT = /^\s*(INSERT INTO [\s\S]* RETURNING id(?:, start_after)?)\s*$/;
-
-const carried = new Map<string, string>();
-
-function carriedEntry(text: string, values: unknown[]): CarriedEntry {
-  let ctes = carried.get(text);
-  if (ctes === undefined) {
-    const notifying = NOTIFYING_INSERT.exec(text);
-    const plain = notifying ? null : PLAIN_INSERT.exec(text);
-    const maxParam = Math.max(0, ...[...text.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
-    if ((!notifying && !plain) || maxParam > values.length)
-      // A pg-boss release that changed its insert: the test of enqueueCarried fails first.
-      throw new Error("pg-boss's insert of a queue entry has a form Errand cannot carry");
-    ctes = notifying
-      ? `${notifying[1]}, queue_entry AS (${notifying[2]})`
-      : `queue_entry_insert AS (${plain?.[1]}), queue_entry AS (SELECT id FROM queue_entry_insert)`;
-    carried.set(text, ctes);
-  }
-  return { ctes, values };
 }
 
 /** How many entries a pg-boss command changed: it returns the count, its types do not say so. */
@@ -104,23 +90,17 @@ export class TurnQueue {
   }
 
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
-    const common = {
+    const boss = new PgBoss({
+      ...handle.connection,
       superviseIntervalSeconds: 2,
       monitorIntervalSeconds: 10,
       useListenNotify: true,
       migrate: true,
-    };
-    const boss =
-      handle.kind === 'pglite' && handle.pglite
-        ? new PgBoss({ ...common, db: fromPglite(handle.pglite), backend: 'pglite' })
-        : new PgBoss({
-            ...common,
-            connectionString: handle.connectionString,
-            max: 4,
-            // The same bound as Errand's own pool: a database that does not answer a connect
-            // fails the queue's call in this time instead of holding its connections.
-            connectionTimeoutMillis: config.database.connectTimeoutSeconds * 1000,
-          });
+      max: 4,
+      // The same bound as Errand's own pool: a database that does not answer a connect fails
+      // the queue's call in this time instead of holding its connections.
+      connectionTimeoutMillis: config.database.connectTimeoutSeconds * 1000,
+    });
     boss.on('error', (err: unknown) => log.error({ err }, 'queue error'));
     boss.on('warning', (warning: unknown) => log.warn({ warning }, 'queue warning'));
     await boss.start();
@@ -137,21 +117,7 @@ export class TurnQueue {
       expireInSeconds: t.timeoutSeconds + 120,
       deleteAfterSeconds: 7 * 86_400,
     };
-    // Created at boot, before any send. A send looks the queue up in pg-boss's cache; on a cold
-    // cache the lookup is a query that, on PGlite, waits for the very transaction the send runs
-    // in. Creating or updating the queue empties that cache, so it is filled again right after
-    // (getBlockedKeys reads through it and changes nothing).
-    if (await boss.getQueue(TURN_QUEUE)) {
-      await boss.updateQueue(TURN_QUEUE, options);
-    } else {
-      await boss
-        .createQueue(TURN_QUEUE, { ...options, policy: 'key_strict_fifo' })
-        .catch(async (err: unknown) => {
-          // Another process created it between our check and our create.
-          if (!(await boss.getQueue(TURN_QUEUE))) throw err;
-        });
-    }
-    await boss.getBlockedKeys(TURN_QUEUE);
+    await ensureQueue(boss, TURN_QUEUE, options);
     const deliveries = await DeliveryQueue.create(boss, config);
     const queue = new TurnQueue(boss, handle.db, log, deliveries);
     queue.#reaper = setInterval(() => {
@@ -261,54 +227,28 @@ export class TurnQueue {
 
   /** Enqueues a turn inside `trx`; returns the queue entry's id. */
   async enqueue(trx: Transaction<Database>, message: TurnMessage): Promise<string> {
-    const id = await this.#boss.send(TURN_QUEUE, message, {
-      singletonKey: message.jobId,
-      db: fromKysely(trx),
-    });
+    const [id] = await this.enqueueAll(trx, [message]);
     if (!id) throw new Error(`the queue refused turn ${message.seq} of job ${message.jobId}`);
     return id;
   }
 
   /**
-   * Enqueues turns inside another statement of the caller's (see CarriedEntry): pg-boss builds
-   * its insert of the entries as `insert` does, through its database adapter interface, and
-   * `run` executes it as part of the caller's statement, which must fail unless `queue_entry`
-   * holds every id of `queueIds` (the entries' ids, in the messages' order). `run` returns the
-   * caller's result, or undefined when its statement wrote nothing (then so does this). One
-   * round trip for the caller's writes and the entries, in one transaction: the statement's
-   * own, or the caller's.
+   * Enqueues turns inside `trx`, in one statement; returns the entries' ids in the messages'
+   * order. Throws, failing the transaction, unless every entry was written.
    */
-  async enqueueCarried<R>(
+  async enqueueAll(
+    trx: Transaction<Database>,
     messages: readonly TurnMessage[],
-    run: (entry: CarriedEntry, queueIds: readonly string[]) => Promise<R | undefined>,
-  ): Promise<R | undefined> {
-    const queueIds = messages.map(() => randomUUID());
-    let outcome: { result: R } | undefined;
-    let asked = false;
-    const db: BossDb = {
-      executeSql: async (text, values = []) => {
-        if (asked) throw new Error('pg-boss asked to insert one set of turns twice');
-        asked = true;
-        const result = await run(carriedEntry(text, values), queueIds);
-        if (result === undefined) return { rows: [] };
-        outcome = { result };
-        return { rows: queueIds.map((id) => ({ id })) };
-      },
-    };
-    const ids = await this.#boss.insert(
+  ): Promise<string[]> {
+    const ids = messages.map(() => orderedId());
+    const written = await this.#boss.insert(
       TURN_QUEUE,
-      messages.map((message, i) => ({
-        id: queueIds[i],
-        data: message,
-        singletonKey: message.jobId,
-      })),
-      { db, returnId: true },
+      messages.map((message, i) => ({ id: ids[i], data: message, singletonKey: message.jobId })),
+      { db: fromKysely(trx), returnId: true },
     );
-    if (!asked) throw new Error('pg-boss inserted turns without asking for its statement');
-    if (outcome === undefined) return undefined;
-    if (ids?.length !== messages.length)
-      throw new Error(`the queue refused ${messages.length - (ids?.length ?? 0)} turns`);
-    return outcome.result;
+    if (written?.length !== messages.length)
+      throw new Error(`the queue refused ${messages.length - (written?.length ?? 0)} turns`);
+    return ids;
   }
 
   /** Cancels queue entries; a running one's worker sees its claim gone at the next heartbeat. */

@@ -54,62 +54,41 @@ export async function consume(
   policy: RateLimitPolicy,
   now: Date = new Date(),
 ): Promise<RateLimitState | undefined> {
-  if (policy.limit === 0) return undefined;
-  const { start, base } = windowAt(policy, now);
-  const row = await trx
-    .insertInto('rate_limits')
-    .values({ project_id: projectId, operation, window_start: start, count: 1 })
-    .onConflict((oc) =>
-      oc
-        .columns(['project_id', 'operation', 'window_start'])
-        .doUpdateSet({ count: sql`rate_limits.count + 1` })
-        .where('rate_limits.count', '<', policy.limit),
-    )
-    .returning('count')
-    .executeTakeFirst();
-  if (!row) throw new RateLimitedError(operation, { ...base, remaining: 0 });
-  return { ...base, remaining: Math.max(0, policy.limit - row.count) };
+  return (await consumeAll(trx, [[projectId, 1]], operation, policy, now))?.get(projectId);
 }
 
 /**
- * `consume` as part of a caller's statement, which carries it as a CTE (saving a round trip),
- * for `uses` of `operation` by each project at once: `cte` counts them and returns a row
- * (`project_id`, the new `count`) for each project whose uses all fit in the window, none for
- * one whose limit they would pass, which then counts nothing. `param` gives the caller's
- * placeholder for a value. The caller reads a use's state back with `state`, given the count
- * after that use; for none it throws RateLimitedError, and the caller's statement must then
- * fail, so that nothing it wrote is kept.
+ * Counts `uses` of `operation` by each project at once, in one statement, and answers each
+ * project's state after its uses; undefined when the limit is 0 (unlimited). When one project's
+ * uses would pass its limit, throws RateLimitedError: the caller's transaction then fails, and
+ * with it every count this made.
  */
-export function consumeInStatement(
+export async function consumeAll(
+  trx: Transaction<Database>,
   uses: readonly (readonly [projectId: string, uses: number])[],
   operation: LimitedOperation,
   policy: RateLimitPolicy,
-  param: (value: unknown, type: string) => string,
   now: Date = new Date(),
-): { cte: string; state(count: number | null): RateLimitState } {
+): Promise<Map<string, RateLimitState> | undefined> {
+  if (policy.limit === 0) return undefined;
   const { start, base } = windowAt(policy, now);
-  const limit = param(policy.limit, 'integer');
-  const cte = `INSERT INTO rate_limits (project_id, operation, window_start, count)
-    SELECT u.project_id, ${param(operation, 'text')}, ${param(start, 'timestamptz')}, u.uses
-    FROM unnest(${param(
-      uses.map(([projectId]) => projectId),
-      'text[]',
-    )}, ${param(
-      uses.map(([, n]) => n),
-      'integer[]',
-    )}) AS u(project_id, uses)
-    WHERE u.uses <= ${limit}
+  const { rows } = await sql<{ project_id: string; count: number }>`
+    INSERT INTO rate_limits (project_id, operation, window_start, count)
+    SELECT u.project_id, ${operation}, ${start}, u.uses
+    FROM unnest(${uses.map(([projectId]) => projectId)}::text[], ${uses.map(([, n]) => n)}::integer[])
+      AS u(project_id, uses)
+    WHERE u.uses <= ${policy.limit}
     ON CONFLICT (project_id, operation, window_start)
       DO UPDATE SET count = rate_limits.count + EXCLUDED.count
-      WHERE rate_limits.count + EXCLUDED.count <= ${limit}
-    RETURNING project_id, count`;
-  return {
-    cte,
-    state(count) {
-      if (count === null) throw new RateLimitedError(operation, { ...base, remaining: 0 });
-      return { ...base, remaining: Math.max(0, policy.limit - count) };
-    },
-  };
+      WHERE rate_limits.count + EXCLUDED.count <= ${policy.limit}
+    RETURNING project_id, count`.execute(trx);
+  if (rows.length < uses.length) throw new RateLimitedError(operation, { ...base, remaining: 0 });
+  return new Map(
+    rows.map((row) => [
+      row.project_id,
+      { ...base, remaining: Math.max(0, policy.limit - row.count) },
+    ]),
+  );
 }
 
 /** Removes counters of windows that ended long ago. */

@@ -89,8 +89,9 @@ test('withFileLock takes over a lock whose heartbeat stopped, and waits on a liv
   await utimes(path, old, old);
   assert.equal(await withFileLock(path, async () => 'taken', { staleMs: 60_000 }), 'taken');
 
+  // Held by another live process on this host (the test runner).
   const live = join(root, 'live.lock');
-  await writeFile(live, JSON.stringify({ pid: process.pid, host: hostname(), token: 'y' }));
+  await writeFile(live, JSON.stringify({ pid: process.ppid, host: hostname(), token: 'y' }));
   await assert.rejects(
     withFileLock(live, async () => 'never', { timeoutMs: 300, staleMs: 60_000 }),
     (err) => err instanceof GitError && err.transient && /timed out waiting/.test(err.message),

@@ -13,7 +13,6 @@ import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { checkSandbox, DEFAULT_LIMITS } from '../../src/sandbox/sandbox.ts';
-import { backends } from '../support/databases.ts';
 import {
   type FakeLlm,
   type RecordedRequest,
@@ -84,502 +83,497 @@ async function listenLoopback(): Promise<{
   return { server, port: (server.address() as AddressInfo).port, connections: () => count };
 }
 
-for (const backend of backends) {
-  describe(`run_command on ${backend}`, { skip }, () => {
-    let llm: FakeLlm;
-    let svc: TestService;
-    let tmp: string;
-    let origin: Origin;
-    let projectId: string;
+describe('run_command', { skip }, () => {
+  let llm: FakeLlm;
+  let svc: TestService;
+  let tmp: string;
+  let origin: Origin;
+  let projectId: string;
 
-    before(async () => {
-      tmp = await makeTempDir('commands');
-      origin = await makeOrigin(tmp, {
-        'README.md': '# Demo\n',
-        'test.sh': '#!/bin/sh\necho "demo tests: 3 passed"\n',
-        '.gitignore': 'setup-output/\n',
-      });
-      llm = await startFakeLlm({ apiKey: OPENAI_KEY, models: ['gpt-test'] });
-      svc = await startTestService({
-        backend,
-        env: {
-          OPENAI_API_KEY: OPENAI_KEY,
-          OPENAI_BASE_URL: `${llm.url}/v1`,
-          ERRAND_MODEL: 'openai:gpt-test',
-          ERRAND_TURN_RETRIES: '0',
-        },
-      });
-      projectId = (await svc.createProject({ repository: origin.url, ref: 'main' })).id;
+  before(async () => {
+    tmp = await makeTempDir('commands');
+    origin = await makeOrigin(tmp, {
+      'README.md': '# Demo\n',
+      'test.sh': '#!/bin/sh\necho "demo tests: 3 passed"\n',
+      '.gitignore': 'setup-output/\n',
     });
-    after(async () => {
-      await svc?.close();
-      await llm?.close();
-      await removeDir(tmp);
+    llm = await startFakeLlm({ apiKey: OPENAI_KEY, models: ['gpt-test'] });
+    svc = await startTestService({
+      env: {
+        OPENAI_API_KEY: OPENAI_KEY,
+        OPENAI_BASE_URL: `${llm.url}/v1`,
+        ERRAND_MODEL: 'openai:gpt-test',
+        ERRAND_TURN_RETRIES: '0',
+      },
     });
-    afterEach(() => {
-      try {
-        llm.assertDone();
-      } finally {
-        llm.reset();
-      }
-    });
-
-    const create = (prompt: string, project = projectId) => createJob(svc, project, prompt);
-    const until = (jobId: string, status: string, project = projectId) =>
-      untilStatus(svc, project, jobId, status, { failFast: true, timeoutMs: 60_000 });
-    const events = async (jobId: string, project = projectId): Promise<Event[]> =>
-      ((await svc.request('GET', `/v2/agent/${project}/job/${jobId}/events`)).json.events ??
-        []) as unknown as Event[];
-    const patch = (id: string, body: Record<string, unknown>) =>
-      svc.request('PATCH', `/v2/admin/projects/${id}`, { body });
-
-    test('the model runs a command that writes a file and the test script; the output reaches its next request and the file is committed', async () => {
-      llm.script(
-        toolCalls([{ name: 'run_command', input: { command: 'echo hi > made-by-command.txt' } }]),
-        toolCalls([{ name: 'run_command', input: { command: 'sh test.sh' } }]),
-        toolCalls([
-          {
-            name: 'run_command',
-            input: { command: `echo "the key is ${OPENAI_KEY}"; echo failing >&2; exit 3` },
-          },
-        ]),
-        reply('Add a file made by a command\n\nChecks: sh test.sh passed (3 tests).'),
-      );
-      const jobId = await create('Make a file with a command and run the tests');
-      const job = await until(jobId, 'completed');
-      assert.equal(job.error, null);
-
-      // The first request offers the tool and asks for the repository's checks.
-      const first = llm.requests[0];
-      assert.ok(offeredTools(first).includes('run_command'), offeredTools(first).join(','));
-      assert.ok(offeredTools(first).includes('write_file'));
-      assert.match(systemPrompt(first), /run the repository's checks/);
-      assert.match(systemPrompt(first), /which checks you ran and their result/);
-
-      // Each command's output and exit code is in the next request's last tool result.
-      const afterWrite = toolResults(llm.requests[1]).at(-1) ?? '';
-      assert.match(afterWrite, /^\$ echo hi > made-by-command\.txt\nExit code: 0 /);
-      const afterTests = toolResults(llm.requests[2]).at(-1) ?? '';
-      assert.match(afterTests, /Exit code: 0/);
-      assert.match(afterTests, /demo tests: 3 passed/);
-      const afterFailure = toolResults(llm.requests[3]).at(-1) ?? '';
-      assert.match(afterFailure, /Exit code: 3/);
-      // stdout and stderr together, and a secret the command printed is not shown to the model.
-      assert.match(afterFailure, /the key is \[redacted\]\nfailing/);
-      assert.ok(!afterFailure.includes(OPENAI_KEY));
-
-      // The file the command wrote is in the pushed branch, and nothing else changed.
-      const branch = `errand/${jobId}`;
-      assert.equal(git(origin.bare, 'show', `${branch}:made-by-command.txt`), 'hi');
-      assert.deepEqual(git(origin.bare, 'diff', '--name-status', `main...${branch}`).split('\n'), [
-        'A\tmade-by-command.txt',
-      ]);
-
-      const log = await events(jobId);
-      const started = log.filter((e) => e.type === 'command.started');
-      const finished = log.filter((e) => e.type === 'command.finished');
-      assert.deepEqual(
-        started.map((e) => e.data),
-        [
-          { command: 'echo hi > made-by-command.txt', cwd: '.' },
-          { command: 'sh test.sh', cwd: '.' },
-          { command: 'echo "the key is [redacted]"; echo failing >&2; exit 3', cwd: '.' },
-        ],
-      );
-      assert.deepEqual(
-        finished.map((e) => [e.data.exitCode, e.data.timedOut, e.data.outputTail]),
-        [
-          [0, false, ''],
-          [0, false, 'demo tests: 3 passed\n'],
-          [3, false, 'the key is [redacted]\nfailing\n'],
-        ],
-      );
-      for (const e of finished) {
-        assert.equal(typeof e.data.durationMs, 'number');
-        assert.equal(e.data.command, started[finished.indexOf(e)]?.data.command);
-      }
-      // A failed command is a failed tool call; the turn went on to its summary.
-      const results = log.filter((e) => e.type === 'tool.result').map((e) => e.data.ok);
-      assert.deepEqual(results, [true, true, false]);
-      assert.ok(!JSON.stringify(log).includes(OPENAI_KEY), 'a secret reached the events');
-      assert.equal(log.filter((e) => e.type === 'sandbox.unavailable').length, 0);
-    });
-
-    test('a command in a folder, a folder outside the checkout refused, a timeout over the limit lowered', async () => {
-      const project = await svc.createProject({ repository: origin.url, ref: 'main' });
-      assert.equal((await patch(project.id, { commandTimeoutSeconds: 2 })).status, 200);
-      llm.script(
-        toolCalls([{ name: 'run_command', input: { command: 'mkdir -p sub && cd sub && pwd' } }]),
-        toolCalls([{ name: 'run_command', input: { command: 'pwd', cwd: 'sub' } }]),
-        toolCalls([{ name: 'run_command', input: { command: 'pwd', cwd: '../..' } }]),
-        toolCalls([{ name: 'run_command', input: { command: 'ls', cwd: '.git' } }]),
-        toolCalls([{ name: 'run_command', input: { command: 'sleep 30', timeoutSeconds: 600 } }]),
-        reply('Nothing to change'),
-      );
-      const jobId = await create('Look around', project.id);
-      await until(jobId, 'completed', project.id);
-      const last = (i: number) => toolResults(llm.requests[i]).at(-1) ?? '';
-      assert.match(last(1), /\/workspace\/sub/);
-      assert.match(last(2), /^\$ pwd {3}\(in sub\)\nExit code: 0 [^\n]*\n\n\/workspace\/sub\n$/);
-      // Refusals are error results (the OpenAI protocol wraps them as {"error": …}).
-      assert.match(last(3), /"error":"Error: path '\.\.\/\.\.' is outside the repository"/);
-      assert.match(last(4), /"error":"Error: path '\.git' is inside \.git\//);
-      assert.match(last(5), /Timed out: stopped after its time limit of 2 s/);
-      assert.match(last(5), /timeoutSeconds 600 is over the project's limit; 2 s was used/);
-      const finished = (await events(jobId, project.id)).filter(
-        (e) => e.type === 'command.finished',
-      );
-      // The refused calls ran nothing.
-      assert.equal(finished.length, 3);
-      assert.equal(finished.at(-1)?.data.timedOut, true);
-      assert.ok(Number(finished.at(-1)?.data.durationMs) < 10_000);
-    });
-
-    test('archiving the job while a command runs kills it: the turn ends and no process is left', async () => {
-      const marker = 'sleep 987654';
-      llm.script(toolCalls([{ name: 'run_command', input: { command: `${marker}` } }]));
-      const jobId = await create('Wait for a very long time');
-      await waitFor(
-        'the command to run',
-        async () => ((await processesContaining(marker)).length > 0 ? true : undefined),
-        30_000,
-      );
-      const res = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
-      assert.equal(res.status, 200);
-      await waitFor(
-        'the turn to end',
-        async () => {
-          const turns = await svc.service.ctx.db
-            .selectFrom('turns')
-            .select('state')
-            .where('job_id', '=', jobId)
-            .execute();
-          return turns.every((t) => t.state === 'cancelled') ? true : undefined;
-        },
-        10_000,
-      );
-      await waitFor(
-        'no sleep process left',
-        async () => ((await processesContaining(marker)).length === 0 ? true : undefined),
-        5_000,
-      );
-      assert.equal(origin.head(`errand/${jobId}`), null);
-      llm.reset();
-    });
-
-    test('the setup command runs in the sandbox before the agent, at each turn, without network unless allowed', async () => {
-      const host = await listenLoopback();
-      try {
-        // Reaches the host's loopback only with network; appends to an ignored file, which
-        // each turn's pristine checkout has removed again.
-        const setup = `mkdir -p setup-output && echo run >> setup-output/runs && wc -l < setup-output/runs && bash -c 'exec 3<>/dev/tcp/127.0.0.1/${host.port} && head -1 <&3'`;
-        const project = await svc.createProject({ repository: origin.url, ref: 'main' });
-        assert.equal((await patch(project.id, { setupCommand: setup })).status, 200);
-        llm.script(
-          toolCalls([{ name: 'run_command', input: { command: 'cat setup-output/runs' } }]),
-          reply('Checked the setup'),
-        );
-        const jobId = await create('Check the setup', project.id);
-        await until(jobId, 'completed', project.id);
-        const log = await events(jobId, project.id);
-        const types = log.map((e) => e.type);
-        assert.ok(
-          types.indexOf('setup.finished') > types.indexOf('workspace.ready') &&
-            types.indexOf('setup.finished') < types.indexOf('tool.call'),
-          types.join(','),
-        );
-        const first = log.find((e) => e.type === 'setup.finished')?.data ?? {};
-        assert.notEqual(first.exitCode, 0, 'the setup reached the host without network');
-        assert.match(String(first.outputTail), /^1\n/);
-        assert.equal(host.connections(), 0);
-        assert.equal(typeof first.durationMs, 'number');
-        // The model is told how the setup went, and the agent sees what it made.
-        const system = systemPrompt(llm.requests[0]);
-        assert.match(system, /setup command ran in the sandbox: it failed with exit code/);
-        assert.match(system, /<setup-command>mkdir -p setup-output/);
-        assert.match(toolResults(llm.requests[1]).at(-1) ?? '', /\n\nrun\n$/);
-        assert.equal(origin.head(`errand/${jobId}`), null, 'ignored setup output is not committed');
-
-        // A follow-up on the same clone: the setup runs again on a pristine tree (one line),
-        // this time with network.
-        assert.equal((await patch(project.id, { setupNetwork: true })).status, 200);
-        llm.script(reply('Nothing more'));
-        const res = await svc.request('POST', `/v2/agent/${project.id}/job/${jobId}/message`, {
-          body: { prompt: 'Again' },
-        });
-        assert.equal(res.status, 200);
-        await until(jobId, 'completed', project.id);
-        const setups = (await events(jobId, project.id)).filter((e) => e.type === 'setup.finished');
-        assert.equal(setups.length, 2);
-        assert.equal(setups[1]?.data.exitCode, 0);
-        assert.equal(setups[1]?.data.outputTail, '1\nhello from the host\n');
-        assert.equal(host.connections(), 1);
-        assert.match(systemPrompt(llm.requests.at(-1)), /it succeeded \(exit code 0\)/);
-      } finally {
-        host.server.close();
-      }
-    });
-
-    test('a project with commands off offers no run_command, mentions none, and runs no setup', async () => {
-      const project = await svc.createProject({ repository: origin.url, ref: 'main' });
-      const off = await patch(project.id, { commandsEnabled: false, setupCommand: 'echo setup' });
-      assert.equal(off.status, 200);
-      llm.script(
-        toolCalls([{ name: 'write_file', input: { path: 'notes.md', content: '# Notes\n' } }]),
-        reply('Add notes'),
-      );
-      const jobId = await create('Add notes', project.id);
-      await until(jobId, 'completed', project.id);
-      assert.ok(!offeredTools(llm.requests[0]).includes('run_command'));
-      assert.ok(offeredTools(llm.requests[0]).includes('write_file'));
-      assert.doesNotMatch(systemPrompt(llm.requests[0]), /run_command|checks/);
-      const types = (await events(jobId, project.id)).map((e) => e.type);
-      assert.ok(!types.some((t) => t.startsWith('setup.') || t.startsWith('sandbox.')));
-    });
-
-    test('project command settings: defaults, round trip, reset to default, and 400s naming the field', async () => {
-      const created = await svc.request('POST', '/v2/admin/projects', {
-        body: { name: 'settings', repository: origin.url },
-      });
-      assert.equal(created.status, 201);
-      const id = String(created.json.id);
-      const fields = (body: ApiBody | ProjectRecord | undefined) => ({
-        commandsEnabled: body?.commandsEnabled,
-        setupCommand: body?.setupCommand,
-        setupNetwork: body?.setupNetwork,
-        commandTimeoutSeconds: body?.commandTimeoutSeconds,
-        commandCpuSeconds: body?.commandCpuSeconds,
-        commandMemoryMb: body?.commandMemoryMb,
-        commandProcesses: body?.commandProcesses,
-        commandFileSizeMb: body?.commandFileSizeMb,
-      });
-      const defaults = {
-        commandsEnabled: true,
-        setupCommand: null,
-        setupNetwork: false,
-        commandTimeoutSeconds: DEFAULT_LIMITS.timeoutSeconds,
-        commandCpuSeconds: DEFAULT_LIMITS.cpuSeconds,
-        commandMemoryMb: DEFAULT_LIMITS.memoryMb,
-        commandProcesses: DEFAULT_LIMITS.processes,
-        commandFileSizeMb: DEFAULT_LIMITS.fileSizeMb,
-      };
-      assert.deepEqual(fields(created.json), defaults);
-      const set = {
-        commandsEnabled: false,
-        setupCommand: 'npm ci',
-        setupNetwork: true,
-        commandTimeoutSeconds: 60,
-        commandCpuSeconds: 120,
-        commandMemoryMb: 512,
-        commandProcesses: 64,
-        commandFileSizeMb: 10,
-      };
-      const updated = await patch(id, set);
-      assert.equal(updated.status, 200, updated.text);
-      assert.deepEqual(fields(updated.json), set);
-      assert.deepEqual(fields((await svc.request('GET', `/v2/admin/projects/${id}`)).json), set);
-      const listed = (await svc.request('GET', '/v2/admin/projects')).json.projects ?? [];
-      assert.deepEqual(fields(listed.find((p) => p.id === id)), set);
-
-      // null returns a limit to the default and removes the setup command; a blank one is none.
-      const reset = await patch(id, { setupCommand: '   ', commandMemoryMb: null });
-      assert.equal(reset.json.setupCommand, null);
-      assert.equal(reset.json.commandMemoryMb, DEFAULT_LIMITS.memoryMb);
-      assert.equal(reset.json.commandTimeoutSeconds, 60);
-
-      const refusals: Array<[Record<string, unknown>, RegExp]> = [
-        [{ commandsEnabled: 'yes' }, /"commandsEnabled" must be a boolean/],
-        [{ setupNetwork: 1 }, /"setupNetwork" must be a boolean/],
-        [{ setupCommand: 'x'.repeat(2001) }, /"setupCommand" must be a string of at most 2000/],
-        [{ setupCommand: 5 }, /"setupCommand" must be a string/],
-        [
-          { commandTimeoutSeconds: 0 },
-          /"commandTimeoutSeconds" must be a whole number from 1 to 3600/,
-        ],
-        [{ commandTimeoutSeconds: 3601 }, /"commandTimeoutSeconds" must be a whole number/],
-        [{ commandTimeoutSeconds: 1.5 }, /"commandTimeoutSeconds" must be a whole number/],
-        [{ commandTimeoutSeconds: '60' }, /"commandTimeoutSeconds" must be a whole number/],
-        [{ commandCpuSeconds: -1 }, /"commandCpuSeconds" must be a whole number/],
-        [{ commandMemoryMb: 10 }, /"commandMemoryMb" must be a whole number from 64 to 65536/],
-        [{ commandProcesses: 100000 }, /"commandProcesses" must be a whole number from 16 to 4096/],
-        [{ commandFileSizeMb: 0 }, /"commandFileSizeMb" must be a whole number from 1 to 65536/],
-      ];
-      for (const [body, message] of refusals) {
-        const res = await patch(id, body);
-        assert.equal(res.status, 400, JSON.stringify(body));
-        assert.match(String(res.json.error), message);
-      }
-      const refusedCreate = await svc.request('POST', '/v2/admin/projects', {
-        body: { name: 'bad', repository: origin.url, commandProcesses: 1 },
-      });
-      assert.equal(refusedCreate.status, 400);
-      // Nothing of the refused updates was written.
-      assert.deepEqual(
-        fields((await svc.request('GET', `/v2/admin/projects/${id}`)).json),
-        fields(reset.json),
-      );
-    });
-
-    test('the CLI sets the command settings with flags', async () => {
-      const cli = (args: string[]) =>
-        new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-          const child = spawn(process.execPath, [MAIN, ...args], {
-            env: {
-              PATH: process.env.PATH ?? '',
-              ERRAND_URL: svc.url,
-              ERRAND_DATA_DIR: svc.database.dataDir,
-              ERRAND_API_KEY: svc.adminKey,
-            },
-          });
-          void captureOutput(child).done.then(resolve);
-        });
-      const made = await cli([
-        'project',
-        'create',
-        '--name',
-        'cli commands',
-        '--repo',
-        origin.url,
-        '--commands',
-        'false',
-        '--setup-command',
-        'make deps',
-        '--setup-network',
-        'true',
-        '--command-timeout',
-        '90',
-        '--command-cpu',
-        '45',
-        '--command-memory',
-        '1024',
-        '--command-processes',
-        '32',
-        '--command-file-size',
-        '5',
-        '--json',
-      ]);
-      assert.equal(made.code, 0, made.stderr);
-      const project = JSON.parse(made.stdout) as ApiBody;
-      assert.equal(project.commandsEnabled, false);
-      assert.equal(project.setupCommand, 'make deps');
-      assert.equal(project.setupNetwork, true);
-      assert.deepEqual(
-        [
-          project.commandTimeoutSeconds,
-          project.commandCpuSeconds,
-          project.commandMemoryMb,
-          project.commandProcesses,
-          project.commandFileSizeMb,
-        ],
-        [90, 45, 1024, 32, 5],
-      );
-      const id = String(project.id);
-      const updated = await cli([
-        'project',
-        'update',
-        id,
-        '--commands',
-        'true',
-        '--setup-command',
-        '',
-        '--command-timeout',
-        'default',
-      ]);
-      assert.equal(updated.code, 0, updated.stderr);
-      assert.match(updated.stdout, /updated project prj_\w+ .*commands on\)/);
-      const now = (await svc.request('GET', `/v2/admin/projects/${id}`)).json;
-      assert.equal(now.commandsEnabled, true);
-      assert.equal(now.setupCommand, null);
-      assert.equal(now.commandTimeoutSeconds, DEFAULT_LIMITS.timeoutSeconds);
-      assert.equal(now.commandCpuSeconds, 45);
-
-      const bad = await cli(['project', 'update', id, '--setup-network', 'maybe']);
-      assert.equal(bad.code === 0, false);
-      assert.match(bad.stderr, /--setup-network must be true or false/);
-      const range = await cli(['project', 'update', id, '--command-memory', '1']);
-      assert.equal(range.code === 0, false);
-      assert.match(range.stderr, /"commandMemoryMb" must be a whole number from 64 to 65536/);
-    });
-
-    test('the dashboard settings form shows and saves the command settings', async () => {
-      const project = await svc.createProject({ name: 'form', repository: origin.url });
-      const signIn = await fetch(`${svc.url}/sign-in`, {
-        method: 'POST',
-        redirect: 'manual',
-        headers: { origin: svc.url, 'content-type': 'application/x-www-form-urlencoded' },
-        body: `key=${svc.adminKey}`,
-      });
-      assert.equal(signIn.status, 303);
-      const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
-      const settings = `/projects/${project.id}/settings`;
-      const page = await http(svc.url, 'GET', settings, {
-        headers: { accept: 'text/html', cookie },
-      });
-      assert.equal(page.status, 200);
-      assert.match(page.text, /<input type="checkbox" name="commandsEnabled" value="1" checked/);
-      assert.match(
-        page.text,
-        new RegExp(
-          `name="commandTimeoutSeconds" inputmode="numeric" value="${DEFAULT_LIMITS.timeoutSeconds}"`,
-        ),
-      );
-      // A fresh new-project form has commands on, as the API's default.
-      const projects = await http(svc.url, 'GET', '/projects', {
-        headers: { accept: 'text/html', cookie },
-      });
-      assert.match(projects.text, /name="commandsEnabled" value="1" checked/);
-
-      const post = (fields: Record<string, string>) =>
-        http(svc.url, 'POST', settings, {
-          headers: {
-            accept: 'text/html',
-            cookie,
-            origin: svc.url,
-            'content-type': 'application/x-www-form-urlencoded',
-          },
-          rawBody: new URLSearchParams({
-            name: 'form',
-            repository: origin.url,
-            ...fields,
-          }).toString(),
-        });
-      // The box unticked turns commands off; the limits shown and sent back unchanged stay
-      // defaults (not pinned), a changed one is stored, an emptied one is the default.
-      const saved = await post({
-        setupCommand: 'make setup',
-        setupNetwork: '1',
-        commandTimeoutSeconds: String(DEFAULT_LIMITS.timeoutSeconds),
-        commandCpuSeconds: '30',
-        commandMemoryMb: '',
-      });
-      // Redirected (fetch follows) to the settings page, saved.
-      assert.equal(saved.status, 200);
-      assert.match(saved.text, /Saved\./);
-      const stored = await svc.service.ctx.db
-        .selectFrom('projects')
-        .selectAll()
-        .where('id', '=', project.id)
-        .executeTakeFirstOrThrow();
-      assert.equal(stored.commands_enabled, false);
-      assert.equal(stored.setup_command, 'make setup');
-      assert.equal(stored.setup_network, true);
-      assert.equal(stored.command_timeout_seconds, null);
-      assert.equal(stored.command_cpu_seconds, 30);
-      assert.equal(stored.command_memory_mb, null);
-
-      const refused = await post({ commandsEnabled: '1', commandProcesses: 'many' });
-      assert.equal(refused.status, 400);
-      assert.match(
-        refused.text,
-        /&quot;commandProcesses&quot; must be a whole number from 16 to 4096/,
-      );
-      assert.equal(
-        (await svc.request('GET', `/v2/admin/projects/${project.id}`)).json.commandsEnabled,
-        false,
-      );
-    });
+    projectId = (await svc.createProject({ repository: origin.url, ref: 'main' })).id;
   });
-}
+  after(async () => {
+    await svc?.close();
+    await llm?.close();
+    await removeDir(tmp);
+  });
+  afterEach(() => {
+    try {
+      llm.assertDone();
+    } finally {
+      llm.reset();
+    }
+  });
+
+  const create = (prompt: string, project = projectId) => createJob(svc, project, prompt);
+  const until = (jobId: string, status: string, project = projectId) =>
+    untilStatus(svc, project, jobId, status, { failFast: true, timeoutMs: 60_000 });
+  const events = async (jobId: string, project = projectId): Promise<Event[]> =>
+    ((await svc.request('GET', `/v2/agent/${project}/job/${jobId}/events`)).json.events ??
+      []) as unknown as Event[];
+  const patch = (id: string, body: Record<string, unknown>) =>
+    svc.request('PATCH', `/v2/admin/projects/${id}`, { body });
+
+  test('the model runs a command that writes a file and the test script; the output reaches its next request and the file is committed', async () => {
+    llm.script(
+      toolCalls([{ name: 'run_command', input: { command: 'echo hi > made-by-command.txt' } }]),
+      toolCalls([{ name: 'run_command', input: { command: 'sh test.sh' } }]),
+      toolCalls([
+        {
+          name: 'run_command',
+          input: { command: `echo "the key is ${OPENAI_KEY}"; echo failing >&2; exit 3` },
+        },
+      ]),
+      reply('Add a file made by a command\n\nChecks: sh test.sh passed (3 tests).'),
+    );
+    const jobId = await create('Make a file with a command and run the tests');
+    const job = await until(jobId, 'completed');
+    assert.equal(job.error, null);
+
+    // The first request offers the tool and asks for the repository's checks.
+    const first = llm.requests[0];
+    assert.ok(offeredTools(first).includes('run_command'), offeredTools(first).join(','));
+    assert.ok(offeredTools(first).includes('write_file'));
+    assert.match(systemPrompt(first), /run the repository's checks/);
+    assert.match(systemPrompt(first), /which checks you ran and their result/);
+
+    // Each command's output and exit code is in the next request's last tool result.
+    const afterWrite = toolResults(llm.requests[1]).at(-1) ?? '';
+    assert.match(afterWrite, /^\$ echo hi > made-by-command\.txt\nExit code: 0 /);
+    const afterTests = toolResults(llm.requests[2]).at(-1) ?? '';
+    assert.match(afterTests, /Exit code: 0/);
+    assert.match(afterTests, /demo tests: 3 passed/);
+    const afterFailure = toolResults(llm.requests[3]).at(-1) ?? '';
+    assert.match(afterFailure, /Exit code: 3/);
+    // stdout and stderr together, and a secret the command printed is not shown to the model.
+    assert.match(afterFailure, /the key is \[redacted\]\nfailing/);
+    assert.ok(!afterFailure.includes(OPENAI_KEY));
+
+    // The file the command wrote is in the pushed branch, and nothing else changed.
+    const branch = `errand/${jobId}`;
+    assert.equal(git(origin.bare, 'show', `${branch}:made-by-command.txt`), 'hi');
+    assert.deepEqual(git(origin.bare, 'diff', '--name-status', `main...${branch}`).split('\n'), [
+      'A\tmade-by-command.txt',
+    ]);
+
+    const log = await events(jobId);
+    const started = log.filter((e) => e.type === 'command.started');
+    const finished = log.filter((e) => e.type === 'command.finished');
+    assert.deepEqual(
+      started.map((e) => e.data),
+      [
+        { command: 'echo hi > made-by-command.txt', cwd: '.' },
+        { command: 'sh test.sh', cwd: '.' },
+        { command: 'echo "the key is [redacted]"; echo failing >&2; exit 3', cwd: '.' },
+      ],
+    );
+    assert.deepEqual(
+      finished.map((e) => [e.data.exitCode, e.data.timedOut, e.data.outputTail]),
+      [
+        [0, false, ''],
+        [0, false, 'demo tests: 3 passed\n'],
+        [3, false, 'the key is [redacted]\nfailing\n'],
+      ],
+    );
+    for (const e of finished) {
+      assert.equal(typeof e.data.durationMs, 'number');
+      assert.equal(e.data.command, started[finished.indexOf(e)]?.data.command);
+    }
+    // A failed command is a failed tool call; the turn went on to its summary.
+    const results = log.filter((e) => e.type === 'tool.result').map((e) => e.data.ok);
+    assert.deepEqual(results, [true, true, false]);
+    assert.ok(!JSON.stringify(log).includes(OPENAI_KEY), 'a secret reached the events');
+    assert.equal(log.filter((e) => e.type === 'sandbox.unavailable').length, 0);
+  });
+
+  test('a command in a folder, a folder outside the checkout refused, a timeout over the limit lowered', async () => {
+    const project = await svc.createProject({ repository: origin.url, ref: 'main' });
+    assert.equal((await patch(project.id, { commandTimeoutSeconds: 2 })).status, 200);
+    llm.script(
+      toolCalls([{ name: 'run_command', input: { command: 'mkdir -p sub && cd sub && pwd' } }]),
+      toolCalls([{ name: 'run_command', input: { command: 'pwd', cwd: 'sub' } }]),
+      toolCalls([{ name: 'run_command', input: { command: 'pwd', cwd: '../..' } }]),
+      toolCalls([{ name: 'run_command', input: { command: 'ls', cwd: '.git' } }]),
+      toolCalls([{ name: 'run_command', input: { command: 'sleep 30', timeoutSeconds: 600 } }]),
+      reply('Nothing to change'),
+    );
+    const jobId = await create('Look around', project.id);
+    await until(jobId, 'completed', project.id);
+    const last = (i: number) => toolResults(llm.requests[i]).at(-1) ?? '';
+    assert.match(last(1), /\/workspace\/sub/);
+    assert.match(last(2), /^\$ pwd {3}\(in sub\)\nExit code: 0 [^\n]*\n\n\/workspace\/sub\n$/);
+    // Refusals are error results (the OpenAI protocol wraps them as {"error": …}).
+    assert.match(last(3), /"error":"Error: path '\.\.\/\.\.' is outside the repository"/);
+    assert.match(last(4), /"error":"Error: path '\.git' is inside \.git\//);
+    assert.match(last(5), /Timed out: stopped after its time limit of 2 s/);
+    assert.match(last(5), /timeoutSeconds 600 is over the project's limit; 2 s was used/);
+    const finished = (await events(jobId, project.id)).filter((e) => e.type === 'command.finished');
+    // The refused calls ran nothing.
+    assert.equal(finished.length, 3);
+    assert.equal(finished.at(-1)?.data.timedOut, true);
+    assert.ok(Number(finished.at(-1)?.data.durationMs) < 10_000);
+  });
+
+  test('archiving the job while a command runs kills it: the turn ends and no process is left', async () => {
+    const marker = 'sleep 987654';
+    llm.script(toolCalls([{ name: 'run_command', input: { command: `${marker}` } }]));
+    const jobId = await create('Wait for a very long time');
+    await waitFor(
+      'the command to run',
+      async () => ((await processesContaining(marker)).length > 0 ? true : undefined),
+      30_000,
+    );
+    const res = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
+    assert.equal(res.status, 200);
+    await waitFor(
+      'the turn to end',
+      async () => {
+        const turns = await svc.service.ctx.db
+          .selectFrom('turns')
+          .select('state')
+          .where('job_id', '=', jobId)
+          .execute();
+        return turns.every((t) => t.state === 'cancelled') ? true : undefined;
+      },
+      10_000,
+    );
+    await waitFor(
+      'no sleep process left',
+      async () => ((await processesContaining(marker)).length === 0 ? true : undefined),
+      5_000,
+    );
+    assert.equal(origin.head(`errand/${jobId}`), null);
+    llm.reset();
+  });
+
+  test('the setup command runs in the sandbox before the agent, at each turn, without network unless allowed', async () => {
+    const host = await listenLoopback();
+    try {
+      // Reaches the host's loopback only with network; appends to an ignored file, which
+      // each turn's pristine checkout has removed again.
+      const setup = `mkdir -p setup-output && echo run >> setup-output/runs && wc -l < setup-output/runs && bash -c 'exec 3<>/dev/tcp/127.0.0.1/${host.port} && head -1 <&3'`;
+      const project = await svc.createProject({ repository: origin.url, ref: 'main' });
+      assert.equal((await patch(project.id, { setupCommand: setup })).status, 200);
+      llm.script(
+        toolCalls([{ name: 'run_command', input: { command: 'cat setup-output/runs' } }]),
+        reply('Checked the setup'),
+      );
+      const jobId = await create('Check the setup', project.id);
+      await until(jobId, 'completed', project.id);
+      const log = await events(jobId, project.id);
+      const types = log.map((e) => e.type);
+      assert.ok(
+        types.indexOf('setup.finished') > types.indexOf('workspace.ready') &&
+          types.indexOf('setup.finished') < types.indexOf('tool.call'),
+        types.join(','),
+      );
+      const first = log.find((e) => e.type === 'setup.finished')?.data ?? {};
+      assert.notEqual(first.exitCode, 0, 'the setup reached the host without network');
+      assert.match(String(first.outputTail), /^1\n/);
+      assert.equal(host.connections(), 0);
+      assert.equal(typeof first.durationMs, 'number');
+      // The model is told how the setup went, and the agent sees what it made.
+      const system = systemPrompt(llm.requests[0]);
+      assert.match(system, /setup command ran in the sandbox: it failed with exit code/);
+      assert.match(system, /<setup-command>mkdir -p setup-output/);
+      assert.match(toolResults(llm.requests[1]).at(-1) ?? '', /\n\nrun\n$/);
+      assert.equal(origin.head(`errand/${jobId}`), null, 'ignored setup output is not committed');
+
+      // A follow-up on the same clone: the setup runs again on a pristine tree (one line),
+      // this time with network.
+      assert.equal((await patch(project.id, { setupNetwork: true })).status, 200);
+      llm.script(reply('Nothing more'));
+      const res = await svc.request('POST', `/v2/agent/${project.id}/job/${jobId}/message`, {
+        body: { prompt: 'Again' },
+      });
+      assert.equal(res.status, 200);
+      await until(jobId, 'completed', project.id);
+      const setups = (await events(jobId, project.id)).filter((e) => e.type === 'setup.finished');
+      assert.equal(setups.length, 2);
+      assert.equal(setups[1]?.data.exitCode, 0);
+      assert.equal(setups[1]?.data.outputTail, '1\nhello from the host\n');
+      assert.equal(host.connections(), 1);
+      assert.match(systemPrompt(llm.requests.at(-1)), /it succeeded \(exit code 0\)/);
+    } finally {
+      host.server.close();
+    }
+  });
+
+  test('a project with commands off offers no run_command, mentions none, and runs no setup', async () => {
+    const project = await svc.createProject({ repository: origin.url, ref: 'main' });
+    const off = await patch(project.id, { commandsEnabled: false, setupCommand: 'echo setup' });
+    assert.equal(off.status, 200);
+    llm.script(
+      toolCalls([{ name: 'write_file', input: { path: 'notes.md', content: '# Notes\n' } }]),
+      reply('Add notes'),
+    );
+    const jobId = await create('Add notes', project.id);
+    await until(jobId, 'completed', project.id);
+    assert.ok(!offeredTools(llm.requests[0]).includes('run_command'));
+    assert.ok(offeredTools(llm.requests[0]).includes('write_file'));
+    assert.doesNotMatch(systemPrompt(llm.requests[0]), /run_command|checks/);
+    const types = (await events(jobId, project.id)).map((e) => e.type);
+    assert.ok(!types.some((t) => t.startsWith('setup.') || t.startsWith('sandbox.')));
+  });
+
+  test('project command settings: defaults, round trip, reset to default, and 400s naming the field', async () => {
+    const created = await svc.request('POST', '/v2/admin/projects', {
+      body: { name: 'settings', repository: origin.url },
+    });
+    assert.equal(created.status, 201);
+    const id = String(created.json.id);
+    const fields = (body: ApiBody | ProjectRecord | undefined) => ({
+      commandsEnabled: body?.commandsEnabled,
+      setupCommand: body?.setupCommand,
+      setupNetwork: body?.setupNetwork,
+      commandTimeoutSeconds: body?.commandTimeoutSeconds,
+      commandCpuSeconds: body?.commandCpuSeconds,
+      commandMemoryMb: body?.commandMemoryMb,
+      commandProcesses: body?.commandProcesses,
+      commandFileSizeMb: body?.commandFileSizeMb,
+    });
+    const defaults = {
+      commandsEnabled: true,
+      setupCommand: null,
+      setupNetwork: false,
+      commandTimeoutSeconds: DEFAULT_LIMITS.timeoutSeconds,
+      commandCpuSeconds: DEFAULT_LIMITS.cpuSeconds,
+      commandMemoryMb: DEFAULT_LIMITS.memoryMb,
+      commandProcesses: DEFAULT_LIMITS.processes,
+      commandFileSizeMb: DEFAULT_LIMITS.fileSizeMb,
+    };
+    assert.deepEqual(fields(created.json), defaults);
+    const set = {
+      commandsEnabled: false,
+      setupCommand: 'npm ci',
+      setupNetwork: true,
+      commandTimeoutSeconds: 60,
+      commandCpuSeconds: 120,
+      commandMemoryMb: 512,
+      commandProcesses: 64,
+      commandFileSizeMb: 10,
+    };
+    const updated = await patch(id, set);
+    assert.equal(updated.status, 200, updated.text);
+    assert.deepEqual(fields(updated.json), set);
+    assert.deepEqual(fields((await svc.request('GET', `/v2/admin/projects/${id}`)).json), set);
+    const listed = (await svc.request('GET', '/v2/admin/projects')).json.projects ?? [];
+    assert.deepEqual(fields(listed.find((p) => p.id === id)), set);
+
+    // null returns a limit to the default and removes the setup command; a blank one is none.
+    const reset = await patch(id, { setupCommand: '   ', commandMemoryMb: null });
+    assert.equal(reset.json.setupCommand, null);
+    assert.equal(reset.json.commandMemoryMb, DEFAULT_LIMITS.memoryMb);
+    assert.equal(reset.json.commandTimeoutSeconds, 60);
+
+    const refusals: Array<[Record<string, unknown>, RegExp]> = [
+      [{ commandsEnabled: 'yes' }, /"commandsEnabled" must be a boolean/],
+      [{ setupNetwork: 1 }, /"setupNetwork" must be a boolean/],
+      [{ setupCommand: 'x'.repeat(2001) }, /"setupCommand" must be a string of at most 2000/],
+      [{ setupCommand: 5 }, /"setupCommand" must be a string/],
+      [
+        { commandTimeoutSeconds: 0 },
+        /"commandTimeoutSeconds" must be a whole number from 1 to 3600/,
+      ],
+      [{ commandTimeoutSeconds: 3601 }, /"commandTimeoutSeconds" must be a whole number/],
+      [{ commandTimeoutSeconds: 1.5 }, /"commandTimeoutSeconds" must be a whole number/],
+      [{ commandTimeoutSeconds: '60' }, /"commandTimeoutSeconds" must be a whole number/],
+      [{ commandCpuSeconds: -1 }, /"commandCpuSeconds" must be a whole number/],
+      [{ commandMemoryMb: 10 }, /"commandMemoryMb" must be a whole number from 64 to 65536/],
+      [{ commandProcesses: 100000 }, /"commandProcesses" must be a whole number from 16 to 4096/],
+      [{ commandFileSizeMb: 0 }, /"commandFileSizeMb" must be a whole number from 1 to 65536/],
+    ];
+    for (const [body, message] of refusals) {
+      const res = await patch(id, body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.match(String(res.json.error), message);
+    }
+    const refusedCreate = await svc.request('POST', '/v2/admin/projects', {
+      body: { name: 'bad', repository: origin.url, commandProcesses: 1 },
+    });
+    assert.equal(refusedCreate.status, 400);
+    // Nothing of the refused updates was written.
+    assert.deepEqual(
+      fields((await svc.request('GET', `/v2/admin/projects/${id}`)).json),
+      fields(reset.json),
+    );
+  });
+
+  test('the CLI sets the command settings with flags', async () => {
+    const cli = (args: string[]) =>
+      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [MAIN, ...args], {
+          env: {
+            PATH: process.env.PATH ?? '',
+            ERRAND_URL: svc.url,
+            ERRAND_DATA_DIR: svc.database.dataDir,
+            ERRAND_API_KEY: svc.adminKey,
+          },
+        });
+        void captureOutput(child).done.then(resolve);
+      });
+    const made = await cli([
+      'project',
+      'create',
+      '--name',
+      'cli commands',
+      '--repo',
+      origin.url,
+      '--commands',
+      'false',
+      '--setup-command',
+      'make deps',
+      '--setup-network',
+      'true',
+      '--command-timeout',
+      '90',
+      '--command-cpu',
+      '45',
+      '--command-memory',
+      '1024',
+      '--command-processes',
+      '32',
+      '--command-file-size',
+      '5',
+      '--json',
+    ]);
+    assert.equal(made.code, 0, made.stderr);
+    const project = JSON.parse(made.stdout) as ApiBody;
+    assert.equal(project.commandsEnabled, false);
+    assert.equal(project.setupCommand, 'make deps');
+    assert.equal(project.setupNetwork, true);
+    assert.deepEqual(
+      [
+        project.commandTimeoutSeconds,
+        project.commandCpuSeconds,
+        project.commandMemoryMb,
+        project.commandProcesses,
+        project.commandFileSizeMb,
+      ],
+      [90, 45, 1024, 32, 5],
+    );
+    const id = String(project.id);
+    const updated = await cli([
+      'project',
+      'update',
+      id,
+      '--commands',
+      'true',
+      '--setup-command',
+      '',
+      '--command-timeout',
+      'default',
+    ]);
+    assert.equal(updated.code, 0, updated.stderr);
+    assert.match(updated.stdout, /updated project prj_\w+ .*commands on\)/);
+    const now = (await svc.request('GET', `/v2/admin/projects/${id}`)).json;
+    assert.equal(now.commandsEnabled, true);
+    assert.equal(now.setupCommand, null);
+    assert.equal(now.commandTimeoutSeconds, DEFAULT_LIMITS.timeoutSeconds);
+    assert.equal(now.commandCpuSeconds, 45);
+
+    const bad = await cli(['project', 'update', id, '--setup-network', 'maybe']);
+    assert.equal(bad.code === 0, false);
+    assert.match(bad.stderr, /--setup-network must be true or false/);
+    const range = await cli(['project', 'update', id, '--command-memory', '1']);
+    assert.equal(range.code === 0, false);
+    assert.match(range.stderr, /"commandMemoryMb" must be a whole number from 64 to 65536/);
+  });
+
+  test('the dashboard settings form shows and saves the command settings', async () => {
+    const project = await svc.createProject({ name: 'form', repository: origin.url });
+    const signIn = await fetch(`${svc.url}/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: { origin: svc.url, 'content-type': 'application/x-www-form-urlencoded' },
+      body: `key=${svc.adminKey}`,
+    });
+    assert.equal(signIn.status, 303);
+    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const settings = `/projects/${project.id}/settings`;
+    const page = await http(svc.url, 'GET', settings, {
+      headers: { accept: 'text/html', cookie },
+    });
+    assert.equal(page.status, 200);
+    assert.match(page.text, /<input type="checkbox" name="commandsEnabled" value="1" checked/);
+    assert.match(
+      page.text,
+      new RegExp(
+        `name="commandTimeoutSeconds" inputmode="numeric" value="${DEFAULT_LIMITS.timeoutSeconds}"`,
+      ),
+    );
+    // A fresh new-project form has commands on, as the API's default.
+    const projects = await http(svc.url, 'GET', '/projects', {
+      headers: { accept: 'text/html', cookie },
+    });
+    assert.match(projects.text, /name="commandsEnabled" value="1" checked/);
+
+    const post = (fields: Record<string, string>) =>
+      http(svc.url, 'POST', settings, {
+        headers: {
+          accept: 'text/html',
+          cookie,
+          origin: svc.url,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        rawBody: new URLSearchParams({
+          name: 'form',
+          repository: origin.url,
+          ...fields,
+        }).toString(),
+      });
+    // The box unticked turns commands off; the limits shown and sent back unchanged stay
+    // defaults (not pinned), a changed one is stored, an emptied one is the default.
+    const saved = await post({
+      setupCommand: 'make setup',
+      setupNetwork: '1',
+      commandTimeoutSeconds: String(DEFAULT_LIMITS.timeoutSeconds),
+      commandCpuSeconds: '30',
+      commandMemoryMb: '',
+    });
+    // Redirected (fetch follows) to the settings page, saved.
+    assert.equal(saved.status, 200);
+    assert.match(saved.text, /Saved\./);
+    const stored = await svc.service.ctx.db
+      .selectFrom('projects')
+      .selectAll()
+      .where('id', '=', project.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(stored.commands_enabled, false);
+    assert.equal(stored.setup_command, 'make setup');
+    assert.equal(stored.setup_network, true);
+    assert.equal(stored.command_timeout_seconds, null);
+    assert.equal(stored.command_cpu_seconds, 30);
+    assert.equal(stored.command_memory_mb, null);
+
+    const refused = await post({ commandsEnabled: '1', commandProcesses: 'many' });
+    assert.equal(refused.status, 400);
+    assert.match(
+      refused.text,
+      /&quot;commandProcesses&quot; must be a whole number from 16 to 4096/,
+    );
+    assert.equal(
+      (await svc.request('GET', `/v2/admin/projects/${project.id}`)).json.commandsEnabled,
+      false,
+    );
+  });
+});
 
 describe('a service whose PATH has no bwrap', { skip }, () => {
   let llm: FakeLlm;

@@ -24,7 +24,6 @@ describe('agent failures and recovery', () => {
     origin = await makeOrigin(tmp);
     llm = await startFakeLlm({ apiKey: KEY, models: ['gpt-test'] });
     svc = await startTestService({
-      backend: 'pglite',
       env: {
         OPENAI_API_KEY: KEY,
         OPENAI_BASE_URL: `${llm.url}/v1`,

@@ -12,7 +12,7 @@ describe('errand CLI', () => {
   let svc: TestService;
 
   before(async () => {
-    svc = await startTestService({ backend: 'pglite', worker: false });
+    svc = await startTestService({ worker: false });
   });
   after(async () => {
     await svc?.close();

@@ -76,7 +76,7 @@ describe('errand/client from a packed tarball in another project', () => {
 
   before(async () => {
     work = await mkdtemp(path.join(tmpdir(), 'errand-client-package-'));
-    svc = await startTestService({ backend: 'pglite', runner: scriptedRunner() });
+    svc = await startTestService({ runner: scriptedRunner() });
     project = (await svc.createProject()).id;
     key = (await svc.createProjectKey(project)).key;
     // npm pack runs prepare, so the tarball has a fresh build of dist/client/.

@@ -15,9 +15,10 @@ if (browserSkipReason) {
 
 const out = path.resolve(import.meta.dirname, '../../docs/screenshots');
 await mkdir(out, { recursive: true });
-// No worker: the webhook's delivery log below is written as it is, nothing is sent.
+// No worker: the webhook's delivery log below is written as it is, nothing is sent. Embedded:
+// this script runs outside `npm test`, so there is no test server to make a database on.
 const svc = await startTestService({
-  backend: 'pglite',
+  embedded: true,
   worker: false,
   env: {
     ERRAND_SECRET_KEY: 'screenshots-secret-key-0000',

@@ -10,7 +10,6 @@ import type { EventRecord } from '../../src/jobs/events.ts';
 import { recordProgress } from '../../src/jobs/lifecycle.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
 import type { TurnInput, TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
-import { backends, POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import { openSse, type SseEvent, type SseStream } from '../support/sse.ts';
 
@@ -76,277 +75,271 @@ async function listed(fx: Fixture, jobId: string): Promise<EventRecord[]> {
   return res.json.events ?? [];
 }
 
-for (const backend of backends) {
-  describe(`live event stream on ${backend}`, () => {
-    const runner = new GatedRunner();
-    let fx: Fixture;
-    before(async () => {
-      const svc = await startTestService({
-        backend,
-        runner,
-        env: {
-          ERRAND_CONCURRENCY: '16',
-          ERRAND_STREAMS_PER_KEY: '3',
-          ERRAND_STREAM_KEEPALIVE_SECONDS: '0.2',
-          ERRAND_METRICS_TOKEN: 'metrics-token-for-the-stream-tests',
-        },
-      });
-      fx = await fixture(svc, runner);
+describe('live event stream', () => {
+  const runner = new GatedRunner();
+  let fx: Fixture;
+  before(async () => {
+    const svc = await startTestService({
+      runner,
+      env: {
+        ERRAND_CONCURRENCY: '16',
+        ERRAND_STREAMS_PER_KEY: '3',
+        ERRAND_STREAM_KEEPALIVE_SECONDS: '0.2',
+        ERRAND_METRICS_TOKEN: 'metrics-token-for-the-stream-tests',
+      },
     });
-    after(async () => {
-      await fx?.svc.close();
-    });
+    fx = await fixture(svc, runner);
+  });
+  after(async () => {
+    await fx?.svc.close();
+  });
 
-    test("a job's events in order, each as id, event and data, until it completes", async () => {
-      const jobId = await createJob(fx);
-      const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      assert.equal(stream.status, 200);
-      assert.match(String(stream.headers['content-type']), /^text\/event-stream/);
-      assert.equal(stream.headers['cache-control'], 'no-store');
-      assert.ok(stream.headers['x-request-id']);
-      await stream.take(2);
-      await fx.runner.emit(jobId, 'one');
-      await fx.runner.emit(jobId, 'two');
-      await stream.take(4);
-      await fx.runner.finish(jobId);
+  test("a job's events in order, each as id, event and data, until it completes", async () => {
+    const jobId = await createJob(fx);
+    const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    assert.equal(stream.status, 200);
+    assert.match(String(stream.headers['content-type']), /^text\/event-stream/);
+    assert.equal(stream.headers['cache-control'], 'no-store');
+    assert.ok(stream.headers['x-request-id']);
+    await stream.take(2);
+    await fx.runner.emit(jobId, 'one');
+    await fx.runner.emit(jobId, 'two');
+    await stream.take(4);
+    await fx.runner.finish(jobId);
+    await stream.ended;
+    const types = stream.events.map((e) => e.event);
+    assert.deepEqual(types, [
+      'job.created',
+      'turn.started',
+      'agent.step',
+      'agent.step',
+      'turn.finished',
+      'job.completed',
+    ]);
+    // The stream's events are the log's, byte for byte as JSON, with the seq as the id.
+    const log = await listed(fx, jobId);
+    assert.deepEqual(stream.events.map(parse), log);
+    assert.deepEqual(
+      stream.events.map((e) => e.id),
+      log.map((e) => String(e.seq)),
+    );
+    // Status changes carry the job's record as it was.
+    const created = parse(stream.events[0] as SseEvent).data as { job: JobRecord };
+    assert.equal(created.job.id, jobId);
+    assert.equal(created.job.status, 'active');
+    const completed = parse(stream.events[5] as SseEvent).data as { job: JobRecord };
+    assert.equal(completed.job.status, 'completed');
+    const now = await fx.svc.request('GET', `/v2/agent/${fx.projectId}/job/${jobId}`, {
+      key: fx.key,
+    });
+    assert.deepEqual(completed.job, now.json);
+  });
+
+  test('Last-Event-ID and ?after= resume with no gap and no duplicate; Last-Event-ID wins', async () => {
+    const jobId = await createJob(fx);
+    await fx.runner.emit(jobId, 'a');
+    await fx.runner.emit(jobId, 'b');
+    const log = await listed(fx, jobId);
+    assert.equal(log.length, 4);
+    const second = log[1] as EventRecord;
+    const byHeader = await openSse(eventsUrl(fx, jobId, '?after=0'), {
+      key: fx.key,
+      headers: { 'last-event-id': String(second.seq) },
+    });
+    const byQuery = await openSse(eventsUrl(fx, jobId, `?after=${second.seq}`), {
+      key: fx.key,
+    });
+    for (const stream of [byHeader, byQuery]) await stream.take(2);
+    await fx.runner.emit(jobId, 'c');
+    await fx.runner.finish(jobId);
+    for (const stream of [byHeader, byQuery]) {
       await stream.ended;
-      const types = stream.events.map((e) => e.event);
-      assert.deepEqual(types, [
-        'job.created',
-        'turn.started',
-        'agent.step',
-        'agent.step',
-        'turn.finished',
-        'job.completed',
-      ]);
-      // The stream's events are the log's, byte for byte as JSON, with the seq as the id.
-      const log = await listed(fx, jobId);
-      assert.deepEqual(stream.events.map(parse), log);
       assert.deepEqual(
-        stream.events.map((e) => e.id),
-        log.map((e) => String(e.seq)),
+        stream.events.map(parse),
+        (await listed(fx, jobId)).filter((e) => e.seq > second.seq),
       );
-      // Status changes carry the job's record as it was.
-      const created = parse(stream.events[0] as SseEvent).data as { job: JobRecord };
-      assert.equal(created.job.id, jobId);
-      assert.equal(created.job.status, 'active');
-      const completed = parse(stream.events[5] as SseEvent).data as { job: JobRecord };
-      assert.equal(completed.job.status, 'completed');
-      const now = await fx.svc.request('GET', `/v2/agent/${fx.projectId}/job/${jobId}`, {
-        key: fx.key,
-      });
-      assert.deepEqual(completed.job, now.json);
-    });
+    }
+  });
 
-    test('Last-Event-ID and ?after= resume with no gap and no duplicate; Last-Event-ID wins', async () => {
-      const jobId = await createJob(fx);
-      await fx.runner.emit(jobId, 'a');
-      await fx.runner.emit(jobId, 'b');
-      const log = await listed(fx, jobId);
-      assert.equal(log.length, 4);
-      const second = log[1] as EventRecord;
-      const byHeader = await openSse(eventsUrl(fx, jobId, '?after=0'), {
-        key: fx.key,
-        headers: { 'last-event-id': String(second.seq) },
-      });
-      const byQuery = await openSse(eventsUrl(fx, jobId, `?after=${second.seq}`), {
-        key: fx.key,
-      });
-      for (const stream of [byHeader, byQuery]) await stream.take(2);
-      await fx.runner.emit(jobId, 'c');
-      await fx.runner.finish(jobId);
-      for (const stream of [byHeader, byQuery]) {
-        await stream.ended;
-        assert.deepEqual(
-          stream.events.map(parse),
-          (await listed(fx, jobId)).filter((e) => e.seq > second.seq),
-        );
-      }
+  test('a terminal job: the rest of its log then the end; nothing left is a 204', async () => {
+    const jobId = await createJob(fx);
+    await fx.runner.finish(jobId);
+    await waitFor('the job to complete', async () =>
+      (await listed(fx, jobId)).some((e) => e.type === 'job.completed') ? true : undefined,
+    );
+    const log = await listed(fx, jobId);
+    const replay = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    assert.equal(replay.status, 200);
+    await replay.ended;
+    assert.deepEqual(replay.events.map(parse), log);
+    const last = (log.at(-1) as EventRecord).seq;
+    const done = await openSse(eventsUrl(fx, jobId), {
+      key: fx.key,
+      headers: { 'last-event-id': String(last) },
     });
+    // 204 tells a browser's EventSource not to reconnect.
+    assert.equal(done.status, 204);
+    assert.equal(done.body, '');
+  });
 
-    test('a terminal job: the rest of its log then the end; nothing left is a 204', async () => {
-      const jobId = await createJob(fx);
-      await fx.runner.finish(jobId);
-      await waitFor('the job to complete', async () =>
-        (await listed(fx, jobId)).some((e) => e.type === 'job.completed') ? true : undefined,
-      );
-      const log = await listed(fx, jobId);
-      const replay = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      assert.equal(replay.status, 200);
-      await replay.ended;
-      assert.deepEqual(replay.events.map(parse), log);
-      const last = (log.at(-1) as EventRecord).seq;
-      const done = await openSse(eventsUrl(fx, jobId), {
-        key: fx.key,
-        headers: { 'last-event-id': String(last) },
-      });
-      // 204 tells a browser's EventSource not to reconnect.
-      assert.equal(done.status, 204);
-      assert.equal(done.body, '');
+  test('a follow-up reactivates the job: a new stream follows it to its end', async () => {
+    const jobId = await createJob(fx);
+    await fx.runner.finish(jobId);
+    const first = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    await first.ended;
+    const lastId = first.events.at(-1)?.id as string;
+    const res = await fx.svc.request('POST', `/v2/agent/${fx.projectId}/job/${jobId}/message`, {
+      key: fx.key,
+      body: { prompt: 'more' },
     });
-
-    test('a follow-up reactivates the job: a new stream follows it to its end', async () => {
-      const jobId = await createJob(fx);
-      await fx.runner.finish(jobId);
-      const first = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      await first.ended;
-      const lastId = first.events.at(-1)?.id as string;
-      const res = await fx.svc.request('POST', `/v2/agent/${fx.projectId}/job/${jobId}/message`, {
-        key: fx.key,
-        body: { prompt: 'more' },
-      });
-      assert.equal(res.status, 200, res.text);
-      const next = await openSse(eventsUrl(fx, jobId), {
-        key: fx.key,
-        headers: { 'last-event-id': lastId },
-      });
-      assert.equal(next.status, 200);
-      await fx.runner.finish(jobId, 2);
-      await next.ended;
-      assert.deepEqual(
-        next.events.map((e) => e.event),
-        ['job.reactivated', 'turn.started', 'turn.finished', 'job.completed'],
-      );
+    assert.equal(res.status, 200, res.text);
+    const next = await openSse(eventsUrl(fx, jobId), {
+      key: fx.key,
+      headers: { 'last-event-id': lastId },
     });
+    assert.equal(next.status, 200);
+    await fx.runner.finish(jobId, 2);
+    await next.ended;
+    assert.deepEqual(
+      next.events.map((e) => e.event),
+      ['job.reactivated', 'turn.started', 'turn.finished', 'job.completed'],
+    );
+  });
 
-    test('archiving ends the stream after job.archived', async () => {
-      const jobId = await createJob(fx);
-      await fx.runner.started(jobId);
-      const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      await stream.take(2);
-      const res = await fx.svc.request('POST', `/v2/agent/${fx.projectId}/job/${jobId}/archive`, {
-        key: fx.key,
-      });
-      assert.equal(res.status, 200, res.text);
-      await stream.ended;
-      assert.equal(stream.events.at(-1)?.event, 'job.archived');
-      const data = parse(stream.events.at(-1) as SseEvent).data as { job: JobRecord };
-      assert.equal(data.job.status, 'archived');
+  test('archiving ends the stream after job.archived', async () => {
+    const jobId = await createJob(fx);
+    await fx.runner.started(jobId);
+    const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    await stream.take(2);
+    const res = await fx.svc.request('POST', `/v2/agent/${fx.projectId}/job/${jobId}/archive`, {
+      key: fx.key,
     });
+    assert.equal(res.status, 200, res.text);
+    await stream.ended;
+    assert.equal(stream.events.at(-1)?.event, 'job.archived');
+    const data = parse(stream.events.at(-1) as SseEvent).data as { job: JobRecord };
+    assert.equal(data.job.status, 'archived');
+  });
 
-    test('comments keep an idle stream open', async () => {
-      const jobId = await createJob(fx);
-      const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      await waitFor('two keep-alive comments', async () =>
-        stream.comments.filter((c) => c === 'keep-alive').length >= 2 ? true : undefined,
-      );
-      stream.close();
-      await fx.runner.finish(jobId);
+  test('comments keep an idle stream open', async () => {
+    const jobId = await createJob(fx);
+    const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    await waitFor('two keep-alive comments', async () =>
+      stream.comments.filter((c) => c === 'keep-alive').length >= 2 ? true : undefined,
+    );
+    stream.close();
+    await fx.runner.finish(jobId);
+  });
+
+  test('refusals are JSON errors: bad Last-Event-ID, unknown job, other project, no key', async () => {
+    const jobId = await createJob(fx);
+    const bad = await openSse(eventsUrl(fx, jobId), {
+      key: fx.key,
+      headers: { 'last-event-id': 'x1' },
     });
+    assert.equal(bad.status, 400);
+    assert.equal(JSON.parse(bad.body).code, 'bad_request');
+    assert.match(JSON.parse(bad.body).error, /Last-Event-ID/);
+    const missing = await openSse(eventsUrl(fx, 'job_00000000000000000000'), { key: fx.key });
+    assert.equal(missing.status, 404);
+    const other = await fixture(fx.svc, fx.runner);
+    const foreign = await openSse(eventsUrl(fx, jobId), { key: other.key });
+    assert.equal(foreign.status, 403);
+    const anonymous = await openSse(eventsUrl(fx, jobId));
+    assert.equal(anonymous.status, 401);
+    await fx.runner.finish(jobId);
+  });
 
-    test('refusals are JSON errors: bad Last-Event-ID, unknown job, other project, no key', async () => {
-      const jobId = await createJob(fx);
-      const bad = await openSse(eventsUrl(fx, jobId), {
-        key: fx.key,
-        headers: { 'last-event-id': 'x1' },
-      });
-      assert.equal(bad.status, 400);
-      assert.equal(JSON.parse(bad.body).code, 'bad_request');
-      assert.match(JSON.parse(bad.body).error, /Last-Event-ID/);
-      const missing = await openSse(eventsUrl(fx, 'job_00000000000000000000'), { key: fx.key });
-      assert.equal(missing.status, 404);
-      const other = await fixture(fx.svc, fx.runner);
-      const foreign = await openSse(eventsUrl(fx, jobId), { key: other.key });
-      assert.equal(foreign.status, 403);
-      const anonymous = await openSse(eventsUrl(fx, jobId));
-      assert.equal(anonymous.status, 401);
-      await fx.runner.finish(jobId);
-    });
-
-    test('open streams per key are limited (429); closing one frees its place', async () => {
-      const { key } = await fx.svc.createProjectKey(fx.projectId);
-      const jobId = await createJob(fx);
-      const open: SseStream[] = [];
-      for (let i = 0; i < 3; i++) {
-        const stream = await openSse(eventsUrl(fx, jobId), { key });
-        assert.equal(stream.status, 200);
-        open.push(stream);
-      }
-      const refused = await openSse(eventsUrl(fx, jobId), { key });
-      assert.equal(refused.status, 429);
-      assert.equal(JSON.parse(refused.body).code, 'rate_limited');
-      assert.match(JSON.parse(refused.body).error, /ERRAND_STREAMS_PER_KEY/);
-      // Another key is counted on its own.
-      const otherKey = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      assert.equal(otherKey.status, 200);
-      open[0]?.close();
-      const again = await waitFor('a place to free up', async () => {
-        const stream = await openSse(eventsUrl(fx, jobId), { key });
-        if (stream.status === 200) return stream;
-        return undefined;
-      });
-      for (const stream of [...open, otherKey, again]) stream.close();
-      await fx.runner.finish(jobId);
-    });
-
-    test('a revoked key loses its streams', async () => {
-      const { id, key } = await fx.svc.createProjectKey(fx.projectId);
-      const jobId = await createJob(fx);
+  test('open streams per key are limited (429); closing one frees its place', async () => {
+    const { key } = await fx.svc.createProjectKey(fx.projectId);
+    const jobId = await createJob(fx);
+    const open: SseStream[] = [];
+    for (let i = 0; i < 3; i++) {
       const stream = await openSse(eventsUrl(fx, jobId), { key });
       assert.equal(stream.status, 200);
-      const res = await fx.svc.request('POST', `/v2/admin/keys/${id}/revoke`);
-      assert.equal(res.status, 200, res.text);
-      await stream.ended;
-      await fx.runner.finish(jobId);
+      open.push(stream);
+    }
+    const refused = await openSse(eventsUrl(fx, jobId), { key });
+    assert.equal(refused.status, 429);
+    assert.equal(JSON.parse(refused.body).code, 'rate_limited');
+    assert.match(JSON.parse(refused.body).error, /ERRAND_STREAMS_PER_KEY/);
+    // Another key is counted on its own.
+    const otherKey = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    assert.equal(otherKey.status, 200);
+    open[0]?.close();
+    const again = await waitFor('a place to free up', async () => {
+      const stream = await openSse(eventsUrl(fx, jobId), { key });
+      if (stream.status === 200) return stream;
+      return undefined;
     });
+    for (const stream of [...open, otherKey, again]) stream.close();
+    await fx.runner.finish(jobId);
+  });
 
-    test('a reader that takes nothing holds back at most a batch, then gets every event', async () => {
-      const jobId = await createJob(fx);
-      const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
-      await stream.take(2);
-      stream.response?.pause();
-      const ctx = fx.svc.service.ctx;
-      const padding = 'x'.repeat(4_000);
-      const count = 6_000;
-      // 24 MB of events, written by one statement as a running turn would write them.
-      await sql`
+  test('a revoked key loses its streams', async () => {
+    const { id, key } = await fx.svc.createProjectKey(fx.projectId);
+    const jobId = await createJob(fx);
+    const stream = await openSse(eventsUrl(fx, jobId), { key });
+    assert.equal(stream.status, 200);
+    const res = await fx.svc.request('POST', `/v2/admin/keys/${id}/revoke`);
+    assert.equal(res.status, 200, res.text);
+    await stream.ended;
+    await fx.runner.finish(jobId);
+  });
+
+  test('a reader that takes nothing holds back at most a batch, then gets every event', async () => {
+    const jobId = await createJob(fx);
+    const stream = await openSse(eventsUrl(fx, jobId), { key: fx.key });
+    await stream.take(2);
+    stream.response?.pause();
+    const ctx = fx.svc.service.ctx;
+    const padding = 'x'.repeat(4_000);
+    const count = 6_000;
+    // 24 MB of events, written by one statement as a running turn would write them.
+    await sql`
         INSERT INTO events (job_id, turn, type, data)
         SELECT ${jobId}, 1, 'agent.step', jsonb_build_object('n', n, 'padding', ${padding}::text)
         FROM generate_series(1, ${count}) AS n`.execute(ctx.db);
-      await recordProgress(ctx, jobId, 1, 'agent.step', { n: 'last' });
-      const buffered = async () => {
-        const res = await fetch(`${fx.svc.url}/metrics`, {
-          headers: { authorization: 'Bearer metrics-token-for-the-stream-tests' },
-        });
-        const line = (await res.text())
-          .split('\n')
-          .find((l) => l.startsWith('errand_event_stream_buffered_bytes '));
-        return Number(line?.split(' ')[1]);
-      };
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      const held = await buffered();
-      // One batch (500 events of ~4 KB) at most, not the 24 MB written.
-      assert.ok(held < 3_000_000, `${held} bytes held for a paused reader`);
-      stream.response?.resume();
-      await stream.take(2 + count + 1, 60_000);
-      const seqs = stream.events.map((e) => Number(e.id));
-      assert.deepEqual(
-        seqs,
-        [...seqs].sort((a, b) => a - b),
-      );
-      assert.equal(new Set(seqs).size, seqs.length);
-      assert.deepEqual(
-        stream.events.slice(2).map((e) => (parse(e).data as { n: number | string }).n),
-        [...Array.from({ length: count }, (_, i) => i + 1), 'last'],
-      );
-      stream.close();
-      await fx.runner.finish(jobId);
-    });
+    await recordProgress(ctx, jobId, 1, 'agent.step', { n: 'last' });
+    const buffered = async () => {
+      const res = await fetch(`${fx.svc.url}/metrics`, {
+        headers: { authorization: 'Bearer metrics-token-for-the-stream-tests' },
+      });
+      const line = (await res.text())
+        .split('\n')
+        .find((l) => l.startsWith('errand_event_stream_buffered_bytes '));
+      return Number(line?.split(' ')[1]);
+    };
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    const held = await buffered();
+    // One batch (500 events of ~4 KB) at most, not the 24 MB written.
+    assert.ok(held < 3_000_000, `${held} bytes held for a paused reader`);
+    stream.response?.resume();
+    await stream.take(2 + count + 1, 60_000);
+    const seqs = stream.events.map((e) => Number(e.id));
+    assert.deepEqual(
+      seqs,
+      [...seqs].sort((a, b) => a - b),
+    );
+    assert.equal(new Set(seqs).size, seqs.length);
+    assert.deepEqual(
+      stream.events.slice(2).map((e) => (parse(e).data as { n: number | string }).n),
+      [...Array.from({ length: count }, (_, i) => i + 1), 'last'],
+    );
+    stream.close();
+    await fx.runner.finish(jobId);
   });
-}
+});
 
-describe('live event stream across processes (PostgreSQL)', {
-  skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
-}, () => {
+describe('live event stream across processes', () => {
   const runner = new GatedRunner();
   let worker: TestService;
   let api: TestService;
   let fx: Fixture;
   before(async () => {
-    worker = await startTestService({ backend: 'postgres', runner });
+    worker = await startTestService({ runner });
     // A second service on the same database with no worker: the API process a client reaches.
     api = await startTestService({
-      backend: 'postgres',
       database: worker.database,
       adminKey: worker.adminKey,
       worker: false,
@@ -406,7 +399,6 @@ describe('live event stream across processes (PostgreSQL)', {
 
   test('stopping an API process ends its streams cleanly', async () => {
     const other = await startTestService({
-      backend: 'postgres',
       database: worker.database,
       adminKey: worker.adminKey,
       worker: false,

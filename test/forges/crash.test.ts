@@ -7,7 +7,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
 import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import {
@@ -69,9 +68,7 @@ async function holdingProxy(
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server };
 }
 
-describe('a worker killed between opening and recording the pull request', {
-  skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
-}, () => {
+describe('a worker killed between opening and recording the pull request', () => {
   let tmp: string;
   let svc: TestService;
   let llm: FakeLlm;
@@ -95,7 +92,6 @@ describe('a worker killed between opening and recording the pull request', {
     });
     llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
     svc = await startTestService({
-      backend: 'postgres',
       worker: false,
       env: {
         OPENAI_API_KEY: MODEL_KEY,

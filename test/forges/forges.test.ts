@@ -149,7 +149,6 @@ for (const c of cases) {
       forge = await c.start(c.token, c.forge === 'github');
       llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
       svc = await startTestService({
-        backend: 'pglite',
         log: createLogger('debug', logSink),
         env: {
           OPENAI_API_KEY: MODEL_KEY,

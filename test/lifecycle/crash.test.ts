@@ -6,14 +6,11 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const WORKER = new URL('../support/worker-process.ts', import.meta.url).pathname;
 
-describe('worker processes on PostgreSQL', {
-  skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
-}, () => {
+describe('worker processes', () => {
   let svc: TestService;
   let markers: string;
   let projectId: string;
@@ -48,7 +45,6 @@ describe('worker processes on PostgreSQL', {
   before(async () => {
     markers = await mkdtemp(path.join(os.tmpdir(), 'errand-markers-'));
     svc = await startTestService({
-      backend: 'postgres',
       worker: false,
       env: { ERRAND_TURN_RETRY_DELAY_SECONDS: '0' },
     });

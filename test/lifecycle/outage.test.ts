@@ -10,32 +10,25 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrate } from '../../src/db/migrate.ts';
-import {
-  createTestDatabase,
-  POSTGRES_SKIP_REASON,
-  postgresUrl,
-  type TestDatabase,
-} from '../support/databases.ts';
+import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { exited, killStrays, runErrand, startServe } from '../support/process.ts';
-import {
-  assertError,
-  createRouteFixture,
-  notePostgresSkip,
-  type RouteFixture,
-} from '../support/route-cases.ts';
+import { assertError, createRouteFixture, type RouteFixture } from '../support/route-cases.ts';
 import { http, startTestService, type TestService, waitFor } from '../support/service.ts';
-import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
+import { type ProxyTarget, startTcpProxy, type TcpProxy } from '../support/tcp-proxy.ts';
 
-const skip = postgresUrl ? false : POSTGRES_SKIP_REASON;
 const LLM_KEY = 'sk-test-outage-5c0f1e2d';
 /** What the issue asks for: answering again within 5 s of the database's return. */
 const RECOVERY_MS = 5_000;
 
-function target(url: string): { host: string; port: number } {
+/** The test server's address: its TCP port, or the Unix socket of the embedded test server. */
+function target(url: string): ProxyTarget {
   const u = new URL(url);
-  return { host: u.hostname, port: Number(u.port || 5432) };
+  const port = Number(u.port || 5432);
+  const socketDir = u.searchParams.get('host');
+  if (socketDir?.startsWith('/')) return { path: `${socketDir}/.s.PGSQL.${port}` };
+  return { host: u.hostname, port };
 }
 
 /** Through the proxy: the same database, reached at the proxy's port. */
@@ -50,7 +43,7 @@ async function timeUntil(what: string, ok: () => Promise<boolean>, limitMs = 30_
   return Date.now() - start;
 }
 
-describe('PostgreSQL outage: the API', { skip }, () => {
+describe('PostgreSQL outage: the API', () => {
   let database: TestDatabase;
   let proxy: TcpProxy;
   let svc: TestService;
@@ -58,10 +51,9 @@ describe('PostgreSQL outage: the API', { skip }, () => {
   let routes: [method: string, path: string, body?: unknown][];
 
   before(async () => {
-    database = await createTestDatabase('postgres');
+    database = await createTestDatabase();
     proxy = await startTcpProxy(target(database.databaseUrl ?? ''));
     svc = await startTestService({
-      backend: 'postgres',
       database: proxied(database, proxy),
       worker: false,
       env: { ERRAND_DB_CONNECT_TIMEOUT_SECONDS: '1', ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: '2' },
@@ -172,7 +164,7 @@ describe('PostgreSQL outage: the API', { skip }, () => {
   test('migrations are not bound by the statement timeout', async () => {
     // A migration waits for the advisory lock another process holds for longer than the
     // statement timeout of this handle: it must wait, not fail.
-    const fresh = await createTestDatabase('postgres');
+    const fresh = await createTestDatabase();
     const holder = new pg.Client({ connectionString: fresh.databaseUrl });
     await holder.connect();
     try {
@@ -198,7 +190,7 @@ describe('PostgreSQL outage: the API', { skip }, () => {
   });
 });
 
-describe('PostgreSQL outage: serve, serve --no-worker and worker processes', { skip }, () => {
+describe('PostgreSQL outage: serve, serve --no-worker and worker processes', () => {
   let database: TestDatabase;
   let proxy: TcpProxy;
   let llm: FakeLlm;
@@ -207,7 +199,7 @@ describe('PostgreSQL outage: serve, serve --no-worker and worker processes', { s
   let env: Record<string, string>;
 
   before(async () => {
-    database = await createTestDatabase('postgres');
+    database = await createTestDatabase();
     proxy = await startTcpProxy(target(database.databaseUrl ?? ''));
     tmp = await makeTempDir('outage');
     origin = await makeOrigin(tmp);
@@ -316,5 +308,3 @@ describe('PostgreSQL outage: serve, serve --no-worker and worker processes', { s
     await api.stop();
   });
 });
-
-notePostgresSkip();

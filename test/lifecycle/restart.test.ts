@@ -1,9 +1,9 @@
-// `errand serve` as a real process on the embedded database: nothing accepted is lost across
-// a stop (SIGTERM or SIGKILL right after a 201), and a second process on the same data
-// directory is refused without harming the first.
+// `errand serve` as a real process in the embedded mode (its own PostgreSQL): nothing accepted
+// is lost across a stop (SIGTERM or SIGKILL right after a 201), and a second process on the
+// same data directory is refused without harming the first.
 import assert from 'node:assert/strict';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { createTestDatabase } from '../support/databases.ts';
+import { createEmbeddedDataDir } from '../support/databases.ts';
 import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { exited, killStrays, runErrand, startServe } from '../support/process.ts';
@@ -11,7 +11,7 @@ import { http, waitFor } from '../support/service.ts';
 
 const KEY = 'sk-test-restart-7d1c2b9a';
 
-describe('serve on PGlite', () => {
+describe('serve on embedded PostgreSQL', () => {
   let llm: FakeLlm;
   let tmp: string;
   let origin: Origin;
@@ -35,7 +35,7 @@ describe('serve on PGlite', () => {
 
   for (const signal of ['SIGTERM', 'SIGKILL'] as const) {
     test(`a job accepted right before ${signal} runs after the restart`, async () => {
-      const db = await createTestDatabase('pglite');
+      const db = await createEmbeddedDataDir();
       try {
         const first = await startServe(db.dataDir, ['--no-worker'], env);
         const key = first.adminKey;
@@ -79,7 +79,7 @@ describe('serve on PGlite', () => {
   }
 
   test('a second serve on the same data directory refuses to start and leaves the data intact', async () => {
-    const db = await createTestDatabase('pglite');
+    const db = await createEmbeddedDataDir();
     try {
       const first = await startServe(db.dataDir);
       const key = first.adminKey;

@@ -10,7 +10,6 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ExternalError } from '../../src/errors.ts';
 import type { TurnInput, TurnOutput } from '../../src/jobs/runner.ts';
-import { backends, POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
@@ -21,9 +20,7 @@ import { startTestService, type TestService, waitFor } from '../support/service.
 const MODEL_KEY = 'sk-test-worker-death-5c1d9e';
 
 /** Starts `errand worker` and resolves once it has started (its "errand started" log line). */
-describe('a worker killed mid-turn (real worker processes on PostgreSQL)', {
-  skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
-}, () => {
+describe('a worker killed mid-turn (real worker processes)', () => {
   let tmp: string;
   let origin: Origin;
   let llm: FakeLlm;
@@ -35,7 +32,6 @@ describe('a worker killed mid-turn (real worker processes on PostgreSQL)', {
     origin = await makeOrigin(tmp);
     llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
     svc = await startTestService({
-      backend: 'postgres',
       worker: false,
       env: {
         OPENAI_API_KEY: MODEL_KEY,
@@ -143,95 +139,92 @@ describe('errand worker without ERRAND_PUBLIC_URL', () => {
   });
 });
 
-for (const backend of backends) {
-  describe(`transient failures back off on ${backend}`, () => {
-    let svc: TestService;
-    let projectId: string;
-    const scripts: Record<string, (input: TurnInput) => Promise<TurnOutput>> = {
-      down: async () => {
-        throw new ExternalError('model', 'model API answered 503', { transient: true });
-      },
-      limited: async (input) => {
-        if (input.turn.attempts === 1)
-          throw new ExternalError('model', 'model API answered 429', {
-            transient: true,
-            retryAfterSeconds: 8,
-          });
-        return { summary: 'worked after the rate limit' };
-      },
-      quick: async () => ({ summary: 'quick' }),
-    };
-    const runner = new RecordingRunner(async (input) => {
-      const script = scripts[input.turn.prompt];
-      if (!script) throw new Error(`no script '${input.turn.prompt}'`);
-      return script(input);
-    });
-
-    before(async () => {
-      svc = await startTestService({
-        backend,
-        runner,
-        env: {
-          ERRAND_TURN_RETRY_DELAY_SECONDS: '3',
-          ERRAND_TURN_RETRIES: '2',
-          // One turn at a time: a worker waiting out a backoff would block every other job.
-          ERRAND_CONCURRENCY: '1',
-        },
-      });
-      projectId = (await svc.createProject()).id;
-    });
-    after(async () => {
-      await svc?.close();
-    });
-
-    const create = (prompt: string) => createJob(svc, projectId, prompt);
-    const until = (jobId: string, status: string) =>
-      untilStatus(svc, projectId, jobId, status, { timeoutMs: 60_000 });
-    const callsOf = (jobId: string): TurnCall[] => runner.calls.filter((c) => c.jobId === jobId);
-    /** From the end of each attempt to the start of the next. */
-    const gaps = (calls: TurnCall[]) =>
-      calls.slice(1).map((c, i) => c.startedAt - (calls[i]?.endedAt ?? Number.NaN));
-
-    test('retries wait the configured delay, doubled each time, and free the worker', async () => {
-      const jobId = await create('down');
-      const retrying = async () =>
-        (
-          await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)
-        ).json.events?.filter((e) => e.type === 'turn.retrying') ?? [];
-      await waitFor('the first retry to be scheduled', async () =>
-        (await retrying()).length > 0 ? true : undefined,
-      );
-      // One turn at a time: this job runs during the backoff only if the backoff holds no
-      // worker (a worker sleeping it out would take the older job's retry first).
-      const other = await create('quick');
-      await until(other, 'completed');
-      const job = await until(jobId, 'failed');
-      assert.equal(job.error, 'model API answered 503');
-      const calls = callsOf(jobId);
-      assert.equal(calls.length, 3);
-      const [otherCall] = callsOf(other);
-      assert.ok(
-        otherCall && otherCall.startedAt < (calls[1]?.startedAt ?? 0),
-        'the other job waited for the backoff',
-      );
-      const [first, second] = gaps(calls);
-      // From below only: a loaded machine may start a retry late, never early.
-      assert.ok((first ?? 0) >= 3_000, `the first retry came ${first} ms after the failure`);
-      assert.ok((second ?? 0) >= 6_000, `the second retry came ${second} ms after the failure`);
-      const delays = (await retrying()).map(
-        (e) => (e.data as { retryInSeconds: number }).retryInSeconds,
-      );
-      assert.equal(delays.length, 2);
-      assert.ok((delays[0] ?? 0) >= 3 && (delays[0] ?? 0) <= 4, `delays ${delays}`);
-      assert.ok((delays[1] ?? 0) >= 6 && (delays[1] ?? 0) <= 8, `delays ${delays}`);
-    });
-
-    test("a service's Retry-After longer than the backoff is waited out", async () => {
-      const jobId = await create('limited');
-      const job = await until(jobId, 'completed');
-      assert.equal(job.error, null);
-      const [gap] = gaps(callsOf(jobId));
-      assert.ok((gap ?? 0) >= 8_000, `the retry came ${gap} ms after the failure`);
-    });
+describe('transient failures back off', () => {
+  let svc: TestService;
+  let projectId: string;
+  const scripts: Record<string, (input: TurnInput) => Promise<TurnOutput>> = {
+    down: async () => {
+      throw new ExternalError('model', 'model API answered 503', { transient: true });
+    },
+    limited: async (input) => {
+      if (input.turn.attempts === 1)
+        throw new ExternalError('model', 'model API answered 429', {
+          transient: true,
+          retryAfterSeconds: 8,
+        });
+      return { summary: 'worked after the rate limit' };
+    },
+    quick: async () => ({ summary: 'quick' }),
+  };
+  const runner = new RecordingRunner(async (input) => {
+    const script = scripts[input.turn.prompt];
+    if (!script) throw new Error(`no script '${input.turn.prompt}'`);
+    return script(input);
   });
-}
+
+  before(async () => {
+    svc = await startTestService({
+      runner,
+      env: {
+        ERRAND_TURN_RETRY_DELAY_SECONDS: '3',
+        ERRAND_TURN_RETRIES: '2',
+        // One turn at a time: a worker waiting out a backoff would block every other job.
+        ERRAND_CONCURRENCY: '1',
+      },
+    });
+    projectId = (await svc.createProject()).id;
+  });
+  after(async () => {
+    await svc?.close();
+  });
+
+  const create = (prompt: string) => createJob(svc, projectId, prompt);
+  const until = (jobId: string, status: string) =>
+    untilStatus(svc, projectId, jobId, status, { timeoutMs: 60_000 });
+  const callsOf = (jobId: string): TurnCall[] => runner.calls.filter((c) => c.jobId === jobId);
+  /** From the end of each attempt to the start of the next. */
+  const gaps = (calls: TurnCall[]) =>
+    calls.slice(1).map((c, i) => c.startedAt - (calls[i]?.endedAt ?? Number.NaN));
+
+  test('retries wait the configured delay, doubled each time, and free the worker', async () => {
+    const jobId = await create('down');
+    const retrying = async () =>
+      (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events?.filter(
+        (e) => e.type === 'turn.retrying',
+      ) ?? [];
+    await waitFor('the first retry to be scheduled', async () =>
+      (await retrying()).length > 0 ? true : undefined,
+    );
+    // One turn at a time: this job runs during the backoff only if the backoff holds no
+    // worker (a worker sleeping it out would take the older job's retry first).
+    const other = await create('quick');
+    await until(other, 'completed');
+    const job = await until(jobId, 'failed');
+    assert.equal(job.error, 'model API answered 503');
+    const calls = callsOf(jobId);
+    assert.equal(calls.length, 3);
+    const [otherCall] = callsOf(other);
+    assert.ok(
+      otherCall && otherCall.startedAt < (calls[1]?.startedAt ?? 0),
+      'the other job waited for the backoff',
+    );
+    const [first, second] = gaps(calls);
+    // From below only: a loaded machine may start a retry late, never early.
+    assert.ok((first ?? 0) >= 3_000, `the first retry came ${first} ms after the failure`);
+    assert.ok((second ?? 0) >= 6_000, `the second retry came ${second} ms after the failure`);
+    const delays = (await retrying()).map(
+      (e) => (e.data as { retryInSeconds: number }).retryInSeconds,
+    );
+    assert.equal(delays.length, 2);
+    assert.ok((delays[0] ?? 0) >= 3 && (delays[0] ?? 0) <= 4, `delays ${delays}`);
+    assert.ok((delays[1] ?? 0) >= 6 && (delays[1] ?? 0) <= 8, `delays ${delays}`);
+  });
+
+  test("a service's Retry-After longer than the backoff is waited out", async () => {
+    const jobId = await create('limited');
+    const job = await until(jobId, 'completed');
+    assert.equal(job.error, null);
+    const [gap] = gaps(callsOf(jobId));
+    assert.ok((gap ?? 0) >= 8_000, `the retry came ${gap} ms after the failure`);
+  });
+});

@@ -13,7 +13,7 @@ import type { Job } from '../../src/client/index.ts';
 import type { TurnInput } from '../../src/jobs/runner.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { captureOutput } from '../support/process.ts';
-import { randomJobId, SCRIPTED_ENV, scriptedRunner } from '../support/route-cases.ts';
+import { randomJobId, SCRIPTED_ENV, scriptedRunner, turnStarted } from '../support/route-cases.ts';
 import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 
@@ -76,9 +76,10 @@ describe('errand mcp', () => {
   let projectKey: string;
   let otherProject: ProjectRecord;
   const sessions: Session[] = [];
+  const turns = runner();
 
   before(async () => {
-    svc = await startTestService({ backend: 'pglite', runner: runner(), env: SCRIPTED_ENV });
+    svc = await startTestService({ runner: turns, env: SCRIPTED_ENV });
     project = await svc.createProject({ name: 'mcp project' });
     otherProject = await svc.createProject({ name: 'another project' });
     projectKey = (await svc.createProjectKey(project.id)).key;
@@ -260,6 +261,9 @@ describe('errand mcp', () => {
 
   test('wait_for_job answers with the active job when its time is up, and reports progress meanwhile', async () => {
     const held = job(await ok('create_job', { prompt: 'hold this one' }));
+    // From the start of its turn the held job does not change, so the only notifications are
+    // the first read and the heartbeat (the worker's start would be one more).
+    await turnStarted(turns, held.id);
     const progress: Progress[] = [];
     const started = Date.now();
     const waited = await call(

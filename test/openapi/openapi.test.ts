@@ -11,7 +11,6 @@ import { Ajv, type AnySchema } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { DOCS_CSP } from '../../src/http/openapi.ts';
-import { backends } from '../support/databases.ts';
 import { createJobId, createRouteFixture, type RouteFixture } from '../support/route-cases.ts';
 import { type HttpResult, startTestService, type TestService } from '../support/service.ts';
 
@@ -158,392 +157,381 @@ function assertDocumented(doc: Document, key: string, res: HttpResult): void {
     );
 }
 
-for (const backend of backends) {
-  describe(`OpenAPI document on ${backend}`, () => {
-    let svc: TestService;
-    let fx: RouteFixture;
-    let doc: Document;
+describe('OpenAPI document', () => {
+  let svc: TestService;
+  let fx: RouteFixture;
+  let doc: Document;
 
-    before(async () => {
-      // The secret key lets the webhook routes store a signing secret.
-      svc = await startTestService({
-        backend,
-        worker: false,
-        env: { ERRAND_SECRET_KEY: 'openapi-test-secret-key' },
-      });
-      fx = await createRouteFixture(svc);
-      const res = await svc.request('GET', '/openapi.json', { key: null });
-      assert.equal(res.status, 200, res.text);
-      doc = JSON.parse(res.text) as Document;
+  before(async () => {
+    // The secret key lets the webhook routes store a signing secret.
+    svc = await startTestService({
+      worker: false,
+      env: { ERRAND_SECRET_KEY: 'openapi-test-secret-key' },
     });
-    after(async () => {
-      await svc?.close();
-    });
+    fx = await createRouteFixture(svc);
+    const res = await svc.request('GET', '/openapi.json', { key: null });
+    assert.equal(res.status, 200, res.text);
+    doc = JSON.parse(res.text) as Document;
+  });
+  after(async () => {
+    await svc?.close();
+  });
 
-    test('served without a key, as OpenAPI 3.1 that a validator accepts', async () => {
-      assert.equal(doc.openapi, '3.1.0');
-      const result = await new Validator().validate(doc as unknown as Record<string, unknown>);
-      assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
-    });
+  test('served without a key, as OpenAPI 3.1 that a validator accepts', async () => {
+    assert.equal(doc.openapi, '3.1.0');
+    const result = await new Validator().validate(doc as unknown as Record<string, unknown>);
+    assert.equal(result.valid, true, JSON.stringify(result.errors, null, 2));
+  });
 
-    test('documents every route Errand serves, and only those', () => {
-      const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
-        Object.keys(ops).map((method) => `${method} ${path}`),
-      );
-      assert.deepEqual(documented.sort(), [...ERRAND_OPERATIONS].sort());
-      for (const key of ERRAND_OPERATIONS) {
-        const op = operation(doc, key);
-        const path = key.split(' ')[1] ?? '';
-        const inPath = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
-        const declared = (op.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name);
-        assert.deepEqual(declared.sort(), inPath.sort(), `${key}: path parameters`);
-      }
-    });
+  test('documents every route Errand serves, and only those', () => {
+    const documented = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((method) => `${method} ${path}`),
+    );
+    assert.deepEqual(documented.sort(), [...ERRAND_OPERATIONS].sort());
+    for (const key of ERRAND_OPERATIONS) {
+      const op = operation(doc, key);
+      const path = key.split(' ')[1] ?? '';
+      const inPath = [...path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]);
+      const declared = (op.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name);
+      assert.deepEqual(declared.sort(), inPath.sort(), `${key}: path parameters`);
+    }
+  });
 
-    test('the job and the error are components, named as in the published document', () => {
-      for (const name of ['AgentJob', 'Error']) {
-        assert.ok(published.components.schemas[name], `the published document has no ${name}`);
-        assert.ok(doc.components?.schemas?.[name], `Errand's document has no ${name}`);
-      }
-      // Only components a path refers to: no unused copies.
-      assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), ['AgentJob', 'Error']);
-      const created = operation(doc, 'post /v2/agent/{projectId}/job').responses['201'];
-      assert.deepEqual(created?.content?.['application/json']?.schema, {
-        $ref: '#/components/schemas/AgentJob',
-      });
+  test('the job and the error are components, named as in the published document', () => {
+    for (const name of ['AgentJob', 'Error']) {
+      assert.ok(published.components.schemas[name], `the published document has no ${name}`);
+      assert.ok(doc.components?.schemas?.[name], `Errand's document has no ${name}`);
+    }
+    // Only components a path refers to: no unused copies.
+    assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), ['AgentJob', 'Error']);
+    const created = operation(doc, 'post /v2/agent/{projectId}/job').responses['201'];
+    assert.deepEqual(created?.content?.['application/json']?.schema, {
+      $ref: '#/components/schemas/AgentJob',
     });
+  });
 
-    test('has every published path and method, with the same path parameters', () => {
-      for (const [path, ops] of Object.entries(published.paths)) {
-        for (const [method, publishedOp] of Object.entries(ops) as [Method, Operation][]) {
-          const op = operation(doc, `${method} ${path}`);
-          const names = (o: Operation) =>
-            (o.parameters ?? [])
-              .filter((p) => p.in === 'path')
-              .map((p) => p.name)
-              .sort();
-          assert.deepEqual(names(op), names(publishedOp), `${method} ${path}`);
-          for (const status of Object.keys(publishedOp.responses)) {
-            assert.ok(op.responses[status], `${method} ${path} does not document ${status}`);
-          }
+  test('has every published path and method, with the same path parameters', () => {
+    for (const [path, ops] of Object.entries(published.paths)) {
+      for (const [method, publishedOp] of Object.entries(ops) as [Method, Operation][]) {
+        const op = operation(doc, `${method} ${path}`);
+        const names = (o: Operation) =>
+          (o.parameters ?? [])
+            .filter((p) => p.in === 'path')
+            .map((p) => p.name)
+            .sort();
+        assert.deepEqual(names(op), names(publishedOp), `${method} ${path}`);
+        for (const status of Object.keys(publishedOp.responses)) {
+          assert.ok(op.responses[status], `${method} ${path} does not document ${status}`);
         }
       }
-    });
+    }
+  });
 
-    test('accepts every request body the published schema accepts', async () => {
-      const prompts = ['x', 'Fix the typo in README.md', 'é'.repeat(500), '{"a": [1, 2]}\n\tdone'];
-      const create = operation(published, 'post /v2/agent/{projectId}/job');
-      const message = operation(published, 'post /v2/agent/{projectId}/job/{id}/message');
-      const createSchema = fromOpenApi30(create.requestBody?.content['application/json']?.schema);
-      const messageSchema = fromOpenApi30(message.requestBody?.content['application/json']?.schema);
-      for (const prompt of prompts) {
-        const body = { prompt };
-        assertValid(ajv07, createSchema, body, 'published create body', JSON.stringify(body));
-        assertValid(ajv07, messageSchema, body, 'published message body', JSON.stringify(body));
-        const created = await svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
-          key: fx.projectKey,
-          body,
-        });
-        assert.equal(created.status, 201, created.text);
-        const sent = await svc.request(
-          'POST',
-          `/v2/agent/${fx.project.id}/job/${created.json.id}/message`,
-          { key: fx.projectKey, body },
-        );
-        assert.equal(sent.status, 200, sent.text);
-      }
-    });
-
-    test('every documented success response validates against the published schema', async () => {
+  test('accepts every request body the published schema accepts', async () => {
+    const prompts = ['x', 'Fix the typo in README.md', 'é'.repeat(500), '{"a": [1, 2]}\n\tdone'];
+    const create = operation(published, 'post /v2/agent/{projectId}/job');
+    const message = operation(published, 'post /v2/agent/{projectId}/job/{id}/message');
+    const createSchema = fromOpenApi30(create.requestBody?.content['application/json']?.schema);
+    const messageSchema = fromOpenApi30(message.requestBody?.content['application/json']?.schema);
+    for (const prompt of prompts) {
+      const body = { prompt };
+      assertValid(ajv07, createSchema, body, 'published create body', JSON.stringify(body));
+      assertValid(ajv07, messageSchema, body, 'published message body', JSON.stringify(body));
       const created = await svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
         key: fx.projectKey,
-        body: { prompt: 'published shape' },
+        body,
       });
-      const base = `/v2/agent/${fx.project.id}/job/${created.json.id}`;
-      const read = await svc.request('GET', base, { key: fx.projectKey });
-      const sent = await svc.request('POST', `${base}/message`, {
-        key: fx.projectKey,
-        body: { prompt: 'and again' },
-      });
-      const archived = await svc.request('POST', `${base}/archive`, { key: fx.projectKey });
-      const readArchived = await svc.request('GET', base, { key: fx.projectKey });
-      const notFound = await svc.request('GET', `${base}x`, { key: fx.projectKey });
-      const checks: [string, HttpResult, number][] = [
-        ['post /v2/agent/{projectId}/job', created, 201],
-        ['get /v2/agent/{projectId}/job/{id}', read, 200],
-        ['post /v2/agent/{projectId}/job/{id}/message', sent, 200],
-        ['get /v2/agent/{projectId}/job/{id}', readArchived, 200],
-        ['get /v2/agent/{projectId}/job/{id}', notFound, 404],
-      ];
-      assert.equal(archived.status, 200, archived.text);
-      assert.equal(readArchived.json.status, 'archived');
-      for (const [key, res, status] of checks) {
-        assert.equal(res.status, status, `${key}: ${res.text}`);
-        const schema = operation(published, key).responses[String(status)]?.content?.[
-          'application/json'
-        ]?.schema;
-        assert.ok(schema, `the published ${key} has no ${status} schema`);
-        assertValid(ajv07, fromOpenApi30(schema), res.json, `published ${key} ${status}`, res.text);
-        assertDocumented(doc, key, res);
-      }
-    });
-
-    test("every route's real responses are what Errand's document says", async () => {
-      const project = fx.project.id;
-      const jobId = await createJobId(svc, project, 'documented');
-      const job = `/v2/agent/${project}/job/${jobId}`;
-      const admin = { key: svc.adminKey };
-      const own = { key: fx.projectKey };
-      const read = await svc.request('GET', job, own);
-      const calls: [string, () => Promise<HttpResult>][] = [
-        ['get /healthz', () => svc.request('GET', '/healthz', { key: null })],
-        ['get /readyz', () => svc.request('GET', '/readyz', { key: null })],
-        ['get /review/{jobId}', () => svc.request('GET', `/review/${jobId}`, { key: null })],
-        ['get /review/{jobId}', () => svc.request('GET', `/review/${jobId}x`, { key: null })],
-        ['get /v2/agent/{projectId}/job/{id}', async () => read],
-        [
-          'get /v2/agent/{projectId}/job/{id}',
-          () =>
-            svc.request('GET', job, {
-              ...own,
-              headers: { 'if-none-match': read.headers.get('etag') ?? '' },
-            }),
-        ],
-        ['get /v2/agent/{projectId}/job/{id}', () => svc.request('GET', job, { key: null })],
-        [
-          'get /v2/agent/{projectId}/job/{id}',
-          () => svc.request('GET', job, { key: fx.otherProjectKey }),
-        ],
-        [
-          'get /v2/agent/{projectId}/jobs',
-          () => svc.request('GET', `/v2/agent/${project}/jobs?limit=2`, own),
-        ],
-        [
-          'get /v2/agent/{projectId}/jobs',
-          () => svc.request('GET', `/v2/agent/${project}/jobs?limit=0`, own),
-        ],
-        [
-          'get /v2/agent/{projectId}/job/{id}/events',
-          () => svc.request('GET', `${job}/events`, own),
-        ],
-        [
-          'get /v2/agent/{projectId}/job/{id}/events',
-          () => svc.request('GET', `${job}/events?after=-1`, own),
-        ],
-        [
-          'post /v2/agent/{projectId}/job',
-          () => svc.request('POST', `/v2/agent/${project}/job`, { ...own, body: { prompt: ' ' } }),
-        ],
-        [
-          'post /v2/agent/{projectId}/job',
-          () =>
-            svc.request('POST', `/v2/agent/${project}/job`, {
-              ...own,
-              rawBody: 'prompt=x',
-              headers: { 'content-type': 'text/plain' },
-            }),
-        ],
-        ['get /v2/admin/projects', () => svc.request('GET', '/v2/admin/projects', admin)],
-        ['get /v2/admin/projects', () => svc.request('GET', '/v2/admin/projects', own)],
-        [
-          'get /v2/admin/projects/{id}',
-          () => svc.request('GET', `/v2/admin/projects/${project}`, admin),
-        ],
-        [
-          'post /v2/admin/projects',
-          () =>
-            svc.request('POST', '/v2/admin/projects', {
-              ...admin,
-              body: { name: 'documented', repository: 'https://github.com/acme/app.git' },
-            }),
-        ],
-        [
-          'post /v2/admin/projects',
-          () => svc.request('POST', '/v2/admin/projects', { ...admin, body: { name: 'x' } }),
-        ],
-        [
-          'patch /v2/admin/projects/{id}',
-          () =>
-            svc.request('PATCH', `/v2/admin/projects/${fx.otherProject.id}`, {
-              ...admin,
-              body: { draftPullRequests: true },
-            }),
-        ],
-        ['get /v2/admin/keys', () => svc.request('GET', '/v2/admin/keys', admin)],
-        [
-          'post /v2/admin/keys',
-          () => svc.request('POST', '/v2/admin/keys', { ...admin, body: { projectId: project } }),
-        ],
-        [
-          'post /v2/admin/keys/{id}/revoke',
-          () => svc.request('POST', `/v2/admin/keys/${fx.spareKeyId}/revoke`, admin),
-        ],
-      ];
-      const statuses: string[] = [];
-      for (const [key, call] of calls) {
-        const res = await call();
-        statuses.push(`${key} ${res.status}`);
-        assertDocumented(doc, key, res);
-      }
-      // Archive last: the job's other calls above expect it active.
-      const archived = await svc.request('POST', `${job}/archive`, own);
-      assertDocumented(doc, 'post /v2/agent/{projectId}/job/{id}/archive', archived);
-      const message = await svc.request('POST', `${job}/message`, {
-        ...own,
-        body: { prompt: 'x' },
-      });
-      assertDocumented(doc, 'post /v2/agent/{projectId}/job/{id}/message', message);
-      statuses.push(`archive ${archived.status}`, `message ${message.status}`);
-      // The calls reached the statuses they were written for (a 2xx, a 304 and each error).
-      for (const expected of [
-        'healthz 200',
-        'readyz 200',
-        'review/{jobId} 200',
-        'review/{jobId} 404',
-        'job/{id} 304',
-        'job/{id} 401',
-        'job/{id} 403',
-        'jobs 400',
-        'events 400',
-        'job 400',
-        'job 415',
-        'projects 403',
-        'projects 201',
-        'projects 400',
-        'archive 200',
-        'message 409',
-      ]) {
-        assert.ok(
-          statuses.some((s) => s.endsWith(expected)),
-          `no call answered ${expected}: ${statuses.join(', ')}`,
-        );
-      }
-    });
-
-    test("the webhook routes' real responses are what Errand's document says", async () => {
-      const admin = { key: svc.adminKey };
-      const hooks = `/v2/admin/projects/${fx.project.id}/webhooks`;
-      const created = await svc.request('POST', hooks, {
-        ...admin,
-        body: { url: 'https://93.184.215.14/hook', events: ['job.completed'] },
-      });
-      const hook = `${hooks}/${created.json.id}`;
-      const base = '/v2/admin/projects/{projectId}/webhooks';
-      const calls: [string, number, () => Promise<HttpResult>][] = [
-        [`post ${base}`, 201, async () => created],
-        [
-          `post ${base}`,
-          400,
-          () => svc.request('POST', hooks, { ...admin, body: { url: 'http://x' } }),
-        ],
-        [`get ${base}`, 200, () => svc.request('GET', hooks, admin)],
-        [`get ${base}`, 403, () => svc.request('GET', hooks, { key: fx.projectKey })],
-        [`get ${base}/{webhookId}`, 200, () => svc.request('GET', hook, admin)],
-        [`get ${base}/{webhookId}`, 404, () => svc.request('GET', `${hook}x`, admin)],
-        [
-          `patch ${base}/{webhookId}`,
-          200,
-          () => svc.request('PATCH', hook, { ...admin, body: { description: 'documented' } }),
-        ],
-        [
-          `patch ${base}/{webhookId}`,
-          400,
-          () => svc.request('PATCH', hook, { ...admin, body: {} }),
-        ],
-        [
-          `post ${base}/{webhookId}/rotate-secret`,
-          200,
-          () => svc.request('POST', `${hook}/rotate-secret`, admin),
-        ],
-        [
-          `get ${base}/{webhookId}/deliveries`,
-          200,
-          () => svc.request('GET', `${hook}/deliveries?limit=5`, admin),
-        ],
-        [
-          `get ${base}/{webhookId}/deliveries`,
-          400,
-          () => svc.request('GET', `${hook}/deliveries?limit=0`, admin),
-        ],
-        [
-          `post ${base}/{webhookId}/deliveries/{deliveryId}/redeliver`,
-          404,
-          () => svc.request('POST', `${hook}/deliveries/msg_AAAAAAAAAAAAAAAAAAAA/redeliver`, admin),
-        ],
-        [`delete ${base}/{webhookId}`, 204, () => svc.request('DELETE', hook, admin)],
-        [`delete ${base}/{webhookId}`, 404, () => svc.request('DELETE', hook, admin)],
-      ];
-      for (const [key, status, call] of calls) {
-        const res = await call();
-        assert.equal(res.status, status, `${key}: ${res.text}`);
-        assertDocumented(doc, key, res);
-      }
-    });
-  });
-
-  describe(`API reference page and /metrics on ${backend}`, () => {
-    // This service serves /metrics on the API's port, which the document then describes.
-    const METRICS_TOKEN = 'metrics-token-for-the-openapi-test';
-    let svc: TestService;
-
-    before(async () => {
-      svc = await startTestService({
-        backend,
-        worker: false,
-        env: { ERRAND_METRICS_TOKEN: METRICS_TOKEN },
-      });
-    });
-    after(async () => {
-      await svc?.close();
-    });
-
-    test('/docs is served without a key, from this server only, under a strict CSP', async () => {
-      const page = await fetch(`${svc.url}/docs`);
-      assert.equal(page.status, 200);
-      assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
-      const csp = page.headers.get('content-security-policy') ?? '';
-      assert.equal(csp, DOCS_CSP);
-      assert.doesNotMatch(csp, /unsafe-eval/);
-      assert.match(csp, /(^|; )script-src 'self'(;|$)/);
-      assert.match(csp, /(^|; )default-src 'none'(;|$)/);
-      const html = await page.text();
-      const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] ?? '');
-      assert.ok(
-        assets.some((a) => a.endsWith('swagger-ui-bundle.js')),
-        html,
+      assert.equal(created.status, 201, created.text);
+      const sent = await svc.request(
+        'POST',
+        `/v2/agent/${fx.project.id}/job/${created.json.id}/message`,
+        { key: fx.projectKey, body },
       );
-      for (const asset of assets) {
-        // Every script and style comes from this server: nothing from a CDN.
-        assert.match(asset, /^\/docs\//, `${asset} is not served by Errand`);
-        const res = await fetch(`${svc.url}${asset}`);
-        assert.equal(res.status, 200, `${asset}: ${res.status}`);
-        assert.equal(res.headers.get('content-security-policy'), DOCS_CSP, asset);
-        await res.arrayBuffer();
-      }
-    });
+      assert.equal(sent.status, 200, sent.text);
+    }
+  });
 
-    test('the page reads the same document as /openapi.json', async () => {
-      const [fromDocs, served] = await Promise.all([
-        svc.request('GET', '/docs/json', { key: null }),
-        svc.request('GET', '/openapi.json', { key: null }),
-      ]);
-      assert.equal(fromDocs.status, 200);
-      assert.deepEqual(JSON.parse(fromDocs.text), JSON.parse(served.text));
-      const initializer = await fetch(`${svc.url}/docs/static/swagger-initializer.js`);
-      assert.match(await initializer.text(), /resolveUrl\('\.\/json'\)/);
+  test('every documented success response validates against the published schema', async () => {
+    const created = await svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
+      key: fx.projectKey,
+      body: { prompt: 'published shape' },
     });
+    const base = `/v2/agent/${fx.project.id}/job/${created.json.id}`;
+    const read = await svc.request('GET', base, { key: fx.projectKey });
+    const sent = await svc.request('POST', `${base}/message`, {
+      key: fx.projectKey,
+      body: { prompt: 'and again' },
+    });
+    const archived = await svc.request('POST', `${base}/archive`, { key: fx.projectKey });
+    const readArchived = await svc.request('GET', base, { key: fx.projectKey });
+    const notFound = await svc.request('GET', `${base}x`, { key: fx.projectKey });
+    const checks: [string, HttpResult, number][] = [
+      ['post /v2/agent/{projectId}/job', created, 201],
+      ['get /v2/agent/{projectId}/job/{id}', read, 200],
+      ['post /v2/agent/{projectId}/job/{id}/message', sent, 200],
+      ['get /v2/agent/{projectId}/job/{id}', readArchived, 200],
+      ['get /v2/agent/{projectId}/job/{id}', notFound, 404],
+    ];
+    assert.equal(archived.status, 200, archived.text);
+    assert.equal(readArchived.json.status, 'archived');
+    for (const [key, res, status] of checks) {
+      assert.equal(res.status, status, `${key}: ${res.text}`);
+      const schema = operation(published, key).responses[String(status)]?.content?.[
+        'application/json'
+      ]?.schema;
+      assert.ok(schema, `the published ${key} has no ${status} schema`);
+      assertValid(ajv07, fromOpenApi30(schema), res.json, `published ${key} ${status}`, res.text);
+      assertDocumented(doc, key, res);
+    }
+  });
 
-    test('/metrics, where it is served, is in the document, and its answers are as documented', async () => {
-      const res = await svc.request('GET', '/openapi.json', { key: null });
-      const doc = JSON.parse(res.text) as Document;
-      const op = operation(doc, 'get /metrics');
-      assert.deepEqual(op.security, [{ metricsToken: [] }]);
-      const served = await svc.request('GET', '/metrics', { key: METRICS_TOKEN });
-      assert.equal(served.status, 200, served.text);
-      assertDocumented(doc, 'get /metrics', served);
-      const refused = await svc.request('GET', '/metrics', { key: null });
-      assert.equal(refused.status, 401, refused.text);
-      assertDocumented(doc, 'get /metrics', refused);
+  test("every route's real responses are what Errand's document says", async () => {
+    const project = fx.project.id;
+    const jobId = await createJobId(svc, project, 'documented');
+    const job = `/v2/agent/${project}/job/${jobId}`;
+    const admin = { key: svc.adminKey };
+    const own = { key: fx.projectKey };
+    const read = await svc.request('GET', job, own);
+    const calls: [string, () => Promise<HttpResult>][] = [
+      ['get /healthz', () => svc.request('GET', '/healthz', { key: null })],
+      ['get /readyz', () => svc.request('GET', '/readyz', { key: null })],
+      ['get /review/{jobId}', () => svc.request('GET', `/review/${jobId}`, { key: null })],
+      ['get /review/{jobId}', () => svc.request('GET', `/review/${jobId}x`, { key: null })],
+      ['get /v2/agent/{projectId}/job/{id}', async () => read],
+      [
+        'get /v2/agent/{projectId}/job/{id}',
+        () =>
+          svc.request('GET', job, {
+            ...own,
+            headers: { 'if-none-match': read.headers.get('etag') ?? '' },
+          }),
+      ],
+      ['get /v2/agent/{projectId}/job/{id}', () => svc.request('GET', job, { key: null })],
+      [
+        'get /v2/agent/{projectId}/job/{id}',
+        () => svc.request('GET', job, { key: fx.otherProjectKey }),
+      ],
+      [
+        'get /v2/agent/{projectId}/jobs',
+        () => svc.request('GET', `/v2/agent/${project}/jobs?limit=2`, own),
+      ],
+      [
+        'get /v2/agent/{projectId}/jobs',
+        () => svc.request('GET', `/v2/agent/${project}/jobs?limit=0`, own),
+      ],
+      ['get /v2/agent/{projectId}/job/{id}/events', () => svc.request('GET', `${job}/events`, own)],
+      [
+        'get /v2/agent/{projectId}/job/{id}/events',
+        () => svc.request('GET', `${job}/events?after=-1`, own),
+      ],
+      [
+        'post /v2/agent/{projectId}/job',
+        () => svc.request('POST', `/v2/agent/${project}/job`, { ...own, body: { prompt: ' ' } }),
+      ],
+      [
+        'post /v2/agent/{projectId}/job',
+        () =>
+          svc.request('POST', `/v2/agent/${project}/job`, {
+            ...own,
+            rawBody: 'prompt=x',
+            headers: { 'content-type': 'text/plain' },
+          }),
+      ],
+      ['get /v2/admin/projects', () => svc.request('GET', '/v2/admin/projects', admin)],
+      ['get /v2/admin/projects', () => svc.request('GET', '/v2/admin/projects', own)],
+      [
+        'get /v2/admin/projects/{id}',
+        () => svc.request('GET', `/v2/admin/projects/${project}`, admin),
+      ],
+      [
+        'post /v2/admin/projects',
+        () =>
+          svc.request('POST', '/v2/admin/projects', {
+            ...admin,
+            body: { name: 'documented', repository: 'https://github.com/acme/app.git' },
+          }),
+      ],
+      [
+        'post /v2/admin/projects',
+        () => svc.request('POST', '/v2/admin/projects', { ...admin, body: { name: 'x' } }),
+      ],
+      [
+        'patch /v2/admin/projects/{id}',
+        () =>
+          svc.request('PATCH', `/v2/admin/projects/${fx.otherProject.id}`, {
+            ...admin,
+            body: { draftPullRequests: true },
+          }),
+      ],
+      ['get /v2/admin/keys', () => svc.request('GET', '/v2/admin/keys', admin)],
+      [
+        'post /v2/admin/keys',
+        () => svc.request('POST', '/v2/admin/keys', { ...admin, body: { projectId: project } }),
+      ],
+      [
+        'post /v2/admin/keys/{id}/revoke',
+        () => svc.request('POST', `/v2/admin/keys/${fx.spareKeyId}/revoke`, admin),
+      ],
+    ];
+    const statuses: string[] = [];
+    for (const [key, call] of calls) {
+      const res = await call();
+      statuses.push(`${key} ${res.status}`);
+      assertDocumented(doc, key, res);
+    }
+    // Archive last: the job's other calls above expect it active.
+    const archived = await svc.request('POST', `${job}/archive`, own);
+    assertDocumented(doc, 'post /v2/agent/{projectId}/job/{id}/archive', archived);
+    const message = await svc.request('POST', `${job}/message`, {
+      ...own,
+      body: { prompt: 'x' },
+    });
+    assertDocumented(doc, 'post /v2/agent/{projectId}/job/{id}/message', message);
+    statuses.push(`archive ${archived.status}`, `message ${message.status}`);
+    // The calls reached the statuses they were written for (a 2xx, a 304 and each error).
+    for (const expected of [
+      'healthz 200',
+      'readyz 200',
+      'review/{jobId} 200',
+      'review/{jobId} 404',
+      'job/{id} 304',
+      'job/{id} 401',
+      'job/{id} 403',
+      'jobs 400',
+      'events 400',
+      'job 400',
+      'job 415',
+      'projects 403',
+      'projects 201',
+      'projects 400',
+      'archive 200',
+      'message 409',
+    ]) {
+      assert.ok(
+        statuses.some((s) => s.endsWith(expected)),
+        `no call answered ${expected}: ${statuses.join(', ')}`,
+      );
+    }
+  });
+
+  test("the webhook routes' real responses are what Errand's document says", async () => {
+    const admin = { key: svc.adminKey };
+    const hooks = `/v2/admin/projects/${fx.project.id}/webhooks`;
+    const created = await svc.request('POST', hooks, {
+      ...admin,
+      body: { url: 'https://93.184.215.14/hook', events: ['job.completed'] },
+    });
+    const hook = `${hooks}/${created.json.id}`;
+    const base = '/v2/admin/projects/{projectId}/webhooks';
+    const calls: [string, number, () => Promise<HttpResult>][] = [
+      [`post ${base}`, 201, async () => created],
+      [
+        `post ${base}`,
+        400,
+        () => svc.request('POST', hooks, { ...admin, body: { url: 'http://x' } }),
+      ],
+      [`get ${base}`, 200, () => svc.request('GET', hooks, admin)],
+      [`get ${base}`, 403, () => svc.request('GET', hooks, { key: fx.projectKey })],
+      [`get ${base}/{webhookId}`, 200, () => svc.request('GET', hook, admin)],
+      [`get ${base}/{webhookId}`, 404, () => svc.request('GET', `${hook}x`, admin)],
+      [
+        `patch ${base}/{webhookId}`,
+        200,
+        () => svc.request('PATCH', hook, { ...admin, body: { description: 'documented' } }),
+      ],
+      [`patch ${base}/{webhookId}`, 400, () => svc.request('PATCH', hook, { ...admin, body: {} })],
+      [
+        `post ${base}/{webhookId}/rotate-secret`,
+        200,
+        () => svc.request('POST', `${hook}/rotate-secret`, admin),
+      ],
+      [
+        `get ${base}/{webhookId}/deliveries`,
+        200,
+        () => svc.request('GET', `${hook}/deliveries?limit=5`, admin),
+      ],
+      [
+        `get ${base}/{webhookId}/deliveries`,
+        400,
+        () => svc.request('GET', `${hook}/deliveries?limit=0`, admin),
+      ],
+      [
+        `post ${base}/{webhookId}/deliveries/{deliveryId}/redeliver`,
+        404,
+        () => svc.request('POST', `${hook}/deliveries/msg_AAAAAAAAAAAAAAAAAAAA/redeliver`, admin),
+      ],
+      [`delete ${base}/{webhookId}`, 204, () => svc.request('DELETE', hook, admin)],
+      [`delete ${base}/{webhookId}`, 404, () => svc.request('DELETE', hook, admin)],
+    ];
+    for (const [key, status, call] of calls) {
+      const res = await call();
+      assert.equal(res.status, status, `${key}: ${res.text}`);
+      assertDocumented(doc, key, res);
+    }
+  });
+});
+
+describe('API reference page and /metrics', () => {
+  // This service serves /metrics on the API's port, which the document then describes.
+  const METRICS_TOKEN = 'metrics-token-for-the-openapi-test';
+  let svc: TestService;
+
+  before(async () => {
+    svc = await startTestService({
+      worker: false,
+      env: { ERRAND_METRICS_TOKEN: METRICS_TOKEN },
     });
   });
-}
+  after(async () => {
+    await svc?.close();
+  });
+
+  test('/docs is served without a key, from this server only, under a strict CSP', async () => {
+    const page = await fetch(`${svc.url}/docs`);
+    assert.equal(page.status, 200);
+    assert.match(page.headers.get('content-type') ?? '', /^text\/html/);
+    const csp = page.headers.get('content-security-policy') ?? '';
+    assert.equal(csp, DOCS_CSP);
+    assert.doesNotMatch(csp, /unsafe-eval/);
+    assert.match(csp, /(^|; )script-src 'self'(;|$)/);
+    assert.match(csp, /(^|; )default-src 'none'(;|$)/);
+    const html = await page.text();
+    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1] ?? '');
+    assert.ok(
+      assets.some((a) => a.endsWith('swagger-ui-bundle.js')),
+      html,
+    );
+    for (const asset of assets) {
+      // Every script and style comes from this server: nothing from a CDN.
+      assert.match(asset, /^\/docs\//, `${asset} is not served by Errand`);
+      const res = await fetch(`${svc.url}${asset}`);
+      assert.equal(res.status, 200, `${asset}: ${res.status}`);
+      assert.equal(res.headers.get('content-security-policy'), DOCS_CSP, asset);
+      await res.arrayBuffer();
+    }
+  });
+
+  test('the page reads the same document as /openapi.json', async () => {
+    const [fromDocs, served] = await Promise.all([
+      svc.request('GET', '/docs/json', { key: null }),
+      svc.request('GET', '/openapi.json', { key: null }),
+    ]);
+    assert.equal(fromDocs.status, 200);
+    assert.deepEqual(JSON.parse(fromDocs.text), JSON.parse(served.text));
+    const initializer = await fetch(`${svc.url}/docs/static/swagger-initializer.js`);
+    assert.match(await initializer.text(), /resolveUrl\('\.\/json'\)/);
+  });
+
+  test('/metrics, where it is served, is in the document, and its answers are as documented', async () => {
+    const res = await svc.request('GET', '/openapi.json', { key: null });
+    const doc = JSON.parse(res.text) as Document;
+    const op = operation(doc, 'get /metrics');
+    assert.deepEqual(op.security, [{ metricsToken: [] }]);
+    const served = await svc.request('GET', '/metrics', { key: METRICS_TOKEN });
+    assert.equal(served.status, 200, served.text);
+    assertDocumented(doc, 'get /metrics', served);
+    const refused = await svc.request('GET', '/metrics', { key: null });
+    assert.equal(refused.status, 401, refused.text);
+    assertDocumented(doc, 'get /metrics', refused);
+  });
+});

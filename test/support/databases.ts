@@ -1,84 +1,53 @@
-// Real databases for tests: a fresh PGlite data directory per service (copied from a template
-// made once per machine, since creating one takes seconds), and when DATABASE_URL is set a
-// fresh PostgreSQL database per service on that server, dropped afterwards.
+// Real databases for tests. Storage and API tests get a fresh PostgreSQL database per service,
+// dropped afterwards, on the test server: the one of DATABASE_URL, else the embedded PostgreSQL
+// that `npm test` starts for the whole run (global-setup.ts). Tests of the embedded mode itself
+// get a data directory only, where the service starts its own embedded PostgreSQL.
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, readFile, rename, rm, stat } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 
-export type BackendName = 'pglite' | 'postgres';
+/** Where the run's embedded test server is, set by global-setup.ts for every test process. */
+export const TEST_SERVER_VARIABLE = 'ERRAND_TEST_DATABASE_URL';
 
-export const postgresUrl: string | undefined = process.env.DATABASE_URL || undefined;
-
-/** The backends to run storage and API tests on; PostgreSQL only when DATABASE_URL is set. */
-export const backends: BackendName[] = postgresUrl ? ['pglite', 'postgres'] : ['pglite'];
-
-export const POSTGRES_SKIP_REASON = 'PostgreSQL tests skipped: DATABASE_URL is not set';
-
-// The template is per PGlite version: a data directory from another version may not open.
-const pgliteVersion: string = (
-  JSON.parse(
-    await readFile(
-      new URL('../../node_modules/@electric-sql/pglite/package.json', import.meta.url),
-      'utf8',
-    ),
-  ) as { version: string }
-).version;
-
-async function exists(p: string): Promise<boolean> {
-  return stat(p).then(
-    () => true,
-    () => false,
-  );
-}
-
-async function pgliteTemplate(): Promise<string> {
-  const template = path.join(os.tmpdir(), `errand-test-pglite-${pgliteVersion}`);
-  if (await exists(template)) return template;
-  const building = `${template}.${process.pid}.${randomBytes(4).toString('hex')}`;
-  const db = await PGlite.create(building);
-  await db.close();
-  // Several test processes may build it at once: the first rename wins, the rest clean up.
-  await rename(building, template).catch(() => rm(building, { recursive: true, force: true }));
-  return template;
+/** The PostgreSQL server tests make their databases on. */
+export function testServerUrl(): string {
+  const url = process.env.DATABASE_URL || process.env[TEST_SERVER_VARIABLE];
+  if (!url)
+    throw new Error(
+      'no test database server: run tests with `npm test` or `npm run test:file -- FILE` (they start an embedded PostgreSQL for the run), or set DATABASE_URL',
+    );
+  return url;
 }
 
 export interface TestDatabase {
   /** The data directory: always set (admin.key and workspaces live there too). */
   dataDir: string;
-  /** Set for PostgreSQL. */
+  /** Unset for a data directory whose service runs the embedded PostgreSQL itself. */
   databaseUrl: string | undefined;
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(backend: BackendName): Promise<TestDatabase> {
+/** A fresh database on the test server, and a data directory beside it. */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const server = testServerUrl();
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'errand-test-'));
-  if (backend === 'pglite') {
-    await cp(await pgliteTemplate(), path.join(dataDir, 'pgdata'), { recursive: true });
-    return {
-      dataDir,
-      databaseUrl: undefined,
-      drop: () => rm(dataDir, { recursive: true, force: true }),
-    };
-  }
-  if (!postgresUrl) throw new Error(POSTGRES_SKIP_REASON);
   const name = `errand_test_${randomBytes(6).toString('hex')}`;
-  const admin = new pg.Client({ connectionString: postgresUrl });
+  const admin = new pg.Client({ connectionString: server });
   await admin.connect();
   try {
     await admin.query(`CREATE DATABASE ${name}`);
   } finally {
     await admin.end();
   }
-  const url = new URL(postgresUrl);
+  const url = new URL(server);
   url.pathname = `/${name}`;
   return {
     dataDir,
     databaseUrl: url.toString(),
     async drop() {
-      const client = new pg.Client({ connectionString: postgresUrl });
+      const client = new pg.Client({ connectionString: server });
       await client.connect();
       try {
         await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -87,5 +56,15 @@ export async function createTestDatabase(backend: BackendName): Promise<TestData
       }
       await rm(dataDir, { recursive: true, force: true });
     },
+  };
+}
+
+/** A fresh data directory for a service in the embedded mode (it starts its own PostgreSQL). */
+export async function createEmbeddedDataDir(): Promise<TestDatabase> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'errand-test-'));
+  return {
+    dataDir,
+    databaseUrl: undefined,
+    drop: () => rm(dataDir, { recursive: true, force: true }),
   };
 }

@@ -6,7 +6,6 @@ import { describe, test } from 'node:test';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { mintKey } from '../../src/keys/format.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
-import { POSTGRES_SKIP_REASON, postgresUrl } from './databases.ts';
 import { RecordingRunner, type TurnCall, work } from './runners.ts';
 import { type HttpResult, type RequestOptions, type TestService, waitFor } from './service.ts';
 
@@ -600,9 +599,4 @@ export function promptCases(spec: RouteSpec, fixture: () => RouteFixture, maxCha
       assert.equal(stored.prompt, prompt);
     });
   });
-}
-
-/** On a run without DATABASE_URL, a skipped test says that PostgreSQL was not covered. */
-export function notePostgresSkip(): void {
-  if (!postgresUrl) test('on postgres', { skip: POSTGRES_SKIP_REASON }, () => {});
 }

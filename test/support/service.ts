@@ -12,7 +12,7 @@ import type { Logger } from '../../src/log.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { type RunningService, startService } from '../../src/service.ts';
 import { TurnPipeline } from '../../src/turns/pipeline.ts';
-import { type BackendName, createTestDatabase, type TestDatabase } from './databases.ts';
+import { createEmbeddedDataDir, createTestDatabase, type TestDatabase } from './databases.ts';
 
 /** Every field any Errand response may carry, so tests can read them without casts. */
 export type ApiBody = Partial<
@@ -93,7 +93,8 @@ export interface TestService {
 }
 
 export interface TestServiceOptions {
-  backend: BackendName;
+  /** Runs the service in the embedded mode, on a PostgreSQL of its own (default: the test server). */
+  embedded?: boolean;
   env?: Record<string, string>;
   runner?: TurnRunner;
   worker?: boolean;
@@ -122,8 +123,9 @@ export function testEnv(
   };
 }
 
-export async function startTestService(opts: TestServiceOptions): Promise<TestService> {
-  const database = opts.database ?? (await createTestDatabase(opts.backend));
+export async function startTestService(opts: TestServiceOptions = {}): Promise<TestService> {
+  const database =
+    opts.database ?? (await (opts.embedded ? createEmbeddedDataDir() : createTestDatabase()));
   const env = testEnv(database, opts.env);
   let adminKey = opts.adminKey;
   const service = await startService(loadConfig(env), {

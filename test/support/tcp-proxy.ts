@@ -1,7 +1,8 @@
-// A TCP proxy in front of PostgreSQL, so a test can take the database away from a service and
-// give it back without touching the server other tests share: `down('refuse')` is a stopped
-// server (connections reset, new ones refused), `down('hang')` a server that accepts and never
-// answers (a dead peer, a full network), `up()` its return.
+// A TCP proxy in front of PostgreSQL (on a TCP port, or on the Unix socket of the embedded test
+// server), so a test can take the database away from a service and give it back without
+// touching the server other tests share: `down('refuse')` is a stopped server (connections
+// reset, new ones refused), `down('hang')` a server that accepts and never answers (a dead
+// peer, a full network), `up()` its return.
 import net from 'node:net';
 
 export type Outage = 'refuse' | 'hang';
@@ -9,14 +10,17 @@ export type Outage = 'refuse' | 'hang';
 export interface TcpProxy {
   /** The proxy's port on 127.0.0.1. */
   port: number;
-  /** `DATABASE_URL` of the target with host and port replaced by the proxy's. */
+  /** `DATABASE_URL` of the target with its host and port (or socket) replaced by the proxy's. */
   url(targetUrl: string): string;
   down(mode: Outage): Promise<void>;
   up(): Promise<void>;
   close(): Promise<void>;
 }
 
-export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
+/** Where the proxy connects: a TCP address, or the path of a Unix socket. */
+export type ProxyTarget = { host: string; port: number } | { path: string };
+
+export async function startTcpProxy(target: ProxyTarget): Promise<TcpProxy> {
   const sockets = new Set<net.Socket>();
   let mode: 'up' | Outage = 'up';
   const track = (socket: net.Socket) => {
@@ -28,7 +32,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     track(client);
     // A hanging server keeps the connection open and reads nothing into PostgreSQL.
     if (mode === 'hang') return;
-    const upstream = net.connect(target.port, target.host);
+    const upstream =
+      'path' in target ? net.connect(target.path) : net.connect(target.port, target.host);
     track(upstream);
     client.pipe(upstream);
     upstream.pipe(client);
@@ -57,6 +62,7 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       const u = new URL(targetUrl);
       u.hostname = '127.0.0.1';
       u.port = String(port);
+      u.searchParams.delete('host');
       return u.toString();
     },
     async down(next) {

@@ -7,16 +7,13 @@ import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
-import { POSTGRES_SKIP_REASON, postgresUrl } from '../support/databases.ts';
 import { createJob } from '../support/jobs.ts';
 import { exited, startWorkerProcess } from '../support/process.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import { addWebhook, deliveryLog, Receiver, SECRET_KEY } from './receiver.ts';
 
 /** Starts `errand worker` and resolves once it has started (its "errand started" log line). */
-describe('a worker killed mid-delivery (real worker processes on PostgreSQL)', {
-  skip: postgresUrl ? false : POSTGRES_SKIP_REASON,
-}, () => {
+describe('a worker killed mid-delivery (real worker processes)', () => {
   let svc: TestService;
   let receiver: Receiver;
   const workers: ChildProcess[] = [];
@@ -25,7 +22,6 @@ describe('a worker killed mid-delivery (real worker processes on PostgreSQL)', {
     receiver = await Receiver.start();
     // The API only: deliveries are sent by the worker processes.
     svc = await startTestService({
-      backend: 'postgres',
       worker: false,
       env: {
         ERRAND_SECRET_KEY: SECRET_KEY,

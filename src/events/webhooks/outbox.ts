@@ -2,7 +2,7 @@
 // with its queue entry in the transaction that records the event. A delivery therefore exists
 // exactly when its event committed, and no worker can send it before. The one writer of new
 // webhook_deliveries rows (deliver.ts records their attempts).
-import type { Transaction } from 'kysely';
+import type { Insertable, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { AppContext } from '../../context.ts';
 import type { Database } from '../../db/schema.ts';
@@ -43,75 +43,72 @@ function recordOf(data: Record<string, unknown>): JobRecord | undefined {
 }
 
 /**
- * SQL that is true when an enabled endpoint of the project wants events of the type: what
- * queueDeliveries looks up, for a statement that writes an event without it (see
- * createJobAtOnce in jobs/lifecycle.ts), given the placeholders of the project id and the type.
- */
-export function endpointsWantSql(projectId: string, type: string): string {
-  return `EXISTS (SELECT 1 FROM webhooks w WHERE w.project_id = ${projectId} AND w.enabled AND ${type} = ANY (w.events))`;
-}
-
-/**
- * Writes a delivery, and its queue entry, for each enabled endpoint of the job's project that
- * wants this event's type, in `trx`. Events of other types return at once, asking nothing.
- * Returns how many deliveries were written.
+ * Writes a delivery, and its queue entry, for each enabled endpoint of each event's project
+ * that wants the event's type, in `trx`. Events of other types ask nothing; otherwise one query
+ * finds the endpoints of all the events' jobs. Returns how many deliveries were written.
  */
 export async function queueDeliveries(
   ctx: Pick<AppContext, 'queue'>,
   trx: Transaction<Database>,
-  event: CommittingEvent,
+  events: readonly CommittingEvent[],
 ): Promise<number> {
-  const { type } = event;
-  if (!isWebhookEventType(type)) return 0;
+  const wanted = events.filter((e) => isWebhookEventType(e.type));
+  if (wanted.length === 0) return 0;
   const targets = await trx
     .selectFrom('jobs as j')
     .innerJoin('webhooks as w', 'w.project_id', 'j.project_id')
-    .select(['w.id as webhookId', 'j.project_id as projectId'])
-    .where('j.id', '=', event.jobId)
+    .select(['j.id as jobId', 'w.id as webhookId', 'j.project_id as projectId', 'w.events'])
+    .where('j.id', 'in', [...new Set(wanted.map((e) => e.jobId))])
     .where('w.enabled', '=', true)
-    .where(sql<boolean>`${type} = ANY(w.events)`)
+    .where(sql<boolean>`w.events && ${[...new Set(wanted.map((e) => e.type))]}::text[]`)
     .orderBy('w.id')
     .execute();
-  const first = targets[0];
-  if (!first) return 0;
-  const job =
-    recordOf(event.data) ??
-    toJobRecord(
-      await trx
-        .selectFrom('jobs')
-        .select(JOB_VIEW_COLUMNS)
-        .where('id', '=', event.jobId)
-        .executeTakeFirstOrThrow(),
-    );
-  const seq = Number(event.seq);
-  const payload: WebhookPayload = {
-    type,
-    timestamp: event.at.toISOString(),
-    data: {
-      projectId: first.projectId,
-      jobId: event.jobId,
-      event: { seq, turn: event.turn, type, data: event.data, at: event.at.toISOString() },
-      job,
-    },
-  };
-  const body = JSON.stringify(payload);
-  const rows = targets.map((t) => ({
-    id: newId('msg'),
-    webhook_id: t.webhookId,
-    job_id: event.jobId,
-    event_seq: seq,
-    type,
-    payload: body,
-    state: 'pending' as const,
-  }));
-  await trx.insertInto('webhook_deliveries').values(rows).execute();
-  for (const row of rows) {
-    await ctx.queue.deliveries.enqueue(trx, {
-      deliveryId: row.id,
-      webhookId: row.webhook_id,
-      jobId: row.job_id,
-    });
+  if (targets.length === 0) return 0;
+  const rows: Insertable<Database['webhook_deliveries']>[] = [];
+  for (const event of wanted) {
+    const mine = targets.filter((t) => t.jobId === event.jobId && t.events.includes(event.type));
+    const first = mine[0];
+    if (!first || !isWebhookEventType(event.type)) continue;
+    const job =
+      recordOf(event.data) ??
+      toJobRecord(
+        await trx
+          .selectFrom('jobs')
+          .select(JOB_VIEW_COLUMNS)
+          .where('id', '=', event.jobId)
+          .executeTakeFirstOrThrow(),
+      );
+    const seq = Number(event.seq);
+    const at = event.at.toISOString();
+    const payload: WebhookPayload = {
+      type: event.type,
+      timestamp: at,
+      data: {
+        projectId: first.projectId,
+        jobId: event.jobId,
+        event: { seq, turn: event.turn, type: event.type, data: event.data, at },
+        job,
+      },
+    };
+    const body = JSON.stringify(payload);
+    for (const target of mine) {
+      rows.push({
+        id: newId('msg'),
+        webhook_id: target.webhookId,
+        job_id: event.jobId,
+        event_seq: seq,
+        type: event.type,
+        payload: body,
+        state: 'pending',
+      });
+    }
   }
+  if (rows.length === 0) return 0;
+  await trx.insertInto('webhook_deliveries').values(rows).execute();
+  await ctx.queue.deliveries.enqueueAll(
+    trx,
+    rows.map((row) => ({ deliveryId: row.id, webhookId: row.webhook_id, jobId: row.job_id })),
+  );
   return rows.length;
 }
 
@@ -124,9 +121,7 @@ export async function requeueDelivery(
   trx: Transaction<Database>,
   delivery: { id: string; webhookId: string; jobId: string },
 ): Promise<void> {
-  await ctx.queue.deliveries.enqueue(trx, {
-    deliveryId: delivery.id,
-    webhookId: delivery.webhookId,
-    jobId: delivery.jobId,
-  });
+  await ctx.queue.deliveries.enqueueAll(trx, [
+    { deliveryId: delivery.id, webhookId: delivery.webhookId, jobId: delivery.jobId },
+  ]);
 }

@@ -5,7 +5,6 @@ import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { sql } from 'kysely';
-import { backends } from '../../../test/support/databases.ts';
 import {
   assertError,
   authCases,
@@ -14,7 +13,6 @@ import {
   JOB_FIELDS,
   JOB_ID,
   jsonBodyCases,
-  notePostgresSkip,
   promptCases,
   type RouteFixture,
   type RouteSpec,
@@ -73,688 +71,669 @@ const spec: RouteSpec = {
   body: () => ({ prompt: 'a prompt from the common cases' }),
 };
 
-for (const backend of backends) {
-  describe(`POST /v2/agent/{projectId}/job on ${backend}`, () => {
-    // svc: defaults, except a small prompt limit. configured: ERRAND_MODEL and a create limit.
-    // Neither runs workers, so every job stays as the API wrote it.
-    let svc: TestService;
-    let configured: TestService;
-    let fx: RouteFixture;
-    const fixture = () => fx;
+describe('POST /v2/agent/{projectId}/job', () => {
+  // svc: defaults, except a small prompt limit. configured: ERRAND_MODEL and a create limit.
+  // Neither runs workers, so every job stays as the API wrote it.
+  let svc: TestService;
+  let configured: TestService;
+  let fx: RouteFixture;
+  const fixture = () => fx;
 
-    before(async () => {
-      [svc, configured] = await Promise.all([
-        startTestService({
-          backend,
-          worker: false,
-          // The test environment has an Anthropic key; OpenAI gets one here, Google none.
-          env: { ERRAND_MAX_PROMPT_CHARS: String(MAX_PROMPT), OPENAI_API_KEY: FAKE_KEY },
-        }),
-        startTestService({
-          backend,
-          worker: false,
-          env: {
-            ERRAND_MODEL: ENV_MODEL,
-            ERRAND_OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
-            GOOGLE_GENERATIVE_AI_API_KEY: FAKE_KEY,
-            ERRAND_RATE_LIMIT_CREATE: String(CONFIGURED_CREATE_LIMIT),
-            ERRAND_RATE_LIMIT_MESSAGE: '2',
-            ERRAND_RATE_LIMIT_WINDOW_SECONDS: LONG_WINDOW,
-          },
-        }),
-      ]);
-      fx = await createRouteFixture(svc);
-    });
-    after(async () => {
-      await Promise.all([svc?.close(), configured?.close()]);
+  before(async () => {
+    [svc, configured] = await Promise.all([
+      startTestService({
+        worker: false,
+        // The test environment has an Anthropic key; OpenAI gets one here, Google none.
+        env: { ERRAND_MAX_PROMPT_CHARS: String(MAX_PROMPT), OPENAI_API_KEY: FAKE_KEY },
+      }),
+      startTestService({
+        worker: false,
+        env: {
+          ERRAND_MODEL: ENV_MODEL,
+          ERRAND_OPENAI_COMPATIBLE_BASE_URL: 'http://127.0.0.1:9/v1',
+          GOOGLE_GENERATIVE_AI_API_KEY: FAKE_KEY,
+          ERRAND_RATE_LIMIT_CREATE: String(CONFIGURED_CREATE_LIMIT),
+          ERRAND_RATE_LIMIT_MESSAGE: '2',
+          ERRAND_RATE_LIMIT_WINDOW_SECONDS: LONG_WINDOW,
+        },
+      }),
+    ]);
+    fx = await createRouteFixture(svc);
+  });
+  after(async () => {
+    await Promise.all([svc?.close(), configured?.close()]);
+  });
+
+  const create = (s: TestService, projectId: string, prompt: string, key?: string) =>
+    s.request('POST', `/v2/agent/${projectId}/job`, {
+      body: { prompt },
+      ...(key ? { key } : {}),
     });
 
-    const create = (s: TestService, projectId: string, prompt: string, key?: string) =>
-      s.request('POST', `/v2/agent/${projectId}/job`, {
-        body: { prompt },
-        ...(key ? { key } : {}),
+  describe('happy path', () => {
+    test('201 with every field of the job record, stored as returned', async () => {
+      const project = await svc.createProject({ name: 'record', ref: 'develop' });
+      const { key } = await svc.createProjectKey(project.id);
+      const res = await create(svc, project.id, 'Fix the failing test', key);
+      assert.equal(res.status, 201, res.text);
+      assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+      const job = res.json;
+      assert.deepEqual(Object.keys(job).sort(), JOB_FIELDS);
+      assert.match(job.id ?? '', JOB_ID);
+      assert.equal(job.status, 'active');
+      // The published interface's source.ref is the branch the agent works on; the ref the
+      // job started from is baseRef, and a local repository is a file:// URL.
+      assert.deepEqual(job.source, {
+        repository: pathToFileURL(project.repository).href,
+        ref: `errand/${job.id}`,
+        baseRef: 'develop',
       });
+      assert.equal(job.model, DEFAULT_MODEL_ID);
+      assert.equal(job.prLink, null);
+      isoNear(job.createdAt);
+      assert.equal(job.archivedAt, null);
+      assert.equal(job.projectId, project.id);
+      assert.equal(job.branch, `errand/${job.id}`);
+      assert.equal(job.error, null);
+      assert.equal(job.turns, 1);
+      isoNear(job.updatedAt);
 
-    describe('happy path', () => {
-      test('201 with every field of the job record, stored as returned', async () => {
-        const project = await svc.createProject({ name: 'record', ref: 'develop' });
-        const { key } = await svc.createProjectKey(project.id);
-        const res = await create(svc, project.id, 'Fix the failing test', key);
+      const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });
+      assert.equal(read.status, 200);
+      assert.deepEqual(read.json, job);
+      const list = await svc.request('GET', `/v2/agent/${project.id}/jobs`, { key });
+      assert.deepEqual(list.json.jobs, [job]);
+
+      const turns = await svc.service.ctx.db
+        .selectFrom('turns')
+        .selectAll()
+        .where('job_id', '=', job.id ?? '')
+        .execute();
+      assert.equal(turns.length, 1);
+      assert.equal(turns[0]?.seq, 1);
+      assert.equal(turns[0]?.prompt, 'Fix the failing test');
+      assert.equal(turns[0]?.state, 'queued');
+      assert.ok(turns[0]?.queue_id, 'the turn has no queue entry');
+    });
+
+    test('the job.created event holds the record sent back; the queue entry is the one pg-boss writes', async () => {
+      const project = await svc.createProject({ name: 'event record' });
+      const db = svc.service.ctx.db;
+      // The statement writes the event's times itself: twenty creates meet every kind of
+      // microsecond, which it must cut to milliseconds as the response does.
+      for (let i = 0; i < 20; i++) {
+        const res = await create(svc, project.id, `job ${i}`);
         assert.equal(res.status, 201, res.text);
-        assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
-        const job = res.json;
-        assert.deepEqual(Object.keys(job).sort(), JOB_FIELDS);
-        assert.match(job.id ?? '', JOB_ID);
-        assert.equal(job.status, 'active');
-        // The published interface's source.ref is the branch the agent works on; the ref the
-        // job started from is baseRef, and a local repository is a file:// URL.
-        assert.deepEqual(job.source, {
-          repository: pathToFileURL(project.repository).href,
-          ref: `errand/${job.id}`,
-          baseRef: 'develop',
-        });
-        assert.equal(job.model, DEFAULT_MODEL_ID);
-        assert.equal(job.prLink, null);
-        isoNear(job.createdAt);
-        assert.equal(job.archivedAt, null);
-        assert.equal(job.projectId, project.id);
-        assert.equal(job.branch, `errand/${job.id}`);
-        assert.equal(job.error, null);
-        assert.equal(job.turns, 1);
-        isoNear(job.updatedAt);
-
-        const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });
-        assert.equal(read.status, 200);
-        assert.deepEqual(read.json, job);
-        const list = await svc.request('GET', `/v2/agent/${project.id}/jobs`, { key });
-        assert.deepEqual(list.json.jobs, [job]);
-
-        const turns = await svc.service.ctx.db
-          .selectFrom('turns')
-          .selectAll()
-          .where('job_id', '=', job.id ?? '')
+        const events = await db
+          .selectFrom('events')
+          .select(['type', 'turn', 'data'])
+          .where('job_id', '=', res.json.id ?? '')
           .execute();
-        assert.equal(turns.length, 1);
-        assert.equal(turns[0]?.seq, 1);
-        assert.equal(turns[0]?.prompt, 'Fix the failing test');
-        assert.equal(turns[0]?.state, 'queued');
-        assert.ok(turns[0]?.queue_id, 'the turn has no queue entry');
-      });
-
-      test('the job.created event holds the record sent back; the queue entry is the one pg-boss writes', async () => {
-        const project = await svc.createProject({ name: 'event record' });
-        const db = svc.service.ctx.db;
-        // The statement writes the event's times itself: twenty creates meet every kind of
-        // microsecond, which it must cut to milliseconds as the response does.
-        for (let i = 0; i < 20; i++) {
-          const res = await create(svc, project.id, `job ${i}`);
-          assert.equal(res.status, 201, res.text);
-          const events = await db
-            .selectFrom('events')
-            .select(['type', 'turn', 'data'])
-            .where('job_id', '=', res.json.id ?? '')
-            .execute();
-          assert.deepEqual(events, [{ type: 'job.created', turn: null, data: { job: res.json } }]);
-        }
-        // A follow-up's entry is sent by pg-boss's send on the transaction: the create's entry,
-        // written inside the create's own statement, must be the same row but for its identity.
-        const job = await create(svc, project.id, 'first');
-        const followUp = await svc.request(
-          'POST',
-          `/v2/agent/${project.id}/job/${job.json.id}/message`,
-          { body: { prompt: 'second' } },
-        );
-        assert.equal(followUp.status, 200, followUp.text);
-        const { rows } = await sql<{
-          seq: number;
-          data: unknown;
-          keep_for: string;
-          rest: { state?: string };
-        }>`
+        assert.deepEqual(events, [{ type: 'job.created', turn: null, data: { job: res.json } }]);
+      }
+      // A follow-up's entry is sent by pg-boss's send on the transaction: the create's entry,
+      // written inside the create's own statement, must be the same row but for its identity.
+      const job = await create(svc, project.id, 'first');
+      const followUp = await svc.request(
+        'POST',
+        `/v2/agent/${project.id}/job/${job.json.id}/message`,
+        { body: { prompt: 'second' } },
+      );
+      assert.equal(followUp.status, 200, followUp.text);
+      const { rows } = await sql<{
+        seq: number;
+        data: unknown;
+        keep_for: string;
+        rest: { state?: string };
+      }>`
           SELECT t.seq, q.data, (q.keep_until - q.start_after)::text AS keep_for,
             to_jsonb(q) - ARRAY['id', 'data', 'created_on', 'start_after', 'keep_until'] AS rest
           FROM turns t JOIN pgboss.job q ON q.id::text = t.queue_id
           WHERE t.job_id = ${job.json.id ?? ''} ORDER BY t.seq`.execute(db);
-        assert.deepEqual(
-          rows.map((r) => [r.seq, r.data]),
-          [
-            [1, { jobId: job.json.id, seq: 1 }],
-            [2, { jobId: job.json.id, seq: 2 }],
-          ],
-        );
-        assert.equal(rows[0]?.keep_for, rows[1]?.keep_for);
-        assert.deepEqual(rows[0]?.rest, rows[1]?.rest);
-        assert.equal(rows[0]?.rest.state, 'created');
-      });
+      assert.deepEqual(
+        rows.map((r) => [r.seq, r.data]),
+        [
+          [1, { jobId: job.json.id, seq: 1 }],
+          [2, { jobId: job.json.id, seq: 2 }],
+        ],
+      );
+      assert.equal(rows[0]?.keep_for, rows[1]?.keep_for);
+      assert.deepEqual(rows[0]?.rest, rows[1]?.rest);
+      assert.equal(rows[0]?.rest.state, 'created');
+    });
 
-      test('a webhook endpoint that wants job.created gets its delivery with the job; others none', async () => {
-        const project = await svc.createProject({ name: 'with endpoints' });
-        const db = svc.service.ctx.db;
-        const endpoint = (id: string, events: string[], enabled: boolean) =>
-          sql`INSERT INTO webhooks (id, project_id, url, events, enabled, secret)
+    test('a webhook endpoint that wants job.created gets its delivery with the job; others none', async () => {
+      const project = await svc.createProject({ name: 'with endpoints' });
+      const db = svc.service.ctx.db;
+      const endpoint = (id: string, events: string[], enabled: boolean) =>
+        sql`INSERT INTO webhooks (id, project_id, url, events, enabled, secret)
             VALUES (${id}, ${project.id}, 'https://receiver.example.test/', ${events}, ${enabled}, 'not used')`.execute(
-            db,
-          );
-        const deliveries = async (jobId: string) =>
-          (
-            await sql<{ webhook_id: string; type: string; payload: { data: { job: unknown } } }>`
-              SELECT webhook_id, type, payload FROM webhook_deliveries WHERE job_id = ${jobId}
-              ORDER BY webhook_id`.execute(db)
-          ).rows;
-        // Endpoints that want other events, or are disabled: the create writes no delivery.
-        await endpoint(`wh_${project.id}_a`, ['job.completed'], true);
-        await endpoint(`wh_${project.id}_b`, ['job.created'], false);
-        const quiet = await create(svc, project.id, 'no delivery');
-        assert.equal(quiet.status, 201, quiet.text);
-        assert.deepEqual(await deliveries(quiet.json.id ?? ''), []);
-        await endpoint(`wh_${project.id}_c`, ['job.created', 'job.failed'], true);
-        const heard = await create(svc, project.id, 'one delivery');
-        assert.equal(heard.status, 201, heard.text);
-        const [delivery, ...more] = await deliveries(heard.json.id ?? '');
-        assert.deepEqual(more, []);
-        assert.equal(delivery?.webhook_id, `wh_${project.id}_c`);
-        assert.equal(delivery?.type, 'job.created');
-        assert.deepEqual(delivery?.payload.data.job, heard.json);
-        const events = await db
-          .selectFrom('events')
-          .select('type')
-          .where('job_id', '=', heard.json.id ?? '')
-          .execute();
-        assert.deepEqual(events, [{ type: 'job.created' }]);
-      });
-
-      test('parallel creates for projects with and without a job.created endpoint: deliveries for exactly the former', async () => {
-        const [heard, quiet] = await Promise.all([
-          svc.createProject({ name: 'heard in parallel' }),
-          svc.createProject({ name: 'quiet in parallel' }),
-        ]);
-        const db = svc.service.ctx.db;
-        await sql`INSERT INTO webhooks (id, project_id, url, events, enabled, secret)
-          VALUES (${`wh_${heard.id}`}, ${heard.id}, 'https://receiver.example.test/', ${['job.created']}, true, 'not used')`.execute(
           db,
         );
-        const results = await Promise.all(
-          Array.from({ length: 20 }, (_, i) =>
-            create(svc, (i % 2 === 0 ? heard : quiet).id, `parallel ${i}`),
-          ),
-        );
-        for (const res of results) assert.equal(res.status, 201, res.text);
-        const ids = (project: { id: string }) =>
-          results
-            .filter((r) => r.json.projectId === project.id)
-            .map((r) => r.json.id ?? '')
-            .sort();
-        const delivered = await sql<{ job_id: string }>`
+      const deliveries = async (jobId: string) =>
+        (
+          await sql<{ webhook_id: string; type: string; payload: { data: { job: unknown } } }>`
+              SELECT webhook_id, type, payload FROM webhook_deliveries WHERE job_id = ${jobId}
+              ORDER BY webhook_id`.execute(db)
+        ).rows;
+      // Endpoints that want other events, or are disabled: the create writes no delivery.
+      await endpoint(`wh_${project.id}_a`, ['job.completed'], true);
+      await endpoint(`wh_${project.id}_b`, ['job.created'], false);
+      const quiet = await create(svc, project.id, 'no delivery');
+      assert.equal(quiet.status, 201, quiet.text);
+      assert.deepEqual(await deliveries(quiet.json.id ?? ''), []);
+      await endpoint(`wh_${project.id}_c`, ['job.created', 'job.failed'], true);
+      const heard = await create(svc, project.id, 'one delivery');
+      assert.equal(heard.status, 201, heard.text);
+      const [delivery, ...more] = await deliveries(heard.json.id ?? '');
+      assert.deepEqual(more, []);
+      assert.equal(delivery?.webhook_id, `wh_${project.id}_c`);
+      assert.equal(delivery?.type, 'job.created');
+      assert.deepEqual(delivery?.payload.data.job, heard.json);
+      const events = await db
+        .selectFrom('events')
+        .select('type')
+        .where('job_id', '=', heard.json.id ?? '')
+        .execute();
+      assert.deepEqual(events, [{ type: 'job.created' }]);
+    });
+
+    test('parallel creates for projects with and without a job.created endpoint: deliveries for exactly the former', async () => {
+      const [heard, quiet] = await Promise.all([
+        svc.createProject({ name: 'heard in parallel' }),
+        svc.createProject({ name: 'quiet in parallel' }),
+      ]);
+      const db = svc.service.ctx.db;
+      await sql`INSERT INTO webhooks (id, project_id, url, events, enabled, secret)
+          VALUES (${`wh_${heard.id}`}, ${heard.id}, 'https://receiver.example.test/', ${['job.created']}, true, 'not used')`.execute(
+        db,
+      );
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          create(svc, (i % 2 === 0 ? heard : quiet).id, `parallel ${i}`),
+        ),
+      );
+      for (const res of results) assert.equal(res.status, 201, res.text);
+      const ids = (project: { id: string }) =>
+        results
+          .filter((r) => r.json.projectId === project.id)
+          .map((r) => r.json.id ?? '')
+          .sort();
+      const delivered = await sql<{ job_id: string }>`
           SELECT d.job_id FROM webhook_deliveries d JOIN jobs j ON j.id = d.job_id
           WHERE j.project_id IN (${heard.id}, ${quiet.id}) AND d.type = 'job.created'
           ORDER BY d.job_id COLLATE "C"`.execute(db);
-        assert.deepEqual(
-          delivered.rows.map((r) => r.job_id),
-          ids(heard),
-        );
-        const entries = await sql<{ job_id: string }>`
+      assert.deepEqual(
+        delivered.rows.map((r) => r.job_id),
+        ids(heard),
+      );
+      const entries = await sql<{ job_id: string }>`
           SELECT t.job_id FROM turns t JOIN pgboss.job q ON q.id::text = t.queue_id
           WHERE t.job_id = ANY (${[...ids(heard), ...ids(quiet)]}) ORDER BY t.job_id COLLATE "C"`.execute(
-          db,
-        );
-        assert.deepEqual(
-          entries.rows.map((r) => r.job_id),
-          [...ids(heard), ...ids(quiet)].sort(),
-        );
-      });
+        db,
+      );
+      assert.deepEqual(
+        entries.rows.map((r) => r.job_id),
+        [...ids(heard), ...ids(quiet)].sort(),
+      );
+    });
 
-      test('the prompt is stored exactly as sent', async () => {
-        const prompt = '  Fix "the" bug\n\tin ünïcødé ✓ 🚀 \\n <b>  ';
-        const res = await create(svc, fx.project.id, prompt, fx.projectKey);
+    test('the prompt is stored exactly as sent', async () => {
+      const prompt = '  Fix "the" bug\n\tin ünïcødé ✓ 🚀 \\n <b>  ';
+      const res = await create(svc, fx.project.id, prompt, fx.projectKey);
+      assert.equal(res.status, 201, res.text);
+      const turn = await svc.service.ctx.db
+        .selectFrom('turns')
+        .select('prompt')
+        .where('job_id', '=', res.json.id ?? '')
+        .executeTakeFirstOrThrow();
+      assert.equal(turn.prompt, prompt);
+    });
+
+    test("the model is the project's, else ERRAND_MODEL, else the built-in default", async () => {
+      const cases: [TestService, string | undefined, string][] = [
+        [svc, undefined, DEFAULT_MODEL_ID],
+        [svc, 'openai:gpt-5', 'openai:gpt-5'],
+        [configured, undefined, ENV_MODEL],
+        [configured, 'google:gemini-2.5-pro', 'google:gemini-2.5-pro'],
+      ];
+      for (const [s, model, expected] of cases) {
+        const project = await s.createProject({ name: 'model', ...(model ? { model } : {}) });
+        const res = await create(s, project.id, 'which model?');
         assert.equal(res.status, 201, res.text);
-        const turn = await svc.service.ctx.db
-          .selectFrom('turns')
-          .select('prompt')
-          .where('job_id', '=', res.json.id ?? '')
-          .executeTakeFirstOrThrow();
-        assert.equal(turn.prompt, prompt);
-      });
-
-      test("the model is the project's, else ERRAND_MODEL, else the built-in default", async () => {
-        const cases: [TestService, string | undefined, string][] = [
-          [svc, undefined, DEFAULT_MODEL_ID],
-          [svc, 'openai:gpt-5', 'openai:gpt-5'],
-          [configured, undefined, ENV_MODEL],
-          [configured, 'google:gemini-2.5-pro', 'google:gemini-2.5-pro'],
-        ];
-        for (const [s, model, expected] of cases) {
-          const project = await s.createProject({ name: 'model', ...(model ? { model } : {}) });
-          const res = await create(s, project.id, 'which model?');
-          assert.equal(res.status, 201, res.text);
-          assert.equal(res.json.model, expected);
-          assert.equal(res.json.source?.repository, pathToFileURL(project.repository).href);
-          assert.equal(res.json.source?.ref, res.json.branch);
-          assert.equal(res.json.source?.baseRef, 'main');
-        }
-      });
-
-      test("a model and a ref to start from, given on create, are the job's", async () => {
-        const project = await svc.createProject({ name: 'options', ref: 'develop' });
-        const res = await svc.request('POST', `/v2/agent/${project.id}/job`, {
-          body: { prompt: 'with options', model: 'openai:gpt-5', baseRef: 'v1.2.3' },
-        });
-        assert.equal(res.status, 201, res.text);
-        assert.equal(res.json.model, 'openai:gpt-5');
-        assert.equal(res.json.source?.baseRef, 'v1.2.3');
-        const row = await svc.service.ctx.db
-          .selectFrom('jobs')
-          .select(['model', 'ref'])
-          .where('id', '=', res.json.id ?? '')
-          .executeTakeFirstOrThrow();
-        assert.deepEqual(row, { model: 'openai:gpt-5', ref: 'v1.2.3' });
-      });
-
-      test('RateLimit headers count down per project', async () => {
-        const project = await svc.createProject({ name: 'headers' });
-        const first = await create(svc, project.id, 'one');
-        const second = await create(svc, project.id, 'two');
-        for (const res of [first, second]) {
-          assert.equal(res.status, 201);
-          assert.equal(res.headers.get('ratelimit-policy'), '100;w=3600');
-          assert.equal(res.headers.get('ratelimit-limit'), '100');
-          const reset = Number(res.headers.get('ratelimit-reset'));
-          assert.ok(Number.isInteger(reset) && reset >= 1 && reset <= 3600, `reset ${reset}`);
-          assert.equal(res.headers.get('retry-after'), null);
-        }
-        assert.equal(first.headers.get('ratelimit-remaining'), '99');
-        // The fixed window may end between the two requests; then the count starts again.
-        const rolled =
-          Number(second.headers.get('ratelimit-reset')) >
-          Number(first.headers.get('ratelimit-reset'));
-        assert.equal(second.headers.get('ratelimit-remaining'), rolled ? '99' : '98');
-        // Another project has its own count.
-        const other = await svc.createProject({ name: 'headers 2' });
-        const third = await create(svc, other.id, 'three');
-        assert.equal(third.headers.get('ratelimit-remaining'), '99');
-      });
-
-      test('each request makes a new job; the admin key may create for any project', async () => {
-        const a = await create(svc, fx.project.id, 'same prompt', fx.projectKey);
-        const b = await create(svc, fx.project.id, 'same prompt', fx.projectKey);
-        const c = await create(svc, fx.project.id, 'same prompt', svc.adminKey);
-        for (const res of [a, b, c]) assert.equal(res.status, 201, res.text);
-        assert.equal(new Set([a.json.id, b.json.id, c.json.id]).size, 3);
-        assert.equal(new Set([a.json.branch, b.json.branch, c.json.branch]).size, 3);
-      });
+        assert.equal(res.json.model, expected);
+        assert.equal(res.json.source?.repository, pathToFileURL(project.repository).href);
+        assert.equal(res.json.source?.ref, res.json.branch);
+        assert.equal(res.json.source?.baseRef, 'main');
+      }
     });
 
-    describe('errors', () => {
-      jsonBodyCases(spec, fixture);
-      promptCases(spec, fixture, MAX_PROMPT);
-
-      test('400 for a model or baseRef that is malformed or cannot be used; nothing is written', async () => {
-        const cases: [Record<string, unknown>, number, string, RegExp][] = [
-          [
-            { model: 'google:gemini-2.5-pro' },
-            400,
-            'model_unavailable',
-            /GOOGLE_GENERATIVE_AI_API_KEY/,
-          ],
-          [
-            { model: 'mistral:large-latest' },
-            400,
-            'model_unavailable',
-            /unknown provider 'mistral'/,
-          ],
-          [{ model: 'no-provider' }, 400, 'bad_request', /"model" must look like provider:model/],
-          [{ model: 7 }, 400, 'bad_request', /"model" must be a string/],
-          [{ baseRef: 'a..b' }, 400, 'bad_request', /invalid "baseRef"/],
-          [{ baseRef: '-x' }, 400, 'bad_request', /invalid "baseRef"/],
-          [{ baseRef: ['main'] }, 400, 'bad_request', /"baseRef" must be a string/],
-        ];
-        for (const [extra, status, code, message] of cases) {
-          const res = await unchanged(svc, () =>
-            svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
-              body: { prompt: 'with options', ...extra },
-              key: fx.projectKey,
-            }),
-          );
-          assertError(res, status, code);
-          assert.match(res.json.error ?? '', message, JSON.stringify(extra));
-        }
+    test("a model and a ref to start from, given on create, are the job's", async () => {
+      const project = await svc.createProject({ name: 'options', ref: 'develop' });
+      const res = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: 'with options', model: 'openai:gpt-5', baseRef: 'v1.2.3' },
       });
-
-      test('400 model_unavailable when the model cannot be used; nothing is written', async () => {
-        const cases: [string, RegExp][] = [
-          ['google:gemini-2.5-pro', /GOOGLE_GENERATIVE_AI_API_KEY/],
-          ['mistral:large-latest', /unknown provider 'mistral'/],
-        ];
-        for (const [model, message] of cases) {
-          const project = await svc.createProject({ name: 'unusable model', model });
-          const res = await unchanged(svc, () => create(svc, project.id, 'which model?'));
-          assertError(res, 400, 'model_unavailable');
-          assert.match(res.json.error ?? '', message);
-          assert.doesNotMatch(res.text, new RegExp(FAKE_KEY));
-        }
-      });
-
-      test('429 with Retry-After once the limit is used; nothing is written', async () => {
-        const project = await configured.createProject({ name: 'limited' });
-        const ids: string[] = [];
-        for (let i = 0; i < CONFIGURED_CREATE_LIMIT; i++) {
-          const res = await create(configured, project.id, `job ${i}`);
-          assert.equal(res.status, 201, res.text);
-          assert.equal(
-            res.headers.get('ratelimit-remaining'),
-            String(CONFIGURED_CREATE_LIMIT - 1 - i),
-          );
-          ids.push(res.json.id ?? '');
-        }
-        const written = async () =>
-          (
-            await sql<{ events: string; entries: string }>`
-              SELECT (SELECT count(*) FROM events) AS events,
-                (SELECT count(*) FROM pgboss.job WHERE name = 'turns') AS entries`.execute(
-              configured.service.ctx.db,
-            )
-          ).rows[0];
-        const before = await written();
-        const refused = await unchanged(configured, () =>
-          create(configured, project.id, 'one too many'),
-        );
-        assertError(refused, 429, 'rate_limited');
-        // Nor an event or a queue entry, which the create's statement writes with the job.
-        assert.deepEqual(await written(), before);
-        const retryAfter = Number(refused.headers.get('retry-after'));
-        assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
-        assert.ok(retryAfter <= Number(LONG_WINDOW));
-        assert.equal(refused.headers.get('ratelimit-limit'), String(CONFIGURED_CREATE_LIMIT));
-        assert.equal(refused.headers.get('ratelimit-remaining'), '0');
-        assert.equal(refused.headers.get('ratelimit-reset'), String(retryAfter));
-        assert.equal(
-          refused.headers.get('ratelimit-policy'),
-          `${CONFIGURED_CREATE_LIMIT};w=${LONG_WINDOW}`,
-        );
-        // Still refused: a refusal does not free a slot.
-        assertError(await create(configured, project.id, 'again'), 429, 'rate_limited');
-        const list = await configured.request('GET', `/v2/agent/${project.id}/jobs?limit=100`);
-        assert.deepEqual(
-          list.json.jobs?.map((j) => j.id),
-          [...ids].reverse(),
-        );
-
-        // Follow-up messages have their own count; other projects have their own too.
-        const message = await configured.request(
-          'POST',
-          `/v2/agent/${project.id}/job/${ids[0]}/message`,
-          { body: { prompt: 'a follow-up' } },
-        );
-        assert.equal(message.status, 200, message.text);
-        assert.equal(message.headers.get('ratelimit-limit'), '2');
-        assert.equal(message.headers.get('ratelimit-remaining'), '1');
-        const other = await configured.createProject({ name: 'not limited' });
-        assert.equal((await create(configured, other.id, 'fine')).status, 201);
-      });
-
-      test(`50 parallel creates with a limit of ${CONFIGURED_CREATE_LIMIT}: exactly ${CONFIGURED_CREATE_LIMIT} jobs`, async () => {
-        const project = await configured.createProject({ name: 'parallel' });
-        const results = await Promise.all(
-          Array.from({ length: 50 }, (_, i) => create(configured, project.id, `parallel ${i}`)),
-        );
-        const created = results.filter((r) => r.status === 201);
-        const refused = results.filter((r) => r.status !== 201);
-        assert.equal(created.length, CONFIGURED_CREATE_LIMIT);
-        assert.equal(refused.length, 50 - CONFIGURED_CREATE_LIMIT);
-        for (const res of refused) {
-          assertError(res, 429, 'rate_limited');
-          assert.ok(Number(res.headers.get('retry-after')) >= 1);
-        }
-        // Every slot was handed out exactly once.
-        assert.deepEqual(
-          created.map((r) => Number(r.headers.get('ratelimit-remaining'))).sort((a, b) => a - b),
-          Array.from({ length: CONFIGURED_CREATE_LIMIT }, (_, i) => i),
-        );
-        const list = await configured.request('GET', `/v2/agent/${project.id}/jobs?limit=100`);
-        assert.equal(list.status, 200);
-        assert.deepEqual(
-          new Set(list.json.jobs?.map((j) => j.id)),
-          new Set(created.map((r) => r.json.id)),
-        );
-        const db = configured.service.ctx.db;
-        const jobs = await db
-          .selectFrom('jobs')
-          .select('id')
-          .where('project_id', '=', project.id)
-          .execute();
-        assert.equal(jobs.length, CONFIGURED_CREATE_LIMIT);
-        const turns = await db
-          .selectFrom('turns')
-          .select('job_id')
-          .where(
-            'job_id',
-            'in',
-            jobs.map((j) => j.id),
-          )
-          .execute();
-        assert.equal(turns.length, CONFIGURED_CREATE_LIMIT);
-      });
+      assert.equal(res.status, 201, res.text);
+      assert.equal(res.json.model, 'openai:gpt-5');
+      assert.equal(res.json.source?.baseRef, 'v1.2.3');
+      const row = await svc.service.ctx.db
+        .selectFrom('jobs')
+        .select(['model', 'ref'])
+        .where('id', '=', res.json.id ?? '')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(row, { model: 'openai:gpt-5', ref: 'v1.2.3' });
     });
 
-    describe('Idempotency-Key', () => {
-      const keyed = (
-        s: TestService,
-        projectId: string,
-        key: string,
-        body: Record<string, unknown> | string,
-      ) =>
-        s.request('POST', `/v2/agent/${projectId}/job`, {
-          ...(typeof body === 'string'
-            ? {
-                rawBody: body,
-                headers: { 'content-type': 'application/json', 'idempotency-key': key },
-              }
-            : { body, headers: { 'idempotency-key': key } }),
-        });
-      const jobsOf = (projectId: string) =>
-        svc.service.ctx.db
-          .selectFrom('jobs')
-          .select('id')
-          .where('project_id', '=', projectId)
-          .execute();
-      const keyRows = () =>
-        svc.service.ctx.db
-          .selectFrom('idempotency_keys')
-          .selectAll()
-          .orderBy('project_id')
-          .orderBy('key')
-          .execute();
-
-      test('the same request again gets the first response; one job, one turn, no limit used', async () => {
-        const project = await svc.createProject({ name: 'idempotent create' });
-        const first = await keyed(svc, project.id, 'create-once', {
-          prompt: 'Fix the flaky test',
-          model: 'openai:gpt-5',
-        });
-        assert.equal(first.status, 201, first.text);
-        assert.equal(first.headers.get('idempotent-replayed'), null);
-        assert.equal(first.headers.get('ratelimit-remaining'), '99');
-        // The same JSON in another spelling, and the key as an sf-string: the same request.
-        const retries = [
-          await unchanged(svc, () =>
-            keyed(
-              svc,
-              project.id,
-              '"create-once"',
-              '{ "model" : "openai:gpt-5",\n  "prompt": "Fix the flaky test" }',
-            ),
-          ),
-          await unchanged(svc, () =>
-            keyed(svc, project.id, 'create-once', {
-              model: 'openai:gpt-5',
-              prompt: 'Fix the flaky test',
-            }),
-          ),
-        ];
-        for (const again of retries) {
-          assert.equal(again.status, 201, again.text);
-          assert.equal(again.text, first.text, 'the replay is not the first body byte for byte');
-          assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
-          assert.equal(again.headers.get('idempotent-replayed'), 'true');
-          // A replay counts against no limit, and has no RateLimit headers of its own.
-          assert.equal(again.headers.get('ratelimit-remaining'), null);
-          assert.notEqual(again.headers.get('x-request-id'), first.headers.get('x-request-id'));
-        }
-        const jobs = await jobsOf(project.id);
-        assert.deepEqual(
-          jobs.map((j) => j.id),
-          [first.json.id],
-        );
-        const turns = await svc.service.ctx.db
-          .selectFrom('turns')
-          .select('seq')
-          .where('job_id', '=', first.json.id ?? '')
-          .execute();
-        assert.equal(turns.length, 1);
-        const events = await svc.service.ctx.db
-          .selectFrom('events')
-          .select('type')
-          .where('job_id', '=', first.json.id ?? '')
-          .execute();
-        assert.deepEqual(
-          events.map((e) => e.type),
-          ['job.created'],
-        );
-        // Without the key, the same body is a new job as ever.
-        const plain = await create(svc, project.id, 'Fix the flaky test');
-        assert.equal(plain.status, 201);
-        assert.equal(plain.headers.get('ratelimit-remaining'), '98');
-      });
-
-      test('20 parallel duplicates: one job; each answer is its 201 or a 409 in flight', async () => {
-        const project = await svc.createProject({ name: 'parallel duplicates' });
-        const results = await Promise.all(
-          Array.from({ length: 20 }, () =>
-            keyed(svc, project.id, 'parallel-key', { prompt: 'only once' }),
-          ),
-        );
-        const created = results.filter((r) => r.status === 201);
-        assert.ok(created.length >= 1, 'no request created the job');
-        for (const res of results) {
-          if (res.status === 201) assert.equal(res.text, created[0]?.text);
-          else assertError(res, 409, 'idempotency_key_in_flight');
-        }
-        // PGlite runs one transaction at a time: a duplicate waits and gets the replay.
-        if (backend === 'pglite') assert.equal(created.length, 20);
-        assert.equal(
-          created.filter((r) => r.headers.get('idempotent-replayed') === null).length,
-          1,
-        );
-        assert.deepEqual(
-          (await jobsOf(project.id)).map((j) => j.id),
-          [created[0]?.json.id],
-        );
-      });
-
-      test('the same key with another body is a 422; nothing is written', async () => {
-        const project = await svc.createProject({ name: 'reused key' });
-        const first = await keyed(svc, project.id, 'reused', { prompt: 'one thing' });
-        assert.equal(first.status, 201, first.text);
-        const stored = await keyRows();
-        for (const body of [
-          { prompt: 'another thing' },
-          { prompt: 'one thing ' },
-          { prompt: 'one thing', model: 'openai:gpt-5' },
-          { prompt: 'one thing', baseRef: 'main' },
-        ]) {
-          const res = await unchanged(svc, () => keyed(svc, project.id, 'reused', body));
-          assertError(res, 422, 'idempotency_key_reused');
-          assert.match(res.json.error ?? '', /Idempotency-Key was used for another request/);
-        }
-        assert.deepEqual(await keyRows(), stored);
-        assert.equal((await jobsOf(project.id)).length, 1);
-      });
-
-      test('a malformed key, or two of them, is a 400 naming the header; nothing is written', async () => {
-        const project = await svc.createProject({ name: 'bad keys' });
-        const stored = await keyRows();
-        for (const key of ['', '""', 'k'.repeat(256), 'two words', '"unterminated', 'a, b']) {
-          const res = await unchanged(svc, () => keyed(svc, project.id, key, { prompt: 'x' }));
-          assertError(res, 400, 'bad_request');
-          assert.match(res.json.error ?? '', /^"Idempotency-Key" /, key);
-        }
-        // Two header lines, as a client sends them.
-        const twice = await unchanged(svc, () =>
-          postRaw(svc.url, `/v2/agent/${project.id}/job`, svc.adminKey, {
-            'idempotency-key': ['first-key', 'second-key'],
-          }),
-        );
-        assert.equal(twice.status, 400, twice.text);
-        const refusal = JSON.parse(twice.text) as { code: string; error: string };
-        assert.equal(refusal.code, 'bad_request');
-        assert.match(refusal.error, /^"Idempotency-Key" must be one value/);
-        assert.deepEqual(await keyRows(), stored);
-        assert.equal((await jobsOf(project.id)).length, 0);
-        // The longest key is accepted.
-        const longest = await keyed(svc, project.id, 'k'.repeat(255), { prompt: 'x' });
-        assert.equal(longest.status, 201, longest.text);
-      });
-
-      test("keys are per project: another project's request with the same key makes its job", async () => {
-        const a = await svc.createProject({ name: 'key in A' });
-        const b = await svc.createProject({ name: 'key in B' });
-        const inA = await keyed(svc, a.id, 'shared-key', { prompt: 'same' });
-        const inB = await keyed(svc, b.id, 'shared-key', { prompt: 'same' });
-        for (const res of [inA, inB]) {
-          assert.equal(res.status, 201, res.text);
-          assert.equal(res.headers.get('idempotent-replayed'), null);
-        }
-        assert.notEqual(inA.json.id, inB.json.id);
-        assert.equal(inB.json.projectId, b.id);
-        assert.equal((await jobsOf(b.id)).length, 1);
-      });
-
-      test('after 24 hours the key is forgotten: the same request makes a new job', async () => {
-        const project = await svc.createProject({ name: 'expired key' });
-        const first = await keyed(svc, project.id, 'expiring', { prompt: 'again tomorrow' });
-        assert.equal(first.status, 201, first.text);
-        await sql`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 second' WHERE project_id = ${project.id}`.execute(
-          svc.service.ctx.db,
-        );
-        const later = await keyed(svc, project.id, 'expiring', { prompt: 'again tomorrow' });
-        assert.equal(later.status, 201, later.text);
-        assert.equal(later.headers.get('idempotent-replayed'), null);
-        assert.notEqual(later.json.id, first.json.id);
-        // The key now answers with the new job.
-        const replay = await keyed(svc, project.id, 'expiring', { prompt: 'again tomorrow' });
-        assert.equal(replay.text, later.text);
-        assert.equal(replay.headers.get('idempotent-replayed'), 'true');
-        assert.equal((await jobsOf(project.id)).length, 2);
-      });
-
-      test('a request that fails stores nothing: its retry runs', async () => {
-        // Google has no key on this service: the create is refused inside its transaction.
-        const project = await svc.createProject({
-          name: 'unusable model',
-          model: 'google:gemini-2.5-pro',
-        });
-        const refused = await unchanged(svc, () =>
-          keyed(svc, project.id, 'after-a-failure', { prompt: 'try me' }),
-        );
-        assertError(refused, 400, 'model_unavailable');
-        assert.equal((await keyRows()).filter((r) => r.project_id === project.id).length, 0);
-        const fixed = await svc.request('PATCH', `/v2/admin/projects/${project.id}`, {
-          body: { model: 'openai:gpt-5' },
-        });
-        assert.equal(fixed.status, 200, fixed.text);
-        const retried = await keyed(svc, project.id, 'after-a-failure', { prompt: 'try me' });
-        assert.equal(retried.status, 201, retried.text);
-        assert.equal(retried.headers.get('idempotent-replayed'), null);
-        assert.equal(retried.json.model, 'openai:gpt-5');
-      });
-
-      test('the OpenAPI document describes the header and the 409 and 422 answers', async () => {
-        const res = await svc.request('GET', '/openapi.json', { key: null });
-        const doc = JSON.parse(res.text) as {
-          paths: Record<
-            string,
-            Record<
-              string,
-              { parameters?: { name: string; in: string }[]; responses: Record<string, unknown> }
-            >
-          >;
-        };
-        for (const path of [
-          '/v2/agent/{projectId}/job',
-          '/v2/agent/{projectId}/job/{id}/message',
-        ]) {
-          const op = doc.paths[path]?.post;
-          assert.ok(op, path);
-          const header = op.parameters?.find((p) => p.in === 'header');
-          assert.equal(header?.name, 'idempotency-key', path);
-          for (const status of ['409', '422']) assert.ok(op.responses[status], `${path} ${status}`);
-        }
-      });
+    test('RateLimit headers count down per project', async () => {
+      const project = await svc.createProject({ name: 'headers' });
+      const first = await create(svc, project.id, 'one');
+      const second = await create(svc, project.id, 'two');
+      for (const res of [first, second]) {
+        assert.equal(res.status, 201);
+        assert.equal(res.headers.get('ratelimit-policy'), '100;w=3600');
+        assert.equal(res.headers.get('ratelimit-limit'), '100');
+        const reset = Number(res.headers.get('ratelimit-reset'));
+        assert.ok(Number.isInteger(reset) && reset >= 1 && reset <= 3600, `reset ${reset}`);
+        assert.equal(res.headers.get('retry-after'), null);
+      }
+      assert.equal(first.headers.get('ratelimit-remaining'), '99');
+      // The fixed window may end between the two requests; then the count starts again.
+      const rolled =
+        Number(second.headers.get('ratelimit-reset')) >
+        Number(first.headers.get('ratelimit-reset'));
+      assert.equal(second.headers.get('ratelimit-remaining'), rolled ? '99' : '98');
+      // Another project has its own count.
+      const other = await svc.createProject({ name: 'headers 2' });
+      const third = await create(svc, other.id, 'three');
+      assert.equal(third.headers.get('ratelimit-remaining'), '99');
     });
 
-    describe('security', () => {
-      authCases(spec, fixture);
+    test('each request makes a new job; the admin key may create for any project', async () => {
+      const a = await create(svc, fx.project.id, 'same prompt', fx.projectKey);
+      const b = await create(svc, fx.project.id, 'same prompt', fx.projectKey);
+      const c = await create(svc, fx.project.id, 'same prompt', svc.adminKey);
+      for (const res of [a, b, c]) assert.equal(res.status, 201, res.text);
+      assert.equal(new Set([a.json.id, b.json.id, c.json.id]).size, 3);
+      assert.equal(new Set([a.json.branch, b.json.branch, c.json.branch]).size, 3);
     });
   });
-}
 
-notePostgresSkip();
+  describe('errors', () => {
+    jsonBodyCases(spec, fixture);
+    promptCases(spec, fixture, MAX_PROMPT);
+
+    test('400 for a model or baseRef that is malformed or cannot be used; nothing is written', async () => {
+      const cases: [Record<string, unknown>, number, string, RegExp][] = [
+        [
+          { model: 'google:gemini-2.5-pro' },
+          400,
+          'model_unavailable',
+          /GOOGLE_GENERATIVE_AI_API_KEY/,
+        ],
+        [{ model: 'mistral:large-latest' }, 400, 'model_unavailable', /unknown provider 'mistral'/],
+        [{ model: 'no-provider' }, 400, 'bad_request', /"model" must look like provider:model/],
+        [{ model: 7 }, 400, 'bad_request', /"model" must be a string/],
+        [{ baseRef: 'a..b' }, 400, 'bad_request', /invalid "baseRef"/],
+        [{ baseRef: '-x' }, 400, 'bad_request', /invalid "baseRef"/],
+        [{ baseRef: ['main'] }, 400, 'bad_request', /"baseRef" must be a string/],
+      ];
+      for (const [extra, status, code, message] of cases) {
+        const res = await unchanged(svc, () =>
+          svc.request('POST', `/v2/agent/${fx.project.id}/job`, {
+            body: { prompt: 'with options', ...extra },
+            key: fx.projectKey,
+          }),
+        );
+        assertError(res, status, code);
+        assert.match(res.json.error ?? '', message, JSON.stringify(extra));
+      }
+    });
+
+    test('400 model_unavailable when the model cannot be used; nothing is written', async () => {
+      const cases: [string, RegExp][] = [
+        ['google:gemini-2.5-pro', /GOOGLE_GENERATIVE_AI_API_KEY/],
+        ['mistral:large-latest', /unknown provider 'mistral'/],
+      ];
+      for (const [model, message] of cases) {
+        const project = await svc.createProject({ name: 'unusable model', model });
+        const res = await unchanged(svc, () => create(svc, project.id, 'which model?'));
+        assertError(res, 400, 'model_unavailable');
+        assert.match(res.json.error ?? '', message);
+        assert.doesNotMatch(res.text, new RegExp(FAKE_KEY));
+      }
+    });
+
+    test('429 with Retry-After once the limit is used; nothing is written', async () => {
+      const project = await configured.createProject({ name: 'limited' });
+      const ids: string[] = [];
+      for (let i = 0; i < CONFIGURED_CREATE_LIMIT; i++) {
+        const res = await create(configured, project.id, `job ${i}`);
+        assert.equal(res.status, 201, res.text);
+        assert.equal(
+          res.headers.get('ratelimit-remaining'),
+          String(CONFIGURED_CREATE_LIMIT - 1 - i),
+        );
+        ids.push(res.json.id ?? '');
+      }
+      const written = async () =>
+        (
+          await sql<{ events: string; entries: string }>`
+              SELECT (SELECT count(*) FROM events) AS events,
+                (SELECT count(*) FROM pgboss.job WHERE name = 'turns') AS entries`.execute(
+            configured.service.ctx.db,
+          )
+        ).rows[0];
+      const before = await written();
+      const refused = await unchanged(configured, () =>
+        create(configured, project.id, 'one too many'),
+      );
+      assertError(refused, 429, 'rate_limited');
+      // Nor an event or a queue entry, which the create's statement writes with the job.
+      assert.deepEqual(await written(), before);
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
+      assert.ok(retryAfter <= Number(LONG_WINDOW));
+      assert.equal(refused.headers.get('ratelimit-limit'), String(CONFIGURED_CREATE_LIMIT));
+      assert.equal(refused.headers.get('ratelimit-remaining'), '0');
+      assert.equal(refused.headers.get('ratelimit-reset'), String(retryAfter));
+      assert.equal(
+        refused.headers.get('ratelimit-policy'),
+        `${CONFIGURED_CREATE_LIMIT};w=${LONG_WINDOW}`,
+      );
+      // Still refused: a refusal does not free a slot.
+      assertError(await create(configured, project.id, 'again'), 429, 'rate_limited');
+      const list = await configured.request('GET', `/v2/agent/${project.id}/jobs?limit=100`);
+      assert.deepEqual(
+        list.json.jobs?.map((j) => j.id),
+        [...ids].reverse(),
+      );
+
+      // Follow-up messages have their own count; other projects have their own too.
+      const message = await configured.request(
+        'POST',
+        `/v2/agent/${project.id}/job/${ids[0]}/message`,
+        { body: { prompt: 'a follow-up' } },
+      );
+      assert.equal(message.status, 200, message.text);
+      assert.equal(message.headers.get('ratelimit-limit'), '2');
+      assert.equal(message.headers.get('ratelimit-remaining'), '1');
+      const other = await configured.createProject({ name: 'not limited' });
+      assert.equal((await create(configured, other.id, 'fine')).status, 201);
+    });
+
+    test(`50 parallel creates with a limit of ${CONFIGURED_CREATE_LIMIT}: exactly ${CONFIGURED_CREATE_LIMIT} jobs`, async () => {
+      const project = await configured.createProject({ name: 'parallel' });
+      const results = await Promise.all(
+        Array.from({ length: 50 }, (_, i) => create(configured, project.id, `parallel ${i}`)),
+      );
+      const created = results.filter((r) => r.status === 201);
+      const refused = results.filter((r) => r.status !== 201);
+      assert.equal(created.length, CONFIGURED_CREATE_LIMIT);
+      assert.equal(refused.length, 50 - CONFIGURED_CREATE_LIMIT);
+      for (const res of refused) {
+        assertError(res, 429, 'rate_limited');
+        assert.ok(Number(res.headers.get('retry-after')) >= 1);
+      }
+      // Every slot was handed out exactly once.
+      assert.deepEqual(
+        created.map((r) => Number(r.headers.get('ratelimit-remaining'))).sort((a, b) => a - b),
+        Array.from({ length: CONFIGURED_CREATE_LIMIT }, (_, i) => i),
+      );
+      const list = await configured.request('GET', `/v2/agent/${project.id}/jobs?limit=100`);
+      assert.equal(list.status, 200);
+      assert.deepEqual(
+        new Set(list.json.jobs?.map((j) => j.id)),
+        new Set(created.map((r) => r.json.id)),
+      );
+      const db = configured.service.ctx.db;
+      const jobs = await db
+        .selectFrom('jobs')
+        .select('id')
+        .where('project_id', '=', project.id)
+        .execute();
+      assert.equal(jobs.length, CONFIGURED_CREATE_LIMIT);
+      const turns = await db
+        .selectFrom('turns')
+        .select('job_id')
+        .where(
+          'job_id',
+          'in',
+          jobs.map((j) => j.id),
+        )
+        .execute();
+      assert.equal(turns.length, CONFIGURED_CREATE_LIMIT);
+    });
+  });
+
+  describe('Idempotency-Key', () => {
+    const keyed = (
+      s: TestService,
+      projectId: string,
+      key: string,
+      body: Record<string, unknown> | string,
+    ) =>
+      s.request('POST', `/v2/agent/${projectId}/job`, {
+        ...(typeof body === 'string'
+          ? {
+              rawBody: body,
+              headers: { 'content-type': 'application/json', 'idempotency-key': key },
+            }
+          : { body, headers: { 'idempotency-key': key } }),
+      });
+    const jobsOf = (projectId: string) =>
+      svc.service.ctx.db
+        .selectFrom('jobs')
+        .select('id')
+        .where('project_id', '=', projectId)
+        .execute();
+    const keyRows = () =>
+      svc.service.ctx.db
+        .selectFrom('idempotency_keys')
+        .selectAll()
+        .orderBy('project_id')
+        .orderBy('key')
+        .execute();
+
+    test('the same request again gets the first response; one job, one turn, no limit used', async () => {
+      const project = await svc.createProject({ name: 'idempotent create' });
+      const first = await keyed(svc, project.id, 'create-once', {
+        prompt: 'Fix the flaky test',
+        model: 'openai:gpt-5',
+      });
+      assert.equal(first.status, 201, first.text);
+      assert.equal(first.headers.get('idempotent-replayed'), null);
+      assert.equal(first.headers.get('ratelimit-remaining'), '99');
+      // The same JSON in another spelling, and the key as an sf-string: the same request.
+      const retries = [
+        await unchanged(svc, () =>
+          keyed(
+            svc,
+            project.id,
+            '"create-once"',
+            '{ "model" : "openai:gpt-5",\n  "prompt": "Fix the flaky test" }',
+          ),
+        ),
+        await unchanged(svc, () =>
+          keyed(svc, project.id, 'create-once', {
+            model: 'openai:gpt-5',
+            prompt: 'Fix the flaky test',
+          }),
+        ),
+      ];
+      for (const again of retries) {
+        assert.equal(again.status, 201, again.text);
+        assert.equal(again.text, first.text, 'the replay is not the first body byte for byte');
+        assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
+        assert.equal(again.headers.get('idempotent-replayed'), 'true');
+        // A replay counts against no limit, and has no RateLimit headers of its own.
+        assert.equal(again.headers.get('ratelimit-remaining'), null);
+        assert.notEqual(again.headers.get('x-request-id'), first.headers.get('x-request-id'));
+      }
+      const jobs = await jobsOf(project.id);
+      assert.deepEqual(
+        jobs.map((j) => j.id),
+        [first.json.id],
+      );
+      const turns = await svc.service.ctx.db
+        .selectFrom('turns')
+        .select('seq')
+        .where('job_id', '=', first.json.id ?? '')
+        .execute();
+      assert.equal(turns.length, 1);
+      const events = await svc.service.ctx.db
+        .selectFrom('events')
+        .select('type')
+        .where('job_id', '=', first.json.id ?? '')
+        .execute();
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['job.created'],
+      );
+      // Without the key, the same body is a new job as ever.
+      const plain = await create(svc, project.id, 'Fix the flaky test');
+      assert.equal(plain.status, 201);
+      assert.equal(plain.headers.get('ratelimit-remaining'), '98');
+    });
+
+    test('20 parallel duplicates: one job; each answer is its 201 or a 409 in flight', async () => {
+      const project = await svc.createProject({ name: 'parallel duplicates' });
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () =>
+          keyed(svc, project.id, 'parallel-key', { prompt: 'only once' }),
+        ),
+      );
+      const created = results.filter((r) => r.status === 201);
+      assert.ok(created.length >= 1, 'no request created the job');
+      for (const res of results) {
+        if (res.status === 201) assert.equal(res.text, created[0]?.text);
+        else assertError(res, 409, 'idempotency_key_in_flight');
+      }
+      assert.equal(created.filter((r) => r.headers.get('idempotent-replayed') === null).length, 1);
+      assert.deepEqual(
+        (await jobsOf(project.id)).map((j) => j.id),
+        [created[0]?.json.id],
+      );
+    });
+
+    test('the same key with another body is a 422; nothing is written', async () => {
+      const project = await svc.createProject({ name: 'reused key' });
+      const first = await keyed(svc, project.id, 'reused', { prompt: 'one thing' });
+      assert.equal(first.status, 201, first.text);
+      const stored = await keyRows();
+      for (const body of [
+        { prompt: 'another thing' },
+        { prompt: 'one thing ' },
+        { prompt: 'one thing', model: 'openai:gpt-5' },
+        { prompt: 'one thing', baseRef: 'main' },
+      ]) {
+        const res = await unchanged(svc, () => keyed(svc, project.id, 'reused', body));
+        assertError(res, 422, 'idempotency_key_reused');
+        assert.match(res.json.error ?? '', /Idempotency-Key was used for another request/);
+      }
+      assert.deepEqual(await keyRows(), stored);
+      assert.equal((await jobsOf(project.id)).length, 1);
+    });
+
+    test('a malformed key, or two of them, is a 400 naming the header; nothing is written', async () => {
+      const project = await svc.createProject({ name: 'bad keys' });
+      const stored = await keyRows();
+      for (const key of ['', '""', 'k'.repeat(256), 'two words', '"unterminated', 'a, b']) {
+        const res = await unchanged(svc, () => keyed(svc, project.id, key, { prompt: 'x' }));
+        assertError(res, 400, 'bad_request');
+        assert.match(res.json.error ?? '', /^"Idempotency-Key" /, key);
+      }
+      // Two header lines, as a client sends them.
+      const twice = await unchanged(svc, () =>
+        postRaw(svc.url, `/v2/agent/${project.id}/job`, svc.adminKey, {
+          'idempotency-key': ['first-key', 'second-key'],
+        }),
+      );
+      assert.equal(twice.status, 400, twice.text);
+      const refusal = JSON.parse(twice.text) as { code: string; error: string };
+      assert.equal(refusal.code, 'bad_request');
+      assert.match(refusal.error, /^"Idempotency-Key" must be one value/);
+      assert.deepEqual(await keyRows(), stored);
+      assert.equal((await jobsOf(project.id)).length, 0);
+      // The longest key is accepted.
+      const longest = await keyed(svc, project.id, 'k'.repeat(255), { prompt: 'x' });
+      assert.equal(longest.status, 201, longest.text);
+    });
+
+    test("keys are per project: another project's request with the same key makes its job", async () => {
+      const a = await svc.createProject({ name: 'key in A' });
+      const b = await svc.createProject({ name: 'key in B' });
+      const inA = await keyed(svc, a.id, 'shared-key', { prompt: 'same' });
+      const inB = await keyed(svc, b.id, 'shared-key', { prompt: 'same' });
+      for (const res of [inA, inB]) {
+        assert.equal(res.status, 201, res.text);
+        assert.equal(res.headers.get('idempotent-replayed'), null);
+      }
+      assert.notEqual(inA.json.id, inB.json.id);
+      assert.equal(inB.json.projectId, b.id);
+      assert.equal((await jobsOf(b.id)).length, 1);
+    });
+
+    test('after 24 hours the key is forgotten: the same request makes a new job', async () => {
+      const project = await svc.createProject({ name: 'expired key' });
+      const first = await keyed(svc, project.id, 'expiring', { prompt: 'again tomorrow' });
+      assert.equal(first.status, 201, first.text);
+      await sql`UPDATE idempotency_keys SET created_at = now() - interval '24 hours 1 second' WHERE project_id = ${project.id}`.execute(
+        svc.service.ctx.db,
+      );
+      const later = await keyed(svc, project.id, 'expiring', { prompt: 'again tomorrow' });
+      assert.equal(later.status, 201, later.text);
+      assert.equal(later.headers.get('idempotent-replayed'), null);
+      assert.notEqual(later.json.id, first.json.id);
+      // The key now answers with the new job.
+      const replay = await keyed(svc, project.id, 'expiring', { prompt: 'again tomorrow' });
+      assert.equal(replay.text, later.text);
+      assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+      assert.equal((await jobsOf(project.id)).length, 2);
+    });
+
+    test('a request that fails stores nothing: its retry runs', async () => {
+      // Google has no key on this service: the create is refused inside its transaction.
+      const project = await svc.createProject({
+        name: 'unusable model',
+        model: 'google:gemini-2.5-pro',
+      });
+      const refused = await unchanged(svc, () =>
+        keyed(svc, project.id, 'after-a-failure', { prompt: 'try me' }),
+      );
+      assertError(refused, 400, 'model_unavailable');
+      assert.equal((await keyRows()).filter((r) => r.project_id === project.id).length, 0);
+      const fixed = await svc.request('PATCH', `/v2/admin/projects/${project.id}`, {
+        body: { model: 'openai:gpt-5' },
+      });
+      assert.equal(fixed.status, 200, fixed.text);
+      const retried = await keyed(svc, project.id, 'after-a-failure', { prompt: 'try me' });
+      assert.equal(retried.status, 201, retried.text);
+      assert.equal(retried.headers.get('idempotent-replayed'), null);
+      assert.equal(retried.json.model, 'openai:gpt-5');
+    });
+
+    test('the OpenAPI document describes the header and the 409 and 422 answers', async () => {
+      const res = await svc.request('GET', '/openapi.json', { key: null });
+      const doc = JSON.parse(res.text) as {
+        paths: Record<
+          string,
+          Record<
+            string,
+            { parameters?: { name: string; in: string }[]; responses: Record<string, unknown> }
+          >
+        >;
+      };
+      for (const path of ['/v2/agent/{projectId}/job', '/v2/agent/{projectId}/job/{id}/message']) {
+        const op = doc.paths[path]?.post;
+        assert.ok(op, path);
+        const header = op.parameters?.find((p) => p.in === 'header');
+        assert.equal(header?.name, 'idempotency-key', path);
+        for (const status of ['409', '422']) assert.ok(op.responses[status], `${path} ${status}`);
+      }
+    });
+  });
+
+  describe('security', () => {
+    authCases(spec, fixture);
+  });
+});
