@@ -1,6 +1,6 @@
-// The `errand` command: `serve`, `worker`, `migrate`, the job commands `job …` (src/cli/jobs.ts,
-// clients of the job API), and the admin commands `project …`, `key …` and `webhook …`, which
-// are clients of the admin API.
+// The `errand` command: `serve`, `worker`, `migrate`, `export` and `import` (src/cli/transfer.ts),
+// the job commands `job …` (src/cli/jobs.ts, clients of the job API), and the admin commands
+// `project …`, `key …` and `webhook …`, which are clients of the admin API.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { parseArgs } from 'node:util';
@@ -96,6 +96,8 @@ const COMMAND_OPTIONS: Readonly<Record<string, Partial<typeof options>>> = {
   serve: only('host', 'port', 'data-dir', 'no-worker', 'no-dashboard', 'concurrency'),
   worker: only('data-dir', 'concurrency'),
   migrate: only('data-dir'),
+  export: only('data-dir'),
+  import: only('data-dir'),
   mcp: only('data-dir'),
   project: only(
     'data-dir',
@@ -602,6 +604,15 @@ async function main(argv: string[]): Promise<number> {
       } finally {
         await handle.close();
       }
+      return EXIT.ok;
+    }
+    case 'export':
+    case 'import': {
+      if (sub === undefined) throw new UsageError('missing FILE');
+      if (arg !== undefined) throw new UsageError(`unexpected argument ${arg}`);
+      const config = loadConfig(process.env, overrides(values));
+      const { runExport, runImport } = await import('./cli/transfer.ts');
+      await (command === 'export' ? runExport : runImport)(config, sub);
       return EXIT.ok;
     }
     case 'mcp':

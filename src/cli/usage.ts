@@ -92,6 +92,30 @@ Workers only: they run the turns of jobs. Needs DATABASE_URL and ERRAND_PUBLIC_U
 
 Applies the database migrations and exits (every process also migrates at start).
 `,
+  export: `Usage: errand export FILE [--data-dir DIR]
+
+Writes every project, API key (hashes only), webhook endpoint, job, turn (with its transcript)
+and event of the database (DATABASE_URL, or the embedded one of --data-dir, also while serve
+runs on it) to FILE, as one consistent snapshot: JSON Lines, mode 0600, in place only once
+complete. FILE - writes to stdout (errand export - | gzip > errand.jsonl.gz). Not in it:
+dashboard sessions (browsers sign in again), rate-limit counters and idempotency keys.
+The file holds key hashes, sealed secrets and transcripts: keep it as safe as the database.
+`,
+  import: `Usage: errand import FILE [--data-dir DIR]
+
+Loads an export (FILE - reads stdin) into an empty database: DATABASE_URL, or the embedded one
+of --data-dir. It applies the migrations, then loads everything in one transaction, or nothing;
+it refuses a database that holds any project, key or job, and a file of a newer Errand. Keys
+keep working; turns that were queued or running and pending webhook deliveries are queued again.
+Forge credentials and webhook secrets open only with the secret key of the exporting side: set
+ERRAND_SECRET_KEY to it (the secret.key of its data directory) for the import and for every
+Errand process afterwards, or copy that file into the new data directory. For the embedded
+mode, also copy admin.key, which the CLI reads.
+
+  From the embedded mode to PostgreSQL:
+    errand export errand.jsonl
+    DATABASE_URL=postgres://… ERRAND_SECRET_KEY="$(cat .errand/secret.key)" errand import errand.jsonl
+`,
   mcp: `Usage: errand mcp [--data-dir DIR]
 
 A Model Context Protocol server on stdio, for coding assistants: it starts and follows jobs
@@ -154,6 +178,9 @@ Service:
   worker [--data-dir DIR] [--concurrency N]
                      workers only (needs DATABASE_URL and ERRAND_PUBLIC_URL)
   migrate            apply database migrations and exit
+  export FILE        write everything (projects, keys, jobs, events, …) to FILE, also while
+                     serve runs (- for stdout)
+  import FILE        load an export into an empty database (DATABASE_URL or --data-dir)
   mcp                Model Context Protocol server on stdio, for coding assistants
                      (ERRAND_URL, ERRAND_API_KEY, optional ERRAND_PROJECT)
 

@@ -356,6 +356,37 @@ async function writeTurns(
 }
 
 /**
+ * After a restore (errand import), gives every turn that was queued or running a new queue
+ * entry, in the caller's transaction: none of them runs anywhere now. A job's turns are queued
+ * in their order, and a running one is queued again. Returns how many were queued.
+ */
+export async function requeueOpenTurns(
+  ctx: Pick<AppContext, 'queue'>,
+  trx: Transaction<Database>,
+): Promise<number> {
+  const open = await trx
+    .selectFrom('turns')
+    .select(['job_id', 'seq'])
+    .where('state', 'in', ['queued', 'running'])
+    .orderBy('job_id')
+    .orderBy('seq')
+    .execute();
+  if (open.length === 0) return 0;
+  const ids = await ctx.queue.enqueueAll(
+    trx,
+    open.map((t) => ({ jobId: t.job_id, seq: t.seq })),
+  );
+  const entries = JSON.stringify(
+    open.map((t, i) => ({ job_id: t.job_id, seq: t.seq, queue_id: ids[i] })),
+  );
+  await sql`
+    UPDATE turns t SET state = 'queued', queue_id = e.queue_id
+    FROM jsonb_to_recordset(${entries}::jsonb) AS e (job_id text, seq integer, queue_id text)
+    WHERE t.job_id = e.job_id AND t.seq = e.seq`.execute(trx);
+  return open.length;
+}
+
+/**
  * Marks a delivered turn running. Nothing changes, and undefined comes back, when the job is
  * gone or archived or the turn already settled: a repeated delivery leaves everything as it is.
  */

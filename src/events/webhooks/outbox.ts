@@ -125,3 +125,28 @@ export async function requeueDelivery(
     { deliveryId: delivery.id, webhookId: delivery.webhookId, jobId: delivery.jobId },
   ]);
 }
+
+/**
+ * After a restore (errand import), queues every pending delivery again in the caller's
+ * transaction, each endpoint's in the order of their events. Returns how many were queued.
+ */
+export async function requeuePendingDeliveries(
+  ctx: Pick<AppContext, 'queue'>,
+  trx: Transaction<Database>,
+): Promise<number> {
+  const pending = await trx
+    .selectFrom('webhook_deliveries')
+    .select(['id', 'webhook_id', 'job_id'])
+    .where('state', '=', 'pending')
+    .orderBy('webhook_id')
+    .orderBy('job_id')
+    .orderBy('event_seq')
+    .orderBy('created_at')
+    .execute();
+  if (pending.length > 0)
+    await ctx.queue.deliveries.enqueueAll(
+      trx,
+      pending.map((d) => ({ deliveryId: d.id, webhookId: d.webhook_id, jobId: d.job_id })),
+    );
+  return pending.length;
+}

@@ -1,0 +1,615 @@
+// `errand export` and `errand import` as a user runs them: real `errand` processes, an embedded
+// `serve` exported while it runs, imported into a fresh PostgreSQL database, and a service on
+// that database that finds the same projects, keys, jobs and events and goes on with the work.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { after, afterEach, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { Webhook } from 'standardwebhooks';
+import { loadMigrations } from '../../src/db/migrate.ts';
+import type { WebhookPayload } from '../../src/events/webhooks/outbox.ts';
+import type { KeyRecord } from '../../src/keys/service.ts';
+import {
+  createEmbeddedDataDir,
+  createTestDatabase,
+  type TestDatabase,
+} from '../support/databases.ts';
+import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
+import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import {
+  captureOutput,
+  killStrays,
+  type Run,
+  runErrand,
+  type ServeProcess,
+  startServe,
+} from '../support/process.ts';
+import { type HttpResult, http, startTestService, waitFor } from '../support/service.ts';
+import { Receiver } from '../webhooks/receiver.ts';
+
+const LLM_KEY = 'sk-test-transfer-5e1f0c3b';
+const TABLES = [
+  'projects',
+  'api_keys',
+  'webhooks',
+  'jobs',
+  'turns',
+  'events',
+  'webhook_deliveries',
+  'webhook_attempts',
+];
+
+const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
+
+async function errand(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return captureOutput(runErrand(args, env)).done;
+}
+
+/** `errand …` with `input` on its stdin (runErrand gives it none). */
+async function errandReading(
+  args: string[],
+  env: Record<string, string>,
+  input: Buffer,
+): Promise<Run> {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: { ...process.env, DATABASE_URL: '', ERRAND_LOG_LEVEL: 'warn', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const done = captureOutput(child).done;
+  child.stdin?.end(input);
+  return done;
+}
+
+function ok(run: Run, what: string): Run {
+  assert.equal(run.code, 0, `${what} exited ${run.code}: ${run.stderr}`);
+  return run;
+}
+
+/** A refusal: exit 1, the reason on stderr, no stack trace, nothing on stdout. */
+function refused(run: Run, message: RegExp, what: string): void {
+  assert.equal(run.code, 1, `${what} exited ${run.code}: ${run.stderr}`);
+  assert.match(run.stderr, message, what);
+  assert.doesNotMatch(run.stderr, /\n\s+at /, `${what} printed a stack trace`);
+  assert.equal(run.stdout, '', `${what} wrote to stdout`);
+}
+
+function expectStatus(res: HttpResult, status: number, what: string): HttpResult {
+  assert.equal(res.status, status, `${what}: ${res.status} ${res.text}`);
+  return res;
+}
+
+async function digest(file: string): Promise<string> {
+  return createHash('sha256')
+    .update(await readFile(file))
+    .digest('hex');
+}
+
+/** The file's lines, parsed. */
+async function fileLines(file: string): Promise<Record<string, unknown>[]> {
+  return (await readFile(file, 'utf8'))
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+/** What a database holds of Errand's: each table's rows (as text), or null when it has none. */
+async function contents(url: string): Promise<Record<string, string[]> | null> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const present = await client.query<{ present: boolean }>(
+      "SELECT to_regclass('errand_migrations') IS NOT NULL AS present",
+    );
+    if (!present.rows[0]?.present) return null;
+    const out: Record<string, string[]> = {};
+    for (const table of [...TABLES, 'errand_migrations']) {
+      const rows = await client.query<{ row: string }>(
+        `SELECT to_jsonb(t)::text AS row FROM ${table} t ORDER BY 1`,
+      );
+      out[table] = rows.rows.map((r) => r.row);
+    }
+    return out;
+  } finally {
+    await client.end();
+  }
+}
+
+describe('errand export and import', () => {
+  let tmp: string;
+  let origin: Origin;
+  let llm: FakeLlm;
+  let receiver: Receiver;
+  let source: TestDatabase;
+  let llmEnv: Record<string, string>;
+  const dbs: TestDatabase[] = [];
+
+  // What the source held when it was exported.
+  let file: string;
+  let secretKey: string;
+  let adminKey: string;
+  let projectKey: string;
+  let projectId: string;
+  let jobIds: string[];
+  let hookSecret: string;
+  let newestMigration: number;
+  /** The order the first job's two queued turns started in after the import. */
+  let startedOrder: number[] = [];
+  let before_: {
+    projects: unknown;
+    keys: Omit<KeyRecord, 'lastUsedAt'>[];
+    webhooks: unknown;
+    jobs: unknown[];
+    events: unknown[];
+  };
+
+  const fresh = async (): Promise<TestDatabase> => {
+    const db = await createTestDatabase();
+    dbs.push(db);
+    return db;
+  };
+
+  before(async () => {
+    tmp = await makeTempDir('transfer');
+    origin = await makeOrigin(tmp);
+    llm = await startFakeLlm({ apiKey: LLM_KEY, models: ['gpt-test'] });
+    receiver = await Receiver.start();
+    llmEnv = {
+      OPENAI_API_KEY: LLM_KEY,
+      OPENAI_BASE_URL: `${llm.url}/v1`,
+      ERRAND_MODEL: 'openai:gpt-test',
+      // Loopback receivers: the address rule has its own tests.
+      ERRAND_WEBHOOK_ALLOW_PRIVATE: 'true',
+    };
+    newestMigration = Math.max(...(await loadMigrations()).map((m) => m.id));
+    source = await createEmbeddedDataDir();
+    file = path.join(tmp, 'errand.jsonl');
+
+    const serve: ServeProcess = await startServe(source.dataDir, ['--no-worker'], llmEnv);
+    try {
+      adminKey = serve.adminKey;
+      const call = (method: string, url: string, body?: unknown, key = adminKey) =>
+        http(serve.url, method, url, { key, ...(body === undefined ? {} : { body }) });
+      const project = expectStatus(
+        await call('POST', '/v2/admin/projects', { name: 'moving', repository: origin.url }),
+        201,
+        'project create',
+      );
+      projectId = project.json.id ?? '';
+      // A project with a sealed forge token: it must come across still sealed.
+      expectStatus(
+        await call('POST', '/v2/admin/projects', {
+          name: 'forge',
+          repository: 'https://github.com/acme/app.git',
+          forge: 'github',
+          forgeToken: 'ghp_transfertesttoken000000000000000000',
+        }),
+        201,
+        'forge project create',
+      );
+      projectKey =
+        expectStatus(
+          await call('POST', '/v2/admin/keys', { projectId, name: 'ci' }),
+          201,
+          'key create',
+        ).json.key ?? '';
+      const hook = expectStatus(
+        await call('POST', `/v2/admin/projects/${projectId}/webhooks`, {
+          url: `${receiver.url}/hook`,
+          events: ['job.created', 'job.completed'],
+        }),
+        201,
+        'webhook create',
+      );
+      hookSecret = (JSON.parse(hook.text) as { secret: string }).secret;
+      jobIds = [];
+      for (const prompt of ['first job', 'second job']) {
+        const job = expectStatus(
+          await call('POST', `/v2/agent/${projectId}/job`, { prompt }, projectKey),
+          201,
+          'job create',
+        );
+        jobIds.push(job.json.id ?? '');
+      }
+      expectStatus(
+        await call(
+          'POST',
+          `/v2/agent/${projectId}/job/${jobIds[0]}/message`,
+          { prompt: 'a follow-up' },
+          projectKey,
+        ),
+        200,
+        'follow-up',
+      );
+      const jobPath = (id: string) => `/v2/agent/${projectId}/job/${id}`;
+      before_ = {
+        projects: (await call('GET', '/v2/admin/projects')).json.projects,
+        keys: ((await call('GET', '/v2/admin/keys')).json.keys ?? []).map(
+          ({ lastUsedAt, ...k }) => k,
+        ),
+        webhooks: JSON.parse((await call('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
+        jobs: await Promise.all(jobIds.map(async (id) => (await call('GET', jobPath(id))).json)),
+        events: await Promise.all(
+          jobIds.map(async (id) => (await call('GET', `${jobPath(id)}/events`)).json),
+        ),
+      };
+
+      // The export runs beside serve, while serve takes writes: projects and their keys are
+      // made as it reads. Its snapshot holds no key without its project (the import's foreign
+      // keys would refuse it).
+      let writing = true;
+      const writes = (async () => {
+        for (let i = 0; writing && i < 50; i += 1) {
+          const p = await call('POST', '/v2/admin/projects', {
+            name: `busy ${i}`,
+            repository: origin.url,
+          });
+          await call('POST', '/v2/admin/keys', { projectId: p.json.id });
+        }
+      })();
+      const exported = await errand(['export', file, '--data-dir', source.dataDir]);
+      writing = false;
+      await writes;
+      ok(exported, 'export beside serve');
+      assert.match(
+        exported.stderr,
+        new RegExp(
+          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+        ),
+      );
+      assert.equal(exported.stdout, '');
+      secretKey = (await readFile(path.join(source.dataDir, 'secret.key'), 'utf8')).trim();
+    } finally {
+      assert.equal(await serve.stop(), 0);
+    }
+  });
+
+  afterEach(() => killStrays());
+  after(async () => {
+    killStrays();
+    await llm?.close();
+    await receiver?.close();
+    for (const db of dbs) await db.drop();
+    await source?.drop();
+    await removeDir(tmp);
+  });
+
+  test('the file: 0600, a header, the rows parents first, an end line with the counts', async () => {
+    assert.equal((await stat(file)).mode & 0o777, 0o600);
+    assert.deepEqual(
+      (await readdir(tmp)).filter((f) => f.endsWith('.partial')),
+      [],
+    );
+    const lines = await fileLines(file);
+    const [header, ...rest] = lines;
+    const end = rest.pop();
+    assert.equal(header?.format, 'errand-export');
+    assert.equal(header?.version, 1);
+    assert.equal(header?.migration, newestMigration);
+    assert.match(String(header?.secretKeyFingerprint), /^[0-9a-f]{16}$/);
+    assert.ok(!JSON.stringify(lines).includes(secretKey), 'the secret key is in the file');
+    assert.ok(!JSON.stringify(lines).includes(adminKey), 'the admin key is in the file');
+    assert.ok(!JSON.stringify(lines).includes(projectKey), 'a project key is in the file');
+    assert.ok(!JSON.stringify(lines).includes(hookSecret.slice(6)), 'a webhook secret is in clear');
+    const tables = rest.map((l) => String(l.table));
+    assert.deepEqual(
+      [...new Set(tables)],
+      ['projects', 'api_keys', 'webhooks', 'jobs', 'turns', 'events', 'webhook_deliveries'],
+    );
+    const counts: Record<string, number> = {};
+    for (const t of tables) counts[t] = (counts[t] ?? 0) + 1;
+    assert.deepEqual(end, { end: true, rows: { ...counts, webhook_attempts: 0 } });
+    // The busy projects made during the export: every key's project is in the file.
+    const projects = new Set(
+      rest.filter((l) => l.table === 'projects').map((l) => (l.row as { id: string }).id),
+    );
+    for (const l of rest.filter((l) => l.table === 'api_keys')) {
+      const owner = (l.row as { project_id: string | null }).project_id;
+      assert.ok(owner === null || projects.has(owner), `key of a project not in the file`);
+    }
+  });
+
+  test('imported into PostgreSQL: the same keys, jobs, events and webhooks; the work goes on', async () => {
+    const target = await fresh();
+    assert.ok(target.databaseUrl);
+    const imported = ok(
+      await errand(['import', file], {
+        DATABASE_URL: target.databaseUrl,
+        ERRAND_SECRET_KEY: secretKey,
+      }),
+      'import',
+    );
+    assert.match(
+      imported.stdout,
+      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+    );
+    assert.equal(imported.stderr, '');
+
+    const env = { ...llmEnv, ERRAND_SECRET_KEY: secretKey };
+    const api = await startTestService({ database: target, adminKey, worker: false, env });
+    try {
+      const jobPath = (id: string) => `/v2/agent/${projectId}/job/${id}`;
+      const projects = (await api.request('GET', '/v2/admin/projects')).json.projects;
+      assert.deepEqual(
+        projects?.filter((p) => !p.name.startsWith('busy ')),
+        before_.projects,
+      );
+      const keys = (await api.request('GET', '/v2/admin/keys')).json.keys?.map(
+        ({ lastUsedAt, ...k }) => k,
+      );
+      assert.deepEqual(
+        keys?.filter((k) => before_.keys.some((b) => b.id === k.id)),
+        before_.keys,
+      );
+      assert.deepEqual(
+        JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
+        before_.webhooks,
+      );
+      for (const [i, id] of jobIds.entries()) {
+        // Both keys work as before: the project key and the admin key of the old data directory.
+        const byProject = await api.request('GET', jobPath(id), { key: projectKey });
+        expectStatus(byProject, 200, 'GET with the project key');
+        assert.deepEqual(byProject.json, before_.jobs[i]);
+        const byAdmin = await api.request('GET', jobPath(id));
+        assert.deepEqual(byAdmin.json, before_.jobs[i]);
+        const events = await api.request('GET', `${jobPath(id)}/events`, { key: projectKey });
+        assert.deepEqual(events.json, before_.events[i]);
+      }
+      // A new job's events continue the sequence past the imported ones.
+      const created = expectStatus(
+        await api.request('POST', `/v2/agent/${projectId}/job`, {
+          key: projectKey,
+          body: { prompt: 'a job made after the move' },
+        }),
+        201,
+        'job create after import',
+      );
+      jobIds.push(created.json.id ?? '');
+      const imported = (await fileLines(file))
+        .filter((l) => l.table === 'events')
+        .map((l) => Number((l.row as { seq: number }).seq));
+      const fresh = (await api.request('GET', `${jobPath(created.json.id ?? '')}/events`)).json
+        .events;
+      assert.ok(fresh?.length);
+      for (const e of fresh) assert.ok(e.seq > Math.max(...imported), `event seq ${e.seq} reused`);
+    } finally {
+      await api.stop();
+    }
+
+    // With a worker, the turns that were queued at the export run, and the webhook deliveries
+    // that were pending are sent, signed with the endpoint's secret (its sealed copy opened with
+    // the source's key).
+    llm.script(reply('Nothing needs to change.'), reply('Nothing to do.'), reply('Done.'));
+    llm.script(reply('Nothing at all.'));
+    const worker = await startTestService({ database: target, adminKey, worker: true, env });
+    try {
+      for (const id of jobIds) {
+        await waitFor(
+          `job ${id} to complete`,
+          async () => {
+            const res = await worker.request('GET', `/v2/agent/${projectId}/job/${id}`);
+            const events = (await worker.request('GET', `/v2/agent/${projectId}/job/${id}/events`))
+              .json.events;
+            const settled =
+              events?.filter((e) => e.type === 'turn.finished').length ===
+              (id === jobIds[0] ? 2 : 1);
+            return res.json.status === 'completed' && settled ? res.json : undefined;
+          },
+          60_000,
+        );
+      }
+      // job.created of the three jobs (two of them pending in the file), job.completed of each.
+      const verifier = new Webhook(hookSecret);
+      const payloads = () =>
+        receiver.requests.map((r) => {
+          const headers: Record<string, string> = {};
+          for (const [k, v] of Object.entries(r.headers)) if (typeof v === 'string') headers[k] = v;
+          return verifier.verify(r.body, headers) as WebhookPayload;
+        });
+      await waitFor('the webhook deliveries', async () => {
+        const seen = payloads().map((p) => `${p.type} ${p.data.jobId}`);
+        return jobIds.every(
+          (id) => seen.includes(`job.created ${id}`) && seen.includes(`job.completed ${id}`),
+        )
+          ? true
+          : undefined;
+      });
+      const requests = receiver.requests;
+      const first = await worker.request('GET', `/v2/agent/${projectId}/job/${jobIds[0]}/events`);
+      startedOrder = (first.json.events ?? [])
+        .filter((e) => e.type === 'turn.started')
+        .map((e) => e.turn ?? 0);
+      const pending = (await fileLines(file))
+        .filter((l) => l.table === 'webhook_deliveries')
+        .map((l) => (l.row as { id: string }).id);
+      for (const id of pending)
+        assert.ok(
+          requests.some((r) => r.id === id),
+          `the pending delivery ${id} was not sent`,
+        );
+    } finally {
+      await worker.stop();
+    }
+    assert.equal(llm.requests.length, 4, 'each turn ran once');
+    llm.assertDone();
+    llm.reset();
+  });
+
+  // The import queues a job's open turns in one transaction, where their entries share their
+  // creation time: pg-boss then takes them in the order of their ids (TurnQueue.enqueueAll).
+  test("a job's turns queued at the export run in their order after the import", () => {
+    assert.deepEqual(startedOrder, [1, 2]);
+  });
+
+  test('import refuses, and changes nothing: a non-empty database, a newer file, a cut file, another key', async () => {
+    const original = await digest(file);
+    const lines = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
+    const variant = async (name: string, edit: (ls: string[]) => string[]) => {
+      const out = path.join(tmp, name);
+      await writeFile(out, `${edit([...lines]).join('\n')}\n`, { mode: 0o600 });
+      return out;
+    };
+    const withHeader = (change: Record<string, unknown>) => (ls: string[]) => [
+      JSON.stringify({ ...JSON.parse(ls[0] ?? '{}'), ...change }),
+      ...ls.slice(1),
+    ];
+
+    const empty = await fresh();
+    const url = empty.databaseUrl ?? '';
+    const refusedHere = async (
+      args: string[],
+      env: Record<string, string>,
+      message: RegExp,
+      what: string,
+    ) => {
+      const target = args[1] ?? '';
+      const before = await digest(target);
+      refused(await errand(args, { DATABASE_URL: url, ...env }), message, what);
+      assert.equal(await digest(target), before, `${what}: the file changed`);
+      assert.equal(await contents(url), null, `${what}: the database was written`);
+    };
+    const key = { ERRAND_SECRET_KEY: secretKey };
+
+    await refusedHere(
+      ['import', await variant('v2.jsonl', withHeader({ version: 2 }))],
+      key,
+      /was written by Errand \S+ in export format 2, and this Errand \(\S+\) reads format 1 and older/,
+      'a newer format',
+    );
+    await refusedHere(
+      ['import', await variant('m99.jsonl', withHeader({ migration: 99 }))],
+      key,
+      new RegExp(
+        `exported by Errand \\S+ from a database at migration 99, newer than this Errand \\(\\S+\\) knows \\(${newestMigration}\\)`,
+      ),
+      'a newer migration',
+    );
+    await refusedHere(
+      ['import', await variant('cut.jsonl', (ls) => ls.slice(0, -1))],
+      key,
+      /cut\.jsonl is incomplete: it ends before its end line/,
+      'a file without its end line',
+    );
+    await refusedHere(
+      ['import', await variant('short.jsonl', (ls) => [...ls.slice(0, -2), ...ls.slice(-1)])],
+      key,
+      /short\.jsonl is damaged: its end line counts \d+ webhook deliveries, the file holds \d+/,
+      'a file missing a row',
+    );
+    await refusedHere(
+      ['import', await variant('other.jsonl', () => ['{"hello":"world"}'])],
+      key,
+      /other\.jsonl is not an Errand export/,
+      'not an export',
+    );
+    await refusedHere(
+      ['import', file],
+      { ERRAND_SECRET_KEY: 'not-the-key-of-the-exporting-side' },
+      /holds sealed secrets .* that the secret key here \(fingerprint [0-9a-f]{16}\) cannot open; .*set ERRAND_SECRET_KEY to the secret key of the Errand that exported it/,
+      'another secret key',
+    );
+    await refusedHere(
+      ['import', file],
+      {},
+      /holds sealed secrets .* no secret key is set here: set ERRAND_SECRET_KEY/,
+      'no secret key',
+    );
+
+    // From stdin (`gunzip -c … | errand import -`): a cut one is refused, a whole one loads.
+    const cut = await errandReading(
+      ['import', '-'],
+      { DATABASE_URL: url, ...key },
+      Buffer.from(`${lines.slice(0, -1).join('\n')}\n`),
+    );
+    refused(cut, /the export on stdin is incomplete/, 'a cut file on stdin');
+    assert.equal(await contents(url), null, 'a cut file on stdin: the database was written');
+    // A database that holds anything is refused, and left exactly as it was.
+    const whole = await errandReading(
+      ['import', '-'],
+      { DATABASE_URL: url, ...key },
+      await readFile(file),
+    );
+    ok(whole, 'import from stdin');
+    assert.match(whole.stdout, /^imported /);
+    const held = await contents(url);
+    const again = await errand(['import', file], { DATABASE_URL: url, ...key });
+    refused(
+      again,
+      /the database already holds \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events and 2 webhook deliveries: import needs an empty database/,
+      'a non-empty database',
+    );
+    assert.deepEqual(await contents(url), held);
+    assert.equal(await digest(file), original);
+  });
+
+  test('into a new embedded data directory: refused without the source key, then the keys work', async () => {
+    const target = await createEmbeddedDataDir();
+    dbs.push(target);
+    const run = await errand(['import', file, '--data-dir', target.dataDir]);
+    refused(
+      run,
+      new RegExp(
+        `no secret key is set here: .*or copy that file to ${target.dataDir.replaceAll('/', '\\/')}\\/secret\\.key`,
+      ),
+      'no key file',
+    );
+    // Nothing was made: the refusal came before the database was opened.
+    assert.deepEqual(await readdir(target.dataDir), []);
+
+    await copyFile(
+      path.join(source.dataDir, 'secret.key'),
+      path.join(target.dataDir, 'secret.key'),
+    );
+    await copyFile(path.join(source.dataDir, 'admin.key'), path.join(target.dataDir, 'admin.key'));
+    ok(await errand(['import', file, '--data-dir', target.dataDir]), 'import into embedded');
+    const serve = await startServe(target.dataDir, ['--no-worker'], llmEnv);
+    try {
+      assert.equal(serve.adminKey, adminKey);
+      const job = await http(serve.url, 'GET', `/v2/agent/${projectId}/job/${jobIds[1]}`, {
+        key: projectKey,
+      });
+      assert.deepEqual(job.json, before_.jobs[1]);
+    } finally {
+      assert.equal(await serve.stop(), 0);
+    }
+  });
+
+  test('export to stdout; a failed export leaves no file behind', async () => {
+    // Without serve running, export starts the embedded database itself.
+    const out = ok(await errand(['export', '-', '--data-dir', source.dataDir]), 'export -');
+    assert.match(out.stderr, /(^|\n)exported .* to stdout\n$/);
+    const second = path.join(tmp, 'second.jsonl');
+    ok(await errand(['export', second, '--data-dir', source.dataDir]), 'export FILE');
+    // Stdout gets what a file gets: a header, then the same rows and end line.
+    const streamed = out.stdout.split('\n');
+    const saved = (await readFile(second, 'utf8')).split('\n');
+    assert.equal(JSON.parse(streamed[0] ?? '{}').format, 'errand-export');
+    assert.deepEqual(streamed.slice(1), saved.slice(1));
+
+    const dir = path.join(tmp, 'a-directory');
+    await mkdir(dir);
+    await writeFile(path.join(dir, 'keep'), 'kept');
+    const failed = await errand(['export', dir, '--data-dir', source.dataDir]);
+    refused(failed, /cannot write .*a-directory: it is a directory/, 'export over a directory');
+    assert.deepEqual(await readdir(dir), ['keep']);
+    assert.deepEqual(
+      (await readdir(tmp)).filter((f) => f.endsWith('.partial')),
+      [],
+    );
+
+    const nowhere = await errand([
+      'export',
+      path.join(tmp, 'e.jsonl'),
+      '--data-dir',
+      path.join(tmp, 'none'),
+    ]);
+    refused(nowhere, /there is no Errand database in .*none/, 'export of no database');
+    assert.equal(await stat(path.join(tmp, 'none')).catch(() => undefined), undefined);
+
+    const usage = await errand(['export']);
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /errand export: missing FILE\n\nUsage: errand export FILE/);
+  });
+});
