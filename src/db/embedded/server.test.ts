@@ -264,6 +264,43 @@ describe('the embedded PostgreSQL', () => {
     );
   });
 
+  test('as root, a system that refuses the user namespace is told apart, with what to do', {
+    skip:
+      process.getuid?.() === 0
+        ? false
+        : 'skipped: only root runs the server in a user namespace (this test runs as another user)',
+  }, async () => {
+    // The kernel's refusal (a container's seccomp profile) cannot be made here: an unshare
+    // that answers as util-linux's does when the kernel refuses stands in for it.
+    const bin = path.join(root, 'refusing-bin');
+    await mkdir(bin);
+    await writeFile(
+      path.join(bin, 'unshare'),
+      '#!/bin/sh\necho "unshare: unshare failed: Operation not permitted" >&2\nexit 1\n',
+      { mode: 0o755 },
+    );
+    const saved = process.env.PATH;
+    process.env.PATH = `${bin}:${saved}`;
+    try {
+      await assert.rejects(
+        EmbeddedPostgres.start({ dataDir: path.join(root, 'refused'), log }),
+        (err: unknown) => {
+          assert.ok(err instanceof EmbeddedStartError);
+          assert.match(
+            err.message,
+            /runs it in a user namespace as \w+, and this system refused one/,
+          );
+          assert.match(err.message, /Operation not permitted/);
+          assert.match(err.message, /Run Errand as a user other than root/);
+          assert.match(err.message, /set DATABASE_URL/);
+          return true;
+        },
+      );
+    } finally {
+      process.env.PATH = saved;
+    }
+  });
+
   test('a data directory too deep for a socket path gets a private socket directory elsewhere', async () => {
     const deep = path.join(root, 'd'.repeat(60), 'e'.repeat(60));
     const layout = embeddedLayout(deep);

@@ -184,6 +184,8 @@ async function privateDirectory(dir: string): Promise<void> {
 interface ServerProcess {
   child: ChildProcess;
   exited: Promise<void>;
+  /** Set once it exited, or could not be started at all. */
+  ended: boolean;
   lines: string[];
 }
 
@@ -233,19 +235,24 @@ function spawnServer(
       if (lines.length > KEPT_LINES) lines.shift();
       log[levelOf(line)]({ postgres: line }, 'embedded PostgreSQL');
     });
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', () => resolve());
+  const server: ServerProcess = { child, exited: Promise.resolve(), ended: false, lines };
+  server.exited = new Promise<void>((resolve) => {
+    const end = () => {
+      server.ended = true;
+      resolve();
+    };
+    child.once('exit', end);
     // A spawn that fails (the program missing) emits 'error' instead, and never 'exit'.
     child.once('error', (err) => {
       lines.push(err.message);
-      resolve();
+      end();
     });
   });
-  return { child, exited, lines };
+  return server;
 }
 
 function running(server: ServerProcess): boolean {
-  return server.child.exitCode === null && server.child.signalCode === null;
+  return !server.ended;
 }
 
 function stoppedMessage(server: ServerProcess): string {
@@ -395,6 +402,21 @@ async function runProgram(
     throw new EmbeddedStartError(`${name} failed (exit ${code}): ${output.trim().slice(-2000)}`);
 }
 
+/**
+ * A start that failed as root because the user namespace was refused (a container's seccomp
+ * profile, a kernel setting): the error says what Errand tried and what to do instead.
+ */
+function explained(err: unknown, programs: PostgresPrograms): unknown {
+  const user = programs.mappedUser;
+  if (!user || !(err instanceof Error) || !/\bunshare\b/.test(err.message)) return err;
+  return new EmbeddedStartError(
+    `PostgreSQL does not run as root, so Errand runs it in a user namespace as ${user.name}, and this system refused one (${err.message
+      .split('\n')
+      .find((line) => /unshare/.test(line))
+      ?.trim()}). Run Errand as a user other than root, allow unprivileged user namespaces, or set DATABASE_URL to a PostgreSQL server`,
+  );
+}
+
 export class EmbeddedPostgres {
   readonly connection: EmbeddedConnection;
   readonly #programs: PostgresPrograms;
@@ -456,7 +478,10 @@ export class EmbeddedPostgres {
       const programs = await findPrograms(path.join(layout.root, 'lib'));
       const settings = serverSettings(layout, opts.settings ?? {});
       const major = await clusterMajor(layout.cluster);
-      if (major === undefined) await initCluster(programs, layout, settings, opts);
+      if (major === undefined)
+        await initCluster(programs, layout, settings, opts).catch((err: unknown) => {
+          throw explained(err, programs);
+        });
       else if (major !== programs.major)
         throw new EmbeddedStartError(
           `the embedded database in ${layout.cluster} was made by PostgreSQL ${major}, and this Errand runs PostgreSQL ${programs.major}: export it with the Errand version that made it (errand export FILE), then import it here (errand import FILE) into a new data directory`,
@@ -479,7 +504,7 @@ export class EmbeddedPostgres {
         await waitReady(server, connection, opts.startTimeoutMs ?? 120_000, opts.log);
       } catch (err) {
         await stopServer(server, 5_000);
-        throw err;
+        throw explained(err, programs);
       }
       if (!programs.diesWithParent)
         opts.log.warn(
