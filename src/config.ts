@@ -17,6 +17,7 @@ const envSchema = z.object({
   DATABASE_URL: z.string().min(1).optional(),
   ERRAND_DB_CONNECT_TIMEOUT_SECONDS: int(1, 300).default(5),
   ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: int(1, 3600).default(10),
+  ERRAND_DB_POOL_SIZE: int(2, 1000).default(20),
   ERRAND_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ERRAND_METRICS_HOST: z.string().min(1).optional(),
   ERRAND_METRICS_PORT: int(0, 65535).optional(),
@@ -78,7 +79,7 @@ export interface Config {
    * Bounds on every PostgreSQL round trip of the service (not of migrations): a database that
    * is down or does not answer makes a request fail with 503 in this time, not hang.
    */
-  database: { connectTimeoutSeconds: number; statementTimeoutSeconds: number };
+  database: { connectTimeoutSeconds: number; statementTimeoutSeconds: number; poolSize: number };
   /**
    * Where /metrics is served: on the API's own port behind `token`, and/or on a listener of
    * its own (`port`, e.g. bound to an internal interface), which workers can have too.
@@ -249,6 +250,7 @@ export function loadConfig(
     database: {
       connectTimeoutSeconds: e.ERRAND_DB_CONNECT_TIMEOUT_SECONDS,
       statementTimeoutSeconds: e.ERRAND_DB_STATEMENT_TIMEOUT_SECONDS,
+      poolSize: e.ERRAND_DB_POOL_SIZE,
     },
     metrics: {
       token: e.ERRAND_METRICS_TOKEN,

@@ -54,6 +54,7 @@ export async function startService(
   const handle: DatabaseHandle = await openDatabase({
     dataDir: settings.dataDir,
     databaseUrl: settings.databaseUrl,
+    poolSize: settings.database.poolSize,
     timeouts: {
       connectMs: settings.database.connectTimeoutSeconds * 1000,
       statementMs: settings.database.statementTimeoutSeconds * 1000,

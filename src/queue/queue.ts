@@ -96,7 +96,8 @@ export class TurnQueue {
       monitorIntervalSeconds: 10,
       useListenNotify: true,
       migrate: true,
-      max: 4,
+      // Its own pool beside Errand's: a few connections for fetching, completing and sending.
+      max: Math.min(4, config.database.poolSize),
       // The same bound as Errand's own pool: a database that does not answer a connect fails
       // the queue's call in this time instead of holding its connections.
       connectionTimeoutMillis: config.database.connectTimeoutSeconds * 1000,

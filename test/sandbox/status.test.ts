@@ -92,7 +92,8 @@ describe('sandbox status', () => {
       const lines = server
         .stderr()
         .split('\n')
-        .filter((l) => l.includes('sandbox'));
+        // Lines about the sandbox, not lines that name a path with "sandbox" in it.
+        .filter((l) => l.includes('"msg":"sandbox'));
       assert.equal(lines.length, 1, server.stderr());
       const line = JSON.parse(lines[0] ?? '{}') as Record<string, unknown>;
       assert.equal(line.msg, 'sandbox unavailable: the agent runs without its run_command tool');

@@ -114,6 +114,8 @@ export function testEnv(
     ERRAND_PORT: '0',
     ERRAND_LOG_LEVEL: process.env.ERRAND_TEST_LOG_LEVEL ?? 'silent',
     ERRAND_TURN_RETRY_DELAY_SECONDS: '0',
+    // Test files share one server three at a time, each with services of its own.
+    ERRAND_DB_POOL_SIZE: '4',
     // The default model must resolve for jobs to be accepted; no test reaches this vendor.
     ANTHROPIC_API_KEY: 'sk-ant-test-0000000000000000',
     ...(database.databaseUrl
