@@ -20,13 +20,19 @@ export interface AppContext {
   queue: TurnQueue;
   /** Running turns of this process, so an archive can stop them without waiting for a heartbeat. */
   aborts: TurnAborts;
-  /** Announces each job lifecycle transition after it commits; other modules subscribe here. */
+  /**
+   * The job core's listeners, registered in service.ts: hooks that run in each transition's
+   * transaction (the webhook outbox), and subscribers told after it commits (the janitor).
+   */
   transitions: Transitions;
   /** The forge providers, and each project's client for the turns that open pull requests. */
   forges: Forges;
   /** The models turns run on, and the check of a model id before a job is accepted. */
   models: ModelRegistry;
-  /** Hears of events committed to any job's log, by any process (the live stream). */
+  /**
+   * Hears of events committed to any job's log, by any process (the live stream, and the
+   * janitor for other processes' archives).
+   */
   notifications: EventNotifications;
   /** This process's Prometheus metrics. */
   metrics: Metrics;

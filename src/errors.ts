@@ -1,6 +1,8 @@
-// One error type for the whole service, mapped to HTTP in one place (http/errors.ts).
+// One error type for the whole service, and what any thrown error means as one (toAppError);
+// sent over HTTP in one place (http/errors.ts; the dashboard renders it as a page).
 // Upstream failures (model vendor, forge, git remote) get their own class so that an
 // outage is never reported as the caller's fault.
+import { isDatabaseUnavailable, isDiskFull } from './db/unavailable.ts';
 
 export type ErrorCode =
   | 'bad_request'
@@ -77,4 +79,58 @@ export class ExternalError extends Error {
 
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+const fastifyCodes: Record<string, { code: ErrorCode; message?: string }> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: {
+    code: 'unsupported_media_type',
+    message: 'request body must be JSON (Content-Type: application/json)',
+  },
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: {
+    code: 'bad_request',
+    message: 'Content-Length does not match the body',
+  },
+  FST_ERR_CTP_BODY_TOO_LARGE: { code: 'payload_too_large', message: 'request body is too large' },
+  FST_ERR_CTP_EMPTY_JSON_BODY: {
+    code: 'invalid_json',
+    message: 'request body is empty; expected a JSON object',
+  },
+  FST_ERR_CTP_INVALID_JSON_BODY: {
+    code: 'invalid_json',
+    message: 'request body is not valid JSON',
+  },
+};
+
+/**
+ * What any thrown error means as an AppError: Errand's own as it is; Fastify's (bad JSON, wrong
+ * content type, body too large) as the client's fault with a readable message; a database that
+ * is down or full as unavailable; anything else as internal, never with its message.
+ */
+export function toAppError(err: Error): AppError {
+  if (err instanceof AppError) return err;
+  const known = 'code' in err && typeof err.code === 'string' ? fastifyCodes[err.code] : undefined;
+  if (known) return new AppError(known.code, known.message ?? err.message);
+  if (err instanceof SyntaxError)
+    return new AppError('invalid_json', 'request body is not valid JSON');
+  const status = 'statusCode' in err && typeof err.statusCode === 'number' ? err.statusCode : 500;
+  if (status === 413) return new AppError('payload_too_large', 'request body is too large');
+  if (status === 415) return new AppError('unsupported_media_type', 'unsupported Content-Type');
+  if (status >= 400 && status < 500) return new AppError('bad_request', err.message);
+  if (isDiskFull(err))
+    return new AppError(
+      'unavailable',
+      'the database has no disk space left for this write, and nothing of it was kept; try again once space is freed',
+    );
+  if (isDatabaseUnavailable(err)) return databaseUnavailable();
+  return new AppError(
+    'internal',
+    'internal error; the server log has the details under this requestId',
+  );
+}
+
+export function databaseUnavailable(): AppError {
+  return new AppError(
+    'unavailable',
+    'the database is unavailable or did not answer in time; try again shortly',
+  );
 }

@@ -1,15 +1,20 @@
 // Starts Errand in one process: database, migrations, turn queue, then the HTTP API and/or
 // the workers. `serve` runs both (or the API only with --no-worker), `worker` only workers.
+// Here the listeners of the job core are registered (the webhook outbox, the workspace
+// janitor) and the periodic upkeep of each module is scheduled.
 import type { FastifyInstance } from 'fastify';
 import { ModelRegistry } from './agent/models.ts';
 import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
+import { dashboard } from './dashboard/plugin.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { EventNotifications } from './events/notifications.ts';
+import { webhookOutbox } from './events/webhooks/outbox.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
 import { buildApp } from './http/app.ts';
+import { purgeExpiredKeys } from './idempotency/keys.ts';
 import { TurnAborts } from './jobs/aborts.ts';
 import type { TurnRunner } from './jobs/runner.ts';
 import { Transitions } from './jobs/transitions.ts';
@@ -20,11 +25,12 @@ import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
+import { pruneCounters } from './ratelimit/ratelimit.ts';
 import { reportSandboxStatus } from './sandbox/report.ts';
 import { sandboxStatus } from './sandbox/sandbox.ts';
 import { ensureSecretKeyFile } from './secrets/key-file.ts';
-import { TurnPipeline } from './turns/pipeline.ts';
-import { workspaceUsage } from './workspace/index.ts';
+import { TurnPipeline, workspaceConfig } from './turns/pipeline.ts';
+import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts';
 
 export interface ServiceOptions {
   api: boolean;
@@ -70,6 +76,8 @@ export async function startService(
   let queue: TurnQueue | undefined;
   let app: FastifyInstance | undefined;
   let worker: Worker | undefined;
+  let janitor: Janitor | undefined;
+  let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
@@ -81,7 +89,9 @@ export async function startService(
     await metricsServer?.close();
     await app?.close();
     await notifications.close();
+    await upkeep?.stop();
     await worker?.stop();
+    await janitor?.stop();
     await deliveryWorker?.stop();
     await queue?.stop();
     await handle.close();
@@ -98,18 +108,21 @@ export async function startService(
       queue,
       aborts: new TurnAborts(),
       transitions: new Transitions(log),
-      models: new ModelRegistry(config.models),
+      models: new ModelRegistry(config.models, config.defaultModel),
       forges: new Forges(config, metrics),
       notifications,
       metrics,
     };
+    // The job core calls its listeners, not the reverse: the outbox writes each event's
+    // webhook deliveries in the event's transaction, in every process that records events.
+    ctx.transitions.hook(webhookOutbox(ctx));
     if (opts.api) {
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
     }
     let url: string | undefined;
     if (opts.api) {
-      app = await buildApp(ctx);
+      app = await buildApp(ctx, [dashboard]);
       url = await app.listen({ host: config.host, port: config.port });
     }
     if (opts.worker) {
@@ -122,7 +135,13 @@ export async function startService(
         metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
         metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
       });
-      worker = await startWorker(ctx, opts.runner ?? turnPipeline(ctx, url));
+      janitor = await startWorkspaceJanitor(ctx);
+      const { reclaim } = janitor;
+      worker = await startWorker(ctx, opts.runner ?? turnPipeline(ctx, url), {
+        // A turn stopped by an archive leaves a clone nobody needs: it goes now, not later.
+        turnEnded: (jobId) => reclaim(jobId),
+      });
+      upkeep = startUpkeep(ctx);
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
     }
@@ -136,6 +155,73 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/**
+ * Starts the janitor of this machine's workspaces (workspace/retention.ts). An archived job's
+ * clone goes at once: this process's own archives are heard as transitions, after their
+ * commit; another process's through the database's notification of the job's new event. A
+ * clone a turn here still uses goes when the turn stops (the worker's turnEnded).
+ */
+async function startWorkspaceJanitor(ctx: AppContext): Promise<Janitor> {
+  const janitor = startJanitor({
+    workspace: workspaceConfig(ctx.config),
+    db: ctx.db,
+    log: ctx.log,
+    settings: ctx.config.workspace,
+    running: (jobId) => ctx.aborts.running(jobId),
+  });
+  ctx.transitions.subscribe((t) => {
+    if (t.type === 'job.archived') janitor.reclaim(t.jobId);
+  });
+  try {
+    await ctx.notifications.subscribe({
+      event: (jobId) => janitor.noticed(jobId),
+      // Whatever was missed meanwhile, the janitor's next pass finds.
+      resync: () => {},
+    });
+  } catch (err) {
+    ctx.log.warn(
+      { err },
+      "cannot hear of other processes' archives: their clones here go at the janitor's next pass",
+    );
+  }
+  return janitor;
+}
+
+/** How often the processes that run workers do each module's upkeep. */
+const UPKEEP_INTERVAL_MS = 10_000;
+
+interface Upkeep {
+  stop(): Promise<void>;
+}
+
+/**
+ * Every module's periodic upkeep, each its owner's function: expired idempotency keys and the
+ * rate-limit counters of ended windows are deleted. The processes that run workers do it.
+ */
+export async function runUpkeep(ctx: Pick<AppContext, 'db' | 'config' | 'log'>): Promise<void> {
+  const chores: [string, () => Promise<unknown>][] = [
+    ['rate-limit counters', () => pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds)],
+    ['idempotency keys', () => purgeExpiredKeys(ctx.db)],
+  ];
+  for (const [chore, run] of chores) {
+    await run().catch((err: unknown) => ctx.log.error({ err, chore }, 'upkeep failed'));
+  }
+}
+
+function startUpkeep(ctx: Pick<AppContext, 'db' | 'config' | 'log'>): Upkeep {
+  let running = Promise.resolve();
+  const timer = setInterval(() => {
+    running = runUpkeep(ctx);
+  }, UPKEEP_INTERVAL_MS);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
 }
 
 /**

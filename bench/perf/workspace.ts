@@ -10,8 +10,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../../src/config.ts';
 import { workspaceConfig } from '../../src/turns/pipeline.ts';
-import { mirrorDir } from '../../src/workspace/checkout.ts';
 import { prepareCheckout, type WorkspaceConfig } from '../../src/workspace/index.ts';
+import { mirrorDir } from '../../src/workspace/layout.ts';
 import { makeOrigin } from '../workspace/prepare.ts';
 
 export const WORKSPACE_FILES = 20_000;

@@ -15,6 +15,8 @@ import {
   type ToolSet,
 } from 'ai';
 import { ExternalError, errorMessage } from '../errors.ts';
+import { parseRetryAfter } from '../retry-after.ts';
+import { maskKeyShapes } from '../secrets/scrub.ts';
 import { describeModel } from './models.ts';
 import { summarizeToolArgs, type ToolResult } from './tools/index.ts';
 
@@ -373,10 +375,10 @@ function isProviderStreamError(error: unknown): boolean {
 function retryAfter(error: unknown): number | undefined {
   if (!APICallError.isInstance(error)) return undefined;
   const headers = error.responseHeaders ?? {};
+  // OpenAI's own header, in milliseconds, is the more precise when both are sent.
   const ms = Number.parseFloat(headers['retry-after-ms'] ?? '');
   if (Number.isFinite(ms)) return Math.ceil(ms / 1000);
-  const s = Number.parseFloat(headers['retry-after'] ?? '');
-  return Number.isFinite(s) ? Math.ceil(s) : undefined;
+  return parseRetryAfter(headers['retry-after']);
 }
 
 // Key-shaped tokens are masked in case a provider echoes part of a key in a 4xx message.
@@ -385,7 +387,7 @@ function providerMessage(error: unknown): string {
     typeof error === 'object' && error !== null && 'message' in error
       ? String(error.message)
       : String(error);
-  return oneLine(message.replace(/\b(sk|pk|key|AIza)[-_A-Za-z0-9*.]{8,}/g, '[redacted]'), 300);
+  return oneLine(maskKeyShapes(message), 300);
 }
 
 function toTokenUsage(u: LanguageModelUsage): TokenUsage {

@@ -146,9 +146,12 @@ export function resolveModel(id: string, settings: ModelSettings): LanguageModel
 export class ModelRegistry {
   readonly #settings: ModelSettings;
   readonly #models = new Map<string, LanguageModel>();
+  /** The model a job runs on when neither it nor its project names one (ERRAND_MODEL). */
+  readonly defaultId: string;
 
-  constructor(settings: ModelSettings) {
+  constructor(settings: ModelSettings, defaultId: string = DEFAULT_MODEL_ID) {
     this.#settings = settings;
+    this.defaultId = defaultId;
   }
 
   /** Says whether `id` can be used here, and if not, exactly what to set. */

@@ -2,115 +2,47 @@
 // that a user never assembles curl commands or polls by hand. Each subcommand resolves to an
 // exit code: 0 done (completed, for the ones that wait), 1 failed, 3 archived; a wrong
 // command line is a UsageError (2), an API or network error a CliError (1).
-
-import { errorFromResponse } from '../client/errors.ts';
 import {
-  ErrandClient,
+  type ErrandClient,
   ErrandError,
   type Job,
   type JobEvent,
   type JobStatus,
   TERMINAL_STATUSES,
 } from '../client/index.ts';
-import type { Config } from '../config.ts';
-import { CliError, cliApiKey } from './client.ts';
+import { JOB_STATUSES } from '../client/words.ts';
+import { cliClient, cliConfig, jobApiError } from './api.ts';
+import {
+  type CommandInput,
+  defineCommand,
+  type Family,
+  type Io,
+  type OptionDefs,
+  print,
+  wholeNumber,
+} from './command.ts';
+import { EXIT, UsageError } from './errors.ts';
 import { eventLine, statusText } from './event-lines.ts';
 import { ProgressOutput } from './spinner.ts';
-import { EXIT, errandVersion, jobUsage, parseCommandLine, UsageError } from './usage.ts';
 
-const COMMON = {
-  project: { type: 'string' },
-  json: { type: 'boolean' },
-  'data-dir': { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
-
-/** Each subcommand's options: an option another subcommand takes is still an unknown one here. */
-const SUBCOMMANDS = {
-  create: {
-    args: ['PROMPT'],
-    options: {
-      ...COMMON,
-      model: { type: 'string' },
-      'base-ref': { type: 'string' },
-      wait: { type: 'boolean' },
-    },
-  },
-  message: { args: ['ID', 'PROMPT'], options: { ...COMMON, wait: { type: 'boolean' } } },
-  get: { args: ['ID'], options: COMMON },
-  list: {
-    args: [],
-    options: { ...COMMON, status: { type: 'string' }, limit: { type: 'string' } },
-  },
-  watch: { args: ['ID'], options: COMMON },
-  events: {
-    args: ['ID'],
-    options: { ...COMMON, after: { type: 'string' }, follow: { type: 'boolean' } },
-  },
-  archive: { args: ['ID'], options: COMMON },
-} as const;
-
-type Subcommand = keyof typeof SUBCOMMANDS;
-
-/** Every job option; each subcommand's parse fills only its own. */
-interface JobValues {
-  project?: string;
-  json?: boolean;
-  'data-dir'?: string;
-  help?: boolean;
-  model?: string;
-  'base-ref'?: string;
-  wait?: boolean;
-  status?: string;
-  limit?: string;
-  after?: string;
-  follow?: boolean;
-}
-
-const STATUSES: readonly JobStatus[] = ['active', 'completed', 'failed', 'archived'];
 const DEFAULT_LIST_LIMIT = 20;
 /** The most a page of GET …/jobs holds. */
 const MAX_PAGE = 100;
 
-function isSubcommand(name: string): name is Subcommand {
-  return Object.hasOwn(SUBCOMMANDS, name);
-}
+/** The options of every job subcommand: --project first and --json last in the usage. */
+const PROJECT = { project: { type: 'string', value: 'ID' } } as const;
+const COMMON = {
+  json: { type: 'boolean' },
+  'data-dir': { type: 'string', value: 'DIR', hidden: true },
+} as const;
 
-/** What a command writes to; the tests run real processes, so these are the process's own. */
-export interface JobIo {
-  stdout: NodeJS.WriteStream;
-  env: NodeJS.ProcessEnv;
-  loadConfig(env: NodeJS.ProcessEnv, dataDir: string | undefined): Config;
-}
-
-function wholeNumber(value: string | undefined, flag: string, min: number, usage: string) {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isSafeInteger(n) || n < min)
-    throw new UsageError(
-      `--${flag} must be a whole number${min > 0 ? `, ${min} or more` : ''}`,
-      usage,
-    );
-  return n;
-}
+type Options<O extends OptionDefs> = typeof PROJECT & O & typeof COMMON;
 
 /** The exit code a settled job stands for. */
 export function exitCodeOf(status: JobStatus): number {
-  if (status === 'completed') return EXIT.ok;
   if (status === 'archived') return EXIT.archived;
   if (status === 'failed') return EXIT.failed;
   return EXIT.ok;
-}
-
-/** An API error as one line: the server's message, its code and the request to quote. */
-function apiError(err: ErrandError): CliError {
-  const detail = [err.code, err.requestId ? `request ${err.requestId}` : undefined]
-    .filter(Boolean)
-    .join(', ');
-  const retry =
-    err.retryAfterSeconds !== undefined ? `; try again in ${err.retryAfterSeconds} s` : '';
-  const hint = err.code === 'network_error' ? "; is 'errand serve' running? (ERRAND_URL)" : '';
-  return new CliError(`${err.message} (${detail})${retry}${hint}`);
 }
 
 function jobDetails(job: Job): string {
@@ -133,200 +65,46 @@ function jobLine(job: Job): string {
   return `${job.id}  ${job.status.padEnd(9)}  ${job.createdAt}${outcome ? `  ${outcome}` : ''}`;
 }
 
-/** The flags whose values are checked before anything is sent. */
-interface Checked {
-  limit: number;
-  status: JobStatus | undefined;
-  after: number;
+/**
+ * The client in the job's project (--project, else ERRAND_PROJECT). Called once the command
+ * line is checked, so that a wrong one sends nothing and needs no key.
+ */
+async function connect(
+  io: Io,
+  values: { project?: string; 'data-dir'?: string },
+): Promise<{ client: ErrandClient; project: string }> {
+  const config = cliConfig(io, values['data-dir']);
+  const project = values.project ?? config.client.projectId;
+  if (!project) throw new UsageError('no project: give --project ID or set ERRAND_PROJECT');
+  return { client: await cliClient(config, project), project };
 }
 
-function checkFlags(values: JobValues, usage: string): Checked {
-  const status = values.status;
-  if (status !== undefined && !STATUSES.includes(status as JobStatus))
-    throw new UsageError(`--status must be one of ${STATUSES.join(', ')}`, usage);
-  return {
-    limit: wholeNumber(values.limit, 'limit', 1, usage) ?? DEFAULT_LIST_LIMIT,
-    status: status as JobStatus | undefined,
-    after: wholeNumber(values.after, 'after', 0, usage) ?? 0,
-  };
-}
-
-interface Target {
-  client: ErrandClient;
-  project: string;
-  /** ERRAND_URL without a trailing slash, and the key: for the one call the client lacks. */
-  base: string;
-  key: string;
-}
-
-class JobCommand {
-  readonly #client: ErrandClient;
-  readonly #values: JobValues;
-  readonly #flags: Checked;
-  readonly #target: Target;
-  readonly #project: string;
-  readonly #out: NodeJS.WriteStream;
-
-  constructor(target: Target, values: JobValues, flags: Checked, out: NodeJS.WriteStream) {
-    this.#client = target.client;
-    this.#target = target;
-    this.#project = target.project;
-    this.#values = values;
-    this.#flags = flags;
-    this.#out = out;
-  }
-
-  #print(value: unknown, text: string): void {
-    this.#out.write(this.#values.json ? `${JSON.stringify(value, null, 2)}\n` : `${text}\n`);
-  }
-
-  async create(prompt: string): Promise<number> {
-    const v = this.#values;
-    const job = await this.#client.createJob({
-      prompt,
-      ...(v.model !== undefined ? { model: v.model } : {}),
-      ...(v['base-ref'] !== undefined ? { baseRef: v['base-ref'] } : {}),
-    });
-    return this.#started(job, 'created', undefined);
-  }
-
-  async message(id: string, prompt: string): Promise<number> {
-    const job = await this.#client.sendMessage(id, prompt);
-    // This prompt is the job's latest turn: --wait shows the log from its first event.
-    return this.#started(job, 'sent a follow-up to', job.turns);
-  }
-
-  async #started(job: Job, verb: string, fromTurn: number | undefined): Promise<number> {
-    if (!this.#values.wait) {
-      this.#print(
-        job,
-        `${verb} job ${job.id} (${job.status}; model ${job.model}; branch ${job.branch})\nfollow it: errand job watch ${job.id} --project ${this.#project}`,
-      );
-      return EXIT.ok;
-    }
-    if (!this.#values.json)
-      this.#out.write(`${verb} job ${job.id} (model ${job.model}; branch ${job.branch})\n`);
-    return this.#follow(job.id, fromTurn);
-  }
-
-  async get(id: string): Promise<number> {
-    const job = await this.#client.getJob(id);
-    this.#print(job, jobDetails(job));
-    return EXIT.ok;
-  }
-
-  async list(): Promise<number> {
-    const { limit, status } = this.#flags;
-    const jobs: Job[] = [];
-    for await (const job of this.#client.listJobs({
-      pageSize: Math.min(limit, MAX_PAGE),
-      ...(status !== undefined ? { status } : {}),
-    })) {
-      jobs.push(job);
-      if (jobs.length >= limit) break;
-    }
-    this.#print(jobs, jobs.length === 0 ? 'no jobs' : jobs.map(jobLine).join('\n'));
-    return EXIT.ok;
-  }
-
-  watch(id: string): Promise<number> {
-    return this.#follow(id, undefined);
-  }
-
-  async archive(id: string): Promise<number> {
-    const job = await this.#client.archiveJob(id);
-    this.#print(job, `archived job ${job.id}`);
-    return EXIT.ok;
-  }
-
-  async events(id: string): Promise<number> {
-    const { after } = this.#flags;
-    const print = (event: JobEvent) =>
-      this.#out.write(`${this.#values.json ? JSON.stringify(event) : eventLine(event)}\n`);
-    if (this.#values.follow) {
-      for await (const event of this.#client.events(id, { after })) print(event);
-      return EXIT.ok;
-    }
-    for await (const event of this.#pages(id, after)) print(event);
-    return EXIT.ok;
-  }
-
-  /**
-   * The log as it is now, a page at a time: the typed client only streams, and a listing
-   * must end when it has read what is there.
-   */
-  async *#pages(id: string, after: number): AsyncGenerator<JobEvent> {
-    const { base, key } = this.#target;
-    const path = `/v2/agent/${encodeURIComponent(this.#project)}/job/${encodeURIComponent(id)}/events`;
-    let from = after;
-    for (;;) {
-      let response: Response;
+/** A job subcommand: empty arguments refused, API errors as one line with code and request. */
+function jobCommand<const O extends OptionDefs>(def: {
+  name: string;
+  args: readonly string[];
+  options: O;
+  summary: string;
+  run(input: CommandInput<Options<O>>): Promise<number>;
+}) {
+  return defineCommand({
+    name: `job ${def.name}`,
+    args: def.args,
+    options: { ...PROJECT, ...def.options, ...COMMON },
+    summary: def.summary,
+    async run(input) {
+      def.args.forEach((name, i) => {
+        if (input.args[i]?.trim() !== '') return;
+        throw new UsageError(name === 'ID' ? 'the job ID is empty' : 'the prompt is empty');
+      });
       try {
-        response = await fetch(`${base}${path}?after=${from}&limit=500`, {
-          headers: {
-            authorization: `Bearer ${key}`,
-            accept: 'application/json',
-            'user-agent': userAgent(),
-          },
-        });
+        return await def.run(input);
       } catch (err) {
-        throw new ErrandError(
-          `events: cannot reach ${base} (${err instanceof Error ? err.message : String(err)})`,
-          {
-            code: 'network_error',
-            status: 0,
-          },
-        );
+        if (err instanceof ErrandError) throw jobApiError(err);
+        throw err;
       }
-      if (!response.ok) throw await errorFromResponse(response, 'events');
-      const page = (await response.json()) as { events?: JobEvent[]; nextAfter?: number };
-      const events = page.events ?? [];
-      if (events.length === 0) return;
-      yield* events;
-      from = page.nextAfter ?? events.at(-1)?.seq ?? from;
-    }
-  }
-
-  /**
-   * Follows the live stream until the job settles, one line per event (from `fromTurn`'s
-   * first event when given), and answers the exit code of how it settled.
-   */
-  async #follow(id: string, fromTurn: number | undefined): Promise<number> {
-    const json = this.#values.json === true;
-    const progress = new ProgressOutput(this.#out, !json && ProgressOutput.wanted(this.#out));
-    const interrupted = () => {
-      progress.stop();
-      process.exit(130);
-    };
-    process.once('SIGINT', interrupted);
-    let printing = fromTurn === undefined;
-    let after = 0;
-    try {
-      progress.start();
-      for (;;) {
-        let seen = false;
-        for await (const event of this.#client.events(id, { after })) {
-          after = event.seq;
-          seen = true;
-          if (!printing && fromTurn !== undefined) printing = ofTurn(event, fromTurn);
-          if (!printing) continue;
-          progress.line(json ? JSON.stringify(event) : eventLine(event));
-        }
-        // The stream ends after a settling event; a replay can end on an earlier turn's, so
-        // the job itself says whether it is over.
-        const job = await this.#client.getJob(id);
-        if (TERMINAL_STATUSES.includes(job.status)) {
-          progress.stop();
-          if (!json) this.#out.write(`${statusText(job)}\n`);
-          return exitCodeOf(job.status);
-        }
-        if (!seen) await new Promise((resolve) => setTimeout(resolve, 1000));
-      }
-    } finally {
-      progress.stop();
-      process.off('SIGINT', interrupted);
-    }
-  }
+    },
+  });
 }
 
 /**
@@ -340,83 +118,199 @@ function ofTurn(event: JobEvent, turn: number): boolean {
   return typeof turns === 'number' && turns >= turn;
 }
 
-function userAgent(): string {
-  return `errand-cli/${errandVersion()}`;
-}
-
-/** Runs `errand job <argv…>`; resolves with the exit code. */
-export async function runJob(argv: string[], io: JobIo): Promise<number> {
-  const [sub, ...rest] = argv;
-  if (sub === undefined || sub === '--help' || sub === '-h' || sub === 'help') {
-    if (sub === undefined) throw new UsageError('missing the subcommand', jobUsage(undefined));
-    io.stdout.write(jobUsage(rest[0]));
-    return EXIT.ok;
-  }
-  if (!isSubcommand(sub))
-    throw new UsageError(`unknown subcommand: job ${sub}`, jobUsage(undefined));
-  const spec = SUBCOMMANDS[sub];
-  const usage = jobUsage(sub);
-  const parsed = parseCommandLine(rest, spec.options, usage);
-  const values = parsed.values as JobValues;
-  if (values.help) {
-    io.stdout.write(usage);
-    return EXIT.ok;
-  }
-  const names: readonly string[] = spec.args;
-  const [missing] = names.slice(parsed.positionals.length);
-  if (missing) throw new UsageError(`missing ${missing}`, usage);
-  const extra = parsed.positionals[names.length];
-  if (extra !== undefined)
-    throw new UsageError(
-      `unexpected argument ${JSON.stringify(extra)}${names.includes('PROMPT') ? ' (quote the prompt: it is one argument)' : ''}`,
-      usage,
-    );
-  const [first = '', second = ''] = parsed.positionals;
-  const prompt = sub === 'create' ? first : second;
-  if (names.includes('PROMPT') && prompt.trim() === '')
-    throw new UsageError('the prompt is empty', usage);
-  if (names.includes('ID') && first.trim() === '')
-    throw new UsageError('the job ID is empty', usage);
-
-  const flags = checkFlags(values, usage);
-  const config = io.loadConfig(io.env, values['data-dir']);
-  const project = values.project ?? config.client.projectId;
-  if (!project) throw new UsageError('no project: give --project ID or set ERRAND_PROJECT', usage);
-  const key = await cliApiKey(config);
-  let client: ErrandClient;
+/**
+ * Follows the live stream until the job settles, one line per event (from `fromTurn`'s first
+ * event when given) and the outcome; with --json, nothing but the final record. Answers the
+ * exit code of how it settled.
+ */
+async function follow(
+  client: ErrandClient,
+  id: string,
+  fromTurn: number | undefined,
+  io: Io,
+  json: boolean,
+): Promise<number> {
+  const progress = new ProgressOutput(io.stdout, !json && ProgressOutput.wanted(io.stdout));
+  const interrupted = () => {
+    progress.stop();
+    process.exit(130);
+  };
+  process.once('SIGINT', interrupted);
+  let printing = fromTurn === undefined;
+  let after = 0;
   try {
-    client = new ErrandClient({
-      baseUrl: config.client.url,
-      apiKey: key,
-      projectId: project,
-      userAgent: userAgent(),
-    });
-  } catch (err) {
-    throw new CliError(
-      `invalid setting ERRAND_URL: ${err instanceof Error ? err.message : String(err)}`,
-    );
-  }
-  const target = { client, project, base: config.client.url.replace(/\/+$/, ''), key };
-  const command = new JobCommand(target, values, flags, io.stdout);
-  try {
-    switch (sub) {
-      case 'create':
-        return await command.create(prompt);
-      case 'message':
-        return await command.message(first, prompt);
-      case 'get':
-        return await command.get(first);
-      case 'list':
-        return await command.list();
-      case 'watch':
-        return await command.watch(first);
-      case 'events':
-        return await command.events(first);
-      case 'archive':
-        return await command.archive(first);
+    progress.start();
+    for (;;) {
+      let seen = false;
+      for await (const event of client.events(id, { after })) {
+        after = event.seq;
+        seen = true;
+        if (!printing && fromTurn !== undefined) printing = ofTurn(event, fromTurn);
+        if (printing && !json) progress.line(eventLine(event));
+      }
+      // The stream ends after a settling event; a replay can end on an earlier turn's, so
+      // the job itself says whether it is over.
+      const job = await client.getJob(id);
+      if (TERMINAL_STATUSES.includes(job.status)) {
+        progress.stop();
+        print(io, json, job, statusText(job));
+        return exitCodeOf(job.status);
+      }
+      if (!seen) await new Promise((resolve) => setTimeout(resolve, 1000));
     }
-  } catch (err) {
-    if (err instanceof ErrandError) throw apiError(err);
-    throw err;
+  } finally {
+    progress.stop();
+    process.off('SIGINT', interrupted);
   }
 }
+
+/** After create or message: the job, or with --wait its progress to the end. */
+async function started(
+  client: ErrandClient,
+  project: string,
+  job: Job,
+  how: { verb: string; wait: boolean | undefined; fromTurn: number | undefined },
+  io: Io,
+  json: boolean,
+): Promise<number> {
+  if (!how.wait) {
+    print(
+      io,
+      json,
+      job,
+      `${how.verb} job ${job.id} (${job.status}; model ${job.model}; branch ${job.branch})\nfollow it: errand job watch ${job.id} --project ${project}`,
+    );
+    return EXIT.ok;
+  }
+  if (!json)
+    io.stdout.write(`${how.verb} job ${job.id} (model ${job.model}; branch ${job.branch})\n`);
+  return follow(client, job.id, how.fromTurn, io, json);
+}
+
+const create = jobCommand({
+  name: 'create',
+  args: ['"PROMPT"'],
+  options: {
+    model: { type: 'string', value: 'provider:model' },
+    'base-ref': { type: 'string', value: 'REF' },
+    wait: { type: 'boolean' },
+  },
+  summary: 'start a job; --wait follows its progress to the end',
+  async run({ values, args: [prompt = ''], io }) {
+    const { client, project } = await connect(io, values);
+    const job = await client.createJob({
+      prompt,
+      ...(values.model !== undefined ? { model: values.model } : {}),
+      ...(values['base-ref'] !== undefined ? { baseRef: values['base-ref'] } : {}),
+    });
+    const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
+    return started(client, project, job, how, io, values.json === true);
+  },
+});
+
+const message = jobCommand({
+  name: 'message',
+  args: ['ID', '"PROMPT"'],
+  options: { wait: { type: 'boolean' } },
+  summary: 'a follow-up prompt: another turn on the same branch',
+  async run({ values, args: [id = '', prompt = ''], io }) {
+    const { client, project } = await connect(io, values);
+    const job = await client.sendMessage(id, prompt);
+    // This prompt is the job's latest turn: --wait shows the log from its first event.
+    const how = { verb: 'sent a follow-up to', wait: values.wait, fromTurn: job.turns };
+    return started(client, project, job, how, io, values.json === true);
+  },
+});
+
+const get = jobCommand({
+  name: 'get',
+  args: ['ID'],
+  options: {},
+  summary: "the job's record",
+  async run({ values, args: [id = ''], io }) {
+    const { client } = await connect(io, values);
+    const job = await client.getJob(id);
+    print(io, values.json, job, jobDetails(job));
+    return EXIT.ok;
+  },
+});
+
+const list = jobCommand({
+  name: 'list',
+  args: [],
+  options: {
+    status: { type: 'string', choices: JOB_STATUSES },
+    limit: { type: 'string', value: 'N' },
+  },
+  summary: `newest first (default limit ${DEFAULT_LIST_LIMIT})`,
+  async run({ values, io }) {
+    const limit = wholeNumber(values.limit, 'limit', 1) ?? DEFAULT_LIST_LIMIT;
+    const { client } = await connect(io, values);
+    const jobs: Job[] = [];
+    for await (const job of client.listJobs({
+      pageSize: Math.min(limit, MAX_PAGE),
+      ...(values.status !== undefined ? { status: values.status } : {}),
+    })) {
+      jobs.push(job);
+      if (jobs.length >= limit) break;
+    }
+    print(io, values.json, jobs, jobs.length === 0 ? 'no jobs' : jobs.map(jobLine).join('\n'));
+    return EXIT.ok;
+  },
+});
+
+const watch = jobCommand({
+  name: 'watch',
+  args: ['ID'],
+  options: {},
+  summary: "follow the job's progress until it is completed, failed or archived",
+  async run({ values, args: [id = ''], io }) {
+    const { client } = await connect(io, values);
+    return follow(client, id, undefined, io, values.json === true);
+  },
+});
+
+const events = jobCommand({
+  name: 'events',
+  args: ['ID'],
+  options: { after: { type: 'string', value: 'SEQ' }, follow: { type: 'boolean' } },
+  summary: 'the progress log; --follow keeps reading until the job settles',
+  async run({ values, args: [id = ''], io }) {
+    const after = wholeNumber(values.after, 'after') ?? 0;
+    const { client } = await connect(io, values);
+    const log = values.follow ? client.events(id, { after }) : client.listEvents(id, { after });
+    for await (const event of log)
+      io.stdout.write(`${values.json ? JSON.stringify(event) : eventLine(event)}\n`);
+    return EXIT.ok;
+  },
+});
+
+const archive = jobCommand({
+  name: 'archive',
+  args: ['ID'],
+  options: {},
+  summary: 'stop the job and archive it',
+  async run({ values, args: [id = ''], io }) {
+    const { client } = await connect(io, values);
+    const job = await client.archiveJob(id);
+    print(io, values.json, job, `archived job ${job.id}`);
+    return EXIT.ok;
+  },
+});
+
+export const jobs: Family = {
+  name: 'job',
+  intro: `Jobs of one project (--project ID, or ERRAND_PROJECT), with the key in ERRAND_API_KEY (a
+project key, or the admin key; default: <data-dir>/admin.key) at ERRAND_URL.`,
+  commands: [create, message, get, list, watch, events, archive],
+  subcommandPages: true,
+  overview:
+    'all take --project ID and --json; exit codes: 0 done (completed), 1 failed or an error, 2 usage error, 3 archived',
+  outro: `  --json             one JSON document: the job record (for watch and --wait, the final one,
+                     once the job is completed, failed or archived), for list an array of
+                     records; for events one JSON event per line
+
+Exit codes: 0 done (for watch and --wait: the job completed), 1 the job failed or an error,
+2 a usage error, 3 the job was archived.
+`,
+};

@@ -1,48 +1,59 @@
-// ErrandClient: the job API as typed calls, for Node programs (the CLI and the MCP server use
-// it too). createJob, sendMessage, getJob and waitForJob use only the published Agent Job
-// Service operations, so they work against any service of that interface; listJobs,
-// archiveJob and events are Errand's. Global fetch only: no dependency, nothing outside
-// src/client/ (the package's build of errand/client enforces it).
-import { ErrandError, errorFromResponse } from './errors.ts';
-import type { components, paths } from './openapi.ts';
-import { sseMessages } from './sse.ts';
+// ErrandClient: Errand's API as typed calls, for Node programs; the CLI and the MCP server use
+// it too. createJob, sendMessage, getJob and waitForJob use only the published Agent Job
+// Service operations, so they work against any service of that interface; the rest (listJobs,
+// archiveJob, events, and the admin calls, which need an admin key) are Errand's. Global fetch
+// only: no dependency, nothing outside src/client/ (the package's build of errand/client
+// enforces it).
 
-/** The agent job record. */
-export type Job = components['schemas']['AgentJob'];
-export type JobStatus = Job['status'];
-/** One entry of a job's progress log. */
-export type JobEvent =
-  paths['/v2/agent/{projectId}/job/{id}/events']['get']['responses'][200]['content']['application/json']['events'][number];
-/** A job's input at creation. */
-export type CreateJobInput = NonNullable<
-  paths['/v2/agent/{projectId}/job']['post']['requestBody']
->['content']['application/json'];
+import { ErrandError } from './errors.ts';
+import { pollJob, streamEvents } from './follow.ts';
+import {
+  type ApiKey,
+  type CreateApiKeyInput,
+  type CreatedApiKey,
+  type CreateJobInput,
+  type CreateProjectInput,
+  type CreateWebhookInput,
+  checkEvent,
+  checkJob,
+  checkList,
+  checkRecord,
+  type Delivery,
+  type DeliveryPage,
+  isRecord,
+  type Job,
+  type JobEvent,
+  type JobStatus,
+  type Project,
+  type UpdateProjectInput,
+  type UpdateWebhookInput,
+  type Webhook,
+  type WebhookWithSecret,
+} from './records.ts';
+import { type CallInit, type ClientOptions, Transport } from './transport.ts';
 
-/** Where polling stops: the job will not change without a new prompt. */
-export const TERMINAL_STATUSES: readonly JobStatus[] = Object.freeze([
-  'completed',
-  'failed',
-  'archived',
-]);
-
-/** The events that leave a job terminal; Errand ends the live stream after one of them. */
-const TERMINAL_EVENTS: ReadonlySet<string> = new Set([
-  'job.completed',
-  'job.failed',
-  'job.archived',
-]);
-
-export interface ClientOptions {
-  /** Where the service is, e.g. http://127.0.0.1:8080 (a path prefix is kept). */
-  baseUrl: string;
-  /** An API key: Errand's project key or admin key. Sent only as the Authorization header. */
-  apiKey: string;
-  /** The project of every call that does not name one. */
-  projectId?: string;
-  /** For tests and proxies; the global fetch by default. */
-  fetch?: typeof fetch;
-  userAgent?: string;
-}
+export type {
+  ApiKey,
+  CreateApiKeyInput,
+  CreatedApiKey,
+  CreateJobInput,
+  CreateProjectInput,
+  CreateWebhookInput,
+  Delivery,
+  DeliveryPage,
+  Job,
+  JobEvent,
+  JobEventPage,
+  JobStatus,
+  Project,
+  UpdateProjectInput,
+  UpdateWebhookInput,
+  Webhook,
+  WebhookEventType,
+  WebhookWithSecret,
+} from './records.ts';
+export { TERMINAL_STATUSES } from './records.ts';
+export type { ClientOptions } from './transport.ts';
 
 export interface CallOptions {
   projectId?: string;
@@ -61,93 +72,19 @@ export interface EventsOptions extends CallOptions {
   after?: number;
 }
 
-/** Polling: the first wait, the longest, and how long a failing connection is retried. */
-const POLL_FIRST_MS = 500;
-const POLL_MAX_MS = 5000;
-/** A live stream that cannot be opened again this many times in a row is given up. */
-const STREAM_RECONNECTS = 10;
-
-const DEFAULT_USER_AGENT = 'errand-client';
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-/** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
-function checkJob(value: unknown, what: string, status: number): Job {
-  if (
-    !isRecord(value) ||
-    typeof value.id !== 'string' ||
-    typeof value.status !== 'string' ||
-    !['active', 'completed', 'failed', 'archived'].includes(value.status)
-  )
-    throw new ErrandError(`${what}: the answer is not a job record`, {
-      code: 'invalid_response',
-      status,
-    });
-  return value as Job;
-}
-
-function checkEvent(value: unknown, status: number): JobEvent {
-  if (!isRecord(value) || typeof value.seq !== 'number' || typeof value.type !== 'string')
-    throw new ErrandError('events: a streamed event is not an event record', {
-      code: 'invalid_response',
-      status,
-    });
-  return value as JobEvent;
-}
-
-interface RequestInit {
-  method: 'GET' | 'POST';
-  body?: unknown;
-  headers?: Record<string, string>;
-  signal?: AbortSignal | undefined;
-  /** What the call was, for messages: "createJob". */
-  what: string;
-}
+/** The most events one page of the log holds. */
+const EVENT_PAGE = 500;
 
 export class ErrandClient {
-  readonly #base: string;
-  readonly #apiKey: string;
+  readonly #http: Transport;
   readonly #projectId: string | undefined;
-  readonly #fetch: typeof fetch;
-  readonly #userAgent: string;
 
   constructor(options: ClientOptions) {
-    let url: URL;
-    try {
-      url = new URL(options.baseUrl);
-    } catch {
-      throw new TypeError(`baseUrl must be an http(s) URL, got ${JSON.stringify(options.baseUrl)}`);
-    }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:')
-      throw new TypeError(`baseUrl must be an http(s) URL, got ${JSON.stringify(options.baseUrl)}`);
-    if (typeof options.apiKey !== 'string' || options.apiKey.trim() === '')
-      throw new TypeError('apiKey is required');
-    this.#base = url.href.replace(/\/+$/, '');
-    this.#apiKey = options.apiKey.trim();
+    this.#http = new Transport(options);
     this.#projectId = options.projectId;
-    this.#fetch = options.fetch ?? globalThis.fetch;
-    this.#userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
   }
+
+  // ---- Jobs (a project key, or an admin key) ------------------------------------------------
 
   /** Creates a job; the agent works in the background (poll it, or waitForJob). */
   async createJob(
@@ -157,14 +94,12 @@ export class ErrandClient {
     const body: CreateJobInput = { prompt: input.prompt };
     if (input.model !== undefined) body.model = input.model;
     if (input.baseRef !== undefined) body.baseRef = input.baseRef;
-    const response = await this.#request(this.#projectPath(options), {
+    return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,
       headers: idempotency(options.idempotencyKey),
       signal: options.signal,
-      what: 'createJob',
     });
-    return checkJob(await this.#json(response, 'createJob'), 'createJob', response.status);
   }
 
   /** Sends a follow-up prompt; the job becomes active again. */
@@ -173,23 +108,19 @@ export class ErrandClient {
     prompt: string,
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
-    const response = await this.#request(`${this.#jobPath(jobId, options)}/message`, {
+    return this.#job(`${this.#jobPath(jobId, options)}/message`, 'sendMessage', {
       method: 'POST',
       body: { prompt },
       headers: idempotency(options.idempotencyKey),
       signal: options.signal,
-      what: 'sendMessage',
     });
-    return checkJob(await this.#json(response, 'sendMessage'), 'sendMessage', response.status);
   }
 
   async getJob(jobId: string, options: CallOptions = {}): Promise<Job> {
-    const response = await this.#request(this.#jobPath(jobId, options), {
+    return this.#job(this.#jobPath(jobId, options), 'getJob', {
       method: 'GET',
       signal: options.signal,
-      what: 'getJob',
     });
-    return checkJob(await this.#json(response, 'getJob'), 'getJob', response.status);
   }
 
   /** The project's jobs, newest first, read a page at a time as the loop asks for more. */
@@ -203,30 +134,57 @@ export class ErrandClient {
       if (options.pageSize !== undefined) query.set('limit', String(options.pageSize));
       if (options.status !== undefined) query.set('status', options.status);
       if (cursor !== null) query.set('cursor', cursor);
-      const response = await this.#request(`${base}?${query}`, {
+      const { value, status } = await this.#http.call(`${base}?${query}`, {
         method: 'GET',
         signal: options.signal,
         what: 'listJobs',
       });
-      const page = await this.#json(response, 'listJobs');
-      if (!isRecord(page) || !Array.isArray(page.jobs))
+      if (!isRecord(value) || !Array.isArray(value.jobs))
         throw new ErrandError('listJobs: the answer is not a page of jobs', {
           code: 'invalid_response',
-          status: response.status,
+          status,
         });
-      for (const job of page.jobs) yield checkJob(job, 'listJobs', response.status);
-      cursor = typeof page.nextCursor === 'string' ? page.nextCursor : null;
+      for (const job of value.jobs) yield checkJob(job, 'listJobs', status);
+      cursor = typeof value.nextCursor === 'string' ? value.nextCursor : null;
     } while (cursor !== null);
   }
 
   /** Archives the job (terminal): queued turns are cancelled, a running one stopped. */
   async archiveJob(jobId: string, options: CallOptions = {}): Promise<Job> {
-    const response = await this.#request(`${this.#jobPath(jobId, options)}/archive`, {
+    return this.#job(`${this.#jobPath(jobId, options)}/archive`, 'archiveJob', {
       method: 'POST',
       signal: options.signal,
-      what: 'archiveJob',
     });
-    return checkJob(await this.#json(response, 'archiveJob'), 'archiveJob', response.status);
+  }
+
+  /**
+   * The job's progress log as it is now, in order, read a page at a time as the loop asks for
+   * more; it ends at the last event written (`events` follows on as new ones come).
+   */
+  async *listEvents(
+    jobId: string,
+    options: EventsOptions = {},
+  ): AsyncGenerator<JobEvent, void, undefined> {
+    const path = `${this.#jobPath(jobId, options)}/events`;
+    let after = options.after ?? 0;
+    for (;;) {
+      const { value, status } = await this.#http.call(
+        `${path}?after=${after}&limit=${EVENT_PAGE}`,
+        { method: 'GET', signal: options.signal, what: 'listEvents' },
+      );
+      if (!isRecord(value) || !Array.isArray(value.events))
+        throw new ErrandError('listEvents: the answer is not a page of events', {
+          code: 'invalid_response',
+          status,
+        });
+      const events = value.events.map((e: unknown) =>
+        checkEvent(e, status, 'listEvents: an event of the page'),
+      );
+      const last = events.at(-1);
+      if (last === undefined) return;
+      yield* events;
+      after = typeof value.nextAfter === 'number' ? value.nextAfter : last.seq;
+    }
   }
 
   /**
@@ -242,88 +200,7 @@ export class ErrandClient {
     jobId: string,
     options: EventsOptions = {},
   ): AsyncGenerator<JobEvent, void, undefined> {
-    const path = `${this.#jobPath(jobId, options)}/events`;
-    let last = options.after ?? 0;
-    let failures = 0;
-    let delay = POLL_FIRST_MS;
-    // Ends the request when the loop is left early (break, return) as well as on abort.
-    const local = new AbortController();
-    const signal = options.signal ? AbortSignal.any([options.signal, local.signal]) : local.signal;
-    try {
-      for (;;) {
-        if (signal.aborted) return;
-        let response: Response;
-        try {
-          response = await this.#request(`${path}?after=${last}`, {
-            method: 'GET',
-            headers: { accept: 'text/event-stream', 'last-event-id': String(last) },
-            signal,
-            what: 'events',
-          });
-        } catch (err) {
-          if (signal.aborted) return;
-          if (!(err instanceof ErrandError) || !err.transient || ++failures > STREAM_RECONNECTS)
-            throw err;
-          await this.#pause(err, delay, signal);
-          delay = Math.min(delay * 2, POLL_MAX_MS);
-          continue;
-        }
-        if (response.status === 204) return;
-        const type = response.headers.get('content-type') ?? '';
-        if (!type.startsWith('text/event-stream') || !response.body) {
-          await response.body?.cancel();
-          throw new ErrandError(`events: expected an event stream, got ${type || 'no body'}`, {
-            code: 'invalid_response',
-            status: response.status,
-          });
-        }
-        let terminal = false;
-        let progressed = false;
-        try {
-          for await (const message of sseMessages(response.body)) {
-            let parsed: unknown;
-            try {
-              parsed = JSON.parse(message.data);
-            } catch {
-              throw new ErrandError('events: a streamed event is not JSON', {
-                code: 'invalid_response',
-                status: response.status,
-              });
-            }
-            const event = checkEvent(parsed, response.status);
-            if (event.seq <= last) continue;
-            last = event.seq;
-            failures = 0;
-            delay = POLL_FIRST_MS;
-            terminal = TERMINAL_EVENTS.has(event.type);
-            progressed = true;
-            yield event;
-          }
-        } catch (err) {
-          if (signal.aborted) return;
-          if (err instanceof ErrandError) throw err;
-          // The connection dropped mid-stream: open it again after the last event seen.
-          if (++failures > STREAM_RECONNECTS) throw networkError('events', this.#base, err);
-          await sleep(delay, signal).catch(() => {});
-          delay = Math.min(delay * 2, POLL_MAX_MS);
-          continue;
-        }
-        if (terminal) return;
-        // Ended without a terminal event (a server stopping, say): open it again, at once if
-        // it brought events, else after a pause, so that a server that keeps ending streams
-        // is not asked again and again.
-        if (progressed) continue;
-        if (++failures > STREAM_RECONNECTS)
-          throw new ErrandError(
-            `events: the stream of job ${jobId} ended ${STREAM_RECONNECTS} times in a row with no event`,
-            { code: 'invalid_response', status: response.status },
-          );
-        await sleep(delay, signal).catch(() => {});
-        delay = Math.min(delay * 2, POLL_MAX_MS);
-      }
-    } finally {
-      local.abort();
-    }
+    yield* streamEvents(this.#http, `${this.#jobPath(jobId, options)}/events`, jobId, options);
   }
 
   /**
@@ -336,68 +213,192 @@ export class ErrandClient {
    * code `timeout` after timeoutMs, and with the signal's reason when it aborts.
    */
   async waitForJob(jobId: string, options: WaitOptions = {}): Promise<Job> {
-    const path = this.#jobPath(jobId, options);
-    const deadline =
-      options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
-    const timer = new AbortController();
-    const timeout =
-      options.timeoutMs === undefined
-        ? undefined
-        : setTimeout(() => timer.abort(), Math.max(0, options.timeoutMs));
-    const signal = options.signal ? AbortSignal.any([options.signal, timer.signal]) : timer.signal;
-    let etag: string | undefined;
-    let seen: string | undefined;
-    let job: Job | undefined;
-    let delay = POLL_FIRST_MS;
-    try {
-      for (;;) {
-        let wait = delay;
-        try {
-          const response = await this.#request(path, {
-            method: 'GET',
-            headers: etag ? { 'if-none-match': etag } : {},
-            signal,
-            what: 'waitForJob',
-          });
-          if (response.status === 304 && job) {
-            delay = Math.min(delay * 2, POLL_MAX_MS);
-          } else {
-            const text = JSON.stringify(await this.#json(response, 'waitForJob'));
-            job = checkJob(JSON.parse(text), 'waitForJob', response.status);
-            etag = response.headers.get('etag') ?? undefined;
-            if (text !== seen) {
-              seen = text;
-              delay = POLL_FIRST_MS;
-              options.onChange?.(job);
-            } else {
-              delay = Math.min(delay * 2, POLL_MAX_MS);
-            }
-            if (TERMINAL_STATUSES.includes(job.status)) return job;
-          }
-          wait = delay;
-        } catch (err) {
-          if (options.signal?.aborted) throw options.signal.reason;
-          if (timer.signal.aborted) throw timedOut(jobId, options.timeoutMs, job);
-          // Before the first answer a lost connection is most likely a wrong URL: say so now.
-          if (!(err instanceof ErrandError) || !err.transient || (!job && err.status === 0))
-            throw err;
-          wait = err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : delay;
-          delay = Math.min(delay * 2, POLL_MAX_MS);
-        }
-        if (Date.now() + wait > deadline) wait = Math.max(0, deadline - Date.now());
-        try {
-          await sleep(wait, signal);
-        } catch (err) {
-          if (options.signal?.aborted) throw options.signal.reason;
-          if (timer.signal.aborted) throw timedOut(jobId, options.timeoutMs, job);
-          throw err;
-        }
-        if (Date.now() >= deadline) throw timedOut(jobId, options.timeoutMs, job);
-      }
-    } finally {
-      clearTimeout(timeout);
-    }
+    return pollJob(this.#http, this.#jobPath(jobId, options), jobId, options);
   }
+
+  // ---- Projects and keys (an admin key) ----------------------------------------------------
+
+  async listProjects(options: CallOptions = {}): Promise<Project[]> {
+    const { value, status } = await this.#http.call('/v2/admin/projects', {
+      method: 'GET',
+      signal: options.signal,
+      what: 'listProjects',
+    });
+    return checkList<Project>(value, 'projects', 'listProjects', status, 'a project');
+  }
+
+  async getProject(projectId: string, options: CallOptions = {}): Promise<Project> {
+    return this.#record(`/v2/admin/projects/${segment(projectId, 'projectId')}`, 'a project', {
+      method: 'GET',
+      signal: options.signal,
+      what: 'getProject',
+    });
+  }
+
+  async createProject(input: CreateProjectInput, options: CallOptions = {}): Promise<Project> {
+    return this.#record('/v2/admin/projects', 'a project', {
+      method: 'POST',
+      body: input,
+      signal: options.signal,
+      what: 'createProject',
+    });
+  }
+
+  /** Changes the given fields; a field given as null returns to its default. */
+  async updateProject(
+    projectId: string,
+    input: UpdateProjectInput,
+    options: CallOptions = {},
+  ): Promise<Project> {
+    return this.#record(`/v2/admin/projects/${segment(projectId, 'projectId')}`, 'a project', {
+      method: 'PATCH',
+      body: input,
+      signal: options.signal,
+      what: 'updateProject',
+    });
+  }
+
+  /** Every key, without secrets. */
+  async listKeys(options: CallOptions = {}): Promise<ApiKey[]> {
+    const { value, status } = await this.#http.call('/v2/admin/keys', {
+      method: 'GET',
+      signal: options.signal,
+      what: 'listKeys',
+    });
+    return checkList<ApiKey>(value, 'keys', 'listKeys', status, 'a key');
+  }
+
+  /** Mints a project key ({projectId}) or an admin key ({admin: true}); `key` is shown once. */
+  async createKey(input: CreateApiKeyInput, options: CallOptions = {}): Promise<CreatedApiKey> {
+    return this.#record('/v2/admin/keys', 'a key', {
+      method: 'POST',
+      body: input,
+      signal: options.signal,
+      what: 'createKey',
+    });
+  }
+
+  async revokeKey(keyId: string, options: CallOptions = {}): Promise<ApiKey> {
+    return this.#record(`/v2/admin/keys/${segment(keyId, 'keyId')}/revoke`, 'a key', {
+      method: 'POST',
+      signal: options.signal,
+      what: 'revokeKey',
+    });
+  }
+
+  // ---- Webhooks of a project (an admin key) ------------------------------------------------
+
+  /** The project's endpoints, oldest first, without secrets. */
+  async listWebhooks(options: CallOptions = {}): Promise<Webhook[]> {
+    const { value, status } = await this.#http.call(this.#webhooksPath(options), {
+      method: 'GET',
+      signal: options.signal,
+      what: 'listWebhooks',
+    });
+    return checkList<Webhook>(value, 'webhooks', 'listWebhooks', status, 'a webhook');
+  }
+
+  async getWebhook(webhookId: string, options: CallOptions = {}): Promise<Webhook> {
+    return this.#record(this.#webhookPath(webhookId, options), 'a webhook', {
+      method: 'GET',
+      signal: options.signal,
+      what: 'getWebhook',
+    });
+  }
+
+  /** Adds an endpoint; its signing secret is in this answer only. */
+  async createWebhook(
+    input: CreateWebhookInput,
+    options: CallOptions = {},
+  ): Promise<WebhookWithSecret> {
+    return this.#record(this.#webhooksPath(options), 'a webhook', {
+      method: 'POST',
+      body: input,
+      signal: options.signal,
+      what: 'createWebhook',
+    });
+  }
+
+  async updateWebhook(
+    webhookId: string,
+    input: UpdateWebhookInput,
+    options: CallOptions = {},
+  ): Promise<Webhook> {
+    return this.#record(this.#webhookPath(webhookId, options), 'a webhook', {
+      method: 'PATCH',
+      body: input,
+      signal: options.signal,
+      what: 'updateWebhook',
+    });
+  }
+
+  /** Deletes the endpoint and its delivery log. */
+  async deleteWebhook(webhookId: string, options: CallOptions = {}): Promise<void> {
+    const response = await this.#http.request(this.#webhookPath(webhookId, options), {
+      method: 'DELETE',
+      signal: options.signal,
+      what: 'deleteWebhook',
+    });
+    await response.body?.cancel();
+  }
+
+  /**
+   * A new signing secret (in this answer only); the previous one keeps signing beside it for
+   * `overlapSeconds` (the server's default, a day, when not given).
+   */
+  async rotateWebhookSecret(
+    webhookId: string,
+    input: { overlapSeconds?: number } = {},
+    options: CallOptions = {},
+  ): Promise<WebhookWithSecret> {
+    return this.#record(`${this.#webhookPath(webhookId, options)}/rotate-secret`, 'a webhook', {
+      method: 'POST',
+      ...(input.overlapSeconds === undefined
+        ? {}
+        : { body: { overlapSeconds: input.overlapSeconds } }),
+      signal: options.signal,
+      what: 'rotateWebhookSecret',
+    });
+  }
+
+  /** One page of the endpoint's delivery log, newest first; pass nextCursor for the next. */
+  async listDeliveries(
+    webhookId: string,
+    options: CallOptions & { limit?: number; cursor?: string } = {},
+  ): Promise<DeliveryPage> {
+    const query = new URLSearchParams();
+    if (options.limit !== undefined) query.set('limit', String(options.limit));
+    if (options.cursor !== undefined) query.set('cursor', options.cursor);
+    const { value, status } = await this.#http.call(
+      `${this.#webhookPath(webhookId, options)}/deliveries${query.size ? `?${query}` : ''}`,
+      { method: 'GET', signal: options.signal, what: 'listDeliveries' },
+    );
+    const deliveries = checkList<Delivery>(
+      value,
+      'deliveries',
+      'listDeliveries',
+      status,
+      'a delivery',
+    );
+    const cursor = isRecord(value) ? value.nextCursor : null;
+    return { deliveries, nextCursor: typeof cursor === 'string' ? cursor : null };
+  }
+
+  /** Sends a delivered or failed delivery again; it is pending until its next attempt. */
+  async redeliver(
+    webhookId: string,
+    deliveryId: string,
+    options: CallOptions = {},
+  ): Promise<Delivery> {
+    const path = `${this.#webhookPath(webhookId, options)}/deliveries/${segment(deliveryId, 'deliveryId')}/redeliver`;
+    return this.#record(path, 'a delivery', {
+      method: 'POST',
+      signal: options.signal,
+      what: 'redeliver',
+    });
+  }
+
+  // ---- Paths and answers ---------------------------------------------------------------------
 
   #project(options: CallOptions): string {
     const project = options.projectId ?? this.#projectId;
@@ -411,60 +412,25 @@ export class ErrandClient {
   }
 
   #jobPath(jobId: string, options: CallOptions): string {
-    if (typeof jobId !== 'string' || jobId === '') throw new TypeError('jobId is required');
-    return `${this.#projectPath(options)}/${encodeURIComponent(jobId)}`;
+    return `${this.#projectPath(options)}/${segment(jobId, 'jobId')}`;
   }
 
-  /** Sends a request; a success (or 304) is returned unread, anything else thrown. */
-  async #request(path: string, init: RequestInit): Promise<Response> {
-    const headers: Record<string, string> = {
-      authorization: `Bearer ${this.#apiKey}`,
-      'user-agent': this.#userAgent,
-      accept: 'application/json',
-      ...init.headers,
-    };
-    let body: string | undefined;
-    if (init.body !== undefined) {
-      body = JSON.stringify(init.body);
-      headers['content-type'] = 'application/json';
-    }
-    let response: Response;
-    try {
-      response = await this.#fetch(`${this.#base}${path}`, {
-        method: init.method,
-        headers,
-        ...(body === undefined ? {} : { body }),
-        ...(init.signal ? { signal: init.signal } : {}),
-      });
-    } catch (err) {
-      if (init.signal?.aborted) throw err;
-      throw networkError(init.what, this.#base, err);
-    }
-    if (response.ok || response.status === 304) return response;
-    throw await errorFromResponse(response, init.what);
+  #webhooksPath(options: CallOptions): string {
+    return `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/webhooks`;
   }
 
-  async #json(response: Response, what: string): Promise<unknown> {
-    let text: string;
-    try {
-      text = await response.text();
-    } catch (err) {
-      throw networkError(what, this.#base, err);
-    }
-    try {
-      return JSON.parse(text);
-    } catch {
-      throw new ErrandError(`${what}: the answer is not JSON (${response.status})`, {
-        code: 'invalid_response',
-        status: response.status,
-      });
-    }
+  #webhookPath(webhookId: string, options: CallOptions): string {
+    return `${this.#webhooksPath(options)}/${segment(webhookId, 'webhookId')}`;
   }
 
-  /** Waits before trying again: the server's Retry-After when it gave one. */
-  async #pause(err: ErrandError, delay: number, signal: AbortSignal): Promise<void> {
-    const ms = err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : delay;
-    await sleep(ms, signal).catch(() => {});
+  async #job(path: string, what: string, init: Omit<CallInit, 'what'>): Promise<Job> {
+    const { value, status } = await this.#http.call(path, { ...init, what });
+    return checkJob(value, what, status);
+  }
+
+  async #record<T>(path: string, noun: string, init: CallInit): Promise<T> {
+    const { value, status } = await this.#http.call(path, init);
+    return checkRecord<T>(value, init.what, status, noun);
   }
 }
 
@@ -472,23 +438,8 @@ function idempotency(key: string | undefined): Record<string, string> {
   return key === undefined ? {} : { 'idempotency-key': key };
 }
 
-/** A failure to reach the server, with the reason Node gives (ECONNREFUSED, ENOTFOUND…). */
-function networkError(what: string, base: string, err: unknown): ErrandError {
-  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
-  const detail =
-    cause instanceof Error
-      ? ((cause as Error & { code?: unknown }).code?.toString() ?? cause.message)
-      : String(cause);
-  return new ErrandError(`${what}: cannot reach ${base} (${detail})`, {
-    code: 'network_error',
-    status: 0,
-    cause: err,
-  });
-}
-
-function timedOut(jobId: string, timeoutMs: number | undefined, job: Job | undefined): ErrandError {
-  return new ErrandError(
-    `waitForJob: job ${jobId} is still ${job?.status ?? 'unread'} after ${timeoutMs} ms`,
-    { code: 'timeout', status: 0 },
-  );
+/** An id as one path segment; an empty one is the caller's mistake, not a request. */
+function segment(id: string, name: string): string {
+  if (typeof id !== 'string' || id === '') throw new TypeError(`${name} is required`);
+  return encodeURIComponent(id);
 }

@@ -15,6 +15,8 @@ export class ErrandError extends Error {
   /** The HTTP status; 0 when no answer was had. */
   readonly status: number;
   readonly requestId: string | undefined;
+  /** The server's own message (the `error` of its body) when it answered with one. */
+  readonly serverMessage: string | undefined;
   /** From Retry-After (429, 503): how long to wait before trying again. */
   readonly retryAfterSeconds: number | undefined;
 
@@ -24,6 +26,7 @@ export class ErrandError extends Error {
       code: string;
       status: number;
       requestId?: string | undefined;
+      serverMessage?: string | undefined;
       retryAfterSeconds?: number | undefined;
       cause?: unknown;
     },
@@ -32,6 +35,7 @@ export class ErrandError extends Error {
     this.code = fields.code;
     this.status = fields.status;
     this.requestId = fields.requestId;
+    this.serverMessage = fields.serverMessage;
     this.retryAfterSeconds = fields.retryAfterSeconds;
   }
 
@@ -84,10 +88,9 @@ export async function errorFromResponse(response: Response, what: string): Promi
     typeof fromBody.code === 'string' && fromBody.code
       ? fromBody.code
       : (CODES_BY_STATUS[status] ?? `http_${status}`);
-  const message =
-    typeof fromBody.error === 'string' && fromBody.error
-      ? fromBody.error
-      : `${response.statusText || 'error'}`;
+  const serverMessage =
+    typeof fromBody.error === 'string' && fromBody.error ? fromBody.error : undefined;
+  const message = serverMessage ?? `${response.statusText || 'error'}`;
   const requestId =
     typeof fromBody.requestId === 'string'
       ? fromBody.requestId
@@ -96,6 +99,7 @@ export async function errorFromResponse(response: Response, what: string): Promi
     code,
     status,
     requestId,
+    serverMessage,
     retryAfterSeconds: retryAfterSeconds(response.headers.get('retry-after')),
   });
 }

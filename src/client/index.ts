@@ -1,16 +1,31 @@
-// errand/client: the typed client of Errand's job API, for other Node projects (built to
-// dist/client/ by `npm run build:client`) and for Errand's own CLI and MCP server.
+// errand/client: the typed client of Errand's API (jobs, and projects, keys and webhooks with
+// an admin key), for other Node projects (built to dist/client/ by `npm run build:client`) and
+// for Errand's own CLI and MCP server.
 export {
+  type ApiKey,
   type CallOptions,
   type ClientOptions,
+  type CreateApiKeyInput,
+  type CreatedApiKey,
   type CreateJobInput,
+  type CreateProjectInput,
+  type CreateWebhookInput,
+  type Delivery,
+  type DeliveryPage,
   ErrandClient,
   type EventsOptions,
   type Job,
   type JobEvent,
+  type JobEventPage,
   type JobStatus,
+  type Project,
   TERMINAL_STATUSES,
+  type UpdateProjectInput,
+  type UpdateWebhookInput,
   type WaitOptions,
+  type Webhook,
+  type WebhookEventType,
+  type WebhookWithSecret,
 } from './client.ts';
 export { ErrandError } from './errors.ts';
 export type { components, paths } from './openapi.ts';

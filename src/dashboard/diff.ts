@@ -3,7 +3,8 @@
 // hunks, and renders it as HTML with every byte of repository content escaped. A diff comes
 // from an agent's work, so file names and lines are hostile input.
 
-import { escapeHtml } from './html.ts';
+import parseUnified from 'parse-diff';
+import { html, type SafeHtml } from './html.ts';
 
 export type FileStatus = 'added' | 'deleted' | 'renamed' | 'copied' | 'modified';
 
@@ -139,104 +140,30 @@ function headerPaths(rest: string): { oldPath: string; newPath: string } | null 
   return null;
 }
 
-const HUNK = /^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@/;
+/** A hunk's header line. */
+const HUNK = /^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@/;
 
-/** Parses a unified git diff; a diff cut off anywhere yields the files up to the cut. */
-export function parseDiff(diff: string): DiffFile[] {
-  const files: DiffFile[] = [];
-  let file: DiffFile | null = null;
-  let hunk: DiffHunk | null = null;
-  let oldLeft = 0;
-  let newLeft = 0;
-  let oldNo = 0;
-  let newNo = 0;
-  const lines = diff.split('\n');
-  // A diff ends with a newline; the empty string after it is not a line.
-  if (lines.at(-1) === '') lines.pop();
-  for (const line of lines) {
-    if (file && hunk && (oldLeft > 0 || newLeft > 0)) {
-      const mark = line[0];
-      if (mark === '+' && newLeft > 0) {
-        hunk.lines.push({
-          kind: 'add',
-          text: line.slice(1),
-          oldLine: null,
-          newLine: newNo++,
-          noNewline: false,
-        });
-        newLeft--;
-        file.additions++;
-        continue;
-      }
-      if (mark === '-' && oldLeft > 0) {
-        hunk.lines.push({
-          kind: 'del',
-          text: line.slice(1),
-          oldLine: oldNo++,
-          newLine: null,
-          noNewline: false,
-        });
-        oldLeft--;
-        file.deletions++;
-        continue;
-      }
-      // Some tools strip the space of an empty context line.
-      if ((mark === ' ' || line === '') && oldLeft > 0 && newLeft > 0) {
-        hunk.lines.push({
-          kind: 'context',
-          text: line.slice(1),
-          oldLine: oldNo++,
-          newLine: newNo++,
-          noNewline: false,
-        });
-        oldLeft--;
-        newLeft--;
-        continue;
-      }
-      if (mark === '\\') {
-        const last = hunk.lines.at(-1);
-        if (last) last.noNewline = true;
-        continue;
-      }
-      // Anything else means the hunk's counts were wrong: read on as headers.
-      oldLeft = 0;
-      newLeft = 0;
-    }
-    if (line.startsWith('\\') && hunk) {
-      const last = hunk.lines.at(-1);
-      if (last) last.noNewline = true;
-      continue;
-    }
-    if (line.startsWith('diff --git ')) {
-      hunk = null;
-      const paths = headerPaths(line.slice('diff --git '.length));
-      file = {
-        oldPath: paths?.oldPath ?? null,
-        newPath: paths?.newPath ?? null,
-        status: 'modified',
-        binary: false,
-        oldMode: null,
-        newMode: null,
-        additions: 0,
-        deletions: 0,
-        hunks: [],
-        partial: false,
-      };
-      files.push(file);
-      continue;
-    }
-    if (!file) continue;
-    const hunkHead = HUNK.exec(line);
-    if (hunkHead) {
-      oldNo = Number(hunkHead[1]);
-      newNo = Number(hunkHead[3]);
-      oldLeft = hunkHead[2] === undefined ? 1 : Number(hunkHead[2]);
-      newLeft = hunkHead[4] === undefined ? 1 : Number(hunkHead[4]);
-      hunk = { header: line, oldStart: oldNo, newStart: newNo, lines: [] };
-      file.hunks.push(hunk);
-      continue;
-    }
-    if (hunk) continue;
+/**
+ * One file's header lines (before its first hunk): its paths, how it changed, its modes and
+ * whether it is binary. parse-diff reads paths without git's quoting and knows no renames or
+ * binary files, so these stay ours.
+ */
+function fileHeader(lines: readonly string[]): DiffFile {
+  const first = lines[0] ?? '';
+  const paths = headerPaths(first.slice('diff --git '.length));
+  const file: DiffFile = {
+    oldPath: paths?.oldPath ?? null,
+    newPath: paths?.newPath ?? null,
+    status: 'modified',
+    binary: false,
+    oldMode: null,
+    newMode: null,
+    additions: 0,
+    deletions: 0,
+    hunks: [],
+    partial: false,
+  };
+  for (const line of lines.slice(1)) {
     if (line.startsWith('--- ')) {
       const path = parsePath(line.slice(4), 'a/');
       if (path === null) file.status = 'added';
@@ -266,9 +193,78 @@ export function parseDiff(diff: string): DiffFile[] {
       file.binary = true;
     }
   }
+  return file;
+}
+
+/**
+ * A file's hunks as parse-diff reads them (line numbers from the hunk headers' counts, so a
+ * `+++` or `---` inside a hunk is a line, not a header), with git's "\ No newline at end of
+ * file" folded into the line before it. A hunk with fewer lines than its header counts was cut
+ * off.
+ */
+function fileHunks(text: string, file: DiffFile): void {
+  for (const chunk of parseUnified(text).flatMap((parsed) => parsed.chunks)) {
+    const hunk: DiffHunk = {
+      header: chunk.content,
+      oldStart: chunk.oldStart,
+      newStart: chunk.newStart,
+      lines: [],
+    };
+    let oldSeen = 0;
+    let newSeen = 0;
+    for (const change of chunk.changes) {
+      if (change.content.startsWith('\\')) {
+        const last = hunk.lines.at(-1);
+        if (last) last.noNewline = true;
+        continue;
+      }
+      const text = change.content.slice(1);
+      if (change.type === 'add') {
+        hunk.lines.push({ kind: 'add', text, oldLine: null, newLine: change.ln, noNewline: false });
+        file.additions++;
+        newSeen++;
+      } else if (change.type === 'del') {
+        hunk.lines.push({ kind: 'del', text, oldLine: change.ln, newLine: null, noNewline: false });
+        file.deletions++;
+        oldSeen++;
+      } else {
+        hunk.lines.push({
+          kind: 'context',
+          text,
+          oldLine: change.ln1,
+          newLine: change.ln2,
+          noNewline: false,
+        });
+        oldSeen++;
+        newSeen++;
+      }
+    }
+    if (oldSeen < chunk.oldLines || newSeen < chunk.newLines) file.partial = true;
+    file.hunks.push(hunk);
+  }
+}
+
+/** Parses a unified git diff; a diff cut off anywhere yields the files up to the cut. */
+export function parseDiff(diff: string): DiffFile[] {
+  const lines = diff.split('\n');
+  // A diff ends with a newline; the empty string after it is not a line.
+  if (lines.at(-1) === '') lines.pop();
+  // Every line of a hunk starts with ' ', '+', '-' or '\\': a line that starts with
+  // `diff --git ` is always the next file's header.
+  const sections: string[][] = [];
+  for (const line of lines) {
+    if (line.startsWith('diff --git ')) sections.push([line]);
+    else sections.at(-1)?.push(line);
+  }
+  const files = sections.map((section) => {
+    const start = section.findIndex((line) => HUNK.test(line));
+    const file = fileHeader(start === -1 ? section : section.slice(0, start));
+    if (start !== -1) fileHunks(section.join('\n'), file);
+    return file;
+  });
   // Git ends every diff with a newline: without one, the last line was cut off.
-  const cutMidLine = diff.length > 0 && !diff.endsWith('\n');
-  if (file && ((hunk && (oldLeft > 0 || newLeft > 0)) || cutMidLine)) file.partial = true;
+  const last = files.at(-1);
+  if (last && diff.length > 0 && !diff.endsWith('\n')) last.partial = true;
   return files;
 }
 
@@ -284,18 +280,18 @@ export function fileLabel(file: DiffFile): string {
   return file.newPath ?? oldPath;
 }
 
-function counts(additions: number, deletions: number): string {
-  return `<span class="diff-plus">+${additions}</span> <span class="diff-minus">−${deletions}</span>`;
+function counts(additions: number, deletions: number): SafeHtml {
+  return html`<span class="diff-plus">+${additions}</span> <span class="diff-minus">−${deletions}</span>`;
 }
 
-function lineNumber(n: number | null): string {
-  return `<td class="diff-num">${n ?? ''}</td>`;
+function lineNumber(n: number | null): SafeHtml {
+  return html`<td class="diff-num">${n ?? ''}</td>`;
 }
 
-function note(file: DiffFile): string {
-  const notes: string[] = [];
+function note(file: DiffFile): SafeHtml {
+  const notes: (string | SafeHtml)[] = [];
   if (file.oldMode && file.newMode && file.oldMode !== file.newMode) {
-    notes.push(`Mode ${escapeHtml(file.oldMode)} → ${escapeHtml(file.newMode)}.`);
+    notes.push(html`Mode ${file.oldMode} → ${file.newMode}.`);
   }
   if (file.binary) notes.push('Binary file, not shown.');
   else if (file.hunks.length === 0) {
@@ -306,62 +302,43 @@ function note(file: DiffFile): string {
     } else if (notes.length === 0) notes.push('No content changes shown.');
   }
   if (file.partial) notes.push('The diff is cut off in this file.');
-  return notes.map((n) => `<p class="diff-note">${n}</p>`).join('');
+  return html`${notes.map((n) => html`<p class="diff-note">${n}</p>`)}`;
 }
 
-function table(file: DiffFile): string {
-  if (file.hunks.length === 0) return '';
-  const rows: string[] = [];
-  for (const hunk of file.hunks) {
-    rows.push(
-      `<tr class="diff-hunk"><td class="diff-num"></td><td class="diff-num"></td><td class="diff-code">${escapeHtml(hunk.header)}</td></tr>`,
-    );
-    for (const line of hunk.lines) {
+function table(file: DiffFile): SafeHtml {
+  if (file.hunks.length === 0) return html``;
+  const rows = file.hunks.flatMap((hunk) => [
+    html`<tr class="diff-hunk"><td class="diff-num"></td><td class="diff-num"></td><td class="diff-code">${hunk.header}</td></tr>\n`,
+    ...hunk.lines.map((line) => {
       const sign = line.kind === 'add' ? '+' : line.kind === 'del' ? '-' : ' ';
-      const eol = line.noNewline ? '<span class="diff-eol"> (no newline at end)</span>' : '';
-      rows.push(
-        `<tr class="diff-${line.kind}">${lineNumber(line.oldLine)}${lineNumber(line.newLine)}<td class="diff-code">${escapeHtml(sign + line.text)}${eol}</td></tr>`,
-      );
-    }
-  }
-  return `<div class="diff-scroll"><table class="diff-table"><tbody>\n${rows.join('\n')}\n</tbody></table></div>`;
+      const eol = line.noNewline ? html`<span class="diff-eol"> (no newline at end)</span>` : '';
+      return html`<tr class="diff-${line.kind}">${lineNumber(line.oldLine)}${lineNumber(line.newLine)}<td class="diff-code">${sign + line.text}${eol}</td></tr>\n`;
+    }),
+  ]);
+  return html`<div class="diff-scroll"><table class="diff-table"><tbody>\n${rows}</tbody></table></div>`;
 }
 
 /**
  * The HTML of a diff: a list of the files with their +/− counts, then one section per file
  * with old and new line numbers. `idPrefix` keeps the anchors apart when a page shows two.
+ * Built with `html`, so every name and line is escaped.
  */
 export function renderDiff(files: DiffFile[], opts: { idPrefix?: string } = {}): string {
   const prefix = opts.idPrefix ?? 'diff';
-  if (files.length === 0) return '<p class="diff-note">No changes.</p>';
+  if (files.length === 0) return html`<p class="diff-note">No changes.</p>`.value;
   const additions = files.reduce((sum, f) => sum + f.additions, 0);
   const deletions = files.reduce((sum, f) => sum + f.deletions, 0);
-  const list = files
-    .map(
-      (f, i) =>
-        `<li><a href="#${prefix}-${i + 1}"><code>${escapeHtml(fileLabel(f))}</code></a> <span class="diff-status diff-status-${f.status}">${f.status}</span>${f.binary ? ' <span class="diff-status">binary</span>' : ''} ${counts(f.additions, f.deletions)}</li>`,
-    )
-    .join('\n');
-  const sections = files
-    .map(
-      (f, i) =>
-        `<section class="diff-file" id="${prefix}-${i + 1}"><h3 class="diff-file-head"><code>${escapeHtml(fileLabel(f))}</code> <span class="diff-status diff-status-${f.status}">${f.status}</span> ${counts(f.additions, f.deletions)}</h3>\n${note(f)}${table(f)}</section>`,
-    )
-    .join('\n');
-  const summary = `${files.length} ${files.length === 1 ? 'file' : 'files'} changed, ${counts(additions, deletions)}`;
-  return `<nav class="diff-files" aria-label="Changed files"><p>${summary}</p><ul>\n${list}\n</ul></nav>\n${sections}`;
+  const status = (f: DiffFile) =>
+    html`<span class="diff-status diff-status-${f.status}">${f.status}</span>`;
+  const list = files.map(
+    (f, i) =>
+      html`<li><a href="#${prefix}-${i + 1}"><code>${fileLabel(f)}</code></a> ${status(f)}${f.binary ? html` <span class="diff-status">binary</span>` : ''} ${counts(f.additions, f.deletions)}</li>\n`,
+  );
+  const sections = files.map(
+    (f, i) =>
+      html`<section class="diff-file" id="${prefix}-${i + 1}"><h3 class="diff-file-head"><code>${fileLabel(f)}</code> ${status(f)} ${counts(f.additions, f.deletions)}</h3>\n${note(f)}${table(f)}</section>\n`,
+  );
+  const summary = html`${files.length} ${files.length === 1 ? 'file' : 'files'} changed, ${counts(additions, deletions)}`;
+  return html`<nav class="diff-files" aria-label="Changed files"><p>${summary}</p><ul>\n${list}</ul></nav>\n${sections}`
+    .value;
 }
-
-/** The styles of `renderDiff`'s markup, light and dark, for a page's stylesheet. */
-export const DIFF_STYLE = `.diff-files ul{list-style:none;padding:0;margin:0 0 1rem}.diff-files li{padding:.15rem 0;overflow-wrap:anywhere}
-.diff-plus{color:#116329}.diff-minus{color:#82071e}.diff-status{font-size:.8em;border:1px solid #d0d7de;border-radius:1em;padding:0 .5em;color:#59636e}
-.diff-file{border:1px solid #d0d7de;border-radius:6px;margin:1rem 0;overflow:hidden}
-.diff-file-head{font-size:.95rem;margin:0;padding:.5rem .75rem;background:#f6f8fa;border-bottom:1px solid #d0d7de;overflow-wrap:anywhere}
-.diff-note{margin:.5rem .75rem;color:#59636e}.diff-scroll{overflow-x:auto}
-.diff-table{border-collapse:collapse;width:100%;font:12px/1.5 ui-monospace,SFMono-Regular,Menlo,monospace}
-.diff-table td{padding:0 .5rem;vertical-align:top}.diff-code{white-space:pre;width:100%}
-.diff-num{color:#59636e;text-align:right;user-select:none;width:1%;min-width:2rem;white-space:nowrap}
-.diff-add{background:#dafbe1}.diff-del{background:#ffebe9}.diff-hunk{background:#ddf4ff;color:#59636e}.diff-eol{color:#59636e;font-style:italic}
-@media (prefers-color-scheme:dark){.diff-plus{color:#3fb950}.diff-minus{color:#f85149}.diff-status,.diff-num,.diff-note,.diff-eol{color:#9198a1}
-.diff-file,.diff-file-head,.diff-status{border-color:#3d444d}.diff-file-head{background:#151b23}
-.diff-add{background:#12261e}.diff-del{background:#25171c}.diff-hunk{background:#121d2f;color:#9198a1}}`;

@@ -9,20 +9,11 @@ import { randomBase62 } from '../ids.ts';
 import { hashKey, isWellFormedKey } from '../keys/format.ts';
 import type { Principal } from '../keys/service.ts';
 
-/** The cookie that holds the session id. */
-export const SESSION_COOKIE = 'errand_session';
-
 /**
- * The session id in a Cookie header, if any. Other pages (the review page) can read the
- * session with it and readSession to tell signed-in users apart.
+ * The cookie that holds the session id (read and written through @fastify/cookie). Other pages
+ * (the review page) read the session with it and readSession to tell signed-in users apart.
  */
-export function sessionIdFrom(cookieHeader: string | undefined): string | undefined {
-  for (const part of (cookieHeader ?? '').split(';')) {
-    const [name, ...rest] = part.trim().split('=');
-    if (name === SESSION_COOKIE) return rest.join('=');
-  }
-  return undefined;
-}
+export const SESSION_COOKIE = 'errand_session';
 
 /** A session ends after this long without a request... */
 export const SESSION_IDLE_SECONDS = 12 * 60 * 60;

@@ -11,7 +11,7 @@ import {
 import type { Principal } from '../keys/service.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, type SafeHtml } from './html.ts';
-import { notice, page, when } from './pages.ts';
+import { notice, page, when } from './layout.ts';
 
 /** What an endpoint form shows: typed values again after a refusal. */
 export interface WebhookForm {

@@ -5,7 +5,10 @@ import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json = ColumnType<unknown, string | undefined, string>;
 
-export type JobStatus = 'active' | 'completed' | 'failed' | 'archived';
+import type { JOB_STATUSES } from '../client/words.ts';
+
+/** A job's status: one of the one list of them (client/words.ts). */
+export type JobStatus = (typeof JOB_STATUSES)[number];
 export type TurnState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 
 export interface ProjectsTable {

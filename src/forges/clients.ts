@@ -2,6 +2,7 @@
 // process's settings and metrics, so a turn asks for its project's client instead of building
 // one, and a client (with a GitHub App's installation token) serves every turn of the project
 // until the project's forge settings change.
+import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import type { Metrics } from '../metrics/metrics.ts';
@@ -13,13 +14,13 @@ export type ProjectForgeClient =
   | { kind: ForgeKind; provider: ForgeProvider; client: ForgeClient; credentials: ForgeCredentials }
   | { kind: ForgeKind; provider: undefined; client: undefined; credentials: undefined };
 
-/** Clients kept at most; past it the least recently made goes (a project's next turn remakes it). */
+/** Clients kept at most; past it the least recently used goes (a project's next turn remakes it). */
 const MAX_CLIENTS = 256;
 
 export class Forges {
   readonly #config: Config;
   readonly #metrics: Metrics;
-  readonly #clients = new Map<string, ProjectForgeClient>();
+  readonly #clients = new LRUCache<string, ProjectForgeClient>({ max: MAX_CLIENTS });
 
   constructor(config: Config, metrics: Metrics) {
     this.#config = config;
@@ -63,10 +64,6 @@ export class Forges {
       fetch: this.#metrics.forgeFetch(forge.kind),
     });
     const made: ProjectForgeClient = { kind: forge.kind, provider, client, credentials };
-    if (this.#clients.size >= MAX_CLIENTS) {
-      const oldest = this.#clients.keys().next();
-      if (!oldest.done) this.#clients.delete(oldest.value);
-    }
     this.#clients.set(key, made);
     return made;
   }

@@ -4,7 +4,9 @@
 // `readForgeRepository` and `retryAfterSeconds` are plain functions any provider may reuse.
 
 import type { z } from 'zod';
-import { parseRepositoryUrl } from '../workspace/url.ts';
+import { parseRepositoryUrl } from '../repository/url.ts';
+import { parseRetryAfter } from '../retry-after.ts';
+import { secretScrubber } from '../secrets/scrub.ts';
 import { ForgeError, type ForgeKind } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -124,13 +126,10 @@ export function normalizeApiUrl(
 
 const MAX_WAIT_SECONDS = 24 * 60 * 60;
 
-/** `Retry-After` in seconds, given as delay-seconds or an HTTP date; undefined when absent. */
+/** `Retry-After` in seconds, at most a day; undefined when absent. */
 export function retryAfterSeconds(headers: Headers, now: number = Date.now()): number | undefined {
-  const value = headers.get('retry-after')?.trim();
-  if (!value) return undefined;
-  if (/^\d+$/.test(value)) return clampWait(Number(value));
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : clampWait(Math.ceil((date - now) / 1000));
+  const seconds = parseRetryAfter(headers.get('retry-after'), now);
+  return seconds === undefined ? undefined : clampWait(seconds);
 }
 
 /**
@@ -210,14 +209,11 @@ const MAX_DETAIL = 300;
 export function createForgeHttp(options: ForgeHttpOptions): ForgeHttp {
   const { forge, name } = options;
   // Longest first, so a header value is replaced whole before the token inside it.
-  const secrets = [...options.secrets, ...Object.values(options.headers)]
-    .filter((s) => s.length >= 4)
-    .sort((a, b) => b.length - a.length);
+  const scrub = secretScrubber([...options.secrets, ...Object.values(options.headers)], {
+    minLength: 4,
+  });
   const origin = options.apiUrl.origin;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-
-  const scrub = (text: string): string =>
-    secrets.reduce((out, secret) => out.split(secret).join('[redacted]'), text);
 
   async function request<T>(spec: ForgeRequest<T>): Promise<ForgeResponse<T>> {
     const url = new URL(`${options.apiUrl.pathname}${spec.path}`, options.apiUrl);

@@ -4,7 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { validateRepositoryUrl } from '../workspace/url.ts';
+import { validateRepositoryUrl } from '../repository/url.ts';
 import { parseRepository } from './github/repository.ts';
 import { readForgeRepository } from './http.ts';
 import { inferForgeKind } from './registry.ts';

@@ -3,8 +3,8 @@
 // else is a plain git remote, reviewed on Errand's own review page.
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
+import { parseRepositoryUrl } from '../repository/url.ts';
 import { open } from '../secrets/box.ts';
-import { parseRepositoryUrl } from '../workspace/url.ts';
 import * as gitea from './gitea/index.ts';
 import * as github from './github/index.ts';
 import * as gitlab from './gitlab/index.ts';

@@ -4,7 +4,7 @@
 // by id in ./registry.ts; a plain git remote (`git`) has no provider and is reviewed on
 // Errand's own review page.
 import { ExternalError } from '../errors.ts';
-import type { GitAuth } from '../workspace/types.ts';
+import type { GitAuth } from '../repository/auth.ts';
 
 export type ForgeKind = 'github' | 'gitlab' | 'gitea' | 'git';
 

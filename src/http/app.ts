@@ -1,7 +1,8 @@
 // The HTTP API: Fastify with one error mapping, authentication hooks and one file per route.
-import Fastify, { type FastifyInstance } from 'fastify';
+// What the entry serves beside the API (the dashboard and its review page) comes in as plugins,
+// so this layer knows nothing of them.
+import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
-import { registerDashboard } from '../dashboard/routes.ts';
 import { AppError } from '../errors.ts';
 import { EventStreams } from '../events/streams.ts';
 import { randomBase62 } from '../ids.ts';
@@ -22,11 +23,19 @@ import { registerGetJob } from './routes/get-job.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerListEvents } from './routes/list-events.ts';
 import { registerListJobs } from './routes/list-jobs.ts';
-import { registerReview } from './routes/review.ts';
 import { registerSendMessage } from './routes/send-message.ts';
 import { serializerCompiler, validatorCompiler } from './schemas.ts';
 
-export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+/**
+ * A part of the service served beside the API, registered in a scope of its own: it gets the
+ * context and the app's live event streams, and the app's error mapping for what it throws.
+ */
+export type AppPlugin = FastifyPluginAsync<{ ctx: AppContext; streams: EventStreams }>;
+
+export async function buildApp(
+  ctx: AppContext,
+  plugins: readonly AppPlugin[] = [],
+): Promise<FastifyInstance> {
   const requestPrefix = randomBase62(10);
   let nextRequest = 0;
   // A random prefix per process and a counter: unique, and no CSPRNG call per request.
@@ -95,7 +104,8 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
   await registerHealth(app, ctx);
   registerMetricsRoute(app, ctx.config, ctx.metrics);
   registerGetJob(app, new AuthorizedJobReader(ctx, keys));
-  registerReview(app, ctx);
+  // Here, not after the API's routes: the review page keeps its place in the OpenAPI document.
+  for (const plugin of plugins) await app.register(plugin, { ctx, streams });
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireProject(ctx, keys));
     registerCreateJob(scope, ctx);
@@ -111,6 +121,5 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     registerAdminWebhookRoutes(scope, ctx);
   });
   await registerDocs(app);
-  if (ctx.config.dashboard) await registerDashboard(app, ctx, streams);
   return app;
 }

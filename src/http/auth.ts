@@ -1,5 +1,6 @@
 // Authentication and project access for every /v2 route. Runs at onRequest, before the body
-// is read, so an unauthenticated caller learns nothing about the body's validity.
+// is read, so an unauthenticated caller learns nothing about the body's validity. The order of
+// refusals, 401, then 403, then 404, is keys/access.ts's.
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { ReadBatcher } from '../db/batch.ts';
@@ -7,6 +8,7 @@ import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from '../jobs/record.ts';
+import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
 import type { KeyChecker, Principal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
 import { databaseUnavailable } from './errors.ts';
@@ -20,11 +22,7 @@ declare module 'fastify' {
 
 export function requireAdmin(keys: KeyChecker) {
   return async (request: FastifyRequest): Promise<void> => {
-    const principal = await keys.check(request.headers.authorization);
-    if (principal.projectId !== null) {
-      throw new AppError('forbidden', 'this route needs an admin key; this is a project key');
-    }
-    request.principal = principal;
+    request.principal = requireAdminKey(await keys.check(request.headers.authorization), 'route');
   };
 }
 
@@ -40,10 +38,7 @@ function authorize(keys: KeyChecker, row: KeyColumns | undefined, projectId: str
   const principal = keys.principalOf(
     row && { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at },
   );
-  if (principal.projectId !== null && principal.projectId !== projectId) {
-    throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
-  }
-  return principal;
+  return requireProjectAccess(principal, projectId);
 }
 
 interface KeyAndProjectRow extends Omit<ProjectRow, 'id'>, KeyColumns {

@@ -3,18 +3,14 @@
 // Swagger UI. Its scripts and styles are served from the package (no CDN, works offline),
 // under a CSP that allows only this server's own scripts. Neither needs a key.
 
-import { readFileSync } from 'node:fs';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { errandVersion } from '../version.ts';
 
 /** The document as the generator hands it over (an OpenAPI 3.x object). */
 type OpenApiObject = ReturnType<typeof jsonSchemaTransformObject>;
-
-const { version } = JSON.parse(
-  readFileSync(new URL('../../package.json', import.meta.url), 'utf8'),
-) as { version: string };
 
 /**
  * Swagger UI sets styles on elements from its script, so styles need 'unsafe-inline'; scripts
@@ -88,7 +84,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       openapi: '3.1.0',
       info: {
         title: 'Errand',
-        version,
+        version: errandVersion(),
         description:
           'Background AI agent jobs on git repositories that end in pull requests. The job API is compatible with the Agent Job Service v2 interface; errors are {"error", "code", "requestId"}.',
       },

@@ -1,6 +1,6 @@
 // Idempotency keys: the header's two forms and what is refused, the fingerprint's canonical
 // JSON, and on a real database the claim (replay, reuse, other project, expiry), a claim that
-// rolls back, the purge the workers' sweep runs, and the 409 while another transaction holds the
+// rolls back, the purge the workers' upkeep runs, and the 409 while another transaction holds the
 // key.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -10,8 +10,7 @@ import { testEnv } from '../../test/support/service.ts';
 import { loadConfig } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../errors.ts';
-import { sweep } from '../queue/worker.ts';
-import { type RunningService, startService } from '../service.ts';
+import { type RunningService, runUpkeep, startService } from '../service.ts';
 import {
   canonicalJson,
   claimKey,
@@ -232,7 +231,7 @@ describe('idempotency keys', () => {
     assert.deepEqual(row, { body: '{"id":"new"}', fingerprint: other.fingerprint, fresh: true });
   });
 
-  test("expired keys are purged, by the workers' sweep too; live ones stay", async () => {
+  test("expired keys are purged, by the workers' upkeep too; live ones stay", async () => {
     for (const key of ['k-purge-1', 'k-purge-2', 'k-purge-3', 'k-live'])
       await claimAndSave(db, keyed(key, { key }), '{}');
     await sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key IN ('k-purge-1', 'k-purge-2')`.execute(
@@ -243,7 +242,7 @@ describe('idempotency keys', () => {
     await sql`UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'k-purge-3'`.execute(
       db,
     );
-    await sweep(svc.ctx);
+    await runUpkeep(svc.ctx);
     const keys = (await rowsOf(db)).map((r) => r.split(' ')[1]);
     assert.ok(keys.includes('k-live'));
     for (const gone of ['k-purge-1', 'k-purge-2', 'k-purge-3'])

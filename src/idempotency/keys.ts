@@ -182,7 +182,10 @@ export async function saveResponse(
   if (!saved) throw new Error('an unexpired idempotency key was saved again under its claim');
 }
 
-/** Deletes the keys older than their lifetime; returns how many. Workers run it periodically. */
+/**
+ * Deletes the keys older than their lifetime; returns how many. The processes that run workers
+ * call it periodically (service.ts).
+ */
 export async function purgeExpiredKeys(db: Db): Promise<number> {
   const result = await db
     .deleteFrom('idempotency_keys')

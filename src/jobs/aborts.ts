@@ -14,6 +14,11 @@ export class TurnAborts {
     if (this.#running.get(jobId) === controller) this.#running.delete(jobId);
   }
 
+  /** Whether a turn of the job runs in this process now. */
+  running(jobId: string): boolean {
+    return this.#running.has(jobId);
+  }
+
   abort(jobId: string, reason: string): void {
     this.#running.get(jobId)?.abort(new Error(reason));
   }

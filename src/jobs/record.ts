@@ -1,7 +1,7 @@
 // The job record as the API returns it: every field of the seed interface, always present,
 // null where there is no value, dates in ISO 8601 UTC; Errand's own fields after them.
 import type { JobRow, JobStatus } from '../db/schema.ts';
-import { repositoryAsUrl } from '../workspace/url.ts';
+import { repositoryAsUrl } from '../repository/url.ts';
 
 export interface JobRecord {
   id: string;

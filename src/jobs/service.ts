@@ -3,7 +3,6 @@
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
-import { DEFAULT_MODEL_ID } from '../agent/models.ts';
 import type { AppContext } from '../context.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -15,15 +14,9 @@ import {
 } from '../idempotency/keys.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
-import {
-  acceptTurns,
-  createJobBatched,
-  insertJobs,
-  inTransition,
-  type NewJobRow,
-  recordStatus,
-} from './lifecycle.ts';
+import { acceptTurns, createJobBatched, insertJobs, type NewJobRow } from './create.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
+import { inTransition, recordStatus } from './transaction.ts';
 
 export interface Accepted {
   job: JobView;
@@ -43,15 +36,13 @@ function stored(status: number, job: JobView): StoredResponse {
   return { status, body: JSON.stringify(toJobRecord(job)) };
 }
 
-export const JOB_STATUSES: readonly JobStatus[] = ['active', 'completed', 'failed', 'archived'];
-
 /**
- * The model a job of this project runs on. A model that cannot be resolved (unknown provider,
- * missing key) is refused here, with what to set, rather than failing the job later.
+ * The model a new job runs on: the one asked for, else the project's, else the server's. A
+ * model that cannot be resolved (unknown provider, missing key) is refused here, with what to
+ * set, rather than failing the job later.
  */
-/** The model a new job runs on: the one asked for, else the project's, else the server's. */
 export function modelFor(ctx: AppContext, project: ProjectRow, asked?: string): string {
-  const model = asked ?? project.model ?? ctx.config.defaultModel ?? DEFAULT_MODEL_ID;
+  const model = asked ?? project.model ?? ctx.models.defaultId;
   const check = ctx.models.check(model);
   if (!check.ok) throw new AppError('model_unavailable', check.message);
   return model;

@@ -1,8 +1,12 @@
-// Lets other modules (the live stream, webhooks, the dashboard) follow the job lifecycle
-// without touching the queue or the agent: each transition is announced once, after its
-// transaction has committed, to every subscriber in this process. A rolled-back transition
-// is never announced.
-import type { JobStatus } from '../db/schema.ts';
+// How other modules follow the job lifecycle without the core knowing them: the core records
+// each transition and calls whoever registered here, never the other way round. A hook runs
+// inside the transaction that wrote the events (the webhook outbox writes its deliveries
+// there, so they commit exactly with their event); a subscriber hears each transition once,
+// after its transaction has committed (the worker's janitor deletes an archived job's clone).
+// A rolled-back transition is never announced. The live stream hears of events through the
+// database instead (events/notifications.ts), since their writer may be another process.
+import type { Transaction } from 'kysely';
+import type { Database, JobStatus } from '../db/schema.ts';
 import type { Logger } from '../log.ts';
 
 export type TransitionType =
@@ -30,8 +34,30 @@ export interface Transition {
 
 export type TransitionListener = (transition: Transition) => void | Promise<void>;
 
+/** An event as its insert returned it, in the transaction that recorded it. */
+export interface RecordedEvent {
+  jobId: string;
+  seq: string | number;
+  turn: number | null;
+  type: string;
+  data: Record<string, unknown>;
+  at: Date;
+}
+
+/**
+ * Work that must commit, or roll back, with the events that ask for it (the webhook outbox's
+ * deliveries). It sees every event written by a transition, and the progress events of the
+ * types it `wants`; it may write in `trx`, and a failure undoes the whole transition.
+ */
+export interface TransitionHook {
+  /** Whether a running turn's progress event of this type needs the hook (a transaction). */
+  wants(type: string): boolean;
+  run(trx: Transaction<Database>, events: readonly RecordedEvent[]): Promise<void>;
+}
+
 export class Transitions {
   readonly #listeners = new Set<TransitionListener>();
+  readonly #hooks = new Set<TransitionHook>();
   readonly #log: Logger;
 
   constructor(log: Logger) {
@@ -47,6 +73,30 @@ export class Transitions {
     return () => {
       this.#listeners.delete(own);
     };
+  }
+
+  /**
+   * Runs `hook` in the transaction of every transition from now on (registered where the
+   * service is assembled); the returned function removes it.
+   */
+  hook(hook: TransitionHook): () => void {
+    const own: TransitionHook = { wants: (type) => hook.wants(type), run: hook.run.bind(hook) };
+    this.#hooks.add(own);
+    return () => {
+      this.#hooks.delete(own);
+    };
+  }
+
+  /** Whether a progress event of this type must be written with the hooks, in a transaction. */
+  hooked(type: string): boolean {
+    for (const hook of this.#hooks) if (hook.wants(type)) return true;
+    return false;
+  }
+
+  /** Runs the hooks, in the order they were registered, on the events `trx` has just written. */
+  async runHooks(trx: Transaction<Database>, events: readonly RecordedEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    for (const hook of this.#hooks) await hook.run(trx, events);
   }
 
   /**

@@ -3,6 +3,7 @@
 // service's message and code and can correct itself.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ErrandError, type Job } from '../client/index.ts';
+import { statusSentence } from '../client/words.ts';
 
 /** A tool's input the model got wrong in a way the schema cannot express (no project). */
 export class ToolInputError extends Error {
@@ -45,18 +46,16 @@ export async function attempt(body: () => Promise<CallToolResult>): Promise<Call
   }
 }
 
-/** One sentence on where the job stands and what the model can do next. */
+/** Where the job stands (the client's words) and what the model can do next. */
 export function describeJob(job: Job): string {
+  const where = statusSentence(job);
   switch (job.status) {
     case 'active':
-      return `Job ${job.id} is active: the agent is working on turn ${job.turns} (or it is queued). Call wait_for_job to wait for it to finish.`;
-    case 'completed':
-      return job.prLink
-        ? `Job ${job.id} is completed; its pull request is ${job.prLink}`
-        : `Job ${job.id} is completed without a pull request (the agent changed no files).`;
+      return `${where} Call wait_for_job to wait for it to finish.`;
     case 'failed':
-      return `Job ${job.id} failed: ${job.error ?? 'no reason recorded'}. A send_message makes it active again to retry or change course.`;
+      return `${where} A send_message makes it active again to retry or change course.`;
+    case 'completed':
     case 'archived':
-      return `Job ${job.id} is archived: it is closed for good and takes no more messages.${job.prLink ? ` Its pull request was ${job.prLink}` : ''}`;
+      return where;
   }
 }

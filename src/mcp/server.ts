@@ -2,11 +2,11 @@
 // start and follow Errand jobs. A client of the job API through the typed client, like any
 // other: it holds no state and reaches the service only at ERRAND_URL. stdout carries the
 // protocol and nothing else; anything for a human goes to stderr.
-import { readFile } from 'node:fs/promises';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ErrandClient } from '../client/index.ts';
 import type { Config } from '../config.ts';
+import { errandVersion } from '../version.ts';
 import type { ToolContext } from './tool.ts';
 import { registerArchiveJob } from './tools/archive-job.ts';
 import { registerCreateJob } from './tools/create-job.ts';
@@ -26,22 +26,9 @@ const TOOLS = [
 
 const INSTRUCTIONS = `Errand runs an AI coding agent on a project's git repository in the background and opens a pull request with its changes. Start work with create_job, wait for it with wait_for_job, and give the user the pull request's URL (prLink) when the job is completed. Follow-up instructions on the same work go to send_message on the same job.`;
 
-async function version(): Promise<string> {
-  try {
-    const text = await readFile(new URL('../../package.json', import.meta.url), 'utf8');
-    const parsed: unknown = JSON.parse(text);
-    if (typeof parsed === 'object' && parsed !== null && 'version' in parsed) {
-      return String(parsed.version);
-    }
-  } catch {
-    // The version is only informative.
-  }
-  return '0.0.0';
-}
-
 export async function createMcpServer(ctx: ToolContext): Promise<McpServer> {
   const server = new McpServer(
-    { name: 'errand', title: 'Errand', version: await version() },
+    { name: 'errand', title: 'Errand', version: errandVersion() },
     { instructions: INSTRUCTIONS },
   );
   for (const register of TOOLS) register(server, ctx);

@@ -1,30 +1,20 @@
 // The gauges read from the database at scrape time: jobs by status and the turn queue. A
 // database that is down or slow sets errand_database_up to 0 and keeps the last readings out.
-import { sql } from 'kysely';
+import { JOB_STATUSES } from '../client/words.ts';
 import type { Db } from '../db/database.ts';
-import type { JobStatus } from '../db/schema.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
+import { jobCountsByStatus, queuedTurns } from '../jobs/states.ts';
 import type { Metrics, Sampler } from './metrics.ts';
-
-const STATUSES: readonly JobStatus[] = ['active', 'completed', 'failed', 'archived'];
 
 export function databaseSampler(db: Db, metrics: Metrics): Sampler {
   return async () => {
     try {
-      const [jobs, queue] = await Promise.all([
-        sql<{ status: JobStatus; n: string }>`
-          SELECT status, count(*) AS n FROM jobs GROUP BY status`.execute(db),
-        // turns_open is a partial index on exactly these rows.
-        sql<{ n: string; oldest: number | null }>`
-          SELECT count(*) AS n, extract(epoch FROM now() - min(created_at))::float8 AS oldest
-          FROM turns WHERE state = 'queued'`.execute(db),
-      ]);
+      const [jobs, queued] = await Promise.all([jobCountsByStatus(db), queuedTurns(db)]);
       metrics.jobs.reset();
-      for (const status of STATUSES) metrics.jobs.set({ status }, 0);
-      for (const row of jobs.rows) metrics.jobs.set({ status: row.status }, Number(row.n));
-      const q = queue.rows[0];
-      metrics.queuedTurns.set(Number(q?.n ?? 0));
-      metrics.oldestQueuedSeconds.set(Math.max(0, q?.oldest ?? 0));
+      for (const status of JOB_STATUSES) metrics.jobs.set({ status }, 0);
+      for (const [status, n] of jobs) metrics.jobs.set({ status }, n);
+      metrics.queuedTurns.set(queued.count);
+      metrics.oldestQueuedSeconds.set(queued.oldestSeconds);
       metrics.databaseUp.set(1);
     } catch (err) {
       // A database that cannot be reached is the reading (Prometheus alerts on

@@ -7,8 +7,8 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
-import { errors } from '../http/schemas.ts';
 import type { Logger } from '../log.ts';
+import { errors } from '../responses.ts';
 import type { Metrics } from './metrics.ts';
 
 /** Whether an Authorization header carries the metrics token (compared in constant time). */

@@ -3,7 +3,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type RepositoryKind, validateRepositoryUrl } from '../workspace/url.ts';
+import { type RepositoryKind, validateRepositoryUrl } from '../repository/url.ts';
 
 export type RepositoryCheck =
   | { ok: true; kind: RepositoryKind; localPath?: string }

@@ -9,9 +9,9 @@ import { projectForge } from '../forges/registry.ts';
 import { forgeTokenEnvRefusal } from '../forges/token-env.ts';
 import type { ForgeCredentials, ForgeKind } from '../forges/types.ts';
 import { isId, newId } from '../ids.ts';
+import { validateRepositoryUrl } from '../repository/url.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from '../sandbox/sandbox.ts';
 import { seal } from '../secrets/box.ts';
-import { validateRepositoryUrl } from '../workspace/url.ts';
 import { checkRepository, localRepositoryExists } from './repository.ts';
 
 export interface ProjectRecord {

@@ -7,7 +7,6 @@
 import { sql } from 'kysely';
 import type { AppContext } from '../context.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
-import { purgeExpiredKeys } from '../idempotency/keys.ts';
 import {
   failOrphan,
   failTurn,
@@ -19,10 +18,8 @@ import {
   turnContext,
 } from '../jobs/lifecycle.ts';
 import { TurnFailedError, type TurnRunner } from '../jobs/runner.ts';
+import { jobStatus } from '../jobs/states.ts';
 import type { TurnOutcome } from '../metrics/metrics.ts';
-import { pruneCounters } from '../ratelimit/ratelimit.ts';
-import { workspaceConfig } from '../turns/pipeline.ts';
-import { startJanitor } from '../workspace/index.ts';
 import { TURN_QUEUE, type TurnEntry } from './queue.ts';
 import { TurnReport } from './turn-report.ts';
 
@@ -30,28 +27,28 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
+export interface WorkerOptions {
+  /**
+   * Told when this worker is done with a turn, however it ended (the workspace janitor then
+   * deletes the clone of a job archived meanwhile).
+   */
+  turnEnded?: (jobId: string) => void;
+}
+
 const SWEEP_INTERVAL_MS = 10_000;
 const MAX_RETRY_AFTER_SECONDS = 300;
 
-export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<Worker> {
-  // Deletes this machine's clones of archived and idle jobs, and keeps its mirrors in bounds.
-  const janitor = startJanitor({
-    workspace: workspaceConfig(ctx.config),
-    db: ctx.db,
-    log: ctx.log,
-    settings: ctx.config.workspace,
-  });
-  const working = ctx.queue.work(ctx.config.concurrency, async (entry) => {
+export async function startWorker(
+  ctx: AppContext,
+  runner: TurnRunner,
+  opts: WorkerOptions = {},
+): Promise<Worker> {
+  await ctx.queue.work(ctx.config.concurrency, async (entry) => {
     try {
       await handleTurn(ctx, runner, entry);
     } finally {
-      // A turn stopped by an archive leaves a clone nobody needs: it goes now, not later.
-      janitor.turnEnded(entry.data.jobId);
+      opts.turnEnded?.(entry.data.jobId);
     }
-  });
-  await working.catch(async (err: unknown) => {
-    await janitor.stop();
-    throw err;
   });
   let sweeping = Promise.resolve();
   const timer = setInterval(() => {
@@ -65,7 +62,6 @@ export async function startWorker(ctx: AppContext, runner: TurnRunner): Promise<
       ctx.aborts.abortAll('the worker is shutting down');
       await ctx.queue.stopWork();
       await sweeping;
-      await janitor.stop();
     },
   };
 }
@@ -138,12 +134,8 @@ async function settleFailure(
 ): Promise<Exclude<TurnOutcome, 'done' | 'interrupted'>> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
-  const job = await ctx.db
-    .selectFrom('jobs')
-    .select('status')
-    .where('id', '=', jobId)
-    .executeTakeFirst();
-  if (!job || job.status === 'archived') return 'archived';
+  const status = await jobStatus(ctx.db, jobId);
+  if (status === undefined || status === 'archived') return 'archived';
   if (signal.aborted) {
     // Shutdown or a lost claim: the queue gives the turn to another worker.
     log.warn({ reason: errorMessage(signal.reason) }, 'turn interrupted');
@@ -206,6 +198,4 @@ export async function sweep(ctx: AppContext): Promise<void> {
       await ctx.queue.remove(orphan.queue_id);
     }
   }
-  await pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds * 2);
-  await purgeExpiredKeys(ctx.db);
 }

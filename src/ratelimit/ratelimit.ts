@@ -91,10 +91,13 @@ export async function consumeAll(
   );
 }
 
-/** Removes counters of windows that ended long ago. */
-export async function pruneCounters(db: Db, olderThanSeconds: number): Promise<void> {
+/**
+ * Removes the counters of windows that ended a whole window ago or more (none can count again).
+ * The processes that run workers call it periodically (service.ts).
+ */
+export async function pruneCounters(db: Db, windowSeconds: number): Promise<void> {
   await db
     .deleteFrom('rate_limits')
-    .where('window_start', '<', new Date(Date.now() - olderThanSeconds * 1000))
+    .where('window_start', '<', new Date(Date.now() - windowSeconds * 2 * 1000))
     .execute();
 }

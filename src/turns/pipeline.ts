@@ -7,7 +7,6 @@ import type { ModelMessage } from 'ai';
 import { BudgetExceededError, ModelError, runAgentTurn } from '../agent/loop.ts';
 import type { ModelRegistry } from '../agent/models.ts';
 import { buildSystemPrompt, readRepoInstructions, type SetupNote } from '../agent/prompt.ts';
-import { scrubSecrets } from '../agent/scrub.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
@@ -24,8 +23,10 @@ import {
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { projectCommandLimits } from '../projects/service.ts';
+import type { GitAuth } from '../repository/auth.ts';
 import { runSandboxed, type SandboxLimits, sandboxStatus } from '../sandbox/sandbox.ts';
-import { GitError, headerSecrets } from '../workspace/errors.ts';
+import { headerSecrets, scrubSecrets } from '../secrets/scrub.ts';
+import { GitError } from '../workspace/errors.ts';
 import { gitOut } from '../workspace/git.ts';
 import {
   type Checkout,
@@ -38,7 +39,6 @@ import {
   type WorkspaceConfig,
   withJobLock,
 } from '../workspace/index.ts';
-import type { GitAuth } from '../workspace/types.ts';
 
 export interface TurnPipelineDeps {
   config: Config;

@@ -14,9 +14,11 @@ import {
   testConfig,
   writeFiles,
 } from '../../test/support/git.ts';
-import { jobDir, mirrorDir, prepareCheckout, removeCheckout } from './checkout.ts';
+import { prepareCheckout } from './checkout.ts';
 import { commitAll } from './commit.ts';
+import { removeCheckout } from './discard.ts';
 import { GitError } from './errors.ts';
+import { jobDir, mirrorDir } from './layout.ts';
 import { withLocalLock } from './lock.ts';
 import { pushBranch } from './push.ts';
 import type { PrepareInput, WorkspaceConfig } from './types.ts';

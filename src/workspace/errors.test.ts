@@ -1,13 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ExternalError } from '../errors.ts';
-import {
-  classifyGitFailure,
-  GitError,
-  headerSecrets,
-  makeScrubber,
-  stderrSummary,
-} from './errors.ts';
+import { headerSecrets } from '../secrets/scrub.ts';
+import { classifyGitFailure, GitError, makeScrubber, stderrSummary } from './errors.ts';
 
 // Real stderr texts of git 2.39 (and ssh) for each kind of failure.
 const STDERR: ReadonlyArray<readonly [string, string, boolean]> = [

@@ -2,7 +2,8 @@
 // repository, whether retrying can help. Credentials are scrubbed before text leaves here.
 
 import { ExternalError } from '../errors.ts';
-import type { GitAuth } from './types.ts';
+import type { GitAuth } from '../repository/auth.ts';
+import { headerSecrets, maskCredentials, secretScrubber } from '../secrets/scrub.ts';
 
 export type GitErrorCode =
   | 'invalid_input'
@@ -112,38 +113,14 @@ export function classifyGitFailure(stderr: string): Classification {
   return { code: 'failed', transient: false, explanation: 'git failed' };
 }
 
-/**
- * Every form in which the secret of an HTTP header line can show up in text: the whole line,
- * its value (`Basic …`), the bare credential after the scheme (the base64), and for Basic the
- * decoded `user:password` and the password. Longest first, so that scrubbing in this order
- * never leaves part of a longer form behind.
- */
-export function headerSecrets(header: string): string[] {
-  const forms = new Set<string>([header.trim()]);
-  const colon = header.indexOf(':');
-  const value = colon === -1 ? '' : header.slice(colon + 1).trim();
-  forms.add(value);
-  const [scheme, credential] = /^(\S+)\s+(\S.*)$/.exec(value)?.slice(1) ?? [];
-  if (credential) forms.add(credential);
-  if (credential && scheme?.toLowerCase() === 'basic') {
-    const decoded = Buffer.from(credential, 'base64').toString('utf8');
-    forms.add(decoded);
-    const separator = decoded.indexOf(':');
-    if (separator !== -1) forms.add(decoded.slice(separator + 1));
-  }
-  return [...forms].filter((form) => form.length >= 4).sort((a, b) => b.length - a.length);
-}
-
 /** Returns a function that removes every form of the credentials in `auth` from a text. */
 export function makeScrubber(auth: GitAuth | undefined): (text: string) => string {
-  const ordered = auth ? headerSecrets(auth.header) : [];
-  return (text) => {
-    let out = text;
-    for (const secret of ordered) out = out.split(secret).join('***');
-    // Whatever else git might echo: user info in URLs and header lines.
-    out = out.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)[^/\s@]*@/gi, '$1***@');
-    return out.replace(/\b((?:Proxy-)?Authorization|Cookie):[^\r\n]*/gi, '$1: ***');
-  };
+  const known = secretScrubber(auth ? headerSecrets(auth.header) : [], {
+    mask: '***',
+    minLength: 4,
+  });
+  // Whatever else git might echo: user info in URLs and header lines.
+  return (text) => maskCredentials(known(text), '***');
 }
 
 /** The useful end of git's stderr: its last error lines, without progress noise. */

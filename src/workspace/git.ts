@@ -4,8 +4,9 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import type { GitAuth } from '../repository/auth.ts';
 import { abortError, classifyGitFailure, GitError, makeScrubber, stderrSummary } from './errors.ts';
-import type { GitAuth, WorkspaceConfig } from './types.ts';
+import type { WorkspaceConfig } from './types.ts';
 
 export interface GitRunOptions {
   cwd?: string;

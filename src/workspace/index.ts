@@ -2,15 +2,11 @@
 // hardened against hostile repositories and credentials kept out of argv, URLs and disk, and
 // the janitor that deletes what jobs no longer need.
 
-export {
-  checkRemote,
-  prepareCheckout,
-  removeCheckout,
-  tryJobLock,
-  withJobLock,
-} from './checkout.ts';
+export { checkRemote, prepareCheckout } from './checkout.ts';
 export { changedFiles, commitAll, type Diff, diffAgainst } from './commit.ts';
+export { removeCheckout } from './discard.ts';
 export { GitError, type GitErrorCode, isAbortError } from './errors.ts';
+export { tryJobLock, withJobLock } from './lock.ts';
 export { pushBranch } from './push.ts';
 export {
   type Janitor,
@@ -23,16 +19,9 @@ export type {
   ChangedFile,
   Checkout,
   FileChange,
-  GitAuth,
   GitIdentity,
   JobLease,
   PrepareInput,
   SpawnInfo,
   WorkspaceConfig,
 } from './types.ts';
-export {
-  displayUrl,
-  type RepositoryKind,
-  type UrlCheck,
-  validateRepositoryUrl,
-} from './url.ts';

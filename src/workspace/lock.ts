@@ -2,8 +2,13 @@
 // shared lock file (src/lock.ts: O_EXCL create, heartbeat, stale detection) between processes
 // that share the data dir. The `try` forms never wait: the janitor skips whatever a turn is using.
 
+import { mkdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { acquireFileLock, type FileLockOptions, LockWaitError } from '../lock.ts';
 import { abortError, GitError } from './errors.ts';
+import { jobDir } from './layout.ts';
+import { checkId } from './refs.ts';
+import type { JobLease, WorkspaceConfig } from './types.ts';
 
 const tails = new Map<string, Promise<void>>();
 
@@ -33,7 +38,7 @@ export async function withLocalLock<T>(
 }
 
 /** Runs `fn` if no caller in this process holds or waits for `key`; otherwise returns BUSY. */
-export function tryLocalLock<T>(key: string, fn: () => Promise<T>): Promise<T | typeof BUSY> {
+function tryLocalLock<T>(key: string, fn: () => Promise<T>): Promise<T | typeof BUSY> {
   // withLocalLock claims the key synchronously, so nothing can slip in after this check.
   if (tails.has(key)) return Promise.resolve(BUSY);
   return withLocalLock(key, fn);
@@ -92,7 +97,7 @@ export async function withFileLock<T>(
 }
 
 /** Runs `fn` holding the lock file at `path` if it is free (or stale); otherwise returns BUSY. */
-export async function tryFileLock<T>(
+async function tryFileLock<T>(
   path: string,
   fn: () => Promise<T>,
   opts: FileLockOptions = {},
@@ -104,4 +109,71 @@ export async function tryFileLock<T>(
   } finally {
     await release();
   }
+}
+
+// Leases handed out by withJobLock and not yet released: prepareCheckout trusts only these.
+const heldLeases = new WeakSet<JobLease>();
+
+/**
+ * Holds a job's clone while `fn` runs: the turn holds it from prepare to push, the janitor
+ * deletes a clone only while holding it. Pass the lease to prepareCheckout.
+ */
+export async function withJobLock<T>(
+  cfg: WorkspaceConfig,
+  jobId: string,
+  fn: (lease: JobLease) => Promise<T>,
+  signal?: AbortSignal,
+): Promise<T> {
+  checkId('jobId', jobId);
+  const dir = jobDir(cfg, jobId);
+  await mkdir(dirname(dir), { recursive: true });
+  return withLocalLock(
+    dir,
+    () => withFileLock(`${dir}.lock`, () => withLease(jobId, fn), signal ? { signal } : {}),
+    signal,
+  );
+}
+
+/** Runs `fn` under the job's lock if nobody holds it; otherwise returns BUSY. */
+export async function tryJobLock<T>(
+  cfg: WorkspaceConfig,
+  jobId: string,
+  fn: (lease: JobLease) => Promise<T>,
+): Promise<T | typeof BUSY> {
+  checkId('jobId', jobId);
+  const dir = jobDir(cfg, jobId);
+  await mkdir(dirname(dir), { recursive: true });
+  return tryLocalLock(dir, async () => tryFileLock(`${dir}.lock`, () => withLease(jobId, fn)));
+}
+
+/** Whether `lease` is one withJobLock or tryJobLock handed out and has not released yet. */
+export function isHeld(lease: JobLease): boolean {
+  return heldLeases.has(lease);
+}
+
+async function withLease<T>(jobId: string, fn: (lease: JobLease) => Promise<T>): Promise<T> {
+  const lease: JobLease = { jobId };
+  heldLeases.add(lease);
+  try {
+    return await fn(lease);
+  } finally {
+    heldLeases.delete(lease);
+  }
+}
+
+/**
+ * Holds a project's mirror while `fn` runs: fetches, new clones that borrow its objects, gc
+ * and eviction each take it, so the janitor never removes a mirror a clone is being made from.
+ */
+export function withMirrorLock<T>(mirror: string, fn: () => Promise<T>, signal?: AbortSignal) {
+  return withLocalLock(
+    mirror,
+    () => withFileLock(`${mirror}.lock`, fn, signal ? { signal } : {}),
+    signal,
+  );
+}
+
+/** Runs `fn` under a mirror's lock if nobody holds it; otherwise returns BUSY. */
+export function tryMirrorLock<T>(mirror: string, fn: () => Promise<T>): Promise<T | typeof BUSY> {
+  return tryLocalLock(mirror, () => tryFileLock(`${mirror}.lock`, fn));
 }

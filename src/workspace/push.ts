@@ -2,12 +2,13 @@
 // conflict for a person to look at, and pushing a commit the remote already has is a no-op.
 
 import { join } from 'node:path';
+import type { GitAuth } from '../repository/auth.ts';
+import { displayUrl } from '../repository/url.ts';
 import { checkRemote } from './checkout.ts';
 import { GitError } from './errors.ts';
 import { runGit } from './git.ts';
 import { checkBranchName } from './refs.ts';
-import type { GitAuth, WorkspaceConfig } from './types.ts';
-import { displayUrl } from './url.ts';
+import type { WorkspaceConfig } from './types.ts';
 
 export async function pushBranch(
   cfg: WorkspaceConfig,

@@ -22,16 +22,11 @@ import { migrate } from '../db/migrate.ts';
 import type { JobStatus } from '../db/schema.ts';
 import { newId } from '../ids.ts';
 import { createLogger } from '../log.ts';
-import {
-  jobDir,
-  MIRROR_USED_STAMP,
-  mirrorDir,
-  prepareCheckout,
-  removeCheckout,
-  withJobLock,
-} from './checkout.ts';
+import { prepareCheckout } from './checkout.ts';
 import { commitAll } from './commit.ts';
-import { withLocalLock } from './lock.ts';
+import { removeCheckout } from './discard.ts';
+import { jobDir, MIRROR_USED_STAMP, mirrorDir } from './layout.ts';
+import { withJobLock, withLocalLock } from './lock.ts';
 import { pushBranch } from './push.ts';
 import { type RetentionSettings, startJanitor, workspaceUsage } from './retention.ts';
 import type { WorkspaceConfig } from './types.ts';

@@ -1,26 +1,19 @@
 // Keeps a worker machine's workspaces from growing with every job. A janitor in each worker
 // process deletes the clones of archived, deleted and idle jobs, repacks the project mirrors
 // without ever dropping an object a clone may borrow, evicts the least recently used mirrors
-// beyond a limit, and measures what is left (workspaceUsage, for the metrics).
+// beyond a limit, and measures what is left (workspaceUsage, for the metrics). An archived
+// job's clone goes at once, not at the next pass: the process that runs it is told (reclaim,
+// noticed; service.ts says by whom).
 
 import { lstat, readdir, readFile, realpath, stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { JobStatus } from '../db/schema.ts';
+import { type JobState, jobStates } from '../jobs/states.ts';
 import type { Logger } from '../log.ts';
-import {
-  discardDir,
-  jobDir,
-  MIRROR_USED_STAMP,
-  removeTrash,
-  STAGING_PREFIX,
-  TRASH_PREFIX,
-  tryJobLock,
-  tryMirrorLock,
-} from './checkout.ts';
+import { discardDir, removeTrash } from './discard.ts';
 import { runGit } from './git.ts';
-import { BUSY } from './lock.ts';
+import { exists, jobDir, MIRROR_USED_STAMP, STAGING_PREFIX, TRASH_PREFIX } from './layout.ts';
+import { BUSY, tryJobLock, tryMirrorLock } from './lock.ts';
 import { checkId } from './refs.ts';
 import type { WorkspaceConfig } from './types.ts';
 
@@ -65,15 +58,30 @@ export interface JanitorDeps {
   db: Db;
   log: Logger;
   settings: RetentionSettings;
+  /** Whether a turn of the job runs in this process now (its end will call reclaim). */
+  running?: (jobId: string) => boolean;
 }
 
 export interface Janitor {
   /** Runs a pass now (after any pass under way) and resolves when it is done. */
   runOnce(): Promise<void>;
-  /** A turn of the job stopped: if the job is archived (or gone), its clone goes now. */
-  turnEnded(jobId: string): void;
+  /**
+   * The job may be over here: a turn of it stopped, or this process archived it. If its clone
+   * is on this machine and the job is archived (or gone), the clone goes now; a clone a turn
+   * still holds is kept, and goes when that turn stops.
+   */
+  reclaim(jobId: string): void;
+  /**
+   * Some process committed an event of the job (the database's notification): the same check
+   * as reclaim, for a clone on this machine that no turn of this process is using, gathered
+   * over a moment into one query.
+   */
+  noticed(jobId: string): void;
   stop(): Promise<void>;
 }
+
+/** How long noticed jobs are gathered before their one query. */
+const NOTICED_BATCH_MS = 100;
 
 /** Starts the janitor: one pass now, then one every `janitorIntervalMs`. */
 export function startJanitor(deps: JanitorDeps): Janitor {
@@ -103,26 +111,44 @@ export function startJanitor(deps: JanitorDeps): Janitor {
   timer.unref();
   tick();
 
+  const reclaim = (jobIds: string[]) => {
+    const job = (async () => {
+      // Most jobs have no clone here, or one of a job that goes on: look only at clones.
+      const here: string[] = [];
+      for (const jobId of jobIds) if (await exists(jobDir(deps.workspace, jobId))) here.push(jobId);
+      await deleteFinishedClones(ctx, here);
+    })().catch((err: unknown) =>
+      log.warn({ err, jobIds }, 'could not delete the clone of a finished job'),
+    );
+    pending.add(job);
+    void job.then(() => pending.delete(job));
+  };
+  const noticed = new Set<string>();
+  let gathering: NodeJS.Timeout | undefined;
+
   return {
     async runOnce() {
       while (current) await current;
       await start();
     },
-    turnEnded(jobId) {
-      if (stopped) return;
-      const job = (async () => {
-        // Most turns leave a clone of a job that goes on; look only when there is one.
-        if (!(await exists(jobDir(deps.workspace, jobId)))) return;
-        await deleteFinishedClones(ctx, [jobId]);
-      })().catch((err: unknown) =>
-        log.warn({ err, jobId }, 'could not delete the clone of a stopped job'),
-      );
-      pending.add(job);
-      void job.then(() => pending.delete(job));
+    reclaim(jobId) {
+      if (!stopped) reclaim([jobId]);
+    },
+    noticed(jobId) {
+      if (stopped || deps.running?.(jobId)) return;
+      noticed.add(jobId);
+      gathering ??= setTimeout(() => {
+        gathering = undefined;
+        const jobIds = [...noticed];
+        noticed.clear();
+        if (!stopped) reclaim(jobIds);
+      }, NOTICED_BATCH_MS);
+      gathering.unref();
     },
     async stop() {
       stopped = true;
       clearInterval(timer);
+      clearTimeout(gathering);
       while (current) await current;
       await Promise.all(pending);
     },
@@ -130,14 +156,6 @@ export function startJanitor(deps: JanitorDeps): Janitor {
 }
 
 type Reason = 'archived' | 'deleted' | 'idle';
-
-interface JobState {
-  status: JobStatus;
-  /** A turn is queued or running. */
-  busy: boolean;
-  /** Unchanged for longer than the idle time. */
-  stale: boolean;
-}
 
 async function runPass(ctx: JanitorDeps): Promise<void> {
   const cfg = ctx.workspace;
@@ -176,37 +194,6 @@ function verdict(state: JobState | undefined): Reason | null {
   if (state.status === 'archived') return 'archived';
   if (!state.busy && state.stale) return 'idle';
   return null;
-}
-
-const QUERY_CHUNK = 500;
-
-/** Status, open turns and idleness of the listed jobs: one query (per 500 clones). */
-async function jobStates(
-  db: Db,
-  jobIds: string[],
-  idleSeconds: number,
-): Promise<Map<string, JobState>> {
-  const states = new Map<string, JobState>();
-  for (let i = 0; i < jobIds.length; i += QUERY_CHUNK) {
-    const rows = await db
-      .selectFrom('jobs')
-      .select(['id', 'status'])
-      .select(
-        sql<boolean>`EXISTS (SELECT 1 FROM turns t WHERE t.job_id = jobs.id AND t.state IN ('queued', 'running'))`.as(
-          'busy',
-        ),
-      )
-      // The database's clock: workers on other machines may not agree with it.
-      .select(
-        sql<boolean>`jobs.updated_at < now() - make_interval(secs => ${idleSeconds})`.as('stale'),
-      )
-      .where('id', 'in', jobIds.slice(i, i + QUERY_CHUNK))
-      .execute();
-    for (const row of rows) {
-      states.set(row.id, { status: row.status, busy: row.busy, stale: row.stale });
-    }
-  }
-  return states;
 }
 
 function isWorkspaceId(name: string): boolean {
@@ -421,8 +408,4 @@ async function diskBytes(dir: string): Promise<number> {
     for (const size of sizes) total += size;
   }
   return total;
-}
-
-async function exists(path: string): Promise<boolean> {
-  return (await stat(path).catch(() => null)) !== null;
 }

@@ -18,12 +18,14 @@ import {
   testConfig,
   writeFiles,
 } from '../../test/support/git.ts';
-import { mirrorDir, prepareCheckout } from './checkout.ts';
+import type { GitAuth } from '../repository/auth.ts';
+import { prepareCheckout } from './checkout.ts';
 import { changedFiles, commitAll, diffAgainst } from './commit.ts';
 import { GitError } from './errors.ts';
 import { runGit } from './git.ts';
+import { mirrorDir } from './layout.ts';
 import { pushBranch } from './push.ts';
-import type { GitAuth, PrepareInput, WorkspaceConfig } from './types.ts';
+import type { PrepareInput, WorkspaceConfig } from './types.ts';
 
 let root: string;
 before(async () => {

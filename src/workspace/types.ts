@@ -1,15 +1,9 @@
 // Shapes shared by the workspace module: what the turn handler passes in and gets back.
+import type { GitAuth } from '../repository/auth.ts';
 
 export interface GitIdentity {
   name: string;
   email: string;
-}
-
-/** Credentials for one remote: an HTTP header git sends only to URLs under `urlPrefix`. */
-export interface GitAuth {
-  urlPrefix: string;
-  /** A whole header line, e.g. `Authorization: Bearer xyz`. */
-  header: string;
 }
 
 /** What one git spawn looked like; given to `WorkspaceConfig.onSpawn` (tests, audit). */

@@ -1,7 +1,8 @@
-// Job clones are deleted on the worker machine: at once when a turn stops because its job was
-// archived, and by the janitor once a job has been idle; a follow-up then makes the clone again
-// from the pushed branch and continues it. Real service, database, git and agent; only the
-// model vendor is a fake on loopback.
+// Job clones are deleted on the worker machine: at once when its job is archived (by this
+// process or another; a running turn's clone when the turn stops), and by the janitor once a
+// job has been idle; a follow-up then makes the clone again from the pushed branch and
+// continues it. Real service, database, git and agent; only the model vendor is a fake on
+// loopback.
 import assert from 'node:assert/strict';
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -94,6 +95,37 @@ for (const mode of ['archive', 'idle'] as const) {
         assert.equal(res.status, 200, res.text);
         await gone(jobId);
         model.release();
+      });
+
+      test('archiving a job with no turn running deletes its clone at once', async () => {
+        llm.script(reply('Nothing to change.'));
+        const jobId = await create('Read the README');
+        await until(jobId, 'completed');
+        assert.ok(await exists(clone(jobId)), 'the finished turn left its clone');
+        const res = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
+        assert.equal(res.status, 200, res.text);
+        await gone(jobId);
+      });
+
+      test("another process's archive deletes the clone on the worker that holds it", async () => {
+        llm.script(reply('Nothing to change.'));
+        const jobId = await create('Read the README again');
+        await until(jobId, 'completed');
+        assert.ok(await exists(clone(jobId)), 'the finished turn left its clone');
+        // An API process of its own (another data directory, no worker) on the same database.
+        const api = await startTestService({
+          database: svc.database,
+          adminKey: svc.adminKey,
+          worker: false,
+          env: { ...svc.env, ERRAND_DATA_DIR: path.join(tmp, 'api') },
+        });
+        try {
+          const res = await api.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
+          assert.equal(res.status, 200, res.text);
+          await gone(jobId);
+        } finally {
+          await api.stop();
+        }
       });
     }
 

@@ -176,11 +176,21 @@ describe('errand job', () => {
     assert.equal(lines(run.stdout).at(-1), 'completed; no pull request: nothing changed');
   });
 
-  test('create --wait --json: one JSON event per line, the last carrying the final record', async () => {
+  test('create --wait --json prints one JSON document, the final record; events --follow --json the log', async () => {
     const run = ok(
       await cli(['job', 'create', '--project', projectId, 'pr json', '--wait', '--json']),
     );
-    const events = lines(run.stdout).map((l) => JSON.parse(l) as Json);
+    // Exactly one document, as every other --json: the job as it ended.
+    const job = JSON.parse(run.stdout) as Json;
+    assert.equal(job.status, 'completed');
+    assert.equal(job.prLink, PR);
+    const stored = await svc.request('GET', `/v2/agent/${projectId}/job/${job.id}`);
+    assert.deepEqual(job, stored.json);
+    // The event lines as JSON are `events --follow --json`: one event per line, each once.
+    const followed = ok(
+      await cli(['job', 'events', String(job.id), '--project', projectId, '--follow', '--json']),
+    );
+    const events = lines(followed.stdout).map((l) => JSON.parse(l) as Json);
     assert.equal(events[0]?.type, 'job.created');
     const seqs = events.map((e) => e.seq as number);
     assert.deepEqual(
@@ -190,9 +200,9 @@ describe('errand job', () => {
     assert.equal(new Set(seqs).size, seqs.length, 'an event was printed twice');
     const last = events.at(-1) ?? {};
     assert.equal(last.type, 'job.completed');
-    const job = (last.data as { job: Json }).job;
-    assert.equal(job.status, 'completed');
-    assert.equal(job.prLink, PR);
+    const final = (last.data as { job: Json }).job;
+    assert.equal(final.status, 'completed');
+    assert.equal(final.prLink, PR);
     // The whole log, as the API has it.
     const listed = await svc.request('GET', `/v2/agent/${projectId}/job/${job.id}/events`);
     assert.deepEqual(events, JSON.parse(JSON.stringify(listed.json.events)));
@@ -229,6 +239,10 @@ describe('errand job', () => {
     const again = await cli(['job', 'watch', jobId, '--project', projectId]);
     assert.equal(again.code, 3);
     assert.equal(lines(again.stdout).at(-1), 'archived');
+    // With --json, the one document is the final record.
+    const asJson = await cli(['job', 'watch', jobId, '--project', projectId, '--json']);
+    assert.equal(asJson.code, 3, asJson.stderr);
+    assert.equal((JSON.parse(asJson.stdout) as Json).status, 'archived');
   });
 
   test('message --wait shows only the new turn and ends with the result', async () => {
@@ -251,6 +265,24 @@ describe('errand job', () => {
     assert.equal(sent.turns, 3);
     const failed = await untilStatus(svc, projectId, jobId, 'failed');
     assert.equal(failed.error, 'the model refused');
+    // message --wait --json: one JSON document, the record once the new turn settled.
+    const waited = JSON.parse(
+      ok(
+        await cli([
+          'job',
+          'message',
+          jobId,
+          'complete after all',
+          '--project',
+          projectId,
+          '--wait',
+          '--json',
+        ]),
+      ).stdout,
+    ) as Json;
+    assert.equal(waited.status, 'completed');
+    assert.equal(waited.turns, 4);
+    assert.equal(waited.prLink, PR);
   });
 
   test('get, list, events and archive, as text and as JSON', async () => {

@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
+import { dashboard } from '../../src/dashboard/plugin.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { startTestService, type TestService } from '../support/service.ts';
@@ -417,9 +418,11 @@ describe('dashboard', { skip: browserSkipReason }, () => {
     await context.close();
   });
 
-  test('--no-dashboard: no pages and no sessions, the API unchanged', async () => {
+  test('--no-dashboard: no pages and no sessions, the API and the review page unchanged', async () => {
     const { ctx } = svc.service;
-    const app = await buildApp({ ...ctx, config: { ...ctx.config, dashboard: false } });
+    const app = await buildApp({ ...ctx, config: { ...ctx.config, dashboard: false } }, [
+      dashboard,
+    ]);
     try {
       const page = await app.inject({
         method: 'GET',
@@ -441,6 +444,10 @@ describe('dashboard', { skip: browserSkipReason }, () => {
         headers: { authorization: `Bearer ${svc.adminKey}` },
       });
       assert.equal(api.statusCode, 200);
+      // The review page is not one of the dashboard's pages: it stays.
+      const review = await app.inject({ method: 'GET', url: '/review/job_00000000000000000000' });
+      assert.equal(review.statusCode, 404);
+      assert.match(review.json().error, /^job job_0+ not found$/);
     } finally {
       await app.close();
     }

@@ -42,8 +42,25 @@ try {
     jobId = String(made.json.id);
   }
   const { ctx } = svc.service;
-  await recordProgress(ctx, jobId, 1, 'tool.call', { title: 'read src/settings.tsx' });
-  await recordProgress(ctx, jobId, 1, 'tool.call', { title: 'edit src/settings.tsx' });
+  const head = '4f1c2a9e0b7d35c6a8e1f0d2b3c4a5e6f7a8b9c0';
+  await recordProgress(ctx, jobId, 1, 'turn.started', { attempt: 1 });
+  await recordProgress(ctx, jobId, 1, 'workspace.ready', { base: head, head, continued: false });
+  await recordProgress(ctx, jobId, 1, 'tool.call', { summary: 'read_file(src/settings.tsx)' });
+  await recordProgress(ctx, jobId, 1, 'tool.result', { ok: true, summary: '48 lines' });
+  await recordProgress(ctx, jobId, 1, 'model.step', {
+    step: 1,
+    usage: { inputTokens: 5120, outputTokens: 212 },
+  });
+  await recordProgress(ctx, jobId, 1, 'tool.call', { summary: 'edit_file(src/settings.tsx)' });
+  await recordProgress(ctx, jobId, 1, 'command.started', { command: 'npm test', cwd: '.' });
+  await recordProgress(ctx, jobId, 1, 'command.finished', {
+    command: 'npm test',
+    exitCode: 0,
+    durationMs: 4210,
+    timedOut: false,
+    outputTail:
+      '> settings@1.0.0 test\n> node --test\n\n✔ remembers the dark mode per user (12 ms)\n✔ renders the settings form (8 ms)\nℹ tests 2\nℹ pass 2',
+  });
   await recordReviewDiff(
     ctx,
     jobId,

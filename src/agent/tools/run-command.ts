@@ -7,7 +7,7 @@ import { stat } from 'node:fs/promises';
 import { type Tool, tool } from 'ai';
 import { z } from 'zod';
 import { runSandboxed, type SandboxLimits, type SandboxResult } from '../../sandbox/sandbox.ts';
-import { scrubSecrets } from '../scrub.ts';
+import { scrubSecrets } from '../../secrets/scrub.ts';
 import type { ToolResult } from './context.ts';
 import { quote, realRootOf, resolvePath, ToolError } from './paths.ts';
 import type { ToolArgs } from './tool.ts';

@@ -4,6 +4,7 @@
 // that resolves there, or through a name whose answer changes between check and connect.
 import { lookup as dnsLookup } from 'node:dns/promises';
 import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { AppError, errorMessage } from '../../errors.ts';
 
 /** One address of a resolved name, as node:dns gives it. */
@@ -34,108 +35,87 @@ export type AddressRisk =
   | 'for documentation only'
   | 'for benchmarking only';
 
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+
 interface Range {
-  bytes: number[];
-  prefix: number;
+  cidr: [Address, number];
   risk: AddressRisk;
 }
 
-function v4(cidr: string, risk: AddressRisk): Range {
-  const [ip = '', prefix = '32'] = cidr.split('/');
-  return { bytes: ip.split('.').map(Number), prefix: Number(prefix), risk };
-}
-
-function v6(cidr: string, risk: AddressRisk): Range {
-  const [ip = '', prefix = '128'] = cidr.split('/');
-  const bytes = parseIPv6(ip);
-  if (!bytes) throw new Error(`bad range ${cidr}`);
-  return { bytes, prefix: Number(prefix), risk };
+function range(cidr: string, risk: AddressRisk): Range {
+  return { cidr: ipaddr.parseCIDR(cidr), risk };
 }
 
 // The IANA special-purpose registries. Order matters: the first match names the risk, so the
 // metadata addresses and the broadcast address come before the ranges that hold them.
 const IPV4_RANGES: readonly Range[] = [
-  v4('169.254.169.254/32', 'cloud metadata'),
-  v4('100.100.100.200/32', 'cloud metadata'),
-  v4('255.255.255.255/32', 'broadcast'),
-  v4('0.0.0.0/8', 'unspecified'),
-  v4('10.0.0.0/8', 'private'),
-  v4('100.64.0.0/10', 'shared (carrier-grade NAT)'),
-  v4('127.0.0.0/8', 'loopback'),
-  v4('169.254.0.0/16', 'link-local'),
-  v4('172.16.0.0/12', 'private'),
-  v4('192.0.0.0/24', 'reserved'),
-  v4('192.0.2.0/24', 'for documentation only'),
-  v4('192.88.99.0/24', 'reserved'),
-  v4('192.168.0.0/16', 'private'),
-  v4('198.18.0.0/15', 'for benchmarking only'),
-  v4('198.51.100.0/24', 'for documentation only'),
-  v4('203.0.113.0/24', 'for documentation only'),
-  v4('224.0.0.0/4', 'multicast'),
-  v4('240.0.0.0/4', 'reserved'),
+  range('169.254.169.254/32', 'cloud metadata'),
+  range('100.100.100.200/32', 'cloud metadata'),
+  range('255.255.255.255/32', 'broadcast'),
+  range('0.0.0.0/8', 'unspecified'),
+  range('10.0.0.0/8', 'private'),
+  range('100.64.0.0/10', 'shared (carrier-grade NAT)'),
+  range('127.0.0.0/8', 'loopback'),
+  range('169.254.0.0/16', 'link-local'),
+  range('172.16.0.0/12', 'private'),
+  range('192.0.0.0/24', 'reserved'),
+  range('192.0.2.0/24', 'for documentation only'),
+  range('192.88.99.0/24', 'reserved'),
+  range('192.168.0.0/16', 'private'),
+  range('198.18.0.0/15', 'for benchmarking only'),
+  range('198.51.100.0/24', 'for documentation only'),
+  range('203.0.113.0/24', 'for documentation only'),
+  range('224.0.0.0/4', 'multicast'),
+  range('240.0.0.0/4', 'reserved'),
 ];
 
 const IPV6_RANGES: readonly Range[] = [
-  v6('::/128', 'unspecified'),
-  v6('::1/128', 'loopback'),
-  v6('fd00:ec2::254/128', 'cloud metadata'),
-  v6('64:ff9b:1::/48', 'private'),
-  v6('100::/64', 'reserved'),
-  v6('2001:db8::/32', 'for documentation only'),
-  v6('2001:2::/48', 'for benchmarking only'),
-  v6('2001::/23', 'reserved'),
-  v6('3fff::/20', 'for documentation only'),
-  v6('fc00::/7', 'private'),
-  v6('fe80::/10', 'link-local'),
-  v6('fec0::/10', 'private'),
-  v6('ff00::/8', 'multicast'),
+  range('::/128', 'unspecified'),
+  range('::1/128', 'loopback'),
+  range('fd00:ec2::254/128', 'cloud metadata'),
+  range('64:ff9b:1::/48', 'private'),
+  range('100::/64', 'reserved'),
+  range('2001:db8::/32', 'for documentation only'),
+  range('2001:2::/48', 'for benchmarking only'),
+  range('2001::/23', 'reserved'),
+  range('3fff::/20', 'for documentation only'),
+  range('fc00::/7', 'private'),
+  range('fe80::/10', 'link-local'),
+  range('fec0::/10', 'private'),
+  range('ff00::/8', 'multicast'),
 ];
 
 // IPv6 forms that carry an IPv4 address a packet may end up at: the embedded address is
 // judged as itself (`::ffff:127.0.0.1` is loopback).
 const EMBEDDING_V4: readonly { range: Range; offset: number; form: string }[] = [
-  { range: v6('::ffff:0:0/96', 'reserved'), offset: 12, form: 'IPv4-mapped' },
-  { range: v6('64:ff9b::/96', 'reserved'), offset: 12, form: 'NAT64' },
-  { range: v6('2002::/16', 'reserved'), offset: 2, form: '6to4' },
+  { range: range('::ffff:0:0/96', 'reserved'), offset: 12, form: 'IPv4-mapped' },
+  { range: range('64:ff9b::/96', 'reserved'), offset: 12, form: 'NAT64' },
+  { range: range('2002::/16', 'reserved'), offset: 2, form: '6to4' },
 ];
 
 // Only 2000::/3 is allocated as global unicast; everything else (the deprecated
 // IPv4-compatible ::a.b.c.d among it) is not an Internet host.
-const GLOBAL_UNICAST_V6 = v6('2000::/3', 'reserved');
+const GLOBAL_UNICAST_V6 = range('2000::/3', 'reserved');
 
-function matches(bytes: readonly number[], range: Range): boolean {
-  let bits = range.prefix;
-  for (let i = 0; bits > 0; i++, bits -= 8) {
-    const mask = bits >= 8 ? 0xff : (0xff << (8 - bits)) & 0xff;
-    if (((bytes[i] ?? 0) & mask) !== ((range.bytes[i] ?? 0) & mask)) return false;
-  }
-  return true;
+/** Whether the address is in the range (an address of the other family never is). */
+function matches(address: Address, { cidr }: Range): boolean {
+  return address.kind() === cidr[0].kind() && address.match(cidr);
 }
 
-/** The 16 bytes of an IPv6 address in any textual form (`::`, a trailing dotted quad, a zone). */
-function parseIPv6(text: string): number[] | undefined {
+/** An IPv6 address in any textual form (`::`, a trailing dotted quad, a zone), or undefined. */
+function parseIPv6(text: string): ipaddr.IPv6 | undefined {
   const ip = text.replace(/%.*$/, '');
   if (!isIPv6(ip)) return undefined;
-  let tail: number[] = [];
-  let head = ip;
-  const quad = /(\d+\.\d+\.\d+\.\d+)$/.exec(ip);
-  if (quad?.[1]) {
-    tail = quad[1].split('.').map(Number);
-    head = `${ip.slice(0, -quad[1].length)}0:0`;
+  // ipaddr.js reads the deprecated IPv4-compatible `::a.b.c.d` as IPv4-mapped `::ffff:a.b.c.d`:
+  // a trailing dotted quad written as its two hex groups is read as the address it is.
+  const hex = ip.replace(/(\d+)\.(\d+)\.(\d+)\.(\d+)$/, (_, a, b, c, d) =>
+    [Number(a) * 256 + Number(b), Number(c) * 256 + Number(d)].map((g) => g.toString(16)).join(':'),
+  );
+  try {
+    return ipaddr.IPv6.parse(hex);
+  } catch {
+    return undefined;
   }
-  const [left = '', right] = head.split('::');
-  const groups = (part: string) => (part === '' ? [] : part.split(':'));
-  const l = groups(left);
-  const r = right === undefined ? [] : groups(right);
-  const fill = right === undefined ? [] : Array<string>(8 - l.length - r.length).fill('0');
-  const all = [...l, ...fill, ...r];
-  if (all.length !== 8) return undefined;
-  const bytes = all.flatMap((g) => {
-    const n = Number.parseInt(g, 16);
-    return [n >> 8, n & 0xff];
-  });
-  if (tail.length === 4) bytes.splice(12, 4, ...tail);
-  return bytes;
 }
 
 /** What makes an IP address unsafe for a webhook, with the IPv4 address it embeds if any. */
@@ -145,22 +125,25 @@ export function addressRisk(ip: string): AddressRisk | undefined {
 
 function assess(ip: string): { risk: AddressRisk; via?: string } | undefined {
   if (isIPv4(ip)) {
-    const bytes = ip.split('.').map(Number);
-    return IPV4_RANGES.find((r) => matches(bytes, r));
+    const address = ipaddr.IPv4.parse(ip);
+    return IPV4_RANGES.find((r) => matches(address, r));
   }
-  const bytes = parseIPv6(ip);
-  if (!bytes) return { risk: 'reserved' };
-  const loopbackOrUnspecified = IPV6_RANGES.slice(0, 2).find((r) => matches(bytes, r));
+  const address = parseIPv6(ip);
+  if (!address) return { risk: 'reserved' };
+  const loopbackOrUnspecified = IPV6_RANGES.slice(0, 2).find((r) => matches(address, r));
   if (loopbackOrUnspecified) return loopbackOrUnspecified;
   for (const e of EMBEDDING_V4) {
-    if (!matches(bytes, e.range)) continue;
-    const inner = bytes.slice(e.offset, e.offset + 4).join('.');
+    if (!matches(address, e.range)) continue;
+    const inner = address
+      .toByteArray()
+      .slice(e.offset, e.offset + 4)
+      .join('.');
     const risk = addressRisk(inner);
     return risk ? { risk, via: `${e.form} ${inner}` } : undefined;
   }
-  const range = IPV6_RANGES.find((r) => matches(bytes, r));
-  if (range) return range;
-  return matches(bytes, GLOBAL_UNICAST_V6) ? undefined : { risk: 'reserved' };
+  const special = IPV6_RANGES.find((r) => matches(address, r));
+  if (special) return special;
+  return matches(address, GLOBAL_UNICAST_V6) ? undefined : { risk: 'reserved' };
 }
 
 /**

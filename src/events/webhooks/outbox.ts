@@ -1,5 +1,6 @@
 // The webhook outbox: a job's event becomes one delivery per endpoint that wants it, written
-// with its queue entry in the transaction that records the event. A delivery therefore exists
+// with its queue entry in the transaction that records the event (a hook of the job core's
+// transitions, registered where the service is assembled). A delivery therefore exists
 // exactly when its event committed, and no worker can send it before. The one writer of new
 // webhook_deliveries rows (deliver.ts records their attempts).
 import type { Insertable, Transaction } from 'kysely';
@@ -8,16 +9,21 @@ import type { AppContext } from '../../context.ts';
 import type { Database } from '../../db/schema.ts';
 import { newId } from '../../ids.ts';
 import { JOB_VIEW_COLUMNS, type JobRecord, toJobRecord } from '../../jobs/record.ts';
+import type { RecordedEvent, TransitionHook } from '../../jobs/transitions.ts';
 import { isWebhookEventType, type WebhookEventType } from './types.ts';
 
-/** An event as its insert returned it, in the transaction that recorded it. */
-export interface CommittingEvent {
-  jobId: string;
-  seq: string | number;
-  turn: number | null;
-  type: string;
-  data: Record<string, unknown>;
-  at: Date;
+/**
+ * The outbox as a hook of the job core's transitions: each event a transition records, and
+ * each progress event of a type an endpoint can ask for, gets its deliveries in the event's
+ * own transaction.
+ */
+export function webhookOutbox(ctx: Pick<AppContext, 'queue'>): TransitionHook {
+  return {
+    wants: isWebhookEventType,
+    run: async (trx, events) => {
+      await queueDeliveries(ctx, trx, events);
+    },
+  };
 }
 
 /**
@@ -47,10 +53,10 @@ function recordOf(data: Record<string, unknown>): JobRecord | undefined {
  * that wants the event's type, in `trx`. Events of other types ask nothing; otherwise one query
  * finds the endpoints of all the events' jobs. Returns how many deliveries were written.
  */
-export async function queueDeliveries(
+async function queueDeliveries(
   ctx: Pick<AppContext, 'queue'>,
   trx: Transaction<Database>,
-  events: readonly CommittingEvent[],
+  events: readonly RecordedEvent[],
 ): Promise<number> {
   const wanted = events.filter((e) => isWebhookEventType(e.type));
   if (wanted.length === 0) return 0;

@@ -4,21 +4,17 @@
 // seqs even where two transactions' queue entries were ordered otherwise. Every attempt is
 // logged in webhook_attempts; a failure is retried by the queue with backoff until the retry
 // window has passed, then the delivery is marked failed and its entry completed.
-import { readFileSync } from 'node:fs';
 import { sql } from 'kysely';
 import type { AppContext } from '../../context.ts';
 import type { WebhookRow } from '../../db/schema.ts';
 import { errorMessage } from '../../errors.ts';
 import type { DeliveryEntry } from '../../queue/deliveries.ts';
 import { open } from '../../secrets/box.ts';
+import { errandVersion } from '../../version.ts';
 import { type AttemptResult, postWebhook } from './deliver.ts';
 import { signHeaders } from './sign.ts';
 
-const { version } = JSON.parse(
-  readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'),
-) as { version: string };
-
-export const USER_AGENT = `Errand-Webhooks/${version}`;
+export const USER_AGENT = `Errand-Webhooks/${errandVersion()}`;
 
 /** How a delivery's handling ended, for the metrics. */
 export type DeliveryOutcome = 'delivered' | 'retried' | 'failed' | 'skipped';

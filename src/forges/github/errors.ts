@@ -3,6 +3,7 @@
 // kept as the cause: it carries the request (headers, body) and is not ours to vet.
 
 import { z } from 'zod';
+import { parseRetryAfter } from '../../retry-after.ts';
 import { ForgeError } from '../types.ts';
 
 /** What was being attempted, for the message and for the 404/403 wording. */
@@ -179,10 +180,8 @@ export function rateLimitWait(
   return undefined;
 }
 
-/** `Retry-After` as delay-seconds or an HTTP date. */
+/** `Retry-After` in seconds, at least one. */
 function seconds(value: string | undefined, now: number): number | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  if (/^\d+$/.test(value.trim())) return Math.max(1, Number(value.trim()));
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.max(1, Math.ceil((date - now) / 1000));
+  const wait = parseRetryAfter(value, now);
+  return wait === undefined ? undefined : Math.max(1, wait);
 }

@@ -2,7 +2,7 @@
 // a GitHub remote, through the one repository URL parser. Anything else is refused up front, so a typo fails the project's first job
 // with a readable message instead of a 404 from an API path built from garbage.
 
-import { isLoopbackHost, parseRepositoryUrl } from '../../workspace/url.ts';
+import { isLoopbackHost, parseRepositoryUrl } from '../../repository/url.ts';
 import { ForgeError } from '../types.ts';
 
 export interface GitHubRepository {

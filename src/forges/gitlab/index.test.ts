@@ -3,7 +3,7 @@ import { createServer } from 'node:net';
 import { after, afterEach, beforeEach, describe, it } from 'node:test';
 import { inspect } from 'node:util';
 import { type FakeGitLab, startFakeGitLab } from '../../../test/support/fake-gitlab.ts';
-import { checkAuth } from '../../workspace/url.ts';
+import { checkAuth } from '../../repository/auth.ts';
 import { type ForgeClient, ForgeError, type PullRequestInput } from '../types.ts';
 import { draftTitle, id, provider } from './index.ts';
 

@@ -3,6 +3,7 @@
 import { hash } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { type JobView, toJobRecord } from '../../jobs/record.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
@@ -31,13 +32,14 @@ interface Rendered {
  * wraparound cannot bring back an old body.
  */
 export class RenderedJobs {
-  readonly #entries = new Map<string, Rendered>();
-  readonly #maxChars: number;
-  #chars = 0;
+  readonly #entries: LRUCache<string, Rendered>;
 
-  /** Keeps at most `maxChars` characters of bodies (8 Mi by default), dropping the oldest. */
+  /**
+   * Keeps at most `maxChars` characters of bodies (8 Mi by default), dropping the least recently
+   * used; a body larger than that is not kept.
+   */
   constructor(maxChars = 8 * 1024 * 1024) {
-    this.#maxChars = maxChars;
+    this.#entries = new LRUCache({ maxSize: maxChars, sizeCalculation: (r) => r.body.length });
   }
 
   /** The version of the job's kept body, if one is kept. */
@@ -57,21 +59,9 @@ export class RenderedJobs {
     if (cached && cached.version === version && cached.updatedAt === updatedAt) return cached;
     const body = JSON.stringify(toJobRecord(job));
     const rendered = { version, updatedAt, body, etag: `"${hash('sha1', body, 'base64url')}"` };
-    if (cached) this.#forget(job.id, cached);
-    if (body.length > this.#maxChars) return rendered;
+    // A body over the whole limit is not kept (and the job's older one goes).
     this.#entries.set(job.id, rendered);
-    this.#chars += body.length;
-    // Oldest first: a Map iterates in insertion order, and a changed job is inserted again.
-    for (const [id, entry] of this.#entries) {
-      if (this.#chars <= this.#maxChars) break;
-      this.#forget(id, entry);
-    }
     return rendered;
-  }
-
-  #forget(id: string, entry: Rendered): void {
-    this.#entries.delete(id);
-    this.#chars -= entry.body.length;
   }
 }
 

@@ -3,14 +3,15 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { JOB_STATUSES } from '../../client/words.ts';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
-import { JOB_STATUSES, listJobs } from '../../jobs/service.ts';
+import { listJobs } from '../../jobs/service.ts';
 import { errors, jobRecord, pageQuery, projectParams } from '../schemas.ts';
 
 const query = pageQuery('jobs').extend({
   status: z
-    .enum(JOB_STATUSES as ['active', 'completed', 'failed', 'archived'], {
+    .enum(JOB_STATUSES, {
       error: `"status" must be one of ${JOB_STATUSES.join(', ')}`,
     })
     .optional()

@@ -1,6 +1,7 @@
 // list_jobs: a project's recent jobs, newest first, so a model can find a job it lost track of.
 import { z } from 'zod';
 import type { Job } from '../../client/index.ts';
+import { JOB_STATUSES } from '../../client/words.ts';
 import { attempt, result } from '../results.ts';
 import { projectIdField, projectOf, type RegisterTool, STATUS_GUIDE } from '../tool.ts';
 
@@ -26,7 +27,7 @@ export const registerListJobs: RegisterTool = (server, ctx) => {
       inputSchema: {
         projectId: projectIdField(ctx),
         status: z
-          .enum(['active', 'completed', 'failed', 'archived'])
+          .enum(JOB_STATUSES)
           .optional()
           .describe('Only jobs with this status. Omit for all.'),
         limit: z

@@ -13,13 +13,13 @@ import {
   type Origin,
   removeDir,
   testConfig,
-} from '../../../test/support/git.ts';
-import { assertError, createJobId, randomJobId } from '../../../test/support/route-cases.ts';
-import { startTestService, type TestService } from '../../../test/support/service.ts';
-import { SESSION_COOKIE, signIn } from '../../dashboard/sessions.ts';
-import { recordReviewDiff } from '../../jobs/lifecycle.ts';
-import { diffAgainst } from '../../workspace/commit.ts';
+} from '../../test/support/git.ts';
+import { assertError, createJobId, randomJobId } from '../../test/support/route-cases.ts';
+import { startTestService, type TestService } from '../../test/support/service.ts';
+import { recordReviewDiff } from '../jobs/lifecycle.ts';
+import { diffAgainst } from '../workspace/commit.ts';
 import { repositoryLabel } from './review.ts';
+import { SESSION_COOKIE, signIn } from './sessions.ts';
 
 const HOSTILE = '"><img src=x onerror=alert(1)>';
 const PROMPT = `Fix <script>alert(1)</script> and ${HOSTILE}`;

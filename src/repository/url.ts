@@ -1,14 +1,14 @@
 // The one reader of repository URLs: what kind of address a string is, and its host, user and
-// path as git will see them. Everything else that looks at a repository URL (the checkout's
-// policy, the forge providers, the registry's guess of a forge) asks this module, because on a
-// security path two parsers that disagree on an edge case are a bug. Pure functions: the git
-// runner's protocol whitelist is the second line of defence.
+// path as git will see them. Everything else that looks at a repository URL (a project's
+// check, the job's record, the checkout's policy, the forge providers, the registry's guess of
+// a forge) asks this module, because on a security path two parsers that disagree on an edge
+// case are a bug. Pure functions that import nothing of Errand's, so every layer may use them;
+// the git runner's protocol whitelist is the second line of defence.
 //
 // The address is read from its raw text, never from WHATWG `URL` alone: `URL` turns `\` into
 // `/` and resolves `%2e%2e`, so it would name another host or path than the one git contacts.
 
 import { pathToFileURL } from 'node:url';
-import type { GitAuth } from './types.ts';
 
 export type RepositoryKind = 'https' | 'ssh' | 'scp' | 'local' | 'http';
 
@@ -250,18 +250,6 @@ export function displayUrl(url: string): string {
     }
   }
   return url;
-}
-
-const HEADER = /^[A-Za-z0-9-]+:[ \t]*\S[^\r\n\0]*$/;
-
-/** Returns why `auth` cannot be used, or null. */
-export function checkAuth(auth: GitAuth, allowLocal: boolean): string | null {
-  if (!HEADER.test(auth.header)) return 'auth header must be one "Name: value" line';
-  const prefix = validateRepositoryUrl(auth.urlPrefix, allowLocal);
-  if (!prefix.ok || (prefix.kind !== 'https' && prefix.kind !== 'http')) {
-    return 'auth urlPrefix must be an https:// URL without credentials';
-  }
-  return null;
 }
 
 /**

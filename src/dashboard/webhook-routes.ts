@@ -2,7 +2,7 @@
 // admin API): they call the endpoint service the admin API calls, which checks what a person
 // typed, and a refusal is shown on the form with its message. Registered inside the dashboard's
 // signed-in scope, so its session, Origin check and headers apply.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -25,6 +25,7 @@ import {
 import { isId } from '../ids.ts';
 import type { Principal } from '../keys/service.ts';
 import { getProject, type ProjectRecord, toProjectRecord } from '../projects/service.ts';
+import { admin, type Form, sendPage } from './requests.ts';
 import {
   DEFAULT_OVERLAP_HOURS,
   deleteWebhookPage,
@@ -37,15 +38,7 @@ import {
   webhookValues,
 } from './webhook-pages.ts';
 
-type Form = Record<string, string>;
-
 const DELIVERIES_PER_PAGE = 20;
-
-export interface WebhookPageHelpers {
-  /** The session's principal, refused unless it holds an admin key. */
-  admin(request: FastifyRequest): Principal;
-  sendPage(reply: FastifyReply, status: number, body: string): FastifyReply;
-}
 
 /** The form as typed: what the page shows again after a refusal. */
 function formValues(form: Form): WebhookForm {
@@ -68,11 +61,7 @@ function refusal(err: unknown): AppError {
   throw err;
 }
 
-export function registerWebhookPages(
-  pages: FastifyInstance,
-  ctx: AppContext,
-  { admin, sendPage }: WebhookPageHelpers,
-): void {
+export function registerWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
   const project = async (id: string): Promise<ProjectRecord> =>
     toProjectRecord(await getProject(ctx, id));
 

@@ -1,0 +1,179 @@
+// `errand project create|update|list`: projects through the admin API, their forge and the
+// sandbox settings of their commands given as flags (the server checks the values' ranges).
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
+import { ADMIN_NOTE, withAdminClient } from './api.ts';
+import {
+  boolFlag,
+  defineCommand,
+  type Family,
+  print,
+  type Values,
+  wholeNumber,
+} from './command.ts';
+import { CliError, EXIT, UsageError } from './errors.ts';
+
+const FORGE = 'FORGE';
+const COMMANDS = 'COMMANDS';
+
+/** The options both create and update take, after name and repo. */
+const SETTINGS = {
+  ref: { type: 'string', value: 'REF' },
+  model: { type: 'string', value: 'provider:model' },
+  forge: { type: 'string', choices: ['github', 'gitlab', 'gitea', 'git'], group: FORGE },
+  'forge-url': { type: 'string', value: 'API_URL', group: FORGE },
+  'draft-prs': { type: 'string', value: 'true|false', group: FORGE },
+  'forge-token-env': { type: 'string', value: 'NAME', group: FORGE },
+  'forge-token': { type: 'string', value: 'TOKEN', group: FORGE },
+  'github-app-id': { type: 'string', value: 'ID', group: FORGE },
+  'github-app-key-file': { type: 'string', value: 'PEM', group: FORGE },
+  'github-installation-id': { type: 'string', value: 'ID', group: FORGE },
+  commands: { type: 'string', value: 'true|false', group: COMMANDS },
+  'setup-command': { type: 'string', value: 'CMD', group: COMMANDS },
+  'setup-network': { type: 'string', value: 'true|false', group: COMMANDS },
+  'command-timeout': { type: 'string', value: 'S', group: COMMANDS },
+  'command-cpu': { type: 'string', value: 'S', group: COMMANDS },
+  'command-memory': { type: 'string', value: 'MB', group: COMMANDS },
+  'command-processes': { type: 'string', value: 'N', group: COMMANDS },
+  'command-file-size': { type: 'string', value: 'MB', group: COMMANDS },
+  json: { type: 'boolean' },
+  'data-dir': { type: 'string', value: 'DIR', hidden: true },
+} as const;
+
+type SettingValues = Values<typeof SETTINGS> & { name?: string; repo?: string };
+
+/** The command settings given as flags; the ranges are checked by the server. */
+function commandFields(values: SettingValues): UpdateProjectInput {
+  const body: UpdateProjectInput = {};
+  const commands = boolFlag(values.commands, 'commands');
+  if (commands !== undefined) body.commandsEnabled = commands;
+  // An empty command removes it.
+  if (values['setup-command'] !== undefined) body.setupCommand = values['setup-command'] || null;
+  const network = boolFlag(values['setup-network'], 'setup-network');
+  if (network !== undefined) body.setupNetwork = network;
+  const limits = [
+    ['command-timeout', 'commandTimeoutSeconds'],
+    ['command-cpu', 'commandCpuSeconds'],
+    ['command-memory', 'commandMemoryMb'],
+    ['command-processes', 'commandProcesses'],
+    ['command-file-size', 'commandFileSizeMb'],
+  ] as const;
+  for (const [flag, field] of limits) {
+    const value = values[flag];
+    if (value === undefined) continue;
+    body[field] = value === 'default' ? null : wholeNumber(value, flag);
+  }
+  return body;
+}
+
+/** The project fields given as flags; the GitHub App's key is read from its file here. */
+async function projectFields(values: SettingValues): Promise<UpdateProjectInput> {
+  const body: UpdateProjectInput = {};
+  if (values.name !== undefined) body.name = values.name;
+  if (values.repo !== undefined) {
+    // A relative path means a repository on this disk; the server needs it absolute.
+    body.repository = values.repo.startsWith('.') ? path.resolve(values.repo) : values.repo;
+  }
+  if (values.ref !== undefined) body.ref = values.ref;
+  if (values.model !== undefined) body.model = values.model;
+  if (values.forge !== undefined) body.forge = values.forge;
+  if (values['forge-url'] !== undefined) body.forgeUrl = values['forge-url'];
+  if (values['forge-token-env'] !== undefined) body.forgeTokenEnv = values['forge-token-env'];
+  if (values['forge-token'] !== undefined) body.forgeToken = values['forge-token'];
+  const drafts = boolFlag(values['draft-prs'], 'draft-prs');
+  if (drafts !== undefined) body.draftPullRequests = drafts;
+  Object.assign(body, commandFields(values));
+  const appId = values['github-app-id'];
+  const keyFile = values['github-app-key-file'];
+  const installationId = values['github-installation-id'];
+  const app = [appId, keyFile, installationId];
+  if (app.some((v) => v !== undefined)) {
+    if (appId === undefined || keyFile === undefined || installationId === undefined) {
+      throw new UsageError(
+        'a GitHub App needs --github-app-id, --github-app-key-file and --github-installation-id',
+      );
+    }
+    let privateKey: string;
+    try {
+      privateKey = await readFile(keyFile, 'utf8');
+    } catch {
+      throw new CliError(`cannot read the GitHub App key file ${keyFile}`);
+    }
+    body.githubApp = { appId, installationId, privateKey };
+  }
+  return body;
+}
+
+function summary(verb: string, p: Project): string {
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''})`;
+}
+
+const create = defineCommand({
+  name: 'project create',
+  options: {
+    name: { type: 'string', value: 'NAME', required: true },
+    repo: { type: 'string', value: 'URL', required: true },
+    ...SETTINGS,
+  },
+  summary: 'add a project: the repository its jobs work on, and where their pull requests go',
+  async run({ values, io }) {
+    const fields = await projectFields(values);
+    const body: CreateProjectInput = {
+      ...fields,
+      name: values.name,
+      repository: fields.repository ?? values.repo,
+    };
+    const project = await withAdminClient(io, values['data-dir'], (c) => c.createProject(body));
+    print(io, values.json, project, summary('created', project));
+    return EXIT.ok;
+  },
+});
+
+const update = defineCommand({
+  name: 'project update',
+  args: ['ID'],
+  options: {
+    name: { type: 'string', value: 'NAME' },
+    repo: { type: 'string', value: 'URL' },
+    ...SETTINGS,
+  },
+  summary: 'change what is given (the jobs already created keep their repository and ref)',
+  async run({ values, args: [id = ''], io }) {
+    const body = await projectFields(values);
+    const project = await withAdminClient(io, values['data-dir'], (c) => c.updateProject(id, body));
+    print(io, values.json, project, summary('updated', project));
+    return EXIT.ok;
+  },
+});
+
+const list = defineCommand({
+  name: 'project list',
+  options: { json: SETTINGS.json, 'data-dir': SETTINGS['data-dir'] },
+  summary: 'every project',
+  async run({ values, io }) {
+    const projects = await withAdminClient(io, values['data-dir'], (c) => c.listProjects());
+    const line = (p: Project) =>
+      `${p.id}  ${p.name}  ${p.repository} @ ${p.ref}${p.model ? `  ${p.model}` : ''}`;
+    print(
+      io,
+      values.json,
+      projects,
+      projects.length === 0 ? 'no projects' : projects.map(line).join('\n'),
+    );
+    return EXIT.ok;
+  },
+});
+
+export const projects: Family = {
+  name: 'project',
+  commands: [create, update, list],
+  groups: {
+    [FORGE]:
+      'credentials: one of --forge-token-env, --forge-token, or the three --github-app options',
+    [COMMANDS]:
+      "--setup-command '' removes the command; a limit given as 'default' returns to the sandbox's default",
+  },
+  subcommandPages: false,
+  outro: ADMIN_NOTE,
+};

@@ -1,0 +1,125 @@
+// The export file's format, shared by export and import: JSON Lines, a header line, one line per
+// row ({"table", "row"}) of the tables below in their order, and an end line with the counts.
+import { scryptSync } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createInterface } from 'node:readline';
+import type { Database } from '../../db/schema.ts';
+import { secretKeyPath } from '../../secrets/key-file.ts';
+import { CliError } from '../errors.ts';
+
+export const EXPORT_FORMAT = 'errand-export';
+/** The file format this Errand writes, and the newest it reads. */
+export const EXPORT_VERSION = 1;
+
+export type TableName = keyof Database;
+
+interface TableSpec {
+  name: TableName;
+  /** The order rows are written in: the primary key, so two exports of one state are equal. */
+  order: string;
+  noun: readonly [one: string, many: string];
+}
+
+/**
+ * The tables of an export, parents before children, as they are written and loaded. Left out:
+ * dashboard sessions (browsers sign in again), rate-limit counters and idempotency keys (both
+ * short-lived), the migrations table (the importing side runs its own) and pg-boss's schema
+ * (open turns and pending deliveries are queued afresh on import).
+ */
+export const TABLES: readonly TableSpec[] = [
+  { name: 'projects', order: 'id', noun: ['project', 'projects'] },
+  { name: 'api_keys', order: 'id', noun: ['API key', 'API keys'] },
+  { name: 'webhooks', order: 'id', noun: ['webhook endpoint', 'webhook endpoints'] },
+  { name: 'jobs', order: 'id', noun: ['job', 'jobs'] },
+  { name: 'turns', order: 'job_id, seq', noun: ['turn', 'turns'] },
+  { name: 'events', order: 'seq', noun: ['event', 'events'] },
+  {
+    name: 'webhook_deliveries',
+    order: 'id',
+    noun: ['webhook delivery', 'webhook deliveries'],
+  },
+  {
+    name: 'webhook_attempts',
+    order: 'delivery_id, attempt',
+    noun: ['webhook delivery attempt', 'webhook delivery attempts'],
+  },
+];
+export const TABLE_NAMES: ReadonlySet<string> = new Set(TABLES.map((t) => t.name));
+
+export type RowCounts = Partial<Record<TableName, number>>;
+
+export interface ExportHeader {
+  format: typeof EXPORT_FORMAT;
+  version: number;
+  exportedAt: string;
+  errandVersion: string;
+  /** The highest migration applied to the exported database. */
+  migration: number;
+  /** Which secret key sealed the file's forge credentials and webhook secrets; null: none set. */
+  secretKeyFingerprint: string | null;
+}
+
+/**
+ * A short, stable name of a secret key, so two Errands can tell whether they hold the same key
+ * without either showing it. Derived with scrypt, as the box's own key is, so the fingerprint
+ * gives a guesser of a weak ERRAND_SECRET_KEY no faster test than the sealed values beside it.
+ */
+export function keyFingerprint(secretKey: string): string {
+  return scryptSync(secretKey, 'errand export key fingerprint v1', 8).toString('hex');
+}
+
+/** `1 project, 2 API keys, …`: the rows of each table, for the summaries. */
+export function describeRows(counts: RowCounts): string {
+  return TABLES.map((t) => {
+    const n = counts[t.name] ?? 0;
+    return `${n} ${n === 1 ? t.noun[0] : t.noun[1]}`;
+  }).join(', ');
+}
+
+/** The embedded mode's key file, when there is one (it is made by serve, never here). */
+export async function keyFileSecret(dataDir: string): Promise<string | undefined> {
+  const key = (await readFile(secretKeyPath(dataDir), 'utf8').catch(() => '')).trim();
+  return key || undefined;
+}
+
+export interface RowLine {
+  table: TableName;
+  row: Record<string, unknown>;
+  /** The row's JSON exactly as written, so numbers in jsonb columns keep every digit. */
+  text: string;
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** One line of the file as a row, or an error saying where the file is wrong. */
+export function rowLine(line: string, file: string, lineNo: number): RowLine {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(line);
+  } catch {
+    throw new CliError(
+      `${file} is damaged: line ${lineNo} is not JSON (a file cut short, or edited): nothing was imported`,
+    );
+  }
+  if (!isObject(parsed) || typeof parsed.table !== 'string' || !isObject(parsed.row))
+    throw new CliError(`${file} is damaged: line ${lineNo} is not a row: nothing was imported`);
+  if (!TABLE_NAMES.has(parsed.table))
+    throw new CliError(
+      `${file} has rows of a table this Errand does not know (${parsed.table}, line ${lineNo}): nothing was imported`,
+    );
+  const table = parsed.table as TableName;
+  const prefix = `{"table":${JSON.stringify(table)},"row":`;
+  const exact = Object.keys(parsed).length === 2 && line.startsWith(prefix) && line.endsWith('}');
+  return {
+    table,
+    row: parsed.row,
+    text: exact ? line.slice(prefix.length, -1) : JSON.stringify(parsed.row),
+  };
+}
+
+export function lines(file: string): AsyncIterable<string> {
+  return createInterface({ input: createReadStream(file), crlfDelay: Number.POSITIVE_INFINITY });
+}

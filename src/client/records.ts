@@ -1,0 +1,125 @@
+// The records of Errand's API as the client hands them out, typed from the OpenAPI document
+// (openapi.ts, generated), and the light checks an answer passes before it is returned as one:
+// the shape that tells a record from an error page or another service's answer.
+import { ErrandError } from './errors.ts';
+import type { components, paths } from './openapi.ts';
+import { JOB_STATUSES } from './words.ts';
+
+type JsonBody<T> = T extends { content: { 'application/json': infer B } } ? B : never;
+type RequestJson<T> = T extends { requestBody?: infer R } ? JsonBody<NonNullable<R>> : never;
+
+/** The agent job record. */
+export type Job = components['schemas']['AgentJob'];
+export type JobStatus = Job['status'];
+/** A page of a job's progress log. */
+export type JobEventPage = JsonBody<
+  paths['/v2/agent/{projectId}/job/{id}/events']['get']['responses'][200]
+>;
+/** One entry of a job's progress log. */
+export type JobEvent = JobEventPage['events'][number];
+/** A job's input at creation. */
+export type CreateJobInput = RequestJson<paths['/v2/agent/{projectId}/job']['post']>;
+
+/** A project, as the admin API shows it (never its credentials). */
+export type Project = JsonBody<paths['/v2/admin/projects/{id}']['get']['responses'][200]>;
+export type CreateProjectInput = RequestJson<paths['/v2/admin/projects']['post']>;
+export type UpdateProjectInput = RequestJson<paths['/v2/admin/projects/{id}']['patch']>;
+
+/** An API key without its secret. */
+export type ApiKey = JsonBody<paths['/v2/admin/keys/{id}/revoke']['post']['responses'][200]>;
+/** A new key, with the key itself: in this answer only. */
+export type CreatedApiKey = JsonBody<paths['/v2/admin/keys']['post']['responses'][201]>;
+export type CreateApiKeyInput = RequestJson<paths['/v2/admin/keys']['post']>;
+
+type WebhookPath = paths['/v2/admin/projects/{projectId}/webhooks/{webhookId}'];
+/** A webhook endpoint without its signing secret. */
+export type Webhook = JsonBody<WebhookPath['get']['responses'][200]>;
+/** An endpoint with its signing secret: in the answers of create and rotate only. */
+export type WebhookWithSecret = JsonBody<
+  paths['/v2/admin/projects/{projectId}/webhooks']['post']['responses'][201]
+>;
+export type WebhookEventType = Webhook['events'][number];
+/**
+ * The event types are any strings here: the server checks the names (and says which one it
+ * does not know), so a client built against an older document can name newer types.
+ */
+export type CreateWebhookInput = Omit<
+  RequestJson<paths['/v2/admin/projects/{projectId}/webhooks']['post']>,
+  'events'
+> & { events?: readonly string[] };
+export type UpdateWebhookInput = Omit<RequestJson<WebhookPath['patch']>, 'events'> & {
+  events?: readonly string[];
+};
+/** A page of an endpoint's delivery log, newest first. */
+export type DeliveryPage = JsonBody<
+  paths['/v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries']['get']['responses'][200]
+>;
+/** One delivery of an event to an endpoint, with its attempts. */
+export type Delivery = DeliveryPage['deliveries'][number];
+
+/** Where polling stops: the job will not change without a new prompt. */
+export const TERMINAL_STATUSES: readonly JobStatus[] = Object.freeze([
+  'completed',
+  'failed',
+  'archived',
+]);
+
+const STATUSES: readonly string[] = JOB_STATUSES;
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function notA(what: string, noun: string, status: number): ErrandError {
+  return new ErrandError(`${what}: the answer is not ${noun}`, {
+    code: 'invalid_response',
+    status,
+  });
+}
+
+export function checkJob(value: unknown, what: string, status: number): Job {
+  if (
+    !isRecord(value) ||
+    typeof value.id !== 'string' ||
+    typeof value.status !== 'string' ||
+    !STATUSES.includes(value.status)
+  )
+    throw notA(what, 'a job record', status);
+  return value as Job;
+}
+
+/** `which` names the event in the message: "events: a streamed event". */
+export function checkEvent(
+  value: unknown,
+  status: number,
+  which = 'events: a streamed event',
+): JobEvent {
+  if (!isRecord(value) || typeof value.seq !== 'number' || typeof value.type !== 'string')
+    throw new ErrandError(`${which} is not an event record`, {
+      code: 'invalid_response',
+      status,
+    });
+  return value as JobEvent;
+}
+
+/**
+ * An admin record (project, key, webhook, delivery): an object with a string id, the mark of
+ * every record the admin API answers with. `noun` names it in the message: "a project".
+ */
+export function checkRecord<T>(value: unknown, what: string, status: number, noun: string): T {
+  if (!isRecord(value) || typeof value.id !== 'string') throw notA(what, noun, status);
+  return value as T;
+}
+
+/** A list answer, `{[field]: [record…]}`, each record checked as checkRecord does. */
+export function checkList<T>(
+  value: unknown,
+  field: string,
+  what: string,
+  status: number,
+  noun: string,
+): T[] {
+  const list = isRecord(value) ? value[field] : undefined;
+  if (!Array.isArray(list)) throw notA(what, `a list of ${field}`, status);
+  return list.map((item: unknown) => checkRecord<T>(item, what, status, noun));
+}

@@ -1,0 +1,192 @@
+// The words for people: what a job's status and each event of its progress log mean, said once
+// and used by the CLI's event lines, the dashboard's progress log and the MCP server's answers.
+// Part of errand/client, so it imports nothing outside src/client/ and no Node module.
+import type { components } from './openapi.ts';
+
+type Job = components['schemas']['AgentJob'];
+type JobStatus = Job['status'];
+
+/** Every status a job can have, in the order of its life. The one list. */
+export const JOB_STATUSES = Object.freeze([
+  'active',
+  'completed',
+  'failed',
+  'archived',
+] as const) satisfies readonly JobStatus[];
+
+/** The fields of a job its words need: the API's record, or the server's own. */
+export type StatusFacts = Pick<Job, 'status' | 'prLink' | 'error' | 'turns'>;
+
+/**
+ * A job's status as one line, for a log or a terminal: what it means for the reader, not the
+ * record (`completed: <pull request>`, `failed: <why>`).
+ */
+export function statusLine(job: StatusFacts): string {
+  switch (job.status) {
+    case 'active':
+      return `active, turn ${job.turns} queued`;
+    case 'completed':
+      return job.prLink
+        ? `completed: ${job.prLink}`
+        : 'completed; no pull request: nothing changed';
+    case 'failed':
+      return job.error ? `failed: ${job.error}` : 'failed';
+    case 'archived':
+      return 'archived';
+  }
+}
+
+/** A job's status as a sentence for a reader who sees nothing else of it (the MCP's model). */
+export function statusSentence(job: StatusFacts & Pick<Job, 'id'>): string {
+  switch (job.status) {
+    case 'active':
+      return `Job ${job.id} is active: the agent is working on turn ${job.turns} (or it is queued).`;
+    case 'completed':
+      return job.prLink
+        ? `Job ${job.id} is completed; its pull request is ${job.prLink}`
+        : `Job ${job.id} is completed without a pull request (the agent changed no files).`;
+    case 'failed':
+      return `Job ${job.id} failed: ${job.error ?? 'no reason recorded'}.`;
+    case 'archived':
+      return `Job ${job.id} is archived: it is closed for good and takes no more messages.${job.prLink ? ` Its pull request was ${job.prLink}` : ''}`;
+  }
+}
+
+/** What a person reads of one event. */
+export interface EventWords {
+  /** One line: what happened (the tool call, the commit, the pull request). May be empty. */
+  text: string;
+  /** Longer text that belongs to it (a command's output), for a view that can fold it away. */
+  detail?: { label: string; text: string };
+}
+
+/** One event of a job's progress log, as the API, the stream and the server give it. */
+export interface EventFacts {
+  type: string;
+  data: unknown;
+  /** The turn it belongs to; null or absent for the job itself. */
+  turn?: number | null;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function str(value: unknown): string | undefined {
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function num(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+}
+
+function sha(value: unknown): string {
+  return String(value ?? '').slice(0, 12);
+}
+
+function tokens(usage: unknown): string {
+  if (!isRecord(usage)) return '';
+  const input = num(usage.inputTokens);
+  const output = num(usage.outputTokens);
+  return input !== undefined && output !== undefined ? ` (${input} in, ${output} out)` : '';
+}
+
+function isStatusFacts(value: unknown): value is StatusFacts {
+  return (
+    isRecord(value) &&
+    typeof value.status === 'string' &&
+    (JOB_STATUSES as readonly string[]).includes(value.status)
+  );
+}
+
+/** A command's end: `timed out: exit 137: npm test`; its output as the detail. */
+function commandEnd(d: Record<string, unknown>): EventWords {
+  const text = [
+    d.timedOut === true ? 'timed out' : undefined,
+    num(d.exitCode) !== undefined ? `exit ${num(d.exitCode)}` : str(d.signal),
+    str(d.command),
+  ]
+    .filter((part) => part !== undefined)
+    .join(': ');
+  const output = str(d.outputTail);
+  return output ? { text, detail: { label: 'Output', text: output } } : { text };
+}
+
+/** The event's words: by its type, in the data's own words where it has them. */
+export function eventWords(event: EventFacts): EventWords {
+  const d = isRecord(event.data) ? event.data : {};
+  if (event.type.startsWith('job.') && isStatusFacts(d.job)) return { text: statusLine(d.job) };
+  const turn = num(event.turn);
+  switch (event.type) {
+    case 'turn.started': {
+      const attempt = num(d.attempt);
+      const again = attempt !== undefined && attempt > 1 ? `attempt ${attempt}` : undefined;
+      const parts = [turn !== undefined ? `turn ${turn}` : undefined, again];
+      return { text: parts.filter((part) => part !== undefined).join(', ') };
+    }
+    case 'turn.retrying': {
+      const wait = num(d.retryInSeconds);
+      return {
+        text: `${str(d.error) ?? 'failed'}; trying again${wait !== undefined ? ` in ${wait} s` : ''}`,
+      };
+    }
+    case 'turn.resumed':
+      return { text: `already pushed as ${sha(d.commit)}; finishing the pull request` };
+    case 'turn.no_changes':
+      return { text: 'nothing changed' };
+    case 'turn.finished':
+      return { text: str(d.prLink) ?? str(d.summary)?.split('\n')[0] ?? '' };
+    case 'turn.failed':
+      return { text: str(d.error) ?? '' };
+    case 'workspace.ready':
+      return {
+        text: `${d.continued === true ? 'continuing' : 'new branch'} at ${sha(d.head ?? d.base)}`,
+      };
+    case 'sandbox.unavailable':
+      return {
+        text: `commands are off: ${[str(d.reason), str(d.howToFix)].filter(Boolean).join('; ')}`,
+      };
+    case 'setup.started':
+      return { text: `${str(d.command) ?? ''}${d.network === true ? ' (with network)' : ''}` };
+    case 'command.started':
+      return { text: str(d.command) ?? '' };
+    case 'command.finished':
+    case 'setup.finished':
+      return commandEnd(d);
+    case 'tool.call':
+      return { text: str(d.summary) ?? str(d.title) ?? str(d.name) ?? '' };
+    case 'tool.result':
+      return { text: `${d.ok === false ? 'error: ' : ''}${str(d.summary) ?? str(d.title) ?? ''}` };
+    case 'model.step':
+      return { text: `step ${num(d.step) ?? '?'}${tokens(d.usage)}` };
+    case 'files.changed': {
+      // Each file is {path, change}.
+      const files = (Array.isArray(d.files) ? d.files : [])
+        .map((f: unknown) => (isRecord(f) ? str(f.path) : str(f)))
+        .filter((f): f is string => f !== undefined);
+      const count = num(d.count) ?? files.length;
+      return {
+        text: `${count} file${count === 1 ? '' : 's'}: ${files.slice(0, 5).join(', ')}${count > 5 ? ', …' : ''}`,
+      };
+    }
+    case 'commit':
+      return { text: `${sha(d.sha)} ${str(d.subject) ?? ''}`.trim() };
+    case 'push':
+      return { text: `${str(d.branch) ?? ''} at ${sha(d.sha)}` };
+    case 'review.updated':
+    case 'pull_request.updated':
+      return { text: str(d.url) ?? '' };
+    case 'pull_request.opened': {
+      const notes = (Array.isArray(d.notes) ? d.notes : []).filter(
+        (note): note is string => typeof note === 'string' && note !== '',
+      );
+      return {
+        text: [`${str(d.url) ?? ''}${d.draft === true ? ' (draft)' : ''}`, ...notes].join('; '),
+      };
+    }
+  }
+  // A type this version does not know: its data's own words, else the data itself.
+  const named = str(d.title) ?? str(d.url) ?? str(d.summary) ?? str(d.message) ?? str(d.error);
+  if (named) return { text: named };
+  return { text: Object.keys(d).length === 0 ? '' : JSON.stringify(d) };
+}

@@ -1,0 +1,211 @@
+// The job pages as functions of their data: a project's jobs with the new-job form, a job with
+// its turns, progress log and diff, and the archive confirmation. Every value goes through
+// `html`; the summaries and the diff arrive already rendered by their escaping renderers.
+import { type EventFacts, eventWords, JOB_STATUSES } from '../client/words.ts';
+import type { JobRecord } from '../jobs/record.ts';
+import type { Principal } from '../keys/service.ts';
+import type { ProjectRecord } from '../projects/service.ts';
+import { html, SafeHtml } from './html.ts';
+import { externalLink, notice, page, when } from './layout.ts';
+
+export interface JobListItem {
+  job: JobRecord;
+  /** The first prompt, cut to an excerpt. */
+  prompt: string;
+}
+
+/** "3 min ago": the age of a job at the time the page was made. */
+function age(iso: string, now: number): SafeHtml {
+  const seconds = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  const text =
+    seconds < 60
+      ? `${seconds} s ago`
+      : seconds < 3600
+        ? `${Math.floor(seconds / 60)} min ago`
+        : seconds < 86_400
+          ? `${Math.floor(seconds / 3600)} h ago`
+          : `${Math.floor(seconds / 86_400)} d ago`;
+  return html`<time datetime="${iso}" title="${iso}">${text}</time>`;
+}
+
+export function jobsPage(
+  principal: Principal,
+  project: ProjectRecord,
+  list: {
+    items: JobListItem[];
+    status: string | undefined;
+    nextCursor: string | null;
+    now: number;
+  },
+  form: { prompt?: string | undefined; error?: string | undefined; created?: string | undefined },
+): string {
+  const filter = html`<form method="get" action="/projects/${project.id}/jobs" class="filter">
+  <label for="status">Status</label>
+  <select id="status" name="status">
+    <option value="" ${list.status ? '' : html`selected`}>All</option>
+    ${JOB_STATUSES.map((s) => html`<option value="${s}" ${list.status === s ? html`selected` : ''}>${s}</option>`)}
+  </select>
+  <button type="submit">Filter</button>
+</form>`;
+  const table = list.items.length
+    ? html`<div class="scroll"><table class="list">
+<thead><tr><th scope="col">Prompt</th><th scope="col">Status</th><th scope="col">Pull request</th><th scope="col">Age</th></tr></thead>
+<tbody>${list.items.map(
+        ({ job, prompt }) => html`<tr>
+  <td class="wrap"><a href="/projects/${project.id}/jobs/${job.id}">${prompt || job.id}</a><div class="muted mono">${job.id}</div></td>
+  <td data-label="Status"><span class="badge ${job.status}">${job.status}</span></td>
+  <td class="wrap" data-label="Pull request">${externalLink(job.prLink)}</td>
+  <td data-label="Age">${age(job.createdAt, list.now)}</td>
+</tr>`,
+      )}</tbody></table></div>`
+    : html`<p>No jobs${list.status ? html` with status ${list.status}` : ''}.</p>`;
+  const next = list.nextCursor
+    ? html`<p><a href="/projects/${project.id}/jobs?${new URLSearchParams({
+        ...(list.status ? { status: list.status } : {}),
+        cursor: list.nextCursor,
+      }).toString()}">Older jobs</a></p>`
+    : '';
+  return page(
+    { title: `Jobs of ${project.name}`, principal },
+    html`${notice(form.created ? `Job ${form.created} created.` : undefined, 'ok')}
+${filter}${table}${next}
+<section aria-labelledby="new-job"><h2 id="new-job">New job</h2>
+${notice(form.error)}
+<form method="post" action="/projects/${project.id}/jobs" class="card">
+  <label for="prompt">Prompt</label>
+  <textarea id="prompt" name="prompt" rows="5" required>${form.prompt ?? ''}</textarea>
+  <button type="submit">Create job</button>
+</form></section>`,
+  );
+}
+
+export interface TurnView {
+  seq: number;
+  state: string;
+  prompt: string;
+  /** The agent's summary as safe HTML (src/dashboard/markdown.ts), or undefined. */
+  summaryHtml: string | undefined;
+  error: string | null;
+  usage: { inputTokens?: number; outputTokens?: number } | null;
+  createdAt: string;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+export interface EventView {
+  seq: number;
+  at: string;
+  type: string;
+  text: string;
+  /** Longer text that belongs to the line (a command's output), shown folded. */
+  detail?: { label: string; text: string } | undefined;
+}
+
+const MAX_TEXT = 500;
+const MAX_DETAIL = 20_000;
+
+function cut(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+/** A progress event as the page shows it: the client's words for it (src/client/words.ts). */
+export function eventView(event: EventFacts & { seq: number; at: string }): EventView {
+  const words = eventWords(event);
+  return {
+    seq: event.seq,
+    at: event.at,
+    type: event.type,
+    text: cut(words.text, MAX_TEXT),
+    detail: words.detail && { label: words.detail.label, text: cut(words.detail.text, MAX_DETAIL) },
+  };
+}
+
+/** One line of the progress log; also sent to the page's script as it arrives. */
+export function eventItem(event: EventView): string {
+  const detail = event.detail
+    ? html`<details><summary>${event.detail.label}</summary><pre class="output">${event.detail.text}</pre></details>`
+    : '';
+  return html`<li><span class="muted">${when(event.at)}</span> <span class="badge">${event.type}</span> <span class="text">${event.text}</span>${detail}</li>`
+    .value;
+}
+
+export function jobPage(
+  principal: Principal,
+  project: ProjectRecord,
+  job: JobRecord,
+  detail: {
+    turns: TurnView[];
+    events: EventView[];
+    /** The rendered diff (src/dashboard/diff.ts), or undefined when there is none. */
+    diffHtml: string | undefined;
+    prompt?: string | undefined;
+    error?: string | undefined;
+  },
+): string {
+  const base = `/projects/${project.id}/jobs/${job.id}`;
+  const last = detail.events.at(-1)?.seq ?? 0;
+  const live = job.status === 'active';
+  return page(
+    { title: `Job ${job.id}`, principal },
+    html`<p><a href="/projects/${project.id}/jobs">← Jobs of ${project.name}</a></p>
+<dl class="facts card">
+  <dt>Status</dt><dd><span class="badge ${job.status}" id="job-status">${job.status}</span></dd>
+  <dt>Repository</dt><dd class="mono wrap">${job.source.repository}</dd>
+  <dt>Base ref</dt><dd class="mono">${job.source.baseRef}</dd>
+  <dt>Branch</dt><dd class="mono">${job.branch}</dd>
+  <dt>Model</dt><dd class="mono">${job.model}</dd>
+  <dt>Pull request</dt><dd class="wrap">${externalLink(job.prLink)}</dd>
+  ${job.error ? html`<dt>Error</dt><dd class="wrap">${job.error}</dd>` : ''}
+</dl>
+<h2>Turns</h2>
+${detail.turns.map(
+  (turn) => html`<section class="card turn" aria-label="Turn ${turn.seq}">
+  <h3>Turn ${turn.seq} <span class="badge">${turn.state}</span></h3>
+  <pre class="prompt">${turn.prompt}</pre>
+  ${turn.summaryHtml !== undefined ? html`<div class="summary">${new SafeHtml(turn.summaryHtml)}</div>` : ''}
+  ${turn.error ? notice(turn.error) : ''}
+  <p class="muted">Queued ${when(turn.createdAt)}${turn.startedAt ? html`, started ${when(turn.startedAt)}` : ''}${
+    turn.finishedAt ? html`, finished ${when(turn.finishedAt)}` : ''
+  }${
+    turn.usage
+      ? html`; tokens: ${turn.usage.inputTokens ?? 0} in, ${turn.usage.outputTokens ?? 0} out`
+      : ''
+  }</p>
+</section>`,
+)}
+<h2>Progress</h2>
+<ol id="events" class="events card" data-events-url="${base}/events" data-after="${last}" data-live="${live ? 'true' : 'false'}" aria-live="polite">
+${detail.events.map((event) => new SafeHtml(eventItem(event)))}
+</ol>
+${live ? html`<p class="muted">Updates as the job runs.</p>` : ''}
+<h2>Changes</h2>
+${detail.diffHtml !== undefined ? new SafeHtml(detail.diffHtml) : html`<p>No diff yet.</p>`}
+${
+  job.status === 'archived'
+    ? ''
+    : html`<section aria-labelledby="follow-up"><h2 id="follow-up">Follow-up</h2>
+${notice(detail.error)}
+<form method="post" action="${base}/message" class="card">
+  <label for="prompt">Prompt</label>
+  <textarea id="prompt" name="prompt" rows="4" required>${detail.prompt ?? ''}</textarea>
+  <button type="submit">Send follow-up</button>
+</form>
+<p><a href="${base}/archive">Archive this job…</a></p></section>`
+}`,
+  );
+}
+
+export function archivePage(principal: Principal, projectId: string, job: JobRecord): string {
+  const base = `/projects/${projectId}/jobs/${job.id}`;
+  return page(
+    { title: 'Archive a job', principal },
+    html`<div class="card narrow">
+<p>Archive the job <code>${job.id}</code>? A running turn is stopped, queued ones are cancelled,
+and no follow-up can be sent to it afterwards. This cannot be undone.</p>
+<form method="post" action="${base}/archive" class="inline">
+  <button type="submit" class="danger">Archive</button>
+</form>
+<a href="${base}">Cancel</a>
+</div>`,
+  );
+}

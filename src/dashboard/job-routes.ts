@@ -1,0 +1,233 @@
+// The job pages' routes, for an admin session or one of the job's project: a project's jobs and
+// the new-job form, a job's page and its live progress log, a follow-up, and archiving. Jobs are
+// read and changed through src/jobs/, with the API's schemas for what a person typed.
+import type { FastifyInstance } from 'fastify';
+import { JOB_STATUSES } from '../client/words.ts';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { type EventStreams, resumeAfter, wantsStream } from '../events/streams.ts';
+import { isId } from '../ids.ts';
+import { listEvents, toEventRecord } from '../jobs/events.ts';
+import { createJobBody, promptBody } from '../jobs/input.ts';
+import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
+import { toJobRecord } from '../jobs/record.ts';
+import { archiveJob, createJob, getJob, listJobs, sendMessage } from '../jobs/service.ts';
+import { toProjectRecord } from '../projects/service.ts';
+import { parseDiff, renderDiff } from './diff.ts';
+import { html, SafeHtml } from './html.ts';
+import { archivePage, eventItem, eventView, jobPage, jobsPage } from './job-pages.ts';
+import { renderMarkdown } from './markdown.ts';
+import { type Form, parse, sendPage, visibleProject } from './requests.ts';
+
+const JOBS_PER_PAGE = 20;
+const EVENTS_ON_PAGE = 1000;
+
+/** The events after which a job is no longer active: the page reloads to show the outcome. */
+const SETTLING_EVENTS: ReadonlySet<string> = new Set([
+  'job.completed',
+  'job.failed',
+  'job.archived',
+]);
+
+function tokenUsage(usage: unknown): { inputTokens?: number; outputTokens?: number } | null {
+  if (!usage || typeof usage !== 'object') return null;
+  const u = usage as Record<string, unknown>;
+  return {
+    ...(typeof u.inputTokens === 'number' ? { inputTokens: u.inputTokens } : {}),
+    ...(typeof u.outputTokens === 'number' ? { outputTokens: u.outputTokens } : {}),
+  };
+}
+
+/** The start of a prompt, for a list. */
+function excerpt(prompt: string): string {
+  const line = prompt.replace(/\s+/g, ' ').trim();
+  return line.length > 140 ? `${line.slice(0, 139)}…` : line;
+}
+
+export function registerJobRoutes(
+  pages: FastifyInstance,
+  ctx: AppContext,
+  streams: EventStreams,
+): void {
+  const jobList = async (
+    projectId: string,
+    query: { status?: string | undefined; cursor?: string | undefined },
+  ) => {
+    const status = query.status
+      ? (JOB_STATUSES.find((s) => s === query.status) ??
+        (() => {
+          throw new AppError('bad_request', `"status" must be one of ${JOB_STATUSES.join(', ')}`);
+        })())
+      : undefined;
+    const listed = await listJobs(ctx, projectId, {
+      limit: JOBS_PER_PAGE,
+      status,
+      cursor: query.cursor || undefined,
+    });
+    const prompts = await firstPrompts(
+      ctx,
+      listed.jobs.map((job) => job.id),
+    );
+    return {
+      items: listed.jobs.map((job) => ({
+        job: toJobRecord(job),
+        prompt: excerpt(prompts.get(job.id) ?? ''),
+      })),
+      status,
+      nextCursor: listed.nextCursor,
+      now: Date.now(),
+    };
+  };
+
+  pages.get<{
+    Params: { id: string };
+    Querystring: { status?: string; cursor?: string; created?: string };
+  }>('/projects/:id/jobs', async (request, reply) => {
+    const { principal, row } = await visibleProject(ctx, request, request.params.id);
+    const created = request.query.created;
+    return sendPage(
+      reply,
+      200,
+      jobsPage(principal, toProjectRecord(row), await jobList(row.id, request.query), {
+        created: created && isId('job', created) ? created : undefined,
+      }),
+    );
+  });
+
+  pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+    '/projects/:id/jobs',
+    async (request, reply) => {
+      const { principal, row } = await visibleProject(ctx, request, request.params.id);
+      const prompt = request.body?.prompt ?? '';
+      try {
+        const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt });
+        const { job } = await createJob(ctx, row, body);
+        return reply.redirect(`/projects/${row.id}/jobs?created=${job.id}`, 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        return sendPage(
+          reply,
+          err.status,
+          jobsPage(principal, toProjectRecord(row), await jobList(row.id, {}), {
+            prompt,
+            error: err.message,
+          }),
+        );
+      }
+    },
+  );
+
+  const jobDetail = async (projectId: string, jobId: string) => {
+    const job = toJobRecord(await getJob(ctx, projectId, jobId));
+    const turns = await listTurns(ctx, job.id);
+    const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
+    const review = await getReviewDiff(ctx, job.id);
+    return {
+      job,
+      turns: turns.map((turn) => ({
+        seq: turn.seq,
+        state: turn.state,
+        prompt: turn.prompt,
+        summaryHtml: turn.summary ? renderMarkdown(turn.summary) : undefined,
+        error: turn.error,
+        usage: tokenUsage(turn.usage),
+        createdAt: turn.created_at.toISOString(),
+        startedAt: turn.started_at?.toISOString() ?? null,
+        finishedAt: turn.finished_at?.toISOString() ?? null,
+      })),
+      events: events.map((event) => eventView(toEventRecord(event))),
+      diffHtml: review
+        ? html`${review.truncated ? html`<p class="muted">The diff is cut off at the end.</p>` : ''}${new SafeHtml(renderDiff(parseDiff(review.diff)))}`
+            .value
+        : undefined,
+    };
+  };
+
+  type JobParams = { Params: { id: string; jobId: string } };
+
+  pages.get<JobParams>('/projects/:id/jobs/:jobId', async (request, reply) => {
+    const { principal, row } = await visibleProject(ctx, request, request.params.id);
+    const detail = await jobDetail(row.id, request.params.jobId);
+    return sendPage(reply, 200, jobPage(principal, toProjectRecord(row), detail.job, detail));
+  });
+
+  // The page's script follows the job's live event stream, as lines of HTML the server renders
+  // and escapes; asked for JSON, what happened since the last event the page shows.
+  pages.get<JobParams & { Querystring: { after?: string } }>(
+    '/projects/:id/jobs/:jobId/events',
+    async (request, reply) => {
+      const { principal, row } = await visibleProject(ctx, request, request.params.id);
+      const job = await getJob(ctx, row.id, request.params.jobId);
+      const after = Number(request.query.after ?? 0);
+      if (!Number.isSafeInteger(after) || after < 0) {
+        throw new AppError('bad_request', '"after" must be an event number');
+      }
+      if (wantsStream(request.headers.accept)) {
+        await streams.open(
+          {
+            jobId: job.id,
+            keyId: principal.keyId,
+            after: resumeAfter(request.headers['last-event-id'], after),
+            requestId: request.id,
+          },
+          reply.raw,
+          (event) => ({
+            name: 'line',
+            data: JSON.stringify({
+              seq: event.seq,
+              html: eventItem(eventView(event)),
+              settled: SETTLING_EVENTS.has(event.type),
+            }),
+          }),
+        );
+        reply.hijack();
+        return reply;
+      }
+      const events = await listEvents(ctx.db, job.id, after, EVENTS_ON_PAGE);
+      return {
+        status: job.status,
+        events: events.map((event) => {
+          const view = eventView(toEventRecord(event));
+          return { seq: view.seq, html: eventItem(view) };
+        }),
+      };
+    },
+  );
+
+  pages.post<JobParams & { Body: Form | undefined }>(
+    '/projects/:id/jobs/:jobId/message',
+    async (request, reply) => {
+      const { principal, row } = await visibleProject(ctx, request, request.params.id);
+      const prompt = request.body?.prompt ?? '';
+      try {
+        const body = parse(promptBody(ctx.config.maxPromptChars), { prompt });
+        await sendMessage(ctx, row, request.params.jobId, body.prompt);
+        return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        const detail = await jobDetail(row.id, request.params.jobId);
+        return sendPage(
+          reply,
+          err.status,
+          jobPage(principal, toProjectRecord(row), detail.job, {
+            ...detail,
+            prompt,
+            error: err.message,
+          }),
+        );
+      }
+    },
+  );
+
+  pages.get<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
+    const { principal, row } = await visibleProject(ctx, request, request.params.id);
+    const job = toJobRecord(await getJob(ctx, row.id, request.params.jobId));
+    return sendPage(reply, 200, archivePage(principal, row.id, job));
+  });
+
+  pages.post<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
+    const { row } = await visibleProject(ctx, request, request.params.id);
+    await archiveJob(ctx, row.id, request.params.jobId);
+    return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
+  });
+}

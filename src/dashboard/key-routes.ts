@@ -1,0 +1,102 @@
+// The API key pages' routes, for admin sessions only: a project's keys, the admin keys, creating
+// a key (shown once, in the answer to the form) and revoking one after a confirmation. They call
+// the key service the admin API calls.
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { isId } from '../ids.ts';
+import { createKey, listKeys, revokeKey, toKeyRecord } from '../keys/service.ts';
+import { findProject, getProject, toProjectRecord } from '../projects/service.ts';
+import { adminKeysPage, projectKeysPage, revokePage } from './key-pages.ts';
+import { admin, baseUrl, type Form, given, sendPage } from './requests.ts';
+
+const NAME_TOO_LONG = '"name" must be a string of at most 200 characters';
+
+export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void {
+  const keysOf = async (projectId: string | null) =>
+    (await listKeys(ctx)).map(toKeyRecord).filter((key) => key.projectId === projectId);
+
+  pages.get<{ Params: { id: string } }>('/projects/:id/keys', async (request, reply) => {
+    const principal = admin(request);
+    const current = toProjectRecord(await getProject(ctx, request.params.id));
+    return sendPage(
+      reply,
+      200,
+      projectKeysPage(principal, current, await keysOf(current.id), {
+        baseUrl: baseUrl(ctx, request),
+      }),
+    );
+  });
+
+  pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+    '/projects/:id/keys',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = toProjectRecord(await getProject(ctx, request.params.id));
+      const name = given(request.body ?? {}, 'name');
+      if (name !== undefined && name.length > 200) {
+        return sendPage(
+          reply,
+          400,
+          projectKeysPage(principal, current, await keysOf(current.id), {
+            baseUrl: baseUrl(ctx, request),
+            error: NAME_TOO_LONG,
+          }),
+        );
+      }
+      const { key } = await createKey(ctx.db, { projectId: current.id, name: name ?? null });
+      return sendPage(
+        reply,
+        201,
+        projectKeysPage(principal, current, await keysOf(current.id), {
+          baseUrl: baseUrl(ctx, request),
+          created: { key },
+        }),
+      );
+    },
+  );
+
+  pages.get('/keys', async (request, reply) => {
+    const principal = admin(request);
+    return sendPage(reply, 200, adminKeysPage(principal, await keysOf(null), {}));
+  });
+
+  pages.post<{ Body: Form | undefined }>('/keys', async (request, reply) => {
+    const principal = admin(request);
+    const name = given(request.body ?? {}, 'name');
+    if (name !== undefined && name.length > 200) {
+      return sendPage(
+        reply,
+        400,
+        adminKeysPage(principal, await keysOf(null), { error: NAME_TOO_LONG }),
+      );
+    }
+    const { key } = await createKey(ctx.db, { projectId: null, name: name ?? null });
+    return sendPage(reply, 201, adminKeysPage(principal, await keysOf(null), { created: { key } }));
+  });
+
+  const keyRecord = async (id: string) => {
+    const key = isId('key', id) ? (await listKeys(ctx)).find((k) => k.id === id) : undefined;
+    if (!key) throw new AppError('not_found', `key ${id} not found`);
+    return toKeyRecord(key);
+  };
+  const keysPageOf = (projectId: string | null) =>
+    projectId === null ? '/keys' : `/projects/${projectId}/keys`;
+
+  pages.get<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {
+    const principal = admin(request);
+    const key = await keyRecord(request.params.id);
+    return sendPage(reply, 200, revokePage(principal, key, keysPageOf(key.projectId)));
+  });
+
+  pages.post<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {
+    admin(request);
+    const key = toKeyRecord(await revokeKey(ctx, request.params.id));
+    // A project that no longer exists has no keys page to go back to.
+    const back =
+      key.projectId !== null && !(await findProject(ctx, key.projectId))
+        ? '/keys'
+        : keysPageOf(key.projectId);
+    return reply.redirect(back, 303);
+  });
+}

@@ -1,0 +1,174 @@
+// The dashboard as a Fastify plugin of the API's app, registered by the entry (src/service.ts):
+// the review page, always, and with the dashboard on (not --no-dashboard) the pages at `/`.
+// Pages need a session (src/dashboard/sessions.ts); actions go through the same services and
+// schemas as the admin API, and a refusal is shown on the page with the API's message. Its
+// cookies, security headers, form bodies and files are the @fastify plugins', in this scope only:
+// the API keeps answering form bodies with 415.
+import { fileURLToPath } from 'node:url';
+import cookie from '@fastify/cookie';
+import formbody from '@fastify/formbody';
+import helmet from '@fastify/helmet';
+import fastifyStatic from '@fastify/static';
+import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError, toAppError } from '../errors.ts';
+import type { EventStreams } from '../events/streams.ts';
+import { securityHeaders } from './headers.ts';
+import { registerJobRoutes } from './job-routes.ts';
+import { registerKeyRoutes } from './key-routes.ts';
+import { errorPage, signInPage } from './layout.ts';
+import { registerProjectRoutes } from './project-routes.ts';
+import { type Form, sendPage, wantsHtml } from './requests.ts';
+import { registerReviewPage } from './review.ts';
+import {
+  endSession,
+  readSession,
+  SESSION_COOKIE,
+  SESSION_MAX_SECONDS,
+  signIn,
+} from './sessions.ts';
+import { registerWebhookRoutes } from './webhook-routes.ts';
+
+export interface DashboardOptions {
+  ctx: AppContext;
+  /** The live event streams of the API's app: a job's page follows its job on one. */
+  streams: EventStreams;
+}
+
+// No inline script or style anywhere, so the policy needs no 'unsafe-inline'.
+const CSP = {
+  'default-src': ["'none'"],
+  'script-src': ["'self'"],
+  'style-src': ["'self'"],
+  'img-src': ["'self'"],
+  'connect-src': ["'self'"],
+  'form-action': ["'self'"],
+  'frame-ancestors': ["'none'"],
+  'base-uri': ["'none'"],
+};
+
+const ASSETS = fileURLToPath(new URL('./assets/', import.meta.url));
+
+export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { ctx, streams }) => {
+  // The review page reads the session too, to link a signed-in reader to the job's page.
+  await app.register(cookie);
+  await registerReviewPage(app, ctx);
+  if (ctx.config.dashboard) await app.register(async (scope) => pages(scope, ctx, streams));
+};
+
+async function pages(scope: FastifyInstance, ctx: AppContext, streams: EventStreams) {
+  const publicOrigin = ctx.config.publicUrl ? new URL(ctx.config.publicUrl).origin : undefined;
+  const sessionCookie = {
+    path: '/',
+    httpOnly: true,
+    sameSite: 'strict',
+    secure: ctx.config.publicUrl?.startsWith('https:') ?? false,
+  } as const;
+
+  scope.decorateRequest('session', null);
+  // Pages, not the API: they stay out of the OpenAPI document.
+  scope.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, hide: true };
+  });
+  // One value per name, the last one, as URLSearchParams gives it (a repeated field is not a list).
+  await scope.register(formbody, {
+    bodyLimit: 256 * 1024,
+    parser: (body) => Object.fromEntries(new URLSearchParams(body)),
+  });
+  // Not no-referrer: under it a browser sends "Origin: null" with form posts, and the Origin
+  // check below could not tell this site's forms from another's.
+  await scope.register(
+    helmet,
+    securityHeaders({ directives: CSP, referrer: 'same-origin', nosniff: true }),
+  );
+  scope.addHook('onSend', (_request, reply, payload, done) => {
+    // Pages hold data of a signed-in user: never kept, so after sign-out "back" shows none.
+    if (!reply.hasHeader('Cache-Control')) reply.header('Cache-Control', 'no-store');
+    done(null, payload);
+  });
+  // Cross-site form posts: SameSite=Strict keeps the cookie off them, and this refuses any
+  // POST whose Origin is not this server's, even one that carries no cookie (sign-in).
+  scope.addHook('onRequest', async (request) => {
+    if (request.method !== 'POST') return;
+    const site = request.headers['sec-fetch-site'];
+    const origin = request.headers.origin;
+    const own = `${request.protocol}://${request.host}`;
+    if (
+      (site !== undefined && site !== 'same-origin') ||
+      (origin !== own && origin !== publicOrigin)
+    ) {
+      throw new AppError('forbidden', 'cross-site request refused; use the form on this site');
+    }
+  });
+  scope.setErrorHandler((err, request, reply) => {
+    // A script gets the API's JSON error, from the API's own error handler.
+    if (!wantsHtml(request)) throw err;
+    const appError = toAppError(err instanceof Error ? err : new Error(String(err)));
+    if (appError.status >= 500)
+      ctx.log.error({ err, requestId: request.id, url: request.url }, 'dashboard request failed');
+    return sendPage(
+      reply,
+      appError.status,
+      errorPage(request.session ?? undefined, appError.status, appError.message),
+    );
+  });
+
+  // The stylesheets and the script, from the package (no CDN: works offline).
+  await scope.register(fastifyStatic, {
+    root: ASSETS,
+    prefix: '/assets/',
+    wildcard: false,
+    decorateReply: false,
+    maxAge: 3600 * 1000,
+    etag: false,
+    lastModified: false,
+    acceptRanges: false,
+    // RFC 9239's type for JavaScript, as before (the mime table says application/javascript).
+    setHeaders: (reply, path) => {
+      if (path.endsWith('.js')) reply.header('content-type', 'text/javascript; charset=utf-8');
+    },
+  });
+  scope.get<{ Params: { '*': string } }>('/assets/*', async (request) => {
+    throw new AppError('not_found', `no asset ${request.params['*']}`);
+  });
+
+  scope.get('/', async (request, reply) => {
+    const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
+    if (principal) return reply.redirect('/projects', 303);
+    return sendPage(reply, 200, signInPage());
+  });
+
+  scope.post<{ Body: Form | undefined }>('/sign-in', async (request, reply) => {
+    try {
+      const { id } = await signIn(ctx.db, request.body?.key ?? '');
+      reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
+      return reply.redirect('/projects', 303);
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status >= 500) throw err;
+      return sendPage(reply, err.status, signInPage(err.message));
+    }
+  });
+
+  scope.post('/sign-out', async (request, reply) => {
+    await endSession(ctx.db, request.cookies[SESSION_COOKIE]);
+    reply.setCookie(SESSION_COOKIE, '', { ...sessionCookie, maxAge: 0 });
+    return reply.redirect('/', 303);
+  });
+
+  // Everything below needs a session: a page without one sends a browser to sign in.
+  await scope.register(async (signedIn) => {
+    signedIn.addHook('onRequest', async (request, reply) => {
+      const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
+      if (principal) {
+        request.session = principal;
+        return;
+      }
+      if (request.method === 'GET' && wantsHtml(request)) return reply.redirect('/', 303);
+      throw new AppError('unauthorized', 'sign in first: this needs a dashboard session');
+    });
+    registerProjectRoutes(signedIn, ctx);
+    registerJobRoutes(signedIn, ctx, streams);
+    registerKeyRoutes(signedIn, ctx);
+    registerWebhookRoutes(signedIn, ctx);
+  });
+}

@@ -1,0 +1,178 @@
+// The project pages as functions of their data: the list with the new-project form, and a
+// project's settings. Every value goes through `html`; a stored token is never shown.
+import type { Principal } from '../keys/service.ts';
+import type { ProjectRecord } from '../projects/service.ts';
+import { html, type SafeHtml } from './html.ts';
+import { notice, page } from './layout.ts';
+
+export interface ProjectRow {
+  project: ProjectRecord;
+  activeJobs: number;
+  totalJobs: number;
+}
+
+/** The values a project form shows again after a refusal (never a token). */
+export type ProjectForm = Partial<Record<string, string>>;
+
+const FORGES = ['github', 'gitlab', 'gitea', 'git'] as const;
+
+function projectFields(values: ProjectForm, editing: ProjectRecord | undefined): SafeHtml {
+  const v = (name: string) => values[name] ?? '';
+  const forge = v('forge');
+  const stored = editing?.forge.credentials;
+  return html`
+  <label for="name">Name</label>
+  <input id="name" name="name" required maxlength="200" value="${v('name')}">
+  <label for="repository">Repository</label>
+  <input id="repository" name="repository" required value="${v('repository')}"
+    aria-describedby="repository-help">
+  <p id="repository-help" class="help">A git URL (https or ssh), or a local path where the server allows it.</p>
+  <label for="ref">Ref</label>
+  <input id="ref" name="ref" value="${v('ref')}" placeholder="main">
+  <label for="model">Default model</label>
+  <input id="model" name="model" value="${v('model')}" placeholder="provider:model (empty: the server's default)">
+  <label for="forge">Forge</label>
+  <select id="forge" name="forge">
+    <option value="" ${forge === '' ? html`selected` : ''}>Inferred from the repository</option>
+    ${FORGES.map((kind) => html`<option value="${kind}" ${forge === kind ? html`selected` : ''}>${kind}</option>`)}
+  </select>
+  <label for="forgeUrl">Forge API URL</label>
+  <input id="forgeUrl" name="forgeUrl" value="${v('forgeUrl')}" placeholder="for a self-hosted forge">
+  <fieldset>
+    <legend>Forge credentials</legend>
+    ${
+      editing
+        ? html`<p class="help">Now: ${
+            stored === 'token-env'
+              ? html`the server's variable <code>${editing.forge.tokenEnv ?? ''}</code>`
+              : stored === 'stored-token'
+                ? 'a stored token (never shown again)'
+                : stored === 'github-app'
+                  ? 'stored GitHub App credentials (never shown again)'
+                  : 'none'
+          }. Leave both fields empty to keep them.</p>`
+        : ''
+    }
+    <label for="forgeTokenEnv">Token variable on the server</label>
+    <input id="forgeTokenEnv" name="forgeTokenEnv" value="${v('forgeTokenEnv')}" placeholder="ERRAND_FORGE_TOKEN_…">
+    <label for="forgeToken">Or a token to store (encrypted)</label>
+    <input id="forgeToken" name="forgeToken" type="password" autocomplete="off" value="">
+    ${
+      editing && stored !== 'none'
+        ? html`<label class="check"><input type="checkbox" name="clearCredentials" value="1"> Remove the credentials</label>`
+        : ''
+    }
+  </fieldset>
+  <label class="check"><input type="checkbox" name="draftPullRequests" value="1" ${
+    v('draftPullRequests') === '1' ? html`checked` : ''
+  }> Open pull requests as drafts</label>
+  ${commandFields(values)}`;
+}
+
+/** The fields of a command limit: the form field, its label and its unit. */
+const COMMAND_LIMITS = [
+  ['commandTimeoutSeconds', 'Time per command', 'seconds'],
+  ['commandCpuSeconds', 'CPU time per command', 'seconds'],
+  ['commandMemoryMb', 'Memory per command', 'MB'],
+  ['commandProcesses', 'Processes per command', 'processes and threads'],
+  ['commandFileSizeMb', 'Largest file a command writes', 'MB'],
+] as const;
+
+function commandFields(values: ProjectForm): SafeHtml {
+  const v = (name: string) => values[name] ?? '';
+  return html`<fieldset>
+    <legend>Commands</legend>
+    <label class="check"><input type="checkbox" name="commandsEnabled" value="1" ${
+      v('commandsEnabled') === '1' ? html`checked` : ''
+    } aria-describedby="commands-help"> Let the agent run commands (tests, linters, builds)</label>
+    <p id="commands-help" class="help">In a sandbox without network, where the server has
+    bubblewrap; elsewhere the agent works with the file tools only.</p>
+    <label for="setupCommand">Setup command</label>
+    <input id="setupCommand" name="setupCommand" maxlength="2000" value="${v('setupCommand')}"
+      placeholder="e.g. npm ci (empty: none)" aria-describedby="setup-help">
+    <p id="setup-help" class="help">Run in the sandbox before the agent each time a turn prepares
+    the workspace; its result is shown to the agent.</p>
+    <label class="check"><input type="checkbox" name="setupNetwork" value="1" ${
+      v('setupNetwork') === '1' ? html`checked` : ''
+    } aria-describedby="network-help"> Give the setup command network access</label>
+    <p id="network-help" class="help">The worker's own network, its loopback included (services
+    on the worker's 127.0.0.1 are reachable): only for setup commands you trust.</p>
+    ${COMMAND_LIMITS.map(
+      ([name, label, unit]) => html`<label for="${name}">${label} (${unit})</label>
+    <input id="${name}" name="${name}" inputmode="numeric" value="${v(name)}" placeholder="empty: the default">`,
+    )}
+  </fieldset>`;
+}
+
+export function projectsPage(
+  principal: Principal,
+  rows: ProjectRow[],
+  form: { values: ProjectForm; error?: string | undefined },
+): string {
+  const admin = principal.projectId === null;
+  const table = rows.length
+    ? html`<div class="scroll"><table class="list">
+  <thead><tr><th scope="col">Name</th><th scope="col">Repository</th><th scope="col">Forge</th>
+  <th scope="col">Active jobs</th><th scope="col">Jobs</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
+  <tbody>${rows.map(
+    ({ project, activeJobs, totalJobs }) => html`<tr>
+    <td><strong>${project.name}</strong><div class="muted mono">${project.id}</div></td>
+    <td class="mono wrap" data-label="Repository">${project.repository}</td>
+    <td data-label="Forge">${project.forge.kind}</td>
+    <td data-label="Active jobs">${activeJobs}</td>
+    <td data-label="Jobs">${totalJobs}</td>
+    <td class="actions"><a href="/projects/${project.id}/jobs">Jobs</a>
+    ${
+      admin
+        ? html`<a href="/projects/${project.id}/keys">API keys</a>
+      <a href="/projects/${project.id}/webhooks">Webhooks</a>
+      <a href="/projects/${project.id}/settings">Settings</a>`
+        : ''
+    }</td>  </tr>`,
+  )}</tbody></table></div>`
+    : html`<p>No projects yet.</p>`;
+  const create = admin
+    ? html`<section aria-labelledby="new-project"><h2 id="new-project">New project</h2>
+${notice(form.error)}
+<form method="post" action="/projects" class="card">
+${projectFields(form.values, undefined)}
+<button type="submit">Create project</button>
+</form></section>`
+    : '';
+  return page({ title: 'Projects', principal }, html`${table}${create}`);
+}
+
+export function settingsPage(
+  principal: Principal,
+  project: ProjectRecord,
+  form: { values: ProjectForm; error?: string | undefined; saved?: boolean },
+): string {
+  return page(
+    { title: `Settings of ${project.name}`, principal },
+    html`${notice(form.saved ? 'Saved.' : undefined, 'ok')}${notice(form.error)}
+<form method="post" action="/projects/${project.id}/settings" class="card">
+${projectFields(form.values, project)}
+<button type="submit">Save</button>
+</form>
+<p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
+<p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>`,
+  );
+}
+
+/** The form values of a stored project. */
+export function projectValues(project: ProjectRecord): ProjectForm {
+  return {
+    name: project.name,
+    repository: project.repository,
+    ref: project.ref,
+    model: project.model ?? '',
+    forge: project.forge.inferred ? '' : project.forge.kind,
+    forgeUrl: project.forge.inferred ? '' : (project.forge.apiUrl ?? ''),
+    forgeTokenEnv: project.forge.tokenEnv ?? '',
+    draftPullRequests: project.draftPullRequests ? '1' : '',
+    commandsEnabled: project.commandsEnabled ? '1' : '',
+    setupCommand: project.setupCommand ?? '',
+    setupNetwork: project.setupNetwork ? '1' : '',
+    ...Object.fromEntries(COMMAND_LIMITS.map(([name]) => [name, String(project[name])])),
+  };
+}

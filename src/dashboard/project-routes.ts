@@ -1,0 +1,178 @@
+// The project pages' routes: the list with the new-project form, and a project's settings. The
+// forms are checked by the admin API's schemas (src/projects/schemas.ts) and saved through the
+// project service; a refusal is shown on the form with its message.
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { jobCounts } from '../jobs/read.ts';
+import type { Principal } from '../keys/service.ts';
+import { projectCreateBody, projectUpdateBody } from '../projects/schemas.ts';
+import {
+  createProject,
+  getProject,
+  listProjects,
+  type ProjectFields,
+  type ProjectRecord,
+  toProjectRecord,
+  updateProject,
+} from '../projects/service.ts';
+import { projectsPage, projectValues, settingsPage } from './project-pages.ts';
+import { admin, type Form, given, parse, sendPage, session } from './requests.ts';
+
+/** The admin API's create body from the new-project form. */
+function createFields(form: Form): ProjectFields {
+  return parse(projectCreateBody, {
+    name: form.name ?? '',
+    repository: form.repository ?? '',
+    ...optional(form, ['ref', 'model', 'forge', 'forgeUrl', 'forgeTokenEnv', 'forgeToken']),
+    draftPullRequests: form.draftPullRequests === '1',
+    ...commandFields(form, undefined),
+  });
+}
+
+const LIMIT_FIELDS = [
+  'commandTimeoutSeconds',
+  'commandCpuSeconds',
+  'commandMemoryMb',
+  'commandProcesses',
+  'commandFileSizeMb',
+] as const;
+
+/**
+ * The command settings of a project form. A limit left empty is the default; on the settings
+ * form a limit shown and saved unchanged is left alone, so saving does not pin today's default.
+ */
+function commandFields(form: Form, current: ProjectRecord | undefined): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    commandsEnabled: form.commandsEnabled === '1',
+    setupNetwork: form.setupNetwork === '1',
+    setupCommand: given(form, 'setupCommand') ?? null,
+  };
+  for (const name of LIMIT_FIELDS) {
+    const value = given(form, name);
+    // The schema refuses what is not a whole number in range, naming the field.
+    if (value === undefined) body[name] = null;
+    else if (current === undefined || value !== String(current[name])) body[name] = Number(value);
+  }
+  return body;
+}
+
+/**
+ * The admin API's update body from the settings form: an emptied field resets it (null), and
+ * empty credential fields keep the stored credentials.
+ */
+function updateFields(form: Form, current: ProjectRecord): ProjectFields {
+  const body: Record<string, unknown> = {
+    name: form.name ?? '',
+    repository: form.repository ?? '',
+    draftPullRequests: form.draftPullRequests === '1',
+    ...commandFields(form, current),
+  };
+  for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {
+    body[name] = given(form, name) ?? null;
+  }
+  const tokenEnv = given(form, 'forgeTokenEnv');
+  const token = given(form, 'forgeToken');
+  if (form.clearCredentials === '1') body.forgeToken = null;
+  else if (token !== undefined) body.forgeToken = token;
+  else if (tokenEnv !== undefined) {
+    if (tokenEnv !== current.forge.tokenEnv) body.forgeTokenEnv = tokenEnv;
+  } else if (current.forge.credentials === 'token-env') body.forgeTokenEnv = null;
+  return parse(projectUpdateBody, body);
+}
+
+function optional(form: Form, names: string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const value = given(form, name);
+    if (value !== undefined) out[name] = value;
+  }
+  return out;
+}
+
+export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): void {
+  const projectRows = async (principal: Principal) => {
+    const projects =
+      principal.projectId === null
+        ? await listProjects(ctx)
+        : [await getProject(ctx, principal.projectId)];
+    const counts = await jobCounts(
+      ctx,
+      projects.map((row) => row.id),
+    );
+    return projects.map((row) => ({
+      project: toProjectRecord(row),
+      activeJobs: counts.get(row.id)?.active ?? 0,
+      totalJobs: counts.get(row.id)?.total ?? 0,
+    }));
+  };
+
+  pages.get('/projects', async (request, reply) => {
+    const principal = session(request);
+    return sendPage(
+      reply,
+      200,
+      // A new project has commands on, as the API's default.
+      projectsPage(principal, await projectRows(principal), {
+        values: { commandsEnabled: '1' },
+      }),
+    );
+  });
+
+  pages.post<{ Body: Form | undefined }>('/projects', async (request, reply) => {
+    const principal = admin(request);
+    const form = request.body ?? {};
+    try {
+      await createProject(ctx, createFields(form));
+      return reply.redirect('/projects', 303);
+    } catch (err) {
+      if (!(err instanceof AppError) || err.status >= 500) throw err;
+      const { forgeToken, ...values } = form;
+      return sendPage(
+        reply,
+        err.status,
+        projectsPage(principal, await projectRows(principal), { values, error: err.message }),
+      );
+    }
+  });
+
+  const project = async (id: string): Promise<ProjectRecord> =>
+    toProjectRecord(await getProject(ctx, id));
+
+  pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
+    '/projects/:id/settings',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      return sendPage(
+        reply,
+        200,
+        settingsPage(principal, current, {
+          values: projectValues(current),
+          saved: request.query.saved === '1',
+        }),
+      );
+    },
+  );
+
+  pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+    '/projects/:id/settings',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const form = request.body ?? {};
+      try {
+        await updateProject(ctx, current.id, updateFields(form, current));
+        return reply.redirect(`/projects/${current.id}/settings?saved=1`, 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        const { forgeToken, ...values } = form;
+        return sendPage(
+          reply,
+          err.status,
+          settingsPage(principal, current, { values, error: err.message }),
+        );
+      }
+    },
+  );
+}

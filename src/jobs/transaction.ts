@@ -1,0 +1,120 @@
+// One transaction per transition, the one writer of a transition's events: `inTransition`
+// writes the events a transition records, runs the hooks registered for them in the same
+// transaction (transitions.ts), and announces the transitions once it has committed. Every
+// transaction that changes a job locks its row first (lockJob).
+import type { Transaction } from 'kysely';
+import type { AppContext } from '../context.ts';
+import type { Db } from '../db/database.ts';
+import type { Database, JobStatus } from '../db/schema.ts';
+import { type JobView, toJobRecord } from './record.ts';
+import type { RecordedEvent, Transition } from './transitions.ts';
+
+/**
+ * What a transition function needs of the application context: the database, and the hooks
+ * and subscribers of its transitions.
+ */
+export type LifecycleContext = Pick<AppContext, 'db' | 'transitions'>;
+
+export interface TransitionScope {
+  trx: Transaction<Database>;
+  /**
+   * Records a transition of this transaction: its event in the job's log (except a turn's
+   * acceptance, which the job's record itself shows), and its announcement once committed.
+   */
+  record(transition: Transition): Promise<void>;
+  /** Records several transitions, in order, their events written together. */
+  recordAll(transitions: readonly Transition[]): Promise<void>;
+}
+
+/**
+ * Runs `fn` in one transaction and announces the transitions it recorded after the commit. The
+ * hooks run on each transition's events in the same transaction (the webhook outbox writes
+ * their deliveries there).
+ */
+export async function inTransition<T>(
+  ctx: LifecycleContext,
+  fn: (scope: TransitionScope) => Promise<T>,
+): Promise<T> {
+  const recorded: Transition[] = [];
+  const result = await ctx.db.transaction().execute((trx) => {
+    const recordAll = async (transitions: readonly Transition[]) => {
+      const logged = transitions.filter((t) => t.type !== 'turn.accepted');
+      if (logged.length > 0) await ctx.transitions.runHooks(trx, await insertEvents(trx, logged));
+      recorded.push(...transitions);
+    };
+    return fn({ trx, recordAll, record: (transition) => recordAll([transition]) });
+  });
+  ctx.transitions.publish(recorded);
+  return result;
+}
+
+/** Writes the events of `entries` in one statement; they draw their seqs in this order. */
+export async function insertEvents(
+  db: Db | Transaction<Database>,
+  entries: readonly Omit<RecordedEvent, 'seq' | 'at'>[],
+): Promise<RecordedEvent[]> {
+  const rows = await db
+    .insertInto('events')
+    .values(
+      entries.map((e) => ({
+        job_id: e.jobId,
+        turn: e.turn,
+        type: e.type,
+        data: JSON.stringify(e.data),
+      })),
+    )
+    .returning(['seq', 'at'])
+    .execute();
+  // RETURNING gives no order; the seqs were drawn in the rows' order.
+  const drawn = rows.sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)));
+  return entries.map((e, i) => {
+    const row = drawn[i];
+    if (!row) throw new Error('an event was not written');
+    return { jobId: e.jobId, seq: row.seq, turn: e.turn, type: e.type, data: e.data, at: row.at };
+  });
+}
+
+/**
+ * Records a change of the job's status as an event of its own that carries the job's record
+ * as the change left it (the live stream and webhooks send it): `job.created`,
+ * `job.reactivated` (a follow-up to a completed or failed job), `job.completed`, `job.failed`,
+ * `job.archived`. Nothing is recorded when the status stayed as it was.
+ */
+export async function recordStatus(
+  scope: TransitionScope,
+  before: JobStatus | undefined,
+  job: JobView,
+): Promise<void> {
+  if (before === job.status) return;
+  const type =
+    before === undefined
+      ? 'job.created'
+      : job.status === 'active'
+        ? 'job.reactivated'
+        : (`job.${job.status}` as const);
+  await scope.record({
+    type,
+    jobId: job.id,
+    turn: null,
+    status: job.status,
+    data: { job: toJobRecord(job) },
+  });
+}
+
+/**
+ * Every transaction that changes a job and its turns locks the job row first, as the API's
+ * follow-up and archive do: the same order everywhere, so they wait for each other instead
+ * of deadlocking.
+ */
+export async function lockJob(
+  trx: Transaction<Database>,
+  jobId: string,
+): Promise<JobStatus | undefined> {
+  const row = await trx
+    .selectFrom('jobs')
+    .select('status')
+    .where('id', '=', jobId)
+    .forUpdate()
+    .executeTakeFirst();
+  return row?.status;
+}

@@ -1,0 +1,180 @@
+// The fields of a project as the admin API and the dashboard's forms take them: each field's
+// shape, with refusals that name it. What needs the server's settings or the stored project
+// (repository access, forge token variables, credentials) is the project service's to check.
+import { z } from 'zod';
+import { FORGE_KINDS } from '../forges/registry.ts';
+import type { ForgeKind } from '../forges/types.ts';
+import { isValidModelId, isValidRef } from './repository.ts';
+import type { ProjectFields } from './service.ts';
+
+/** A string field whose refusals name it. */
+function text(field: string) {
+  return z.string({
+    error: (issue) =>
+      issue.input === undefined ? `"${field}" is required` : `"${field}" must be a string`,
+  });
+}
+
+const NAME = '"name" must be 1 to 200 characters';
+const GITHUB_APP =
+  '"githubApp" must be {"appId", "installationId"} (numbers as strings) and "privateKey" (the PEM)';
+const FORGE = `"forge" must be one of ${FORGE_KINDS.join(', ')}`;
+
+/** A command limit: a whole number in its range, or null for the sandbox's default. */
+function limit(field: string, min: number, max: number, what: string) {
+  const message = `"${field}" must be a whole number from ${min} to ${max}, or null for the default`;
+  return z
+    .number({ error: message })
+    .int({ error: message })
+    .min(min, { error: message })
+    .max(max, { error: message })
+    .nullable()
+    .describe(`${what} (${min} to ${max}; null: the default).`);
+}
+
+/** The ranges of the command limits, shared with the CLI's and the dashboard's help. */
+export const COMMAND_LIMIT_RANGES = {
+  commandTimeoutSeconds: { min: 1, max: 3600 },
+  commandCpuSeconds: { min: 1, max: 3600 },
+  commandMemoryMb: { min: 64, max: 65536 },
+  commandProcesses: { min: 16, max: 4096 },
+  commandFileSizeMb: { min: 1, max: 65536 },
+} as const;
+
+const SETUP_COMMAND = '"setupCommand" must be a string of at most 2000 characters, or null';
+
+const fields = {
+  name: text('name')
+    .trim()
+    .min(1, { error: NAME })
+    .max(200, { error: NAME })
+    .describe('1 to 200 characters.'),
+  repository: text('repository')
+    .min(1, { error: '"repository" is required' })
+    .describe('The git URL (https, ssh, or a local path where the server allows it).'),
+  ref: text('ref')
+    .refine(isValidRef, {
+      error: (issue) => `invalid "ref": '${String(issue.input)}' is not a valid git ref name`,
+    })
+    .nullable()
+    .describe('The branch, tag or commit jobs start from; main when not given (null resets it).'),
+  model: text('model')
+    .refine(isValidModelId, {
+      error: '"model" must look like provider:model, e.g. anthropic:claude-sonnet-4-5',
+    })
+    .nullable()
+    .describe("The project's default model, provider:model (null: the server's default)."),
+  forge: z
+    .enum(FORGE_KINDS as [ForgeKind, ...ForgeKind[]], { error: FORGE })
+    .nullable()
+    .describe('Where pull requests go; inferred from the repository URL when not given.'),
+  forgeUrl: text('forgeUrl').nullable().describe('The API base URL of a self-hosted forge.'),
+  forgeTokenEnv: text('forgeTokenEnv')
+    .regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, {
+      error: '"forgeTokenEnv" must be an environment variable name',
+    })
+    .nullable()
+    .describe("The server's environment variable holding the forge token."),
+  forgeToken: text('forgeToken')
+    .min(8, { error: '"forgeToken" must be 8 to 1024 characters without spaces' })
+    .max(1024, { error: '"forgeToken" must be 8 to 1024 characters without spaces' })
+    .regex(/^\S*$/, { error: '"forgeToken" must be 8 to 1024 characters without spaces' })
+    .nullable()
+    .describe('A forge token, stored encrypted (needs ERRAND_SECRET_KEY); never returned.'),
+  githubApp: z
+    .strictObject(
+      {
+        appId: z.string({ error: GITHUB_APP }).regex(/^\d{1,20}$/, { error: GITHUB_APP }),
+        installationId: z.string({ error: GITHUB_APP }).regex(/^\d{1,20}$/, { error: GITHUB_APP }),
+        privateKey: z.string({ error: GITHUB_APP }).includes('PRIVATE KEY', { error: GITHUB_APP }),
+      },
+      { error: (issue) => (issue.code === 'invalid_type' ? GITHUB_APP : undefined) },
+    )
+    .nullable()
+    .describe('GitHub App credentials, stored encrypted; never returned.'),
+  draftPullRequests: z
+    .boolean({ error: '"draftPullRequests" must be a boolean' })
+    .describe('Open pull requests as drafts.'),
+  commandsEnabled: z
+    .boolean({ error: '"commandsEnabled" must be a boolean' })
+    .describe(
+      "Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true.",
+    ),
+  setupCommand: z
+    .string({ error: SETUP_COMMAND })
+    .max(2000, { error: SETUP_COMMAND })
+    .nullable()
+    .describe(
+      'A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none).',
+    ),
+  setupNetwork: z
+    .boolean({ error: '"setupNetwork" must be a boolean' })
+    .describe(
+      "Give setupCommand network access (default false); the agent's commands never have it.",
+    ),
+  commandTimeoutSeconds: limit(
+    'commandTimeoutSeconds',
+    COMMAND_LIMIT_RANGES.commandTimeoutSeconds.min,
+    COMMAND_LIMIT_RANGES.commandTimeoutSeconds.max,
+    'Wall time of one command, the longest timeout the agent may ask for',
+  ),
+  commandCpuSeconds: limit(
+    'commandCpuSeconds',
+    COMMAND_LIMIT_RANGES.commandCpuSeconds.min,
+    COMMAND_LIMIT_RANGES.commandCpuSeconds.max,
+    'CPU time of one command',
+  ),
+  commandMemoryMb: limit(
+    'commandMemoryMb',
+    COMMAND_LIMIT_RANGES.commandMemoryMb.min,
+    COMMAND_LIMIT_RANGES.commandMemoryMb.max,
+    'Memory of one command, in MB',
+  ),
+  commandProcesses: limit(
+    'commandProcesses',
+    COMMAND_LIMIT_RANGES.commandProcesses.min,
+    COMMAND_LIMIT_RANGES.commandProcesses.max,
+    'Processes and threads one command may have',
+  ),
+  commandFileSizeMb: limit(
+    'commandFileSizeMb',
+    COMMAND_LIMIT_RANGES.commandFileSizeMb.min,
+    COMMAND_LIMIT_RANGES.commandFileSizeMb.max,
+    'Largest file one command may write, in MB',
+  ),
+};
+
+const notAnObject = {
+  error: (issue: z.core.$ZodRawIssue) =>
+    issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
+};
+
+export const projectUpdateBody = z.strictObject(
+  {
+    name: fields.name.optional(),
+    repository: fields.repository.optional(),
+    ref: fields.ref.optional(),
+    model: fields.model.optional(),
+    forge: fields.forge.optional(),
+    forgeUrl: fields.forgeUrl.optional(),
+    forgeTokenEnv: fields.forgeTokenEnv.optional(),
+    forgeToken: fields.forgeToken.optional(),
+    githubApp: fields.githubApp.optional(),
+    draftPullRequests: fields.draftPullRequests.optional(),
+    commandsEnabled: fields.commandsEnabled.optional(),
+    setupCommand: fields.setupCommand.optional(),
+    setupNetwork: fields.setupNetwork.optional(),
+    commandTimeoutSeconds: fields.commandTimeoutSeconds.optional(),
+    commandCpuSeconds: fields.commandCpuSeconds.optional(),
+    commandMemoryMb: fields.commandMemoryMb.optional(),
+    commandProcesses: fields.commandProcesses.optional(),
+    commandFileSizeMb: fields.commandFileSizeMb.optional(),
+  },
+  notAnObject,
+) satisfies z.ZodType<ProjectFields>;
+
+/** A create: the update's fields, with the name and the repository required. */
+export const projectCreateBody = projectUpdateBody.extend({
+  name: fields.name,
+  repository: fields.repository,
+}) satisfies z.ZodType<ProjectFields>;

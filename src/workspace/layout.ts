@@ -1,0 +1,25 @@
+// Where a machine's workspaces live under `<data-dir>/workspaces`: a bare mirror per project
+// in `mirrors/`, a clone per job in `jobs/`, and the names of what is being made or deleted
+// beside them. Every module that finds a clone or a mirror on disk asks here.
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { WorkspaceConfig } from './types.ts';
+
+/** A clone being made; renamed to the job's path when complete. */
+export const STAGING_PREFIX = '.staging-';
+/** A clone or mirror being deleted; renamed out of the way first, so a crash leaves no half. */
+export const TRASH_PREFIX = '.trash-';
+/** In a mirror: touched by every turn that uses it (least-recently-used eviction). */
+export const MIRROR_USED_STAMP = 'errand-used';
+
+export function mirrorDir(cfg: WorkspaceConfig, projectId: string): string {
+  return join(cfg.rootDir, 'mirrors', `${projectId}.git`);
+}
+
+export function jobDir(cfg: WorkspaceConfig, jobId: string): string {
+  return join(cfg.rootDir, 'jobs', jobId);
+}
+
+export async function exists(path: string): Promise<boolean> {
+  return (await stat(path).catch(() => null)) !== null;
+}

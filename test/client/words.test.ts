@@ -1,0 +1,129 @@
+// The words for people (src/client/words.ts): every event type the service writes reads as a
+// line, never as its JSON, and a command's output comes as a detail to fold away; the statuses
+// read the same in the CLI, the dashboard and the MCP server.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { eventWords, JOB_STATUSES, statusLine, statusSentence } from '../../src/client/words.ts';
+
+const SHA = '89abcdef0123456789abcdef0123456789abcdef';
+const PR = 'https://github.com/acme/app/pull/7';
+const job = (status: (typeof JOB_STATUSES)[number], more: Record<string, unknown> = {}) => ({
+  id: 'job_x',
+  status,
+  prLink: null,
+  error: null,
+  turns: 2,
+  ...more,
+});
+
+describe('words', () => {
+  test('the statuses, in the order of a job’s life', () => {
+    assert.deepEqual(JOB_STATUSES, ['active', 'completed', 'failed', 'archived']);
+  });
+
+  test('a status as a line and as a sentence', () => {
+    assert.equal(statusLine(job('active')), 'active, turn 2 queued');
+    assert.equal(statusLine(job('completed', { prLink: PR })), `completed: ${PR}`);
+    assert.equal(statusLine(job('completed')), 'completed; no pull request: nothing changed');
+    assert.equal(
+      statusLine(job('failed', { error: 'the model refused' })),
+      'failed: the model refused',
+    );
+    assert.equal(statusLine(job('failed')), 'failed');
+    assert.equal(statusLine(job('archived')), 'archived');
+    assert.equal(
+      statusSentence(job('completed', { prLink: PR })),
+      `Job job_x is completed; its pull request is ${PR}`,
+    );
+    assert.match(statusSentence(job('failed')), /^Job job_x failed: no reason recorded\.$/);
+  });
+
+  test('every event type the service writes has its own words', () => {
+    const cases: [string, unknown, string][] = [
+      ['job.created', { job: job('active', { turns: 1 }) }, 'active, turn 1 queued'],
+      ['job.reactivated', { job: job('active') }, 'active, turn 2 queued'],
+      ['job.completed', { job: job('completed', { prLink: PR }) }, `completed: ${PR}`],
+      ['job.failed', { job: job('failed', { error: 'no key' }) }, 'failed: no key'],
+      ['job.archived', { job: job('archived') }, 'archived'],
+      ['turn.started', { attempt: 1 }, 'turn 1'],
+      [
+        'turn.retrying',
+        { error: 'HTTP 529', attempt: 1, retryInSeconds: 30 },
+        'HTTP 529; trying again in 30 s',
+      ],
+      [
+        'turn.resumed',
+        { commit: SHA, note: 'x' },
+        'already pushed as 89abcdef0123; finishing the pull request',
+      ],
+      ['turn.no_changes', {}, 'nothing changed'],
+      ['turn.finished', { summary: 'Greet\n\nmore', prLink: PR }, PR],
+      ['turn.failed', { error: 'the model refused' }, 'the model refused'],
+      ['workspace.ready', { base: SHA, head: SHA, continued: false }, 'new branch at 89abcdef0123'],
+      [
+        'sandbox.unavailable',
+        { reason: 'no bwrap', howToFix: 'install it' },
+        'commands are off: no bwrap; install it',
+      ],
+      ['setup.started', { command: 'npm ci', network: true }, 'npm ci (with network)'],
+      ['setup.finished', { command: 'npm ci', exitCode: 0, timedOut: false }, 'exit 0: npm ci'],
+      ['tool.call', { id: 'c', name: 'read_file', summary: 'read_file(a)' }, 'read_file(a)'],
+      [
+        'tool.result',
+        { id: 'c', name: 'edit_file', ok: false, summary: 'not found' },
+        'error: not found',
+      ],
+      [
+        'model.step',
+        { step: 3, usage: { inputTokens: 10, outputTokens: 2 } },
+        'step 3 (10 in, 2 out)',
+      ],
+      ['command.started', { command: 'npm test', cwd: '.' }, 'npm test'],
+      [
+        'command.finished',
+        { command: 'sleep 9', exitCode: null, signal: 'SIGKILL', timedOut: true },
+        'timed out: SIGKILL: sleep 9',
+      ],
+      ['files.changed', { files: [{ path: 'a', change: 'added' }], count: 1 }, '1 file: a'],
+      ['commit', { sha: SHA, subject: 'Greet' }, '89abcdef0123 Greet'],
+      ['push', { branch: 'errand/job_x', sha: SHA }, 'errand/job_x at 89abcdef0123'],
+      [
+        'review.updated',
+        { url: 'https://errand.example/review/job_x' },
+        'https://errand.example/review/job_x',
+      ],
+      [
+        'pull_request.opened',
+        { forge: 'github', number: 7, url: PR, draft: true, notes: ['opened as a draft'] },
+        `${PR} (draft); opened as a draft`,
+      ],
+      ['pull_request.updated', { forge: 'github', number: 7, url: PR }, PR],
+    ];
+    for (const [type, data, text] of cases) {
+      const words = eventWords({ type, data, turn: 1 });
+      assert.equal(words.text, text, type);
+      assert.ok(!words.text.startsWith('{'), `${type} reads as JSON`);
+    }
+  });
+
+  test("a command's output is a detail, not part of its line", () => {
+    const words = eventWords({
+      type: 'command.finished',
+      data: { command: 'npm test', exitCode: 1, timedOut: false, outputTail: 'FAIL a.test.ts' },
+    });
+    assert.deepEqual(words, {
+      text: 'exit 1: npm test',
+      detail: { label: 'Output', text: 'FAIL a.test.ts' },
+    });
+  });
+
+  test('a retried turn and an unknown type', () => {
+    assert.equal(
+      eventWords({ type: 'turn.started', data: { attempt: 2 }, turn: 3 }).text,
+      'turn 3, attempt 2',
+    );
+    assert.equal(eventWords({ type: 'future.thing', data: { title: 'hello' } }).text, 'hello');
+    assert.equal(eventWords({ type: 'future.thing', data: { n: 1 } }).text, '{"n":1}');
+    assert.equal(eventWords({ type: 'future.thing', data: null }).text, '');
+  });
+});
