@@ -6,6 +6,7 @@ import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
 import type { Principal } from '../keys/service.ts';
 import { getProject } from '../projects/service.ts';
 import { refusal } from '../validation.ts';
@@ -50,11 +51,7 @@ export function session(request: FastifyRequest): Principal {
 
 /** The principal of the session, refused unless it holds an admin key. */
 export function admin(request: FastifyRequest): Principal {
-  const principal = session(request);
-  if (principal.projectId !== null) {
-    throw new AppError('forbidden', 'this page needs an admin key; this is a project key');
-  }
-  return principal;
+  return requireAdminKey(session(request), 'page');
 }
 
 /** The project a session may see jobs of: any for an admin key, its own for a project key. */
@@ -63,10 +60,7 @@ export async function visibleProject(
   request: FastifyRequest,
   id: string,
 ): Promise<{ principal: Principal; row: ProjectRow }> {
-  const principal = session(request);
-  if (principal.projectId !== null && principal.projectId !== id) {
-    throw new AppError('forbidden', `this API key is not valid for project ${id}`);
-  }
+  const principal = requireProjectAccess(session(request), id);
   return { principal, row: await getProject(ctx, id) };
 }
 

@@ -13,6 +13,7 @@ import { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { findJob, getReviewDiff, listTurns } from '../jobs/read.ts';
+import { mayActOn } from '../keys/access.ts';
 import { errors } from '../responses.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { securityHeaders } from './headers.ts';
@@ -90,9 +91,7 @@ export async function registerReviewPage(app: FastifyInstance, ctx: AppContext):
         const viewer = ctx.config.dashboard
           ? await readSession(ctx.db, request.cookies[SESSION_COOKIE])
           : undefined;
-        const mayOpen =
-          viewer !== undefined &&
-          (viewer.projectId === null || viewer.projectId === job.project_id);
+        const mayOpen = viewer !== undefined && mayActOn(viewer, job.project_id);
         const page = html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="robots" content="noindex"><title>Review: ${job.branch}</title><style>${new SafeHtml(STYLE)}</style></head>

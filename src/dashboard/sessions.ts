@@ -6,8 +6,8 @@ import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
-import { hashKey, isWellFormedKey } from '../keys/format.ts';
-import type { Principal } from '../keys/service.ts';
+import { hashKey } from '../keys/format.ts';
+import { type Principal, principalOfRow, wellFormedKey } from '../keys/service.ts';
 
 /**
  * The cookie that holds the session id (read and written through @fastify/cookie). Other pages
@@ -33,14 +33,12 @@ function sessionHash(id: string): string {
 export async function signIn(db: Db, key: string): Promise<{ id: string; principal: Principal }> {
   const trimmed = key.trim();
   if (!trimmed) throw new AppError('unauthorized', 'enter an API key');
-  if (!isWellFormedKey(trimmed)) throw new AppError('unauthorized', 'malformed API key');
   const row = await db
     .selectFrom('api_keys')
     .select(['id', 'project_id', 'revoked_at'])
-    .where('hash', '=', hashKey(trimmed))
+    .where('hash', '=', hashKey(wellFormedKey(trimmed)))
     .executeTakeFirst();
-  if (!row) throw new AppError('unauthorized', 'unknown API key');
-  if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
+  const principal = principalOfRow(row);
   const id = randomBase62(SESSION_ID_LENGTH);
   // Sessions that ended are removed as new ones start, so the table does not only grow.
   await db
@@ -53,11 +51,11 @@ export async function signIn(db: Db, key: string): Promise<{ id: string; princip
     .insertInto('dashboard_sessions')
     .values({
       hash: sessionHash(id),
-      key_id: row.id,
+      key_id: principal.keyId,
       expires_at: sql<Date>`now() + make_interval(secs => ${SESSION_MAX_SECONDS})`,
     })
     .execute();
-  return { id, principal: { keyId: row.id, projectId: row.project_id } };
+  return { id, principal };
 }
 
 /**

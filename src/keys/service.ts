@@ -82,6 +82,24 @@ export async function revokeKey(ctx: AppContext, keyId: string): Promise<ApiKeyR
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
+/** The key itself, or 401 when it does not have the shape of an API key (no lookup needed). */
+export function wellFormedKey(key: string): string {
+  if (!isWellFormedKey(key)) throw new AppError('unauthorized', 'malformed API key');
+  return key;
+}
+
+/**
+ * The principal of a looked-up key row; throws 401 for an unknown or revoked key. The API and
+ * the dashboard's sign-in refuse with these same words.
+ */
+export function principalOfRow(
+  row: { id: string | null; project_id: string | null; revoked_at: Date | null } | undefined,
+): Principal {
+  if (!row?.id) throw new AppError('unauthorized', 'unknown API key');
+  if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
+  return { keyId: row.id, projectId: row.project_id };
+}
+
 /**
  * Checks an `Authorization` header. Malformed keys are refused without a database lookup;
  * revoked keys stop working at once (no cache). `last_used_at` is written at most once a
@@ -118,18 +136,16 @@ export class KeyChecker {
     if (!match?.[1]) {
       throw new AppError('unauthorized', 'Authorization header must be "Bearer <API key>"');
     }
-    if (!isWellFormedKey(match[1])) throw new AppError('unauthorized', 'malformed API key');
-    return hashKey(match[1]);
+    return hashKey(wellFormedKey(match[1]));
   }
 
   /** The principal of a looked-up key row; throws 401 for an unknown or revoked key. */
   principalOf(
     row: { id: string | null; project_id: string | null; revoked_at: Date | null } | undefined,
   ): Principal {
-    if (!row?.id) throw new AppError('unauthorized', 'unknown API key');
-    if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
-    this.#touch(row.id);
-    return { keyId: row.id, projectId: row.project_id };
+    const principal = principalOfRow(row);
+    this.#touch(principal.keyId);
+    return principal;
   }
 
   #touch(keyId: string): void {
