@@ -13,7 +13,7 @@ try {
   process.stdout.write(`\n${markdown}\n`);
   await workerDeathBench([]);
   await streamsBench([]);
-  // Issue 14's figures next to their limits; rewrites its table in README.md.
+  // Issue 19's figures next to their limits; rewrites its table in README.md.
   await perfBench([]);
   process.exit(0);
 } catch (err) {

@@ -1,8 +1,10 @@
 // The database bound: pgbench's select-only script (`-S`: one primary-key SELECT on
-// pgbench_accounts per transaction) against the same PostgreSQL server, same client count.
+// pgbench_accounts per transaction) against the service's own PostgreSQL server (the embedded
+// one through its socket), same client count.
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { runCommand } from './children.ts';
+import type { BenchDatabase } from './database.ts';
 
 export interface PgbenchResult {
   tps: number;
@@ -44,24 +46,28 @@ export function parse(output: string): { tps: number; latency: number; transacti
   };
 }
 
-export async function initPgbench(bin: string, url: string, scale: number): Promise<void> {
-  await runCommand(bin, ['-i', '-q', '-s', String(scale), url], { timeoutMs: 120_000 });
+export async function initPgbench(bin: string, db: BenchDatabase, scale: number): Promise<void> {
+  await runCommand(bin, ['-i', '-q', '-s', String(scale), db.pgbench.database], {
+    env: db.pgbench.env,
+    timeoutMs: 120_000,
+  });
 }
 
 export async function runPgbench(
   bin: string,
-  url: string,
+  db: BenchDatabase,
   opts: { clients: number; threads: number; durationSec: number; warmupSec: number; scale: number },
   hooks: { before?: () => void; after?: () => void } = {},
 ): Promise<PgbenchResult> {
   const base = ['-S', '-n', '-c', String(opts.clients), '-j', String(opts.threads)];
-  const bound = (sec: number) => ({ timeoutMs: (sec + 60) * 1000 });
+  const bound = (sec: number) => ({ env: db.pgbench.env, timeoutMs: (sec + 60) * 1000 });
+  const database = db.pgbench.database;
   if (opts.warmupSec > 0)
-    await runCommand(bin, [...base, '-T', String(opts.warmupSec), url], bound(opts.warmupSec));
+    await runCommand(bin, [...base, '-T', String(opts.warmupSec), database], bound(opts.warmupSec));
   hooks.before?.();
   const { stdout } = await runCommand(
     bin,
-    [...base, '-T', String(opts.durationSec), url],
+    [...base, '-T', String(opts.durationSec), database],
     bound(opts.durationSec),
   );
   hooks.after?.();

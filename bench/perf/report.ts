@@ -34,6 +34,8 @@ export interface Line {
   alsoShow?: { key: string; label: string; unit: 'ms' | 'MiB' | 'req/s' | 'TPS' }[];
   /** No limit measured (a reference figure alone). */
   noLimit?: boolean;
+  /** Limits shown for comparison only, with no ratio. */
+  noRatio?: boolean;
   samples: Sample[];
 }
 
@@ -91,7 +93,8 @@ export function markdownTable(lines: Line[]): string {
       const values = line.samples.map((s) => s.extra[also.key] ?? Number.NaN);
       limit += `; ${also.label}: ${triple(summarize(values), also.unit)}`;
     }
-    const ratio = line.noLimit ? '–' : ratioTriple(summarize(line.samples.map((s) => s.ratio)));
+    const ratio =
+      line.noLimit || line.noRatio ? '–' : ratioTriple(summarize(line.samples.map((s) => s.ratio)));
     const verdict = met(line);
     out.push(
       `| ${line.title} | ${figure} | ${limit} | ${ratio} | ${line.target?.text ?? '– (reference)'} | ${verdict === null ? '–' : verdict ? 'yes' : 'no'} |`,

@@ -1,8 +1,8 @@
 // Seeds jobs for the job-list row straight into Errand's database, after the service has
 // migrated it: N jobs of one project, one in every N/ACTIVE active (spread over time, the
-// worst case for a list that reads newest first), the rest completed. Runs as its own process
-// (a live PGlite in the bench process would slow every git it spawns), on the embedded data
-// directory (the service stopped) or on PostgreSQL (the service may run):
+// worst case for a list that reads newest first), the rest completed. Runs as its own process,
+// beside the running service: on the embedded server of its data directory (through the server's
+// socket) or on PostgreSQL:
 //   node bench/perf/seed.ts (--data-dir DIR | --database-url URL) PROJECT_ID:COUNT …
 import { parseArgs } from 'node:util';
 import { openDatabase } from '../../src/db/database.ts';
@@ -30,7 +30,12 @@ export async function seed(
   target: { dataDir: string; databaseUrl: string | undefined },
   projects: { id: string; count: number }[],
 ): Promise<void> {
-  const handle = await openDatabase({ dataDir: target.dataDir, databaseUrl: target.databaseUrl });
+  const handle = await openDatabase({
+    dataDir: target.dataDir,
+    databaseUrl: target.databaseUrl,
+    // The embedded server the service runs (else one started here, on a stopped service's data).
+    shareRunning: true,
+  });
   try {
     await handle.transaction(async (run) => {
       for (const p of projects) {

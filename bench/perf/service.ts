@@ -1,6 +1,7 @@
 // The real `errand serve` as the perf bench drives it: started as a child process (embedded or on
 // a PostgreSQL database), its admin and job API over loopback, a job followed to its end on its
-// event stream, and the resident memory of the process with all its descendants.
+// event stream, and the memory of the process with all its descendants (in the embedded mode,
+// the PostgreSQL server it runs).
 import { readdirSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import http from 'node:http';
@@ -14,7 +15,10 @@ export type Mode = 'embedded' | 'postgres';
 export interface ServeOptions {
   name: string;
   dataDir: string;
-  /** PostgreSQL mode when given; embedded (PGlite in dataDir) otherwise. */
+  /**
+   * PostgreSQL mode when given; otherwise embedded: serve runs its own PostgreSQL server on
+   * dataDir, as a child process.
+   */
   databaseUrl: string | undefined;
   /** Whether this process runs turns (serve's default) or is an API process (--no-worker). */
   worker: boolean;
@@ -233,18 +237,35 @@ function descendants(pid: number): number[] {
   return out;
 }
 
-function vmRssKiB(pid: number): number {
+/** A `<name>: <n> kB` line of a /proc file of `pid`; 0 when the process ended meanwhile. */
+function procKiB(pid: number, file: 'status' | 'smaps_rollup', name: string): number {
   try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0);
+    const text = readFileSync(`/proc/${pid}/${file}`, 'utf8');
+    return Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(text)?.[1] ?? 0);
   } catch {
     return 0; // the process ended between the listing and the read
   }
 }
 
-/** Resident memory of `pid` and all its descendants (VmRSS summed), in MiB. */
-export function treeRssMiB(pid: number): { mib: number; processes: number } {
+export interface TreeMemory {
+  /** VmRSS summed: each process counts all its resident pages, shared ones included. */
+  rssMiB: number;
+  /**
+   * Pss summed (/proc/<pid>/smaps_rollup): a page shared by n processes counts 1/n in each, so
+   * the sum counts PostgreSQL's shared memory, and the code its processes share, once.
+   */
+  pssMiB: number;
+  processes: number;
+}
+
+/** The memory of `pid` and all its descendants, in MiB. */
+export function treeMemory(pid: number): TreeMemory {
   const pids = [pid, ...descendants(pid)];
-  const kib = pids.reduce((sum, p) => sum + vmRssKiB(p), 0);
-  return { mib: kib / 1024, processes: pids.length };
+  const sum = (file: 'status' | 'smaps_rollup', name: string) =>
+    pids.reduce((total, p) => total + procKiB(p, file, name), 0) / 1024;
+  return {
+    rssMiB: sum('status', 'VmRSS'),
+    pssMiB: sum('smaps_rollup', 'Pss'),
+    processes: pids.length,
+  };
 }

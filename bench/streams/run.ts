@@ -3,16 +3,16 @@
 // costs the service (its RSS before and after opening them) and the delivery latency of an
 // event: from its commit to its arrival on the stream.
 //
-// On PostgreSQL the events are written by this process straight into the database, as a worker
-// on another machine writes them, so the path measured is the one of a real deployment: commit,
-// NOTIFY, the API process's LISTEN, its read, the socket. Two patterns: "steady" (one event at a
-// time to a random stream, 200 a second) and "burst" (one event for every stream in one
-// transaction). On the embedded PGlite no other process can write, so the event is the one an
-// API call writes: archiving each job (its `job.archived`), one at a time.
+// The events are written by this process straight into the service's database, as a worker
+// writes them, so the path measured is the one of a real deployment: commit, NOTIFY, the API
+// process's LISTEN, its read, the socket. On PostgreSQL that database is the bench database; in
+// the embedded mode it is the server `serve` runs, reached through its socket. Two patterns:
+// "steady" (one event at a time to a random stream, 200 a second) and "burst" (one event for
+// every stream in one transaction).
 //
 // Results go to bench/results/streams.json and lines for the README's Benchmarks table to stdout.
 //
-//   node bench/streams/run.ts [--streams 1000] [--repetitions 3] [--backend both|postgres|pglite]
+//   node bench/streams/run.ts [--streams 1000] [--repetitions 3] [--backend both|postgres|embedded]
 //                             [--pg-url URL]
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -23,12 +23,14 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { embeddedDatabase } from '../api/database.ts';
+import { treeMemory } from '../perf/service.ts';
 
 const REPO_ROOT = path.resolve(import.meta.dirname, '../..');
 const MAIN = path.join(REPO_ROOT, 'src/main.ts');
 const DEFAULT_PG_ADMIN_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
-type Backend = 'postgres' | 'pglite';
+type Backend = 'postgres' | 'embedded';
 
 interface Latencies {
   p50: number;
@@ -43,6 +45,9 @@ interface Result {
   rssBeforeMiB: number;
   rssAfterMiB: number;
   kibPerStream: number;
+  /** PSS of serve and its descendants (the embedded server), before and after. */
+  treePssBeforeMiB: number;
+  treePssAfterMiB: number;
   steady: Latencies[];
   burst: Latencies[];
 }
@@ -164,8 +169,13 @@ async function measure(
   const svc = await startServe(env, dataDir);
   const agent = new http.Agent({ keepAlive: false, maxSockets: Number.POSITIVE_INFINITY });
   const requests: http.ClientRequest[] = [];
-  const writer = dbUrl ? new pg.Client({ connectionString: dbUrl }) : undefined;
+  let writer: pg.Client | undefined;
   try {
+    // The service's database: the bench database, or the embedded server serve runs.
+    writer = new pg.Client(
+      dbUrl ? { connectionString: dbUrl } : (await embeddedDatabase(dataDir)).client,
+    );
+    const db = writer;
     const repository = path.join(dataDir, 'repo');
     await mkdir(repository);
     const project = await api(svc, 'POST', '/v2/admin/projects', {
@@ -195,7 +205,6 @@ async function measure(
             svc.adminKey,
             (type, data) => {
               if (type === 'bench.tick') arrived(JSON.parse(data).data.marker);
-              else if (type === 'job.archived') arrived(`archived:${jobId}`);
             },
           ),
         );
@@ -208,66 +217,50 @@ async function measure(
     for (const request of requests.splice(0)) request.destroy();
     await sleep(5_000);
     const rssBefore = await rssKiB(svc.child.pid ?? 0);
+    const treeBefore = treeMemory(svc.child.pid ?? 0);
     await openAll();
     await sleep(5_000);
     const rssAfter = await rssKiB(svc.child.pid ?? 0);
+    const treeAfter = treeMemory(svc.child.pid ?? 0);
     const expect = (marker: string) =>
       new Promise<number>((resolve) => waiting.set(marker, resolve));
     const now = () => performance.timeOrigin + performance.now();
 
     const steady: Latencies[] = [];
     const burst: Latencies[] = [];
-    if (writer) {
-      await writer.connect();
-      const insert = (jobId: string, marker: string) =>
-        writer.query(
-          `INSERT INTO events (job_id, turn, type, data) VALUES ($1, 1, 'bench.tick', jsonb_build_object('marker', $2::text))`,
-          [jobId, marker],
-        );
-      for (let r = 0; r < repetitions; r++) {
-        // Steady: 1,000 events, one every 5 ms, each to a random stream.
-        const samples: Promise<number>[] = [];
-        for (let i = 0; i < 1_000; i++) {
-          const jobId = jobs[Math.floor(Math.random() * jobs.length)] as string;
-          const marker = `s${r}:${i}`;
-          const arrival = expect(marker);
-          const sent = now();
-          await insert(jobId, marker);
-          const committed = now();
-          // The commit is the moment the event exists; half the round trip before it.
-          const origin = sent + (committed - sent) / 2;
-          samples.push(arrival.then((at) => at - origin));
-          await sleep(5);
-        }
-        steady.push(percentiles(await Promise.all(samples)));
-        // Burst: one event for each stream, committed together.
-        const arrivals = jobs.map((_, i) => expect(`b${r}:${i}`));
-        const values = jobs.map(
-          (jobId, i) => `('${jobId}', 1, 'bench.tick', '{"marker":"b${r}:${i}"}')`,
-        );
+    await db.connect();
+    const insert = (jobId: string, marker: string) =>
+      db.query(
+        `INSERT INTO events (job_id, turn, type, data) VALUES ($1, 1, 'bench.tick', jsonb_build_object('marker', $2::text))`,
+        [jobId, marker],
+      );
+    for (let r = 0; r < repetitions; r++) {
+      // Steady: 1,000 events, one every 5 ms, each to a random stream.
+      const samples: Promise<number>[] = [];
+      for (let i = 0; i < 1_000; i++) {
+        const jobId = jobs[Math.floor(Math.random() * jobs.length)] as string;
+        const marker = `s${r}:${i}`;
+        const arrival = expect(marker);
         const sent = now();
-        await writer.query(
-          `INSERT INTO events (job_id, turn, type, data) VALUES ${values.join(', ')}`,
-        );
+        await insert(jobId, marker);
         const committed = now();
+        // The commit is the moment the event exists; half the round trip before it.
         const origin = sent + (committed - sent) / 2;
-        burst.push(percentiles((await Promise.all(arrivals)).map((at) => at - origin)));
-        await sleep(1_000);
+        samples.push(arrival.then((at) => at - origin));
+        await sleep(5);
       }
-    } else {
-      // Embedded: each job's archive, one at a time, in `repetitions` slices.
-      const slice = Math.ceil(jobs.length / repetitions);
-      for (let r = 0; r < repetitions; r++) {
-        const samples: number[] = [];
-        for (const jobId of jobs.slice(r * slice, (r + 1) * slice)) {
-          const arrival = expect(`archived:${jobId}`);
-          const sent = now();
-          await api(svc, 'POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
-          const answered = now();
-          samples.push((await arrival) - (sent + (answered - sent) / 2));
-        }
-        steady.push(percentiles(samples));
-      }
+      steady.push(percentiles(await Promise.all(samples)));
+      // Burst: one event for each stream, committed together.
+      const arrivals = jobs.map((_, i) => expect(`b${r}:${i}`));
+      const values = jobs.map(
+        (jobId, i) => `('${jobId}', 1, 'bench.tick', '{"marker":"b${r}:${i}"}')`,
+      );
+      const sent = now();
+      await db.query(`INSERT INTO events (job_id, turn, type, data) VALUES ${values.join(', ')}`);
+      const committed = now();
+      const origin = sent + (committed - sent) / 2;
+      burst.push(percentiles((await Promise.all(arrivals)).map((at) => at - origin)));
+      await sleep(1_000);
     }
     return {
       backend,
@@ -275,6 +268,8 @@ async function measure(
       rssBeforeMiB: rssBefore / 1024,
       rssAfterMiB: rssAfter / 1024,
       kibPerStream: (rssAfter - rssBefore) / count,
+      treePssBeforeMiB: treeBefore.pssMiB,
+      treePssAfterMiB: treeAfter.pssMiB,
       steady,
       burst,
     };
@@ -297,24 +292,18 @@ function spread(runs: Latencies[], key: 'p50' | 'p99'): string {
 
 function markdown(results: Result[]): string {
   const lines = [
-    '| Backend | Event written by | Pattern | p50 | p99 | Service RSS, 0 → N streams | Per stream |',
-    '|---|---|---|---:|---:|---:|---:|',
+    '| Backend | Pattern | p50 | p99 | `serve` RSS, 0 → N streams | Per stream | `serve` and its PostgreSQL, PSS |',
+    '|---|---|---:|---:|---:|---:|---:|',
   ];
   for (const r of results) {
     const rss = `${r.rssBeforeMiB.toFixed(0)} → ${r.rssAfterMiB.toFixed(0)} MiB`;
     const per = `${r.kibPerStream.toFixed(1)} KiB`;
-    if (r.backend === 'postgres') {
-      lines.push(
-        `| PostgreSQL | another process (as a worker) | steady, 200 events/s | ${spread(r.steady, 'p50')} | ${spread(r.steady, 'p99')} | ${rss} | ${per} |`,
-      );
-      lines.push(
-        `| PostgreSQL | another process (as a worker) | burst, one event to each of ${r.streams} streams | ${spread(r.burst, 'p50')} | ${spread(r.burst, 'p99')} | | |`,
-      );
-    } else {
-      lines.push(
-        `| PGlite | the API (archive, one at a time) | steady | ${spread(r.steady, 'p50')} | ${spread(r.steady, 'p99')} | ${rss} | ${per} |`,
-      );
-    }
+    const pss = `${r.treePssBeforeMiB.toFixed(0)} → ${r.treePssAfterMiB.toFixed(0)} MiB`;
+    const backend = r.backend === 'postgres' ? 'PostgreSQL' : 'embedded';
+    lines.push(
+      `| ${backend} | steady, 200 events/s | ${spread(r.steady, 'p50')} | ${spread(r.steady, 'p99')} | ${rss} | ${per} | ${pss} |`,
+      `| ${backend} | burst, one event to each of ${r.streams} streams | ${spread(r.burst, 'p50')} | ${spread(r.burst, 'p99')} | | | |`,
+    );
   }
   return lines.join('\n');
 }
@@ -332,7 +321,7 @@ export async function main(argv: string[]): Promise<void> {
   });
   if (values.help) {
     process.stdout.write(
-      'node bench/streams/run.ts [--streams 1000] [--repetitions 3] [--backend both|postgres|pglite] [--pg-url URL]\n',
+      'node bench/streams/run.ts [--streams 1000] [--repetitions 3] [--backend both|postgres|embedded] [--pg-url URL]\n',
     );
     return;
   }
@@ -342,8 +331,10 @@ export async function main(argv: string[]): Promise<void> {
     throw new Error('--streams must be a whole number ≥ 1');
   if (!Number.isInteger(repetitions) || repetitions < 1)
     throw new Error('--repetitions must be a whole number ≥ 1');
+  if (!['both', 'postgres', 'embedded'].includes(values.backend))
+    throw new Error('--backend must be both, postgres or embedded');
   const backends: Backend[] =
-    values.backend === 'both' ? ['postgres', 'pglite'] : [values.backend as Backend];
+    values.backend === 'both' ? ['postgres', 'embedded'] : [values.backend as Backend];
   const common = {
     ERRAND_LOG_LEVEL: 'warn',
     ERRAND_ALLOW_LOCAL_REPOS: 'true',
@@ -353,7 +344,7 @@ export async function main(argv: string[]): Promise<void> {
   };
   const results: Result[] = [];
   for (const backend of backends) {
-    if (backend === 'pglite') {
+    if (backend === 'embedded') {
       results.push(await measure(backend, common, count, repetitions, undefined));
       continue;
     }
