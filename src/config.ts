@@ -2,7 +2,6 @@
 // one parser here; flags from the command line override the environment.
 import path from 'node:path';
 import { z } from 'zod';
-import type { ModelSettings } from './agent/models.ts';
 
 const bool = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -67,6 +66,16 @@ const envSchema = z.object({
   ERRAND_API_KEY: z.string().min(1).optional(),
   ERRAND_PROJECT: z.string().min(1).optional(),
 });
+
+/** Each model provider's credentials and endpoint, as the registry (src/agent/models.ts) takes them. */
+export type ModelSettings = {
+  anthropic?: { apiKey?: string; baseURL?: string };
+  openai?: { apiKey?: string; baseURL?: string };
+  google?: { apiKey?: string; baseURL?: string };
+  openaiCompatible?: { baseURL?: string; apiKey?: string };
+  /** Replaces the global fetch for every provider (proxies, instrumentation). */
+  fetch?: typeof globalThis.fetch;
+};
 
 export interface Config {
   host: string;

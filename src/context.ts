@@ -3,9 +3,9 @@
 import type { ModelRegistry } from './agent/models.ts';
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
-import type { EventNotifications } from './events/notifications.ts';
 import type { Forges } from './forges/clients.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
+import type { EventNotifications } from './jobs/notifications.ts';
 import type { Transitions } from './jobs/transitions.ts';
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics/metrics.ts';

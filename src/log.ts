@@ -4,7 +4,7 @@ import { type Logger, pino } from 'pino';
 
 export type { Logger };
 
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'authorization',
   'headers.authorization',
   'req.headers.authorization',

@@ -34,7 +34,7 @@ const PARTS: Record<string, string> = {
 };
 
 /** The message of one refusal: a schema's own message names its field; others get it here. */
-export function refusalMessage(issue: z.core.$ZodIssue, part: string): string {
+function refusalMessage(issue: z.core.$ZodIssue, part: string): string {
   const field = fieldPath(issue.path);
   if (issue.code === 'unrecognized_keys') {
     const names = issue.keys.map((key) => `"${field ? `${field}.${key}` : key}"`).join(', ');

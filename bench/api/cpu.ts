@@ -5,7 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
-export type CpuGroup =
+type CpuGroup =
   | 'server'
   | 'loadGenerator'
   | 'postgresBenchDb'

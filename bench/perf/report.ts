@@ -14,7 +14,7 @@ export interface Sample {
   extra: Record<string, number>;
 }
 
-export interface Target {
+interface Target {
   op: '<=' | '>=';
   /** The bound on the ratio. */
   ratio: number;
@@ -72,7 +72,7 @@ function ratioTriple(s: Summary): string {
   return `${f(s.min)} / ${f(s.median)} / ${f(s.max)}`;
 }
 
-export function met(line: Line): boolean | null {
+function met(line: Line): boolean | null {
   if (!line.target || line.samples.length === 0) return null;
   const median = summarize(line.samples.map((s) => s.ratio)).median;
   return line.target.op === '<=' ? median <= line.target.ratio : median >= line.target.ratio;
@@ -113,8 +113,8 @@ export function notMetLines(lines: Line[]): string[] {
     });
 }
 
-export const README_START = '<!-- bench:perf:start -->';
-export const README_END = '<!-- bench:perf:end -->';
+const README_START = '<!-- bench:perf:start -->';
+const README_END = '<!-- bench:perf:end -->';
 
 /** Replaces what is between the markers in `file` by `text`; the markers must be there once. */
 export async function writeBetweenMarkers(file: string, text: string): Promise<void> {

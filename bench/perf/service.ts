@@ -10,8 +10,6 @@ import { type Child, startChild } from '../api/children.ts';
 
 export const REPO_ROOT = path.resolve(import.meta.dirname, '../..');
 
-export type Mode = 'embedded' | 'postgres';
-
 export interface ServeOptions {
   name: string;
   dataDir: string;

@@ -21,20 +21,20 @@ import { describeModel } from './models.ts';
 import { summarizeToolArgs, type ToolResult } from './tools/index.ts';
 
 /** Names of the settings that raise each budget, quoted in the budget errors. */
-export const BUDGET_SETTINGS = {
+const BUDGET_SETTINGS = {
   steps: 'ERRAND_MAX_STEPS',
   outputTokens: 'ERRAND_MAX_OUTPUT_TOKENS',
   time: 'ERRAND_TURN_TIMEOUT_SECONDS',
 } as const;
 
-export type TokenUsage = { inputTokens: number; outputTokens: number; totalTokens: number };
+type TokenUsage = { inputTokens: number; outputTokens: number; totalTokens: number };
 
 export type AgentEvent =
   | { type: 'tool.call'; id: string; name: string; summary: string }
   | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string }
   | { type: 'model.step'; step: number; finishReason: FinishReason; usage: TokenUsage };
 
-export type TurnBudgets = {
+type TurnBudgets = {
   /** Model calls in the turn; each call's tool results feed the next. */
   maxSteps: number;
   /** Output tokens one model reply may use; a reply cut off at this limit fails the turn. */
@@ -266,7 +266,7 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
  * Maps what the SDK throws for a failed model call to a ModelError with a message an operator
  * can act on. Provider messages are quoted only where they cannot echo a credential.
  */
-export function classifyModelError(error: unknown, model: LanguageModel): unknown {
+function classifyModelError(error: unknown, model: LanguageModel): unknown {
   const { id, credentialHint } = describeModel(model);
   let cause = error;
   let attempts = 1;

@@ -2,12 +2,12 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { generateText } from 'ai';
 import { reply, startFakeLlm } from '../../test/support/fake-llm.ts';
+import type { ModelSettings } from '../config.ts';
 import {
   checkModelId,
   DEFAULT_MODEL_ID,
   describeModel,
   ModelRegistry,
-  type ModelSettings,
   resolveModel,
 } from './models.ts';
 

@@ -7,19 +7,11 @@ import { createGoogle } from '@ai-sdk/google';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { LanguageModel } from 'ai';
+import type { ModelSettings } from '../config.ts';
 
 export const DEFAULT_MODEL_ID = 'anthropic:claude-sonnet-4-5';
 
-export type ModelSettings = {
-  anthropic?: { apiKey?: string; baseURL?: string };
-  openai?: { apiKey?: string; baseURL?: string };
-  google?: { apiKey?: string; baseURL?: string };
-  openaiCompatible?: { baseURL?: string; apiKey?: string };
-  /** Replaces the global fetch for every provider (proxies, instrumentation). */
-  fetch?: typeof globalThis.fetch;
-};
-
-export type ProviderId = 'anthropic' | 'openai' | 'google' | 'openai-compatible';
+type ProviderId = 'anthropic' | 'openai' | 'google' | 'openai-compatible';
 
 type ProviderDefinition = {
   /** What an operator sets to fix a missing or refused credential. */

@@ -20,7 +20,7 @@ export function cliConfig(io: Io, dataDir: string | undefined): Config {
 }
 
 /** The key the CLI sends: ERRAND_API_KEY, else the data directory's admin.key. */
-export async function cliApiKey(config: Config): Promise<string> {
+async function cliApiKey(config: Config): Promise<string> {
   const fromEnv = config.client.apiKey?.trim();
   if (fromEnv) return fromEnv;
   const file = adminKeyPath(config.dataDir);
@@ -72,7 +72,7 @@ function connectionFailure(err: ErrandError): string {
 }
 
 /** A refusal of the admin API as one line: the server's message and the HTTP status. */
-export function adminApiError(err: ErrandError, base: string): CliError {
+function adminApiError(err: ErrandError, base: string): CliError {
   if (err.code === 'network_error')
     return new CliError(
       `cannot reach Errand at ${base} (${connectionFailure(err)}); is 'errand serve' running? (ERRAND_URL)`,

@@ -178,7 +178,7 @@ export function optionText(name: string, def: OptionDef): string {
  * Parses and checks a command line against a definition: the options, the number of
  * arguments, the required options and the choices (`either`). --help ends it with HelpRequested.
  */
-export function parse(argv: string[], options: OptionDefs, args: readonly string[]): Parsed {
+function parse(argv: string[], options: OptionDefs, args: readonly string[]): Parsed {
   const parsed = parseStrict(argv, options);
   if (parsed.values.help) throw new HelpRequested();
   const [missing] = args.slice(parsed.positionals.length);

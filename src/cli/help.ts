@@ -37,7 +37,7 @@ function part(name: string, def: OptionDef): string {
  * (`either`) as `(--a A | --b)` when one is required, else `[--a A | --b]`; an option group
  * once, as [GROUP]. `omit` leaves options out (those a list says once for all).
  */
-export function synopsis(command: Command, omit: ReadonlySet<string> = new Set()): string {
+function synopsis(command: Command, omit: ReadonlySet<string> = new Set()): string {
   const words = [command.name, ...command.args];
   const done = new Set<string>();
   for (const [name, def] of Object.entries(command.options)) {
@@ -70,7 +70,7 @@ function entry(text: string, summary: string | undefined): string {
 }
 
 /** The options every subcommand of a family takes and none requires: said once for all. */
-export function commonOptions(family: Family): Map<string, OptionDef> {
+function commonOptions(family: Family): Map<string, OptionDef> {
   const [first, ...rest] = family.commands;
   const common = new Map<string, OptionDef>();
   for (const [name, def] of Object.entries(first?.options ?? {})) {

@@ -39,7 +39,7 @@ const COMMON = {
 type Options<O extends OptionDefs> = typeof PROJECT & O & typeof COMMON;
 
 /** The exit code a settled job stands for. */
-export function exitCodeOf(status: JobStatus): number {
+function exitCodeOf(status: JobStatus): number {
   if (status === 'archived') return EXIT.archived;
   if (status === 'failed') return EXIT.failed;
   return EXIT.ok;

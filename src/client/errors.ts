@@ -60,7 +60,7 @@ const CODES_BY_STATUS: Record<number, string> = {
 };
 
 /** Retry-After as seconds: a number of seconds or an HTTP date; undefined when absent or bad. */
-export function retryAfterSeconds(value: string | null, now = Date.now()): number | undefined {
+function retryAfterSeconds(value: string | null, now = Date.now()): number | undefined {
   if (value === null) return undefined;
   const trimmed = value.trim();
   if (/^\d+$/.test(trimmed)) return Number(trimmed);

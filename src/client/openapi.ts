@@ -469,7 +469,7 @@ export interface paths {
                 seq: number;
                 /** @description The turn it belongs to; null for the job itself. */
                 turn: number | null;
-                /** @description job.created, turn.started, agent.step, turn.completed, … */
+                /** @description job.created, turn.started, model.step, turn.finished, … */
                 type: string;
                 /** @description What happened, by type. */
                 data: unknown;

@@ -6,11 +6,11 @@
 import parseUnified from 'parse-diff';
 import { html, type SafeHtml } from './html.ts';
 
-export type FileStatus = 'added' | 'deleted' | 'renamed' | 'copied' | 'modified';
+type FileStatus = 'added' | 'deleted' | 'renamed' | 'copied' | 'modified';
 
-export type DiffLineKind = 'context' | 'add' | 'del';
+type DiffLineKind = 'context' | 'add' | 'del';
 
-export interface DiffLine {
+interface DiffLine {
   kind: DiffLineKind;
   /** The line without its leading ' ', '+' or '-'. */
   text: string;
@@ -22,7 +22,7 @@ export interface DiffLine {
   noNewline: boolean;
 }
 
-export interface DiffHunk {
+interface DiffHunk {
   /** The `@@ … @@` line as git wrote it. */
   header: string;
   oldStart: number;
@@ -269,7 +269,7 @@ export function parseDiff(diff: string): DiffFile[] {
 }
 
 /** The name a file is listed under: its new path, its old one when deleted, both when moved. */
-export function fileLabel(file: DiffFile): string {
+function fileLabel(file: DiffFile): string {
   const oldPath = file.oldPath ?? '(unknown)';
   const newPath = file.newPath ?? '(unknown)';
   if (file.status === 'added') return newPath;

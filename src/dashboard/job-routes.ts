@@ -88,7 +88,7 @@ export function registerJobRoutes(
     return sendPage(
       reply,
       200,
-      jobsPage(principal, toProjectRecord(row), await jobList(row.id, request.query), {
+      jobsPage(principal, toProjectRecord(ctx, row), await jobList(row.id, request.query), {
         created: created && isId('job', created) ? created : undefined,
       }),
     );
@@ -108,7 +108,7 @@ export function registerJobRoutes(
         return sendPage(
           reply,
           err.status,
-          jobsPage(principal, toProjectRecord(row), await jobList(row.id, {}), {
+          jobsPage(principal, toProjectRecord(ctx, row), await jobList(row.id, {}), {
             prompt,
             error: err.message,
           }),
@@ -148,7 +148,7 @@ export function registerJobRoutes(
   pages.get<JobParams>('/projects/:id/jobs/:jobId', async (request, reply) => {
     const { principal, row } = await visibleProject(ctx, request, request.params.id);
     const detail = await jobDetail(row.id, request.params.jobId);
-    return sendPage(reply, 200, jobPage(principal, toProjectRecord(row), detail.job, detail));
+    return sendPage(reply, 200, jobPage(principal, toProjectRecord(ctx, row), detail.job, detail));
   });
 
   // The page's script follows the job's live event stream, as lines of HTML the server renders
@@ -209,7 +209,7 @@ export function registerJobRoutes(
         return sendPage(
           reply,
           err.status,
-          jobPage(principal, toProjectRecord(row), detail.job, {
+          jobPage(principal, toProjectRecord(ctx, row), detail.job, {
             ...detail,
             prompt,
             error: err.message,

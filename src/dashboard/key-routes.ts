@@ -18,7 +18,7 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
 
   pages.get<{ Params: { id: string } }>('/projects/:id/keys', async (request, reply) => {
     const principal = admin(request);
-    const current = toProjectRecord(await getProject(ctx, request.params.id));
+    const current = toProjectRecord(ctx, await getProject(ctx, request.params.id));
     return sendPage(
       reply,
       200,
@@ -32,7 +32,7 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
     '/projects/:id/keys',
     async (request, reply) => {
       const principal = admin(request);
-      const current = toProjectRecord(await getProject(ctx, request.params.id));
+      const current = toProjectRecord(ctx, await getProject(ctx, request.params.id));
       const name = given(request.body ?? {}, 'name');
       if (name !== undefined && name.length > 200) {
         return sendPage(

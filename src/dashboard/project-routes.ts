@@ -101,7 +101,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       projects.map((row) => row.id),
     );
     return projects.map((row) => ({
-      project: toProjectRecord(row),
+      project: toProjectRecord(ctx, row),
       activeJobs: counts.get(row.id)?.active ?? 0,
       totalJobs: counts.get(row.id)?.total ?? 0,
     }));
@@ -137,7 +137,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
   });
 
   const project = async (id: string): Promise<ProjectRecord> =>
-    toProjectRecord(await getProject(ctx, id));
+    toProjectRecord(ctx, await getProject(ctx, id));
 
   pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
     '/projects/:id/settings',

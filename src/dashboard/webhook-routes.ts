@@ -63,7 +63,7 @@ function refusal(err: unknown): AppError {
 
 export function registerWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
   const project = async (id: string): Promise<ProjectRecord> =>
-    toProjectRecord(await getProject(ctx, id));
+    toProjectRecord(ctx, await getProject(ctx, id));
 
   type ProjectParams = { Params: { id: string } };
   type WebhookParams = { Params: { id: string; webhookId: string } };

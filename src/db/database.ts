@@ -22,13 +22,13 @@ import type { Database } from './schema.ts';
 export type Db = Kysely<Database>;
 
 /** Runs SQL scripts and parameterised statements inside one transaction. */
-export interface ScriptRunner {
+interface ScriptRunner {
   exec(script: string): Promise<void>;
   query<R>(text: string, params?: unknown[]): Promise<R[]>;
 }
 
 /** Where the database is, as node-postgres (and so pg-boss) takes it. */
-export type Connection = { connectionString: string } | EmbeddedConnection;
+type Connection = { connectionString: string } | EmbeddedConnection;
 
 export interface DatabaseHandle {
   /** The embedded server in the data directory, or the server of DATABASE_URL. */
@@ -63,7 +63,7 @@ export interface OpenOptions {
 }
 
 /** Used where no bounds are given (tools and tests); the service passes its settings. */
-export const DEFAULT_TIMEOUTS = { connectMs: 5_000, statementMs: 10_000 };
+const DEFAULT_TIMEOUTS = { connectMs: 5_000, statementMs: 10_000 };
 
 export { DatabaseLockedError };
 

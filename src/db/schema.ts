@@ -1,6 +1,6 @@
 // Row types of Errand's tables, as Kysely sees them (no code generation: kept by hand,
 // next to the numbered migrations that define them).
-import type { ColumnType, Generated, Insertable, Selectable } from 'kysely';
+import type { ColumnType, Generated, Selectable } from 'kysely';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json = ColumnType<unknown, string | undefined, string>;
@@ -9,7 +9,7 @@ import type { JOB_STATUSES } from '../client/words.ts';
 
 /** A job's status: one of the one list of them (client/words.ts). */
 export type JobStatus = (typeof JOB_STATUSES)[number];
-export type TurnState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
+type TurnState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 
 export interface ProjectsTable {
   id: string;
@@ -25,7 +25,7 @@ export interface ProjectsTable {
   commands_enabled: Generated<boolean>;
   setup_command: string | null;
   setup_network: Generated<boolean>;
-  /** The command limits; null: the sandbox's DEFAULT_LIMITS. */
+  /** The command limits; null: DEFAULT_LIMITS (projects/limits.ts). */
   command_timeout_seconds: number | null;
   command_cpu_seconds: number | null;
   command_memory_mb: number | null;
@@ -35,7 +35,7 @@ export interface ProjectsTable {
   updated_at: Timestamp;
 }
 
-export interface ApiKeysTable {
+interface ApiKeysTable {
   id: string;
   project_id: string | null;
   name: string | null;
@@ -46,7 +46,7 @@ export interface ApiKeysTable {
   revoked_at: Timestamp | null;
 }
 
-export interface JobsTable {
+interface JobsTable {
   id: string;
   project_id: string;
   status: JobStatus;
@@ -65,7 +65,7 @@ export interface JobsTable {
   archived_at: Timestamp | null;
 }
 
-export interface TurnsTable {
+interface TurnsTable {
   job_id: string;
   seq: number;
   prompt: string;
@@ -82,7 +82,7 @@ export interface TurnsTable {
   finished_at: Timestamp | null;
 }
 
-export interface EventsTable {
+interface EventsTable {
   seq: ColumnType<string, never, never>;
   job_id: string;
   turn: number | null;
@@ -91,14 +91,14 @@ export interface EventsTable {
   at: Timestamp;
 }
 
-export interface RateLimitsTable {
+interface RateLimitsTable {
   project_id: string;
   operation: string;
   window_start: Timestamp;
   count: number;
 }
 
-export interface DashboardSessionsTable {
+interface DashboardSessionsTable {
   /** SHA-256 of the cookie's random id; the id itself is never stored. */
   hash: string;
   key_id: string;
@@ -108,7 +108,7 @@ export interface DashboardSessionsTable {
   expires_at: Timestamp;
 }
 
-export interface WebhooksTable {
+interface WebhooksTable {
   id: string;
   project_id: string;
   url: string;
@@ -125,7 +125,7 @@ export interface WebhooksTable {
 
 export type DeliveryState = 'pending' | 'delivered' | 'failed';
 
-export interface WebhookDeliveriesTable {
+interface WebhookDeliveriesTable {
   id: string;
   webhook_id: string;
   job_id: string;
@@ -139,7 +139,7 @@ export interface WebhookDeliveriesTable {
   failed_at: Timestamp | null;
 }
 
-export interface WebhookAttemptsTable {
+interface WebhookAttemptsTable {
   delivery_id: string;
   attempt: number;
   at: Timestamp;
@@ -148,7 +148,7 @@ export interface WebhookAttemptsTable {
   latency_ms: number;
 }
 
-export interface IdempotencyKeysTable {
+interface IdempotencyKeysTable {
   project_id: string;
   key: string;
   /** SHA-256 (hex) of the method, the path and the canonical JSON body of the first request. */
@@ -176,7 +176,6 @@ export interface Database {
 export type ProjectRow = Selectable<ProjectsTable>;
 export type ApiKeyRow = Selectable<ApiKeysTable>;
 export type JobRow = Selectable<JobsTable>;
-export type NewJob = Insertable<JobsTable>;
 export type TurnRow = Selectable<TurnsTable>;
 export type EventRow = Selectable<EventsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;

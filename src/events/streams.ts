@@ -1,6 +1,6 @@
 // The live stream of a job's events (Server-Sent Events), for every stream open on this API
 // process. Streams of one job share their reads: an announcement of the job's new events
-// (notifications.ts) leads to one query, whose rows go to each of its streams past its cursor.
+// (jobs/notifications.ts) leads to one query, whose rows go to each of its streams past its cursor.
 // A stream whose reader is slow is skipped until its socket drains, and then reads on from its
 // own cursor, so nothing is buffered beyond one batch per stream. A stream ends after the
 // event that leaves its job terminal.
@@ -10,7 +10,7 @@ import type { AppContext } from '../context.ts';
 import type { JobStatus } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { EventRecord } from '../jobs/events.ts';
-import type { EventNotifications } from './notifications.ts';
+import type { EventNotifications } from '../jobs/notifications.ts';
 
 /** Statuses after which a job has nothing more to say until someone writes to it again. */
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['completed', 'failed', 'archived']);

@@ -6,8 +6,14 @@ import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import { forgeCredentials, forgeProviders, projectForge } from './registry.ts';
-import type { ForgeClient, ForgeCredentials, ForgeKind, ForgeProvider } from './types.ts';
+import {
+  type ForgeCredentials,
+  type ForgeKind,
+  type ForgeTargets,
+  projectForge,
+} from '../projects/forge.ts';
+import { forgeCredentials, forgeProviders } from './registry.ts';
+import type { ForgeClient, ForgeProvider } from './types.ts';
 
 /** A project's forge for one repository; a plain git remote has no provider and no client. */
 export type ProjectForgeClient =
@@ -17,7 +23,7 @@ export type ProjectForgeClient =
 /** Clients kept at most; past it the least recently used goes (a project's next turn remakes it). */
 const MAX_CLIENTS = 256;
 
-export class Forges {
+export class Forges implements ForgeTargets {
   readonly #config: Config;
   readonly #metrics: Metrics;
   readonly #clients = new LRUCache<string, ProjectForgeClient>({ max: MAX_CLIENTS });
@@ -35,12 +41,16 @@ export class Forges {
     forgeProviders.get(kind)?.checkTarget(apiUrl, repository);
   }
 
+  defaultApiUrl(kind: ForgeKind, repository: string): string | undefined {
+    return forgeProviders.get(kind)?.defaultApiUrl(repository);
+  }
+
   /**
    * The client for `repository` (the job's, which may predate a change of the project's) with
    * the project's forge settings and credentials as they are now.
    */
   client(project: ProjectRow, repository: string): ProjectForgeClient {
-    const forge = projectForge({ ...project, repository });
+    const forge = projectForge({ ...project, repository }, this);
     const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
     if (!provider || !forge.apiUrl)
       return { kind: forge.kind, provider: undefined, client: undefined, credentials: undefined };

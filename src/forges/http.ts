@@ -4,10 +4,11 @@
 // `readForgeRepository` and `retryAfterSeconds` are plain functions any provider may reuse.
 
 import type { z } from 'zod';
+import type { ForgeKind } from '../projects/forge.ts';
 import { parseRepositoryUrl } from '../repository/url.ts';
 import { parseRetryAfter } from '../retry-after.ts';
 import { secretScrubber } from '../secrets/scrub.ts';
-import { ForgeError, type ForgeKind } from './types.ts';
+import { ForgeError } from './types.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Repository URLs
@@ -177,7 +178,7 @@ export interface ForgeHttpOptions {
   timeoutMs?: number;
 }
 
-export interface ForgeRequest<T> {
+interface ForgeRequest<T> {
   method: 'GET' | 'POST' | 'PUT' | 'PATCH';
   /** Below the API base, already percent-encoded, e.g. `/projects/a%2Fb/merge_requests`. */
   path: string;
@@ -191,7 +192,7 @@ export interface ForgeRequest<T> {
   signal?: AbortSignal | undefined;
 }
 
-export interface ForgeResponse<T> {
+interface ForgeResponse<T> {
   status: number;
   headers: Headers;
   data: T;

@@ -4,10 +4,10 @@
 
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { inferForgeKind } from '../projects/forge.ts';
 import { validateRepositoryUrl } from '../repository/url.ts';
 import { parseRepository } from './github/repository.ts';
 import { readForgeRepository } from './http.ts';
-import { inferForgeKind } from './registry.ts';
 
 function githubHost(url: string): string | undefined {
   try {

@@ -1,15 +1,15 @@
-// The forge providers by id, and how a project's settings pick one: the project names its
-// forge, or it is inferred from the repository's host (github.com, gitlab.com); anything
-// else is a plain git remote, reviewed on Errand's own review page.
+// The forge providers by id, and a project's credentials for its forge. Which forge a project
+// names, or its repository's host implies, is the project's to say (src/projects/forge.ts); a
+// plain git remote has no provider and is reviewed on Errand's own review page.
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
-import { parseRepositoryUrl } from '../repository/url.ts';
+import type { ForgeCredentials, ForgeKind } from '../projects/forge.ts';
+import { forgeTokenEnvRefusal } from '../projects/token-env.ts';
 import { open } from '../secrets/box.ts';
 import * as gitea from './gitea/index.ts';
 import * as github from './github/index.ts';
 import * as gitlab from './gitlab/index.ts';
-import { forgeTokenEnvRefusal } from './token-env.ts';
-import { type ForgeCredentials, ForgeError, type ForgeKind, type ForgeProvider } from './types.ts';
+import { ForgeError, type ForgeProvider } from './types.ts';
 
 export const forgeProviders: ReadonlyMap<ForgeKind, ForgeProvider> = new Map<
   ForgeKind,
@@ -19,38 +19,6 @@ export const forgeProviders: ReadonlyMap<ForgeKind, ForgeProvider> = new Map<
   [gitlab.id, gitlab.provider],
   [gitea.id, gitea.provider],
 ]);
-
-export const FORGE_KINDS: readonly ForgeKind[] = ['github', 'gitlab', 'gitea', 'git'];
-
-function hostOf(repository: string): string | undefined {
-  const parsed = parseRepositoryUrl(repository);
-  return parsed.ok && parsed.url.hostname !== '' ? parsed.url.hostname : undefined;
-}
-
-export function inferForgeKind(repository: string): ForgeKind {
-  const host = hostOf(repository);
-  if (host === 'github.com') return 'github';
-  if (host === 'gitlab.com') return 'gitlab';
-  return 'git';
-}
-
-export interface ProjectForge {
-  kind: ForgeKind;
-  /** Set for github, gitlab and gitea (explicit, or the public instance's). */
-  apiUrl: string | undefined;
-  inferred: boolean;
-}
-
-export function projectForge(
-  project: Pick<ProjectRow, 'repository' | 'forge_kind' | 'forge_api_url'>,
-): ProjectForge {
-  const kind = project.forge_kind ?? inferForgeKind(project.repository);
-  const apiUrl =
-    kind === 'git'
-      ? undefined
-      : (project.forge_api_url ?? forgeProviders.get(kind)?.defaultApiUrl(project.repository));
-  return { kind, apiUrl, inferred: project.forge_kind === null };
-}
 
 /** The project's forge credentials, from the worker's environment or the encrypted store. */
 export function forgeCredentials(

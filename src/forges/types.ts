@@ -4,17 +4,8 @@
 // by id in ./registry.ts; a plain git remote (`git`) has no provider and is reviewed on
 // Errand's own review page.
 import { ExternalError } from '../errors.ts';
+import type { ForgeCredentials, ForgeKind } from '../projects/forge.ts';
 import type { GitAuth } from '../repository/auth.ts';
-
-export type ForgeKind = 'github' | 'gitlab' | 'gitea' | 'git';
-
-/** What a project stores (encrypted at rest) to talk to its forge. Never returned by the API. */
-export interface ForgeCredentials {
-  /** A personal/project access token. */
-  token?: string;
-  /** GitHub App: installation tokens are minted from the app's private key as needed. */
-  githubApp?: { appId: string; privateKey: string; installationId: string };
-}
 
 export interface PullRequest {
   /** The forge's number for it (GitHub/Gitea `number`, GitLab `iid`). */

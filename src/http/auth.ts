@@ -5,13 +5,12 @@ import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { ReadBatcher } from '../db/batch.ts';
 import type { ProjectRow } from '../db/schema.ts';
-import { AppError } from '../errors.ts';
+import { AppError, databaseUnavailable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from '../jobs/record.ts';
 import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
 import type { KeyChecker, Principal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
-import { databaseUnavailable } from './errors.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {

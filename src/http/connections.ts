@@ -20,9 +20,9 @@ import type {
   HookHandlerDoneFunction,
 } from 'fastify';
 import type { Config } from '../config.ts';
-import { AppError } from '../errors.ts';
+import { AppError, toAppError } from '../errors.ts';
 import type { Logger } from '../log.ts';
-import { sendError, toAppError } from './errors.ts';
+import { sendError } from './errors.ts';
 
 /**
  * How often Node looks for requests past their headers or request timeout. Node's default,

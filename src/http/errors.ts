@@ -7,11 +7,8 @@ import type { Logger } from '../log.ts';
 import { RateLimitedError } from '../ratelimit/ratelimit.ts';
 import { setRateLimitHeaders } from './ratelimit-headers.ts';
 
-// What an error means (toAppError) is said in src/errors.ts, for the dashboard's pages too.
-export { databaseUnavailable, toAppError } from '../errors.ts';
-
 /** Seconds a client is asked to wait before trying again after a 503. */
-export const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+const UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
 export function sendError(
   reply: FastifyReply,

@@ -9,10 +9,6 @@ import { JOB_STATUSES } from '../client/words.ts';
 import { KEY_LIFETIME_HOURS, keyProblem } from '../idempotency/keys.ts';
 import { refusal } from '../validation.ts';
 
-// Moved below the HTTP layer, for the dashboard too; the routes import them from here.
-export { createJobBody, promptBody } from '../jobs/input.ts';
-export { errorBody, errors, json } from '../responses.ts';
-
 /**
  * Fastify's validator for zod schemas. The error is an AppError, which Fastify passes to the
  * error handler as it is, so the response carries Errand's code and message.

@@ -4,7 +4,7 @@ import type { FastifyReply } from 'fastify';
 import { fingerprint, type IdempotentRequest, parseKey, type StoredResponse } from './keys.ts';
 
 /** Marks a response that is a stored one sent again. */
-export const REPLAYED_HEADER = 'Idempotent-Replayed';
+const REPLAYED_HEADER = 'Idempotent-Replayed';
 
 /**
  * The idempotent request of a route call, or undefined without the header. `path` names the

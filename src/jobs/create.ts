@@ -3,11 +3,11 @@
 // durable). A job's create, the API's hot write, shares its transaction with the creates that
 // arrive with it (createJobBatched).
 import type { Transaction } from 'kysely';
-import type { AppContext } from '../context.ts';
 import { ReadBatcher } from '../db/batch.ts';
 import type { Database } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { consumeAll, RateLimitedError, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import { inTransition, type TransitionScope } from './transaction.ts';
 import type { Transition } from './transitions.ts';
@@ -35,7 +35,7 @@ export interface CreatedJob {
  * nothing the transaction keeps, when one project's creates would pass its limit.
  */
 export async function insertJobs(
-  ctx: Pick<AppContext, 'queue' | 'config'>,
+  ctx: Pick<JobsContext, 'queue' | 'config'>,
   scope: TransitionScope,
   jobs: readonly NewJobRow[],
 ): Promise<CreatedJob[]> {
@@ -116,7 +116,7 @@ function answeredError(err: unknown): boolean {
 
 type Outcome = { ok: CreatedJob } | { error: unknown };
 
-type CreateContext = Pick<AppContext, 'db' | 'queue' | 'transitions' | 'config'>;
+type CreateContext = Pick<JobsContext, 'db' | 'queue' | 'transitions' | 'config'>;
 
 const batchers = new WeakMap<CreateContext, ReadBatcher<NewJobRow, Outcome>>();
 
@@ -189,7 +189,7 @@ function inLockOrder(counts: Map<string, number>): [string, number][] {
  * locked them.
  */
 export async function acceptTurns(
-  ctx: Pick<AppContext, 'queue'>,
+  ctx: Pick<JobsContext, 'queue'>,
   scope: TransitionScope,
   turns: readonly { jobId: string; seq: number; prompt: string }[],
 ): Promise<void> {
@@ -207,7 +207,7 @@ function accepted(jobId: string, seq: number): Transition {
  * written once, with its queue id; no worker can see an entry before the transaction commits.
  */
 async function writeTurns(
-  ctx: Pick<AppContext, 'queue'>,
+  ctx: Pick<JobsContext, 'queue'>,
   trx: Transaction<Database>,
   turns: readonly { jobId: string; seq: number; prompt: string }[],
 ): Promise<void> {

@@ -3,8 +3,8 @@
 // writes the jobs, turns and events tables. One function per transition, each one transaction
 // (inTransition). A test (lifecycle.test.ts) fails if another module writes these tables.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
-import type { AppContext } from '../context.ts';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
+import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
 import {
@@ -33,7 +33,7 @@ function statusAfterTurn(
  * in their order, and a running one is queued again. Returns how many were queued.
  */
 export async function requeueOpenTurns(
-  ctx: Pick<AppContext, 'queue'>,
+  ctx: Pick<JobsContext, 'queue'>,
   trx: Transaction<Database>,
 ): Promise<number> {
   const open = await trx
@@ -264,7 +264,7 @@ export async function recordProgress(
 
 /** Keeps the job's review diff (the review page shows it) current after a push. */
 export async function recordReviewDiff(
-  ctx: Pick<AppContext, 'db'>,
+  ctx: Pick<JobsContext, 'db'>,
   jobId: string,
   diff: string,
   truncated: boolean,
@@ -282,7 +282,7 @@ export async function recordReviewDiff(
  * pull request's body).
  */
 export async function turnContext(
-  ctx: Pick<AppContext, 'db'>,
+  ctx: Pick<JobsContext, 'db'>,
   job: JobRow,
   seq: number,
 ): Promise<{ project: ProjectRow; earlier: EarlierTurn[] }> {

@@ -1,12 +1,12 @@
 // Reads of jobs for the pages that show them to people (the dashboard, the review page): the
 // counts per project, the prompts and turns of a job, its review diff. Reads only: every write
 // to these tables is the lifecycle's and the job service's.
-import type { AppContext } from '../context.ts';
 import type { TurnRow } from '../db/schema.ts';
 import { isId } from '../ids.ts';
+import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 
-type Reader = Pick<AppContext, 'db'>;
+type Reader = Pick<JobsContext, 'db'>;
 
 /** How many jobs each of these projects has, and how many of them are active. */
 export async function jobCounts(

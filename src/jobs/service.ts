@@ -3,7 +3,6 @@
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
-import type { AppContext } from '../context.ts';
 import type { JobStatus, ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import {
@@ -14,6 +13,7 @@ import {
 } from '../idempotency/keys.ts';
 import { isId, newId } from '../ids.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import type { JobsContext } from './context.ts';
 import { acceptTurns, createJobBatched, insertJobs, type NewJobRow } from './create.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import { inTransition, recordStatus } from './transaction.ts';
@@ -41,7 +41,7 @@ function stored(status: number, job: JobView): StoredResponse {
  * model that cannot be resolved (unknown provider, missing key) is refused here, with what to
  * set, rather than failing the job later.
  */
-export function modelFor(ctx: AppContext, project: ProjectRow, asked?: string): string {
+function modelFor(ctx: JobsContext, project: ProjectRow, asked?: string): string {
   const model = asked ?? project.model ?? ctx.models.defaultId;
   const check = ctx.models.check(model);
   if (!check.ok) throw new AppError('model_unavailable', check.message);
@@ -60,15 +60,15 @@ export interface NewJob {
  * and stores the key's response: a retry after the commit gets that response; none can find
  * the job made and the key missing, or the reverse.
  */
-export function createJob(ctx: AppContext, project: ProjectRow, job: NewJob): Promise<Accepted>;
+export function createJob(ctx: JobsContext, project: ProjectRow, job: NewJob): Promise<Accepted>;
 export function createJob(
-  ctx: AppContext,
+  ctx: JobsContext,
   project: ProjectRow,
   job: NewJob,
   idempotency: IdempotentRequest | undefined,
 ): Promise<Accepted | Replayed>;
 export async function createJob(
-  ctx: AppContext,
+  ctx: JobsContext,
   project: ProjectRow,
   { prompt, model: asked, baseRef }: NewJob,
   idempotency?: IdempotentRequest,
@@ -96,20 +96,20 @@ export async function createJob(
 
 /** With an Idempotency-Key, as createJob: the key is claimed first, in the same transaction. */
 export function sendMessage(
-  ctx: AppContext,
+  ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
 ): Promise<Accepted>;
 export function sendMessage(
-  ctx: AppContext,
+  ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
   idempotency: IdempotentRequest | undefined,
 ): Promise<Accepted | Replayed>;
 export async function sendMessage(
-  ctx: AppContext,
+  ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
@@ -153,7 +153,7 @@ export async function sendMessage(
   });
 }
 
-export async function getJob(ctx: AppContext, projectId: string, jobId: string): Promise<JobView> {
+export async function getJob(ctx: JobsContext, projectId: string, jobId: string): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const job = await ctx.db
     .selectFrom('jobs')
@@ -185,7 +185,7 @@ function decodeCursor(value: string): string {
 }
 
 export async function listJobs(
-  ctx: AppContext,
+  ctx: JobsContext,
   projectId: string,
   opts: { limit: number; cursor?: string | undefined; status?: JobStatus | undefined },
 ): Promise<JobPage> {
@@ -211,7 +211,7 @@ export async function listJobs(
 
 /** Archives a job: terminal. Queued turns are cancelled and a running one is aborted. */
 export async function archiveJob(
-  ctx: AppContext,
+  ctx: JobsContext,
   projectId: string,
   jobId: string,
 ): Promise<JobView> {

@@ -3,9 +3,9 @@
 // transaction (transitions.ts), and announces the transitions once it has committed. Every
 // transaction that changes a job locks its row first (lockJob).
 import type { Transaction } from 'kysely';
-import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { Database, JobStatus } from '../db/schema.ts';
+import type { JobsContext } from './context.ts';
 import { type JobView, toJobRecord } from './record.ts';
 import type { RecordedEvent, Transition } from './transitions.ts';
 
@@ -13,7 +13,7 @@ import type { RecordedEvent, Transition } from './transitions.ts';
  * What a transition function needs of the application context: the database, and the hooks
  * and subscribers of its transitions.
  */
-export type LifecycleContext = Pick<AppContext, 'db' | 'transitions'>;
+export type LifecycleContext = Pick<JobsContext, 'db' | 'transitions'>;
 
 export interface TransitionScope {
   trx: Transaction<Database>;

@@ -4,12 +4,12 @@
 // there, so they commit exactly with their event); a subscriber hears each transition once,
 // after its transaction has committed (the worker's janitor deletes an archived job's clone).
 // A rolled-back transition is never announced. The live stream hears of events through the
-// database instead (events/notifications.ts), since their writer may be another process.
+// database instead (notifications.ts), since their writer may be another process.
 import type { Transaction } from 'kysely';
 import type { Database, JobStatus } from '../db/schema.ts';
 import type { Logger } from '../log.ts';
 
-export type TransitionType =
+type TransitionType =
   | 'job.created'
   | 'job.reactivated'
   | 'job.completed'

@@ -6,7 +6,7 @@ import { hash } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 import { randomBase62, toBase62 } from '../ids.ts';
 
-export const KEY_PREFIX = 'errand_';
+const KEY_PREFIX = 'errand_';
 const BODY_LENGTH = 32;
 const CHECK_LENGTH = 6;
 const KEY_PATTERN = /^errand_[0-9A-Za-z]{38}$/;

@@ -1,7 +1,6 @@
 // Minting, listing, revoking and checking API keys. A key is shown once, when it is made;
 // the database keeps only its SHA-256 hash and its first characters for display.
 import { sql } from 'kysely';
-import type { AppContext } from '../context.ts';
 import type { Db } from '../db/database.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -59,7 +58,7 @@ export async function createKey(
   return { key, row };
 }
 
-export async function listKeys(ctx: AppContext): Promise<ApiKeyRow[]> {
+export async function listKeys(ctx: { db: Db }): Promise<ApiKeyRow[]> {
   return ctx.db
     .selectFrom('api_keys')
     .selectAll()
@@ -68,7 +67,7 @@ export async function listKeys(ctx: AppContext): Promise<ApiKeyRow[]> {
     .execute();
 }
 
-export async function revokeKey(ctx: AppContext, keyId: string): Promise<ApiKeyRow> {
+export async function revokeKey(ctx: { db: Db }, keyId: string): Promise<ApiKeyRow> {
   if (!isId('key', keyId)) throw new AppError('not_found', `key ${keyId} not found`);
   const row = await ctx.db
     .updateTable('api_keys')

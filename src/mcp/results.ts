@@ -19,7 +19,7 @@ export function result(summary: string, value: unknown): CallToolResult {
   };
 }
 
-export function errorResult(err: unknown): CallToolResult {
+function errorResult(err: unknown): CallToolResult {
   let text: string;
   if (err instanceof ErrandError) {
     const details = [

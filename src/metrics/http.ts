@@ -12,7 +12,7 @@ import { errors } from '../responses.ts';
 import type { Metrics } from './metrics.ts';
 
 /** Whether an Authorization header carries the metrics token (compared in constant time). */
-export function metricsAuthorized(header: string | undefined, token: string | undefined): boolean {
+function metricsAuthorized(header: string | undefined, token: string | undefined): boolean {
   if (token === undefined) return true;
   const given = Buffer.from(header?.startsWith('Bearer ') ? header.slice(7) : '');
   const wanted = Buffer.from(token);

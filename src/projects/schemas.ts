@@ -2,8 +2,7 @@
 // shape, with refusals that name it. What needs the server's settings or the stored project
 // (repository access, forge token variables, credentials) is the project service's to check.
 import { z } from 'zod';
-import { FORGE_KINDS } from '../forges/registry.ts';
-import type { ForgeKind } from '../forges/types.ts';
+import { FORGE_KINDS, type ForgeKind } from './forge.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
 import type { ProjectFields } from './service.ts';
 
@@ -33,7 +32,7 @@ function limit(field: string, min: number, max: number, what: string) {
 }
 
 /** The ranges of the command limits, shared with the CLI's and the dashboard's help. */
-export const COMMAND_LIMIT_RANGES = {
+const COMMAND_LIMIT_RANGES = {
   commandTimeoutSeconds: { min: 1, max: 3600 },
   commandCpuSeconds: { min: 1, max: 3600 },
   commandMemoryMb: { min: 64, max: 65536 },

@@ -2,17 +2,24 @@
 // pull requests go (the forge and its credentials). Credentials are write-only: stored
 // encrypted or named by environment variable, and never returned.
 import { sql, type Updateable } from 'kysely';
-import type { AppContext } from '../context.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/database.ts';
 import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import { projectForge } from '../forges/registry.ts';
-import { forgeTokenEnvRefusal } from '../forges/token-env.ts';
-import type { ForgeCredentials, ForgeKind } from '../forges/types.ts';
 import { isId, newId } from '../ids.ts';
 import { validateRepositoryUrl } from '../repository/url.ts';
-import { DEFAULT_LIMITS, type SandboxLimits } from '../sandbox/sandbox.ts';
 import { seal } from '../secrets/box.ts';
+import { type ForgeCredentials, type ForgeKind, type ForgeTargets, projectForge } from './forge.ts';
+import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 import { checkRepository, localRepositoryExists } from './repository.ts';
+import { forgeTokenEnvRefusal } from './token-env.ts';
+
+/** What the project service uses of the application context (src/context.ts). */
+export interface ProjectsContext {
+  db: Db;
+  config: Config;
+  forges: ForgeTargets;
+}
 
 export interface ProjectRecord {
   id: string;
@@ -57,8 +64,11 @@ export function projectCommandLimits(row: ProjectRow): SandboxLimits {
   };
 }
 
-export function toProjectRecord(row: ProjectRow): ProjectRecord {
-  const forge = projectForge(row);
+export function toProjectRecord(
+  ctx: Pick<ProjectsContext, 'forges'>,
+  row: ProjectRow,
+): ProjectRecord {
+  const forge = projectForge(row, ctx.forges);
   const limits = projectCommandLimits(row);
   return {
     id: row.id,
@@ -128,7 +138,7 @@ export interface ProjectFields {
  * is the stored project: the checks that span fields run on the merged result.
  */
 async function toChanges(
-  ctx: AppContext,
+  ctx: ProjectsContext,
   b: ProjectFields,
   current?: ProjectRow,
 ): Promise<ProjectChanges> {
@@ -222,7 +232,7 @@ async function toChanges(
         ? changes.forge_api_url
         : (current?.forge_api_url ?? null),
   };
-  const resolved = projectForge(merged);
+  const resolved = projectForge(merged, ctx.forges);
   if (resolved.kind !== 'git' && !resolved.apiUrl) {
     throw new AppError(
       'bad_request',
@@ -244,7 +254,10 @@ async function toChanges(
 }
 
 /** Checks a create body and stores the project. */
-export async function createProject(ctx: AppContext, body: ProjectFields): Promise<ProjectRow> {
+export async function createProject(
+  ctx: ProjectsContext,
+  body: ProjectFields,
+): Promise<ProjectRow> {
   const changes = await toChanges(ctx, body);
   return ctx.db
     .insertInto('projects')
@@ -279,7 +292,7 @@ export async function createProject(ctx: AppContext, body: ProjectFields): Promi
 
 /** Applies an update body; jobs already created keep the repository and ref they started with. */
 export async function updateProject(
-  ctx: AppContext,
+  ctx: ProjectsContext,
   projectId: string,
   body: ProjectFields,
 ): Promise<ProjectRow> {
@@ -293,7 +306,7 @@ export async function updateProject(
     .executeTakeFirstOrThrow();
 }
 
-export async function listProjects(ctx: AppContext): Promise<ProjectRow[]> {
+export async function listProjects(ctx: ProjectsContext): Promise<ProjectRow[]> {
   return ctx.db
     .selectFrom('projects')
     .selectAll()
@@ -330,7 +343,7 @@ export const PROJECT_COLUMNS = [
 ] as const satisfies readonly (keyof ProjectRow)[];
 
 export async function findProject(
-  ctx: AppContext,
+  ctx: ProjectsContext,
   projectId: string,
 ): Promise<ProjectRow | undefined> {
   if (!isId('prj', projectId)) return undefined;
@@ -341,7 +354,7 @@ export async function findProject(
     .executeTakeFirst();
 }
 
-export async function getProject(ctx: AppContext, projectId: string): Promise<ProjectRow> {
+export async function getProject(ctx: ProjectsContext, projectId: string): Promise<ProjectRow> {
   const project = await findProject(ctx, projectId);
   if (!project) throw new AppError('not_found', `project ${projectId} not found`);
   return project;

@@ -18,7 +18,7 @@ import { ensureQueue, workEach } from './work.ts';
 export const DELIVERY_QUEUE = 'webhooks';
 
 /** The longest wait between two attempts of a delivery. */
-export const MAX_RETRY_DELAY_SECONDS = 3600;
+const MAX_RETRY_DELAY_SECONDS = 3600;
 
 export interface DeliveryMessage {
   deliveryId: string;
@@ -34,7 +34,7 @@ export type DeliveryEntry = JobWithMetadata<DeliveryMessage>;
  * (plus up to as much again at random), capped at an hour, so this many retries cannot end
  * before the window has; two more spare a delivery from being failed by pg-boss early.
  */
-export function retryLimitFor(retryDelaySeconds: number, retryWindowMs: number): number {
+function retryLimitFor(retryDelaySeconds: number, retryWindowMs: number): number {
   const window = retryWindowMs / 1000;
   let waited = 0;
   let retries = 0;

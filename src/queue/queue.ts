@@ -15,6 +15,7 @@ import { fromKysely, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
+import type { TurnMessage } from '../jobs/context.ts';
 import type { Logger } from '../log.ts';
 import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
 import { ensureQueue, workEach } from './work.ts';
@@ -49,11 +50,6 @@ function orderedId(): string {
 
 /** How often each process looks for turns whose worker stopped sending heartbeats. */
 const REAP_INTERVAL_MS = 1_000;
-
-export interface TurnMessage {
-  jobId: string;
-  seq: number;
-}
 
 /** A turn as the queue delivers it: the message, its claim, and a signal of a lost claim. */
 export type TurnEntry = JobWithMetadata<TurnMessage>;

@@ -5,8 +5,8 @@
 // worker writes nothing itself: each change of a job, turn or event is a transition of
 // src/jobs/lifecycle.ts.
 import { sql } from 'kysely';
-import type { AppContext } from '../context.ts';
 import { ExternalError, errorMessage } from '../errors.ts';
+import type { JobsContext } from '../jobs/context.ts';
 import {
   failOrphan,
   failTurn,
@@ -19,9 +19,17 @@ import {
 } from '../jobs/lifecycle.ts';
 import { TurnFailedError, type TurnRunner } from '../jobs/runner.ts';
 import { jobStatus } from '../jobs/states.ts';
-import type { TurnOutcome } from '../metrics/metrics.ts';
-import { TURN_QUEUE, type TurnEntry } from './queue.ts';
+import type { Logger } from '../log.ts';
+import type { Metrics, TurnOutcome } from '../metrics/metrics.ts';
+import { TURN_QUEUE, type TurnEntry, type TurnQueue } from './queue.ts';
 import { TurnReport } from './turn-report.ts';
+
+/** What the worker uses of the application context (src/context.ts). */
+export interface WorkerContext extends JobsContext {
+  queue: TurnQueue;
+  log: Logger;
+  metrics: Metrics;
+}
 
 export interface Worker {
   stop(): Promise<void>;
@@ -39,7 +47,7 @@ const SWEEP_INTERVAL_MS = 10_000;
 const MAX_RETRY_AFTER_SECONDS = 300;
 
 export async function startWorker(
-  ctx: AppContext,
+  ctx: WorkerContext,
   runner: TurnRunner,
   opts: WorkerOptions = {},
 ): Promise<Worker> {
@@ -66,11 +74,7 @@ export async function startWorker(
   };
 }
 
-export async function handleTurn(
-  ctx: AppContext,
-  runner: TurnRunner,
-  entry: TurnEntry,
-): Promise<void> {
+async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEntry): Promise<void> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
   const started = await startTurn(ctx, jobId, seq, entry.retryCount + 1);
@@ -114,7 +118,7 @@ export async function handleTurn(
  * The wait before retry `retryCount + 1`: the configured delay, doubled for each retry before
  * it, plus up to a fifth more so that turns failed by one outage do not all return at once.
  */
-export function retryDelaySeconds(base: number, retryCount: number): number {
+function retryDelaySeconds(base: number, retryCount: number): number {
   const doubled = base * 2 ** Math.min(retryCount, 16);
   return Math.round(doubled * (1 + Math.random() / 5));
 }
@@ -127,7 +131,7 @@ function isTransient(err: unknown): boolean {
 }
 
 async function settleFailure(
-  ctx: AppContext,
+  ctx: WorkerContext,
   entry: TurnEntry,
   err: unknown,
   signal: AbortSignal,
@@ -181,7 +185,7 @@ interface Orphan {
  * entry `failed`, which would also hold back the job's later turns (strict FIFO per job).
  * Such a turn fails with a message, and its queue entry is removed to free the job's queue.
  */
-export async function sweep(ctx: AppContext): Promise<void> {
+export async function sweep(ctx: WorkerContext): Promise<void> {
   const orphans = await sql<Orphan>`
     SELECT t.job_id, t.seq, t.queue_id, q.state AS queue_state
     FROM turns t

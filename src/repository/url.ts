@@ -12,7 +12,7 @@ import { pathToFileURL } from 'node:url';
 
 export type RepositoryKind = 'https' | 'ssh' | 'scp' | 'local' | 'http';
 
-export interface RepositoryUrl {
+interface RepositoryUrl {
   kind: RepositoryKind;
   /** Lower-cased host, IPv6 in brackets; '' for a local repository. */
   hostname: string;

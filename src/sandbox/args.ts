@@ -5,7 +5,7 @@ import { lstat, readFile, readlink, stat } from 'node:fs/promises';
 import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 
 /** Where the job's checkout appears inside the sandbox: paths in output read the same each run. */
-export const WORKSPACE = '/workspace';
+const WORKSPACE = '/workspace';
 /** The only PATH commands get; programs outside /usr (a user's ~/.local, /opt) are not there. */
 export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const HOME = '/tmp/home';
@@ -43,7 +43,7 @@ const ETC_ENTRIES = [
   'timezone',
 ];
 
-export interface Limits {
+interface Limits {
   cpuSeconds: number;
   memoryMb: number;
   processes: number;
@@ -70,7 +70,7 @@ export class InvalidRunError extends Error {
 }
 
 /** The directory the command starts in, as seen inside the sandbox. */
-export function insideCwd(checkout: string, cwd: string): string {
+function insideCwd(checkout: string, cwd: string): string {
   if (!isAbsolute(checkout) || !isAbsolute(cwd)) {
     throw new InvalidRunError('checkout and cwd must be absolute paths');
   }

@@ -8,30 +8,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { DEFAULT_LIMITS, type SandboxLimits } from '../projects/limits.ts';
 import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
 import { CappedOutput } from './output.ts';
 import { descendants, pidsCgroupRoot, RunCgroup, signalAll } from './processes.ts';
-
-export interface SandboxLimits {
-  /** Wall time; the command and every process it started are killed after it. */
-  timeoutSeconds: number;
-  /** RLIMIT_CPU, per process. */
-  cpuSeconds: number;
-  /** RLIMIT_DATA per process (heap and private writable mappings). */
-  memoryMb: number;
-  /** Processes and threads the command may have at once. */
-  processes: number;
-  /** RLIMIT_FSIZE: no file is written larger (it bounds one file, not the checkout's disk). */
-  fileSizeMb: number;
-}
-
-export const DEFAULT_LIMITS: SandboxLimits = Object.freeze({
-  timeoutSeconds: 300,
-  cpuSeconds: 300,
-  memoryMb: 2048,
-  processes: 256,
-  fileSizeMb: 1024,
-});
 
 export type SandboxStatus =
   | {
@@ -76,11 +56,11 @@ export interface SandboxResult {
 }
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
-export class SandboxError extends Error {
+class SandboxError extends Error {
   override name = 'SandboxError';
 }
 
-export const DEFAULT_OUTPUT_CAP = 30_000;
+const DEFAULT_OUTPUT_CAP = 30_000;
 /** Between SIGTERM and SIGKILL after a timeout: time for a command to clean up. */
 const TERM_GRACE_MS = 2_000;
 const INFO_FD = 3;

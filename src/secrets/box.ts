@@ -24,7 +24,7 @@ export function seal(secret: string, plaintext: string): string {
     .join('.');
 }
 
-export class SecretBoxError extends Error {
+class SecretBoxError extends Error {
   override name = 'SecretBoxError';
 }
 

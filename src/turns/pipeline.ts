@@ -13,7 +13,7 @@ import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
 import type { Forges } from '../forges/clients.ts';
-import type { ForgeClient, ForgeKind, ForgeProvider } from '../forges/types.ts';
+import type { ForgeClient, ForgeProvider } from '../forges/types.ts';
 import {
   TurnFailedError,
   type TurnInput,
@@ -22,9 +22,11 @@ import {
 } from '../jobs/runner.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import type { ForgeKind } from '../projects/forge.ts';
+import type { SandboxLimits } from '../projects/limits.ts';
 import { projectCommandLimits } from '../projects/service.ts';
 import type { GitAuth } from '../repository/auth.ts';
-import { runSandboxed, type SandboxLimits, sandboxStatus } from '../sandbox/sandbox.ts';
+import { runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
 import { headerSecrets, scrubSecrets } from '../secrets/scrub.ts';
 import { GitError } from '../workspace/errors.ts';
 import { gitOut } from '../workspace/git.ts';
@@ -71,7 +73,7 @@ interface TurnForge {
 }
 
 /** Where Errand's own pages are; the service sets it before the agent runs (service.ts). */
-export function publicBaseUrl(config: Config): string {
+function publicBaseUrl(config: Config): string {
   if (!config.publicUrl) throw new Error('the agent runs without a public URL');
   return config.publicUrl;
 }
@@ -86,7 +88,7 @@ export function workspaceConfig(config: Config): WorkspaceConfig {
 }
 
 /** The commit message: the summary's first line as subject, the rest as body. */
-export function commitMessage(summary: string, jobId: string, seq: number, prompt: string): string {
+function commitMessage(summary: string, jobId: string, seq: number, prompt: string): string {
   const lines = summary.trim().split('\n');
   let subject = (lines[0] ?? '').replace(/^#+\s*/, '').trim();
   if (!subject) subject = prompt.trim().split('\n')[0] ?? 'Errand changes';

@@ -44,10 +44,6 @@ export function abortError(what: string, reason: unknown): Error {
   return err;
 }
 
-export function isAbortError(err: unknown): boolean {
-  return err instanceof Error && err.name === 'AbortError';
-}
-
 interface Classification {
   code: GitErrorCode;
   transient: boolean;

@@ -2,26 +2,9 @@
 // hardened against hostile repositories and credentials kept out of argv, URLs and disk, and
 // the janitor that deletes what jobs no longer need.
 
-export { checkRemote, prepareCheckout } from './checkout.ts';
-export { changedFiles, commitAll, type Diff, diffAgainst } from './commit.ts';
-export { removeCheckout } from './discard.ts';
-export { GitError, type GitErrorCode, isAbortError } from './errors.ts';
-export { tryJobLock, withJobLock } from './lock.ts';
+export { prepareCheckout } from './checkout.ts';
+export { changedFiles, commitAll, diffAgainst } from './commit.ts';
+export { withJobLock } from './lock.ts';
 export { pushBranch } from './push.ts';
-export {
-  type Janitor,
-  type RetentionSettings,
-  startJanitor,
-  type WorkspaceUsage,
-  workspaceUsage,
-} from './retention.ts';
-export type {
-  ChangedFile,
-  Checkout,
-  FileChange,
-  GitIdentity,
-  JobLease,
-  PrepareInput,
-  SpawnInfo,
-  WorkspaceConfig,
-} from './types.ts';
+export { type Janitor, startJanitor, workspaceUsage } from './retention.ts';
+export type { Checkout, JobLease, WorkspaceConfig } from './types.ts';

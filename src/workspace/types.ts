@@ -62,7 +62,7 @@ export interface Checkout {
   discardedHead: string | null;
 }
 
-export type FileChange = 'added' | 'modified' | 'deleted';
+type FileChange = 'added' | 'modified' | 'deleted';
 
 export interface ChangedFile {
   path: string;

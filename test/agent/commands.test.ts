@@ -11,8 +11,9 @@ import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
-import { checkSandbox, DEFAULT_LIMITS } from '../../src/sandbox/sandbox.ts';
+import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import {
   type FakeLlm,
   type RecordedRequest,

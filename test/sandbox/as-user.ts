@@ -1,7 +1,8 @@
 // Run by limits.test.ts as an ordinary user (not a test file itself): the sandbox's checks
 // where RLIMIT_NPROC, not a cgroup, bounds processes. Prints one JSON report on stdout.
 import { readdir, readFile } from 'node:fs/promises';
-import { DEFAULT_LIMITS, runSandboxed, sandboxStatus } from '../../src/sandbox/sandbox.ts';
+import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
+import { runSandboxed, sandboxStatus } from '../../src/sandbox/sandbox.ts';
 
 const checkout = process.argv[2];
 if (checkout === undefined) throw new Error('usage: as-user.ts <checkout>');

@@ -1,11 +1,10 @@
 // Shared by the sandbox tests: whether real bubblewrap runs here (the tests skip with its
 // reason when not), and a run of one command in a checkout with test-sized limits.
 import { readdir, readFile } from 'node:fs/promises';
+import { DEFAULT_LIMITS, type SandboxLimits } from '../../src/projects/limits.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
 import {
-  DEFAULT_LIMITS,
   runSandboxed,
-  type SandboxLimits,
   type SandboxResult,
   type SandboxRun,
   sandboxStatus,

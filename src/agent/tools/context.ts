@@ -24,7 +24,7 @@ export interface ToolLimits {
   writeMaxBytes: number;
 }
 
-export const defaultToolLimits: Readonly<ToolLimits> = {
+const defaultToolLimits: Readonly<ToolLimits> = {
   listMaxEntries: 500,
   readMaxBytes: 256 * 1024,
   readMaxLines: 2000,

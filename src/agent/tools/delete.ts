@@ -8,7 +8,7 @@ import { type RepoTool, repoPath } from './tool.ts';
 
 const inputSchema = z.object({ path: repoPath });
 
-export type DeleteFileInput = z.output<typeof inputSchema>;
+type DeleteFileInput = z.output<typeof inputSchema>;
 
 export const deleteFileTool: RepoTool<typeof inputSchema> = {
   name: 'delete_file',
@@ -18,7 +18,7 @@ export const deleteFileTool: RepoTool<typeof inputSchema> = {
   summarize: (a) => `delete_file ${a.str('path') ?? '?'}`,
 };
 
-export async function deleteFile(ctx: ToolContext, input: DeleteFileInput): Promise<ToolResult> {
+async function deleteFile(ctx: ToolContext, input: DeleteFileInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const target = await resolvePath(ctx.root, input.path);
     // A symlink is removed itself, never the file it points to.

@@ -15,7 +15,7 @@ const inputSchema = z.object({
   new: z.string().describe('The text to put in its place (may be empty to delete it).'),
 });
 
-export type EditFileInput = z.output<typeof inputSchema>;
+type EditFileInput = z.output<typeof inputSchema>;
 
 export const editFileTool: RepoTool<typeof inputSchema> = {
   name: 'edit_file',
@@ -29,7 +29,7 @@ export const editFileTool: RepoTool<typeof inputSchema> = {
   summarize: (a) => `edit_file ${a.str('path') ?? '?'}`,
 };
 
-export async function editFile(ctx: ToolContext, input: EditFileInput): Promise<ToolResult> {
+async function editFile(ctx: ToolContext, input: EditFileInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const { writeMaxBytes } = limitsOf(ctx);
     if (input.old === '') {

@@ -14,21 +14,11 @@ import { searchTool } from './search.ts';
 import { type RepoTool, toolArgs } from './tool.ts';
 import { writeFileTool } from './write.ts';
 
-export type { ToolContext, ToolLimits, ToolResult } from './context.ts';
-export { defaultToolLimits } from './context.ts';
-export { deleteFile, deleteFileTool } from './delete.ts';
-export { editFile, editFileTool } from './edit.ts';
-export { listFiles, listFilesTool } from './list.ts';
-export { moveFile, moveFileTool } from './move.ts';
-export { resolveInside, ToolError } from './paths.ts';
-export { readFile, readFileTool } from './read.ts';
+export type { ToolContext, ToolResult } from './context.ts';
 export { createRunCommandTool, RUN_COMMAND } from './run-command.ts';
-export { searchFiles, searchTool } from './search.ts';
-export type { RepoTool } from './tool.ts';
-export { writeFile, writeFileTool } from './write.ts';
 
 /** Every file tool, in the order the model sees them. */
-export const repoTools = [
+const repoTools = [
   listFilesTool,
   readFileTool,
   searchTool,

@@ -14,7 +14,7 @@ const inputSchema = z.object({
     .describe("Glob to match, e.g. 'src/**/*.ts'. Defaults to '**/*' (every file)."),
 });
 
-export type ListFilesInput = z.output<typeof inputSchema>;
+type ListFilesInput = z.output<typeof inputSchema>;
 
 export const listFilesTool: RepoTool<typeof inputSchema> = {
   name: 'list_files',
@@ -29,7 +29,7 @@ export const listFilesTool: RepoTool<typeof inputSchema> = {
   summarize: (a) => `list_files ${a.str('pattern') ?? '**/*'}`,
 };
 
-export async function listFiles(ctx: ToolContext, input: ListFilesInput): Promise<ToolResult> {
+async function listFiles(ctx: ToolContext, input: ListFilesInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const { listMaxEntries } = limitsOf(ctx);
     const pattern = input.pattern?.trim() || '**/*';

@@ -18,7 +18,7 @@ const inputSchema = z.object({
     .describe('Replace the destination if it exists. Defaults to false.'),
 });
 
-export type MoveFileInput = z.output<typeof inputSchema>;
+type MoveFileInput = z.output<typeof inputSchema>;
 
 export const moveFileTool: RepoTool<typeof inputSchema> = {
   name: 'move_file',
@@ -31,7 +31,7 @@ export const moveFileTool: RepoTool<typeof inputSchema> = {
     `move_file ${a.str('from') ?? '?'} -> ${a.str('to') ?? '?'}${a.flag('overwrite') ? ' (overwrite)' : ''}`,
 };
 
-export async function moveFile(ctx: ToolContext, input: MoveFileInput): Promise<ToolResult> {
+async function moveFile(ctx: ToolContext, input: MoveFileInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const from = await resolvePath(ctx.root, input.from);
     const to = await resolvePath(ctx.root, input.to);

@@ -25,7 +25,7 @@ const inputSchema = z.object({
     .describe('Last line to read, inclusive. Defaults to the end of the file.'),
 });
 
-export type ReadFileInput = z.output<typeof inputSchema>;
+type ReadFileInput = z.output<typeof inputSchema>;
 
 export const readFileTool: RepoTool<typeof inputSchema> = {
   name: 'read_file',
@@ -43,7 +43,7 @@ export const readFileTool: RepoTool<typeof inputSchema> = {
   },
 };
 
-export async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolResult> {
+async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const limits = limitsOf(ctx);
     const start = input.startLine ?? 1;

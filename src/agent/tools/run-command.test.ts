@@ -5,7 +5,8 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
 import { asSchema } from 'ai';
-import { checkSandbox, DEFAULT_LIMITS } from '../../sandbox/sandbox.ts';
+import { DEFAULT_LIMITS } from '../../projects/limits.ts';
+import { checkSandbox } from '../../sandbox/sandbox.ts';
 import { summarizeToolArgs } from './index.ts';
 import {
   COMMAND_OUTPUT_CAP,

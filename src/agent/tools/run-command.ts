@@ -6,7 +6,8 @@
 import { stat } from 'node:fs/promises';
 import { type Tool, tool } from 'ai';
 import { z } from 'zod';
-import { runSandboxed, type SandboxLimits, type SandboxResult } from '../../sandbox/sandbox.ts';
+import type { SandboxLimits } from '../../projects/limits.ts';
+import { runSandboxed, type SandboxResult } from '../../sandbox/sandbox.ts';
 import { scrubSecrets } from '../../secrets/scrub.ts';
 import type { ToolResult } from './context.ts';
 import { quote, realRootOf, resolvePath, ToolError } from './paths.ts';
@@ -54,7 +55,7 @@ const inputSchema = z.object({
 
 export type RunCommandInput = z.output<typeof inputSchema>;
 
-export function runCommandDescription(limits: SandboxLimits): string {
+function runCommandDescription(limits: SandboxLimits): string {
   return (
     "Run a shell command in the repository (sh -c, in the repository root unless 'cwd' is " +
     'given) and get its exit code and output (stdout and stderr together). Use it to run the ' +
@@ -168,7 +169,7 @@ async function commandDir(
   return { root: await realRootOf(root), real: target.real, display: target.display };
 }
 
-export function describeExit(result: SandboxResult, timeoutSeconds: number): string {
+function describeExit(result: SandboxResult, timeoutSeconds: number): string {
   const took = formatDuration(result.durationMs);
   if (result.timedOut) {
     return `Timed out: stopped after its time limit of ${timeoutSeconds} s (every process it started was killed).`;

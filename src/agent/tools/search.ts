@@ -23,7 +23,7 @@ const inputSchema = z.object({
     .describe("Only search files matching this glob, e.g. '*.ts' or 'src/**'."),
 });
 
-export type SearchInput = z.output<typeof inputSchema>;
+type SearchInput = z.output<typeof inputSchema>;
 
 export const searchTool: RepoTool<typeof inputSchema> = {
   name: 'search',
@@ -79,7 +79,7 @@ const matcher = new vm.Script(`(() => {
   return JSON.stringify(found);
 })()`);
 
-export async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolResult> {
+async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const limits = limitsOf(ctx);
     const flags = checkFlags(input.flags ?? '');

@@ -10,7 +10,7 @@ export function looksBinary(bytes: Uint8Array): boolean {
   return bytes.subarray(0, binarySniffBytes).includes(0);
 }
 
-export interface ScannedLine {
+interface ScannedLine {
   /** The line without its `\n`, at most `maxLineBytes` long. */
   bytes: Buffer;
   /** True when the line was longer than `maxLineBytes` and is cut. */

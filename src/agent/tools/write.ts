@@ -16,7 +16,7 @@ const inputSchema = z.object({
   content: z.string().describe('The complete new content of the file.'),
 });
 
-export type WriteFileInput = z.output<typeof inputSchema>;
+type WriteFileInput = z.output<typeof inputSchema>;
 
 export const writeFileTool: RepoTool<typeof inputSchema> = {
   name: 'write_file',
@@ -32,7 +32,7 @@ export const writeFileTool: RepoTool<typeof inputSchema> = {
   },
 };
 
-export async function writeFile(ctx: ToolContext, input: WriteFileInput): Promise<ToolResult> {
+async function writeFile(ctx: ToolContext, input: WriteFileInput): Promise<ToolResult> {
   return runTool(ctx, async () => {
     const { writeMaxBytes } = limitsOf(ctx);
     if (typeof input.content !== 'string') throw new ToolError('content must be a string');

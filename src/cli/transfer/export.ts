@@ -134,7 +134,7 @@ function streamSink(stream: NodeJS.WritableStream): Sink {
   };
 }
 
-export interface ExportOptions {
+interface ExportOptions {
   /** The key the database's sealed values were sealed with, for the header's fingerprint. */
   secretKey: string | undefined;
   /** Where FILE `-` writes (default: process.stdout). */
@@ -146,7 +146,7 @@ export interface ExportOptions {
  * table through a cursor, on a connection of its own beside whatever else uses the database.
  * The file appears at its name only once complete. Returns the rows written per table.
  */
-export async function exportDatabase(
+async function exportDatabase(
   handle: DatabaseHandle,
   file: string,
   opts: ExportOptions,

@@ -68,13 +68,13 @@ interface Batch {
   bytes: number;
 }
 
-export interface ImportOptions {
+interface ImportOptions {
   /** For the queue that takes open turns and pending deliveries (its retry settings). */
   config: Config;
   log: Logger;
 }
 
-export interface ImportResult {
+interface ImportResult {
   counts: RowCounts;
   /** Turns and webhook deliveries given a new queue entry. */
   requeued: { turns: number; deliveries: number };
@@ -85,7 +85,7 @@ export interface ImportResult {
  * transaction: after the migrations, every row, the sequences moved past the imported values,
  * and a queue entry for every turn that was queued or running and every pending webhook delivery.
  */
-export async function importDatabase(
+async function importDatabase(
   handle: DatabaseHandle,
   file: string,
   checked: CheckedFile,

@@ -25,7 +25,7 @@ const PACKAGES: Readonly<Record<string, string>> = {
 };
 
 /** Who the server runs as when Errand runs as root: a user namespace maps root to this user. */
-export interface MappedUser {
+interface MappedUser {
   name: string;
   uid: number;
   gid: number;
@@ -59,7 +59,7 @@ export interface Machine {
   glibc: boolean;
 }
 
-export function thisMachine(): Machine {
+function thisMachine(): Machine {
   const report = process.report?.getReport() as { header?: { glibcVersionRuntime?: string } };
   return {
     platform: process.platform,

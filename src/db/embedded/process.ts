@@ -17,10 +17,10 @@ export function alive(pid: number): boolean {
   }
 }
 
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Waits for `event`, at most `ms`; the timer goes with it, so it holds no process open. */
-export async function within(event: Promise<void>, ms: number): Promise<void> {
+async function within(event: Promise<void>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   await Promise.race([event, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
   clearTimeout(timer);

@@ -11,7 +11,7 @@ import { bareHost, type Resolve, resolveAll, resolveSafe, UnsafeTargetError } fr
 import type { SignatureHeaders } from './sign.ts';
 
 /** The most of a receiver's answer that is read before the connection is closed. */
-export const MAX_ANSWER_BYTES = 4096;
+const MAX_ANSWER_BYTES = 4096;
 
 export interface AttemptResult {
   /** 2xx: the receiver has the event. */

@@ -3,7 +3,7 @@
 // "<webhook-id>.<webhook-timestamp>.<body>", keyed with the secret's base64-decoded bytes.
 import { createHmac } from 'node:crypto';
 
-export const SECRET_PREFIX = 'whsec_';
+const SECRET_PREFIX = 'whsec_';
 
 /** The headers that identify and sign one attempt of a delivery. */
 export interface SignatureHeaders {
@@ -21,7 +21,7 @@ function keyOf(secret: string): Buffer {
 }
 
 /** `v1,<base64 HMAC>` of one message under one secret. */
-export function signature(secret: string, id: string, timestamp: number, body: string): string {
+function signature(secret: string, id: string, timestamp: number, body: string): string {
   const mac = createHmac('sha256', keyOf(secret)).update(`${id}.${timestamp}.${body}`);
   return `v1,${mac.digest('base64')}`;
 }

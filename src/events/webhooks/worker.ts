@@ -14,17 +14,14 @@ import { errandVersion } from '../../version.ts';
 import { type AttemptResult, postWebhook } from './deliver.ts';
 import { signHeaders } from './sign.ts';
 
-export const USER_AGENT = `Errand-Webhooks/${errandVersion()}`;
-
-/** How a delivery's handling ended, for the metrics. */
-export type DeliveryOutcome = 'delivered' | 'retried' | 'failed' | 'skipped';
+const USER_AGENT = `Errand-Webhooks/${errandVersion()}`;
 
 export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
 /** Thrown to hand an entry back to the queue: pg-boss retries it after its backoff. */
-export class DeliveryRetry extends Error {
+class DeliveryRetry extends Error {
   override name = 'DeliveryRetry';
 }
 
@@ -53,7 +50,7 @@ function signingSecrets(ctx: AppContext, webhook: WebhookRow): string[] {
   return secrets;
 }
 
-export async function handleDelivery(ctx: AppContext, entry: DeliveryEntry): Promise<void> {
+async function handleDelivery(ctx: AppContext, entry: DeliveryEntry): Promise<void> {
   const { deliveryId, webhookId, jobId } = entry.data;
   const log = ctx.log.child({ deliveryId, webhookId, jobId, retry: entry.retryCount });
   const webhook = await ctx.db

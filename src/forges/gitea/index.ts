@@ -88,7 +88,7 @@ function giteaTarget(apiUrl: string, repository: string) {
   return { api, repo, owner, name };
 }
 
-export function createGiteaClient(options: ForgeClientOptions): ForgeClient {
+function createGiteaClient(options: ForgeClientOptions): ForgeClient {
   const token = options.credentials.token;
   if (!token) {
     throw new ForgeError('gitea', `No Gitea token configured for this project. ${TOKEN_HELP}`, {

@@ -33,7 +33,7 @@ const githubErrorBody = z.object({
     .optional(),
 });
 
-export interface GitHubFailure {
+interface GitHubFailure {
   status: number;
   headers: Record<string, string>;
   /** GitHub's `message` plus the `errors[].message` details, shortened. */
@@ -41,7 +41,7 @@ export interface GitHubFailure {
 }
 
 /** The HTTP failure inside an Octokit error, or undefined for anything else. */
-export function httpFailure(err: unknown): GitHubFailure | undefined {
+function httpFailure(err: unknown): GitHubFailure | undefined {
   const parsed = octokitError.safeParse(err);
   if (!parsed.success || !parsed.data.response) return undefined;
   const headers: Record<string, string> = {};

@@ -14,7 +14,7 @@ import type {
 import { ForgeError } from '../types.ts';
 import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
 import { type CallContext, toForgeError } from './errors.ts';
-import { type GitHubRepository, parseRepository } from './repository.ts';
+import { parseRepository } from './repository.ts';
 
 export const id = 'github';
 
@@ -301,6 +301,3 @@ function unexpectedAnswer(ctx: CallContext): ForgeError {
     { transient: false },
   );
 }
-
-export type { GitHubRepository };
-export { parseRepository };

@@ -86,7 +86,7 @@ function gitlabTarget(apiUrl: string, repository: string) {
   return { api, repo, segments };
 }
 
-export function createGitLabClient(options: ForgeClientOptions): ForgeClient {
+function createGitLabClient(options: ForgeClientOptions): ForgeClient {
   const token = options.credentials.token;
   if (!token) {
     throw new ForgeError('gitlab', `No GitLab token configured for this project. ${TOKEN_HELP}`, {

@@ -7,7 +7,7 @@ import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { createKey, listKeys, revokeKey, toKeyRecord } from '../../keys/service.ts';
 import { findProject } from '../../projects/service.ts';
-import { errors } from '../schemas.ts';
+import { errors } from '../../responses.ts';
 
 const NAME = '"name" must be a string of at most 200 characters';
 

@@ -19,7 +19,7 @@ import {
   unchanged,
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
-import { DEFAULT_LIMITS } from '../../sandbox/sandbox.ts';
+import { DEFAULT_LIMITS } from '../../projects/limits.ts';
 
 const HTTPS_REPO = 'https://github.com/acme/widgets.git';
 

@@ -6,8 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import { FORGE_KINDS } from '../../forges/registry.ts';
-import type { ForgeKind } from '../../forges/types.ts';
+import { FORGE_KINDS, type ForgeKind } from '../../projects/forge.ts';
 import { projectCreateBody, projectUpdateBody } from '../../projects/schemas.ts';
 import {
   createProject,
@@ -16,7 +15,7 @@ import {
   toProjectRecord,
   updateProject,
 } from '../../projects/service.ts';
-import { errors } from '../schemas.ts';
+import { errors } from '../../responses.ts';
 
 const projectRecord = z.object({
   id: z.string(),
@@ -65,7 +64,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
       },
     },
     async (request, reply) =>
-      reply.code(201).send(toProjectRecord(await createProject(ctx, request.body))),
+      reply.code(201).send(toProjectRecord(ctx, await createProject(ctx, request.body))),
   );
   typed.get(
     '/v2/admin/projects',
@@ -79,7 +78,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         },
       },
     },
-    async () => ({ projects: (await listProjects(ctx)).map(toProjectRecord) }),
+    async () => ({ projects: (await listProjects(ctx)).map((row) => toProjectRecord(ctx, row)) }),
   );
   typed.get(
     '/v2/admin/projects/:id',
@@ -91,7 +90,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         response: { 200: projectRecord.describe('The project.'), ...errors(401, 403, 404, 503) },
       },
     },
-    async (request) => toProjectRecord(await getProject(ctx, request.params.id)),
+    async (request) => toProjectRecord(ctx, await getProject(ctx, request.params.id)),
   );
   typed.patch(
     '/v2/admin/projects/:id',
@@ -109,6 +108,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         },
       },
     },
-    async (request) => toProjectRecord(await updateProject(ctx, request.params.id, request.body)),
+    async (request) =>
+      toProjectRecord(ctx, await updateProject(ctx, request.params.id, request.body)),
   );
 }

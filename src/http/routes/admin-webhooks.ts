@@ -21,7 +21,8 @@ import {
   updateWebhook,
 } from '../../events/webhooks/endpoints.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks/types.ts';
-import { errorBody, errors, json, pageQuery } from '../schemas.ts';
+import { errorBody, errors, json } from '../../responses.ts';
+import { pageQuery } from '../schemas.ts';
 
 const URL_TEXT = `"url" must be a string of 1 to ${MAX_URL_CHARS} characters`;
 const EVENTS = `"events" must be a non-empty list of ${WEBHOOK_EVENT_TYPES.join(', ')}`;

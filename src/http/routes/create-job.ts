@@ -3,17 +3,12 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
 import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
+import { createJobBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { createJob } from '../../jobs/service.ts';
+import { errors, json } from '../../responses.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import {
-  createJobBody,
-  errors,
-  idempotencyHeaders,
-  jobRecord,
-  json,
-  projectParams,
-} from '../schemas.ts';
+import { idempotencyHeaders, jobRecord, projectParams } from '../schemas.ts';
 
 export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(

@@ -6,8 +6,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { type JobView, toJobRecord } from '../../jobs/record.ts';
+import { errors, json } from '../../responses.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
-import { errors, jobParams, jobRecord, json } from '../schemas.ts';
+import { jobParams, jobRecord } from '../schemas.ts';
 
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { loadMigrations, missingMigrations } from '../../db/migrate.ts';
 import { AppError } from '../../errors.ts';
-import { errors } from '../schemas.ts';
+import { errors } from '../../responses.ts';
 
 const ok = z.object({ ok: z.literal(true) });
 

@@ -8,7 +8,8 @@ import { AppError } from '../../errors.ts';
 import { type EventStreams, resumeAfter, wantsStream } from '../../events/streams.ts';
 import { listEvents, toEventRecord } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
-import { errors, jobParams } from '../schemas.ts';
+import { errors } from '../../responses.ts';
+import { jobParams } from '../schemas.ts';
 
 const AFTER = '"after" must be a non-negative integer (an event seq)';
 const LIMIT = '"limit" must be an integer from 1 to 1000';
@@ -33,7 +34,7 @@ const query = z.object({
 const eventRecord = z.object({
   seq: z.number().int().describe('Increases with every event of the job.'),
   turn: z.number().int().nullable().describe('The turn it belongs to; null for the job itself.'),
-  type: z.string().describe('job.created, turn.started, agent.step, turn.completed, …'),
+  type: z.string().describe('job.created, turn.started, model.step, turn.finished, …'),
   data: z.unknown().describe('What happened, by type.'),
   at: z.iso.datetime(),
 });

@@ -7,7 +7,8 @@ import { JOB_STATUSES } from '../../client/words.ts';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { listJobs } from '../../jobs/service.ts';
-import { errors, jobRecord, pageQuery, projectParams } from '../schemas.ts';
+import { errors } from '../../responses.ts';
+import { jobRecord, pageQuery, projectParams } from '../schemas.ts';
 
 const query = pageQuery('jobs').extend({
   status: z

@@ -3,10 +3,12 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
 import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
+import { promptBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { sendMessage } from '../../jobs/service.ts';
+import { errors, json } from '../../responses.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { errors, idempotencyHeaders, jobParams, jobRecord, json, promptBody } from '../schemas.ts';
+import { idempotencyHeaders, jobParams, jobRecord } from '../schemas.ts';
 
 export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(

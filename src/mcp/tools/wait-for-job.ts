@@ -8,7 +8,7 @@ import { ErrandError, type Job } from '../../client/index.ts';
 import { attempt, describeJob, result } from '../results.ts';
 import { jobIdField, projectIdField, projectOf, type RegisterTool, STATUS_GUIDE } from '../tool.ts';
 
-export const MAX_WAIT_SECONDS = 600;
+const MAX_WAIT_SECONDS = 600;
 const DEFAULT_WAIT_SECONDS = 45;
 const HEARTBEAT_MS = 10_000;
 

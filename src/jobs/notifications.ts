@@ -6,7 +6,7 @@ import pg from 'pg';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Logger } from '../log.ts';
 
-export const EVENTS_CHANNEL = 'errand_events';
+const EVENTS_CHANNEL = 'errand_events';
 
 /** How often the listening connection is checked; a dead one is replaced. */
 const CHECK_INTERVAL_MS = 10_000;

@@ -1,0 +1,111 @@
+// The layers of src/ (DESIGN.md, "Layout"), checked by `npm run lint`: a module imports only
+// the modules listed after it, so imports run downward and no two folders import each other.
+// Within a row the order is DESIGN's (e.g. the dashboard may use events, not the reverse).
+// Tests (*.test.ts, test/, bench/) may import any of src/; src/ never imports them.
+// dependency-cruiser parses TypeScript with swc: TypeScript 7's compiler has no JavaScript API.
+
+/** Top to bottom. A name is a folder of src/ (`cli`) or a file (`main.ts`). */
+const LAYERS = [
+  ['main.ts'], // the entry: dispatches `errand <command>`
+  ['cli'], // every command; `serve` and `worker` start service.ts
+  ['service.ts'], // builds the context and starts what a process runs
+  ['http', 'dashboard', 'events', 'mcp'],
+  // AppContext, which service.ts builds for the rows above; the rows below declare the part they
+  // use (JobsContext, ProjectsContext, WorkerContext) and so never import it.
+  ['context.ts'],
+  ['queue', 'turns'],
+  ['agent', 'engines', 'sandbox', 'workspace', 'forges'],
+  ['metrics'],
+  ['jobs', 'projects', 'keys'],
+  ['idempotency', 'ratelimit'],
+  // Shared pieces that import nothing above the database; config.ts's type is read everywhere.
+  [
+    'config.ts',
+    'validation.ts',
+    'responses.ts',
+    'errors.ts',
+    'ids.ts',
+    'retry-after.ts',
+    'version.ts',
+    'secrets',
+    'repository',
+  ],
+  ['db'],
+  ['log.ts', 'lock.ts'],
+  // The typed client imports nothing of the server, so every layer may use it.
+  ['client'],
+];
+
+/** The path pattern of a layer's name. */
+const pattern = (name) =>
+  name.endsWith('.ts') ? `^src/${name.replaceAll('.', '\\.')}$` : `^src/${name}/`;
+const ORDER = LAYERS.flat();
+const TESTS = '\\.test\\.ts$';
+
+// One rule per name: nothing of it imports a name listed before it.
+const layerRules = ORDER.slice(1).map((name, i) => ({
+  name: `layers: ${name}`,
+  severity: 'error',
+  comment: `${name} may import only what .dependency-cruiser.cjs lists after it: ${ORDER.slice(i + 2).join(', ')}`,
+  from: { path: pattern(name), pathNot: TESTS },
+  to: { path: ORDER.slice(0, i + 1).map(pattern) },
+}));
+
+/** Any module of src/ outside every layer. */
+const UNPLACED = `^src/(?!(${ORDER.map((name) => pattern(name).slice('^src/'.length)).join('|')}))`;
+
+module.exports = {
+  forbidden: [
+    ...layerRules,
+    {
+      name: 'layers: unplaced',
+      severity: 'error',
+      comment:
+        'every folder and top-level file of src/ has a place in LAYERS (.dependency-cruiser.cjs)',
+      from: {},
+      to: { path: UNPLACED, pathNot: TESTS },
+    },
+    {
+      name: 'layers: unplaced',
+      severity: 'error',
+      comment:
+        'every folder and top-level file of src/ has a place in LAYERS (.dependency-cruiser.cjs)',
+      from: { path: UNPLACED, pathNot: TESTS },
+      to: {},
+    },
+    {
+      name: 'src not to tests',
+      severity: 'error',
+      comment: 'src/ never imports test/ or bench/ (a test file beside its module may)',
+      from: { path: '^src/', pathNot: TESTS },
+      to: { path: ['^test/', '^bench/', TESTS] },
+    },
+    {
+      name: 'no cycles',
+      severity: 'error',
+      comment: 'modules that import each other (type-only imports vanish at run time)',
+      from: {},
+      to: { circular: true, viaOnly: { dependencyTypesNot: ['type-only'] } },
+    },
+    {
+      name: 'unresolvable',
+      severity: 'error',
+      comment: 'an import that resolves to no file or package',
+      from: {},
+      to: { couldNotResolve: true },
+    },
+  ],
+  options: {
+    parser: 'swc',
+    moduleSystems: ['es6'],
+    doNotFollow: { path: 'node_modules' },
+    exclude: { path: ['^node_modules/', '^dist/'] },
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: {
+      exportsFields: ['exports'],
+      conditionNames: ['import', 'node', 'default', 'types'],
+      extensions: ['.ts', '.js', '.json'],
+    },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};
