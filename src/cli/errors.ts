@@ -2,7 +2,7 @@
 // message (exit 1), a UsageError its reason and the command's usage (exit 2). Anything else
 // that reaches main is a bug and keeps its stack.
 
-/** Exit codes, as the README documents them. */
+/** Exit codes, as docs/clients.md documents them. */
 export const EXIT = { ok: 0, failed: 1, usage: 2, archived: 3 } as const;
 
 /** A failure with a message for the user: the API refused, Errand is unreachable, a bad file. */

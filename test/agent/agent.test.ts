@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { type FakeLlm, httpError, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { git, makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
-import { createJob, untilStatus } from '../support/jobs.ts';
+import { createJob, turnsEnded, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const OPENAI_KEY = 'sk-test-openai-4b1f0c9e7d2a';
@@ -270,6 +270,7 @@ describe('agent', () => {
     );
     const jobId = await create('Write half a file');
     const streaming = await llm.waitFor((r) => r.index === 1, 10_000);
+    const endedArchived = await turnsEnded(svc, 'archived');
     const res = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
     assert.equal(res.status, 200);
     await waitFor(
@@ -277,7 +278,10 @@ describe('agent', () => {
       async () => (streaming.aborted ? true : undefined),
       5_000,
     );
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // The sentinel: the worker has let go of the turn, after which nothing of it runs.
+    await waitFor('the worker to let go of the aborted turn', async () =>
+      (await turnsEnded(svc, 'archived')) > endedArchived ? true : undefined,
+    );
     assert.equal(origin.head(`errand/${jobId}`), null);
     assert.equal(
       (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json.status,

@@ -179,8 +179,16 @@ describe('client against the published interface only', () => {
       message: 'user gave up',
     });
     const gets = fake.seen.length;
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    assert.equal(fake.seen.length, gets, 'no poll after the abort');
+    // The sentinel: a second wait, started now, polls on the same schedule (at once, then 0.5 s
+    // and 1 s apart), so the aborted wait's next poll, due at most 1 s after its last, would
+    // come before this one's third, which the fake answers with the job completed.
+    fake.gets = [
+      { status: 200, body: fake.job('active') },
+      { status: 200, body: fake.job('active') },
+      { status: 200, body: fake.job('completed') },
+    ];
+    assert.equal((await client.waitForJob('j1')).status, 'completed');
+    assert.equal(fake.seen.length, gets + 3, 'no poll after the abort');
   });
 
   test('an error body that is not Errand’s still gives a code from the status', async () => {

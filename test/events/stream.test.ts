@@ -310,7 +310,23 @@ describe('live event stream', () => {
         .find((l) => l.startsWith('errand_event_stream_buffered_bytes '));
       return Number(line?.split(' ')[1]);
     };
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // The sentinel: a second stream that resumes just before the last event gets it. A job's
+    // streams are written from one read at a time, from the lowest cursor among those not held
+    // back; so the second stream gets the last event only once the paused one is held back or
+    // has been written everything.
+    const { seq: lastSeq } = await ctx.db
+      .selectFrom('events')
+      .select('seq')
+      .where('job_id', '=', jobId)
+      .orderBy('seq', 'desc')
+      .limit(1)
+      .executeTakeFirstOrThrow();
+    const witness = await openSse(eventsUrl(fx, jobId, `?after=${Number(lastSeq) - 1}`), {
+      key: fx.key,
+    });
+    const [witnessed] = await witness.take(1, 60_000);
+    assert.equal(witnessed?.id, String(lastSeq));
+    witness.close();
     const held = await buffered();
     // One batch (500 events of ~4 KB) at most, not the 24 MB written.
     assert.ok(held < 3_000_000, `${held} bytes held for a paused reader`);

@@ -36,7 +36,7 @@ interface ForgeFake {
 
 interface Case {
   forge: 'github' | 'gitlab' | 'gitea';
-  /** How the forge is named in messages, and what the README says its token needs. */
+  /** How the forge is named in messages, and what docs/forges.md says its token needs. */
   name: string;
   permission: RegExp;
   token: string;

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { ExternalError } from '../../src/errors.ts';
 import type { TurnInput, TurnOutput } from '../../src/jobs/runner.ts';
 import { TurnFailedError } from '../../src/jobs/runner.ts';
-import { createJob, untilStatus } from '../support/jobs.ts';
+import { afterQueuedTurns, createJob, turnsEnded, untilStatus } from '../support/jobs.ts';
 import { RecordingRunner, type TurnCall, work } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
@@ -135,6 +135,7 @@ describe('job lifecycle', () => {
     const call = await waitFor('the turn to start', async () =>
       runner.calls.find((c) => c.jobId === jobId),
     );
+    const endedArchived = await turnsEnded(svc, 'archived');
     const archivedAt = Date.now();
     const res = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
     assert.equal(res.status, 200);
@@ -143,7 +144,12 @@ describe('job lifecycle', () => {
     await waitFor('the turn to stop', async () => (call.endedAt ? true : undefined), 5_000);
     assert.equal(call.aborted, true);
     assert.ok((call.endedAt ?? Infinity) - archivedAt < 5_000);
-    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    // The sentinel: the worker has let go of the aborted turn, then a job queued after that
+    // has run two turns; a queued turn of the archived job would have been taken before them.
+    await waitFor('the worker to let go of the aborted turn', async () =>
+      (await turnsEnded(svc, 'archived')) > endedArchived ? true : undefined,
+    );
+    await afterQueuedTurns(svc, projectId, ['quick: sentinel', 'quick: sentinel follow-up']);
     assert.equal(
       runner.calls.filter((c) => c.jobId === jobId).length,
       1,

@@ -15,10 +15,10 @@ import type { ProjectRecord } from '../../src/projects/service.ts';
 import { captureOutput } from '../support/process.ts';
 import { randomJobId, SCRIPTED_ENV, scriptedRunner, turnStarted } from '../support/route-cases.ts';
 import { RecordingRunner } from '../support/runners.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
-/** As the README's client configuration starts it: the bundled Node on the package's bin. */
+/** As docs/clients.md's client configuration starts it: the bundled Node on the package's bin. */
 const BUNDLED_NODE = new URL('../../node_modules/.bin/node', import.meta.url).pathname;
 const BIN = new URL('../../bin/errand.js', import.meta.url).pathname;
 const TOOL_NAMES = [
@@ -359,7 +359,7 @@ describe('errand mcp', () => {
     );
   });
 
-  test("the README's configuration starts it: the bundled Node on bin/errand.js", async () => {
+  test("docs/clients.md's configuration starts it: the bundled Node on bin/errand.js", async () => {
     const s = await connect({}, [BUNDLED_NODE, BIN]);
     const created = job(await ok('create_job', { prompt: 'pr from the bin' }, s));
     const waited = await ok('wait_for_job', { jobId: created.id }, s);
@@ -434,12 +434,23 @@ describe('errand mcp', () => {
       rpc(2, 'tools/list', {});
       rpc(3, 'tools/call', { name: 'get_job', arguments: { jobId: randomJobId() } });
       await answered(3);
+      // The job's record as Errand has answered it (get_job above asked for another job).
+      const polls = () =>
+        svc.service.ctx.metrics.value('errand_http_requests_total', {
+          method: 'GET',
+          route: '/v2/agent/:projectId/job/:id',
+          status: '200',
+        });
+      const pollsBefore = await polls();
       rpc(4, 'tools/call', {
         name: 'wait_for_job',
         arguments: { jobId: held.id, timeoutSeconds: 600 },
       });
-      // Let the wait start polling before the client goes away.
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // The wait is in progress once Errand has answered its first poll: only then does the
+      // client go away.
+      await waitFor('the wait to poll the job', async () =>
+        (await polls()) > pollsBefore ? true : undefined,
+      );
       waitSent = Date.now();
     });
     await proc.fed;

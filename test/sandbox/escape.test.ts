@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
-import { createServer, type Server } from 'node:net';
+import { createConnection, createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -155,9 +155,11 @@ describe('the network', { skip }, () => {
   let server: Server;
   let port: number;
   const received: string[] = [];
+  let accepted = 0;
   before(async () => {
     if (skip) return;
     server = createServer((socket) => {
+      accepted++;
       socket.setEncoding('utf8');
       socket.on('data', (d: string) => received.push(d));
     });
@@ -172,6 +174,7 @@ describe('the network', { skip }, () => {
     `bash -c 'echo hello-from-sandbox > /dev/tcp/127.0.0.1/${port}' && echo connected`;
 
   test('off: a loopback TCP server of the host cannot be reached, only the own loopback', async () => {
+    const acceptedBefore = accepted;
     const r = await run(checkout, `${connect()}; cat /proc/net/dev | tail -n +3 | cut -d: -f1`);
     assert.doesNotMatch(r.output, /^connected$/m);
     assert.match(r.output, /Connection refused/);
@@ -182,12 +185,24 @@ describe('the network', { skip }, () => {
         .map((l) => l.trim()),
       ['lo'],
     );
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.deepEqual(received, []);
+    // The sentinel: a connection from this process, made after the command ended. The server
+    // is handed its connections in the order they were made, so once this one's line is in,
+    // one from the sandbox would have been accepted before it.
+    const sentinel = createConnection(port, '127.0.0.1', () => sentinel.end('sentinel\n'));
+    for (let i = 0; i < 500 && !received.includes('sentinel\n'); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.ok(received.includes('sentinel\n'), 'the sentinel never arrived');
+    assert.equal(accepted - acceptedBefore, 1, 'a connection came from the sandbox');
+    assert.deepEqual(
+      received.filter((d) => d !== 'sentinel\n'),
+      [],
+    );
+    received.length = 0;
   });
 
   test("on (setup commands that need it): the host's own loopback is reachable too", async () => {
-    // Documented in the README: --share-net shares the host's network namespace, loopback
+    // Documented in docs/sandbox.md: --share-net shares the host's network namespace, loopback
     // services included; only give it to commands that need the network.
     const r = await run(checkout, connect(), { network: true });
     assert.match(r.output, /^connected$/m);

@@ -65,7 +65,11 @@ describe('webhook delivery', () => {
   test("a job's events arrive in order, signed, with the documented payload; only the types asked for", async () => {
     const { project, receiver } = await setup();
     const wanted = ['job.created', 'pull_request.opened', 'turn.finished', 'job.completed'];
-    const hook = await addWebhook(svc, project.id, `${receiver.url}/hooks?x=1`, wanted);
+    // And job.archived, the sentinel at the end: archiving comes after all of these.
+    const hook = await addWebhook(svc, project.id, `${receiver.url}/hooks?x=1`, [
+      ...wanted,
+      'job.archived',
+    ]);
     const jobId = await createJob(svc, project.id, 'add a readme');
     const completed = await untilStatus(svc, project.id, jobId, 'completed', { failFast: true });
     const requests = await receiver.until(4);
@@ -75,7 +79,7 @@ describe('webhook delivery', () => {
       wanted,
     );
 
-    // The payload as the README documents it, event by event as the events API has them.
+    // The payload as docs/api.md documents it, event by event as the events API has them.
     const events = await svc.request('GET', `/v2/agent/${project.id}/job/${jobId}/events`);
     const log = events.json.events ?? [];
     const seqs = payloads.map((p) => p.data.event.seq);
@@ -125,15 +129,23 @@ describe('webhook delivery', () => {
       assert.equal(entry.log[0]?.error, null);
     }
     // Types not asked for (job.created is, turn.started and agent.step are not) never arrive.
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    assert.equal(receiver.requests.length, 4);
+    // The sentinel: archiving the job sends job.archived, which an endpoint gets only after
+    // every earlier event of the job (its deliveries of one job go one after another).
+    const archived = await svc.request('POST', `/v2/agent/${project.id}/job/${jobId}/archive`);
+    assert.equal(archived.status, 200);
+    const sentinel = (await receiver.until(5))[4];
+    assert.equal(sentinel?.type, 'job.archived');
+    assert.deepEqual(
+      receiver.requests.map((r) => r.type),
+      [...wanted, 'job.archived'],
+    );
   });
 
   test('a receiver answering 500 twice then 200 gets the event three times; the log shows it', async () => {
     const { project, receiver } = await setup();
-    const hook = await addWebhook(svc, project.id, receiver.url, ['job.created']);
+    const hook = await addWebhook(svc, project.id, receiver.url, ['job.created', 'job.archived']);
     receiver.answer = (_r, i) => (i < 2 ? 500 : 200);
-    await createJob(svc, project.id, 'retry me');
+    const jobId = await createJob(svc, project.id, 'retry me');
     const requests = await receiver.until(3);
     const first = requests[0];
     assert.ok(first);
@@ -161,8 +173,18 @@ describe('webhook delivery', () => {
         [3, 200, null],
       ],
     );
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    assert.equal(receiver.requests.length, 3, 'nothing more after the 200');
+    // The sentinel: the job's next event (archiving it) is sent to this endpoint only once the
+    // retried delivery's queue entry is done, so no attempt of it can come after.
+    await untilStatus(svc, project.id, jobId, 'completed');
+    const archived = await svc.request('POST', `/v2/agent/${project.id}/job/${jobId}/archive`);
+    assert.equal(archived.status, 200);
+    const sentinel = (await receiver.until(4))[3];
+    assert.equal(sentinel?.type, 'job.archived');
+    assert.deepEqual(
+      receiver.requests.map((r) => r.type),
+      ['job.created', 'job.created', 'job.created', 'job.archived'],
+      'nothing more after the 200',
+    );
   });
 
   test('a receiver that hangs is cut at the timeout, and the event is delivered on retry', async () => {
@@ -265,6 +287,11 @@ describe('webhook delivery', () => {
       .set({ enabled: false })
       .where('id', '=', disabled.id)
       .execute();
+    // The deleted endpoint's delivery goes with it; its queue entry's retry then finds nothing
+    // to send, which the worker counts as skipped.
+    const skipped = () =>
+      svc.service.ctx.metrics.value('errand_webhook_deliveries_total', { outcome: 'skipped' });
+    const skippedBefore = await skipped();
     await db.deleteFrom('webhooks').where('id', '=', deleted.id).execute();
     const disabledDelivery = await db
       .selectFrom('webhook_deliveries')
@@ -282,12 +309,30 @@ describe('webhook delivery', () => {
       latencyMs: 0,
     });
     const count = receiver.requests.length;
-    // The retry of both would have come within about 4 s.
-    await new Promise((resolve) => setTimeout(resolve, 5000));
+    // The sentinel: the retry of each has run (the disabled one failed above, the deleted one
+    // skipped) and returned, so its queue entry is done and nothing of it can be sent after.
+    await waitFor("the deleted webhook's retry to find nothing to send", async () =>
+      (await skipped()) > skippedBefore ? true : undefined,
+    );
     assert.equal(receiver.requests.length, count, 'nothing sent after the change');
-    // A new event of the project goes to neither.
-    await createJob(svc, project.id, 'after');
-    await new Promise((resolve) => setTimeout(resolve, 1500));
+    // A new event of the project goes to neither. The sentinel: an endpoint added now, on a
+    // receiver of its own, gets the new job's job.created; the outbox writes every endpoint's
+    // delivery in the transaction that records the event, so any to the others exists by then.
+    const witness = await Receiver.start();
+    receivers.push(witness);
+    await addWebhook(svc, project.id, witness.url, ['job.created']);
+    const afterJob = await createJob(svc, project.id, 'after');
+    const [witnessed] = await witness.until(1);
+    assert.equal(witnessed?.type, 'job.created');
+    assert.deepEqual(
+      await db
+        .selectFrom('webhook_deliveries')
+        .select('id')
+        .where('job_id', '=', afterJob)
+        .where('webhook_id', 'in', [disabled.id, deleted.id])
+        .execute(),
+      [],
+    );
     assert.equal(receiver.requests.length, count);
   });
 });

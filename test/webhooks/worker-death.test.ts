@@ -41,7 +41,8 @@ describe('a worker killed mid-delivery (real worker processes)', () => {
 
   test('another worker delivers the event again, with the same webhook-id', async () => {
     const project = await svc.createProject();
-    const hook = await addWebhook(svc, project.id, receiver.url, ['job.created']);
+    // job.archived is the sentinel at the end: it waits for job.created's entry to be done.
+    const hook = await addWebhook(svc, project.id, receiver.url, ['job.created', 'job.archived']);
     receiver.answer = (_r, i) => (i === 0 ? 'hang' : 200);
     const workerEnv = (machine: string) => ({
       ...svc.env,
@@ -84,7 +85,15 @@ describe('a worker killed mid-delivery (real worker processes)', () => {
       [200],
       'the cut attempt left no row; the redelivery is logged',
     );
-    await new Promise((resolve) => setTimeout(resolve, 1500));
-    assert.equal(receiver.requests.length, 2, 'delivered once after the kill');
+    // The sentinel: the job's next event (job.archived, from the archive above) is sent to this
+    // endpoint only once job.created's queue entry is done (one endpoint's deliveries of a job
+    // go one after another), so no third attempt of job.created can come after it.
+    const sentinel = (await receiver.until(3, 60_000))[2];
+    assert.equal(sentinel?.type, 'job.archived');
+    assert.deepEqual(
+      receiver.requests.map((r) => r.type),
+      ['job.created', 'job.created', 'job.archived'],
+      'delivered once after the kill',
+    );
   });
 });

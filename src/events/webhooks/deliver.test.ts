@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../config.ts';
 import type { Resolve } from './address.ts';
 import { type AttemptOptions, postWebhook } from './deliver.ts';
@@ -103,6 +104,10 @@ describe('postWebhook', () => {
 
   test('at most a few KB of the answer are read: an endless body does not hold the attempt', async () => {
     let closed = false;
+    let sawClose = () => {};
+    const closing = new Promise<void>((resolve) => {
+      sawClose = resolve;
+    });
     reset((_req, res) => {
       res.writeHead(200, { 'content-type': 'text/plain' });
       const chunk = Buffer.alloc(1024, 'x');
@@ -110,6 +115,7 @@ describe('postWebhook', () => {
       res.on('close', () => {
         closed = true;
         clearInterval(timer);
+        sawClose();
       });
     });
     const result = await postWebhook(`http://127.0.0.1:${port}/`, BODY, headers(), {
@@ -118,7 +124,9 @@ describe('postWebhook', () => {
     });
     assert.equal(result.ok, true);
     assert.ok(result.latencyMs < 1000, `took ${result.latencyMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The server sees the close when the client's end of it arrives: wait for that, not a
+    // fixed time, and give up after the attempt's own bound.
+    await Promise.race([closing, sleep(5000, undefined, { ref: false })]);
     assert.ok(closed, 'the connection was closed');
   });
 

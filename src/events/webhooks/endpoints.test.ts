@@ -381,18 +381,24 @@ describe('webhook endpoint service', () => {
         events: [...WEBHOOK_EVENT_TYPES],
         enabled: false,
       });
+      // job.archived is the sentinel: archiving the job after it completed sends it last.
       const on = await createWebhook(ctx, project.id, {
         url: `${receiver.url}?on`,
-        events: ['job.completed'],
+        events: ['job.completed', 'job.archived'],
       });
-      await createJobId(svc, project.id, 'complete with one endpoint disabled');
+      const jobId = await createJobId(svc, project.id, 'complete with one endpoint disabled');
       await receivedCount(start + 1);
-      // Give a wrongly sent second request time to arrive.
-      await new Promise((resolve) => setTimeout(resolve, 1500));
+      // Nothing else is sent. The sentinel: this endpoint gets job.archived only after every
+      // earlier delivery of the job to it; a delivery to the disabled one, were there any, is
+      // written with its event, so the disabled endpoint's log below would show it.
+      const archived = await svc.request('POST', `/v2/agent/${project.id}/job/${jobId}/archive`);
+      assert.equal(archived.status, 200, archived.text);
+      await receivedCount(start + 2);
       const mine = receiver.received.slice(start);
+      const sent = await deliveriesOf(on.id);
       assert.deepEqual(
         mine.map((r) => r.headers['webhook-id']),
-        [(await deliveriesOf(on.id))[0]?.id],
+        ['job.completed', 'job.archived'].map((type) => sent.find((d) => d.type === type)?.id),
       );
       assert.deepEqual(await deliveriesOf(off.id), []);
       await deleteWebhook(ctx, project.id, off.id);

@@ -27,7 +27,7 @@ export function webhookOutbox(ctx: Pick<AppContext, 'queue'>): TransitionHook {
 }
 
 /**
- * What a receiver gets, as the README documents: the event, and the job's record as the event
+ * What a receiver gets, as docs/api.md (Webhooks) documents: the event, and the job's record as the event
  * left it. Nothing of the service's own secrets: events are scrubbed when recorded and the
  * record holds none.
  */

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { afterQueuedTurns, turnsEnded } from '../../../test/support/jobs.ts';
 import {
   authCases,
   createJobId,
@@ -76,6 +77,7 @@ describe('POST /v2/agent/{projectId}/job/{id}/archive', () => {
       });
       assert.equal(queued.status, 200);
 
+      const endedArchived = await turnsEnded(svc, 'archived');
       const archivedAt = Date.now();
       const res = await archive(jobId);
       assert.equal(res.status, 200, res.text);
@@ -93,8 +95,13 @@ describe('POST /v2/agent/{projectId}/job/{id}/archive', () => {
       // The worker shares the API's process: the abort is immediate, not at a heartbeat.
       assert.ok((call.endedAt ?? 0) - archivedAt < 1500, 'the turn was not aborted at once');
       assert.deepEqual(await turnStates(jobId), ['cancelled', 'cancelled']);
-      // Give the worker time to settle the aborted turn: the job must stay as archived.
-      await sleep(1500);
+      // Once the worker has settled and let go of the aborted turn, the job must still be as
+      // archived; and once a job queued after that has run two turns, a runnable turn 2 of this
+      // job would have run before them.
+      await waitFor('the worker to let go of the aborted turn', async () =>
+        (await turnsEnded(svc, 'archived')) > endedArchived ? true : undefined,
+      );
+      await afterQueuedTurns(svc, fx.project.id, ['complete a sentinel', 'complete its follow-up']);
       assert.deepEqual((await getJob(jobId)).json, res.json);
       assert.ok(!runner.calls.some((c) => c.jobId === jobId && c.seq === 2));
       const events = await archivedEvents(jobId);
