@@ -1154,7 +1154,7 @@ export async function main(argv: string[] = []): Promise<PerfReport | undefined>
       if (opts.readme && opts.rows.length < ROWS.length) {
         process.stdout.write('README.md: not updated (only some rows were measured)\n');
       } else if (opts.readme) {
-        await writeBetweenMarkers(path.join(REPO_ROOT, 'README.md'), markdown);
+        await writeBetweenMarkers(path.join(REPO_ROOT, 'docs', 'benchmarks.md'), markdown);
         process.stdout.write('README.md: the table between the bench:perf markers was updated\n');
       }
       return report;
