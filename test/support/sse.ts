@@ -1,7 +1,9 @@
 // A Server-Sent Events client for tests, on node:http so a test controls the socket (pause a
-// slow reader, see comments and the end of the stream). Parses the text/event-stream format as
-// the WHATWG specification describes it, keeping comments, which browsers drop.
+// slow reader, see comments and the end of the stream). eventsource-parser reads the
+// text/event-stream format as the WHATWG specification describes it, comments included, which
+// browsers drop. (errand/client has a parser of its own: it may depend on nothing.)
 import http from 'node:http';
+import { createParser } from 'eventsource-parser';
 
 export interface SseEvent {
   id: string | undefined;
@@ -40,8 +42,15 @@ export function openSse(url: string, opts: SseOptions = {}): Promise<SseStream> 
       const events: SseEvent[] = [];
       const comments: string[] = [];
       const waiters: Array<() => void> = [];
-      let buffer = '';
       let body = '';
+      const parser = createParser({
+        onEvent: ({ id, event, data }) => {
+          events.push({ id, event: event ?? 'message', data });
+        },
+        onComment: (comment) => {
+          comments.push(comment.trim());
+        },
+      });
       let endResolve: () => void = () => {};
       const ended = new Promise<void>((r) => {
         endResolve = r;
@@ -53,14 +62,7 @@ export function openSse(url: string, opts: SseOptions = {}): Promise<SseStream> 
           body += chunk;
           return;
         }
-        buffer += chunk;
-        for (;;) {
-          const end = buffer.indexOf('\n\n');
-          if (end < 0) break;
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          parseBlock(block, events, comments);
-        }
+        parser.feed(chunk);
         for (const wake of waiters.splice(0)) wake();
       });
       const finish = () => {
@@ -108,27 +110,4 @@ export function openSse(url: string, opts: SseOptions = {}): Promise<SseStream> 
       else resolve(stream);
     });
   });
-}
-
-function parseBlock(block: string, events: SseEvent[], comments: string[]): void {
-  let id: string | undefined;
-  let event = 'message';
-  const data: string[] = [];
-  let fields = 0;
-  for (const line of block.split('\n')) {
-    if (line.startsWith(':')) {
-      comments.push(line.slice(1).trim());
-      continue;
-    }
-    const colon = line.indexOf(':');
-    const name = colon < 0 ? line : line.slice(0, colon);
-    const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
-    if (name === 'id') id = value;
-    else if (name === 'event') event = value;
-    else if (name === 'data') data.push(value);
-    else if (name === 'retry') continue;
-    else continue;
-    fields++;
-  }
-  if (fields > 0 && data.length > 0) events.push({ id, event, data: data.join('\n') });
 }
