@@ -2,6 +2,7 @@
 // disturb each other's figures if run at once). For options, run one directly, e.g.
 // `node bench/api/run.ts --help`.
 import { main as apiBench } from './api/run.ts';
+import { main as contextBench } from './context/run.ts';
 import { main as perfBench } from './perf/run.ts';
 import { main as streamsBench } from './streams/run.ts';
 import { main as workerDeathBench } from './worker-death/run.ts';
@@ -13,6 +14,8 @@ try {
   process.stdout.write(`\n${markdown}\n`);
   await workerDeathBench([]);
   await streamsBench([]);
+  // Issue 21's figures with the scripted model; rewrites its table in docs/benchmarks.md.
+  await contextBench([]);
   // Issue 19's figures next to their limits; rewrites its table in README.md.
   await perfBench([]);
   process.exit(0);

@@ -22,6 +22,7 @@ const envSchema = z.object({
   ERRAND_METRICS_PORT: int(0, 65535).optional(),
   ERRAND_ALLOW_LOCAL_REPOS: bool.optional(),
   ERRAND_MODEL: z.string().min(1).optional(),
+  ERRAND_MODEL_CATALOG: z.string().min(1).optional(),
   ERRAND_MAX_PROMPT_CHARS: int(1, 10_000_000).default(100_000),
   ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS: int(1, 3600).default(60),
   ERRAND_HTTP_HEADERS_TIMEOUT_SECONDS: int(1, 3600).default(15),
@@ -62,7 +63,7 @@ const envSchema = z.object({
   ERRAND_WEBHOOK_RETRY_DELAY_SECONDS: int(1, 3600).default(5),
   ERRAND_WEBHOOK_RETRY_HOURS: decimal(0, 24 * 31).default(24),
   ERRAND_WEBHOOK_CONCURRENCY: int(1, 256).default(8),
-  ERRAND_URL: z.string().min(1).default('http://127.0.0.1:8080'),
+  ERRAND_URL: z.string().min(1).optional(),
   ERRAND_API_KEY: z.string().min(1).optional(),
   ERRAND_PROJECT: z.string().min(1).optional(),
 });
@@ -96,6 +97,8 @@ export interface Config {
   metrics: { token: string | undefined; host: string; port: number | undefined };
   allowLocalRepos: boolean;
   defaultModel: string | undefined;
+  /** The operator's file of context windows and prices (ERRAND_MODEL_CATALOG), read at start. */
+  modelCatalogFile: string | undefined;
   maxPromptChars: number;
   /** How long a client may take to send a request, its headers, and the next one on a kept-alive connection. */
   httpTimeouts: { requestSeconds: number; headersSeconds: number; keepAliveSeconds: number };
@@ -270,6 +273,8 @@ export function loadConfig(
     // PostgreSQL deployment they would let any project key read the server's files.
     allowLocalRepos: e.ERRAND_ALLOW_LOCAL_REPOS ?? databaseUrl === undefined,
     defaultModel: e.ERRAND_MODEL,
+    modelCatalogFile:
+      e.ERRAND_MODEL_CATALOG === undefined ? undefined : path.resolve(e.ERRAND_MODEL_CATALOG),
     maxPromptChars: e.ERRAND_MAX_PROMPT_CHARS,
     httpTimeouts: httpTimeouts(e),
     rateLimits: {
@@ -331,6 +336,12 @@ export function loadConfig(
       concurrency: e.ERRAND_WEBHOOK_CONCURRENCY,
     },
     logLevel: e.ERRAND_LOG_LEVEL,
-    client: { url: e.ERRAND_URL, apiKey: e.ERRAND_API_KEY, projectId: e.ERRAND_PROJECT },
+    client: {
+      // Where this machine's own `serve` listens, when nothing else is said (a port of 0 is
+      // chosen at start, and cannot be known here).
+      url: e.ERRAND_URL ?? `http://127.0.0.1:${e.ERRAND_PORT || 8080}`,
+      apiKey: e.ERRAND_API_KEY,
+      projectId: e.ERRAND_PROJECT,
+    },
   };
 }

@@ -21,6 +21,7 @@ export type ErrorCode =
   | 'expectation_failed'
   | 'header_too_large'
   | 'rate_limited'
+  | 'budget_exhausted'
   | 'unavailable'
   | 'internal';
 
@@ -41,6 +42,7 @@ const codeToStatus: Record<ErrorCode, number> = {
   expectation_failed: 417,
   header_too_large: 431,
   rate_limited: 429,
+  budget_exhausted: 429,
   internal: 500,
   unavailable: 503,
 };

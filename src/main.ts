@@ -13,6 +13,7 @@ import { migrate, serve, worker } from './cli/service.ts';
 import { exportCommand, importCommand } from './cli/transfer.ts';
 import { webhooks } from './cli/webhooks.ts';
 import { ConfigError } from './config.ts';
+import { isDatabaseUnavailable } from './db/unavailable.ts';
 
 const ADMIN_KEY = 'key from ERRAND_API_KEY or <data-dir>/admin.key';
 
@@ -43,6 +44,13 @@ function report(err: unknown): number {
     const label = err.command ? ` ${err.command}` : '';
     process.stderr.write(`errand${label}: ${err.message}\n\n${err.usage ?? ''}`);
     return EXIT.usage;
+  }
+  // A database that is down or unreachable at start: what to check, not a stack.
+  if (err instanceof Error && isDatabaseUnavailable(err)) {
+    process.stderr.write(
+      `errand: the database does not answer (${err.message || (err as NodeJS.ErrnoException).code}): check DATABASE_URL and that the server runs\n`,
+    );
+    return EXIT.failed;
   }
   const known =
     err instanceof CliError ||

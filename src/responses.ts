@@ -9,7 +9,7 @@ export const errorBody = z
     code: z
       .string()
       .describe(
-        'A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, unavailable, internal, …',
+        'A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, budget_exhausted, unavailable, internal, …',
       ),
     requestId: z.string().describe('Also in the X-Request-Id header; the server log has it.'),
   })
@@ -36,7 +36,7 @@ const errorResponses = {
   413: 'The request body is too large.',
   415: 'The request body is not JSON.',
   422: 'The Idempotency-Key was used for another request (another body, job or operation) in the last 24 hours (idempotency_key_reused).',
-  429: 'Rate limited; Retry-After says when to try again.',
+  429: "Rate limited (rate_limited), or the project's monthly budget is spent (budget_exhausted); Retry-After says when to try again.",
   503: 'The database is unavailable or the server is stopping; Retry-After says when to try again.',
 } as const;
 

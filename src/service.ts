@@ -3,6 +3,7 @@
 // Here the listeners of the job core are registered (the webhook outbox, the workspace
 // janitor) and the periodic upkeep of each module is scheduled.
 import type { FastifyInstance } from 'fastify';
+import { ModelCatalog, readCatalogFile } from './agent/catalog.ts';
 import { ModelRegistry } from './agent/models.ts';
 import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
@@ -17,6 +18,7 @@ import { purgeExpiredKeys } from './idempotency/keys.ts';
 import { TurnAborts } from './jobs/aborts.ts';
 import { EventNotifications } from './jobs/notifications.ts';
 import type { TurnRunner } from './jobs/runner.ts';
+import { jobBudgetLeft } from './jobs/spend.ts';
 import { Transitions } from './jobs/transitions.ts';
 import { ensureAdminKey } from './keys/bootstrap.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -57,6 +59,10 @@ export async function startService(
   opts: ServiceOptions,
 ): Promise<RunningService> {
   const log = opts.log ?? createLogger(settings.logLevel);
+  // Read before anything starts, so that a bad file stops the start with its own message.
+  const catalog = new ModelCatalog(
+    settings.modelCatalogFile === undefined ? {} : readCatalogFile(settings.modelCatalogFile),
+  );
   const handle: DatabaseHandle = await openDatabase({
     dataDir: settings.dataDir,
     databaseUrl: settings.databaseUrl,
@@ -108,7 +114,7 @@ export async function startService(
       queue,
       aborts: new TurnAborts(),
       transitions: new Transitions(log),
-      models: new ModelRegistry(config.models, config.defaultModel),
+      models: new ModelRegistry(config.models, config.defaultModel, catalog),
       forges: new Forges(config, metrics),
       notifications,
       metrics,
@@ -252,7 +258,14 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
       { publicUrl },
       'listening on every interface without ERRAND_PUBLIC_URL: review links use this address; set ERRAND_PUBLIC_URL to the one users reach',
     );
-  return new TurnPipeline({ config: { ...config, publicUrl }, log, metrics, models, forges });
+  return new TurnPipeline({
+    config: { ...config, publicUrl },
+    log,
+    metrics,
+    models,
+    forges,
+    jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
+  });
 }
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]']);

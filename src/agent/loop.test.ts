@@ -10,6 +10,7 @@ import {
   startFakeLlm,
   toolCalls,
 } from '../../test/support/fake-llm.ts';
+import type { TokenUsage } from '../jobs/usage.ts';
 import {
   type AgentEvent,
   type AgentTurnInput,
@@ -82,7 +83,12 @@ for (const protocol of ['openai', 'anthropic'] as const) {
       assert.equal(result.summary, 'Retitle the README\n\nChanged the heading.');
       assert.equal(result.steps, 2);
       assert.equal(result.finishReason, 'stop');
-      assert.deepEqual(result.usage, { inputTokens: 250, outputTokens: 50, totalTokens: 300 });
+      assert.deepEqual(result.usage, {
+        inputTokens: 250,
+        outputTokens: 50,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+      });
       assert.deepEqual(
         result.responseMessages.map((m) => m.role),
         ['assistant', 'tool', 'assistant'],
@@ -91,7 +97,14 @@ for (const protocol of ['openai', 'anthropic'] as const) {
         role: 'user',
         content: 'Update the README title',
       });
-      assert.deepEqual(result.turnMessages.slice(1), result.responseMessages);
+      // As they came, the last one marked with the provider's count of tokens per character
+      // (the next turn's first estimate starts from it).
+      const [last, ...before] = result.turnMessages.slice(1).reverse();
+      assert.deepEqual(before.reverse(), result.responseMessages.slice(0, -1));
+      const { providerOptions, ...rest } = last ?? {};
+      assert.deepEqual(rest, result.responseMessages.at(-1));
+      const perChar = providerOptions?.errand?.tokensPerChar;
+      assert.ok(typeof perChar === 'number' && perChar > 0, JSON.stringify(providerOptions));
 
       const [call, res, step1, step2] = events;
       assert.ok(call?.type === 'tool.call' && res?.type === 'tool.result');
@@ -104,7 +117,7 @@ for (const protocol of ['openai', 'anthropic'] as const) {
         type: 'model.step',
         step: 1,
         finishReason: 'tool-calls',
-        usage: { inputTokens: 100, outputTokens: 20, totalTokens: 120 },
+        usage: { inputTokens: 100, outputTokens: 20, cacheReadTokens: 0, cacheWriteTokens: 0 },
       });
       assert.equal(step2?.type === 'model.step' && step2.step, 2);
 
@@ -214,12 +227,12 @@ for (const protocol of ['openai', 'anthropic'] as const) {
     });
 
     it('quotes the provider on other 4xx answers', async () => {
-      fake.script(httpError(400, { message: 'prompt is too long: 300000 tokens' }));
+      fake.script(httpError(400, { message: 'temperature: must be at most 1' }));
       await assert.rejects(runAgentTurn(setup(protocol).input), {
         name: 'ModelError',
         transient: false,
         status: 400,
-        message: `the model provider rejected the request for model '${protocol}:model-a' (400): prompt is too long: 300000 tokens`,
+        message: `the model provider rejected the request for model '${protocol}:model-a' (400): temperature: must be at most 1`,
       });
     });
 
@@ -423,5 +436,233 @@ describe('runAgentTurn: edges', () => {
       ok: false,
       summary: "'x' does not exist",
     });
+  });
+});
+
+describe('runAgentTurn: the context window, prompt caches and the job budget', () => {
+  const isSummary = (body: unknown) =>
+    JSON.stringify(body).includes('You write the working notes of a software engineering agent');
+  /** Earlier turns whose long answers (which masking cannot shorten) fill the window. */
+  const longHistory = (): ModelMessage[] =>
+    [1, 2, 3].flatMap((t): ModelMessage[] => [
+      { role: 'user', content: `Earlier prompt ${t}` },
+      { role: 'assistant', content: `Answer ${t}: ${'a'.repeat(8_000)}` },
+    ]);
+
+  for (const protocol of ['openai', 'anthropic'] as const) {
+    it(`${protocol}: answers a refusal for length by compacting and sending the step again, once`, async (t) => {
+      // The catalog says 50k tokens; the server holds 6k (an operator's local model, say).
+      const small = await startFakeLlm({
+        apiKey: KEY,
+        models: ['model-a'],
+        contextWindow: 6_000,
+        allowOverflows: 1,
+      });
+      t.after(() => small.close());
+      small.script(
+        dynamic((req) =>
+          isSummary(req.body) ? reply('Notes: answers 1-3 were given.') : undefined,
+        ),
+        dynamic((req) =>
+          JSON.stringify(req.body).includes('Notes: answers 1-3') ? reply('Done again') : undefined,
+        ),
+      );
+      const { input, events } = setup(protocol, {
+        model: resolveModel(`${protocol}:model-a`, {
+          [protocol]: { apiKey: KEY, baseURL: `${small.url}/v1` },
+        }),
+        history: longHistory(),
+        prompt: 'And now the fourth',
+        context: { windowTokens: 50_000 },
+      });
+      const result = await runAgentTurn(input);
+      assert.equal(result.summary, 'Done again');
+      assert.deepEqual(
+        small.requests.map((r) => r.overflow),
+        [true, false, false],
+      );
+      const compacted = events.find((e) => e.type === 'context.compacted');
+      assert.ok(compacted?.type === 'context.compacted');
+      assert.equal(compacted.reason, 'overflow');
+      assert.ok(compacted.usage.inputTokens > 0);
+      // The retried request fits the window the refusal named, with room for the reply.
+      const retried = small.requests[2];
+      const maxTokens = (retried?.body as { max_tokens?: number } | undefined)?.max_tokens ?? 0;
+      assert.ok((retried?.promptTokens ?? 0) + maxTokens <= 6_000);
+      // The turn stores the compacted conversation, every prompt in it word for word.
+      const [first] = result.turnMessages;
+      assert.equal(first?.providerOptions?.errand?.fromStart, true);
+      const stored = JSON.stringify(result.turnMessages);
+      for (const p of [
+        'Earlier prompt 1',
+        'Earlier prompt 2',
+        'Earlier prompt 3',
+        'And now the fourth',
+      ])
+        assert.ok(stored.includes(p), p);
+      assert.ok(!stored.includes('a'.repeat(8_000)), 'the long answers are summarised');
+      // Usage counts the summary's call too.
+      assert.equal(
+        result.usage.inputTokens,
+        (small.requests[1]?.promptTokens ?? 0) + (retried?.promptTokens ?? 0),
+      );
+      small.assertDone();
+    });
+  }
+
+  it('fails with a ModelError naming the window when nothing is left to compact', async (t) => {
+    const tiny = await startFakeLlm({
+      apiKey: KEY,
+      models: ['model-a'],
+      contextWindow: 200,
+      allowOverflows: 1,
+    });
+    t.after(() => tiny.close());
+    const { input } = setup('openai', {
+      model: resolveModel('openai:model-a', { openai: { apiKey: KEY, baseURL: `${tiny.url}/v1` } }),
+      prompt: `A prompt far longer than the window: ${'p'.repeat(2_000)}`,
+    });
+    await assert.rejects(runAgentTurn(input), (err: unknown) => {
+      assert.ok(err instanceof ModelError);
+      assert.equal(err.transient, false);
+      assert.match(err.message, /refused the request as longer than its context window/);
+      assert.match(err.message, /maximum context length is 200 tokens/);
+      assert.match(err.message, /ERRAND_MODEL_CATALOG/);
+      return true;
+    });
+    assert.equal(tiny.requests.length, 1);
+    tiny.assertDone();
+  });
+
+  it('openai: sends the job as the prompt cache key and reports the cached tokens of each step', async () => {
+    fake.script(
+      toolCalls([{ name: 'read_file', input: { path: 'big.txt' } }]),
+      toolCalls([{ name: 'read_file', input: { path: 'README.md' } }]),
+      reply('Read both'),
+    );
+    const files = { 'big.txt': 'b'.repeat(12_000) };
+    const { input, events } = setup('openai', {
+      context: { cacheKey: 'job_abc' },
+      tools: {
+        read_file: tool({
+          description: 'Read a file',
+          inputSchema: z.object({ path: z.string() }),
+          execute: async ({ path }) => (files as Record<string, string>)[path] ?? '# Demo',
+        }),
+      },
+    });
+    const result = await runAgentTurn(input);
+    const bodies = fake.requests.map((r) => r.body as { prompt_cache_key?: string });
+    assert.deepEqual(
+      bodies.map((b) => b.prompt_cache_key),
+      ['job_abc', 'job_abc', 'job_abc'],
+    );
+    const steps = events.flatMap((e) => (e.type === 'model.step' ? [e.usage] : []));
+    // The third request repeats the second whole (3,000 tokens of file): OpenAI serves that
+    // prefix from its cache, in steps of 128 tokens past 1,024.
+    assert.deepEqual(
+      steps.map((u) => u.cacheReadTokens),
+      fake.requests.map((r) => r.cacheReadTokens),
+    );
+    assert.equal(steps[0]?.cacheReadTokens, 0);
+    const third = steps[2]?.cacheReadTokens ?? 0;
+    assert.ok(
+      third >= (fake.requests[1]?.promptTokens ?? 0) - 128 && third % 128 === 0,
+      `${third}`,
+    );
+    assert.equal(
+      result.usage.cacheReadTokens,
+      steps.reduce((n, u) => n + u.cacheReadTokens, 0),
+    );
+    fake.assertDone();
+  });
+
+  it('anthropic: marks cache breakpoints on the system prompt and the conversation, and reads them back', async () => {
+    fake.script(
+      toolCalls([{ name: 'read_file', input: { path: 'big.txt' } }]),
+      toolCalls([{ name: 'read_file', input: { path: 'README.md' } }]),
+      reply('Read both'),
+    );
+    const { input, events } = setup('anthropic', {
+      history: [
+        { role: 'user', content: `An earlier prompt ${'e'.repeat(6_000)}` },
+        { role: 'assistant', content: 'An earlier answer' },
+      ],
+      tools: {
+        read_file: tool({
+          description: 'Read a file',
+          inputSchema: z.object({ path: z.string() }),
+          execute: async ({ path }) => (path === 'big.txt' ? 'b'.repeat(12_000) : '# Demo'),
+        }),
+      },
+    });
+    await runAgentTurn(input);
+    type Block = { cache_control?: unknown };
+    type Body = { system: Block[]; messages: Array<{ role: string; content: Block[] }> };
+    for (const request of fake.requests) {
+      const body = request.body as Body;
+      assert.deepEqual(body.system.at(-1)?.cache_control, { type: 'ephemeral' });
+      const marked = body.messages.flatMap((m, i) =>
+        m.content.filter((b) => b.cache_control !== undefined).map(() => i),
+      );
+      // The last message, and the one that ended the request before (read back from it).
+      const lastAssistant = body.messages.findLastIndex((m) => m.role === 'assistant');
+      assert.deepEqual(
+        marked,
+        [lastAssistant - 1, body.messages.length - 1].filter((i) => i >= 0),
+      );
+    }
+    const steps = events.flatMap((e) => (e.type === 'model.step' ? [e.usage] : []));
+    // The first request writes its prefix (the earlier turn); the next ones read what the one
+    // before wrote and write what they add.
+    assert.ok((steps[0]?.cacheWriteTokens ?? 0) > 1_024, JSON.stringify(steps));
+    assert.ok((steps[1]?.cacheReadTokens ?? 0) >= (steps[0]?.cacheWriteTokens ?? 0));
+    assert.ok((steps[2]?.cacheReadTokens ?? 0) > (steps[1]?.cacheReadTokens ?? 0));
+    for (const u of steps) assert.ok(u.inputTokens >= u.cacheReadTokens + u.cacheWriteTokens);
+    fake.assertDone();
+  });
+
+  it('stops the turn once the job has spent its budget, like a turn out of steps', async () => {
+    fake.script(
+      toolCalls([{ name: 'read_file', input: { path: 'README.md' } }]),
+      toolCalls([{ name: 'read_file', input: { path: 'README.md' } }]),
+    );
+    const priced: TokenUsage[] = [];
+    const { input } = setup('openai', {
+      budget: {
+        limitUsd: 0.01,
+        spentUsd: 0.004,
+        costOf: (usage) => {
+          priced.push(usage);
+          return 0.003;
+        },
+      },
+    });
+    await assert.rejects(runAgentTurn(input), (err: unknown) => {
+      assert.ok(err instanceof BudgetExceededError);
+      assert.equal(err.budget, 'cost');
+      assert.equal(
+        err.message,
+        "the job reached its budget of $0.0100 (it has spent $0.0100); raise the project's jobBudgetUsd or split the task",
+      );
+      assert.equal(err.partial.steps, 2);
+      return true;
+    });
+    assert.equal(priced.length, 2);
+    assert.equal(fake.requests.length, 2);
+    fake.assertDone();
+  });
+
+  it('makes no model call when the job has spent its budget already', async () => {
+    const { input } = setup('anthropic', {
+      budget: { limitUsd: 1, spentUsd: 1.5, costOf: () => 0.1 },
+    });
+    await assert.rejects(runAgentTurn(input), {
+      name: 'BudgetExceededError',
+      budget: 'cost',
+      message:
+        "the job reached its budget of $1.00 (it has spent $1.50); raise the project's jobBudgetUsd or split the task",
+    });
+    assert.equal(fake.requests.length, 0);
   });
 });

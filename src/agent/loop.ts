@@ -1,6 +1,7 @@
 // One agent turn: the AI SDK tool loop over the job's history and a new prompt, under step,
-// output-token and wall-time budgets. It reports progress as events and turns every way a turn
-// can fail into one of three errors: BudgetExceededError, ModelError, or an AbortError.
+// output-token, wall-time and cost budgets, with its context kept under the model's window by a
+// TurnContext (context.ts). It reports progress as events and turns every way a turn can fail
+// into one of three errors: BudgetExceededError, ModelError, or an AbortError.
 
 import {
   AISDKError,
@@ -8,15 +9,17 @@ import {
   type FinishReason,
   isStepCount,
   type LanguageModel,
-  type LanguageModelUsage,
   type ModelMessage,
   RetryError,
   streamText,
   type ToolSet,
+  type UserModelMessage,
 } from 'ai';
 import { ExternalError, errorMessage } from '../errors.ts';
+import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
 import { parseRetryAfter } from '../retry-after.ts';
 import { maskKeyShapes } from '../secrets/scrub.ts';
+import { type Compaction, isContextOverflow, TurnContext, tokenUsage } from './context.ts';
 import { describeModel } from './models.ts';
 import { summarizeToolArgs, type ToolResult } from './tools/index.ts';
 
@@ -25,14 +28,14 @@ const BUDGET_SETTINGS = {
   steps: 'ERRAND_MAX_STEPS',
   outputTokens: 'ERRAND_MAX_OUTPUT_TOKENS',
   time: 'ERRAND_TURN_TIMEOUT_SECONDS',
+  cost: "the project's jobBudgetUsd",
 } as const;
-
-type TokenUsage = { inputTokens: number; outputTokens: number; totalTokens: number };
 
 export type AgentEvent =
   | { type: 'tool.call'; id: string; name: string; summary: string }
   | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string }
-  | { type: 'model.step'; step: number; finishReason: FinishReason; usage: TokenUsage };
+  | { type: 'model.step'; step: number; finishReason: FinishReason; usage: TokenUsage }
+  | ({ type: 'context.compacted' } & Compaction);
 
 type TurnBudgets = {
   /** Model calls in the turn; each call's tool results feed the next. */
@@ -43,16 +46,41 @@ type TurnBudgets = {
   timeoutMs: number;
 };
 
+/** The job's budget in US dollars, for a model whose prices are known. */
+export type CostBudget = {
+  limitUsd: number;
+  /** What the job's turns spent before this one. */
+  spentUsd: number;
+  /** What a model call's usage costs; null when a price it needs is unknown (not counted). */
+  costOf: (usage: TokenUsage) => number | null;
+};
+
 export type AgentTurnInput = {
   model: LanguageModel;
   system: string;
-  /** The messages of earlier turns, as returned in `turnMessages`. */
+  /** The job's conversation so far: jobHistory() of the earlier turns' `turnMessages`. */
   history: ModelMessage[];
   prompt: string;
+  /** Errand's note for this turn (how the setup command went), sent after the prompt. */
+  note?: string | undefined;
   tools: ToolSet;
   budgets: TurnBudgets;
   signal: AbortSignal;
   onEvent: (event: AgentEvent) => Promise<void> | void;
+  /** The model's context window and prompt caching (see context.ts). */
+  context?: {
+    /** The model's context window in tokens; DEFAULT_CONTEXT_TOKENS when unknown. */
+    windowTokens?: number | undefined;
+    /** OpenAI's prompt cache key: the job's id, so its requests share a cache. */
+    cacheKey?: string | undefined;
+    /**
+     * False only for the bench's comparison: no caps, masking, compaction or cache hints, and
+     * no recovery from a refusal for length. Default true.
+     */
+    managed?: boolean;
+  };
+  /** The job's budget: the turn stops once the job's spend reaches it. */
+  budget?: CostBudget | undefined;
   /** Retries of one model call on 429/5xx/network errors, with the SDK's backoff. Default 3. */
   maxRetries?: number;
   /** One-line description of a tool call for events. Default: the file tools' summarizeToolArgs. */
@@ -64,10 +92,16 @@ export type AgentTurnInput = {
 export type TurnResult = {
   /** The model's final text: the change summary, first line a subject. */
   summary: string;
-  /** What the model and the tools added in this turn (assistant and tool messages). */
+  /** What the model and the tools added in this turn (assistant and tool messages), as they came. */
   responseMessages: ModelMessage[];
-  /** The prompt as a user message followed by responseMessages: append this to the history. */
+  /**
+   * What the turn stores for follow-ups: the prompt as a user message and the turn's messages,
+   * as the model last saw them (long tool results capped, old ones masked); or, when the turn
+   * compacted or masked the conversation before it, the whole conversation (jobHistory starts
+   * from it).
+   */
   turnMessages: ModelMessage[];
+  /** Every model call of the turn, compactions included. */
   usage: TokenUsage;
   steps: number;
   finishReason: FinishReason;
@@ -77,7 +111,7 @@ export type TurnResult = {
 export type PartialTurn = Omit<TurnResult, 'summary' | 'finishReason'>;
 
 export class BudgetExceededError extends Error {
-  readonly budget: 'steps' | 'outputTokens' | 'time';
+  readonly budget: 'steps' | 'outputTokens' | 'time' | 'cost';
   readonly partial: PartialTurn;
   constructor(budget: BudgetExceededError['budget'], message: string, partial: PartialTurn) {
     super(message);
@@ -100,6 +134,11 @@ export class ModelError extends ExternalError {
   }
 }
 
+/** How one run of the SDK's loop ended. */
+type SegmentEnd =
+  | { kind: 'finished'; finishReason: FinishReason; text: string; toolCalls: number }
+  | { kind: 'failed'; error: unknown };
+
 export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
   const { budgets, signal } = input;
   // A bare id string would make the SDK route the call through its hosted gateway.
@@ -109,6 +148,30 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
   signal.throwIfAborted();
   const summarizeArgs = input.summarizeArgs ?? summarizeToolArgs;
   const summarizeResult = input.summarizeResult ?? ((_name, output) => describeToolOutput(output));
+  const maxRetries = input.maxRetries ?? 3;
+
+  const userMessage: UserModelMessage = input.note
+    ? {
+        role: 'user',
+        content: [
+          { type: 'text', text: input.prompt },
+          { type: 'text', text: input.note },
+        ],
+      }
+    : { role: 'user', content: input.prompt };
+  const context = new TurnContext({
+    model: input.model,
+    system: input.system,
+    tools: input.tools,
+    history: input.history,
+    user: userMessage,
+    windowTokens: input.context?.windowTokens,
+    maxOutputTokens: budgets.maxOutputTokens,
+    managed: input.context?.managed ?? true,
+    cacheKey: input.context?.cacheKey,
+    maxRetries,
+    describeCall: summarizeArgs,
+  });
 
   // Our own controller, not AbortSignal.timeout, so that a timeout can be told apart from the
   // caller's cancel and a failing event sink can stop the loop too.
@@ -118,13 +181,15 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
     timedOut = true;
     stop.abort(new DOMException('turn time budget elapsed', 'TimeoutError'));
   }, budgets.timeoutMs);
+  const abortSignal = AbortSignal.any([signal, stop.signal]);
 
-  const userMessage: ModelMessage = { role: 'user', content: input.prompt };
   const completed: ModelMessage[] = [];
-  const usage: TokenUsage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 };
+  /** Messages of finished steps the context has not been given yet. */
+  let pending: ModelMessage[] = [];
+  let usage: TokenUsage = { ...NO_TOKENS };
   let stepCount = 0;
-  let finished = false;
-  let streamError: unknown;
+  let spentUsd = input.budget?.spentUsd ?? 0;
+  const overBudget = () => input.budget !== undefined && spentUsd >= input.budget.limitUsd;
   let sinkError: { error: unknown } | undefined;
 
   const emit = async (event: AgentEvent) => {
@@ -135,21 +200,70 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
       stop.abort(error);
     }
   };
+  // A function, so that TypeScript does not take sinkError for unchanged between awaits.
+  const throwIfSinkFailed = () => {
+    if (sinkError) throw sinkError.error;
+  };
+  const spend = (u: TokenUsage) => {
+    usage = addTokens(usage, u);
+    const cost = input.budget?.costOf(u);
+    if (cost) spentUsd += cost;
+  };
+  const compacted = async (compaction: Compaction | undefined) => {
+    if (!compaction) return;
+    spend(compaction.usage);
+    await emit({ type: 'context.compacted', ...compaction });
+  };
+  const partial = (): PartialTurn => {
+    context.append(pending);
+    pending = [];
+    return {
+      responseMessages: [...completed],
+      turnMessages: context.stored(),
+      usage: { ...usage },
+      steps: stepCount,
+    };
+  };
+  const costError = () => {
+    const budget = input.budget as CostBudget;
+    return new BudgetExceededError(
+      'cost',
+      `the job reached its budget of ${formatUsd(budget.limitUsd)} (it has spent ${formatUsd(spentUsd)}); ` +
+        `raise ${BUDGET_SETTINGS.cost} or split the task`,
+      partial(),
+    );
+  };
 
-  try {
+  /** One run of the SDK's tool loop, from the context's messages, for the steps left. */
+  const runSegment = async (): Promise<SegmentEnd> => {
+    let streamError: unknown;
+    let finished = false;
     const result = streamText({
       model: input.model,
-      instructions: input.system,
-      messages: [...input.history, userMessage],
+      instructions: context.instructions(),
+      messages: context.messages(),
       tools: input.tools,
-      stopWhen: isStepCount(budgets.maxSteps),
-      maxOutputTokens: budgets.maxOutputTokens,
-      maxRetries: input.maxRetries ?? 3,
-      abortSignal: AbortSignal.any([signal, stop.signal]),
+      stopWhen: [isStepCount(budgets.maxSteps - stepCount), overBudget],
+      maxOutputTokens: context.outputTokens,
+      maxRetries,
+      abortSignal,
+      ...(context.providerOptions() ? { providerOptions: context.providerOptions() } : {}),
+      prepareStep: async () => {
+        const added = pending;
+        pending = [];
+        const request = await context.prepare(added, abortSignal);
+        await compacted(request.compaction);
+        return { messages: request.messages };
+      },
       // Errors arrive as stream parts below; without this the SDK also prints them.
       onError: () => {},
+      // Called before the next step is prepared and the stop conditions are checked (the
+      // stream's parts may come later): the count and the cost must be known by then.
       onStepEnd: (step) => {
+        context.observe(step.usage);
+        spend(tokenUsage(step.usage));
         completed.push(...step.response.messages);
+        pending.push(...step.response.messages);
       },
     });
 
@@ -182,10 +296,7 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
           break;
         case 'finish-step': {
           stepCount++;
-          const step = toTokenUsage(part.usage);
-          usage.inputTokens += step.inputTokens;
-          usage.outputTokens += step.outputTokens;
-          usage.totalTokens += step.totalTokens;
+          const step = tokenUsage(part.usage);
           await emit({
             type: 'model.step',
             step: stepCount,
@@ -204,19 +315,47 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
           break;
       }
     }
+    if (streamError !== undefined || !finished) {
+      return { kind: 'failed', error: streamError ?? abortSignal.reason };
+    }
+    const finalStep = await result.finalStep;
+    return {
+      kind: 'finished',
+      finishReason: finalStep.finishReason,
+      text: finalStep.text,
+      toolCalls: finalStep.toolCalls.length,
+    };
+  };
+
+  try {
+    if (overBudget()) throw costError();
+    let recoveredAtStep = -1;
+    let end: SegmentEnd;
+    for (;;) {
+      end = await runSegment();
+      if (signal.aborted) throw abortError(signal.reason);
+      throwIfSinkFailed();
+      if (timedOut) break;
+      if (end.kind === 'finished' || !isContextOverflow(end.error)) break;
+      // Refused for its length: compact and send the same step again, once.
+      if (!(input.context?.managed ?? true) || recoveredAtStep === stepCount) break;
+      recoveredAtStep = stepCount;
+      context.append(pending);
+      pending = [];
+      let recovery: Compaction | undefined;
+      try {
+        recovery = await context.recover(end.error, abortSignal);
+      } catch (error) {
+        end = { kind: 'failed', error };
+        break;
+      }
+      if (!recovery) break;
+      await compacted(recovery);
+      throwIfSinkFailed();
+    }
 
     clearTimeout(timer);
-
-    const partial = (): PartialTurn => ({
-      responseMessages: [...completed],
-      turnMessages: [userMessage, ...completed],
-      usage: { ...usage },
-      steps: stepCount,
-    });
-
-    if (signal.aborted) throw abortError(signal.reason);
-    if (sinkError) throw sinkError.error;
-    if (timedOut && !finished) {
+    if (timedOut && end.kind === 'failed') {
       throw new BudgetExceededError(
         'time',
         `the turn ran out of its ${formatDuration(budgets.timeoutMs)} time budget; ` +
@@ -224,42 +363,55 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
         partial(),
       );
     }
-    if (streamError !== undefined) throw classifyModelError(streamError, input.model);
-
-    const finalStep = await result.finalStep;
-    const responseMessages = await result.responseMessages;
-    const turn: PartialTurn = {
-      responseMessages,
-      turnMessages: [userMessage, ...responseMessages],
-      usage,
-      steps: stepCount,
-    };
-    if (finalStep.finishReason === 'length') {
+    if (end.kind === 'failed') {
+      const error = end.error;
+      if (isContextOverflow(error)) throw overflowError(error, input.model, context);
+      throw classifyModelError(error, input.model);
+    }
+    if (end.finishReason === 'length') {
       throw new BudgetExceededError(
         'outputTokens',
-        `the model's reply reached the ${budgets.maxOutputTokens}-token output limit before it ` +
+        `the model's reply reached the ${context.outputTokens}-token output limit before it ` +
           `finished; raise ${BUDGET_SETTINGS.outputTokens} or ask for a smaller change`,
-        turn,
+        partial(),
       );
     }
-    // Tool calls in the last step mean the loop stopped on the step cap, not on an answer.
-    if (stepCount >= budgets.maxSteps && finalStep.toolCalls.length > 0) {
+    // Tool calls in the last step mean the loop stopped on a budget, not on an answer.
+    if (end.toolCalls > 0 && overBudget()) throw costError();
+    if (end.toolCalls > 0 && stepCount >= budgets.maxSteps) {
       throw new BudgetExceededError(
         'steps',
         `the turn used its ${budgets.maxSteps} steps without finishing; ` +
           `raise ${BUDGET_SETTINGS.steps} or split the task`,
-        turn,
+        partial(),
       );
     }
-    return { summary: finalStep.text.trim(), ...turn, finishReason: finalStep.finishReason };
+    const turn = partial();
+    return { summary: end.text.trim(), ...turn, finishReason: end.finishReason };
   } catch (error) {
     // The SDK rejects its result promises with the abort reason; report the cause instead.
     if (signal.aborted) throw abortError(signal.reason);
-    if (sinkError) throw sinkError.error;
+    throwIfSinkFailed();
     throw error;
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** A refusal for length that compacting could not answer, said so the operator can act. */
+function overflowError(error: unknown, model: LanguageModel, context: TurnContext): ModelError {
+  const { id } = describeModel(model);
+  return new ModelError(
+    `model '${id}' refused the request as longer than its context window ` +
+      `(${context.policy.windowTokens} tokens as Errand knows it), even after compacting the ` +
+      `conversation: ${providerMessage(RetryError.isInstance(error) ? error.lastError : error)}; ` +
+      "set the model's contextTokens in ERRAND_MODEL_CATALOG if it is smaller, or ask for a smaller step",
+    { transient: false, status: 400, cause: error },
+  );
+}
+
+function formatUsd(usd: number): string {
+  return `$${usd < 1 ? usd.toFixed(4) : usd.toFixed(2)}`;
 }
 
 /**
@@ -388,12 +540,6 @@ function providerMessage(error: unknown): string {
       ? String(error.message)
       : String(error);
   return oneLine(maskKeyShapes(message), 300);
-}
-
-function toTokenUsage(u: LanguageModelUsage): TokenUsage {
-  const inputTokens = u.inputTokens ?? 0;
-  const outputTokens = u.outputTokens ?? 0;
-  return { inputTokens, outputTokens, totalTokens: u.totalTokens ?? inputTokens + outputTokens };
 }
 
 function abortError(reason: unknown): Error {

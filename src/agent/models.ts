@@ -8,6 +8,8 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { LanguageModel } from 'ai';
 import type { ModelSettings } from '../config.ts';
+import type { TokenUsage, Usage } from '../jobs/usage.ts';
+import { costOf, ModelCatalog, type ModelInfo } from './catalog.ts';
 
 export const DEFAULT_MODEL_ID = 'anthropic:claude-sonnet-4-5';
 
@@ -138,12 +140,35 @@ export function resolveModel(id: string, settings: ModelSettings): LanguageModel
 export class ModelRegistry {
   readonly #settings: ModelSettings;
   readonly #models = new Map<string, LanguageModel>();
+  readonly #catalog: ModelCatalog;
   /** The model a job runs on when neither it nor its project names one (ERRAND_MODEL). */
   readonly defaultId: string;
 
-  constructor(settings: ModelSettings, defaultId: string = DEFAULT_MODEL_ID) {
+  constructor(
+    settings: ModelSettings,
+    defaultId: string = DEFAULT_MODEL_ID,
+    catalog: ModelCatalog = new ModelCatalog(),
+  ) {
     this.#settings = settings;
     this.defaultId = defaultId;
+    this.#catalog = catalog;
+  }
+
+  /** The context window and list prices of `modelId` (`provider:model`), each when known. */
+  info(modelId: string): ModelInfo {
+    return this.#catalog.info(modelId);
+  }
+
+  /** What `usage` costs on `modelId` in US dollars; null when a price it needs is unknown. */
+  costOf(modelId: string, usage: TokenUsage): number | null {
+    return costOf(this.#catalog.info(modelId).prices, usage);
+  }
+
+  /** `usage` with its cost on `modelId`, as turns, events and the job record carry it. */
+  usage(modelId: string, usage: TokenUsage): Usage {
+    const { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens } = usage;
+    const tokens = { inputTokens, outputTokens, cacheReadTokens, cacheWriteTokens };
+    return { ...tokens, costUsd: this.costOf(modelId, tokens) };
   }
 
   /** Says whether `id` can be used here, and if not, exactly what to set. */

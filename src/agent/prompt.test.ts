@@ -4,7 +4,12 @@ import { mkdir, mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { buildSystemPrompt, REPO_INSTRUCTIONS_MAX_BYTES, readRepoInstructions } from './prompt.ts';
+import {
+  buildSystemPrompt,
+  REPO_INSTRUCTIONS_MAX_BYTES,
+  readRepoInstructions,
+  setupNote,
+} from './prompt.ts';
 
 const base = await mkdtemp(join(tmpdir(), 'errand-prompt-'));
 after(() => rm(base, { recursive: true, force: true }));
@@ -66,30 +71,25 @@ describe('buildSystemPrompt', () => {
     }
   });
 
-  it("says how the setup command went, before the repository's instructions", () => {
+  it('says how the setup command went in a note of the turn, not in the system prompt', () => {
     const setup = (exitCode: number | null, timedOut = false) =>
-      buildSystemPrompt({
-        repository: 'r',
-        branch: 'b',
-        commands: true,
-        repoInstructions: 'Use make.',
-        setup: { command: 'npm ci', exitCode, timedOut, outputTail: 'added 12 packages\n' },
-      });
+      setupNote({ command: 'npm ci', exitCode, timedOut, outputTail: 'added 12 packages\n' });
     const ok = setup(0);
     assert.match(ok, /setup command ran in the sandbox: it succeeded \(exit code 0\)\./);
     assert.doesNotMatch(ok, /may fail for that reason/);
     assert.match(
       ok,
-      /<setup-command>npm ci<\/setup-command>\n<setup-output-tail>\nadded 12 packages\n<\/setup-output-tail>/,
+      /<setup-command>npm ci<\/setup-command>\n<setup-output-tail>\nadded 12 packages\n<\/setup-output-tail>\]$/,
     );
-    assert.ok(ok.indexOf('<setup-output-tail>') < ok.indexOf('<repository-instructions>'));
-    assert.match(ok, /<\/repository-instructions>$/);
     assert.match(
       setup(1),
       /it failed with exit code 1\. Checks that need what it sets up may fail/,
     );
     assert.match(setup(null, true), /it was stopped at its time limit/);
     assert.match(setup(null), /it was killed \(a limit stopped it\)/);
+    // The system prompt is the same at every turn: nothing of the setup's output is in it.
+    const system = buildSystemPrompt({ repository: 'r', branch: 'b', commands: true });
+    assert.doesNotMatch(system, /setup/);
   });
 });
 

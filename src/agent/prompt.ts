@@ -1,7 +1,9 @@
 // The system prompt: what the agent is, how it should work, and the repository's own
 // instructions (`.errand/AGENTS.md`, else `AGENTS.md`). Those come from the checkout, so they are
 // read with a size cap and never through a symlink that leads outside it. When the agent can run
-// commands, the prompt asks it to run the repository's checks and says how the setup went.
+// commands, the prompt asks it to run the repository's checks. The prompt holds nothing that
+// changes from turn to turn (no time, no setup output), so that a provider's prompt cache serves
+// the job's whole conversation again at a follow-up; how the setup went is a note of the turn.
 
 import { constants } from 'node:fs';
 import { lstat, open, realpath } from 'node:fs/promises';
@@ -27,7 +29,6 @@ export function buildSystemPrompt(input: {
   branch: string;
   /** Whether the run_command tool is offered this turn. */
   commands?: boolean | undefined;
-  setup?: SetupNote | undefined;
 }): string {
   const checks = input.commands
     ? `
@@ -42,7 +43,7 @@ Checking your work:
   you cannot fix (a missing tool or dependency, no network, a failure that was there before your
   change), leave it and say so.
 - Make changes with the file tools. Files a command creates in the repository are committed too:
-  remove build output and caches you do not mean to commit.${setupNote(input.setup)}`
+  remove build output and caches you do not mean to commit.`
     : '';
   const report = input.commands
     ? ` Say there which checks you ran and their result
@@ -85,8 +86,8 @@ ${own}
 </repository-instructions>`;
 }
 
-function setupNote(setup: SetupNote | undefined): string {
-  if (!setup) return '';
+/** How the project's setup command went, as a note sent with the turn's prompt. */
+export function setupNote(setup: SetupNote): string {
   const outcome = setup.timedOut
     ? 'it was stopped at its time limit'
     : setup.exitCode === 0
@@ -95,9 +96,7 @@ function setupNote(setup: SetupNote | undefined): string {
         ? 'it was killed (a limit stopped it)'
         : `it failed with exit code ${setup.exitCode}`;
   const failed = setup.exitCode !== 0 || setup.timedOut;
-  return `
-
-Before this turn the project's setup command ran in the sandbox: ${outcome}.${
+  return `[Errand: before this turn the project's setup command ran in the sandbox: ${outcome}.${
     failed
       ? ' Checks that need what it sets up may fail for that reason; say so in your summary if they do.'
       : ''
@@ -105,7 +104,7 @@ Before this turn the project's setup command ran in the sandbox: ${outcome}.${
 <setup-command>${setup.command}</setup-command>
 <setup-output-tail>
 ${setup.outputTail.trim() || '(no output)'}
-</setup-output-tail>`;
+</setup-output-tail>]`;
 }
 
 /**

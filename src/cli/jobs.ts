@@ -10,7 +10,7 @@ import {
   type JobStatus,
   TERMINAL_STATUSES,
 } from '../client/index.ts';
-import { JOB_STATUSES } from '../client/words.ts';
+import { JOB_STATUSES, usageLine } from '../client/words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import {
   type CommandInput,
@@ -54,10 +54,17 @@ function jobDetails(job: Job): string {
     `  branch:   ${job.branch}`,
     `  prLink:   ${job.prLink ?? ''}`,
     `  turns:    ${job.turns}`,
+    `  usage:    ${usageLine(job.usage)}`,
     `  created:  ${job.createdAt}`,
     `  updated:  ${job.updatedAt}`,
     ...(job.archivedAt ? [`  archived: ${job.archivedAt}`] : []),
   ].join('\n');
+}
+
+/** What the job used of the model, on a line of its own once it used anything. */
+function spentText(job: Job): string {
+  const { inputTokens, outputTokens } = job.usage;
+  return inputTokens + outputTokens > 0 ? `\nused ${usageLine(job.usage)}` : '';
 }
 
 function jobLine(job: Job): string {
@@ -153,7 +160,7 @@ async function follow(
       const job = await client.getJob(id);
       if (TERMINAL_STATUSES.includes(job.status)) {
         progress.stop();
-        print(io, json, job, statusText(job));
+        print(io, json, job, `${statusText(job)}${spentText(job)}`);
         return exitCodeOf(job.status);
       }
       if (!seen) await new Promise((resolve) => setTimeout(resolve, 1000));

@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
+import { formatUsd } from '../client/words.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
   boolFlag,
@@ -16,6 +17,7 @@ import { CliError, EXIT, UsageError } from './errors.ts';
 
 const FORGE = 'FORGE';
 const COMMANDS = 'COMMANDS';
+const BUDGETS = 'BUDGETS';
 
 /** The options both create and update take, after name and repo. */
 const SETTINGS = {
@@ -37,6 +39,8 @@ const SETTINGS = {
   'command-memory': { type: 'string', value: 'MB', group: COMMANDS },
   'command-processes': { type: 'string', value: 'N', group: COMMANDS },
   'command-file-size': { type: 'string', value: 'MB', group: COMMANDS },
+  'job-budget': { type: 'string', value: 'USD', group: BUDGETS },
+  'monthly-budget': { type: 'string', value: 'USD', group: BUDGETS },
   json: { type: 'boolean' },
   'data-dir': { type: 'string', value: 'DIR', hidden: true },
 } as const;
@@ -67,6 +71,30 @@ function commandFields(values: SettingValues): UpdateProjectInput {
   return body;
 }
 
+/** The budgets given as flags: US dollars, or `default` or '' for none. */
+function budgetFields(values: SettingValues): UpdateProjectInput {
+  const body: UpdateProjectInput = {};
+  const flags = [
+    ['job-budget', 'jobBudgetUsd'],
+    ['monthly-budget', 'monthlyBudgetUsd'],
+  ] as const;
+  for (const [flag, field] of flags) {
+    const value = values[flag]?.trim().replace(/^\$/, '');
+    if (value === undefined) continue;
+    if (value === '' || value === 'default') {
+      body[field] = null;
+      continue;
+    }
+    const usd = Number(value);
+    if (!/^(\d+(\.\d*)?|\.\d+)$/.test(value) || !(usd > 0))
+      throw new UsageError(
+        `--${flag} must be an amount of US dollars above 0 (or default for none)`,
+      );
+    body[field] = usd;
+  }
+  return body;
+}
+
 /** The project fields given as flags; the GitHub App's key is read from its file here. */
 async function projectFields(values: SettingValues): Promise<UpdateProjectInput> {
   const body: UpdateProjectInput = {};
@@ -83,7 +111,7 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
   if (values['forge-token'] !== undefined) body.forgeToken = values['forge-token'];
   const drafts = boolFlag(values['draft-prs'], 'draft-prs');
   if (drafts !== undefined) body.draftPullRequests = drafts;
-  Object.assign(body, commandFields(values));
+  Object.assign(body, commandFields(values), budgetFields(values));
   const appId = values['github-app-id'];
   const keyFile = values['github-app-key-file'];
   const installationId = values['github-installation-id'];
@@ -106,7 +134,15 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
 }
 
 function summary(verb: string, p: Project): string {
-  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''})`;
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${budgets(p)})`;
+}
+
+function budgets(p: Project): string {
+  const set = [
+    ...(p.jobBudgetUsd !== null ? [`${formatUsd(p.jobBudgetUsd)} per job`] : []),
+    ...(p.monthlyBudgetUsd !== null ? [`${formatUsd(p.monthlyBudgetUsd)} per month`] : []),
+  ];
+  return set.length > 0 ? `; budget ${set.join(', ')}` : '';
 }
 
 const create = defineCommand({
@@ -173,6 +209,8 @@ export const projects: Family = {
       'credentials: one of --forge-token-env, --forge-token, or the three --github-app options',
     [COMMANDS]:
       "--setup-command '' removes the command; a limit given as 'default' returns to the sandbox's default",
+    [BUDGETS]:
+      "US dollars at the model's list prices, for all turns of one job and for a calendar month (UTC); 'default' or '' removes a budget; a budget needs a model whose prices are known",
   },
   subcommandPages: false,
   outro: ADMIN_NOTE,

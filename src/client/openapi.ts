@@ -216,7 +216,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description Rate limited; Retry-After says when to try again. */
+        /** @description Rate limited (rate_limited), or the project's monthly budget is spent (budget_exhausted); Retry-After says when to try again. */
         429: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -312,7 +312,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description Rate limited; Retry-After says when to try again. */
+        /** @description Rate limited (rate_limited), or the project's monthly budget is spent (budget_exhausted); Retry-After says when to try again. */
         429: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -551,6 +551,10 @@ export interface paths {
                 commandMemoryMb: number;
                 commandProcesses: number;
                 commandFileSizeMb: number;
+                /** @description What all turns of one job may cost, in US dollars (null: no budget). */
+                jobBudgetUsd: number | null;
+                /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
+                monthlyBudgetUsd: number | null;
                 /** Format: date-time */
                 createdAt: string;
                 /** Format: date-time */
@@ -625,6 +629,10 @@ export interface paths {
             commandProcesses?: number | null;
             /** @description Largest file one command may write, in MB (1 to 65536; null: the default). */
             commandFileSizeMb?: number | null;
+            /** @description What all turns of one job may cost: a turn that reaches it stops, and the job's follow-ups are refused, in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
+            jobBudgetUsd?: number | null;
+            /** @description What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted), in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
+            monthlyBudgetUsd?: number | null;
           };
         };
       };
@@ -660,6 +668,10 @@ export interface paths {
               commandMemoryMb: number;
               commandProcesses: number;
               commandFileSizeMb: number;
+              /** @description What all turns of one job may cost, in US dollars (null: no budget). */
+              jobBudgetUsd: number | null;
+              /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
+              monthlyBudgetUsd: number | null;
               /** Format: date-time */
               createdAt: string;
               /** Format: date-time */
@@ -747,6 +759,10 @@ export interface paths {
               commandMemoryMb: number;
               commandProcesses: number;
               commandFileSizeMb: number;
+              /** @description What all turns of one job may cost, in US dollars (null: no budget). */
+              jobBudgetUsd: number | null;
+              /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
+              monthlyBudgetUsd: number | null;
               /** Format: date-time */
               createdAt: string;
               /** Format: date-time */
@@ -835,6 +851,10 @@ export interface paths {
             commandProcesses?: number | null;
             /** @description Largest file one command may write, in MB (1 to 65536; null: the default). */
             commandFileSizeMb?: number | null;
+            /** @description What all turns of one job may cost: a turn that reaches it stops, and the job's follow-ups are refused, in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
+            jobBudgetUsd?: number | null;
+            /** @description What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted), in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
+            monthlyBudgetUsd?: number | null;
           };
         };
       };
@@ -870,6 +890,10 @@ export interface paths {
               commandMemoryMb: number;
               commandProcesses: number;
               commandFileSizeMb: number;
+              /** @description What all turns of one job may cost, in US dollars (null: no budget). */
+              jobBudgetUsd: number | null;
+              /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
+              monthlyBudgetUsd: number | null;
               /** Format: date-time */
               createdAt: string;
               /** Format: date-time */
@@ -1807,7 +1831,7 @@ export interface components {
     Error: {
       /** @description What went wrong, for a person. */
       error: string;
-      /** @description A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, unavailable, internal, … */
+      /** @description A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, budget_exhausted, unavailable, internal, … */
       code: string;
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
@@ -1843,6 +1867,19 @@ export interface components {
       error: string | null;
       /** @description How many prompts the job has received. */
       turns: number;
+      /** @description What the job's turns used of the model, summed; costUsd is null when any turn's is. */
+      usage: {
+        /** @description Input tokens, cached ones included. */
+        inputTokens: number;
+        /** @description Output tokens. */
+        outputTokens: number;
+        /** @description Of the input tokens, those read from the provider's prompt cache. */
+        cacheReadTokens: number;
+        /** @description Of the input tokens, those written to the provider's prompt cache. */
+        cacheWriteTokens: number;
+        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+        costUsd: number | null;
+      };
       /** Format: date-time */
       updatedAt: string;
     };

@@ -88,7 +88,46 @@ function tokens(usage: unknown): string {
   if (!isRecord(usage)) return '';
   const input = num(usage.inputTokens);
   const output = num(usage.outputTokens);
-  return input !== undefined && output !== undefined ? ` (${input} in, ${output} out)` : '';
+  if (input === undefined || output === undefined) return '';
+  const cached = num(usage.cacheReadTokens);
+  const cost = num(usage.costUsd);
+  const parts = [
+    `${input} in`,
+    `${output} out`,
+    ...(cached ? [`${cached} cached`] : []),
+    ...(cost !== undefined ? [formatUsd(cost)] : []),
+  ];
+  return ` (${parts.join(', ')})`;
+}
+
+/**
+ * US dollars for a reader: cents from a dollar up, four decimals below one (a step costs
+ * fractions of a cent), `unknown` when the price is.
+ */
+export function formatUsd(usd: number | null | undefined): string {
+  if (usd === null || usd === undefined || !Number.isFinite(usd)) return 'unknown';
+  if (usd === 0) return '$0.00';
+  if (Math.abs(usd) < 1) return `$${usd.toFixed(4)}`;
+  return `$${usd.toFixed(2)}`;
+}
+
+/** A job's or a turn's usage (the API's Usage) in one line: `12,345 tokens in (…) · $0.0421`. */
+export function usageLine(usage: Job['usage']): string {
+  const n = (x: number) => x.toLocaleString('en-US');
+  const cached = usage.cacheReadTokens > 0 ? ` (${n(usage.cacheReadTokens)} cached)` : '';
+  const cost =
+    usage.costUsd === null ? 'cost unknown (no price for the model)' : formatUsd(usage.costUsd);
+  return `${n(usage.inputTokens)} tokens in${cached}, ${n(usage.outputTokens)} out; ${cost}`;
+}
+
+/** A job's usage as a sentence for the MCP's model; empty before the model was called. */
+export function usageSentence(usage: Job['usage']): string {
+  if (usage.inputTokens + usage.outputTokens === 0) return '';
+  const cost =
+    usage.costUsd === null
+      ? 'its cost is unknown (the model has no known price)'
+      : `about ${formatUsd(usage.costUsd)} at list prices`;
+  return `It has used ${usage.inputTokens} input tokens (${usage.cacheReadTokens} from the cache) and ${usage.outputTokens} output tokens, ${cost}.`;
 }
 
 function isStatusFacts(value: unknown): value is StatusFacts {
@@ -159,6 +198,8 @@ export function eventWords(event: EventFacts): EventWords {
       return { text: `${d.ok === false ? 'error: ' : ''}${str(d.summary) ?? str(d.title) ?? ''}` };
     case 'model.step':
       return { text: `step ${num(d.step) ?? '?'}${tokens(d.usage)}` };
+    case 'context.compacted':
+      return { text: str(d.summary) ?? 'summarised the older conversation' };
     case 'files.changed': {
       // Each file is {path, change}.
       const files = (Array.isArray(d.files) ? d.files : [])

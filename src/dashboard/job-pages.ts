@@ -1,8 +1,16 @@
 // The job pages as functions of their data: a project's jobs with the new-job form, a job with
 // its turns, progress log and diff, and the archive confirmation. Every value goes through
 // `html`; the summaries and the diff arrive already rendered by their escaping renderers.
-import { type EventFacts, eventWords, JOB_STATUSES } from '../client/words.ts';
+import {
+  type EventFacts,
+  eventWords,
+  formatUsd,
+  JOB_STATUSES,
+  usageLine,
+} from '../client/words.ts';
 import type { JobRecord } from '../jobs/record.ts';
+import type { MonthUsage } from '../jobs/spend.ts';
+import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, SafeHtml } from './html.ts';
@@ -28,9 +36,25 @@ function age(iso: string, now: number): SafeHtml {
   return html`<time datetime="${iso}" title="${iso}">${text}</time>`;
 }
 
+/**
+ * What the project spent this month (UTC), against its monthly budget when it has one; the
+ * cost of usage whose price is unknown is left out, and said so.
+ */
+export function monthSpend(project: ProjectRecord, month: MonthUsage): SafeHtml {
+  const budget = project.monthlyBudgetUsd;
+  const unpriced =
+    month.unpriced > 0
+      ? html` (and ${month.unpriced} turn${month.unpriced === 1 ? '' : 's'} of a model without a known price)`
+      : '';
+  return html`<p class="muted" id="month-spend">Spent in ${month.month} (UTC): ${formatUsd(month.costUsd)}${
+    budget !== null ? html` of the monthly budget of ${formatUsd(budget)}` : ''
+  }${unpriced}, estimated at list prices.</p>`;
+}
+
 export function jobsPage(
   principal: Principal,
   project: ProjectRecord,
+  month: MonthUsage,
   list: {
     items: JobListItem[];
     status: string | undefined;
@@ -68,6 +92,7 @@ export function jobsPage(
   return page(
     { title: `Jobs of ${project.name}`, principal },
     html`${notice(form.created ? `Job ${form.created} created.` : undefined, 'ok')}
+${monthSpend(project, month)}
 ${filter}${table}${next}
 <section aria-labelledby="new-job"><h2 id="new-job">New job</h2>
 ${notice(form.error)}
@@ -86,7 +111,7 @@ export interface TurnView {
   /** The agent's summary as safe HTML (src/dashboard/markdown.ts), or undefined. */
   summaryHtml: string | undefined;
   error: string | null;
-  usage: { inputTokens?: number; outputTokens?: number } | null;
+  usage: Usage | null;
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
@@ -155,6 +180,9 @@ export function jobPage(
   <dt>Branch</dt><dd class="mono">${job.branch}</dd>
   <dt>Model</dt><dd class="mono">${job.model}</dd>
   <dt>Pull request</dt><dd class="wrap">${externalLink(job.prLink)}</dd>
+  <dt>Usage</dt><dd id="job-usage">${usageLine(job.usage)}${
+    job.usage.costUsd !== null ? html` <span class="muted">(estimated at list prices)</span>` : ''
+  }</dd>
   ${job.error ? html`<dt>Error</dt><dd class="wrap">${job.error}</dd>` : ''}
 </dl>
 <h2>Turns</h2>
@@ -166,11 +194,7 @@ ${detail.turns.map(
   ${turn.error ? notice(turn.error) : ''}
   <p class="muted">Queued ${when(turn.createdAt)}${turn.startedAt ? html`, started ${when(turn.startedAt)}` : ''}${
     turn.finishedAt ? html`, finished ${when(turn.finishedAt)}` : ''
-  }${
-    turn.usage
-      ? html`; tokens: ${turn.usage.inputTokens ?? 0} in, ${turn.usage.outputTokens ?? 0} out`
-      : ''
-  }</p>
+  }${turn.usage ? html`; ${usageLine(turn.usage)}` : ''}</p>
 </section>`,
 )}
 <h2>Progress</h2>

@@ -12,6 +12,8 @@ import { createJobBody, promptBody } from '../jobs/input.ts';
 import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
 import { toJobRecord } from '../jobs/record.ts';
 import { archiveJob, createJob, getJob, listJobs, sendMessage } from '../jobs/service.ts';
+import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
+import { readUsage } from '../jobs/usage.ts';
 import { toProjectRecord } from '../projects/service.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
@@ -28,15 +30,6 @@ const SETTLING_EVENTS: ReadonlySet<string> = new Set([
   'job.failed',
   'job.archived',
 ]);
-
-function tokenUsage(usage: unknown): { inputTokens?: number; outputTokens?: number } | null {
-  if (!usage || typeof usage !== 'object') return null;
-  const u = usage as Record<string, unknown>;
-  return {
-    ...(typeof u.inputTokens === 'number' ? { inputTokens: u.inputTokens } : {}),
-    ...(typeof u.outputTokens === 'number' ? { outputTokens: u.outputTokens } : {}),
-  };
-}
 
 /** The start of a prompt, for a list. */
 function excerpt(prompt: string): string {
@@ -79,6 +72,12 @@ export function registerJobRoutes(
     };
   };
 
+  const spentThisMonth = async (projectId: string): Promise<MonthUsage> => {
+    const month = (await monthUsage(ctx, [projectId])).get(projectId);
+    if (!month) throw new Error(`no month's usage for ${projectId}`);
+    return month;
+  };
+
   pages.get<{
     Params: { id: string };
     Querystring: { status?: string; cursor?: string; created?: string };
@@ -88,9 +87,13 @@ export function registerJobRoutes(
     return sendPage(
       reply,
       200,
-      jobsPage(principal, toProjectRecord(ctx, row), await jobList(row.id, request.query), {
-        created: created && isId('job', created) ? created : undefined,
-      }),
+      jobsPage(
+        principal,
+        toProjectRecord(ctx, row),
+        await spentThisMonth(row.id),
+        await jobList(row.id, request.query),
+        { created: created && isId('job', created) ? created : undefined },
+      ),
     );
   });
 
@@ -108,10 +111,13 @@ export function registerJobRoutes(
         return sendPage(
           reply,
           err.status,
-          jobsPage(principal, toProjectRecord(ctx, row), await jobList(row.id, {}), {
-            prompt,
-            error: err.message,
-          }),
+          jobsPage(
+            principal,
+            toProjectRecord(ctx, row),
+            await spentThisMonth(row.id),
+            await jobList(row.id, {}),
+            { prompt, error: err.message },
+          ),
         );
       }
     },
@@ -130,7 +136,7 @@ export function registerJobRoutes(
         prompt: turn.prompt,
         summaryHtml: turn.summary ? renderMarkdown(turn.summary) : undefined,
         error: turn.error,
-        usage: tokenUsage(turn.usage),
+        usage: readUsage(turn.usage) ?? null,
         createdAt: turn.created_at.toISOString(),
         startedAt: turn.started_at?.toISOString() ?? null,
         finishedAt: turn.finished_at?.toISOString() ?? null,

@@ -1,14 +1,19 @@
 // The project pages as functions of their data: the list with the new-project form, and a
 // project's settings. Every value goes through `html`; a stored token is never shown.
+import { formatUsd } from '../client/words.ts';
+import type { MonthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, type SafeHtml } from './html.ts';
+import { monthSpend } from './job-pages.ts';
 import { notice, page } from './layout.ts';
 
 export interface ProjectRow {
   project: ProjectRecord;
   activeJobs: number;
   totalJobs: number;
+  /** What it spent this month (UTC). */
+  month: MonthUsage;
 }
 
 /** The values a project form shows again after a refusal (never a token). */
@@ -66,7 +71,24 @@ function projectFields(values: ProjectForm, editing: ProjectRecord | undefined):
   <label class="check"><input type="checkbox" name="draftPullRequests" value="1" ${
     v('draftPullRequests') === '1' ? html`checked` : ''
   }> Open pull requests as drafts</label>
-  ${commandFields(values)}`;
+  ${commandFields(values)}
+  ${budgetFields(values)}`;
+}
+
+/** The budgets, in US dollars at the model's list prices. */
+function budgetFields(values: ProjectForm): SafeHtml {
+  const v = (name: string) => values[name] ?? '';
+  return html`<fieldset>
+    <legend>Budgets</legend>
+    <p id="budget-help" class="help">In US dollars, estimated from the model's list prices; empty:
+    no budget. A budget needs a model whose prices are known.</p>
+    <label for="jobBudgetUsd">Per job (all its turns)</label>
+    <input id="jobBudgetUsd" name="jobBudgetUsd" inputmode="decimal" value="${v('jobBudgetUsd')}"
+      placeholder="empty: none" aria-describedby="budget-help">
+    <label for="monthlyBudgetUsd">Per calendar month (UTC)</label>
+    <input id="monthlyBudgetUsd" name="monthlyBudgetUsd" inputmode="decimal"
+      value="${v('monthlyBudgetUsd')}" placeholder="empty: none" aria-describedby="budget-help">
+  </fieldset>`;
 }
 
 /** The fields of a command limit: the form field, its label and its unit. */
@@ -113,14 +135,17 @@ export function projectsPage(
   const table = rows.length
     ? html`<div class="scroll"><table class="list">
   <thead><tr><th scope="col">Name</th><th scope="col">Repository</th><th scope="col">Forge</th>
-  <th scope="col">Active jobs</th><th scope="col">Jobs</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
+  <th scope="col">Active jobs</th><th scope="col">Jobs</th><th scope="col">Spent this month</th><th scope="col"><span class="sr">Actions</span></th></tr></thead>
   <tbody>${rows.map(
-    ({ project, activeJobs, totalJobs }) => html`<tr>
+    ({ project, activeJobs, totalJobs, month }) => html`<tr>
     <td><strong>${project.name}</strong><div class="muted mono">${project.id}</div></td>
     <td class="mono wrap" data-label="Repository">${project.repository}</td>
     <td data-label="Forge">${project.forge.kind}</td>
     <td data-label="Active jobs">${activeJobs}</td>
     <td data-label="Jobs">${totalJobs}</td>
+    <td data-label="Spent this month" title="${month.month} (UTC), estimated at list prices">${formatUsd(month.costUsd)}${
+      project.monthlyBudgetUsd !== null ? html` of ${formatUsd(project.monthlyBudgetUsd)}` : ''
+    }${month.unpriced > 0 ? ' + unpriced' : ''}</td>
     <td class="actions"><a href="/projects/${project.id}/jobs">Jobs</a>
     ${
       admin
@@ -145,11 +170,13 @@ ${projectFields(form.values, undefined)}
 export function settingsPage(
   principal: Principal,
   project: ProjectRecord,
+  month: MonthUsage,
   form: { values: ProjectForm; error?: string | undefined; saved?: boolean },
 ): string {
   return page(
     { title: `Settings of ${project.name}`, principal },
     html`${notice(form.saved ? 'Saved.' : undefined, 'ok')}${notice(form.error)}
+${monthSpend(project, month)}
 <form method="post" action="/projects/${project.id}/settings" class="card">
 ${projectFields(form.values, project)}
 <button type="submit">Save</button>
@@ -174,5 +201,7 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     setupCommand: project.setupCommand ?? '',
     setupNetwork: project.setupNetwork ? '1' : '',
     ...Object.fromEntries(COMMAND_LIMITS.map(([name]) => [name, String(project[name])])),
+    jobBudgetUsd: project.jobBudgetUsd === null ? '' : String(project.jobBudgetUsd),
+    monthlyBudgetUsd: project.monthlyBudgetUsd === null ? '' : String(project.monthlyBudgetUsd),
   };
 }

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { jobCounts } from '../jobs/read.ts';
+import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import { projectCreateBody, projectUpdateBody } from '../projects/schemas.ts';
 import {
@@ -27,7 +28,20 @@ function createFields(form: Form): ProjectFields {
     ...optional(form, ['ref', 'model', 'forge', 'forgeUrl', 'forgeTokenEnv', 'forgeToken']),
     draftPullRequests: form.draftPullRequests === '1',
     ...commandFields(form, undefined),
+    ...budgetFields(form),
   });
+}
+
+/** The budgets of a project form: an empty field is no budget. */
+function budgetFields(form: Form): Record<string, unknown> {
+  const body: Record<string, unknown> = {};
+  for (const name of ['jobBudgetUsd', 'monthlyBudgetUsd'] as const) {
+    const value = given(form, name)?.replace(/^\$/, '');
+    // The schema refuses what is not a number above 0, naming the field.
+    body[name] =
+      value === undefined ? null : /^\d+(\.\d*)?$|^\.\d+$/.test(value) ? Number(value) : value;
+  }
+  return body;
 }
 
 const LIMIT_FIELDS = [
@@ -67,6 +81,7 @@ function updateFields(form: Form, current: ProjectRecord): ProjectFields {
     repository: form.repository ?? '',
     draftPullRequests: form.draftPullRequests === '1',
     ...commandFields(form, current),
+    ...budgetFields(form),
   };
   for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {
     body[name] = given(form, name) ?? null;
@@ -79,6 +94,12 @@ function updateFields(form: Form, current: ProjectRecord): ProjectFields {
     if (tokenEnv !== current.forge.tokenEnv) body.forgeTokenEnv = tokenEnv;
   } else if (current.forge.credentials === 'token-env') body.forgeTokenEnv = null;
   return parse(projectUpdateBody, body);
+}
+
+function spent(months: Map<string, MonthUsage>, projectId: string): MonthUsage {
+  const month = months.get(projectId);
+  if (!month) throw new Error(`no month's usage for ${projectId}`);
+  return month;
 }
 
 function optional(form: Form, names: string[]): Record<string, string> {
@@ -96,14 +117,14 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       principal.projectId === null
         ? await listProjects(ctx)
         : [await getProject(ctx, principal.projectId)];
-    const counts = await jobCounts(
-      ctx,
-      projects.map((row) => row.id),
-    );
+    const ids = projects.map((row) => row.id);
+    const counts = await jobCounts(ctx, ids);
+    const months = await monthUsage(ctx, ids);
     return projects.map((row) => ({
       project: toProjectRecord(ctx, row),
       activeJobs: counts.get(row.id)?.active ?? 0,
       totalJobs: counts.get(row.id)?.total ?? 0,
+      month: spent(months, row.id),
     }));
   };
 
@@ -138,6 +159,8 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
 
   const project = async (id: string): Promise<ProjectRecord> =>
     toProjectRecord(ctx, await getProject(ctx, id));
+  const thisMonth = async (id: string): Promise<MonthUsage> =>
+    spent(await monthUsage(ctx, [id]), id);
 
   pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
     '/projects/:id/settings',
@@ -147,7 +170,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       return sendPage(
         reply,
         200,
-        settingsPage(principal, current, {
+        settingsPage(principal, current, await thisMonth(current.id), {
           values: projectValues(current),
           saved: request.query.saved === '1',
         }),
@@ -170,7 +193,10 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
         return sendPage(
           reply,
           err.status,
-          settingsPage(principal, current, { values, error: err.message }),
+          settingsPage(principal, current, await thisMonth(current.id), {
+            values,
+            error: err.message,
+          }),
         );
       }
     },

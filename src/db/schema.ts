@@ -31,6 +31,10 @@ export interface ProjectsTable {
   command_memory_mb: number | null;
   command_processes: number | null;
   command_file_size_mb: number | null;
+  /** What all turns of one job may cost, in US dollars; null: no budget. */
+  job_budget_usd: number | null;
+  /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */
+  monthly_budget_usd: number | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -60,6 +64,8 @@ interface JobsTable {
   turn_count: number;
   review_diff: string | null;
   review_diff_truncated: Generated<boolean>;
+  /** The sum of its turns' usage (a Usage of jobs/usage.ts), kept by the lifecycle. */
+  usage: Json;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
@@ -89,6 +95,24 @@ interface EventsTable {
   type: string;
   data: Json;
   at: Timestamp;
+}
+
+/** A bigint with a default: PostgreSQL's driver gives it as a string. */
+type Count = ColumnType<string, string | number | undefined, string | number>;
+
+/** A project's usage in one calendar month (UTC), kept by the lifecycle (jobs/spend.ts). */
+interface ProjectSpendTable {
+  project_id: string;
+  /** The month's first day. */
+  month: ColumnType<Date, string, string>;
+  input_tokens: Count;
+  output_tokens: Count;
+  cache_read_tokens: Count;
+  cache_write_tokens: Count;
+  /** The cost of the usage whose price was known. */
+  cost_usd: Generated<number>;
+  /** How many turn attempts' usage had no known cost. */
+  unpriced: Generated<number>;
 }
 
 interface RateLimitsTable {
@@ -171,6 +195,7 @@ export interface Database {
   webhook_deliveries: WebhookDeliveriesTable;
   webhook_attempts: WebhookAttemptsTable;
   idempotency_keys: IdempotencyKeysTable;
+  project_spend: ProjectSpendTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

@@ -38,6 +38,8 @@ function project(fields: Partial<ProjectRow> = {}): ProjectRow {
     command_memory_mb: null,
     command_processes: null,
     command_file_size_mb: null,
+    job_budget_usd: null,
+    monthly_budget_usd: null,
     created_at: new Date('2026-01-01T00:00:00Z'),
     updated_at: new Date('2026-01-01T00:00:00Z'),
     ...fields,

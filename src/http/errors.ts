@@ -3,6 +3,7 @@
 // in src/errors.ts), so bad input is always a 4xx with a readable message, never a stack trace.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { type AppError, toAppError } from '../errors.ts';
+import { BudgetExhaustedError } from '../jobs/spend.ts';
 import type { Logger } from '../log.ts';
 import { RateLimitedError } from '../ratelimit/ratelimit.ts';
 import { setRateLimitHeaders } from './ratelimit-headers.ts';
@@ -20,6 +21,8 @@ export function sendError(
     setRateLimitHeaders(reply, err.state);
     reply.header('Retry-After', String(err.state.resetSeconds));
   }
+  if (err instanceof BudgetExhaustedError && err.retryAfterSeconds !== undefined)
+    reply.header('Retry-After', String(err.retryAfterSeconds));
   if (err.code === 'unavailable')
     reply.header('Retry-After', String(UNAVAILABLE_RETRY_AFTER_SECONDS));
   return reply.code(err.status).send({ error: err.message, code: err.code, requestId: request.id });

@@ -31,6 +31,31 @@ export function serializerCompiler(): (data: unknown) => string {
 
 const isoTime = z.iso.datetime();
 
+const tokenCount = (what: string) => z.number().int().min(0).describe(what);
+
+/**
+ * What model calls used and cost (src/jobs/usage.ts). Inline in the job record: the document
+ * keeps to the published one's components.
+ */
+const usageRecord = z
+  .object({
+    inputTokens: tokenCount('Input tokens, cached ones included.'),
+    outputTokens: tokenCount('Output tokens.'),
+    cacheReadTokens: tokenCount(
+      "Of the input tokens, those read from the provider's prompt cache.",
+    ),
+    cacheWriteTokens: tokenCount(
+      "Of the input tokens, those written to the provider's prompt cache.",
+    ),
+    costUsd: z
+      .number()
+      .nullable()
+      .describe(
+        "An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess.",
+      ),
+  })
+  .describe('Tokens used by model calls, and their estimated cost.');
+
 export const jobRecord = z
   .object({
     id: z.string().describe('The job id (job_ and 20 characters).'),
@@ -59,6 +84,9 @@ export const jobRecord = z
     branch: z.string().describe('The work branch the agent commits to.'),
     error: z.string().nullable().describe('Why the last turn failed, when it did.'),
     turns: z.number().int().describe('How many prompts the job has received.'),
+    usage: usageRecord.describe(
+      "What the job's turns used of the model, summed; costUsd is null when any turn's is.",
+    ),
     updatedAt: isoTime,
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });

@@ -21,10 +21,14 @@ interface TurnSender {
   cancel(ids: string[]): Promise<void>;
 }
 
-/** The model registry as the core uses it: the default model, and the check of a job's model. */
+/**
+ * The model registry as the core uses it: the default model, the check of a job's model, and
+ * whether its prices are known (a budget can hold only a model whose are).
+ */
 interface ModelCheck {
   readonly defaultId: string;
   check(id: string): { ok: true } | { ok: false; message: string };
+  info(id: string): { prices: object | undefined };
 }
 
 export interface JobsContext {

@@ -7,6 +7,7 @@ import { useLifecycle } from '../../test/support/lifecycle.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import type { RunningService } from '../service.ts';
 import { createJobBatched } from './create.ts';
+import { BudgetExhaustedError, monthOf } from './spend.ts';
 
 describe('creating jobs', () => {
   const lifecycle = useLifecycle();
@@ -26,6 +27,7 @@ describe('creating jobs', () => {
       ref: 'main',
       model: 'anthropic:claude-sonnet-4-5',
       prompt: `together ${i}`,
+      monthlyBudgetUsd: null,
     });
     /** The transaction that wrote each job (its row version's xmin). */
     const writers = async (ids: string[]) =>
@@ -94,5 +96,78 @@ describe('creating jobs', () => {
       (await takeHeard()).map((h) => `${h.transition.jobId} ${h.transition.type}`).sort(),
       mixed.flatMap((j) => [`${j.id} job.created`, `${j.id} turn.accepted`]).sort(),
     );
+  });
+
+  test("a create refused for its project's spent month fails alone; another project's creates in its transaction are made", async () => {
+    const { ctx } = svc;
+    const { db } = ctx;
+    const spentProject = await db
+      .insertInto('projects')
+      .values({
+        id: 'prj_spentmonth0000000000',
+        name: 'spent',
+        repository: project.repository,
+        ref: 'main',
+        model: null,
+        monthly_budget_usd: 5,
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    // Its month (UTC) is spent: $5.25 of $5.
+    await db
+      .insertInto('project_spend')
+      .values({
+        project_id: spentProject.id,
+        month: monthOf(new Date()).start.toISOString().slice(0, 10),
+        input_tokens: 1_000_000,
+        output_tokens: 150_000,
+        cost_usd: 5.25,
+      })
+      .execute();
+    const newJob = (i: number, p: ProjectRow) => ({
+      id: `job_budgeted${String(i).padStart(12, '0')}`,
+      projectId: p.id,
+      repository: p.repository,
+      ref: 'main',
+      model: 'anthropic:claude-sonnet-4-5',
+      prompt: `budgeted ${i}`,
+      monthlyBudgetUsd: p.monthly_budget_usd,
+    });
+    const jobs = [newJob(0, project), newJob(1, spentProject), newJob(2, project)];
+    const results = await Promise.allSettled(jobs.map((job) => createJobBatched(ctx, job)));
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    const refusal = results[1]?.status === 'rejected' ? results[1].reason : undefined;
+    assert.ok(refusal instanceof BudgetExhaustedError);
+    assert.equal(refusal.code, 'budget_exhausted');
+    assert.equal(refusal.status, 429);
+    assert.match(refusal.message, /\$5\.25 of its monthly budget of \$5\.00 \(monthlyBudgetUsd\)/);
+    // Nothing of the refused create was written: no job, turn, event or queue entry.
+    const written = await db
+      .selectFrom('jobs')
+      .select('id')
+      .where(
+        'id',
+        'in',
+        jobs.map((j) => j.id),
+      )
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(
+      written.map((j) => j.id),
+      [jobs[0]?.id, jobs[2]?.id],
+    );
+    const refusedId = jobs[1]?.id ?? '';
+    assert.equal((await eventsOf(refusedId)).length, 0);
+    const turns = await db
+      .selectFrom('turns')
+      .select('job_id')
+      .where('job_id', '=', refusedId)
+      .execute();
+    assert.equal(turns.length, 0);
+    const heard = await takeHeard();
+    assert.ok(heard.every((h) => h.transition.jobId !== refusedId));
   });
 });

@@ -9,6 +9,7 @@ import { AppError } from '../errors.ts';
 import { consumeAll, RateLimitedError, type RateLimitState } from '../ratelimit/ratelimit.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
+import { BudgetExhaustedError, refuseSpentMonths } from './spend.ts';
 import { inTransition, type TransitionScope } from './transaction.ts';
 import type { Transition } from './transitions.ts';
 
@@ -20,6 +21,8 @@ export interface NewJobRow {
   ref: string;
   model: string;
   prompt: string;
+  /** The project's monthly budget as the request found it; null: none. */
+  monthlyBudgetUsd: number | null;
 }
 
 /** A created job, and what its project's rate limit has left. */
@@ -31,8 +34,9 @@ export interface CreatedJob {
 /**
  * Creates jobs in the caller's transaction: each job, its `job.created` event (with the
  * webhook deliveries it asks for), its first turn and the turn's queue entry, and the rate
- * limit's count, a few statements for all of them together. Throws RateLimitedError, writing
- * nothing the transaction keeps, when one project's creates would pass its limit.
+ * limit's count, a few statements for all of them together. Throws RateLimitedError, or
+ * BudgetExhaustedError, writing nothing the transaction keeps, when one project's creates
+ * would pass its rate limit or its month's budget is spent.
  */
 export async function insertJobs(
   ctx: Pick<JobsContext, 'queue' | 'config'>,
@@ -42,6 +46,10 @@ export async function insertJobs(
   const { trx } = scope;
   const perProject = new Map<string, number>();
   for (const job of jobs) perProject.set(job.projectId, (perProject.get(job.projectId) ?? 0) + 1);
+  await refuseSpentMonths(
+    trx,
+    jobs.map((job) => ({ projectId: job.projectId, monthlyBudgetUsd: job.monthlyBudgetUsd })),
+  );
   const limits = await consumeAll(trx, inLockOrder(perProject), 'create', {
     limit: ctx.config.rateLimits.create,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
@@ -128,8 +136,9 @@ const MAX_CREATES = 64;
  * creates that arrive while one transaction runs go into the next one together, with one
  * commit (a group commit, as the polling reads share their statement, db/batch.ts). The commit
  * waits for the disk, so one commit per create bounded their rate. A transaction of several
- * that fails with an answer (a rate limit used up, a project deleted meanwhile) wrote nothing,
- * and each of its creates runs again alone, so that every answer is its own.
+ * that fails with an answer (a rate limit used up, a month's budget spent, a project deleted
+ * meanwhile) wrote nothing, and each of its creates runs again alone, so that every answer is
+ * its own.
  */
 export async function createJobBatched(ctx: CreateContext, job: NewJobRow): Promise<CreatedJob> {
   let batcher = batchers.get(ctx);
@@ -167,7 +176,8 @@ async function createTogether(ctx: CreateContext, jobs: readonly NewJobRow[]): P
   } catch (err) {
     // Without the database's answer (a connection lost) the transaction may have committed,
     // and nothing is tried again.
-    const refused = err instanceof RateLimitedError || answeredError(err);
+    const refused =
+      err instanceof RateLimitedError || err instanceof BudgetExhaustedError || answeredError(err);
     if (jobs.length === 1 || !refused) return jobs.map(() => ({ error: err }));
     return Promise.all(
       jobs.map((job) => createTogether(ctx, [job]).then(([outcome]) => outcome ?? { error: err })),

@@ -25,11 +25,13 @@ import {
 } from './lifecycle.ts';
 import { toJobRecord } from './record.ts';
 import { archiveJob, createJob, sendMessage } from './service.ts';
+import { BudgetExhaustedError, jobBudgetLeft, monthUsage, rebuildSpend } from './spend.ts';
 import { inTransition, lockJob } from './transaction.ts';
+import { roundUsd } from './usage.ts';
 
 describe('job lifecycle', () => {
   const lifecycle = useLifecycle();
-  const { takeHeard, eventsOf, turnOf, jobOf, recordOf } = lifecycle;
+  const { takeHeard, settled, eventsOf, turnOf, jobOf, recordOf } = lifecycle;
   let svc: RunningService;
   let project: ProjectRow;
   before(() => {
@@ -76,7 +78,7 @@ describe('job lifecycle', () => {
       summary: 'did it',
       prLink: 'https://example.test/pr/7',
       prNumber: 7,
-      usage: { inputTokens: 10, outputTokens: 5 },
+      usage: { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 },
       messages: [{ role: 'user', content: 'first' }],
       commitSha: 'abc123',
     });
@@ -115,7 +117,14 @@ describe('job lifecycle', () => {
         type: 'turn.finished',
         data: {
           summary: 'did it',
-          usage: { inputTokens: 10, outputTokens: 5 },
+          // Priced by the worker; a finish given tokens alone knows no cost.
+          usage: {
+            inputTokens: 10,
+            outputTokens: 5,
+            cacheReadTokens: 0,
+            cacheWriteTokens: 0,
+            costUsd: null,
+          },
           prLink: 'https://example.test/pr/7',
         },
       },
@@ -145,18 +154,24 @@ describe('job lifecycle', () => {
 
   test('a job stays active while a later turn is queued, whether its turn finishes or fails', async () => {
     const { ctx } = svc;
-    const { job } = await createJob(ctx, project, { prompt: 'one' });
-    await startTurn(ctx, job.id, 1, 1);
-    await sendMessage(ctx, project, job.id, 'two');
-    await sendMessage(ctx, project, job.id, 'three');
-    await finishTurn(ctx, job.id, 1, { summary: 'one done' });
+    // Each transition's status is read back before the next one runs.
+    const step = async <T>(transition: Promise<T>): Promise<T> => {
+      const result = await transition;
+      await settled();
+      return result;
+    };
+    const { job } = await step(createJob(ctx, project, { prompt: 'one' }));
+    await step(startTurn(ctx, job.id, 1, 1));
+    await step(sendMessage(ctx, project, job.id, 'two'));
+    await step(sendMessage(ctx, project, job.id, 'three'));
+    await step(finishTurn(ctx, job.id, 1, { summary: 'one done' }));
     assert.equal((await jobOf(job.id)).status, 'active');
-    await startTurn(ctx, job.id, 2, 1);
-    assert.equal(await failTurn(ctx, job.id, 2, 'the model refused'), true);
+    await step(startTurn(ctx, job.id, 2, 1));
+    assert.equal(await step(failTurn(ctx, job.id, 2, 'the model refused')), true);
     let row = await jobOf(job.id);
     assert.equal(row.status, 'active', 'a failed turn with one queued behind it failed the job');
     assert.equal(row.error, 'the model refused');
-    await startTurn(ctx, job.id, 3, 1);
+    await step(startTurn(ctx, job.id, 3, 1));
     assert.equal((await jobOf(job.id)).error, null, 'a started turn kept the last error');
     assert.equal(await failTurn(ctx, job.id, 3, 'the push was refused'), true);
     row = await jobOf(job.id);
@@ -220,6 +235,138 @@ describe('job lifecycle', () => {
       ],
     );
     assert.equal(await failOrphan(ctx, job.id, 1), false, 'an orphan failed twice');
+  });
+
+  test("what each attempt used adds up on its turn, its job and its project's month; an unknown cost stays unknown", async () => {
+    const { ctx } = svc;
+    const monthBefore = (await monthUsage(ctx, [project.id])).get(project.id);
+    const { job } = await createJob(ctx, project, { prompt: 'costly' });
+    assert.deepEqual(toJobRecord(job).usage, {
+      inputTokens: 0,
+      outputTokens: 0,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: 0,
+    });
+    const first = { inputTokens: 1000, outputTokens: 100, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    const second = {
+      inputTokens: 3000,
+      outputTokens: 200,
+      cacheReadTokens: 2000,
+      cacheWriteTokens: 500,
+    };
+    await startTurn(ctx, job.id, 1, 1);
+    const retry = { error: 'the model answered 503', attempt: 1, retryInSeconds: 0 };
+    assert.equal(await retryTurn(ctx, job.id, 1, retry, { ...first, costUsd: 0.0045 }), true);
+    await startTurn(ctx, job.id, 1, 2);
+    assert.equal(
+      await finishTurn(
+        ctx,
+        job.id,
+        1,
+        { summary: 'done', usage: second },
+        { ...second, costUsd: 0.007 },
+      ),
+      true,
+    );
+    const both = {
+      inputTokens: 4000,
+      outputTokens: 300,
+      cacheReadTokens: 2000,
+      cacheWriteTokens: 500,
+      costUsd: 0.0115,
+    };
+    assert.deepEqual((await turnOf(job.id, 1)).usage, both);
+    assert.deepEqual((await recordOf(job.id)).usage, both);
+    const events = await eventsOf(job.id);
+    assert.deepEqual(events.find((e) => e.type === 'turn.retrying')?.data, {
+      ...retry,
+      usage: { ...first, costUsd: 0.0045 },
+    });
+    const finished = events.find((e) => e.type === 'turn.finished')?.data as
+      | { usage: unknown }
+      | undefined;
+    assert.deepEqual(finished?.usage, both);
+    // The job.completed event carries the record with the sum.
+    const completed = events.find((e) => e.type === 'job.completed')?.data as {
+      job: { usage: unknown };
+    };
+    assert.deepEqual(completed.job.usage, both);
+
+    // A failed turn's spend counts too; a cost that is unknown makes the job's unknown.
+    await sendMessage(ctx, project, job.id, 'again');
+    await startTurn(ctx, job.id, 2, 1);
+    const third = { inputTokens: 10, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 };
+    assert.equal(await failTurn(ctx, job.id, 2, 'stopped', { ...third, costUsd: null }), true);
+    assert.deepEqual((await eventsOf(job.id)).find((e) => e.type === 'turn.failed')?.data, {
+      error: 'stopped',
+      usage: { ...third, costUsd: null },
+    });
+    assert.deepEqual((await recordOf(job.id)).usage, {
+      inputTokens: 4010,
+      outputTokens: 301,
+      cacheReadTokens: 2000,
+      cacheWriteTokens: 500,
+      costUsd: null,
+    });
+    const month = (await monthUsage(ctx, [project.id])).get(project.id);
+    assert.ok(month && monthBefore);
+    assert.equal(month.usage.inputTokens - monthBefore.usage.inputTokens, 4010);
+    assert.equal(month.usage.cacheReadTokens - monthBefore.usage.cacheReadTokens, 2000);
+    assert.equal(roundUsd(month.costUsd - monthBefore.costUsd), 0.0115);
+    assert.equal(month.unpriced - monthBefore.unpriced, 1);
+    assert.equal(month.usage.costUsd, null, 'a month with unpriced usage has no full cost');
+
+    // Summed again from the turns (as after an import): the same sums the transitions kept.
+    const kept = await recordOf(job.id);
+    await ctx.db.transaction().execute((trx) => rebuildSpend(trx));
+    assert.deepEqual((await recordOf(job.id)).usage, kept.usage);
+    assert.deepEqual((await monthUsage(ctx, [project.id])).get(project.id), month);
+  });
+
+  test("a job's budget: what is left for a turn, and a follow-up refused once it is spent", async () => {
+    const { ctx } = svc;
+    const budgeted = await ctx.db
+      .updateTable('projects')
+      .set({ job_budget_usd: 0.01 })
+      .where('id', '=', project.id)
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    try {
+      const { job } = await createJob(ctx, budgeted, { prompt: 'small budget' });
+      assert.deepEqual(await jobBudgetLeft(ctx, job), { limitUsd: 0.01, spentUsd: 0 });
+      await startTurn(ctx, job.id, 1, 1);
+      const used = {
+        inputTokens: 2000,
+        outputTokens: 500,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+      };
+      await finishTurn(ctx, job.id, 1, { summary: 'spent it' }, { ...used, costUsd: 0.0135 });
+      assert.deepEqual(await jobBudgetLeft(ctx, job), { limitUsd: 0.01, spentUsd: 0.0135 });
+      const before = await eventsOf(job.id);
+      await assert.rejects(sendMessage(ctx, budgeted, job.id, 'more'), (err: unknown) => {
+        assert.ok(err instanceof BudgetExhaustedError);
+        assert.equal(err.status, 429);
+        assert.match(
+          err.message,
+          /has spent \$0\.0135 of its budget of \$0\.0100 \(the project's jobBudgetUsd\)/,
+        );
+        return true;
+      });
+      assert.deepEqual(await eventsOf(job.id), before, 'a refused follow-up wrote an event');
+      assert.equal((await jobOf(job.id)).turn_count, 1);
+      // Without a budget, there is nothing to hold the turn to.
+      assert.equal(await jobBudgetLeft(ctx, { id: 'job_nosuchjob000000000' }), undefined);
+    } finally {
+      await ctx.db
+        .updateTable('projects')
+        .set({ job_budget_usd: null })
+        .where('id', '=', project.id)
+        .execute();
+    }
+    const { job } = await createJob(ctx, project, { prompt: 'no budget' });
+    assert.equal(await jobBudgetLeft(ctx, job), undefined);
   });
 
   test('archiving cancels open turns, and no later transition changes the job', async () => {

@@ -7,13 +7,16 @@ import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/sch
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
+import { addToMonth, usagePlus, usedAnything } from './spend.ts';
 import {
   insertEvents,
   inTransition,
   type LifecycleContext,
   lockJob,
   recordStatus,
+  type TransitionScope,
 } from './transaction.ts';
+import { readUsage, tokensOf, type Usage } from './usage.ts';
 
 /**
  * The job's status once turn `seq` has ended: still active while a later turn waits in the
@@ -95,23 +98,28 @@ export function startTurn(
 
 /**
  * Records a running turn's result. The job completes unless a later turn is queued; its pull
- * request, once set, stays. Returns false when the turn was no longer running.
+ * request, once set, stays. `spent` is what this attempt used of the model, priced (the worker
+ * prices it with the model registry); without it, the output's tokens count at an unknown
+ * cost. It is added to the turn's usage (its earlier attempts' included), the job's and the
+ * project's month. Returns false when the turn was no longer running.
  */
 export function finishTurn(
   ctx: LifecycleContext,
   jobId: string,
   seq: number,
   output: TurnOutput,
+  spent: Usage | null = output.usage ? { ...tokensOf(output.usage), costUsd: null } : null,
 ): Promise<boolean> {
   return inTransition(ctx, async (scope) => {
     const { trx, record } = scope;
     const before = await lockJob(trx, jobId);
+    const counted = spent && usedAnything(spent) ? spent : null;
     const done = await trx
       .updateTable('turns')
       .set({
         state: 'done',
         summary: output.summary,
-        usage: output.usage ? JSON.stringify(output.usage) : null,
+        ...(counted ? { usage: usagePlus('usage', counted) } : {}),
         messages: output.messages ? JSON.stringify(output.messages) : null,
         commit_sha: output.commitSha ?? null,
         finished_at: sql`now()`,
@@ -119,20 +127,23 @@ export function finishTurn(
       .where('job_id', '=', jobId)
       .where('seq', '=', seq)
       .where('state', '=', 'running')
+      .returning('usage')
       .executeTakeFirst();
-    if (Number(done.numUpdatedRows) === 0) return false;
+    if (!done) return false;
     const job = await trx
       .updateTable('jobs')
       .set({
         status: statusAfterTurn(jobId, seq, 'completed'),
         ...(output.prLink ? { pr_link: output.prLink } : {}),
         ...(output.prNumber ? { pr_number: output.prNumber } : {}),
+        ...(counted ? { usage: usagePlus('usage', counted) } : {}),
         updated_at: sql`now()`,
       })
       .where('id', '=', jobId)
       .where('status', '!=', 'archived')
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirst();
+    if (counted) await countSpent(scope, jobId, counted, job !== undefined);
     await record({
       type: 'turn.finished',
       jobId,
@@ -140,13 +151,32 @@ export function finishTurn(
       status: job?.status ?? 'archived',
       data: {
         summary: output.summary,
-        usage: output.usage ?? null,
+        usage: readUsage(done.usage) ?? null,
         prLink: output.prLink ?? null,
       },
     });
     if (job) await recordStatus(scope, before, job);
     return true;
   });
+}
+
+/**
+ * Adds an attempt's usage to the job's project's month, and to the job's row when the
+ * transition's own update of the job did not (an archived job's).
+ */
+async function countSpent(
+  scope: TransitionScope,
+  jobId: string,
+  spent: Usage,
+  jobCounted: boolean,
+): Promise<void> {
+  if (!jobCounted)
+    await scope.trx
+      .updateTable('jobs')
+      .set({ usage: usagePlus('usage', spent) })
+      .where('id', '=', jobId)
+      .execute();
+  await addToMonth(scope.trx, jobId, spent);
 }
 
 /**
@@ -158,8 +188,9 @@ export function failTurn(
   jobId: string,
   seq: number,
   message: string,
+  spent: Usage | null = null,
 ): Promise<boolean> {
-  return settleFailed(ctx, jobId, seq, message);
+  return settleFailed(ctx, jobId, seq, message, spent);
 }
 
 export const ORPHAN_MESSAGE =
@@ -170,7 +201,7 @@ export const ORPHAN_MESSAGE =
  * with a message that says so.
  */
 export function failOrphan(ctx: LifecycleContext, jobId: string, seq: number): Promise<boolean> {
-  return settleFailed(ctx, jobId, seq, ORPHAN_MESSAGE);
+  return settleFailed(ctx, jobId, seq, ORPHAN_MESSAGE, null);
 }
 
 function settleFailed(
@@ -178,35 +209,47 @@ function settleFailed(
   jobId: string,
   seq: number,
   message: string,
+  spent: Usage | null,
 ): Promise<boolean> {
   return inTransition(ctx, async (scope) => {
     const { trx, record } = scope;
     const before = await lockJob(trx, jobId);
+    const counted = spent && usedAnything(spent) ? spent : null;
     const failed = await trx
       .updateTable('turns')
-      .set({ state: 'failed', error: message, finished_at: sql`now()` })
+      .set({
+        state: 'failed',
+        error: message,
+        ...(counted ? { usage: usagePlus('usage', counted) } : {}),
+        finished_at: sql`now()`,
+      })
       .where('job_id', '=', jobId)
       .where('seq', '=', seq)
       .where('state', 'in', ['queued', 'running'])
+      .returning('usage')
       .executeTakeFirst();
-    if (Number(failed.numUpdatedRows) === 0) return false;
+    if (!failed) return false;
     const job = await trx
       .updateTable('jobs')
       .set({
         status: statusAfterTurn(jobId, seq, 'failed'),
         error: message,
+        ...(counted ? { usage: usagePlus('usage', counted) } : {}),
         updated_at: sql`now()`,
       })
       .where('id', '=', jobId)
       .where('status', '!=', 'archived')
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirst();
+    if (counted) await countSpent(scope, jobId, counted, job !== undefined);
+    // What a failed turn used is told only when it used something.
+    const usage = readUsage(failed.usage);
     await record({
       type: 'turn.failed',
       jobId,
       turn: seq,
       status: job?.status ?? 'archived',
-      data: { error: message },
+      data: { error: message, ...(usage ? { usage } : {}) },
     });
     if (job) await recordStatus(scope, before, job);
     return true;
@@ -215,21 +258,70 @@ function settleFailed(
 
 /**
  * Notes that a running turn goes back to the queue to be tried again later; the turn stays
- * running until a worker takes it up. Returns false, recording nothing, when the job is gone
- * or archived.
+ * running until a worker takes it up. What the failed attempt used (`spent`) is added to the
+ * turn, the job and the project's month: the model was paid for it all the same. Returns
+ * false, recording nothing, when the job is gone or archived.
  */
 export function retryTurn(
   ctx: LifecycleContext,
   jobId: string,
   seq: number,
   data: { error: string; attempt: number; retryInSeconds: number; retryAfterSeconds?: number },
+  spent: Usage | null = null,
 ): Promise<boolean> {
-  return inTransition(ctx, async ({ trx, record }) => {
+  return inTransition(ctx, async (scope) => {
+    const { trx, record } = scope;
     const status = await lockJob(trx, jobId);
     if (status === undefined || status === 'archived') return false;
-    await record({ type: 'turn.retrying', jobId, turn: seq, status, data: { ...data } });
+    const counted = spent && usedAnything(spent) ? spent : null;
+    if (counted) await addSpent(trx, jobId, seq, counted);
+    await record({
+      type: 'turn.retrying',
+      jobId,
+      turn: seq,
+      status,
+      data: { ...data, ...(counted ? { usage: counted } : {}) },
+    });
     return true;
   });
+}
+
+/**
+ * Records what an attempt that is not settled here used: one interrupted (its turn goes back
+ * to the queue) or one of a job archived meanwhile. The model was paid for it all the same.
+ */
+export async function recordSpent(
+  ctx: LifecycleContext,
+  jobId: string,
+  seq: number,
+  spent: Usage,
+): Promise<void> {
+  if (!usedAnything(spent)) return;
+  await ctx.db.transaction().execute(async (trx) => {
+    if ((await lockJob(trx, jobId)) === undefined) return;
+    await addSpent(trx, jobId, seq, spent);
+  });
+}
+
+/** Adds an attempt's usage to its turn, its job and its project's month. */
+async function addSpent(
+  trx: Transaction<Database>,
+  jobId: string,
+  seq: number,
+  spent: Usage,
+): Promise<void> {
+  await trx
+    .updateTable('turns')
+    .set({ usage: usagePlus('usage', spent) })
+    .where('job_id', '=', jobId)
+    .where('seq', '=', seq)
+    .execute();
+  await trx
+    .updateTable('jobs')
+    .set({ usage: usagePlus('usage', spent), updated_at: sql`now()` })
+    .where('id', '=', jobId)
+    .execute();
+  await addToMonth(trx, jobId, spent);
 }
 
 /**

@@ -2,6 +2,7 @@
 // null where there is no value, dates in ISO 8601 UTC; Errand's own fields after them.
 import type { JobRow, JobStatus } from '../db/schema.ts';
 import { repositoryAsUrl } from '../repository/url.ts';
+import { NO_USAGE, readUsage, type Usage } from './usage.ts';
 
 export interface JobRecord {
   id: string;
@@ -19,6 +20,11 @@ export interface JobRecord {
   branch: string;
   error: string | null;
   turns: number;
+  /**
+   * What the job's turns used of the model, summed: tokens by kind and the estimated cost at
+   * list prices (null when a price of the model is unknown).
+   */
+  usage: Usage;
   updatedAt: string;
 }
 
@@ -37,6 +43,7 @@ export const JOB_VIEW_COLUMNS = [
   'pr_number',
   'error',
   'turn_count',
+  'usage',
   'created_at',
   'updated_at',
   'archived_at',
@@ -55,6 +62,7 @@ export function toJobRecord(row: JobView): JobRecord {
     branch: row.branch,
     error: row.error,
     turns: row.turn_count,
+    usage: readUsage(row.usage) ?? NO_USAGE,
     updatedAt: row.updated_at.toISOString(),
   };
 }

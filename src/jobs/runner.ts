@@ -3,6 +3,7 @@
 // (src/turns/pipeline.ts) implements it without reading the database; tests pass scripted
 // runners to exercise the queue and the job model around it.
 import type { JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
+import type { TokenUsage } from './usage.ts';
 
 /** One of the job's earlier finished turns. */
 export interface EarlierTurn {
@@ -34,7 +35,11 @@ export interface TurnOutput {
   /** Set when the turn opened or updated a pull request. */
   prLink?: string | null;
   prNumber?: number | null;
-  usage?: { inputTokens: number; outputTokens: number } | null;
+  /**
+   * What the turn's model calls used, all of them (compaction's included); unpriced: the worker
+   * prices it. When absent, the tokens of the turn's `model.step` events count instead.
+   */
+  usage?: TokenUsage | null;
   /** The turn's part of the model conversation (prompt, replies, tool calls), kept for follow-ups. */
   messages?: unknown[] | null;
   /** The commit this turn pushed, if any. */

@@ -16,6 +16,7 @@ import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
 import type { JobsContext } from './context.ts';
 import { acceptTurns, createJobBatched, insertJobs, type NewJobRow } from './create.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
+import { refuseSpentJob, refuseSpentMonths } from './spend.ts';
 import { inTransition, recordStatus } from './transaction.ts';
 
 export interface Accepted {
@@ -43,9 +44,26 @@ function stored(status: number, job: JobView): StoredResponse {
  */
 function modelFor(ctx: JobsContext, project: ProjectRow, asked?: string): string {
   const model = asked ?? project.model ?? ctx.models.defaultId;
+  checkModel(ctx, project, model);
+  return model;
+}
+
+/**
+ * Refuses a model that cannot be used, and on a project with a budget one whose prices are
+ * unknown: its spend could not be counted, so the budget could not hold it.
+ */
+function checkModel(ctx: JobsContext, project: ProjectRow, model: string): void {
   const check = ctx.models.check(model);
   if (!check.ok) throw new AppError('model_unavailable', check.message);
-  return model;
+  const budgets = [
+    ...(project.job_budget_usd !== null ? ['jobBudgetUsd'] : []),
+    ...(project.monthly_budget_usd !== null ? ['monthlyBudgetUsd'] : []),
+  ];
+  if (budgets.length > 0 && ctx.models.info(model).prices === undefined)
+    throw new AppError(
+      'model_unavailable',
+      `model '${model}' has no known price, and project ${project.id} has a budget (${budgets.join(', ')}) that could not hold it: give its prices in the server's ERRAND_MODEL_CATALOG file, or use a model whose prices are known`,
+    );
 }
 
 /** What a create may say: the prompt, and the model and ref it starts from (else the project's). */
@@ -80,6 +98,7 @@ export async function createJob(
     ref: baseRef ?? project.ref,
     model,
     prompt,
+    monthlyBudgetUsd: project.monthly_budget_usd,
   });
   // The common case shares its transaction with the creates that arrive with it.
   if (!idempotency) return createJobBatched(ctx, draft(modelFor(ctx, project, asked)));
@@ -136,8 +155,11 @@ export async function sendMessage(
     if (current.status === 'archived') {
       throw new AppError('conflict', `job ${jobId} is archived and accepts no more messages`);
     }
-    const check = ctx.models.check(current.model);
-    if (!check.ok) throw new AppError('model_unavailable', check.message);
+    checkModel(ctx, project, current.model);
+    refuseSpentJob(jobId, current.usage, project.job_budget_usd);
+    await refuseSpentMonths(trx, [
+      { projectId: project.id, monthlyBudgetUsd: project.monthly_budget_usd },
+    ]);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
     await acceptTurns(ctx, scope, [{ jobId, seq, prompt }]);

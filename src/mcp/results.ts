@@ -3,7 +3,7 @@
 // service's message and code and can correct itself.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ErrandError, type Job } from '../client/index.ts';
-import { statusSentence } from '../client/words.ts';
+import { statusSentence, usageSentence } from '../client/words.ts';
 
 /** A tool's input the model got wrong in a way the schema cannot express (no project). */
 export class ToolInputError extends Error {
@@ -46,9 +46,10 @@ export async function attempt(body: () => Promise<CallToolResult>): Promise<Call
   }
 }
 
-/** Where the job stands (the client's words) and what the model can do next. */
+/** Where the job stands (the client's words), what it used, and what the model can do next. */
 export function describeJob(job: Job): string {
-  const where = statusSentence(job);
+  const spent = usageSentence(job.usage);
+  const where = spent ? `${statusSentence(job)} ${spent}` : statusSentence(job);
   switch (job.status) {
     case 'active':
       return `${where} Call wait_for_job to wait for it to finish.`;

@@ -8,6 +8,7 @@ import { RecordingRunner } from '../../test/support/runners.ts';
 import { http, startTestService, type TestService, waitFor } from '../../test/support/service.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import { createLogger } from '../log.ts';
+import { Metrics } from './metrics.ts';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 
@@ -212,5 +213,34 @@ describe('metrics and logs', () => {
     assert.equal(ended(failed).length, 1, logged);
     assert.equal(bad?.outcome, 'failed');
     assert.match(JSON.stringify(bad?.err), /scripted failure/);
+  });
+});
+
+describe('model metrics', () => {
+  test('a step counts its tokens by kind, its cost by model, or a call without a known price', async () => {
+    const metrics = new Metrics();
+    const tokens = {
+      inputTokens: 1000,
+      outputTokens: 10,
+      cacheReadTokens: 800,
+      cacheWriteTokens: 100,
+    };
+    metrics.modelStep('anthropic:claude-sonnet-4-5', { ...tokens, costUsd: 0.5 });
+    metrics.modelStep('anthropic:claude-sonnet-4-5', { ...tokens, costUsd: 0.25 });
+    metrics.modelStep('openai-compatible:qwen2.5-coder:7b', { ...tokens, costUsd: null });
+    const { body } = await metrics.render();
+    const anthropic = 'provider="anthropic"';
+    assert.equal(sample(body, `errand_model_calls_total{${anthropic}}`), 2);
+    assert.equal(sample(body, `errand_model_tokens_total{${anthropic},kind="input"}`), 2000);
+    assert.equal(sample(body, `errand_model_tokens_total{${anthropic},kind="output"}`), 20);
+    assert.equal(sample(body, `errand_model_tokens_total{${anthropic},kind="cache_read"}`), 1600);
+    assert.equal(sample(body, `errand_model_tokens_total{${anthropic},kind="cache_write"}`), 200);
+    assert.equal(
+      sample(body, `errand_model_cost_usd_total{${anthropic},model="claude-sonnet-4-5"}`),
+      0.75,
+    );
+    const local = 'provider="openai-compatible",model="qwen2.5-coder:7b"';
+    assert.equal(sample(body, `errand_model_unpriced_calls_total{${local}}`), 1);
+    assert.equal(sample(body, `errand_model_cost_usd_total{${local}}`), undefined);
   });
 });

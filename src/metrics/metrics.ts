@@ -3,6 +3,7 @@
 // requests, workers count turns, model calls and forge calls; what lives in the database (jobs
 // by status, the queue) and on disk (workspaces) is read when Prometheus scrapes.
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { Usage } from '../jobs/usage.ts';
 
 /**
  * Brings gauges up to date at scrape time. It reports its own failures in its gauges (a
@@ -21,6 +22,8 @@ export class Metrics {
   readonly turnDuration: Histogram<'outcome'>;
   readonly modelCalls: Counter<'provider'>;
   readonly modelTokens: Counter<'provider' | 'kind'>;
+  readonly modelCost: Counter<'provider' | 'model'>;
+  readonly modelUnpriced: Counter<'provider' | 'model'>;
   readonly modelErrors: Counter<'provider'>;
   readonly forgeCalls: Counter<'forge'>;
   readonly forgeErrors: Counter<'forge'>;
@@ -77,8 +80,20 @@ export class Metrics {
     });
     this.modelTokens = new Counter({
       name: 'errand_model_tokens_total',
-      help: 'Model tokens by provider and kind (input, output)',
+      help: 'Model tokens by provider and kind: input (all of it), output, and of the input cache_read (served from the prompt cache) and cache_write (written to it)',
       labelNames: ['provider', 'kind'],
+      registers,
+    });
+    this.modelCost = new Counter({
+      name: 'errand_model_cost_usd_total',
+      help: "Estimated cost of model calls in US dollars, at the model's list prices, by provider and model (calls of a model without a known price are not in it: see errand_model_unpriced_calls_total)",
+      labelNames: ['provider', 'model'],
+      registers,
+    });
+    this.modelUnpriced = new Counter({
+      name: 'errand_model_unpriced_calls_total',
+      help: 'Model calls whose cost is unknown (the model has no known price), by provider and model',
+      labelNames: ['provider', 'model'],
       registers,
     });
     this.modelErrors = new Counter({
@@ -186,12 +201,20 @@ export class Metrics {
     };
   }
 
-  /** A model step's token usage, by provider (`provider:model` ids name it first). */
-  modelStep(model: string, usage: { inputTokens: number; outputTokens: number }): void {
+  /**
+   * A model step's usage, by provider (`provider:model` ids name it first), and its cost by
+   * model when it is priced (ModelRegistry.usage gives both).
+   */
+  modelStep(model: string, usage: Usage): void {
     const provider = providerOf(model);
     this.modelCalls.inc({ provider });
     this.modelTokens.inc({ provider, kind: 'input' }, usage.inputTokens);
     this.modelTokens.inc({ provider, kind: 'output' }, usage.outputTokens);
+    this.modelTokens.inc({ provider, kind: 'cache_read' }, usage.cacheReadTokens);
+    this.modelTokens.inc({ provider, kind: 'cache_write' }, usage.cacheWriteTokens);
+    const labels = { provider, model: modelOf(model) };
+    if (usage.costUsd === null) this.modelUnpriced.inc(labels);
+    else this.modelCost.inc(labels, usage.costUsd);
   }
 
   modelError(model: string): void {
@@ -212,4 +235,11 @@ export class Metrics {
 function providerOf(model: string): string {
   const i = model.indexOf(':');
   return i > 0 ? model.slice(0, i) : 'unknown';
+}
+
+// The model's name without its provider. Only models a provider answered reach a metric, so
+// the label's values are the models really in use.
+function modelOf(model: string): string {
+  const i = model.indexOf(':');
+  return i > 0 ? model.slice(i + 1) : model;
 }

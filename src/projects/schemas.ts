@@ -40,6 +40,19 @@ const COMMAND_LIMIT_RANGES = {
   commandFileSizeMb: { min: 1, max: 65536 },
 } as const;
 
+/** A budget in US dollars: more than 0, or null for none. */
+function budget(field: string, what: string) {
+  const message = `"${field}" must be a number of US dollars above 0 (at most 1000000000), or null for no budget`;
+  return z
+    .number({ error: message })
+    .gt(0, { error: message })
+    .max(1_000_000_000, { error: message })
+    .nullable()
+    .describe(
+      `${what}, in US dollars at the model's list prices (null: none). Needs a model whose prices are known.`,
+    );
+}
+
 const SETUP_COMMAND = '"setupCommand" must be a string of at most 2000 characters, or null';
 
 const fields = {
@@ -141,6 +154,14 @@ const fields = {
     COMMAND_LIMIT_RANGES.commandFileSizeMb.max,
     'Largest file one command may write, in MB',
   ),
+  jobBudgetUsd: budget(
+    'jobBudgetUsd',
+    "What all turns of one job may cost: a turn that reaches it stops, and the job's follow-ups are refused",
+  ),
+  monthlyBudgetUsd: budget(
+    'monthlyBudgetUsd',
+    "What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted)",
+  ),
 };
 
 const notAnObject = {
@@ -168,6 +189,8 @@ export const projectUpdateBody = z.strictObject(
     commandMemoryMb: fields.commandMemoryMb.optional(),
     commandProcesses: fields.commandProcesses.optional(),
     commandFileSizeMb: fields.commandFileSizeMb.optional(),
+    jobBudgetUsd: fields.jobBudgetUsd.optional(),
+    monthlyBudgetUsd: fields.monthlyBudgetUsd.optional(),
   },
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;

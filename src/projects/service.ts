@@ -19,6 +19,8 @@ export interface ProjectsContext {
   db: Db;
   config: Config;
   forges: ForgeTargets;
+  /** The model registry as projects use it: whether a model's prices are known (budgets). */
+  models: { readonly defaultId: string; info(id: string): { prices: object | undefined } };
 }
 
 export interface ProjectRecord {
@@ -49,6 +51,10 @@ export interface ProjectRecord {
   commandMemoryMb: number;
   commandProcesses: number;
   commandFileSizeMb: number;
+  /** What all turns of one job may cost, in US dollars; null: no budget. */
+  jobBudgetUsd: number | null;
+  /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */
+  monthlyBudgetUsd: number | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -98,6 +104,8 @@ export function toProjectRecord(
     commandMemoryMb: limits.memoryMb,
     commandProcesses: limits.processes,
     commandFileSizeMb: limits.fileSizeMb,
+    jobBudgetUsd: row.job_budget_usd,
+    monthlyBudgetUsd: row.monthly_budget_usd,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -131,6 +139,9 @@ export interface ProjectFields {
   commandMemoryMb?: number | null | undefined;
   commandProcesses?: number | null | undefined;
   commandFileSizeMb?: number | null | undefined;
+  /** A budget in US dollars; null removes it. */
+  jobBudgetUsd?: number | null | undefined;
+  monthlyBudgetUsd?: number | null | undefined;
 }
 
 /**
@@ -185,6 +196,9 @@ async function toChanges(
   if (b.commandMemoryMb !== undefined) changes.command_memory_mb = b.commandMemoryMb;
   if (b.commandProcesses !== undefined) changes.command_processes = b.commandProcesses;
   if (b.commandFileSizeMb !== undefined) changes.command_file_size_mb = b.commandFileSizeMb;
+  if (b.jobBudgetUsd !== undefined) changes.job_budget_usd = b.jobBudgetUsd;
+  if (b.monthlyBudgetUsd !== undefined) changes.monthly_budget_usd = b.monthlyBudgetUsd;
+  refuseUnpricedBudget(ctx, b, changes, current);
 
   const tokenEnv = b.forgeTokenEnv;
   const token = b.forgeToken;
@@ -253,6 +267,40 @@ async function toChanges(
   return changes;
 }
 
+/**
+ * A budget holds only a model whose prices are known: its spend is counted at them. Refused
+ * when a budget is set, or the model of a project with one is changed, to such a model (the
+ * project's, else the server's default).
+ */
+function refuseUnpricedBudget(
+  ctx: ProjectsContext,
+  b: ProjectFields,
+  changes: ProjectChanges,
+  current: ProjectRow | undefined,
+): void {
+  const touched =
+    b.model !== undefined ||
+    (b.jobBudgetUsd !== undefined && b.jobBudgetUsd !== null) ||
+    (b.monthlyBudgetUsd !== undefined && b.monthlyBudgetUsd !== null);
+  if (!touched) return;
+  const pick = <T>(changed: T | undefined, stored: T | undefined | null) =>
+    changed !== undefined ? changed : (stored ?? null);
+  const budgets = [
+    ...(pick(changes.job_budget_usd, current?.job_budget_usd) !== null ? ['jobBudgetUsd'] : []),
+    ...(pick(changes.monthly_budget_usd, current?.monthly_budget_usd) !== null
+      ? ['monthlyBudgetUsd']
+      : []),
+  ];
+  if (budgets.length === 0) return;
+  const projectModel = pick(changes.model, current?.model);
+  const model = projectModel ?? ctx.models.defaultId;
+  if (ctx.models.info(model).prices !== undefined) return;
+  throw new AppError(
+    'bad_request',
+    `${budgets.map((name) => `"${name}"`).join(' and ')} cannot hold model '${model}'${projectModel === null ? " (the server's default)" : ''}: its prices are unknown, so what its jobs spend could not be counted. Give its prices in the server's ERRAND_MODEL_CATALOG file, or choose a model whose prices are known`,
+  );
+}
+
 /** Checks a create body and stores the project. */
 export async function createProject(
   ctx: ProjectsContext,
@@ -284,6 +332,8 @@ export async function createProject(
       command_memory_mb: changes.command_memory_mb ?? null,
       command_processes: changes.command_processes ?? null,
       command_file_size_mb: changes.command_file_size_mb ?? null,
+      job_budget_usd: changes.job_budget_usd ?? null,
+      monthly_budget_usd: changes.monthly_budget_usd ?? null,
       updated_at: sql`now()`,
     })
     .returningAll()
@@ -338,6 +388,8 @@ export const PROJECT_COLUMNS = [
   'command_memory_mb',
   'command_processes',
   'command_file_size_mb',
+  'job_budget_usd',
+  'monthly_budget_usd',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];

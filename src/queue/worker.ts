@@ -13,12 +13,14 @@ import {
   finishTurn,
   recordProgress,
   recordReviewDiff,
+  recordSpent,
   retryTurn,
   startTurn,
   turnContext,
 } from '../jobs/lifecycle.ts';
 import { TurnFailedError, type TurnRunner } from '../jobs/runner.ts';
 import { jobStatus } from '../jobs/states.ts';
+import { addTokens, NO_TOKENS, readUsage, type TokenUsage, type Usage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, TurnOutcome } from '../metrics/metrics.ts';
 import { TURN_QUEUE, type TurnEntry, type TurnQueue } from './queue.ts';
@@ -29,6 +31,10 @@ export interface WorkerContext extends JobsContext {
   queue: TurnQueue;
   log: Logger;
   metrics: Metrics;
+  models: JobsContext['models'] & {
+    /** Tokens with their cost on the model (src/agent/models.ts ModelRegistry.usage). */
+    usage(modelId: string, tokens: TokenUsage): Usage;
+  };
 }
 
 export interface Worker {
@@ -44,6 +50,8 @@ export interface WorkerOptions {
 }
 
 const SWEEP_INTERVAL_MS = 10_000;
+/** The progress events that carry a model call's usage: a step, and a compaction's summary. */
+const MODEL_CALLS: ReadonlySet<string> = new Set(['model.step', 'context.compacted']);
 const MAX_RETRY_AFTER_SECONDS = 300;
 
 export async function startWorker(
@@ -80,10 +88,16 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
   const started = await startTurn(ctx, jobId, seq, entry.retryCount + 1);
   if (!started) return;
   const report = new TurnReport();
+  // What this attempt's model calls used, as its progress events tell it: what a failed or
+  // retried attempt spent counts too (its output, which would say, never comes).
+  let stepTokens: TokenUsage = NO_TOKENS;
   const emit = (type: string, data: Record<string, unknown> = {}) => {
     report.mark(type);
+    const used = MODEL_CALLS.has(type) ? readUsage(data.usage) : undefined;
+    if (used) stepTokens = addTokens(stepTokens, used);
     return recordProgress(ctx, jobId, seq, type, data);
   };
+  const spent = (tokens: TokenUsage = stepTokens) => ctx.models.usage(started.job.model, tokens);
   log.info('turn started');
 
   const local = ctx.aborts.start(jobId);
@@ -103,11 +117,11 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
       saveReviewDiff: (diff, truncated) => recordReviewDiff(ctx, jobId, diff, truncated),
     });
     signal.throwIfAborted();
-    await finishTurn(ctx, jobId, seq, output);
+    await finishTurn(ctx, jobId, seq, output, spent(output.usage ?? stepTokens));
     outcome = 'done';
   } catch (err) {
     failure = err;
-    outcome = await settleFailure(ctx, entry, err, signal);
+    outcome = await settleFailure(ctx, entry, err, signal, spent());
   } finally {
     ctx.aborts.finish(jobId, local);
     report.end(log, ctx.metrics, outcome, failure);
@@ -135,10 +149,13 @@ async function settleFailure(
   entry: TurnEntry,
   err: unknown,
   signal: AbortSignal,
+  spent: Usage,
 ): Promise<Exclude<TurnOutcome, 'done' | 'interrupted'>> {
   const { jobId, seq } = entry.data;
   const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
   const status = await jobStatus(ctx.db, jobId);
+  if (status === undefined || status === 'archived' || signal.aborted)
+    await recordSpent(ctx, jobId, seq, spent);
   if (status === undefined || status === 'archived') return 'archived';
   if (signal.aborted) {
     // Shutdown or a lost claim: the queue gives the turn to another worker.
@@ -156,12 +173,18 @@ async function settleFailure(
         : 0;
     const delay = Math.max(backoff, retryAfter);
     log.debug({ retryInSeconds: delay }, 'turn retry scheduled');
-    await retryTurn(ctx, jobId, seq, {
-      error: message,
-      attempt: entry.retryCount + 1,
-      retryInSeconds: delay,
-      ...(retryAfter > 0 ? { retryAfterSeconds: retryAfter } : {}),
-    });
+    await retryTurn(
+      ctx,
+      jobId,
+      seq,
+      {
+        error: message,
+        attempt: entry.retryCount + 1,
+        retryInSeconds: delay,
+        ...(retryAfter > 0 ? { retryAfterSeconds: retryAfter } : {}),
+      },
+      spent,
+    );
     // The backoff is Errand's, not pg-boss's: the queue retries at once so that a dead
     // worker's turn is taken up without delay (queue.ts). The turn goes back to the queue
     // deferred by `delay`, and this worker is free for other turns meanwhile.
@@ -169,7 +192,7 @@ async function settleFailure(
       log.warn('turn retry not scheduled: its claim was gone');
     return 'retried';
   }
-  await failTurn(ctx, jobId, seq, message);
+  await failTurn(ctx, jobId, seq, message, spent);
   return 'failed';
 }
 

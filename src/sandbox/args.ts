@@ -103,8 +103,6 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '--new-session',
     '--cap-drop',
     'ALL',
-    '--hostname',
-    'sandbox',
     '--clearenv',
     '--setenv',
     'PATH',

@@ -70,6 +70,10 @@ const DIAGNOSTICS_CAP = 4_000;
 
 const HOW_TO_INSTALL =
   'install the bubblewrap package (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)';
+const HOW_TO_PROC =
+  'in a container, let bubblewrap mount its own /proc: podman or docker run ' +
+  "--security-opt systempaths=unconfined; Kubernetes: the container's securityContext " +
+  'procMount: Unmasked, in a pod with hostUsers: false (docs/deploy.md)';
 const HOW_TO_USERNS =
   'enable unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 (Debian), ' +
   'sysctl kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu 24.04+), ' +
@@ -157,10 +161,11 @@ async function probe(
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
+    const proc = /Can't mount proc/i.test(message);
     const userns = /namespace|uid map|Operation not permitted|Permission denied/i.test(message);
     return unavailable(
       `a trivial confined run failed: ${message}`,
-      userns ? HOW_TO_USERNS : HOW_TO_INSTALL,
+      proc ? HOW_TO_PROC : userns ? HOW_TO_USERNS : HOW_TO_INSTALL,
     );
   } finally {
     await rm(dir, { recursive: true, force: true });

@@ -3,10 +3,15 @@
 // request. Every step is safe to repeat: a turn retried after a crash finds its pushed commit
 // and does not redo it. It reads no database: the project and the conversation come in its
 // input, and what it records goes through the input's callbacks.
-import type { ModelMessage } from 'ai';
-import { BudgetExceededError, ModelError, runAgentTurn } from '../agent/loop.ts';
+import { jobHistory } from '../agent/context.ts';
+import { BudgetExceededError, type CostBudget, ModelError, runAgentTurn } from '../agent/loop.ts';
 import type { ModelRegistry } from '../agent/models.ts';
-import { buildSystemPrompt, readRepoInstructions, type SetupNote } from '../agent/prompt.ts';
+import {
+  buildSystemPrompt,
+  readRepoInstructions,
+  type SetupNote,
+  setupNote,
+} from '../agent/prompt.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
@@ -51,7 +56,11 @@ export interface TurnPipelineDeps {
   models: ModelRegistry;
   /** The process's forge clients (the application context's). */
   forges: Forges;
+  /** The job's budget and what its turns spent; undefined without one (jobs/spend.ts). */
+  jobBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
 }
+
+type JobBudget = { limitUsd: number; spentUsd: number };
 
 const TURN_TRAILER = 'Errand-Turn';
 const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
@@ -169,10 +178,7 @@ export class TurnPipeline implements TurnRunner {
       const commands = await this.#commands(input, checkout.dir, emit, secrets);
       const result = await this.#agent(input, checkout.dir, emit, commands, secrets);
       const summary = scrub(result.summary);
-      const usage = {
-        inputTokens: result.usage.inputTokens,
-        outputTokens: result.usage.outputTokens,
-      };
+      const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
       const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
       if (changed.length === 0) {
@@ -298,28 +304,46 @@ export class TurnPipeline implements TurnRunner {
         secrets,
       });
     }
+    const { models } = this.#deps;
+    const info = models.info(job.model);
     return runAgentTurn({
-      model: this.#deps.models.resolve(job.model),
+      model: models.resolve(job.model),
       system: buildSystemPrompt({
         ...(repoInstructions ? { repoInstructions } : {}),
         repository: job.repository,
         branch: job.branch,
         commands: commands !== undefined,
-        setup: commands?.setup,
       }),
-      history: input.earlier.flatMap((t) => t.messages as ModelMessage[]),
+      history: jobHistory(input.earlier),
       prompt: turn.prompt,
+      note: commands?.setup ? setupNote(commands.setup) : undefined,
       tools,
       budgets: {
         maxSteps: config.agent.maxSteps,
         maxOutputTokens: config.agent.maxOutputTokens,
         timeoutMs: config.turn.timeoutSeconds * 1000,
       },
+      context: { windowTokens: info.contextTokens, cacheKey: job.id },
+      // A model whose prices are unknown cannot be held to a budget (the settings say so).
+      budget: info.prices ? await this.#budget(job) : undefined,
       signal,
       onEvent: async (event) => {
         if (event.type === 'model.step') {
-          metrics.modelStep(job.model, event.usage);
-          return emit('model.step', { step: event.step, usage: event.usage });
+          const usage = models.usage(job.model, event.usage);
+          metrics.modelStep(job.model, usage);
+          return emit('model.step', { step: event.step, usage });
+        }
+        if (event.type === 'context.compacted') {
+          const usage = models.usage(job.model, event.usage);
+          metrics.modelStep(job.model, usage);
+          const { type, ...data } = event;
+          const why =
+            data.reason === 'overflow' ? ' after the model refused a request as too long' : '';
+          return emit(type, {
+            ...data,
+            usage,
+            summary: `summarised the older conversation${why}: about ${data.tokensBefore.toLocaleString('en-US')} → ${data.tokensAfter.toLocaleString('en-US')} tokens`,
+          });
         }
         return emit(event.type, { ...event });
       },
@@ -327,6 +351,14 @@ export class TurnPipeline implements TurnRunner {
       if (err instanceof ModelError) metrics.modelError(job.model);
       throw err;
     });
+  }
+
+  /** The job's budget, read as the turn starts; the turn's steps add their cost to it. */
+  async #budget(job: { id: string; model: string }): Promise<CostBudget | undefined> {
+    const left = await this.#deps.jobBudgetLeft(job);
+    if (!left) return undefined;
+    const { models } = this.#deps;
+    return { ...left, costOf: (usage) => models.costOf(job.model, usage) };
   }
 
   /**

@@ -250,13 +250,21 @@ describe('agent', () => {
     const { metrics } = svc.service.ctx;
     const calls = () => metrics.value('errand_model_calls_total', { provider: 'anthropic' });
     const tokens = () => metrics.value('errand_model_tokens_total', { provider: 'anthropic' });
-    const [callsBefore, tokensBefore] = [await calls(), await tokens()];
+    // claude-test has no known price: its calls are counted as unpriced, never as $0.
+    const unpriced = () =>
+      metrics.value('errand_model_unpriced_calls_total', { model: 'claude-test' });
+    const [callsBefore, tokensBefore, unpricedBefore] = [
+      await calls(),
+      await tokens(),
+      await unpriced(),
+    ];
     const jobId = await create('Add notes', project.id);
     const job = await until(jobId, 'completed', project.id);
     assert.equal(job.model, 'anthropic:claude-test');
     // Two model calls (the tool call, then the summary), counted under their provider.
     assert.equal(await calls(), callsBefore + 2);
     assert.ok((await tokens()) > tokensBefore, 'no tokens were counted');
+    assert.equal(await unpriced(), unpricedBefore + 2);
     assert.deepEqual(changedOnBranch(`errand/${jobId}`), ['A\tNOTES.md']);
   });
 

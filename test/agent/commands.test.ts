@@ -61,6 +61,12 @@ function systemPrompt(request: RecordedRequest | undefined): string {
   return typeof system?.content === 'string' ? system.content : JSON.stringify(system?.content);
 }
 
+/** The user messages of a recorded OpenAI request, in order. */
+function userMessages(request: RecordedRequest | undefined): unknown[] {
+  const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
+  return (body?.messages ?? []).filter((m) => m.role === 'user').map((m) => m.content);
+}
+
 /** The tool results of a recorded OpenAI request, in order. */
 function toolResults(request: RecordedRequest | undefined): string[] {
   const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
@@ -289,10 +295,12 @@ describe('run_command', { skip }, () => {
       assert.match(String(first.outputTail), /^1\n/);
       assert.equal(host.connections(), 0);
       assert.equal(typeof first.durationMs, 'number');
-      // The model is told how the setup went, and the agent sees what it made.
-      const system = systemPrompt(llm.requests[0]);
-      assert.match(system, /setup command ran in the sandbox: it failed with exit code/);
-      assert.match(system, /<setup-command>mkdir -p setup-output/);
+      // The model is told how the setup went, in a note after the prompt (the system prompt
+      // stays the same from turn to turn), and the agent sees what it made.
+      const note = JSON.stringify(userMessages(llm.requests[0]).at(-1));
+      assert.match(note, /setup command ran in the sandbox: it failed with exit code/);
+      assert.match(note, /<setup-command>mkdir -p setup-output/);
+      assert.doesNotMatch(systemPrompt(llm.requests[0]), /setup/);
       assert.match(toolResults(llm.requests[1]).at(-1) ?? '', /\n\nrun\n$/);
       assert.equal(origin.head(`errand/${jobId}`), null, 'ignored setup output is not committed');
 
@@ -310,7 +318,10 @@ describe('run_command', { skip }, () => {
       assert.equal(setups[1]?.data.exitCode, 0);
       assert.equal(setups[1]?.data.outputTail, '1\nhello from the host\n');
       assert.equal(host.connections(), 1);
-      assert.match(systemPrompt(llm.requests.at(-1)), /it succeeded \(exit code 0\)/);
+      // The follow-up's note says how this turn's setup went; the first turn's note stays.
+      const notes = userMessages(llm.requests.at(-1)).map((m) => JSON.stringify(m));
+      assert.match(notes.at(-1) ?? '', /it succeeded \(exit code 0\)/);
+      assert.match(notes[0] ?? '', /it failed with exit code/);
     } finally {
       host.server.close();
     }

@@ -118,6 +118,62 @@ describe('errand CLI', () => {
     assert.doesNotMatch(refused.stderr, /ghp_abcdefghijklmnop/);
   });
 
+  test('project create and update set the budgets; default or an empty value removes one', async () => {
+    const created = await cli([
+      'project',
+      'create',
+      '--name',
+      'budgets',
+      '--repo',
+      svc.database.dataDir,
+      '--job-budget',
+      '2.50',
+      '--monthly-budget',
+      '$100',
+    ]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(created.stdout, /; budget \$2\.50 per job, \$100\.00 per month\)\n$/);
+    const id = /created project (prj_\w+)/.exec(created.stdout)?.[1] ?? '';
+    const stored = await svc.request('GET', `/v2/admin/projects/${id}`);
+    assert.equal(stored.json.jobBudgetUsd, 2.5);
+    assert.equal(stored.json.monthlyBudgetUsd, 100);
+    const updated = json(
+      await cli([
+        'project',
+        'update',
+        id,
+        '--job-budget',
+        'default',
+        '--monthly-budget',
+        '',
+        '--json',
+      ]),
+    );
+    assert.equal(updated.jobBudgetUsd, null);
+    assert.equal(updated.monthlyBudgetUsd, null);
+    // A bad amount is the command line's fault: exit 2, nothing sent.
+    const bad = await cli(['project', 'update', id, '--job-budget', 'lots']);
+    assert.equal(bad.code, 2);
+    assert.equal(bad.stdout, '');
+    assert.match(bad.stderr, /--job-budget must be an amount of US dollars above 0/);
+    // A model without a known price cannot be held to a budget: the server says so.
+    const unpriced = await cli([
+      'project',
+      'update',
+      id,
+      '--model',
+      'openai-compatible:local-coder',
+      '--monthly-budget',
+      '5',
+    ]);
+    assert.equal(unpriced.code, 1);
+    assert.match(
+      unpriced.stderr,
+      /cannot hold model 'openai-compatible:local-coder': its prices are unknown/,
+    );
+    assert.equal((await svc.request('GET', `/v2/admin/projects/${id}`)).json.model, null);
+  });
+
   test('errors go to stderr with a non-zero exit and nothing on stdout', async () => {
     const cases: Array<[string[], RegExp, Record<string, string>?]> = [
       [['project', 'create', '--repo', '/tmp', '--json'], /--name is required/],

@@ -22,11 +22,20 @@ const CLEAR_LINE = '\r\x1b[2K';
 
 type Json = Record<string, unknown>;
 
+/** What a `spend` turn used: on the default model (Claude Sonnet 4.5), $0.2925 at list prices. */
+const SPENT = {
+  inputTokens: 150_000,
+  outputTokens: 7_500,
+  cacheReadTokens: 100_000,
+  cacheWriteTokens: 0,
+};
+
 /** A turn the test lets finish when it likes. */
 const gates = new Map<string, () => void>();
 
 /**
- * pr: a tool call, a commit and a pull request; complete: done, nothing changed; fail: a
+ * pr: a tool call, a commit and a pull request; complete: done, nothing changed; spend: one
+ * model step whose tokens count; fail: a
  * failure retrying cannot fix; hold: works until archived; gate NAME: waits for the test.
  */
 function runner(): RecordingRunner {
@@ -53,6 +62,10 @@ function runner(): RecordingRunner {
       return { summary: 'Greet the world', prLink: PR, prNumber: 7, commitSha: SHA };
     }
     if (word === 'complete') return { summary: 'nothing to do' };
+    if (word === 'spend') {
+      await input.emit('model.step', { step: 1, usage: SPENT });
+      return { summary: 'spent some', usage: SPENT };
+    }
     if (word === 'hold') {
       await work(120_000, input.signal);
       return { summary: 'held' };
@@ -206,6 +219,25 @@ describe('errand job', () => {
     // The whole log, as the API has it.
     const listed = await svc.request('GET', `/v2/agent/${projectId}/job/${job.id}/events`);
     assert.deepEqual(events, JSON.parse(JSON.stringify(listed.json.events)));
+  });
+
+  test('--wait ends with what the job used, and job get shows it', async () => {
+    const run = ok(await cli(['job', 'create', '--project', projectId, 'spend tokens', '--wait']));
+    const out = lines(run.stdout);
+    const jobId = /^created job (job_\w+)/.exec(out[0] ?? '')?.[1] ?? '';
+    assert.ok(
+      out.some((l) => l.endsWith('  model.step  step 1 (150000 in, 7500 out, 100000 cached)')),
+    );
+    // 50,000 uncached input tokens at $3/M, 100,000 cached at $0.30/M, 7,500 output at $15/M.
+    assert.equal(out.at(-2), 'completed; no pull request: nothing changed');
+    assert.equal(out.at(-1), 'used 150,000 tokens in (100,000 cached), 7,500 out; $0.2925');
+    const text = ok(await cli(['job', 'get', jobId, '--project', projectId])).stdout;
+    assert.match(
+      text,
+      /\n {2}usage: {4}150,000 tokens in \(100,000 cached\), 7,500 out; \$0\.2925\n/,
+    );
+    const record = await json(['job', 'get', jobId, '--project', projectId]);
+    assert.deepEqual(record.usage, { ...SPENT, costUsd: 0.2925 });
   });
 
   test('a failing job: --wait exits 1 with its error', async () => {

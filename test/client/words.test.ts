@@ -3,7 +3,15 @@
 // read the same in the CLI, the dashboard and the MCP server.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { eventWords, JOB_STATUSES, statusLine, statusSentence } from '../../src/client/words.ts';
+import {
+  eventWords,
+  formatUsd,
+  JOB_STATUSES,
+  statusLine,
+  statusSentence,
+  usageLine,
+  usageSentence,
+} from '../../src/client/words.ts';
 
 const SHA = '89abcdef0123456789abcdef0123456789abcdef';
 const PR = 'https://github.com/acme/app/pull/7';
@@ -78,6 +86,30 @@ describe('words', () => {
         { step: 3, usage: { inputTokens: 10, outputTokens: 2 } },
         'step 3 (10 in, 2 out)',
       ],
+      [
+        'model.step',
+        {
+          step: 4,
+          usage: {
+            inputTokens: 1200,
+            outputTokens: 30,
+            cacheReadTokens: 1000,
+            cacheWriteTokens: 0,
+            costUsd: 0.00111,
+          },
+        },
+        'step 4 (1200 in, 30 out, 1000 cached, $0.0011)',
+      ],
+      [
+        'context.compacted',
+        {
+          reason: 'threshold',
+          tokensBefore: 90000,
+          tokensAfter: 20000,
+          summary: 'summarised the older conversation: about 90,000 → 20,000 tokens',
+        },
+        'summarised the older conversation: about 90,000 → 20,000 tokens',
+      ],
       ['command.started', { command: 'npm test', cwd: '.' }, 'npm test'],
       [
         'command.finished',
@@ -104,6 +136,30 @@ describe('words', () => {
       assert.equal(words.text, text, type);
       assert.ok(!words.text.startsWith('{'), `${type} reads as JSON`);
     }
+  });
+
+  test('usage and dollars as a line and as a sentence; an unknown cost is said so', () => {
+    const usage = {
+      inputTokens: 1_234_567,
+      outputTokens: 8_900,
+      cacheReadTokens: 1_000_000,
+      cacheWriteTokens: 0,
+      costUsd: 1.2345,
+    };
+    assert.equal(usageLine(usage), '1,234,567 tokens in (1,000,000 cached), 8,900 out; $1.23');
+    assert.equal(
+      usageLine({ ...usage, cacheReadTokens: 0, costUsd: null }),
+      '1,234,567 tokens in, 8,900 out; cost unknown (no price for the model)',
+    );
+    assert.equal(
+      usageSentence(usage),
+      'It has used 1234567 input tokens (1000000 from the cache) and 8900 output tokens, about $1.23 at list prices.',
+    );
+    assert.equal(usageSentence({ ...usage, inputTokens: 0, outputTokens: 0 }), '');
+    assert.deepEqual(
+      [0, 0.004, 0.5, 12, null].map((usd) => formatUsd(usd)),
+      ['$0.00', '$0.0040', '$0.5000', '$12.00', 'unknown'],
+    );
   });
 
   test("a command's output is a detail, not part of its line", () => {

@@ -288,6 +288,33 @@ describe('dashboard', { skip: browserSkipReason }, () => {
     await page.getByRole('status').getByText('Saved.').waitFor();
     const removed = await svc.request('GET', `/v2/admin/projects/${project.id}`);
     assert.equal((removed.json.forge as { credentials: string }).credentials, 'none');
+
+    // Budgets, in dollars: a bad amount is refused naming the field; an emptied one is removed.
+    await page
+      .locator('#month-spend')
+      .getByText(/^Spent in \d{4}-\d{2} \(UTC\): \$0\.00, estimated/)
+      .waitFor();
+    await page.getByLabel('Per calendar month (UTC)').fill('25');
+    await page.getByLabel('Per job (all its turns)').fill('lots');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page
+      .getByRole('alert')
+      .getByText('"jobBudgetUsd" must be a number of US dollars')
+      .waitFor();
+    await page.getByLabel('Per job (all its turns)').fill('$1.50');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('status').getByText('Saved.').waitFor();
+    const budgeted = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+    assert.equal(budgeted.json.jobBudgetUsd, 1.5);
+    assert.equal(budgeted.json.monthlyBudgetUsd, 25);
+    await page.locator('#month-spend').getByText('of the monthly budget of $25.00').waitFor();
+    assert.equal(await page.getByLabel('Per job (all its turns)').inputValue(), '1.5');
+    await page.getByLabel('Per job (all its turns)').fill('');
+    await page.getByRole('button', { name: 'Save' }).click();
+    await page.getByRole('status').getByText('Saved.').waitFor();
+    const unbudgeted = await svc.request('GET', `/v2/admin/projects/${project.id}`);
+    assert.equal(unbudgeted.json.jobBudgetUsd, null);
+    assert.equal(unbudgeted.json.monthlyBudgetUsd, 25);
     await context.close();
   });
 
@@ -390,6 +417,8 @@ describe('dashboard', { skip: browserSkipReason }, () => {
     await page.goto(`${svc.url}/projects/${project.id}/jobs/${jobId}`);
     await page.locator('#job-status').getByText('active').waitFor();
     await page.getByText(`first ${HOSTILE}`).waitFor();
+    // Nothing used yet: no tokens, nothing spent.
+    await page.locator('#job-usage').getByText('0 tokens in, 0 out; $0.00').waitFor();
     // A status event reads as what changed, not as the job record it carries.
     await page.locator('#events').getByText('active, turn 1 queued', { exact: true }).waitFor();
     assert.ok(!((await page.locator('#events').textContent()) ?? '').includes('"status"'));

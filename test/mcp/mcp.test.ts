@@ -45,6 +45,14 @@ interface Answer {
   value: unknown;
 }
 
+/** What a `pr …` turn used: on the default model (Claude Sonnet 4.5), $0.021 at list prices. */
+const PR_USAGE = {
+  inputTokens: 12_000,
+  outputTokens: 800,
+  cacheReadTokens: 10_000,
+  cacheWriteTokens: 0,
+};
+
 /** The scripted runner, and `pr …` prompts that end their turn with a pull request. */
 function runner(): RecordingRunner {
   const scripted = scriptedRunner();
@@ -54,6 +62,7 @@ function runner(): RecordingRunner {
         summary: 'opened a pull request',
         prLink: `https://forge.example/acme/app/pull/${input.turn.seq}`,
         prNumber: input.turn.seq,
+        usage: PR_USAGE,
       };
     }
     return scripted.run(input);
@@ -214,6 +223,13 @@ describe('errand mcp', () => {
     assert.equal(job(waited).prLink, 'https://forge.example/acme/app/pull/1');
     assert.equal(job(waited).turns, 1);
     assert.match(waited.summary, /completed; its pull request is https:\/\/forge\.example/);
+    // What it used, priced: 2,000 uncached input tokens at $3/M, 10,000 cached at $0.30/M,
+    // 800 output at $15/M.
+    assert.deepEqual(job(waited).usage, { ...PR_USAGE, costUsd: 0.021 });
+    assert.match(
+      waited.summary,
+      /It has used 12000 input tokens \(10000 from the cache\) and 800 output tokens, about \$0\.0210 at list prices\./,
+    );
 
     const sent = await ok('send_message', { jobId: id, prompt: 'complete the follow-up' });
     assert.equal(job(sent).id, id);

@@ -218,3 +218,216 @@ describe('fake LLM: scripting', () => {
     fake.assertDone();
   });
 });
+
+const windowed: FakeLlm = await startFakeLlm({
+  apiKey: KEY,
+  models: ['m1', 'm2'],
+  contextWindow: { m1: 2_000, m2: 100_000 },
+});
+after(() => windowed.close());
+
+describe('fake LLM: context window and prompt caches', () => {
+  beforeEach(() => windowed.reset());
+
+  const auth = {
+    openai: { authorization: `Bearer ${KEY}` },
+    anthropic: { 'x-api-key': KEY, 'anthropic-version': '2023-06-01' },
+  };
+  const send = (protocol: 'openai' | 'anthropic', body: Record<string, unknown>) =>
+    fetch(`${windowed.url}${protocol === 'openai' ? '/v1/chat/completions' : '/v1/messages'}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...auth[protocol] },
+      body: JSON.stringify(body),
+    });
+
+  it('refuses a prompt past the window as OpenAI does, without taking a scripted answer', async () => {
+    windowed.script(reply('never'));
+    const messages = [{ role: 'user', content: 'x'.repeat(8_000) }];
+    const res = await send('openai', { model: 'm1', messages, max_tokens: 100 });
+    assert.equal(res.status, 400);
+    const tokens = windowed.requests[0]?.promptTokens ?? 0;
+    assert.equal(tokens, Math.ceil(JSON.stringify(messages[0]).length / 4));
+    assert.deepEqual(await res.json(), {
+      error: {
+        message: `This model's maximum context length is 2000 tokens. However, you requested ${tokens + 100} tokens (${tokens} in the messages, 100 in the completion). Please reduce the length of the messages or completion.`,
+        type: 'invalid_request_error',
+        param: 'messages',
+        code: 'context_length_exceeded',
+      },
+    });
+    assert.equal(windowed.requests[0]?.overflow, true);
+    assert.equal(windowed.pending(), 1);
+    // Not expected by the test: reported.
+    assert.match(windowed.unexpected.join(), /pass the 2000-token window/);
+  });
+
+  it('refuses as Anthropic does, for the prompt alone or with its max_tokens', async () => {
+    windowed.expectOverflows(2);
+    const long = await send('anthropic', {
+      model: 'm1',
+      max_tokens: 10,
+      messages: [{ role: 'user', content: 'y'.repeat(9_000) }],
+    });
+    assert.equal(long.status, 400);
+    const tokens = windowed.requests[0]?.promptTokens;
+    assert.deepEqual(await long.json(), {
+      type: 'error',
+      error: {
+        type: 'invalid_request_error',
+        message: `prompt is too long: ${tokens} tokens > 2000 maximum`,
+      },
+    });
+    const room = await send('anthropic', {
+      model: 'm1',
+      max_tokens: 1_900,
+      messages: [{ role: 'user', content: 'y'.repeat(1_000) }],
+    });
+    assert.equal(room.status, 400);
+    const body = (await room.json()) as { error: { message: string } };
+    assert.match(
+      body.error.message,
+      /^input length and `max_tokens` exceed context limit: \d+ \+ 1900 > 2000/,
+    );
+    windowed.assertDone();
+  });
+
+  it("reports OpenAI's cached tokens: the common prefix with the key's previous request, in steps of 128 past 1,024", async () => {
+    const base = [{ role: 'user', content: 'z'.repeat(20_000) }];
+    const next = [...base, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'more' }];
+    windowed.script(reply('a'), reply('b'), reply('c'), reply('d'));
+    const usage = async (body: Record<string, unknown>) =>
+      (
+        (await (await send('openai', { model: 'm2', ...body })).json()) as {
+          usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } };
+        }
+      ).usage;
+    const first = await usage({ messages: base, prompt_cache_key: 'job-1' });
+    assert.equal(first.prompt_tokens_details.cached_tokens, 0);
+    const second = await usage({ messages: next, prompt_cache_key: 'job-1' });
+    const shared = Math.floor((JSON.stringify(base).length - 1) / 4);
+    const expected = 1024 + Math.floor((shared - 1024) / 128) * 128;
+    assert.equal(second.prompt_tokens_details.cached_tokens, expected);
+    assert.ok(second.prompt_tokens > expected);
+    // Another key has its own cache; the same key's cache moved on to the last request.
+    assert.equal(
+      (await usage({ messages: base, prompt_cache_key: 'job-2' })).prompt_tokens_details
+        .cached_tokens,
+      0,
+    );
+    assert.equal(
+      (await usage({ messages: next, prompt_cache_key: 'job-1' })).prompt_tokens_details
+        .cached_tokens,
+      Math.min(
+        1024 + Math.floor((Math.floor(JSON.stringify(next).length / 4) - 1024) / 128) * 128,
+        windowed.requests[3]?.promptTokens ?? 0,
+      ),
+    );
+    windowed.assertDone();
+  });
+
+  it("reports Anthropic's cache only up to the request's breakpoints", async () => {
+    const system = [
+      { type: 'text', text: 's'.repeat(8_000), cache_control: { type: 'ephemeral' } },
+    ];
+    const turn = (extra: unknown[] = [], mark = true) => [
+      {
+        role: 'user',
+        content: [
+          {
+            type: 'text',
+            text: 'q'.repeat(8_000),
+            ...(mark ? { cache_control: { type: 'ephemeral' } } : {}),
+          },
+        ],
+      },
+      ...extra,
+    ];
+    windowed.script(reply('1'), reply('2'), reply('3'), reply('4'));
+    type AnthropicUsage = {
+      input_tokens: number;
+      cache_read_input_tokens: number;
+      cache_creation_input_tokens: number;
+    };
+    const usage = async (messages: unknown[], sys: unknown = system) =>
+      (
+        (await (
+          await send('anthropic', { model: 'm2', max_tokens: 10, system: sys, messages })
+        ).json()) as {
+          usage: AnthropicUsage;
+        }
+      ).usage;
+    // No breakpoint: nothing cached, nothing written.
+    const none = await usage(turn([], false), 's'.repeat(8_000));
+    assert.deepEqual([none.cache_read_input_tokens, none.cache_creation_input_tokens], [0, 0]);
+    // Breakpoints on the system prompt and the message: both prefixes written.
+    const first = await usage(turn());
+    assert.equal(first.cache_read_input_tokens, 0);
+    const total = windowed.requests[1]?.promptTokens ?? 0;
+    assert.ok(first.cache_creation_input_tokens > 3_000);
+    assert.equal(first.input_tokens + first.cache_creation_input_tokens, total);
+    // The same prefix and more after it, marked at the end: the earlier breakpoint is read
+    // back (within 20 blocks of the new one) and the rest written.
+    const more = turn([
+      { role: 'assistant', content: [{ type: 'text', text: 'fine' }] },
+      {
+        role: 'user',
+        content: [{ type: 'text', text: 'r'.repeat(6_000), cache_control: { type: 'ephemeral' } }],
+      },
+    ]);
+    const second = await usage(more);
+    assert.equal(second.cache_read_input_tokens, first.cache_creation_input_tokens);
+    assert.ok(second.cache_creation_input_tokens > 1_400);
+    // Without the breakpoint at the end, only the system prompt's prefix is read.
+    const third = await usage(turn([], false));
+    assert.ok(third.cache_read_input_tokens > 1_900 && third.cache_read_input_tokens < 2_100);
+    assert.equal(third.cache_creation_input_tokens, 0);
+    windowed.assertDone();
+  });
+
+  it('the SDK reads the cached tokens of both protocols into its usage', async () => {
+    for (const protocol of ['openai', 'anthropic'] as const) {
+      windowed.reset();
+      windowed.script(reply('one'), reply('two'));
+      const model = resolveModel(`${protocol}:m2`, {
+        [protocol]: { apiKey: KEY, baseURL: `${windowed.url}/v1` },
+      });
+      const cache = { anthropic: { cacheControl: { type: 'ephemeral' } } };
+      const messages = [
+        { role: 'user' as const, content: 'w'.repeat(12_000), providerOptions: cache },
+      ];
+      await generateText({
+        model,
+        messages,
+        maxOutputTokens: 10,
+        providerOptions: { openai: { promptCacheKey: 'k' } },
+      });
+      const again = await generateText({
+        model,
+        messages,
+        maxOutputTokens: 10,
+        providerOptions: { openai: { promptCacheKey: 'k' } },
+      });
+      const details = again.usage.inputTokenDetails;
+      assert.ok((details.cacheReadTokens ?? 0) >= 2_944, `${protocol}: ${JSON.stringify(details)}`);
+      assert.equal(again.usage.inputTokens, windowed.requests[1]?.promptTokens);
+      windowed.assertDone();
+    }
+  });
+
+  it('answers what the queue has no item for from scriptAll, and reports what it returns nothing for', async () => {
+    windowed.scriptAll((r) =>
+      JSON.stringify(r.body).includes('known') ? reply('from scriptAll') : undefined,
+    );
+    const ok = await send('openai', {
+      model: 'm2',
+      messages: [{ role: 'user', content: 'known' }],
+    });
+    assert.equal(ok.status, 200);
+    const other = await send('openai', {
+      model: 'm2',
+      messages: [{ role: 'user', content: 'other' }],
+    });
+    assert.equal(other.status, 500);
+    assert.match(windowed.unexpected.join(), /the script has no answer for this request/);
+  });
+});

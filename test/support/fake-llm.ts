@@ -2,7 +2,12 @@
 // messages, streaming and not) on 127.0.0.1, so the real AI SDK providers can be tested over
 // loopback. It answers from a queue the test gives, records every request, and reports anything
 // a real vendor would reject or the test did not script through `unexpected` / `assertDone()`.
+// It counts a prompt's tokens deterministically (a quarter of its characters), can enforce a
+// context window and refuse a longer prompt in the vendor's words, and reports prompt-cache hits
+// the way each vendor caches: OpenAI the common prefix with the previous request of the same
+// prompt_cache_key, Anthropic only up to the request's cache_control breakpoints.
 
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,7 +24,8 @@ export type ReplyItem = {
   toolCalls?: FakeToolCall[];
   /** Defaults to 'tool_calls' / 'tool_use' when there are tool calls, else 'stop' / 'end_turn'. */
   finish?: 'stop' | 'tool_calls' | 'length';
-  usage?: { input: number; output: number };
+  /** Reported as given; by default the input is the prompt's counted tokens and its cache hits. */
+  usage?: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
   /** Streamed text is cut into pieces of this many characters (default: whole words). */
   chunkChars?: number;
   /** Pause before each streamed chunk: a "slow stream" a test can abort in the middle. */
@@ -38,13 +44,20 @@ export type ErrorItem = {
   type: 'error';
   status: number;
   message?: string;
+  /** OpenAI's error code; by default the one its status usually carries. */
+  code?: string;
   headers?: Record<string, string>;
 };
 
-/** Computes the answer from the request, e.g. to echo what the server received. */
+/**
+ * Computes the answer from the request, e.g. to echo what the server received; undefined for a
+ * request the test did not expect (it is answered with a 500 and reported).
+ */
 export type DynamicItem = {
   type: 'dynamic';
-  respond: (request: RecordedRequest) => ReplyItem | ErrorItem | Promise<ReplyItem | ErrorItem>;
+  respond: (
+    request: RecordedRequest,
+  ) => ReplyItem | ErrorItem | undefined | Promise<ReplyItem | ErrorItem | undefined>;
 };
 
 export type ScriptItem = (ReplyItem | ErrorItem | DynamicItem) & {
@@ -65,6 +78,13 @@ export type RecordedRequest = {
   aborted: boolean;
   /** The answer was written completely. */
   completed: boolean;
+  /** The prompt's tokens as the fake counts them (tools, system and messages), once parsed. */
+  promptTokens: number | undefined;
+  /** Prompt tokens served from the fake's prompt cache, and written to it. */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
+  /** Refused for passing the context window. */
+  overflow: boolean;
 };
 
 export type FakeLlmOptions = {
@@ -72,7 +92,21 @@ export type FakeLlmOptions = {
   apiKey: string;
   /** Model ids the server knows; a request for another model is unexpected. */
   models: string[];
+  /**
+   * The models' context window in tokens, or each model's: a request whose prompt plus its
+   * max_tokens passes it is refused as the vendor refuses it (OpenAI 400
+   * `context_length_exceeded`, Anthropic 400 `invalid_request_error` "prompt is too long"),
+   * without taking a scripted answer.
+   */
+  contextWindow?: number | Readonly<Record<string, number>>;
+  /** Refusals for the window the test expects (default 0); more are unexpected. */
+  allowOverflows?: number;
 };
+
+/** Tokens of a text as the fake counts them: a quarter of its characters, rounded up. */
+export function countTokens(text: string): number {
+  return Math.ceil(text.length / 4);
+}
 
 export type FakeLlm = {
   /** Base URL without path, e.g. http://127.0.0.1:1234 (providers want `${url}/v1`). */
@@ -81,8 +115,15 @@ export type FakeLlm = {
   /** Problems found: requests nobody scripted or a real vendor would refuse. */
   unexpected: string[];
   script: (...items: ScriptItem[]) => void;
+  /**
+   * Answers every request the queue has no item for with `respond`; a request it returns
+   * undefined for is unexpected. For runs whose number of model calls is not known in advance.
+   */
+  scriptAll: (respond: DynamicItem['respond'] | undefined) => void;
   /** Scripted answers not used yet. */
   pending: () => number;
+  /** Expects `n` more refusals for the window (until reset); others stay unexpected. */
+  expectOverflows: (n: number) => void;
   /** Resolves when `predicate` holds for a recorded request; rejects after `timeoutMs`. */
   waitFor: (
     predicate: (r: RecordedRequest) => boolean,
@@ -90,7 +131,7 @@ export type FakeLlm = {
   ) => Promise<RecordedRequest>;
   /** Throws when something unexpected happened or scripted answers are left over. */
   assertDone: () => void;
-  /** Forgets the script, recordings and problems (between tests sharing one server). */
+  /** Forgets the script, recordings, problems and prompt caches (between tests sharing one server). */
   reset: () => void;
   close: () => Promise<void>;
 };
@@ -121,8 +162,12 @@ const routes: Record<string, Protocol> = {
 
 export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
   let queue: ScriptItem[] = [];
+  let fallback: DynamicItem['respond'] | undefined;
   let requests: RecordedRequest[] = [];
   let unexpected: string[] = [];
+  let overflows = 0;
+  let allowedOverflows = options.allowOverflows ?? 0;
+  let caches = new PromptCaches();
   let idCounter = 0;
   const nextId = (prefix: string) => `${prefix}${++idCounter}`;
 
@@ -141,6 +186,10 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
       status: undefined,
       aborted: false,
       completed: false,
+      promptTokens: undefined,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      overflow: false,
     };
     requests.push(record);
     res.on('close', () => {
@@ -171,18 +220,44 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
       }
     }
 
-    const item = queue.shift();
+    const prompt = measurePrompt(protocol, record.body as Record<string, unknown>);
+    record.promptTokens = prompt.tokens;
+    const model = isRecord(record.body) ? String(record.body.model) : '';
+    const window =
+      typeof options.contextWindow === 'object'
+        ? options.contextWindow[model]
+        : options.contextWindow;
+    const completion = maxTokensOf(record.body as Record<string, unknown>);
+    if (window !== undefined && prompt.tokens + completion > window) {
+      record.overflow = true;
+      overflows++;
+      if (overflows > allowedOverflows) {
+        unexpected.push(
+          `request #${record.index}: ${prompt.tokens} prompt tokens + ${completion} max_tokens pass the ${window}-token window`,
+        );
+      }
+      return sendError(
+        res,
+        record,
+        protocol,
+        overflowError(protocol, prompt.tokens, completion, window),
+      );
+    }
+
+    const item: ScriptItem | undefined =
+      queue.shift() ?? (fallback ? { type: 'dynamic', respond: fallback } : undefined);
     if (!item) return refuse(500, 'more requests than scripted');
     if (item.protocol && item.protocol !== protocol) {
       return refuse(500, `scripted for ${item.protocol}, got a ${protocol} request`);
     }
-    let answer: ReplyItem | ErrorItem;
+    let answer: ReplyItem | ErrorItem | undefined;
     if (item.type === 'dynamic') {
       try {
         answer = await item.respond(record);
       } catch (err) {
         return refuse(500, `dynamic script item threw: ${String(err)}`);
       }
+      if (!answer) return refuse(500, 'the script has no answer for this request');
     } else {
       answer = item;
     }
@@ -190,8 +265,11 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     if ((answer.streamOnly || answer.streamErrorAfter !== undefined) && !record.stream) {
       return refuse(500, 'a streaming answer was scripted for a non-streaming request');
     }
-    const model = isRecord(record.body) ? String(record.body.model) : '';
-    const shaped = normalizeReply(answer, nextId, protocol);
+    // Only an answered prompt is cached, as at the vendors.
+    const cache = caches.use(protocol, prompt, record.body as Record<string, unknown>);
+    record.cacheReadTokens = cache.read;
+    record.cacheWriteTokens = cache.write;
+    const shaped = normalizeReply(answer, nextId, protocol, prompt.tokens, cache);
     if (!record.stream) return sendJson(res, record, 200, completeBody(protocol, shaped, model));
     await stream(res, record, protocol, shaped, model, nextId);
   };
@@ -218,7 +296,13 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     script: (...items) => {
       queue.push(...items);
     },
+    scriptAll: (respond) => {
+      fallback = respond;
+    },
     pending: () => queue.length,
+    expectOverflows: (n) => {
+      allowedOverflows = overflows + n;
+    },
     waitFor: async (predicate, timeoutMs = 2000) => {
       // Polling is simplest: records change from several places (headers, body, close).
       const deadline = Date.now() + timeoutMs;
@@ -238,8 +322,12 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     },
     reset: () => {
       queue = [];
+      fallback = undefined;
       requests = [];
       unexpected = [];
+      overflows = 0;
+      allowedOverflows = options.allowOverflows ?? 0;
+      caches = new PromptCaches();
     },
     close: async () => {
       server.closeAllConnections();
@@ -326,7 +414,8 @@ type ShapedReply = {
   text: string;
   toolCalls: Array<{ id: string; name: string; arguments: string; input: unknown }>;
   finish: 'stop' | 'tool_calls' | 'length';
-  usage: { input: number; output: number };
+  /** `input` counts every prompt token, the cached ones included. */
+  usage: { input: number; output: number; cacheRead: number; cacheWrite: number };
   chunkChars: number | undefined;
   chunkDelayMs: number;
   streamErrorAfter: number | undefined;
@@ -336,6 +425,8 @@ function normalizeReply(
   r: ReplyItem,
   nextId: (prefix: string) => string,
   protocol: Protocol,
+  promptTokens: number,
+  cache: CacheUse,
 ): ShapedReply {
   const text = r.text ?? '';
   const calls = (r.toolCalls ?? []).map((c) => ({
@@ -344,11 +435,19 @@ function normalizeReply(
     arguments: JSON.stringify(c.input),
     input: c.input,
   }));
+  const output = Math.max(1, countTokens(text)) + calls.length;
   return {
     text,
     toolCalls: calls,
     finish: r.finish ?? (calls.length > 0 ? 'tool_calls' : 'stop'),
-    usage: r.usage ?? { input: 10, output: Math.max(1, Math.ceil(text.length / 4)) + calls.length },
+    usage: r.usage
+      ? {
+          input: r.usage.input,
+          output: r.usage.output,
+          cacheRead: r.usage.cacheRead ?? 0,
+          cacheWrite: r.usage.cacheWrite ?? 0,
+        }
+      : { input: promptTokens, output, cacheRead: cache.read, cacheWrite: cache.write },
     chunkChars: r.chunkChars,
     chunkDelayMs: r.chunkDelayMs ?? 0,
     streamErrorAfter: r.streamErrorAfter,
@@ -395,7 +494,7 @@ function completeBody(protocol: Protocol, r: ShapedReply, model: string): unknow
     ],
     stop_reason: anthropicStop[r.finish],
     stop_sequence: null,
-    usage: { input_tokens: r.usage.input, output_tokens: r.usage.output },
+    usage: { ...anthropicInputUsage(r), output_tokens: r.usage.output },
   };
 }
 
@@ -404,6 +503,16 @@ function openAiUsage(r: ShapedReply) {
     prompt_tokens: r.usage.input,
     completion_tokens: r.usage.output,
     total_tokens: r.usage.input + r.usage.output,
+    prompt_tokens_details: { cached_tokens: r.usage.cacheRead },
+  };
+}
+
+// Anthropic's input_tokens leaves out the tokens read from or written to the cache.
+function anthropicInputUsage(r: ShapedReply) {
+  return {
+    input_tokens: Math.max(0, r.usage.input - r.usage.cacheRead - r.usage.cacheWrite),
+    cache_creation_input_tokens: r.usage.cacheWrite,
+    cache_read_input_tokens: r.usage.cacheRead,
   };
 }
 
@@ -517,7 +626,7 @@ function* anthropicEvents(
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: r.usage.input, output_tokens: 1 },
+        usage: { ...anthropicInputUsage(r), output_tokens: 1 },
       },
     },
     false,
@@ -590,8 +699,8 @@ function sendError(
           error: {
             message,
             type: openAiErrorTypes[e.status]?.type ?? 'server_error',
-            param: null,
-            code: openAiErrorTypes[e.status]?.code ?? null,
+            param: e.code === 'context_length_exceeded' ? 'messages' : null,
+            code: e.code ?? openAiErrorTypes[e.status]?.code ?? null,
           },
         }
       : {
@@ -613,6 +722,150 @@ function sendJson(
   res.end(JSON.stringify(body), () => {
     record.completed = true;
   });
+}
+
+// --- prompts: their tokens, the context window and the prompt caches ---
+
+/**
+ * A prompt as the fake counts it: its canonical text (tools, system, messages in the order the
+ * vendor caches them, without cache_control markers) cut into blocks, each block's end offset,
+ * and the blocks that carry a cache_control breakpoint (Anthropic).
+ */
+interface MeasuredPrompt {
+  tokens: number;
+  blocks: string[];
+  breakpoints: number[];
+}
+
+function measurePrompt(protocol: Protocol, body: Record<string, unknown>): MeasuredPrompt {
+  const blocks: string[] = [];
+  const breakpoints: number[] = [];
+  const add = (value: unknown, prefix = '') => {
+    if (isRecord(value) && value.cache_control !== undefined) {
+      breakpoints.push(blocks.length);
+      const { cache_control: _, ...rest } = value;
+      blocks.push(prefix + JSON.stringify(rest));
+    } else {
+      blocks.push(prefix + JSON.stringify(value));
+    }
+  };
+  for (const tool of Array.isArray(body.tools) ? body.tools : []) add(tool);
+  if (protocol === 'anthropic') {
+    const system = body.system;
+    if (typeof system === 'string') add(system, 'system:');
+    else if (Array.isArray(system)) for (const block of system) add(block, 'system:');
+    for (const m of Array.isArray(body.messages) ? body.messages : []) {
+      const role = isRecord(m) ? String(m.role) : '';
+      const content = isRecord(m) ? m.content : undefined;
+      if (Array.isArray(content)) {
+        content.forEach((block, i) => {
+          add(block, i === 0 ? `${role}:` : '');
+        });
+      } else add(content, `${role}:`);
+    }
+  } else {
+    for (const m of Array.isArray(body.messages) ? body.messages : []) add(m);
+  }
+  return { tokens: countTokens(blocks.join('')), blocks, breakpoints };
+}
+
+function maxTokensOf(body: Record<string, unknown>): number {
+  const n = body.max_tokens ?? body.max_completion_tokens;
+  return typeof n === 'number' ? n : 0;
+}
+
+/** The vendor's refusal of a prompt that does not fit the window, in its own words. */
+function overflowError(
+  protocol: Protocol,
+  prompt: number,
+  completion: number,
+  window: number,
+): ErrorItem {
+  if (protocol === 'openai') {
+    const message =
+      completion > 0
+        ? `This model's maximum context length is ${window} tokens. However, you requested ${prompt + completion} tokens (${prompt} in the messages, ${completion} in the completion). Please reduce the length of the messages or completion.`
+        : `This model's maximum context length is ${window} tokens. However, your messages resulted in ${prompt} tokens. Please reduce the length of the messages.`;
+    return { type: 'error', status: 400, message, code: 'context_length_exceeded' };
+  }
+  const message =
+    prompt > window
+      ? `prompt is too long: ${prompt} tokens > ${window} maximum`
+      : `input length and \`max_tokens\` exceed context limit: ${prompt} + ${completion} > ${window}, decrease input length or \`max_tokens\` and try again`;
+  return { type: 'error', status: 400, message };
+}
+
+interface CacheUse {
+  read: number;
+  write: number;
+}
+
+/** OpenAI caches in 128-token steps from 1024 tokens on; Anthropic caches no shorter prefix. */
+const CACHE_MIN_TOKENS = 1024;
+const OPENAI_CACHE_STEP = 128;
+/** Anthropic looks for an earlier cache entry up to this many blocks before a breakpoint. */
+const ANTHROPIC_LOOKBACK_BLOCKS = 20;
+
+/** The prompt caches of one fake server, as each vendor keeps them. */
+class PromptCaches {
+  /** OpenAI: the last answered prompt's text per prompt_cache_key ('' without one). */
+  readonly #openAi = new Map<string, string>();
+  /** Anthropic: the hashes of the prefixes written at breakpoints. */
+  readonly #anthropic = new Set<string>();
+
+  use(protocol: Protocol, prompt: MeasuredPrompt, body: Record<string, unknown>): CacheUse {
+    return protocol === 'openai' ? this.#useOpenAi(prompt, body) : this.#useAnthropic(prompt);
+  }
+
+  #useOpenAi(prompt: MeasuredPrompt, body: Record<string, unknown>): CacheUse {
+    const key = typeof body.prompt_cache_key === 'string' ? body.prompt_cache_key : '';
+    const text = prompt.blocks.join('');
+    const previous = this.#openAi.get(key) ?? '';
+    this.#openAi.set(key, text);
+    let same = 0;
+    const max = Math.min(text.length, previous.length);
+    while (same < max && text.charCodeAt(same) === previous.charCodeAt(same)) same++;
+    const tokens = Math.floor(same / 4);
+    if (tokens < CACHE_MIN_TOKENS) return { read: 0, write: 0 };
+    const read =
+      CACHE_MIN_TOKENS +
+      Math.floor((tokens - CACHE_MIN_TOKENS) / OPENAI_CACHE_STEP) * OPENAI_CACHE_STEP;
+    return { read: Math.min(read, prompt.tokens), write: 0 };
+  }
+
+  #useAnthropic(prompt: MeasuredPrompt): CacheUse {
+    if (prompt.breakpoints.length === 0) return { read: 0, write: 0 };
+    // The hash of the prefix ending after each block, and that prefix's tokens.
+    const hashes: string[] = [];
+    const tokensAt: number[] = [];
+    const hash = createHash('sha256');
+    let chars = 0;
+    for (const block of prompt.blocks) {
+      hash.update(block);
+      chars += block.length;
+      hashes.push(hash.copy().digest('hex'));
+      tokensAt.push(Math.floor(chars / 4));
+    }
+    let read = 0;
+    for (const b of prompt.breakpoints) {
+      for (let i = b; i >= 0 && i >= b - ANTHROPIC_LOOKBACK_BLOCKS; i--) {
+        const h = hashes[i];
+        if (h !== undefined && this.#anthropic.has(h)) {
+          read = Math.max(read, tokensAt[i] ?? 0);
+          break;
+        }
+      }
+    }
+    let write = 0;
+    for (const b of prompt.breakpoints) {
+      const tokens = tokensAt[b] ?? 0;
+      const h = hashes[b];
+      if (h === undefined || tokens < CACHE_MIN_TOKENS) continue;
+      if (!this.#anthropic.has(h)) this.#anthropic.add(h);
+      write = Math.max(write, tokens - read);
+    }
+    return { read, write };
+  }
 }
 
 async function readBody(req: IncomingMessage): Promise<string> {

@@ -22,6 +22,11 @@ export interface Lifecycle {
   project: ProjectRow;
   /** What the subscriber heard since the last call (or the test's start), once its reads are done. */
   takeHeard(): Promise<Heard[]>;
+  /**
+   * Resolves once the subscriber has read back the status of every transition heard so far:
+   * called between transitions, so that each read sees its own transition and not a later one.
+   */
+  settled(): Promise<void>;
   eventsOf(jobId: string): Promise<{ turn: number | null; type: string; data: unknown }[]>;
   turnOf(jobId: string, seq: number): ReturnType<typeof turnRow>;
   jobOf(jobId: string): ReturnType<typeof jobRow>;
@@ -106,6 +111,9 @@ export function useLifecycle(): Lifecycle {
     get project() {
       if (!row) throw new Error('the lifecycle suite has not started');
       return row;
+    },
+    async settled() {
+      await Promise.all(reads);
     },
     async takeHeard() {
       await Promise.all(reads);

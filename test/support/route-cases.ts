@@ -78,6 +78,7 @@ export const JOB_FIELDS = [
   'status',
   'turns',
   'updatedAt',
+  'usage',
 ];
 
 export const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -7,6 +7,7 @@ import type { EventRecord } from '../../src/jobs/events.ts';
 import { recordReviewDiff, turnContext } from '../../src/jobs/lifecycle.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
+import { jobBudgetLeft } from '../../src/jobs/spend.ts';
 import type { KeyRecord } from '../../src/keys/service.ts';
 import type { Logger } from '../../src/log.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
@@ -83,7 +84,14 @@ export interface TestService {
   env: Record<string, string>;
   request(method: string, path: string, opts?: RequestOptions): Promise<HttpResult>;
   createProject(
-    fields?: Partial<{ name: string; repository: string; ref: string; model: string }>,
+    fields?: Partial<{
+      name: string;
+      repository: string;
+      ref: string;
+      model: string;
+      jobBudgetUsd: number;
+      monthlyBudgetUsd: number;
+    }>,
   ): Promise<ProjectRecord>;
   createProjectKey(projectId: string): Promise<{ id: string; key: string }>;
   /** Stops the service; the database stays for a restart. */
@@ -228,6 +236,7 @@ export async function redeliverTurn(
     metrics: ctx.metrics,
     models: ctx.models,
     forges: ctx.forges,
+    jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
   });
   const output = await runner.run({
     job,

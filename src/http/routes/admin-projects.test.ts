@@ -55,7 +55,9 @@ const PROJECT_FIELDS = [
   'draftPullRequests',
   'forge',
   'id',
+  'jobBudgetUsd',
   'model',
+  'monthlyBudgetUsd',
   'name',
   'ref',
   'repository',
@@ -511,6 +513,66 @@ describe('admin project routes', () => {
         const res = await unchanged(svc, () => patch(id, body));
         assertError(res, 400, 'bad_request');
         assert.match(res.json.error ?? '', pattern, JSON.stringify(body));
+      }
+    });
+
+    test('budgets: set, changed and removed; none by default', async () => {
+      const project = await svc.createProject({ name: 'budgeted' });
+      assert.equal(project.jobBudgetUsd, null);
+      assert.equal(project.monthlyBudgetUsd, null);
+      // The server's default model (anthropic:claude-sonnet-4-5) has known prices.
+      const set = await patch(project.id, { jobBudgetUsd: 2.5, monthlyBudgetUsd: 100 });
+      assert.equal(set.status, 200, set.text);
+      assert.equal(set.json.jobBudgetUsd, 2.5);
+      assert.equal(set.json.monthlyBudgetUsd, 100);
+      const renamed = await patch(project.id, { name: 'still budgeted' });
+      assert.equal(renamed.json.monthlyBudgetUsd, 100);
+      const removed = await patch(project.id, { jobBudgetUsd: null });
+      assert.equal(removed.status, 200, removed.text);
+      assert.equal(removed.json.jobBudgetUsd, null);
+      assert.equal(removed.json.monthlyBudgetUsd, 100);
+      const created = await post({
+        name: 'budgeted at birth',
+        repository: HTTPS_REPO,
+        model: 'openai:gpt-4o',
+        jobBudgetUsd: 0.5,
+      });
+      assert.equal(created.status, 201, created.text);
+      assert.equal(created.json.jobBudgetUsd, 0.5);
+    });
+
+    test('400 for a budget a model without a known price could not keep, and for a bad amount; nothing is written', async () => {
+      // No price is known for a model of an OpenAI-compatible server unless the operator gives one.
+      const unpriced = 'openai-compatible:local-coder';
+      const project = await svc.createProject({ name: 'local model', model: unpriced });
+      for (const body of [{ monthlyBudgetUsd: 10 }, { jobBudgetUsd: 1 }]) {
+        const res = await unchanged(svc, () => patch(project.id, body));
+        assertError(res, 400, 'bad_request');
+        assert.match(
+          res.json.error ?? '',
+          /cannot hold model 'openai-compatible:local-coder': its prices are unknown.*ERRAND_MODEL_CATALOG/,
+        );
+      }
+      await refused(
+        { model: unpriced, monthlyBudgetUsd: 10 },
+        /"monthlyBudgetUsd" cannot hold model 'openai-compatible:local-coder'/,
+      );
+      // A project with a budget cannot move to such a model either.
+      const budgeted = await svc.createProject({ name: 'budgeted' });
+      assert.equal((await patch(budgeted.id, { jobBudgetUsd: 3 })).status, 200);
+      const moved = await unchanged(svc, () => patch(budgeted.id, { model: unpriced }));
+      assertError(moved, 400, 'bad_request');
+      assert.match(moved.json.error ?? '', /"jobBudgetUsd" cannot hold model/);
+      // Removing the budget with the move is fine.
+      const both = await patch(budgeted.id, { model: unpriced, jobBudgetUsd: null });
+      assert.equal(both.status, 200, both.text);
+      for (const amount of [0, -1, '5', 2_000_000_000]) {
+        const res = await unchanged(svc, () => patch(budgeted.id, { monthlyBudgetUsd: amount }));
+        assertError(res, 400, 'bad_request');
+        assert.match(
+          res.json.error ?? '',
+          /"monthlyBudgetUsd" must be a number of US dollars above 0/,
+        );
       }
     });
 

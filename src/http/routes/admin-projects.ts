@@ -41,6 +41,16 @@ const projectRecord = z.object({
   commandMemoryMb: z.number().int(),
   commandProcesses: z.number().int(),
   commandFileSizeMb: z.number().int(),
+  jobBudgetUsd: z
+    .number()
+    .nullable()
+    .describe('What all turns of one job may cost, in US dollars (null: no budget).'),
+  monthlyBudgetUsd: z
+    .number()
+    .nullable()
+    .describe(
+      "What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none).",
+    ),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
 });

@@ -427,6 +427,82 @@ describe('POST /v2/agent/{projectId}/job', () => {
       assert.equal((await create(configured, other.id, 'fine')).status, 201);
     });
 
+    test("429 budget_exhausted once the project's month is spent, with Retry-After to the month's end; nothing is written", async () => {
+      const project = await svc.createProject({ name: 'spent', monthlyBudgetUsd: 1 });
+      const { db } = svc.service.ctx;
+      const first = await create(svc, project.id, 'within the budget');
+      assert.equal(first.status, 201, first.text);
+      // The month (UTC) as the worker's transitions would have left it: $1.25 of $1.
+      const now = new Date();
+      const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+      await db
+        .insertInto('project_spend')
+        .values({
+          project_id: project.id,
+          month: month.toISOString().slice(0, 10),
+          input_tokens: 300_000,
+          output_tokens: 20_000,
+          cost_usd: 1.25,
+        })
+        .execute();
+      const written = async () =>
+        (
+          await sql<{ events: string; entries: string }>`
+              SELECT (SELECT count(*) FROM events) AS events,
+                (SELECT count(*) FROM pgboss.job WHERE name = 'turns') AS entries`.execute(db)
+        ).rows[0];
+      const before = await written();
+      const refused = await unchanged(svc, () => create(svc, project.id, 'one more'));
+      assertError(refused, 429, 'budget_exhausted');
+      assert.match(
+        refused.json.error ?? '',
+        new RegExp(
+          `project ${project.id} has spent \\$1\\.25 of its monthly budget of \\$1\\.00 \\(monthlyBudgetUsd\\) in ${month.toISOString().slice(0, 7)} \\(UTC\\)`,
+        ),
+      );
+      assert.deepEqual(await written(), before);
+      const retryAfter = Number(refused.headers.get('retry-after'));
+      const monthEnd = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+      assert.ok(Number.isInteger(retryAfter) && retryAfter >= 1, `Retry-After ${retryAfter}`);
+      assert.ok(retryAfter <= Math.ceil((monthEnd - now.getTime()) / 1000) + 1);
+      // A follow-up to the job made before is refused too: the month is the project's.
+      const followUp = await unchanged(svc, () =>
+        svc.request('POST', `/v2/agent/${project.id}/job/${first.json.id}/message`, {
+          body: { prompt: 'and more' },
+        }),
+      );
+      assertError(followUp, 429, 'budget_exhausted');
+      // Another project is not held to it; raising the budget lets this one work again.
+      const other = await svc.createProject({ name: 'not spent', monthlyBudgetUsd: 1 });
+      assert.equal((await create(svc, other.id, 'fine')).status, 201);
+      const raised = await svc.request('PATCH', `/v2/admin/projects/${project.id}`, {
+        body: { monthlyBudgetUsd: 2 },
+      });
+      assert.equal(raised.status, 200, raised.text);
+      assert.equal((await create(svc, project.id, 'after the raise')).status, 201);
+    });
+
+    test('400 model_unavailable for a model without a known price on a project with a budget; nothing is written', async () => {
+      const project = await svc.createProject({ name: 'held', jobBudgetUsd: 5 });
+      const res = await unchanged(svc, () =>
+        svc.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'on a model no catalog prices', model: 'openai:gpt-unpriced-test' },
+        }),
+      );
+      assertError(res, 400, 'model_unavailable');
+      assert.match(
+        res.json.error ?? '',
+        /model 'openai:gpt-unpriced-test' has no known price, and project prj_\w+ has a budget \(jobBudgetUsd\).*ERRAND_MODEL_CATALOG/,
+      );
+      // Without a budget, the same model is taken: its cost is simply unknown.
+      const free = await svc.createProject({ name: 'free' });
+      const taken = await svc.request('POST', `/v2/agent/${free.id}/job`, {
+        body: { prompt: 'unpriced is fine here', model: 'openai:gpt-unpriced-test' },
+      });
+      assert.equal(taken.status, 201, taken.text);
+      assert.equal(taken.json.usage?.costUsd, 0);
+    });
+
     test(`50 parallel creates with a limit of ${CONFIGURED_CREATE_LIMIT}: exactly ${CONFIGURED_CREATE_LIMIT} jobs`, async () => {
       const project = await configured.createProject({ name: 'parallel' });
       const results = await Promise.all(

@@ -397,6 +397,7 @@ describe('RenderedJobs', () => {
     pr_number: null,
     error: null,
     turn_count: 1,
+    usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0 },
     created_at: new Date('2026-11-22T05:00:00.000Z'),
     updated_at: new Date('2026-11-22T05:00:00.000Z'),
     archived_at: null,
