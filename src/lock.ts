@@ -74,7 +74,14 @@ async function startTime(pid: number): Promise<string | undefined> {
 /** Whether the process that wrote `owner` on this host still runs and may hold the lock. */
 async function ownerAlive(owner: LockOwner): Promise<boolean> {
   if (owner.boot !== undefined && owner.boot !== (await bootId())) return false;
-  if (owner.pid === process.pid) return heldTokens.has(owner.token);
+  if (owner.pid === process.pid) {
+    // Another process that had this pid (a restarted container's pid 1) started at another
+    // time. This process's own lock is alive even when its holder has just let go: judging it
+    // dead then would move aside the lock another caller took in the meantime. A lock this
+    // process failed to delete stops being touched and goes stale by silence.
+    if (owner.started !== undefined) return owner.started === (await startTime(process.pid));
+    return heldTokens.has(owner.token);
+  }
   if (!pidAlive(owner.pid)) return false;
   return owner.started === undefined || owner.started === (await startTime(owner.pid));
 }
@@ -116,26 +123,36 @@ function isErrno(err: unknown, code: string): boolean {
  * Moves a stale lock aside. Two waiters may both judge it stale; rename lets only one move
  * a given file, and the inode check puts back a fresh lock moved by mistake.
  */
-async function takeOver(path: string, staleIno: number): Promise<void> {
+async function takeOver(path: string, stale: StaleLock): Promise<void> {
   const aside = `${path}.stale-${randomUUID()}`;
   try {
     await rename(path, aside);
   } catch {
     return;
   }
+  // A file system may give a new lock the inode number of one just deleted: the owner's token
+  // tells them apart too.
   const moved = await stat(aside).catch(() => null);
-  if (moved && moved.ino !== staleIno) await link(aside, path).catch(() => {});
+  const token = (await readLockOwner(aside))?.token;
+  const same = moved?.ino === stale.ino && (stale.token === undefined || token === stale.token);
+  if (moved && !same) await link(aside, path).catch(() => {});
   await unlink(aside).catch(() => {});
 }
 
-async function isStale(path: string, staleMs: number): Promise<number | null> {
+/** The lock file judged stale: its inode, and its owner's token when it names one. */
+interface StaleLock {
+  ino: number;
+  token: string | undefined;
+}
+
+async function isStale(path: string, staleMs: number): Promise<StaleLock | null> {
   const info = await stat(path).catch(() => null);
   if (!info) return null;
   const owner = await readLockOwner(path);
   const deadOwner = owner !== null && owner.host === hostname() && !(await ownerAlive(owner));
   const silent = Date.now() - info.mtimeMs > staleMs;
   // A half-written lock (no owner yet) is only stale once it stops being fresh.
-  return deadOwner || silent ? info.ino : null;
+  return deadOwner || silent ? { ino: info.ino, token: owner?.token } : null;
 }
 
 function sleep(ms: number, signal: AbortSignal | undefined, path: string): Promise<void> {
@@ -197,9 +214,9 @@ export async function acquireFileLock(
       heldTokens.delete(owner.token);
       if (!isErrno(err, 'EEXIST')) throw err;
     }
-    const staleIno = await isStale(path, staleMs);
-    if (staleIno !== null) {
-      await takeOver(path, staleIno);
+    const stale = await isStale(path, staleMs);
+    if (stale !== null) {
+      await takeOver(path, stale);
       continue;
     }
     if (!wait) return undefined;
