@@ -13,6 +13,7 @@ const envSchema = z.object({
   ERRAND_HOST: z.string().min(1).default('127.0.0.1'),
   ERRAND_PORT: int(0, 65535).default(8080),
   ERRAND_DATA_DIR: z.string().min(1).default('.errand'),
+  ERRAND_ENGINES_DIR: z.string().min(1).optional(),
   DATABASE_URL: z.string().min(1).optional(),
   ERRAND_DB_CONNECT_TIMEOUT_SECONDS: int(1, 300).default(5),
   ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: int(1, 3600).default(10),
@@ -83,6 +84,11 @@ export interface Config {
   port: number;
   /** Absolute path of the data directory (the embedded database, admin.key, workspaces). */
   dataDir: string;
+  /**
+   * Absolute path where `errand engine install` puts the coding CLIs a project may run
+   * (src/engines/catalog.ts): ERRAND_ENGINES_DIR, else `<data dir>/engines`.
+   */
+  enginesDir: string;
   /** PostgreSQL connection string; unset means the embedded PostgreSQL in the data directory. */
   databaseUrl: string | undefined;
   /**
@@ -254,10 +260,12 @@ export function loadConfig(
   }
   const e = parsed.data;
   const databaseUrl = e.DATABASE_URL;
+  const dataDir = path.resolve(overrides.dataDir ?? e.ERRAND_DATA_DIR);
   return {
     host: overrides.host ?? e.ERRAND_HOST,
     port: overrides.port ?? e.ERRAND_PORT,
-    dataDir: path.resolve(overrides.dataDir ?? e.ERRAND_DATA_DIR),
+    dataDir,
+    enginesDir: path.resolve(e.ERRAND_ENGINES_DIR ?? path.join(dataDir, 'engines')),
     databaseUrl,
     database: {
       connectTimeoutSeconds: e.ERRAND_DB_CONNECT_TIMEOUT_SECONDS,

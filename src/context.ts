@@ -9,6 +9,7 @@ import type { EventNotifications } from './jobs/notifications.ts';
 import type { Transitions } from './jobs/transitions.ts';
 import type { Logger } from './log.ts';
 import type { Metrics } from './metrics/metrics.ts';
+import type { EngineInstalls } from './projects/engine.ts';
 import type { TurnQueue } from './queue/queue.ts';
 
 export interface AppContext {
@@ -36,4 +37,6 @@ export interface AppContext {
   notifications: EventNotifications;
   /** This process's Prometheus metrics. */
   metrics: Metrics;
+  /** The agent engines installed on this machine (src/engines/catalog.ts). */
+  engines: EngineInstalls;
 }

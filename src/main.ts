@@ -3,6 +3,7 @@
 // stderr. Nothing else: every command, its options and its help are defined in src/cli/.
 import type { Io } from './cli/command.ts';
 import { runCli } from './cli/dispatch.ts';
+import { engines } from './cli/engines.ts';
 import { CliError, EXIT, UsageError } from './cli/errors.ts';
 import type { Section } from './cli/help.ts';
 import { jobs } from './cli/jobs.ts';
@@ -19,7 +20,10 @@ const ADMIN_KEY = 'key from ERRAND_API_KEY or <data-dir>/admin.key';
 
 /** Every command, in the order and the sections of `errand help`. */
 const SECTIONS: readonly Section[] = [
-  { title: 'Service', items: [serve, worker, migrate, exportCommand, importCommand, mcp] },
+  {
+    title: 'Service',
+    items: [serve, worker, migrate, exportCommand, importCommand, mcp, engines],
+  },
   {
     title: `Jobs (at ERRAND_URL, ${ADMIN_KEY}, project from --project or ERRAND_PROJECT)`,
     items: [jobs],

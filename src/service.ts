@@ -10,6 +10,8 @@ import type { AppContext } from './context.ts';
 import { dashboard } from './dashboard/plugin.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
+import { engineInstalls } from './engines/catalog.ts';
+import { purgeForgeDeliveries } from './events/forge-deliveries.ts';
 import { webhookOutbox } from './events/webhooks/outbox.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
@@ -25,6 +27,7 @@ import { createLogger, type Logger } from './log.ts';
 import { databaseSampler } from './metrics/database.ts';
 import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
+import { type ForgeWorker, startForgeWorker } from './queue/forge-worker.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
 import { pruneCounters } from './ratelimit/ratelimit.ts';
@@ -85,6 +88,7 @@ export async function startService(
   let janitor: Janitor | undefined;
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
+  let forgeWorker: ForgeWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
     handle.connection,
@@ -99,6 +103,7 @@ export async function startService(
     await worker?.stop();
     await janitor?.stop();
     await deliveryWorker?.stop();
+    await forgeWorker?.stop();
     await queue?.stop();
     await handle.close();
   };
@@ -118,6 +123,7 @@ export async function startService(
       forges: new Forges(config, metrics),
       notifications,
       metrics,
+      engines: engineInstalls(config),
     };
     // The job core calls its listeners, not the reverse: the outbox writes each event's
     // webhook deliveries in the event's transaction, in every process that records events.
@@ -150,6 +156,10 @@ export async function startService(
       upkeep = startUpkeep(ctx);
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
+      // Forge webhook events become turns here, and their answers go back to the forge.
+      const publicUrl = config.publicUrl ?? url;
+      if (publicUrl) forgeWorker = await startForgeWorker(ctx, publicUrl);
+      else log.warn('forge events are not worked on here: ERRAND_PUBLIC_URL is not set');
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(
@@ -204,12 +214,13 @@ interface Upkeep {
 
 /**
  * Every module's periodic upkeep, each its owner's function: expired idempotency keys and the
- * rate-limit counters of ended windows are deleted. The processes that run workers do it.
+ * rate-limit counters of ended windows and forge delivery ids older than a week are deleted. The processes that run workers do it.
  */
 export async function runUpkeep(ctx: Pick<AppContext, 'db' | 'config' | 'log'>): Promise<void> {
   const chores: [string, () => Promise<unknown>][] = [
     ['rate-limit counters', () => pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds)],
     ['idempotency keys', () => purgeExpiredKeys(ctx.db)],
+    ['forge delivery ids', () => purgeForgeDeliveries(ctx)],
   ];
   for (const [chore, run] of chores) {
     await run().catch((err: unknown) => ctx.log.error({ err, chore }, 'upkeep failed'));

@@ -246,6 +246,12 @@ export function wholeNumber(value: string | undefined, name: string, min = 0): n
   return n;
 }
 
+/** The options of every command that prints a result: --json, and --data-dir (hidden). */
+export const COMMON_OPTIONS = {
+  json: { type: 'boolean' },
+  'data-dir': { type: 'string', value: 'DIR', hidden: true },
+} as const;
+
 /** Prints a command's result: exactly one JSON document with --json, else the text. */
 export function print(io: Io, json: boolean | undefined, value: unknown, text: string): void {
   io.stdout.write(json ? `${JSON.stringify(value, null, 2)}\n` : `${text}\n`);

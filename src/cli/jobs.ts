@@ -13,6 +13,7 @@ import {
 import { JOB_STATUSES, usageLine } from '../client/words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import {
+  COMMON_OPTIONS,
   type CommandInput,
   defineCommand,
   type Family,
@@ -31,12 +32,8 @@ const MAX_PAGE = 100;
 
 /** The options of every job subcommand: --project first and --json last in the usage. */
 const PROJECT = { project: { type: 'string', value: 'ID' } } as const;
-const COMMON = {
-  json: { type: 'boolean' },
-  'data-dir': { type: 'string', value: 'DIR', hidden: true },
-} as const;
 
-type Options<O extends OptionDefs> = typeof PROJECT & O & typeof COMMON;
+type Options<O extends OptionDefs> = typeof PROJECT & O & typeof COMMON_OPTIONS;
 
 /** The exit code a settled job stands for. */
 function exitCodeOf(status: JobStatus): number {
@@ -97,7 +94,7 @@ function jobCommand<const O extends OptionDefs>(def: {
   return defineCommand({
     name: `job ${def.name}`,
     args: def.args,
-    options: { ...PROJECT, ...def.options, ...COMMON },
+    options: { ...PROJECT, ...def.options, ...COMMON_OPTIONS },
     summary: def.summary,
     async run(input) {
       def.args.forEach((name, i) => {

@@ -2,13 +2,8 @@
 // only its hash is stored.
 import type { ApiKey } from '../client/index.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
-import { defineCommand, type Family, print } from './command.ts';
+import { COMMON_OPTIONS, defineCommand, type Family, print } from './command.ts';
 import { EXIT } from './errors.ts';
-
-const COMMON = {
-  json: { type: 'boolean' },
-  'data-dir': { type: 'string', value: 'DIR', hidden: true },
-} as const;
 
 const create = defineCommand({
   name: 'key create',
@@ -16,7 +11,7 @@ const create = defineCommand({
     project: { type: 'string', value: 'ID', either: 'scope', required: true },
     admin: { type: 'boolean', either: 'scope', required: true },
     name: { type: 'string', value: 'NAME' },
-    ...COMMON,
+    ...COMMON_OPTIONS,
   },
   summary: 'a key for one project, or an admin key; prints the key, shown once',
   async run({ values, io }) {
@@ -38,7 +33,7 @@ const create = defineCommand({
 
 const list = defineCommand({
   name: 'key list',
-  options: COMMON,
+  options: COMMON_OPTIONS,
   summary: 'every key, without its secret',
   async run({ values, io }) {
     const keys = await withAdminClient(io, values['data-dir'], (c) => c.listKeys());
@@ -52,7 +47,7 @@ const list = defineCommand({
 const revoke = defineCommand({
   name: 'key revoke',
   args: ['ID'],
-  options: COMMON,
+  options: COMMON_OPTIONS,
   summary: 'the key stops working at once',
   async run({ values, args: [id = ''], io }) {
     const key = await withAdminClient(io, values['data-dir'], (c) => c.revokeKey(id));

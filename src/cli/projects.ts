@@ -4,6 +4,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
 import { formatUsd } from '../client/words.ts';
+import { ENGINE_NAMES } from '../projects/engine.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
   boolFlag,
@@ -18,11 +19,13 @@ import { CliError, EXIT, UsageError } from './errors.ts';
 const FORGE = 'FORGE';
 const COMMANDS = 'COMMANDS';
 const BUDGETS = 'BUDGETS';
+const FORGE_WEBHOOK = 'FORGE_WEBHOOK';
 
 /** The options both create and update take, after name and repo. */
 const SETTINGS = {
   ref: { type: 'string', value: 'REF' },
   model: { type: 'string', value: 'provider:model' },
+  engine: { type: 'string', choices: ENGINE_NAMES },
   forge: { type: 'string', choices: ['github', 'gitlab', 'gitea', 'git'], group: FORGE },
   'forge-url': { type: 'string', value: 'API_URL', group: FORGE },
   'draft-prs': { type: 'string', value: 'true|false', group: FORGE },
@@ -31,6 +34,9 @@ const SETTINGS = {
   'github-app-id': { type: 'string', value: 'ID', group: FORGE },
   'github-app-key-file': { type: 'string', value: 'PEM', group: FORGE },
   'github-installation-id': { type: 'string', value: 'ID', group: FORGE },
+  'forge-webhook-secret': { type: 'string', value: 'SECRET', group: FORGE_WEBHOOK },
+  'forge-handle': { type: 'string', value: 'NAME', group: FORGE_WEBHOOK },
+  'forge-label': { type: 'string', value: 'LABEL', group: FORGE_WEBHOOK },
   commands: { type: 'string', value: 'true|false', group: COMMANDS },
   'setup-command': { type: 'string', value: 'CMD', group: COMMANDS },
   'setup-network': { type: 'string', value: 'true|false', group: COMMANDS },
@@ -105,10 +111,16 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
   }
   if (values.ref !== undefined) body.ref = values.ref;
   if (values.model !== undefined) body.model = values.model;
+  if (values.engine !== undefined) body.engine = values.engine;
   if (values.forge !== undefined) body.forge = values.forge;
   if (values['forge-url'] !== undefined) body.forgeUrl = values['forge-url'];
   if (values['forge-token-env'] !== undefined) body.forgeTokenEnv = values['forge-token-env'];
   if (values['forge-token'] !== undefined) body.forgeToken = values['forge-token'];
+  // An empty secret removes it.
+  if (values['forge-webhook-secret'] !== undefined)
+    body.forgeWebhookSecret = values['forge-webhook-secret'] || null;
+  if (values['forge-handle'] !== undefined) body.forgeHandle = values['forge-handle'];
+  if (values['forge-label'] !== undefined) body.forgeLabel = values['forge-label'];
   const drafts = boolFlag(values['draft-prs'], 'draft-prs');
   if (drafts !== undefined) body.draftPullRequests = drafts;
   Object.assign(body, commandFields(values), budgetFields(values));
@@ -134,7 +146,7 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
 }
 
 function summary(verb: string, p: Project): string {
-  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${budgets(p)})`;
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${budgets(p)})`;
 }
 
 function budgets(p: Project): string {
@@ -183,6 +195,33 @@ const update = defineCommand({
   },
 });
 
+const forgeWebhook = defineCommand({
+  name: 'project forge-webhook',
+  args: ['ID'],
+  options: { json: SETTINGS.json, 'data-dir': SETTINGS['data-dir'] },
+  summary:
+    "a new secret for the forge's webhook deliveries, shown once, with the URL and the events to give the forge",
+  async run({ values, args: [id = ''], io }) {
+    const made = await withAdminClient(io, values['data-dir'], (c) =>
+      c.createForgeWebhookSecret(id),
+    );
+    print(
+      io,
+      values.json,
+      made,
+      [
+        `made a new forge webhook secret for project ${made.project.id} (the previous one, if any, no longer works)`,
+        `payload URL:  ${made.url}`,
+        'content type: application/json',
+        `secret (shown once, it will not be shown again):\n  ${made.secret}`,
+        `events:       ${made.events.join(', ')}`,
+        `comments that mention @${made.project.forgeHandle}, and issues labelled '${made.project.forgeLabel}', reach Errand`,
+      ].join('\n'),
+    );
+    return EXIT.ok;
+  },
+});
+
 const list = defineCommand({
   name: 'project list',
   options: { json: SETTINGS.json, 'data-dir': SETTINGS['data-dir'] },
@@ -190,7 +229,7 @@ const list = defineCommand({
   async run({ values, io }) {
     const projects = await withAdminClient(io, values['data-dir'], (c) => c.listProjects());
     const line = (p: Project) =>
-      `${p.id}  ${p.name}  ${p.repository} @ ${p.ref}${p.model ? `  ${p.model}` : ''}`;
+      `${p.id}  ${p.name}  ${p.repository} @ ${p.ref}${p.model ? `  ${p.model}` : ''}${p.engine === 'errand' ? '' : `  (${p.engine})`}`;
     print(
       io,
       values.json,
@@ -203,10 +242,12 @@ const list = defineCommand({
 
 export const projects: Family = {
   name: 'project',
-  commands: [create, update, list],
+  commands: [create, update, list, forgeWebhook],
   groups: {
     [FORGE]:
       'credentials: one of --forge-token-env, --forge-token, or the three --github-app options',
+    [FORGE_WEBHOOK]:
+      "comments and labels on the forge: the secret its webhook signs with ('' removes it; 'errand project forge-webhook ID' makes one), the @handle comments mention and the label that makes an issue a job (both 'errand' by default)",
     [COMMANDS]:
       "--setup-command '' removes the command; a limit given as 'default' returns to the sandbox's default",
     [BUDGETS]:

@@ -5,6 +5,7 @@ import type { Delivery, UpdateWebhookInput, Webhook, WebhookWithSecret } from '.
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
   boolFlag,
+  COMMON_OPTIONS,
   defineCommand,
   type Family,
   print,
@@ -14,10 +15,6 @@ import {
 import { EXIT, UsageError } from './errors.ts';
 
 const PROJECT = { project: { type: 'string', value: 'ID', required: true } } as const;
-const COMMON = {
-  json: { type: 'boolean' },
-  'data-dir': { type: 'string', value: 'DIR', hidden: true },
-} as const;
 /** The endpoint's fields, as create and update take them. */
 const FIELDS = {
   url: { type: 'string', value: 'URL' },
@@ -85,7 +82,7 @@ function webhookFields(values: Values<typeof FIELDS>): UpdateWebhookInput {
 
 const create = defineCommand({
   name: 'webhook create',
-  options: { ...PROJECT, ...FIELDS, url: { ...FIELDS.url, required: true }, ...COMMON },
+  options: { ...PROJECT, ...FIELDS, url: { ...FIELDS.url, required: true }, ...COMMON_OPTIONS },
   summary:
     "add an endpoint for the project's job events (all types unless --events names some); prints its signing secret, shown once",
   async run({ values, io }) {
@@ -108,7 +105,7 @@ const create = defineCommand({
 
 const list = defineCommand({
   name: 'webhook list',
-  options: { ...PROJECT, ...COMMON },
+  options: { ...PROJECT, ...COMMON_OPTIONS },
   summary: "the project's endpoints",
   async run({ values, io }) {
     const webhooks = await withAdminClient(
@@ -126,7 +123,7 @@ const list = defineCommand({
 const get = defineCommand({
   name: 'webhook get',
   args: ['ID'],
-  options: { ...PROJECT, ...COMMON },
+  options: { ...PROJECT, ...COMMON_OPTIONS },
   summary: 'one endpoint, without its secret',
   async run({ values, args: [id = ''], io }) {
     const webhook = await withAdminClient(
@@ -143,7 +140,7 @@ const get = defineCommand({
 const update = defineCommand({
   name: 'webhook update',
   args: ['ID'],
-  options: { ...PROJECT, ...FIELDS, ...COMMON },
+  options: { ...PROJECT, ...FIELDS, ...COMMON_OPTIONS },
   summary: 'change what is given',
   async run({ values, args: [id = ''], io }) {
     const body = webhookFields(values);
@@ -166,7 +163,7 @@ const update = defineCommand({
 const remove = defineCommand({
   name: 'webhook delete',
   args: ['ID'],
-  options: { ...PROJECT, ...COMMON },
+  options: { ...PROJECT, ...COMMON_OPTIONS },
   summary: 'delete the endpoint and its delivery log',
   async run({ values, args: [id = ''], io }) {
     await withAdminClient(io, values['data-dir'], (c) => c.deleteWebhook(id), values.project);
@@ -178,7 +175,7 @@ const remove = defineCommand({
 const rotate = defineCommand({
   name: 'webhook rotate',
   args: ['ID'],
-  options: { ...PROJECT, 'overlap-hours': { type: 'string', value: 'N' }, ...COMMON },
+  options: { ...PROJECT, 'overlap-hours': { type: 'string', value: 'N' }, ...COMMON_OPTIONS },
   summary:
     'a new signing secret, shown once; the previous one also signs for --overlap-hours (default 24)',
   async run({ values, args: [id = ''], io }) {
@@ -209,7 +206,7 @@ const deliveries = defineCommand({
     ...PROJECT,
     limit: { type: 'string', value: 'N' },
     cursor: { type: 'string', value: 'C' },
-    ...COMMON,
+    ...COMMON_OPTIONS,
   },
   summary: 'the delivery log, newest first, a page at a time',
   async run({ values, args: [id = ''], io }) {
@@ -235,7 +232,11 @@ const deliveries = defineCommand({
 const redeliver = defineCommand({
   name: 'webhook redeliver',
   args: ['DELIVERY_ID'],
-  options: { webhook: { type: 'string', value: 'ID', required: true }, ...PROJECT, ...COMMON },
+  options: {
+    webhook: { type: 'string', value: 'ID', required: true },
+    ...PROJECT,
+    ...COMMON_OPTIONS,
+  },
   summary: 'send a delivered or failed delivery again',
   async run({ values, args: [deliveryId = ''], io }) {
     const delivery = await withAdminClient(

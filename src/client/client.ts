@@ -20,10 +20,12 @@ import {
   checkRecord,
   type Delivery,
   type DeliveryPage,
+  type ForgeWebhookSecret,
   isRecord,
   type Job,
   type JobEvent,
   type JobStatus,
+  notA,
   type Project,
   type UpdateProjectInput,
   type UpdateWebhookInput,
@@ -41,6 +43,7 @@ export type {
   CreateWebhookInput,
   Delivery,
   DeliveryPage,
+  ForgeWebhookSecret,
   Job,
   JobEvent,
   JobEventPage,
@@ -256,6 +259,25 @@ export class ErrandClient {
       signal: options.signal,
       what: 'updateProject',
     });
+  }
+
+  /**
+   * Makes the project a new random secret for its forge's webhook deliveries, replacing any:
+   * the secret is in this answer only, with the URL and the events to give the forge.
+   */
+  async createForgeWebhookSecret(
+    projectId: string,
+    options: CallOptions = {},
+  ): Promise<ForgeWebhookSecret> {
+    const what = 'createForgeWebhookSecret';
+    const { value, status } = await this.#http.call(
+      `/v2/admin/projects/${segment(projectId, 'projectId')}/forge-webhook-secret`,
+      { method: 'POST', signal: options.signal, what },
+    );
+    if (!isRecord(value) || typeof value.secret !== 'string')
+      throw notA(what, 'a forge webhook secret', status);
+    checkRecord<Project>(value.project, what, status, 'a project');
+    return value as ForgeWebhookSecret;
   }
 
   /** Every key, without secrets. */

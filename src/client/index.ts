@@ -14,6 +14,7 @@ export {
   type DeliveryPage,
   ErrandClient,
   type EventsOptions,
+  type ForgeWebhookSecret,
   type Job,
   type JobEvent,
   type JobEventPage,

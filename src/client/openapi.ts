@@ -99,6 +99,80 @@ export interface paths {
       };
     };
   };
+  '/v2/forges/{projectId}/webhook': {
+    /**
+     * Forge webhook
+     * @description Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. A redelivery (the same X-GitHub-Delivery, GitLab Idempotency-Key or X-Gitlab-Event-UUID, or X-Gitea-Delivery) is acknowledged and not acted on twice.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The project id. */
+          projectId: string;
+        };
+      };
+      responses: {
+        /** @description A redelivery, or an event Errand has no use for: nothing queued. */
+        200: {
+          content: {
+            'application/json': {
+              /**
+               * @description queued: its events will be worked on; duplicate: a redelivery of a delivery already taken; ignored: a ping, or an event Errand has no use for.
+               * @enum {string}
+               */
+              outcome: 'queued' | 'duplicate' | 'ignored';
+              /** @description How many events were queued. */
+              events: number;
+            };
+          };
+        };
+        /** @description The events were queued. */
+        202: {
+          content: {
+            'application/json': {
+              /**
+               * @description queued: its events will be worked on; duplicate: a redelivery of a delivery already taken; ignored: a ping, or an event Errand has no use for.
+               * @enum {string}
+               */
+              outcome: 'queued' | 'duplicate' | 'ignored';
+              /** @description How many events were queued. */
+              events: number;
+            };
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is too large. */
+        413: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is not JSON. */
+        415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
   '/review/{jobId}': {
     /**
      * Review page
@@ -542,6 +616,12 @@ export interface paths {
                   credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
                   tokenEnv: string | null;
                 };
+                /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
+                forgeWebhookSecretSet: boolean;
+                /** @description The handle forge comments mention to reach Errand, without the @. */
+                forgeHandle: string;
+                /** @description The label that makes a forge issue a job. */
+                forgeLabel: string;
                 draftPullRequests: boolean;
                 commandsEnabled: boolean;
                 setupCommand: string | null;
@@ -555,6 +635,11 @@ export interface paths {
                 jobBudgetUsd: number | null;
                 /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
                 monthlyBudgetUsd: number | null;
+                /**
+                 * @description The agent that runs the project's turns (errand: Errand's own).
+                 * @enum {string}
+                 */
+                engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
                 /** Format: date-time */
                 createdAt: string;
                 /** Format: date-time */
@@ -611,13 +696,19 @@ export interface paths {
               /** Format: includes */
               privateKey: string;
             } | null;
+            /** @description The secret the forge signs webhook deliveries with, chosen by the admin (or let Errand make one: POST /v2/admin/projects/{id}/forge-webhook-secret); stored encrypted (needs ERRAND_SECRET_KEY), never returned. null removes it: every delivery is then refused. */
+            forgeWebhookSecret?: string | null;
+            /** @description The name a forge comment mentions to reach Errand, without the @ (default errand: @errand). */
+            forgeHandle?: string;
+            /** @description The label that makes a forge issue a job (default errand). */
+            forgeLabel?: string;
             /** @description Open pull requests as drafts. */
             draftPullRequests?: boolean;
             /** @description Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true. */
             commandsEnabled?: boolean;
             /** @description A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none). */
             setupCommand?: string | null;
-            /** @description Give setupCommand network access (default false); the agent's commands never have it. */
+            /** @description Give setupCommand outbound network access, never to the worker's loopback (default false); the agent's commands never have it. */
             setupNetwork?: boolean;
             /** @description Wall time of one command, the longest timeout the agent may ask for (1 to 3600; null: the default). */
             commandTimeoutSeconds?: number | null;
@@ -633,6 +724,11 @@ export interface paths {
             jobBudgetUsd?: number | null;
             /** @description What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted), in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
             monthlyBudgetUsd?: number | null;
+            /**
+             * @description The agent that runs the project's turns: errand (Errand's own, the default), claude-code, codex or opencode, which must be installed on the server (errand engine install NAME) and fit the project's model: claude-code runs anthropic: models, codex openai:, opencode anthropic:, openai: or openai-compatible:.
+             * @enum {string}
+             */
+            engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
           };
         };
       };
@@ -659,6 +755,12 @@ export interface paths {
                 credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
                 tokenEnv: string | null;
               };
+              /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
+              forgeWebhookSecretSet: boolean;
+              /** @description The handle forge comments mention to reach Errand, without the @. */
+              forgeHandle: string;
+              /** @description The label that makes a forge issue a job. */
+              forgeLabel: string;
               draftPullRequests: boolean;
               commandsEnabled: boolean;
               setupCommand: string | null;
@@ -672,6 +774,11 @@ export interface paths {
               jobBudgetUsd: number | null;
               /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
               monthlyBudgetUsd: number | null;
+              /**
+               * @description The agent that runs the project's turns (errand: Errand's own).
+               * @enum {string}
+               */
+              engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
               /** Format: date-time */
               createdAt: string;
               /** Format: date-time */
@@ -750,6 +857,12 @@ export interface paths {
                 credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
                 tokenEnv: string | null;
               };
+              /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
+              forgeWebhookSecretSet: boolean;
+              /** @description The handle forge comments mention to reach Errand, without the @. */
+              forgeHandle: string;
+              /** @description The label that makes a forge issue a job. */
+              forgeLabel: string;
               draftPullRequests: boolean;
               commandsEnabled: boolean;
               setupCommand: string | null;
@@ -763,6 +876,11 @@ export interface paths {
               jobBudgetUsd: number | null;
               /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
               monthlyBudgetUsd: number | null;
+              /**
+               * @description The agent that runs the project's turns (errand: Errand's own).
+               * @enum {string}
+               */
+              engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
               /** Format: date-time */
               createdAt: string;
               /** Format: date-time */
@@ -833,13 +951,19 @@ export interface paths {
               /** Format: includes */
               privateKey: string;
             } | null;
+            /** @description The secret the forge signs webhook deliveries with, chosen by the admin (or let Errand make one: POST /v2/admin/projects/{id}/forge-webhook-secret); stored encrypted (needs ERRAND_SECRET_KEY), never returned. null removes it: every delivery is then refused. */
+            forgeWebhookSecret?: string | null;
+            /** @description The name a forge comment mentions to reach Errand, without the @ (default errand: @errand). */
+            forgeHandle?: string;
+            /** @description The label that makes a forge issue a job (default errand). */
+            forgeLabel?: string;
             /** @description Open pull requests as drafts. */
             draftPullRequests?: boolean;
             /** @description Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true. */
             commandsEnabled?: boolean;
             /** @description A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none). */
             setupCommand?: string | null;
-            /** @description Give setupCommand network access (default false); the agent's commands never have it. */
+            /** @description Give setupCommand outbound network access, never to the worker's loopback (default false); the agent's commands never have it. */
             setupNetwork?: boolean;
             /** @description Wall time of one command, the longest timeout the agent may ask for (1 to 3600; null: the default). */
             commandTimeoutSeconds?: number | null;
@@ -855,6 +979,11 @@ export interface paths {
             jobBudgetUsd?: number | null;
             /** @description What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted), in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
             monthlyBudgetUsd?: number | null;
+            /**
+             * @description The agent that runs the project's turns: errand (Errand's own, the default), claude-code, codex or opencode, which must be installed on the server (errand engine install NAME) and fit the project's model: claude-code runs anthropic: models, codex openai:, opencode anthropic:, openai: or openai-compatible:.
+             * @enum {string}
+             */
+            engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
           };
         };
       };
@@ -881,6 +1010,12 @@ export interface paths {
                 credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
                 tokenEnv: string | null;
               };
+              /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
+              forgeWebhookSecretSet: boolean;
+              /** @description The handle forge comments mention to reach Errand, without the @. */
+              forgeHandle: string;
+              /** @description The label that makes a forge issue a job. */
+              forgeLabel: string;
               draftPullRequests: boolean;
               commandsEnabled: boolean;
               setupCommand: string | null;
@@ -894,6 +1029,11 @@ export interface paths {
               jobBudgetUsd: number | null;
               /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
               monthlyBudgetUsd: number | null;
+              /**
+               * @description The agent that runs the project's turns (errand: Errand's own).
+               * @enum {string}
+               */
+              engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
               /** Format: date-time */
               createdAt: string;
               /** Format: date-time */
@@ -933,6 +1073,113 @@ export interface paths {
         };
         /** @description The request body is not JSON. */
         415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/forge-webhook-secret': {
+    /**
+     * Make a forge webhook secret
+     * @description Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The new secret, shown this once. */
+        200: {
+          content: {
+            'application/json': {
+              /** @description The new secret, to paste into the forge's webhook form: shown in this response only. */
+              secret: string;
+              /** @description The payload URL to give the forge. */
+              url: string;
+              /** @description The events to select in the forge's webhook form. */
+              events: string[];
+              project: {
+                id: string;
+                name: string;
+                repository: string;
+                ref: string;
+                model: string | null;
+                forge: {
+                  /** @enum {string} */
+                  kind: 'github' | 'gitlab' | 'gitea' | 'git';
+                  apiUrl: string | null;
+                  /** @description True when the kind was inferred from the repository URL. */
+                  inferred: boolean;
+                  /**
+                   * @description How credentials are given; never the credentials themselves.
+                   * @enum {string}
+                   */
+                  credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
+                  tokenEnv: string | null;
+                };
+                /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
+                forgeWebhookSecretSet: boolean;
+                /** @description The handle forge comments mention to reach Errand, without the @. */
+                forgeHandle: string;
+                /** @description The label that makes a forge issue a job. */
+                forgeLabel: string;
+                draftPullRequests: boolean;
+                commandsEnabled: boolean;
+                setupCommand: string | null;
+                setupNetwork: boolean;
+                commandTimeoutSeconds: number;
+                commandCpuSeconds: number;
+                commandMemoryMb: number;
+                commandProcesses: number;
+                commandFileSizeMb: number;
+                /** @description What all turns of one job may cost, in US dollars (null: no budget). */
+                jobBudgetUsd: number | null;
+                /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
+                monthlyBudgetUsd: number | null;
+                /**
+                 * @description The agent that runs the project's turns (errand: Errand's own).
+                 * @enum {string}
+                 */
+                engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
+                /** Format: date-time */
+                createdAt: string;
+                /** Format: date-time */
+                updatedAt: string;
+              };
+            };
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
           content: {
             'application/json': components['schemas']['Error'];
           };
@@ -1880,6 +2127,17 @@ export interface components {
         /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
         costUsd: number | null;
       };
+      /** @description The forge issue the job was made from (a labelled issue, or a mention in one); null for jobs made otherwise. */
+      origin?: {
+        /** @enum {string} */
+        forge: 'github' | 'gitlab' | 'gitea';
+        /** @description The issue number (GitLab: its iid). */
+        number: number;
+        /** @description The issue's page. */
+        url: string;
+        /** @description The issue's title when the job was made. */
+        title: string;
+      } | null;
       /** Format: date-time */
       updatedAt: string;
     };

@@ -24,6 +24,10 @@ export type CreateJobInput = RequestJson<paths['/v2/agent/{projectId}/job']['pos
 export type Project = JsonBody<paths['/v2/admin/projects/{id}']['get']['responses'][200]>;
 export type CreateProjectInput = RequestJson<paths['/v2/admin/projects']['post']>;
 export type UpdateProjectInput = RequestJson<paths['/v2/admin/projects/{id}']['patch']>;
+/** A project's new forge webhook secret (shown this once), the URL and events to give the forge. */
+export type ForgeWebhookSecret = JsonBody<
+  paths['/v2/admin/projects/{id}/forge-webhook-secret']['post']['responses'][200]
+>;
 
 /** An API key without its secret. */
 export type ApiKey = JsonBody<paths['/v2/admin/keys/{id}/revoke']['post']['responses'][200]>;
@@ -70,7 +74,7 @@ export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function notA(what: string, noun: string, status: number): ErrandError {
+export function notA(what: string, noun: string, status: number): ErrandError {
   return new ErrandError(`${what}: the answer is not ${noun}`, {
     code: 'invalid_response',
     status,

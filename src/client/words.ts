@@ -160,7 +160,15 @@ export function eventWords(event: EventFacts): EventWords {
     case 'turn.started': {
       const attempt = num(d.attempt);
       const again = attempt !== undefined && attempt > 1 ? `attempt ${attempt}` : undefined;
-      const parts = [turn !== undefined ? `turn ${turn}` : undefined, again];
+      // A turn a forge comment or label asked for says whose, and where.
+      const trigger = isRecord(d.trigger) ? d.trigger : {};
+      const author = str(trigger.author);
+      const kind = str(trigger.kind) ?? 'comment';
+      const how = kind === 'label' ? 'with a label' : `in a ${kind}`;
+      const asked = author
+        ? `asked by @${author} ${how} on ${str(trigger.forge) ?? 'the forge'}`
+        : undefined;
+      const parts = [turn !== undefined ? `turn ${turn}` : undefined, again, asked];
       return { text: parts.filter((part) => part !== undefined).join(', ') };
     }
     case 'turn.retrying': {
@@ -181,6 +189,14 @@ export function eventWords(event: EventFacts): EventWords {
       return {
         text: `${d.continued === true ? 'continuing' : 'new branch'} at ${sha(d.head ?? d.base)}`,
       };
+    case 'engine.started': {
+      const resumed = str(d.resumed);
+      return {
+        text:
+          `${str(d.engine) ?? 'engine'} ${str(d.version) ?? ''}`.trim() +
+          (resumed ? `, resuming session ${resumed}` : ', new session'),
+      };
+    }
     case 'sandbox.unavailable':
       return {
         text: `commands are off: ${[str(d.reason), str(d.howToFix)].filter(Boolean).join('; ')}`,

@@ -180,6 +180,7 @@ export function jobPage(
   <dt>Branch</dt><dd class="mono">${job.branch}</dd>
   <dt>Model</dt><dd class="mono">${job.model}</dd>
   <dt>Pull request</dt><dd class="wrap">${externalLink(job.prLink)}</dd>
+  ${job.origin ? html`<dt>Issue</dt><dd class="wrap">#${job.origin.number} ${job.origin.title} ${externalLink(job.origin.url)}</dd>` : ''}
   <dt>Usage</dt><dd id="job-usage">${usageLine(job.usage)}${
     job.usage.costUsd !== null ? html` <span class="muted">(estimated at list prices)</span>` : ''
   }</dd>

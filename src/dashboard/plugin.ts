@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
 import type { EventStreams } from '../events/streams.ts';
+import { registerForgeWebhookRoutes } from './forge-webhook-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
 import { registerKeyRoutes } from './key-routes.ts';
@@ -170,5 +171,6 @@ async function pages(scope: FastifyInstance, ctx: AppContext, streams: EventStre
     registerJobRoutes(signedIn, ctx, streams);
     registerKeyRoutes(signedIn, ctx);
     registerWebhookRoutes(signedIn, ctx);
+    registerForgeWebhookRoutes(signedIn, ctx);
   });
 }

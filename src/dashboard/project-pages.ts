@@ -3,6 +3,7 @@
 import { formatUsd } from '../client/words.ts';
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
+import type { EngineName } from '../projects/engine.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, type SafeHtml } from './html.ts';
 import { monthSpend } from './job-pages.ts';
@@ -21,6 +22,14 @@ export type ProjectForm = Partial<Record<string, string>>;
 
 const FORGES = ['github', 'gitlab', 'gitea', 'git'] as const;
 
+/** Each engine with the models it runs (src/projects/engine.ts says which). */
+const ENGINES: readonly (readonly [EngineName, string])[] = [
+  ['errand', "Errand's own agent (any model)"],
+  ['claude-code', 'Claude Code (anthropic: models)'],
+  ['codex', 'Codex (openai: models)'],
+  ['opencode', 'OpenCode (anthropic:, openai: or openai-compatible: models)'],
+];
+
 function projectFields(values: ProjectForm, editing: ProjectRecord | undefined): SafeHtml {
   const v = (name: string) => values[name] ?? '';
   const forge = v('forge');
@@ -36,6 +45,12 @@ function projectFields(values: ProjectForm, editing: ProjectRecord | undefined):
   <input id="ref" name="ref" value="${v('ref')}" placeholder="main">
   <label for="model">Default model</label>
   <input id="model" name="model" value="${v('model')}" placeholder="provider:model (empty: the server's default)">
+  <label for="engine">Engine</label>
+  <select id="engine" name="engine" aria-describedby="engine-help">
+    ${ENGINES.map(([name, label]) => html`<option value="${name}" ${(v('engine') || 'errand') === name ? html`selected` : ''}>${label}</option>`)}
+  </select>
+  <p id="engine-help" class="help">The agent that works on the jobs. Another than Errand's own must be
+  installed on the server (<code>errand engine install NAME</code>) and fit the model.</p>
   <label for="forge">Forge</label>
   <select id="forge" name="forge">
     <option value="" ${forge === '' ? html`selected` : ''}>Inferred from the repository</option>
@@ -117,8 +132,8 @@ function commandFields(values: ProjectForm): SafeHtml {
     <label class="check"><input type="checkbox" name="setupNetwork" value="1" ${
       v('setupNetwork') === '1' ? html`checked` : ''
     } aria-describedby="network-help"> Give the setup command network access</label>
-    <p id="network-help" class="help">The worker's own network, its loopback included (services
-    on the worker's 127.0.0.1 are reachable): only for setup commands you trust.</p>
+    <p id="network-help" class="help">Outbound only, through a network of its own: the internet
+    and the worker's network, never services on the worker's 127.0.0.1.</p>
     ${COMMAND_LIMITS.map(
       ([name, label, unit]) => html`<label for="${name}">${label} (${unit})</label>
     <input id="${name}" name="${name}" inputmode="numeric" value="${v(name)}" placeholder="empty: the default">`,
@@ -182,7 +197,8 @@ ${projectFields(form.values, project)}
 <button type="submit">Save</button>
 </form>
 <p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
-<p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>`,
+<p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>
+<p><a href="/projects/${project.id}/forge-webhook">Comments and labels on the forge (its webhook)</a></p>`,
   );
 }
 
@@ -193,6 +209,7 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     repository: project.repository,
     ref: project.ref,
     model: project.model ?? '',
+    engine: project.engine,
     forge: project.forge.inferred ? '' : project.forge.kind,
     forgeUrl: project.forge.inferred ? '' : (project.forge.apiUrl ?? ''),
     forgeTokenEnv: project.forge.tokenEnv ?? '',

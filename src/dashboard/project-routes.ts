@@ -25,7 +25,15 @@ function createFields(form: Form): ProjectFields {
   return parse(projectCreateBody, {
     name: form.name ?? '',
     repository: form.repository ?? '',
-    ...optional(form, ['ref', 'model', 'forge', 'forgeUrl', 'forgeTokenEnv', 'forgeToken']),
+    ...optional(form, [
+      'ref',
+      'model',
+      'engine',
+      'forge',
+      'forgeUrl',
+      'forgeTokenEnv',
+      'forgeToken',
+    ]),
     draftPullRequests: form.draftPullRequests === '1',
     ...commandFields(form, undefined),
     ...budgetFields(form),
@@ -86,6 +94,8 @@ function updateFields(form: Form, current: ProjectRecord): ProjectFields {
   for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {
     body[name] = given(form, name) ?? null;
   }
+  const engine = given(form, 'engine');
+  if (engine !== undefined) body.engine = engine;
   const tokenEnv = given(form, 'forgeTokenEnv');
   const token = given(form, 'forgeToken');
   if (form.clearCredentials === '1') body.forgeToken = null;

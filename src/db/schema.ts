@@ -35,6 +35,14 @@ export interface ProjectsTable {
   job_budget_usd: number | null;
   /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */
   monthly_budget_usd: number | null;
+  /** The secret the forge signs webhook deliveries with, sealed (secrets/box.ts); null: none. */
+  forge_webhook_secret: string | null;
+  /** The handle a forge comment mentions to reach Errand, without the @. */
+  forge_handle: Generated<string>;
+  /** The label that makes a forge issue a job. */
+  forge_label: Generated<string>;
+  /** The agent that runs the project's turns (src/projects/engine.ts's ENGINE_NAMES). */
+  engine: Generated<'errand' | 'claude-code' | 'codex' | 'opencode'>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -66,9 +74,20 @@ interface JobsTable {
   review_diff_truncated: Generated<boolean>;
   /** The sum of its turns' usage (a Usage of jobs/usage.ts), kept by the lifecycle. */
   usage: Json;
+  /** The forge issue the job came from (a JobOrigin); null for jobs made otherwise. */
+  origin: ColumnType<JobOrigin | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
+}
+
+/** The forge issue a job was made from (jobs.origin). */
+export interface JobOrigin {
+  forge: 'github' | 'gitlab' | 'gitea';
+  /** GitHub/Gitea issue number, GitLab issue iid. */
+  number: number;
+  url: string;
+  title: string;
 }
 
 interface TurnsTable {
@@ -83,9 +102,43 @@ interface TurnsTable {
   usage: Json | null;
   messages: Json | null;
   commit_sha: string | null;
+  /** The forge event that asked for the turn (a TurnTrigger); null for the API's and the CLI's. */
+  trigger: ColumnType<TurnTrigger | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
+}
+
+/**
+ * The forge event that asked for a turn (turns.trigger): what the job's events show of it
+ * (forge, kind, url, author), its delivery id (a queue entry delivered twice accepts its turn
+ * once), and where Errand answers when the turn ends, which only the forge intake reads.
+ */
+export interface TurnTrigger {
+  forge: 'github' | 'gitlab' | 'gitea';
+  delivery: string;
+  /** `comment`, `line comment`, `review` or `label`. */
+  kind: string;
+  /** The comment's page, or the issue's for a label. */
+  url: string;
+  /** The forge login of who wrote the comment or added the label. */
+  author: string;
+  replyTo: Record<string, unknown>;
+}
+
+/** Forge replies already made for a turn (src/forges/intake/replies.ts). */
+interface ForgeRepliesTable {
+  job_id: string;
+  seq: number;
+  kind: 'accepted' | 'ended';
+  at: Generated<Date>;
+}
+
+/** Threads where someone without write access was told so, once (src/forges/intake/). */
+interface ForgeRefusalsTable {
+  project_id: string;
+  thread: string;
+  at: Generated<Date>;
 }
 
 interface EventsTable {
@@ -172,6 +225,13 @@ interface WebhookAttemptsTable {
   latency_ms: number;
 }
 
+/** A forge webhook delivery already taken (its redeliveries are acknowledged, not queued). */
+interface ForgeDeliveriesTable {
+  project_id: string;
+  delivery_id: string;
+  received_at: Timestamp;
+}
+
 interface IdempotencyKeysTable {
   project_id: string;
   key: string;
@@ -196,6 +256,9 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   idempotency_keys: IdempotencyKeysTable;
   project_spend: ProjectSpendTable;
+  forge_deliveries: ForgeDeliveriesTable;
+  forge_replies: ForgeRepliesTable;
+  forge_refusals: ForgeRefusalsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

@@ -6,6 +6,7 @@
 import { ExternalError } from '../errors.ts';
 import type { ForgeCredentials, ForgeKind } from '../projects/forge.ts';
 import type { GitAuth } from '../repository/auth.ts';
+import type { ForgeDeliveries } from './deliveries.ts';
 
 export interface PullRequest {
   /** The forge's number for it (GitHub/Gitea `number`, GitLab `iid`). */
@@ -32,6 +33,32 @@ export interface CreatedPullRequest {
   notes: string[];
 }
 
+/** An issue or a pull request (GitLab: merge request) by its number (GitLab: iid). */
+export interface ThreadRef {
+  kind: 'issue' | 'pull-request';
+  number: number;
+}
+
+/**
+ * A comment Errand acknowledges and answers, as the forge's webhook named it: a comment in the
+ * conversation of an issue or pull request, a comment on a line of the diff, or a review's body.
+ */
+export interface CommentRef {
+  thread: ThreadRef;
+  where: 'conversation' | 'line' | 'review';
+  /** The forge's id of the comment (of the review, for a review's body). */
+  commentId: string;
+  /** GitLab: the discussion the note is in; null elsewhere. */
+  discussionId: string | null;
+}
+
+/** A user of the forge, as a webhook names them. */
+export interface ForgeUser {
+  login: string;
+  /** The numeric id, as a string (GitLab asks membership by id). */
+  id: string;
+}
+
 export interface ForgeClient {
   readonly kind: ForgeKind;
   /** The job's pull request by head branch (open ones first), or null. */
@@ -44,6 +71,17 @@ export interface ForgeClient {
   ): Promise<PullRequest>;
   /** The header git sends when pushing over HTTPS to this forge (URL-scoped by the caller). */
   gitAuth(signal?: AbortSignal): Promise<GitAuth | undefined>;
+  /**
+   * Says at once that Errand took a comment up: an 👀 reaction on it, or the forge's nearest
+   * equivalent (GitHub has no reactions on a review's body: the pull request gets it).
+   */
+  acknowledge(comment: CommentRef, signal?: AbortSignal): Promise<void>;
+  /** Answers a comment in its thread: a line comment's thread, GitLab's discussion, else the conversation. */
+  reply(comment: CommentRef, body: string, signal?: AbortSignal): Promise<void>;
+  /** Comments in the conversation of an issue or pull request. */
+  comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void>;
+  /** Whether the user may write to the repository (GitHub write, maintain or admin; GitLab Developer or above). */
+  canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean>;
 }
 
 export interface ForgeClientOptions {
@@ -56,7 +94,8 @@ export interface ForgeClientOptions {
   fetch?: typeof globalThis.fetch;
 }
 
-export interface ForgeProvider {
+/** A forge: its clients, and (ForgeDeliveries) what its webhook deliveries mean. */
+export interface ForgeProvider extends ForgeDeliveries {
   readonly id: ForgeKind;
   /** How people write its name, e.g. "GitHub". */
   readonly name: string;

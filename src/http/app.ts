@@ -19,6 +19,7 @@ import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerAdminWebhookRoutes } from './routes/admin-webhooks.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
+import { registerForgeWebhook } from './routes/forge-webhook.ts';
 import { registerGetJob } from './routes/get-job.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerListEvents } from './routes/list-events.ts';
@@ -104,6 +105,8 @@ export async function buildApp(
   await registerHealth(app, ctx);
   registerMetricsRoute(app, ctx.config, ctx.metrics);
   registerGetJob(app, new AuthorizedJobReader(ctx, keys));
+  // No API key: the forge's signature authenticates a delivery.
+  await registerForgeWebhook(app, ctx);
   // Here, not after the API's routes: the review page keeps its place in the OpenAPI document.
   for (const plugin of plugins) await app.register(plugin, { ctx, streams });
   await app.register(async (scope) => {

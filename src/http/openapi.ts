@@ -93,6 +93,10 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'admin', description: 'Projects and keys: an admin key.' },
         { name: 'review', description: "Errand's review page: the job id is the capability." },
         { name: 'health', description: 'For load balancers: no key.' },
+        {
+          name: 'forges',
+          description: "Forge webhooks in: the forge's signature with the project's secret.",
+        },
         { name: 'metrics', description: 'For Prometheus: the metrics token.' },
       ],
       components: {

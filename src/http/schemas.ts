@@ -87,6 +87,18 @@ export const jobRecord = z
     usage: usageRecord.describe(
       "What the job's turns used of the model, summed; costUsd is null when any turn's is.",
     ),
+    origin: z
+      .object({
+        forge: z.enum(['github', 'gitlab', 'gitea']),
+        number: z.number().int().describe('The issue number (GitLab: its iid).'),
+        url: z.string().describe("The issue's page."),
+        title: z.string().describe("The issue's title when the job was made."),
+      })
+      .nullable()
+      .optional()
+      .describe(
+        'The forge issue the job was made from (a labelled issue, or a mention in one); null for jobs made otherwise.',
+      ),
     updatedAt: isoTime,
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });

@@ -4,7 +4,7 @@
 // arrive with it (createJobBatched).
 import type { Transaction } from 'kysely';
 import { ReadBatcher } from '../db/batch.ts';
-import type { Database } from '../db/schema.ts';
+import type { Database, JobOrigin, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { consumeAll, RateLimitedError, type RateLimitState } from '../ratelimit/ratelimit.ts';
 import type { JobsContext } from './context.ts';
@@ -23,6 +23,18 @@ export interface NewJobRow {
   prompt: string;
   /** The project's monthly budget as the request found it; null: none. */
   monthlyBudgetUsd: number | null;
+  /** The forge issue the job comes from, for jobs made from one. */
+  origin?: JobOrigin | undefined;
+  /** The forge event that asked for the first turn. */
+  trigger?: TurnTrigger | undefined;
+}
+
+/** A prompt accepted as a turn of a job. */
+export interface NewTurn {
+  jobId: string;
+  seq: number;
+  prompt: string;
+  trigger?: TurnTrigger | undefined;
 }
 
 /** A created job, and what its project's rate limit has left. */
@@ -66,6 +78,7 @@ export async function insertJobs(
         branch: `errand/${job.id}`,
         model: job.model,
         turn_count: 1,
+        origin: job.origin ? JSON.stringify(job.origin) : null,
       })),
     )
     .returning(JOB_VIEW_COLUMNS)
@@ -80,10 +93,10 @@ export async function insertJobs(
   await writeTurns(
     ctx,
     trx,
-    jobs.map((job) => ({ jobId: job.id, seq: 1, prompt: job.prompt })),
+    jobs.map((job) => ({ jobId: job.id, seq: 1, prompt: job.prompt, trigger: job.trigger })),
   );
   await scope.recordAll(
-    created.flatMap((job) => [
+    created.flatMap((job, i) => [
       {
         type: 'job.created',
         jobId: job.id,
@@ -91,7 +104,8 @@ export async function insertJobs(
         status: 'active',
         data: { job: toJobRecord(job) },
       },
-      accepted(job.id, 1),
+      // `created` is in the order of `jobs`.
+      accepted({ jobId: job.id, seq: 1, trigger: jobs[i]?.trigger }),
     ]),
   );
   // Each job's own view of the count: its project's count after the statement, less the
@@ -201,15 +215,29 @@ function inLockOrder(counts: Map<string, number>): [string, number][] {
 export async function acceptTurns(
   ctx: Pick<JobsContext, 'queue'>,
   scope: TransitionScope,
-  turns: readonly { jobId: string; seq: number; prompt: string }[],
+  turns: readonly NewTurn[],
 ): Promise<void> {
   await writeTurns(ctx, scope.trx, turns);
-  await scope.recordAll(turns.map(({ jobId, seq }) => accepted(jobId, seq)));
+  await scope.recordAll(turns.map(accepted));
 }
 
-/** A turn's acceptance: announced, with no event of its own (the job's record says so). */
-function accepted(jobId: string, seq: number): Transition {
-  return { type: 'turn.accepted', jobId, turn: seq, status: 'active', data: {} };
+/**
+ * A turn's acceptance: announced, with no event of its own (the job's record says so; a forge
+ * event that asked for it is told again by the turn's `turn.started`).
+ */
+function accepted(turn: Pick<NewTurn, 'jobId' | 'seq' | 'trigger'>): Transition {
+  return {
+    type: 'turn.accepted',
+    jobId: turn.jobId,
+    turn: turn.seq,
+    status: 'active',
+    data: turn.trigger ? { trigger: shownTrigger(turn.trigger) } : {},
+  };
+}
+
+/** What the job's events say of the forge event that asked for a turn: never where Errand answers. */
+export function shownTrigger(trigger: TurnTrigger): Record<string, string> {
+  return { forge: trigger.forge, kind: trigger.kind, url: trigger.url, author: trigger.author };
 }
 
 /**
@@ -219,7 +247,7 @@ function accepted(jobId: string, seq: number): Transition {
 async function writeTurns(
   ctx: Pick<JobsContext, 'queue'>,
   trx: Transaction<Database>,
-  turns: readonly { jobId: string; seq: number; prompt: string }[],
+  turns: readonly NewTurn[],
 ): Promise<void> {
   const queueIds = await ctx.queue.enqueueAll(
     trx,
@@ -228,12 +256,13 @@ async function writeTurns(
   await trx
     .insertInto('turns')
     .values(
-      turns.map(({ jobId, seq, prompt }, i) => ({
+      turns.map(({ jobId, seq, prompt, trigger }, i) => ({
         job_id: jobId,
         seq,
         prompt,
         state: 'queued' as const,
         queue_id: queueIds[i] ?? null,
+        trigger: trigger ? JSON.stringify(trigger) : null,
       })),
     )
     .execute();

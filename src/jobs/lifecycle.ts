@@ -5,6 +5,7 @@
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
 import type { JobsContext } from './context.ts';
+import { shownTrigger } from './create.ts';
 import { JOB_VIEW_COLUMNS } from './record.ts';
 import type { EarlierTurn, TurnOutput } from './runner.ts';
 import { addToMonth, usagePlus, usedAnything } from './spend.ts';
@@ -90,7 +91,9 @@ export function startTurn(
       .where('id', '=', jobId)
       .returningAll()
       .executeTakeFirstOrThrow();
-    await record({ type: 'turn.started', jobId, turn: seq, status: 'active', data: { attempt } });
+    // A turn a forge event asked for says which one (its URL and author).
+    const data = turn.trigger ? { attempt, trigger: shownTrigger(turn.trigger) } : { attempt };
+    await record({ type: 'turn.started', jobId, turn: seq, status: 'active', data });
     await recordStatus(scope, status, job);
     return { job, turn };
   });

@@ -1,6 +1,6 @@
 // The job record as the API returns it: every field of the seed interface, always present,
 // null where there is no value, dates in ISO 8601 UTC; Errand's own fields after them.
-import type { JobRow, JobStatus } from '../db/schema.ts';
+import type { JobOrigin, JobRow, JobStatus } from '../db/schema.ts';
 import { repositoryAsUrl } from '../repository/url.ts';
 import { NO_USAGE, readUsage, type Usage } from './usage.ts';
 
@@ -25,6 +25,8 @@ export interface JobRecord {
    * list prices (null when a price of the model is unknown).
    */
   usage: Usage;
+  /** The forge issue the job was made from (`{ forge, number, url, title }`); null otherwise. */
+  origin: JobOrigin | null;
   updatedAt: string;
 }
 
@@ -44,6 +46,7 @@ export const JOB_VIEW_COLUMNS = [
   'error',
   'turn_count',
   'usage',
+  'origin',
   'created_at',
   'updated_at',
   'archived_at',
@@ -63,6 +66,7 @@ export function toJobRecord(row: JobView): JobRecord {
     error: row.error,
     turns: row.turn_count,
     usage: readUsage(row.usage) ?? NO_USAGE,
+    origin: row.origin ?? null,
     updatedAt: row.updated_at.toISOString(),
   };
 }

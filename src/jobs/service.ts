@@ -3,7 +3,7 @@
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
-import type { JobStatus, ProjectRow } from '../db/schema.ts';
+import type { JobOrigin, JobStatus, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import {
   claimKey,
@@ -12,6 +12,7 @@ import {
   saveResponse,
 } from '../idempotency/keys.ts';
 import { isId, newId } from '../ids.ts';
+import { engineModelRefusal } from '../projects/engine.ts';
 import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
 import type { JobsContext } from './context.ts';
 import { acceptTurns, createJobBatched, insertJobs, type NewJobRow } from './create.ts';
@@ -55,6 +56,12 @@ function modelFor(ctx: JobsContext, project: ProjectRow, asked?: string): string
 function checkModel(ctx: JobsContext, project: ProjectRow, model: string): void {
   const check = ctx.models.check(model);
   if (!check.ok) throw new AppError('model_unavailable', check.message);
+  const refusal = engineModelRefusal(project.engine, model);
+  if (refusal !== undefined)
+    throw new AppError(
+      'model_unavailable',
+      `${refusal} (the engine of project ${project.id}): ask for such a model, or change the project's engine`,
+    );
   const budgets = [
     ...(project.job_budget_usd !== null ? ['jobBudgetUsd'] : []),
     ...(project.monthly_budget_usd !== null ? ['monthlyBudgetUsd'] : []),
@@ -71,6 +78,10 @@ export interface NewJob {
   prompt: string;
   model?: string | undefined;
   baseRef?: string | undefined;
+  /** The forge issue the job is made from (src/forges/intake/). */
+  origin?: JobOrigin | undefined;
+  /** The forge event that asked for it. */
+  trigger?: TurnTrigger | undefined;
 }
 
 /**
@@ -88,7 +99,7 @@ export function createJob(
 export async function createJob(
   ctx: JobsContext,
   project: ProjectRow,
-  { prompt, model: asked, baseRef }: NewJob,
+  { prompt, model: asked, baseRef, origin, trigger }: NewJob,
   idempotency?: IdempotentRequest,
 ): Promise<Accepted | Replayed> {
   const draft = (model: string): NewJobRow => ({
@@ -99,6 +110,8 @@ export async function createJob(
     model,
     prompt,
     monthlyBudgetUsd: project.monthly_budget_usd,
+    origin,
+    trigger,
   });
   // The common case shares its transaction with the creates that arrive with it.
   if (!idempotency) return createJobBatched(ctx, draft(modelFor(ctx, project, asked)));
@@ -127,12 +140,22 @@ export function sendMessage(
   prompt: string,
   idempotency: IdempotentRequest | undefined,
 ): Promise<Accepted | Replayed>;
+/** A follow-up a forge event asked for (src/forges/intake/): the turn records which. */
+export function sendMessage(
+  ctx: JobsContext,
+  project: ProjectRow,
+  jobId: string,
+  prompt: string,
+  idempotency: undefined,
+  trigger: TurnTrigger,
+): Promise<Accepted>;
 export async function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
   idempotency?: IdempotentRequest,
+  trigger?: TurnTrigger,
 ): Promise<Accepted | Replayed> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const policy = {
@@ -162,7 +185,7 @@ export async function sendMessage(
     ]);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
-    await acceptTurns(ctx, scope, [{ jobId, seq, prompt }]);
+    await acceptTurns(ctx, scope, [{ jobId, seq, prompt, trigger }]);
     const job = await trx
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })

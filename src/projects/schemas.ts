@@ -2,6 +2,7 @@
 // shape, with refusals that name it. What needs the server's settings or the stored project
 // (repository access, forge token variables, credentials) is the project service's to check.
 import { z } from 'zod';
+import { ENGINE_NAMES } from './engine.ts';
 import { FORGE_KINDS, type ForgeKind } from './forge.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
 import type { ProjectFields } from './service.ts';
@@ -52,6 +53,13 @@ function budget(field: string, what: string) {
       `${what}, in US dollars at the model's list prices (null: none). Needs a model whose prices are known.`,
     );
 }
+
+/** What a webhook secret the admin chooses must be: long enough not to be guessed, one header value. */
+const FORGE_WEBHOOK_SECRET_TEXT =
+  '"forgeWebhookSecret" must be 16 to 256 characters without spaces or control characters, or null to remove it';
+const FORGE_HANDLE =
+  '"forgeHandle" must be the name comments mention, without the @: 1 to 100 letters, digits, ".", "_" or "-", starting with a letter or digit';
+const FORGE_LABEL = '"forgeLabel" must be 1 to 100 characters';
 
 const SETUP_COMMAND = '"setupCommand" must be a string of at most 2000 characters, or null';
 
@@ -104,6 +112,24 @@ const fields = {
     )
     .nullable()
     .describe('GitHub App credentials, stored encrypted; never returned.'),
+  forgeWebhookSecret: text('forgeWebhookSecret')
+    .min(16, { error: FORGE_WEBHOOK_SECRET_TEXT })
+    .max(256, { error: FORGE_WEBHOOK_SECRET_TEXT })
+    .regex(/^[\x21-\x7e]+$/, { error: FORGE_WEBHOOK_SECRET_TEXT })
+    .nullable()
+    .describe(
+      'The secret the forge signs webhook deliveries with, chosen by the admin (or let Errand make one: POST /v2/admin/projects/{id}/forge-webhook-secret); stored encrypted (needs ERRAND_SECRET_KEY), never returned. null removes it: every delivery is then refused.',
+    ),
+  forgeHandle: text('forgeHandle')
+    .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, { error: FORGE_HANDLE })
+    .describe(
+      'The name a forge comment mentions to reach Errand, without the @ (default errand: @errand).',
+    ),
+  forgeLabel: text('forgeLabel')
+    .trim()
+    .min(1, { error: FORGE_LABEL })
+    .max(100, { error: FORGE_LABEL })
+    .describe('The label that makes a forge issue a job (default errand).'),
   draftPullRequests: z
     .boolean({ error: '"draftPullRequests" must be a boolean' })
     .describe('Open pull requests as drafts.'),
@@ -122,7 +148,7 @@ const fields = {
   setupNetwork: z
     .boolean({ error: '"setupNetwork" must be a boolean' })
     .describe(
-      "Give setupCommand network access (default false); the agent's commands never have it.",
+      "Give setupCommand outbound network access, never to the worker's loopback (default false); the agent's commands never have it.",
     ),
   commandTimeoutSeconds: limit(
     'commandTimeoutSeconds',
@@ -164,6 +190,14 @@ const fields = {
   ),
 };
 
+const ENGINE = `"engine" must be one of ${ENGINE_NAMES.join(', ')}`;
+
+const engineField = z
+  .enum(ENGINE_NAMES, { error: ENGINE })
+  .describe(
+    "The agent that runs the project's turns: errand (Errand's own, the default), claude-code, codex or opencode, which must be installed on the server (errand engine install NAME) and fit the project's model: claude-code runs anthropic: models, codex openai:, opencode anthropic:, openai: or openai-compatible:.",
+  );
+
 const notAnObject = {
   error: (issue: z.core.$ZodRawIssue) =>
     issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
@@ -180,6 +214,9 @@ export const projectUpdateBody = z.strictObject(
     forgeTokenEnv: fields.forgeTokenEnv.optional(),
     forgeToken: fields.forgeToken.optional(),
     githubApp: fields.githubApp.optional(),
+    forgeWebhookSecret: fields.forgeWebhookSecret.optional(),
+    forgeHandle: fields.forgeHandle.optional(),
+    forgeLabel: fields.forgeLabel.optional(),
     draftPullRequests: fields.draftPullRequests.optional(),
     commandsEnabled: fields.commandsEnabled.optional(),
     setupCommand: fields.setupCommand.optional(),
@@ -191,6 +228,7 @@ export const projectUpdateBody = z.strictObject(
     commandFileSizeMb: fields.commandFileSizeMb.optional(),
     jobBudgetUsd: fields.jobBudgetUsd.optional(),
     monthlyBudgetUsd: fields.monthlyBudgetUsd.optional(),
+    engine: engineField.optional(),
   },
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;

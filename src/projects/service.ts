@@ -6,9 +6,10 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import { isId, newId } from '../ids.ts';
+import { isId, newId, randomBase62 } from '../ids.ts';
 import { validateRepositoryUrl } from '../repository/url.ts';
 import { seal } from '../secrets/box.ts';
+import { type EngineInstalls, type EngineName, engineModelRefusal } from './engine.ts';
 import { type ForgeCredentials, type ForgeKind, type ForgeTargets, projectForge } from './forge.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 import { checkRepository, localRepositoryExists } from './repository.ts';
@@ -21,6 +22,8 @@ export interface ProjectsContext {
   forges: ForgeTargets;
   /** The model registry as projects use it: whether a model's prices are known (budgets). */
   models: { readonly defaultId: string; info(id: string): { prices: object | undefined } };
+  /** Which agent engines are installed here: a project may choose only those. */
+  engines: EngineInstalls;
 }
 
 export interface ProjectRecord {
@@ -38,6 +41,12 @@ export interface ProjectRecord {
     credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
     tokenEnv: string | null;
   };
+  /** Whether the forge's webhook deliveries have a secret to be checked with (never the secret). */
+  forgeWebhookSecretSet: boolean;
+  /** The handle forge comments mention to reach Errand, without the @. */
+  forgeHandle: string;
+  /** The label that makes a forge issue a job. */
+  forgeLabel: string;
   draftPullRequests: boolean;
   /** The agent's run_command tool; offered only where the sandbox works. */
   commandsEnabled: boolean;
@@ -55,6 +64,8 @@ export interface ProjectRecord {
   jobBudgetUsd: number | null;
   /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */
   monthlyBudgetUsd: number | null;
+  /** The agent that runs its turns (src/projects/engine.ts). */
+  engine: EngineName;
   createdAt: string;
   updatedAt: string;
 }
@@ -95,6 +106,9 @@ export function toProjectRecord(
           : 'none',
       tokenEnv: row.forge_token_env,
     },
+    forgeWebhookSecretSet: row.forge_webhook_secret !== null,
+    forgeHandle: row.forge_handle,
+    forgeLabel: row.forge_label,
     draftPullRequests: row.draft_pull_requests,
     commandsEnabled: row.commands_enabled,
     setupCommand: row.setup_command,
@@ -106,6 +120,7 @@ export function toProjectRecord(
     commandFileSizeMb: limits.fileSizeMb,
     jobBudgetUsd: row.job_budget_usd,
     monthlyBudgetUsd: row.monthly_budget_usd,
+    engine: row.engine,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -129,6 +144,12 @@ export interface ProjectFields {
   forgeTokenEnv?: string | null | undefined;
   forgeToken?: string | null | undefined;
   githubApp?: { appId: string; installationId: string; privateKey: string } | null | undefined;
+  /** The secret the forge signs webhook deliveries with; null removes it. */
+  forgeWebhookSecret?: string | null | undefined;
+  /** The handle comments mention, without the @. */
+  forgeHandle?: string | undefined;
+  /** The label that makes an issue a job. */
+  forgeLabel?: string | undefined;
   draftPullRequests?: boolean | undefined;
   commandsEnabled?: boolean | undefined;
   setupCommand?: string | null | undefined;
@@ -142,6 +163,8 @@ export interface ProjectFields {
   /** A budget in US dollars; null removes it. */
   jobBudgetUsd?: number | null | undefined;
   monthlyBudgetUsd?: number | null | undefined;
+  /** The agent that runs the project's turns. */
+  engine?: EngineName | undefined;
 }
 
 /**
@@ -185,6 +208,11 @@ async function toChanges(
     }
     changes.forge_api_url = forgeUrl?.replace(/\/+$/, '') ?? null;
   }
+  if (b.forgeHandle !== undefined) changes.forge_handle = b.forgeHandle;
+  if (b.forgeLabel !== undefined) changes.forge_label = b.forgeLabel;
+  if (b.forgeWebhookSecret !== undefined)
+    changes.forge_webhook_secret =
+      b.forgeWebhookSecret === null ? null : sealWebhookSecret(ctx.config, b.forgeWebhookSecret);
   if (b.draftPullRequests !== undefined) changes.draft_pull_requests = b.draftPullRequests;
   if (b.commandsEnabled !== undefined) changes.commands_enabled = b.commandsEnabled;
   // A blank command is no command: stored as null so the pipeline has one case to skip.
@@ -199,6 +227,8 @@ async function toChanges(
   if (b.jobBudgetUsd !== undefined) changes.job_budget_usd = b.jobBudgetUsd;
   if (b.monthlyBudgetUsd !== undefined) changes.monthly_budget_usd = b.monthlyBudgetUsd;
   refuseUnpricedBudget(ctx, b, changes, current);
+  if (b.engine !== undefined) changes.engine = b.engine;
+  await refuseEngine(ctx, b, changes, current);
 
   const tokenEnv = b.forgeTokenEnv;
   const token = b.forgeToken;
@@ -253,6 +283,12 @@ async function toChanges(
       `a ${resolved.kind} project needs "forgeUrl", the API base URL (e.g. ${resolved.kind === 'github' ? 'https://ghe.example.com/api/v3' : resolved.kind === 'gitlab' ? 'https://gitlab.example.com/api/v4' : 'https://gitea.example.com/api/v1'})`,
     );
   }
+  if (changes.forge_webhook_secret && resolved.kind === 'git') {
+    throw new AppError(
+      'bad_request',
+      '"forgeWebhookSecret" is for projects on GitHub, GitLab or Gitea/Forgejo: this project\'s forge is plain git, which sends no webhooks',
+    );
+  }
   if (credentials?.githubApp && resolved.kind !== 'github') {
     throw new AppError('bad_request', '"githubApp" credentials are for GitHub projects only');
   }
@@ -301,6 +337,73 @@ function refuseUnpricedBudget(
   );
 }
 
+/**
+ * An engine other than Errand's own must be installed here (so that it is, where workers share
+ * the engines directory or were set up alike) and able to talk to the project's model (its own,
+ * else the server's default). Checked when the engine or the model changes.
+ */
+async function refuseEngine(
+  ctx: ProjectsContext,
+  b: ProjectFields,
+  changes: ProjectChanges,
+  current: ProjectRow | undefined,
+): Promise<void> {
+  if (b.engine === undefined && b.model === undefined) return;
+  const engine = changes.engine ?? current?.engine ?? 'errand';
+  if (engine === 'errand') return;
+  const projectModel = changes.model !== undefined ? changes.model : (current?.model ?? null);
+  const model = projectModel ?? ctx.models.defaultId;
+  const whose = projectModel === null ? " (the server's default)" : '';
+  const refusal = engineModelRefusal(engine, model, whose);
+  if (refusal !== undefined) {
+    throw new AppError(
+      'bad_request',
+      `${refusal}; choose such a model in "model", or another engine`,
+    );
+  }
+  // Only a change is checked: a project keeps an engine removed since (its turns say so).
+  if (
+    b.engine !== undefined &&
+    b.engine !== current?.engine &&
+    !(await ctx.engines.installed(engine))
+  ) {
+    throw new AppError(
+      'bad_request',
+      `engine ${engine} is not installed on the server: run \`errand engine install ${engine}\` there (and on every worker), then set it again`,
+    );
+  }
+}
+
+/** A webhook secret sealed for storage; refused without ERRAND_SECRET_KEY, like forge tokens. */
+function sealWebhookSecret(config: Config, secret: string): string {
+  if (!config.secretKey)
+    throw new AppError(
+      'bad_request',
+      'storing "forgeWebhookSecret" needs ERRAND_SECRET_KEY set on the server (it is encrypted with it)',
+    );
+  return seal(config.secretKey, secret);
+}
+
+/**
+ * Makes the project a new random webhook secret, replacing any, and returns it: the only time
+ * it is shown. Refused for a plain git project, which has no forge to send deliveries.
+ */
+export async function generateForgeWebhookSecret(
+  ctx: ProjectsContext,
+  projectId: string,
+): Promise<{ row: ProjectRow; secret: string }> {
+  const current = await getProject(ctx, projectId);
+  const secret = randomBase62(40);
+  const changes = await toChanges(ctx, { forgeWebhookSecret: secret }, current);
+  const row = await ctx.db
+    .updateTable('projects')
+    .set({ ...changes, updated_at: sql`now()` })
+    .where('id', '=', projectId)
+    .returningAll()
+    .executeTakeFirstOrThrow();
+  return { row, secret };
+}
+
 /** Checks a create body and stores the project. */
 export async function createProject(
   ctx: ProjectsContext,
@@ -319,6 +422,9 @@ export async function createProject(
       forge_api_url: changes.forge_api_url ?? null,
       forge_token_env: changes.forge_token_env ?? null,
       forge_secret: changes.forge_secret ?? null,
+      forge_webhook_secret: changes.forge_webhook_secret ?? null,
+      ...(changes.forge_handle !== undefined ? { forge_handle: changes.forge_handle } : {}),
+      ...(changes.forge_label !== undefined ? { forge_label: changes.forge_label } : {}),
       ...(changes.draft_pull_requests !== undefined
         ? { draft_pull_requests: changes.draft_pull_requests }
         : {}),
@@ -334,6 +440,7 @@ export async function createProject(
       command_file_size_mb: changes.command_file_size_mb ?? null,
       job_budget_usd: changes.job_budget_usd ?? null,
       monthly_budget_usd: changes.monthly_budget_usd ?? null,
+      ...(changes.engine !== undefined ? { engine: changes.engine } : {}),
       updated_at: sql`now()`,
     })
     .returningAll()
@@ -390,6 +497,10 @@ export const PROJECT_COLUMNS = [
   'command_file_size_mb',
   'job_budget_usd',
   'monthly_budget_usd',
+  'engine',
+  'forge_webhook_secret',
+  'forge_handle',
+  'forge_label',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];

@@ -10,10 +10,10 @@
 // hold back its key for good (strict FIFO), so retryLimit is set past the window.
 import { randomUUID } from 'node:crypto';
 import type { Transaction } from 'kysely';
-import { fromKysely, type JobWithMetadata, type PgBoss } from 'pg-boss';
+import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { Database } from '../db/schema.ts';
-import { ensureQueue, workEach } from './work.ts';
+import { ensureQueue, insertAll, workEach } from './work.ts';
 
 export const DELIVERY_QUEUE = 'webhooks';
 
@@ -85,19 +85,17 @@ export class DeliveryQueue {
     trx: Transaction<Database>,
     messages: readonly DeliveryMessage[],
   ): Promise<void> {
-    const written = await this.#boss.insert(
+    await insertAll(
+      this.#boss,
       DELIVERY_QUEUE,
+      trx,
       messages.map((message) => ({
         id: randomUUID(),
         data: message,
         singletonKey: `${message.webhookId}:${message.jobId}`,
       })),
-      { db: fromKysely(trx), returnId: true },
+      'webhook deliveries',
     );
-    if (written?.length !== messages.length)
-      throw new Error(
-        `the queue refused ${messages.length - (written?.length ?? 0)} webhook deliveries`,
-      );
   }
 
   /**

@@ -18,7 +18,8 @@ import type { Database } from '../db/schema.ts';
 import type { TurnMessage } from '../jobs/context.ts';
 import type { Logger } from '../log.ts';
 import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
-import { ensureQueue, workEach } from './work.ts';
+import { FORGE_EVENT_QUEUE, ForgeEventQueue } from './forge-events.ts';
+import { ensureQueue, insertAll, workEach } from './work.ts';
 
 export const TURN_QUEUE = 'turns';
 
@@ -73,16 +74,25 @@ export class TurnQueue {
   readonly #log: Logger;
   /** The webhook delivery queue, on the same pg-boss instance (deliveries.ts). */
   readonly deliveries: DeliveryQueue;
+  /** The queue of forge webhook events, on the same pg-boss instance (forge-events.ts). */
+  readonly forgeEvents: ForgeEventQueue;
   #reaper: NodeJS.Timeout | undefined;
   #reaping: Promise<void> = Promise.resolve();
   #reapBusy = false;
   #reapFailing = false;
 
-  constructor(boss: PgBoss, db: Kysely<Database>, log: Logger, deliveries: DeliveryQueue) {
+  constructor(
+    boss: PgBoss,
+    db: Kysely<Database>,
+    log: Logger,
+    deliveries: DeliveryQueue,
+    forgeEvents: ForgeEventQueue,
+  ) {
     this.#boss = boss;
     this.#db = db;
     this.#log = log;
     this.deliveries = deliveries;
+    this.forgeEvents = forgeEvents;
   }
 
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
@@ -116,7 +126,8 @@ export class TurnQueue {
     };
     await ensureQueue(boss, TURN_QUEUE, options);
     const deliveries = await DeliveryQueue.create(boss, config);
-    const queue = new TurnQueue(boss, handle.db, log, deliveries);
+    const forgeEvents = await ForgeEventQueue.create(boss, config);
+    const queue = new TurnQueue(boss, handle.db, log, deliveries, forgeEvents);
     queue.#reaper = setInterval(() => {
       // A check slower than the interval (a database under load) is not stacked on.
       if (queue.#reapBusy) return;
@@ -140,14 +151,14 @@ export class TurnQueue {
     // `policy` lets PostgreSQL use pg-boss's partial index of running strict-FIFO entries.
     const dead = await sql<{ name: string; id: string; retry_count: number }>`
       SELECT name, id, retry_count FROM pgboss.job
-      WHERE name IN (${TURN_QUEUE}, ${DELIVERY_QUEUE})
+      WHERE name IN (${TURN_QUEUE}, ${DELIVERY_QUEUE}, ${FORGE_EVENT_QUEUE})
         AND policy = 'key_strict_fifo'
         AND state = 'active'
         AND heartbeat_seconds IS NOT NULL
         AND heartbeat_on + heartbeat_seconds * interval '1 second' < pgboss.job_now()
       LIMIT 100`.execute(this.#db);
     let count = 0;
-    for (const name of [TURN_QUEUE, DELIVERY_QUEUE]) {
+    for (const name of [TURN_QUEUE, DELIVERY_QUEUE, FORGE_EVENT_QUEUE]) {
       const claims = dead.rows
         .filter((r) => r.name === name)
         .map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
@@ -238,13 +249,13 @@ export class TurnQueue {
     messages: readonly TurnMessage[],
   ): Promise<string[]> {
     const ids = messages.map(() => orderedId());
-    const written = await this.#boss.insert(
+    await insertAll(
+      this.#boss,
       TURN_QUEUE,
+      trx,
       messages.map((message, i) => ({ id: ids[i], data: message, singletonKey: message.jobId })),
-      { db: fromKysely(trx), returnId: true },
+      'turns',
     );
-    if (written?.length !== messages.length)
-      throw new Error(`the queue refused ${messages.length - (written?.length ?? 0)} turns`);
     return ids;
   }
 

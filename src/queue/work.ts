@@ -1,7 +1,15 @@
-// What the two queues (turns, webhook deliveries) share: how each is created or brought up to
-// date at start, and how a worker process takes its entries, one entry per handler call,
-// `concurrency` at a time.
-import type { JobWithMetadata, PgBoss, QueueOptions } from 'pg-boss';
+// What the queues (turns, webhook deliveries, forge events) share: how each is created or
+// brought up to date at start, how entries are written in the caller's transaction, and how a
+// worker process takes its entries, one entry per handler call, `concurrency` at a time.
+import type { Transaction } from 'kysely';
+import {
+  fromKysely,
+  type JobInsert,
+  type JobWithMetadata,
+  type PgBoss,
+  type QueueOptions,
+} from 'pg-boss';
+import type { Database } from '../db/schema.ts';
 
 /** Creates the strict-FIFO queue `name`, or updates its options when it exists. */
 export async function ensureQueue(
@@ -19,6 +27,23 @@ export async function ensureQueue(
       // Another process created it between our check and our create.
       if (!(await boss.getQueue(name))) throw err;
     });
+}
+
+/**
+ * Writes `entries` to `queue` inside `trx`, in one statement: no worker sees them before the
+ * transaction commits. Throws, failing the transaction, unless every entry was written; the
+ * error counts the refused ones as `what` (turns, forge events…).
+ */
+export async function insertAll<T extends object>(
+  boss: PgBoss,
+  queue: string,
+  trx: Transaction<Database>,
+  entries: JobInsert<T>[],
+  what: string,
+): Promise<void> {
+  const written = await boss.insert(queue, entries, { db: fromKysely(trx), returnId: true });
+  if (written?.length !== entries.length)
+    throw new Error(`the queue refused ${entries.length - (written?.length ?? 0)} ${what}`);
 }
 
 export async function workEach<T extends object>(

@@ -9,6 +9,12 @@ const WORKSPACE = '/workspace';
 /** The only PATH commands get; programs outside /usr (a user's ~/.local, /opt) are not there. */
 export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 const HOME = '/tmp/home';
+/** The size of /dev/shm, as a container runtime's default. */
+const SHM_BYTES = 64 * 1024 * 1024;
+/** Where the model proxy's socket is mounted, for the forwarder (SandboxRun.modelProxy). */
+const MODEL_SOCKET = '/run/errand/model.sock';
+/** The forwarder's ready line arrives through this FIFO in the sandbox's private /tmp. */
+const FORWARDER_FIFO = '/tmp/.errand-forwarder';
 
 // Top-level directories that are (or link into) the system's programs and libraries.
 const SYSTEM_DIRS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
@@ -55,7 +61,6 @@ export interface PlanInput {
   cwd: string;
   command: string;
   limits: Limits;
-  network: boolean;
   /** bwrap's version as [major, minor, patch], for options older releases lack. */
   version: readonly number[];
   prlimit: string;
@@ -63,6 +68,29 @@ export interface PlanInput {
   infoFd: number;
   /** Descriptor the wrapper writes one byte to once the sandbox is up, just before the command. */
   startedFd: number;
+  /**
+   * Descriptor the sandbox waits on before anything runs in it (bwrap's --block-fd): the user-
+   * mode network is attached to its namespace meanwhile. Only with `network`.
+   */
+  blockFd?: number;
+  /**
+   * One user namespace, not two: without --disable-userns and devpts (each makes bwrap nest a
+   * second one), so that pasta, run by a user other than root, can enter the namespace that
+   * owns the sandbox's network. Only for network runs of a non-root service.
+   */
+  flatUserns?: boolean;
+  /** Size of the private /tmp (HOME's parent) in bytes, where bwrap can bound it. */
+  scratchBytes: number;
+  /** More environment, set after (and over) the sandbox's own. */
+  env?: Readonly<Record<string, string>>;
+  /** Host paths mounted read-only at the same path. */
+  readOnlyBinds?: readonly string[];
+  /** A host directory mounted writable as HOME, instead of an empty one in /tmp. */
+  home?: string;
+  /** The model proxy's socket to mount, and the forwarder to start on 127.0.0.1:port. */
+  forwarder?: { socketPath: string; port: number; node: string; source: string };
+  /** The command's stderr kept apart from its stdout (not joined to it). */
+  separateStderr: boolean;
 }
 
 export class InvalidRunError extends Error {
@@ -82,11 +110,40 @@ function insideCwd(checkout: string, cwd: string): string {
   return join(WORKSPACE, rel);
 }
 
-// In the sandbox: stderr joins stdout (one pipe, arrival order kept), the start is signalled
-// and that descriptor closed so the command cannot hold or misuse it, then the command runs
-// as the same process, so its exit ends the sandbox's init and with it every process left.
-function wrapper(fd: number): string {
-  return `exec 2>&1; printf 1 >&${fd}; exec ${fd}>&-; exec /bin/sh -c "$1"`;
+// In the sandbox: the forwarder started and listening (if any), stderr joined to stdout (one
+// pipe, arrival order kept) unless kept apart, the start signalled and that descriptor closed
+// so the command cannot hold or misuse it, then the command runs as the same process, so its
+// exit ends the sandbox's init and with it every process left (the forwarder too).
+// Positional parameters: $1 the command; with a forwarder $2 node, $3 its script, $4 the
+// port, $5 the socket. A forwarder that fails leaves its message on stderr, before the start.
+function wrapper(fd: number, forwarder: boolean, separateStderr: boolean): string {
+  const steps: string[] = [];
+  if (forwarder) {
+    steps.push(
+      `mkfifo ${FORWARDER_FIFO}`,
+      `"$2" -e "$3" "$4" "$5" </dev/null >${FORWARDER_FIFO} ${fd}>&- &`,
+      `read -r ready <${FORWARDER_FIFO} || { echo "the model proxy's forwarder did not start" >&2; exit 125; }`,
+      `rm -f ${FORWARDER_FIFO}`,
+    );
+  }
+  if (!separateStderr) steps.push('exec 2>&1');
+  steps.push(`printf 1 >&${fd}`, `exec ${fd}>&-`, 'exec /bin/sh -c "$1"');
+  // Lines, not '; ': a background job's '&' cannot be followed by ';'.
+  return steps.join('\n');
+}
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+function extraEnv(env: Readonly<Record<string, string>>): string[] {
+  const args: string[] = [];
+  for (const [name, value] of Object.entries(env)) {
+    if (!ENV_NAME.test(name))
+      throw new InvalidRunError(`environment name ${JSON.stringify(name)} is not valid`);
+    if (value.includes('\0'))
+      throw new InvalidRunError(`environment value of ${name} contains a NUL byte`);
+    args.push('--setenv', name, value);
+  }
+  return args;
 }
 
 export async function bwrapArgs(input: PlanInput): Promise<string[]> {
@@ -96,8 +153,7 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     // for root, so the command has no capability anywhere.
     '--unshare-all',
     '--unshare-user',
-    ...(input.network ? ['--share-net'] : []),
-    ...(atLeast(input.version, [0, 8, 0]) ? ['--disable-userns'] : []),
+    ...(atLeast(input.version, [0, 8, 0]) && !input.flatUserns ? ['--disable-userns'] : []),
     '--die-with-parent',
     // A new session: no controlling terminal, so no TIOCSTI into the service's terminal.
     '--new-session',
@@ -119,6 +175,7 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '--setenv',
     'TMPDIR',
     '/tmp',
+    ...extraEnv(input.env ?? {}),
   ];
   for (const dir of SYSTEM_DIRS) {
     const info = await lstat(dir).catch(() => null);
@@ -128,23 +185,52 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
   }
   args.push('--dir', '/etc');
   for (const entry of ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
+  const sized = (bytes: number) =>
+    atLeast(input.version, [0, 7, 0]) ? ['--size', String(bytes)] : [];
+  args.push('--proc', '/proc', ...(input.flatUserns ? await plainDev() : ['--dev', '/dev']));
   args.push(
-    '--proc',
-    '/proc',
-    '--dev',
-    '/dev',
-    // A private /tmp lives in the host's memory: bounded like a file, where bwrap can.
-    ...(atLeast(input.version, [0, 7, 0])
-      ? ['--size', String(input.limits.fileSizeMb * 1024 * 1024)]
-      : []),
+    // Shared memory and a private /tmp (HOME in it) live in the host's memory: bounded, where
+    // bwrap can, and /dev itself read-only (made so at the end), so nothing else holds files.
+    ...sized(SHM_BYTES),
+    '--tmpfs',
+    '/dev/shm',
+    ...sized(input.scratchBytes),
     '--tmpfs',
     '/tmp',
-    '--dir',
-    HOME,
+    ...(input.home === undefined
+      ? ['--dir', HOME]
+      : ['--bind', await directory(input.home, 'home'), HOME]),
     '--bind',
     input.checkout,
     WORKSPACE,
   );
+  for (const path of input.readOnlyBinds ?? []) {
+    if (!isAbsolute(path) || (await lstat(path).catch(() => null)) === null) {
+      throw new InvalidRunError(
+        `read-only bind ${JSON.stringify(path)} must be an existing absolute path`,
+      );
+    }
+    args.push('--ro-bind', path, path);
+  }
+  const { forwarder } = input;
+  if (forwarder !== undefined) {
+    if (!Number.isInteger(forwarder.port) || forwarder.port < 1 || forwarder.port > 65_535) {
+      throw new InvalidRunError('the model proxy port must be a whole number from 1 to 65535');
+    }
+    const socket = await lstat(forwarder.socketPath).catch(() => null);
+    if (socket === null || !socket.isSocket()) {
+      throw new InvalidRunError('the model proxy socket does not exist');
+    }
+    // A Unix socket takes connections through a read-only mount too.
+    args.push(
+      '--ro-bind',
+      forwarder.socketPath,
+      MODEL_SOCKET,
+      '--ro-bind',
+      forwarder.node,
+      forwarder.node,
+    );
+  }
   const gitDir = join(input.checkout, '.git');
   if (await lstat(gitDir).catch(() => null)) {
     // After the checkout's bind, so it covers it: hooks and config cannot be planted.
@@ -154,6 +240,8 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
   const { limits } = input;
   const mb = 1024 * 1024;
   args.push(
+    '--remount-ro',
+    '/dev',
     // The root is bwrap's own tmpfs holding the mount points: read-only too, once they exist.
     '--remount-ro',
     '/',
@@ -161,6 +249,7 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     cwd,
     '--info-fd',
     String(input.infoFd),
+    ...(input.blockFd === undefined ? [] : ['--block-fd', String(input.blockFd)]),
     '--',
     input.prlimit,
     // Soft then hard: SIGXCPU at the limit, SIGKILL a few seconds later for one that ignores it.
@@ -175,9 +264,12 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '--',
     '/bin/sh',
     '-c',
-    wrapper(input.startedFd),
+    wrapper(input.startedFd, forwarder !== undefined, input.separateStderr),
     'sh',
     input.command,
+    ...(forwarder === undefined
+      ? []
+      : [forwarder.node, forwarder.source, String(forwarder.port), MODEL_SOCKET]),
   );
   return args;
 }
@@ -200,6 +292,31 @@ async function borrowedObjects(gitDir: string): Promise<string[]> {
     if ((await stat(path).catch(() => null))?.isDirectory()) out.push(path);
   }
   return out;
+}
+
+/**
+ * /dev without devpts (which --dev mounts, and which makes bwrap nest a user namespace): the
+ * usual devices bound from the host, and the links to the process's descriptors.
+ */
+async function plainDev(): Promise<string[]> {
+  const args = ['--tmpfs', '/dev'];
+  for (const device of ['null', 'zero', 'full', 'random', 'urandom', 'tty']) {
+    if ((await lstat(`/dev/${device}`).catch(() => null))?.isCharacterDevice()) {
+      args.push('--dev-bind', `/dev/${device}`, `/dev/${device}`);
+    }
+  }
+  args.push('--symlink', '/proc/self/fd', '/dev/fd');
+  for (const [i, name] of ['stdin', 'stdout', 'stderr'].entries()) {
+    args.push('--symlink', `/proc/self/fd/${i}`, `/dev/${name}`);
+  }
+  return args;
+}
+
+async function directory(path: string, what: string): Promise<string> {
+  if (!isAbsolute(path) || !(await stat(path).catch(() => null))?.isDirectory()) {
+    throw new InvalidRunError(`${what} must be an existing absolute directory`);
+  }
+  return path;
 }
 
 function atLeast(version: readonly number[], want: readonly number[]): boolean {

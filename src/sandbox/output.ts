@@ -55,3 +55,30 @@ export class CappedOutput {
 
 const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
 const isLowSurrogate = (code: number) => code >= 0xdc00 && code <= 0xdfff;
+
+/** Past this many characters a line without its end is handed on as it stands. */
+const MAX_LINE_CHARS = 32 * 1024 * 1024;
+
+/** A stream's lines as they complete, for a caller that reads a command's output line by line. */
+export class LineSplitter {
+  readonly #decoder = new StringDecoder('utf8');
+  #partial = '';
+
+  /** The lines this chunk completes, without their newline. */
+  push(chunk: Buffer): string[] {
+    const parts = (this.#partial + this.#decoder.write(chunk)).split('\n');
+    this.#partial = parts.pop() ?? '';
+    if (this.#partial.length > MAX_LINE_CHARS) {
+      parts.push(this.#partial);
+      this.#partial = '';
+    }
+    return parts;
+  }
+
+  /** The last line, if the stream ended without a newline. */
+  end(): string[] {
+    const rest = this.#partial + this.#decoder.end();
+    this.#partial = '';
+    return rest === '' ? [] : [rest];
+  }
+}

@@ -1,5 +1,6 @@
-// The one line a process that runs turns logs at start about the sandbox: where it cannot
-// run, why and how to enable it, since the agent then works without its run_command tool.
+// The line a process that runs turns logs at start about the sandbox: where it cannot run, why
+// and how to enable it, since the agent then works without its run_command tool; and a second
+// one where setup commands cannot have their network (pasta missing or not working).
 import type { Logger } from '../log.ts';
 import type { SandboxStatus } from './sandbox.ts';
 
@@ -18,6 +19,12 @@ export function reportSandboxStatus(log: Logger, status: SandboxStatus): void {
     log.info(
       { bwrap: status.bwrap, version: status.version, processLimit: status.processLimit },
       'sandbox available',
+    );
+  }
+  if (status.available && !status.network.available) {
+    log.warn(
+      { reason: status.network.reason, howToFix: status.network.howToFix },
+      'setup network unavailable: setup commands of projects with setupNetwork fail',
     );
   }
 }

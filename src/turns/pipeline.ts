@@ -16,6 +16,8 @@ import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/too
 import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
+import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
+import { runEngineTurn } from '../engines/run.ts';
 import { ExternalError } from '../errors.ts';
 import type { Forges } from '../forges/clients.ts';
 import type { ForgeClient, ForgeProvider } from '../forges/types.ts';
@@ -25,6 +27,7 @@ import {
   type TurnOutput,
   type TurnRunner,
 } from '../jobs/runner.ts';
+import { readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { ForgeKind } from '../projects/forge.ts';
@@ -40,6 +43,7 @@ import {
   changedFiles,
   commitAll,
   diffAgainst,
+  engineStateDir,
   type JobLease,
   prepareCheckout,
   pushBranch,
@@ -176,7 +180,11 @@ export class TurnPipeline implements TurnRunner {
       }
 
       const commands = await this.#commands(input, checkout.dir, emit, secrets);
-      const result = await this.#agent(input, checkout.dir, emit, commands, secrets);
+      // Everything around the agent is Errand's whichever engine the project runs.
+      const result =
+        input.project.engine === 'errand'
+          ? await this.#agent(input, checkout.dir, emit, commands, secrets)
+          : await this.#engine(input, input.project.engine, checkout.dir, emit);
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
@@ -253,6 +261,12 @@ export class TurnPipeline implements TurnRunner {
     const command = project.setup_command;
     if (!command) return { limits, setup: undefined };
     const network = project.setup_network;
+    if (network && !status.network.available) {
+      // Run without it, the setup would fail in ways that hide the cause.
+      throw new TurnFailedError(
+        `the setup command needs the network, which this worker cannot give it: ${status.network.reason} (${status.network.howToFix})`,
+      );
+    }
     await emit('setup.started', { command, network });
     const result = await runSandboxed({
       checkout: dir,
@@ -353,6 +367,61 @@ export class TurnPipeline implements TurnRunner {
     });
   }
 
+  /**
+   * The turn run by a coding CLI (src/engines/) in the sandbox instead of Errand's loop: its
+   * summary and usage, and the prompt and summary as the turn's part of the conversation (so
+   * that a later turn of Errand's own loop reads the job's history too).
+   */
+  async #engine(
+    input: TurnInput,
+    name: InstallableEngine,
+    dir: string,
+    emit: Emit,
+  ): Promise<{ summary: string; usage: TokenUsage; turnMessages: unknown[] }> {
+    const { job, turn, project, signal } = input;
+    const { config, models, metrics } = this.#deps;
+    const engine = await installedEngine(config, name);
+    if (!engine) {
+      throw new TurnFailedError(
+        `engine ${name} is not installed on this worker; run \`errand engine install ${name}\``,
+      );
+    }
+    const status = await sandboxStatus();
+    if (!status.available) {
+      throw new TurnFailedError(
+        `engine ${name} runs only in the sandbox, which is unavailable here: ${status.reason}; ${status.howToFix}`,
+      );
+    }
+    const result = await runEngineTurn({
+      engine,
+      checkout: dir,
+      stateDir: engineStateDir(this.#workspace, job.id),
+      model: job.model,
+      models: config.models,
+      prompt: turn.prompt,
+      earlier: input.earlier,
+      limits: engineLimits(projectCommandLimits(project), config.turn.timeoutSeconds),
+      signal,
+      emit: (type, data = {}) => {
+        if (type === 'model.step') {
+          const usage = readUsage(data.usage);
+          if (usage) metrics.modelStep(job.model, usage);
+        }
+        return emit(type, data);
+      },
+      priced: (tokens) => models.usage(job.model, tokens),
+      budget: await this.#deps.jobBudgetLeft(job),
+    });
+    return {
+      summary: result.summary,
+      usage: result.usage,
+      turnMessages: [
+        { role: 'user', content: turn.prompt },
+        { role: 'assistant', content: result.summary },
+      ],
+    };
+  }
+
   /** The job's budget, read as the turn starts; the turn's steps add their cost to it. */
   async #budget(job: { id: string; model: string }): Promise<CostBudget | undefined> {
     const left = await this.#deps.jobBudgetLeft(job);
@@ -439,6 +508,18 @@ export class TurnPipeline implements TurnRunner {
   }
 }
 
+/**
+ * The project's command limits for an engine's run: the turn's wall time, and CPU time for at
+ * least as long, since the engine's own process lives for the whole turn.
+ */
+function engineLimits(limits: SandboxLimits, timeoutSeconds: number): SandboxLimits {
+  return {
+    ...limits,
+    timeoutSeconds,
+    cpuSeconds: Math.max(limits.cpuSeconds, timeoutSeconds),
+  };
+}
+
 /** A running summary: every turn's prompt and the agent's summary, and a link to the job. */
 function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): string {
   const { job, turn } = input;
@@ -452,7 +533,9 @@ function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): 
     (t) =>
       `### Turn ${t.seq}\n\n**Prompt**\n\n${quote(t.prompt)}\n\n**Summary**\n\n${t.summary?.trim() || '(no summary)'}`,
   );
-  return `Opened by Errand for job \`${job.id}\` ([review page](${reviewUrl})).\n\n${sections.join('\n\n')}\n`;
+  // A job made from an issue closes it when merged: GitHub, GitLab and Gitea all read this form.
+  const closes = job.origin ? `Closes #${job.origin.number}\n\n` : '';
+  return `Opened by Errand for job \`${job.id}\` ([review page](${reviewUrl})).\n\n${closes}${sections.join('\n\n')}\n`;
 }
 
 /**

@@ -20,6 +20,14 @@ export function jobDir(cfg: WorkspaceConfig, jobId: string): string {
   return join(cfg.rootDir, 'jobs', jobId);
 }
 
+/**
+ * A job's engine state (an engine's HOME: its configuration and sessions), beside the job's
+ * clone, kept across turns so that a follow-up resumes the engine's session.
+ */
+export function engineStateDir(cfg: WorkspaceConfig, jobId: string): string {
+  return join(cfg.rootDir, 'engine-state', jobId);
+}
+
 export async function exists(path: string): Promise<boolean> {
   return (await stat(path).catch(() => null)) !== null;
 }

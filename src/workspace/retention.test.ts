@@ -25,7 +25,7 @@ import { createLogger } from '../log.ts';
 import { prepareCheckout } from './checkout.ts';
 import { commitAll } from './commit.ts';
 import { removeCheckout } from './discard.ts';
-import { jobDir, MIRROR_USED_STAMP, mirrorDir } from './layout.ts';
+import { engineStateDir, jobDir, MIRROR_USED_STAMP, mirrorDir } from './layout.ts';
 import { withJobLock, withLocalLock } from './lock.ts';
 import { pushBranch } from './push.ts';
 import { type RetentionSettings, startJanitor, workspaceUsage } from './retention.ts';
@@ -135,6 +135,11 @@ describe('workspace janitor', () => {
     const running = await addJob('active', { ageSeconds: 7200, openTurn: 'running' });
     const all = [archived, deleted, idle, idleFailed, recent, queued, running];
     for (const id of all) await prepare(cfg, origin, id);
+    // An engine's state beside each clone (its HOME and sessions) goes with the clone.
+    for (const id of all) {
+      await mkdir(join(engineStateDir(cfg, id), '.claude'), { recursive: true });
+      await writeFile(join(engineStateDir(cfg, id), 'errand-session.json'), '{}\n');
+    }
 
     const j = janitor(cfg);
     try {
@@ -144,6 +149,8 @@ describe('workspace janitor', () => {
     }
     const left = (await readdir(join(cfg.rootDir, 'jobs'))).sort();
     assert.deepEqual(left, [recent, queued, running].sort(), 'no clone, lock or trash left over');
+    const states = (await readdir(join(cfg.rootDir, 'engine-state'))).sort();
+    assert.deepEqual(states, [recent, queued, running].sort(), 'an engine state was left over');
     assert.ok(await exists(mirrorDir(cfg, 'proj')));
   });
 

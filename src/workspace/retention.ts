@@ -12,7 +12,14 @@ import { type JobState, jobStates } from '../jobs/states.ts';
 import type { Logger } from '../log.ts';
 import { discardDir, removeTrash } from './discard.ts';
 import { runGit } from './git.ts';
-import { exists, jobDir, MIRROR_USED_STAMP, STAGING_PREFIX, TRASH_PREFIX } from './layout.ts';
+import {
+  engineStateDir,
+  exists,
+  jobDir,
+  MIRROR_USED_STAMP,
+  STAGING_PREFIX,
+  TRASH_PREFIX,
+} from './layout.ts';
 import { BUSY, tryJobLock, tryMirrorLock } from './lock.ts';
 import { checkId } from './refs.ts';
 import type { WorkspaceConfig } from './types.ts';
@@ -178,9 +185,11 @@ async function deleteFinishedClones(ctx: JanitorDeps, jobIds: string[]): Promise
     const reason = verdict(states.get(jobId));
     if (reason === null) continue;
     try {
-      const removed = await tryJobLock(ctx.workspace, jobId, () =>
-        discardDir(jobDir(ctx.workspace, jobId)),
-      );
+      // An engine's state (its sessions) goes with the clone: a later turn starts afresh.
+      const removed = await tryJobLock(ctx.workspace, jobId, async () => {
+        await discardDir(engineStateDir(ctx.workspace, jobId));
+        return discardDir(jobDir(ctx.workspace, jobId));
+      });
       if (removed === BUSY) ctx.log.debug({ jobId, reason }, 'job clone in use, kept');
       else if (removed) ctx.log.info({ jobId, reason }, 'deleted a job clone');
     } catch (err) {
@@ -221,7 +230,7 @@ async function listClones(cfg: WorkspaceConfig): Promise<string[]> {
 /** What a crash left: folders renamed aside for deletion, and clones never finished. */
 async function removeLeftovers(ctx: JanitorDeps): Promise<void> {
   const cfg = ctx.workspace;
-  for (const area of ['jobs', 'mirrors']) {
+  for (const area of ['jobs', 'mirrors', 'engine-state']) {
     for (const entry of await entries(join(cfg.rootDir, area))) {
       if (!entry.isDirectory()) continue;
       const path = join(cfg.rootDir, area, entry.name);

@@ -4,8 +4,8 @@
 // project's command settings (API, CLI, dashboard), the setup command, archiving a job while a
 // command runs, and a service whose PATH has no bwrap (the tool is not offered).
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdir, mkdtemp, rm, symlink } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm, symlink } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,6 +14,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import { sessionCookie } from '../support/dashboard.ts';
 import {
   type FakeLlm,
   type RecordedRequest,
@@ -30,9 +31,10 @@ import {
   removeDir,
 } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
-import { captureOutput, killStrays, startServe } from '../support/process.ts';
+import { killStrays, runCli, type ServeProcess, startServe } from '../support/process.ts';
 import {
   type ApiBody,
+  type HttpResult,
   http,
   startTestService,
   type TestService,
@@ -40,11 +42,15 @@ import {
 } from '../support/service.ts';
 
 const OPENAI_KEY = 'sk-test-openai-7e1d3c5b9a2f';
-const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 
 const sandbox = await checkSandbox();
 const skip = sandbox.available ? false : `bubblewrap does not work here: ${sandbox.reason}`;
 if (skip) process.stdout.write(`# commands tests skipped: ${skip}\n`);
+const skipNetwork =
+  skip ||
+  (sandbox.available && !sandbox.network.available
+    ? `setup network unavailable: ${sandbox.network.reason}`
+    : false);
 
 type Event = { type: string; data: Record<string, unknown> };
 
@@ -269,12 +275,16 @@ describe('run_command', { skip }, () => {
     llm.reset();
   });
 
-  test('the setup command runs in the sandbox before the agent, at each turn, without network unless allowed', async () => {
+  test('the setup command runs in the sandbox before the agent, at each turn, without network unless allowed, never with the host loopback', {
+    skip: skipNetwork,
+  }, async () => {
     const host = await listenLoopback();
     try {
-      // Reaches the host's loopback only with network; appends to an ignored file, which
-      // each turn's pristine checkout has removed again.
-      const setup = `mkdir -p setup-output && echo run >> setup-output/runs && wc -l < setup-output/runs && bash -c 'exec 3<>/dev/tcp/127.0.0.1/${host.port} && head -1 <&3'`;
+      // Tries the host's loopback, which it never reaches, and succeeds only with a network
+      // (a default route); appends to an ignored file, which each turn's pristine checkout has
+      // removed again.
+      const route = `awk '$2 == "00000000" { print "default-route" }' /proc/net/route`;
+      const setup = `mkdir -p setup-output && echo run >> setup-output/runs && wc -l < setup-output/runs && { bash -c 'exec 3<>/dev/tcp/127.0.0.1/${host.port} && head -1 <&3' 2>/dev/null || echo 'host loopback unreachable'; } && ${route} | grep .`;
       const project = await svc.createProject({ repository: origin.url, ref: 'main' });
       assert.equal((await patch(project.id, { setupCommand: setup })).status, 200);
       llm.script(
@@ -291,8 +301,8 @@ describe('run_command', { skip }, () => {
         types.join(','),
       );
       const first = log.find((e) => e.type === 'setup.finished')?.data ?? {};
-      assert.notEqual(first.exitCode, 0, 'the setup reached the host without network');
-      assert.match(String(first.outputTail), /^1\n/);
+      assert.notEqual(first.exitCode, 0, 'the setup had a network without setupNetwork');
+      assert.equal(first.outputTail, '1\nhost loopback unreachable\n');
       assert.equal(host.connections(), 0);
       assert.equal(typeof first.durationMs, 'number');
       // The model is told how the setup went, in a note after the prompt (the system prompt
@@ -316,8 +326,8 @@ describe('run_command', { skip }, () => {
       const setups = (await events(jobId, project.id)).filter((e) => e.type === 'setup.finished');
       assert.equal(setups.length, 2);
       assert.equal(setups[1]?.data.exitCode, 0);
-      assert.equal(setups[1]?.data.outputTail, '1\nhello from the host\n');
-      assert.equal(host.connections(), 1);
+      assert.equal(setups[1]?.data.outputTail, '1\nhost loopback unreachable\ndefault-route\n');
+      assert.equal(host.connections(), 0);
       // The follow-up's note says how this turn's setup went; the first turn's note stays.
       const notes = userMessages(llm.requests.at(-1)).map((m) => JSON.stringify(m));
       assert.match(notes.at(-1) ?? '', /it succeeded \(exit code 0\)/);
@@ -428,18 +438,7 @@ describe('run_command', { skip }, () => {
   });
 
   test('the CLI sets the command settings with flags', async () => {
-    const cli = (args: string[]) =>
-      new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-        const child = spawn(process.execPath, [MAIN, ...args], {
-          env: {
-            PATH: process.env.PATH ?? '',
-            ERRAND_URL: svc.url,
-            ERRAND_DATA_DIR: svc.database.dataDir,
-            ERRAND_API_KEY: svc.adminKey,
-          },
-        });
-        void captureOutput(child).done.then(resolve);
-      });
+    const cli = (args: string[]) => runCli(svc, args, { ERRAND_API_KEY: svc.adminKey });
     const made = await cli([
       'project',
       'create',
@@ -510,14 +509,7 @@ describe('run_command', { skip }, () => {
 
   test('the dashboard settings form shows and saves the command settings', async () => {
     const project = await svc.createProject({ name: 'form', repository: origin.url });
-    const signIn = await fetch(`${svc.url}/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: { origin: svc.url, 'content-type': 'application/x-www-form-urlencoded' },
-      body: `key=${svc.adminKey}`,
-    });
-    assert.equal(signIn.status, 303);
-    const cookie = (signIn.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    const cookie = await sessionCookie(svc, svc.adminKey);
     const settings = `/projects/${project.id}/settings`;
     const page = await http(svc.url, 'GET', settings, {
       headers: { accept: 'text/html', cookie },
@@ -587,6 +579,47 @@ describe('run_command', { skip }, () => {
   });
 });
 
+/**
+ * Runs `use` against `errand serve` whose PATH holds git and `programs` (name to the system's
+ * path) and nothing else, with a data directory of its own and the fake model; `request` calls
+ * its API with the admin key. The process is stopped and its data directory removed after.
+ */
+async function onlyOnPath(
+  tmp: string,
+  llm: FakeLlm,
+  programs: Record<string, string>,
+  use: (
+    serve: ServeProcess,
+    request: (method: string, route: string, body?: unknown) => Promise<HttpResult>,
+  ) => Promise<void>,
+): Promise<void> {
+  const bin = await mkdtemp(path.join(tmp, 'bin-'));
+  const gitPath = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
+  await symlink(gitPath, path.join(bin, 'git'));
+  for (const [name, target] of Object.entries(programs))
+    await symlink(target, path.join(bin, name));
+  const dataDir = await mkdtemp(path.join(tmpdir(), 'errand-only-on-path-'));
+  const serve = await startServe(dataDir, [], {
+    PATH: bin,
+    OPENAI_API_KEY: OPENAI_KEY,
+    OPENAI_BASE_URL: `${llm.url}/v1`,
+    ERRAND_MODEL: 'openai:gpt-test',
+    ERRAND_TURN_RETRIES: '0',
+    ERRAND_LOG_LEVEL: 'info',
+  });
+  try {
+    await use(serve, (method, route, body) =>
+      http(serve.url, method, route, {
+        key: serve.adminKey,
+        ...(body === undefined ? {} : { body }),
+      }),
+    );
+  } finally {
+    await serve.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
 describe('a service whose PATH has no bwrap', { skip }, () => {
   let llm: FakeLlm;
   let tmp: string;
@@ -605,25 +638,7 @@ describe('a service whose PATH has no bwrap', { skip }, () => {
 
   test("offers no run_command, says why in the turn's events, and the job completes with the file tools", async () => {
     // git, and nothing else of the system's programs: bwrap lives beside git in /usr/bin.
-    const bin = path.join(tmp, 'bin');
-    await mkdir(bin);
-    const gitPath = execFileSync('sh', ['-c', 'command -v git'], { encoding: 'utf8' }).trim();
-    await symlink(gitPath, path.join(bin, 'git'));
-    const dataDir = await mkdtemp(path.join(tmpdir(), 'errand-no-bwrap-'));
-    const serve = await startServe(dataDir, [], {
-      PATH: bin,
-      OPENAI_API_KEY: OPENAI_KEY,
-      OPENAI_BASE_URL: `${llm.url}/v1`,
-      ERRAND_MODEL: 'openai:gpt-test',
-      ERRAND_TURN_RETRIES: '0',
-      ERRAND_LOG_LEVEL: 'info',
-    });
-    try {
-      const request = (method: string, route: string, body?: unknown) =>
-        http(serve.url, method, route, {
-          key: serve.adminKey,
-          ...(body === undefined ? {} : { body }),
-        });
+    await onlyOnPath(tmp, llm, {}, async (serve, request) => {
       const project = await request('POST', '/v2/admin/projects', {
         name: 'no bwrap',
         repository: origin.url,
@@ -665,9 +680,61 @@ describe('a service whose PATH has no bwrap', { skip }, () => {
         .filter((l) => l.includes('sandbox unavailable'));
       assert.equal(lines.length, 1, serve.stderr());
       assert.match(lines[0] ?? '', /bwrap not found on PATH/);
-    } finally {
-      await serve.stop();
-      await rm(dataDir, { recursive: true, force: true });
-    }
+    });
+  });
+});
+
+describe('a service whose PATH has bwrap but no pasta', { skip }, () => {
+  let llm: FakeLlm;
+  let tmp: string;
+  let origin: Origin;
+
+  before(async () => {
+    tmp = await makeTempDir('no-pasta');
+    origin = await makeOrigin(tmp, { 'README.md': '# Demo\n' });
+    llm = await startFakeLlm({ apiKey: OPENAI_KEY, models: ['gpt-test'] });
+  });
+  after(async () => {
+    killStrays();
+    await llm?.close();
+    await removeDir(tmp);
+  });
+
+  test('says so at start, and a setup command that needs the network fails its turn saying why', async () => {
+    assert.ok(sandbox.available);
+    await onlyOnPath(tmp, llm, { bwrap: sandbox.bwrap }, async (serve, request) => {
+      const project = await request('POST', '/v2/admin/projects', {
+        name: 'no pasta',
+        repository: origin.url,
+        setupCommand: 'echo setup > setup-ran',
+        setupNetwork: true,
+      });
+      assert.equal(project.status, 201, project.text);
+      const projectId = String(project.json.id);
+      const created = await request('POST', `/v2/agent/${projectId}/job`, { prompt: 'Add notes' });
+      assert.equal(created.status, 201, created.text);
+      const jobId = String(created.json.id);
+      const error = await waitFor(
+        'the job to fail',
+        async () => {
+          const job = await request('GET', `/v2/agent/${projectId}/job/${jobId}`);
+          if (job.json.status === 'completed') throw new Error('the job completed');
+          return job.json.status === 'failed' ? String(job.json.error) : undefined;
+        },
+        60_000,
+      );
+      assert.match(
+        error,
+        /the setup command needs the network, which this worker cannot give it: pasta not found on PATH \(install the passt package/,
+      );
+      // The turn stopped before the model was asked anything.
+      assert.deepEqual(llm.requests, []);
+      const lines = serve
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('setup network unavailable'));
+      assert.equal(lines.length, 1, serve.stderr());
+      assert.match(lines[0] ?? '', /pasta not found on PATH/);
+    });
   });
 });

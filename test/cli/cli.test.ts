@@ -1,12 +1,9 @@
 // The `errand` CLI as a user runs it: a real process talking to a running service.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { mintKey } from '../../src/keys/format.ts';
-import { captureOutput, type Run } from '../support/process.ts';
+import { type Run, runCli } from '../support/process.ts';
 import { startTestService, type TestService } from '../support/service.ts';
-
-const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 
 describe('errand CLI', () => {
   let svc: TestService;
@@ -19,18 +16,7 @@ describe('errand CLI', () => {
   });
 
   const cli = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
-    new Promise((resolve) => {
-      const child = spawn(process.execPath, [MAIN, ...args], {
-        env: {
-          PATH: process.env.PATH ?? '',
-          ERRAND_URL: svc.url,
-          ERRAND_DATA_DIR: svc.database.dataDir,
-          ...env,
-        },
-        cwd: svc.database.dataDir,
-      });
-      void captureOutput(child).done.then(resolve);
-    });
+    runCli(svc, args, env);
 
   const json = (run: Run) => {
     assert.equal(run.code, 0, run.stderr);

@@ -256,7 +256,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -300,7 +300,10 @@ describe('errand export and import', () => {
     );
     const counts: Record<string, number> = {};
     for (const t of tables) counts[t] = (counts[t] ?? 0) + 1;
-    assert.deepEqual(end, { end: true, rows: { ...counts, webhook_attempts: 0 } });
+    assert.deepEqual(end, {
+      end: true,
+      rows: { ...counts, forge_replies: 0, webhook_attempts: 0 },
+    });
     // The busy projects made during the export: every key's project is in the file.
     const projects = new Set(
       rest.filter((l) => l.table === 'projects').map((l) => (l.row as { id: string }).id),
@@ -323,7 +326,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 

@@ -1,13 +1,11 @@
 // `errand webhook …` as a user runs it: the real `errand` process talking to a running
 // service's admin API.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { captureOutput, type Run } from '../support/process.ts';
+import { type Run, runCli } from '../support/process.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
 
-const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
 
 type Json = Record<string, unknown>;
@@ -34,17 +32,7 @@ describe('errand webhook', () => {
   });
 
   const cli = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
-    new Promise((resolve) => {
-      const child = spawn(process.execPath, [MAIN, ...args], {
-        env: {
-          PATH: process.env.PATH ?? '',
-          ERRAND_URL: svc.url,
-          ERRAND_DATA_DIR: svc.database.dataDir,
-          ...env,
-        },
-      });
-      void captureOutput(child).done.then(resolve);
-    });
+    runCli(svc, args, env);
 
   const ok = (run: Run): Run => {
     assert.equal(run.code, 0, run.stderr);

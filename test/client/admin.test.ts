@@ -66,6 +66,29 @@ describe('typed client: the admin API', () => {
     assert.ok(missing.requestId);
   });
 
+  test('projects: a forge webhook secret, shown once; the handle and the label', async () => {
+    const project = await admin.createProject({
+      name: 'on github',
+      repository: 'https://github.com/acme/app.git',
+      forgeHandle: 'helper',
+    });
+    assert.equal(project.forgeWebhookSecretSet, false);
+    assert.equal(project.forgeHandle, 'helper');
+    assert.equal(project.forgeLabel, 'errand');
+    const made = await admin.createForgeWebhookSecret(project.id);
+    assert.match(made.secret, /^[0-9A-Za-z]{40}$/);
+    assert.equal(made.url, `${svc.url}/v2/forges/${project.id}/webhook`);
+    assert.ok(made.events.includes('Pull request review comments'));
+    assert.equal(made.project.forgeWebhookSecretSet, true);
+    const read = await admin.getProject(project.id);
+    assert.deepEqual(read, made.project);
+    assert.ok(!JSON.stringify(read).includes(made.secret));
+    const plain = await admin.createProject({ name: 'plain', repository: svc.database.dataDir });
+    const refused = await expectError(admin.createForgeWebhookSecret(plain.id));
+    assert.equal(refused.status, 400);
+    assert.match(refused.serverMessage ?? '', /plain git/);
+  });
+
   test('keys: create (shown once), list without secrets, revoke', async () => {
     const project = await admin.createProject({ name: 'keys', repository: svc.database.dataDir });
     const created = await admin.createKey({ projectId: project.id, name: 'ci' });

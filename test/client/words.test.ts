@@ -73,6 +73,16 @@ describe('words', () => {
         { reason: 'no bwrap', howToFix: 'install it' },
         'commands are off: no bwrap; install it',
       ],
+      [
+        'engine.started',
+        { engine: 'codex', version: '0.169.0', model: 'openai:gpt-5.5' },
+        'codex 0.169.0, new session',
+      ],
+      [
+        'engine.started',
+        { engine: 'claude-code', version: '2.1.332', resumed: 'sess-1' },
+        'claude-code 2.1.332, resuming session sess-1',
+      ],
       ['setup.started', { command: 'npm ci', network: true }, 'npm ci (with network)'],
       ['setup.finished', { command: 'npm ci', exitCode: 0, timedOut: false }, 'exit 0: npm ci'],
       ['tool.call', { id: 'c', name: 'read_file', summary: 'read_file(a)' }, 'read_file(a)'],
@@ -177,6 +187,23 @@ describe('words', () => {
     assert.equal(
       eventWords({ type: 'turn.started', data: { attempt: 2 }, turn: 3 }).text,
       'turn 3, attempt 2',
+    );
+    const trigger = { forge: 'github', url: 'https://github.com/a/b/pull/1', author: 'ana' };
+    assert.equal(
+      eventWords({
+        type: 'turn.started',
+        data: { attempt: 1, trigger: { ...trigger, kind: 'line comment' } },
+        turn: 2,
+      }).text,
+      'turn 2, asked by @ana in a line comment on github',
+    );
+    assert.equal(
+      eventWords({
+        type: 'turn.started',
+        data: { attempt: 1, trigger: { ...trigger, kind: 'label' } },
+        turn: 1,
+      }).text,
+      'turn 1, asked by @ana with a label on github',
     );
     assert.equal(eventWords({ type: 'future.thing', data: { title: 'hello' } }).text, 'hello');
     assert.equal(eventWords({ type: 'future.thing', data: { n: 1 } }).text, '{"n":1}');

@@ -10,7 +10,7 @@ import { dashboard } from '../../src/dashboard/plugin.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { startTestService, type TestService } from '../support/service.ts';
-import { browserSkipReason, launchBrowser } from './browser.ts';
+import { browserSkipReason, launchBrowser, signIn } from './browser.ts';
 
 const HOSTILE = `<script>alert(1)</script>"><img src=x onerror=alert(1)>`;
 
@@ -22,13 +22,6 @@ function watchDialogs(page: Page): string[] {
     void dialog.dismiss();
   });
   return dialogs;
-}
-
-async function signIn(page: Page, url: string, key: string): Promise<void> {
-  await page.goto(`${url}/`);
-  await page.getByLabel('API key').fill(key);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.waitForURL(`${url}/projects`);
 }
 
 describe('dashboard', { skip: browserSkipReason }, () => {

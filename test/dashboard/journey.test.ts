@@ -11,7 +11,7 @@ import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../suppor
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService } from '../support/service.ts';
-import { browserSkipReason, launchBrowser } from './browser.ts';
+import { browserSkipReason, launchBrowser, signIn } from './browser.ts';
 
 const OPENAI_KEY = 'sk-test-openai-dashboard-7e21';
 
@@ -63,10 +63,7 @@ describe('dashboard journey', { skip: browserSkipReason }, () => {
   test('admin key → project → projectId and a key → a job over HTTP watched live → follow-up → archive → sign out', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();
-    await page.goto(`${svc.url}/`);
-    await page.getByLabel('API key').fill(svc.adminKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.waitForURL(`${svc.url}/projects`);
+    await signIn(page, svc.url, svc.adminKey);
 
     await page.getByLabel('Name', { exact: true }).fill('journey');
     await page.getByLabel('Repository').fill(origin.url);

@@ -12,10 +12,11 @@ import type { Browser, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
 import type { WebhookRecord } from '../../src/events/webhooks/types.ts';
 import { createLogger } from '../../src/log.ts';
+import { getPage, postForm, sessionCookie } from '../support/dashboard.ts';
 import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
-import { browserSkipReason, launchBrowser } from './browser.ts';
+import { browserSkipReason, launchBrowser, signIn } from './browser.ts';
 
 const HOSTILE = `<script>alert(1)</script>"><img src=x onerror=alert(1)>`;
 const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
@@ -23,61 +24,6 @@ const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
 const PUBLIC_URL = 'https://1.1.1.1/errand-hooks';
 const FAKE_WEBHOOK = 'whk_00000000000000000000';
 const FAKE_DELIVERY = 'msg_00000000000000000000';
-
-interface PageResult {
-  status: number;
-  location: string | null;
-  text: string;
-}
-
-/** A dashboard session for the key, as the sign-in form makes one. */
-async function sessionCookie(svc: TestService, key: string): Promise<string> {
-  const response = await fetch(`${svc.url}/sign-in`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: { origin: svc.url, 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams({ key }).toString(),
-  });
-  assert.equal(response.status, 303);
-  return (response.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
-}
-
-async function getPage(svc: TestService, cookie: string, path: string): Promise<PageResult> {
-  const response = await fetch(`${svc.url}${path}`, {
-    redirect: 'manual',
-    headers: { accept: 'text/html', cookie },
-  });
-  return {
-    status: response.status,
-    location: response.headers.get('location'),
-    text: await response.text(),
-  };
-}
-
-async function postForm(
-  svc: TestService,
-  cookie: string,
-  path: string,
-  fields: Record<string, string>,
-  origin = svc.url,
-): Promise<PageResult> {
-  const response = await fetch(`${svc.url}${path}`, {
-    method: 'POST',
-    redirect: 'manual',
-    headers: {
-      accept: 'text/html',
-      origin,
-      cookie,
-      'content-type': 'application/x-www-form-urlencoded',
-    },
-    body: new URLSearchParams(fields).toString(),
-  });
-  return {
-    status: response.status,
-    location: response.headers.get('location'),
-    text: await response.text(),
-  };
-}
 
 /** Every stored webhook and delivery: equal before and after means nothing was written. */
 async function snapshot(svc: TestService): Promise<string> {
@@ -515,10 +461,7 @@ describe('dashboard webhooks in a browser', { skip: browserSkipReason }, () => {
     const context = await browser.newContext();
     const page = await context.newPage();
     const dialogs = watchDialogs(page);
-    await page.goto(`${svc.url}/`);
-    await page.getByLabel('API key').fill(svc.adminKey);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.waitForURL(`${svc.url}/projects`);
+    await signIn(page, svc.url, svc.adminKey);
     await page
       .getByRole('row', { name: /browser hooks/ })
       .getByRole('link', { name: 'Settings' })

@@ -76,14 +76,26 @@ describe('the container image', { skip }, () => {
   }
 
   const logs = (name: string) => containerLogs(name).catch((err: unknown) => String(err));
+  /** The container's log once the service said it started (the API answers before the worker has). */
+  const startedLogs = (name: string) =>
+    waitFor(
+      `${name} to log that it started`,
+      async () => {
+        const log = await logs(name);
+        return /"msg":"errand started"/.test(log) ? log : undefined;
+      },
+      60_000,
+    );
 
   test('the embedded mode on a volume: a job with a command in the sandbox completes; a restart keeps everything', async (t) => {
     const name = `${prefix}-embedded`;
-    const unconfined = ['--security-opt=systempaths=unconfined'];
+    // The sandbox mounts its own /proc; setup commands' network (pasta) needs a tap device.
+    const unconfined = ['--security-opt=systempaths=unconfined', '--device=/dev/net/tun'];
     const volumeOpts = [`--volume=${volume}:/var/lib/errand`, '--read-only'];
     const first = await start(name, [...unconfined, ...volumeOpts]);
-    const log = await logs(name);
+    const log = await startedLogs(name);
     assert.match(log, /"msg":"sandbox available"/, log);
+    assert.doesNotMatch(log, /setup network unavailable/, log);
     assert.match(log, /"database":"embedded"/);
 
     // As the image's user, with the data directory on the volume, and the key there too.

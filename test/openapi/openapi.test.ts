@@ -4,6 +4,7 @@
 // with the published Agent Job Service v2 interface that Errand implements
 // (mintlify-agent-v2.json here is a copy of the published document).
 import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
@@ -77,6 +78,8 @@ const ERRAND_OPERATIONS = [
   'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/rotate-secret',
   'get /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries',
   'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver',
+  'post /v2/admin/projects/{id}/forge-webhook-secret',
+  'post /v2/forges/{projectId}/webhook',
 ];
 
 /**
@@ -412,6 +415,58 @@ describe('OpenAPI document', () => {
         `no call answered ${expected}: ${statuses.join(', ')}`,
       );
     }
+  });
+
+  test("the forge webhook routes' real responses are what Errand's document says", async () => {
+    const admin = { key: svc.adminKey };
+    const created = await svc.request('POST', '/v2/admin/projects', {
+      ...admin,
+      body: { name: 'on github', repository: 'https://github.com/acme/app.git' },
+    });
+    const github = created.json.id ?? '';
+    const made = await svc.request(
+      'POST',
+      `/v2/admin/projects/${github}/forge-webhook-secret`,
+      admin,
+    );
+    assertDocumented(doc, 'post /v2/admin/projects/{id}/forge-webhook-secret', made);
+    assert.equal(made.status, 200, made.text);
+    // The fixture's project is on plain git: no webhook secret for it.
+    const refused = await svc.request(
+      'POST',
+      `/v2/admin/projects/${fx.project.id}/forge-webhook-secret`,
+      admin,
+    );
+    assertDocumented(doc, 'post /v2/admin/projects/{id}/forge-webhook-secret', refused);
+    assert.equal(refused.status, 400, refused.text);
+    const secret = String((made.json as Json).secret);
+    const deliver = (body: string, signature: string | undefined) =>
+      svc.request('POST', `/v2/forges/${github}/webhook`, {
+        key: null,
+        rawBody: body,
+        headers: {
+          'content-type': 'application/json',
+          'x-github-event': 'ping',
+          'x-github-delivery': 'documented-ping',
+          ...(signature === undefined ? {} : { 'x-hub-signature-256': signature }),
+        },
+      });
+    const ping = '{"zen":"Practicality beats purity.","hook_id":1}';
+    const signed = await deliver(
+      ping,
+      `sha256=${createHmac('sha256', secret).update(ping).digest('hex')}`,
+    );
+    assertDocumented(doc, 'post /v2/forges/{projectId}/webhook', signed);
+    assert.equal(signed.status, 200, signed.text);
+    const unsigned = await deliver(ping, undefined);
+    assertDocumented(doc, 'post /v2/forges/{projectId}/webhook', unsigned);
+    assert.equal(unsigned.status, 401, unsigned.text);
+    const notJson = await deliver(
+      'zen',
+      `sha256=${createHmac('sha256', secret).update('zen').digest('hex')}`,
+    );
+    assertDocumented(doc, 'post /v2/forges/{projectId}/webhook', notJson);
+    assert.equal(notJson.status, 400, notJson.text);
   });
 
   test("the webhook routes' real responses are what Errand's document says", async () => {

@@ -1,5 +1,6 @@
 // Run by limits.test.ts as an ordinary user (not a test file itself): the sandbox's checks
-// where RLIMIT_NPROC, not a cgroup, bounds processes. Prints one JSON report on stdout.
+// where RLIMIT_NPROC, not a cgroup, bounds processes, and the setup network, which pasta gives a
+// sandbox of a non-root user differently. Prints one JSON report on stdout.
 import { readdir, readFile } from 'node:fs/promises';
 import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
 import { runSandboxed, sandboxStatus } from '../../src/sandbox/sandbox.ts';
@@ -33,8 +34,27 @@ for (const pid of await readdir('/proc')) {
   if (cmdline.includes(`sleep\0${tag}`)) leftBehind.push(pid);
 }
 
+// A setup command's network as an ordinary user: pasta enters the sandbox's one user namespace.
+const networked =
+  status.available && status.network.available
+    ? await runSandboxed({
+        checkout,
+        cwd: checkout,
+        command: [
+          'id -u',
+          `awk '$2 == "00000000" { print "default-route" }' /proc/net/route`,
+          "bash -c 'echo > /dev/tcp/127.0.0.1/5432' 2>/dev/null && echo postgres-connected",
+          'echo x > /dev/null && echo dev-null-writable',
+        ].join('; '),
+        limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20 },
+        network: true,
+        signal: new AbortController().signal,
+      })
+    : null;
+
 process.stdout.write(
   JSON.stringify({
+    network: networked?.output ?? 'unavailable',
     available: status.available,
     processLimit: status.available ? status.processLimit : null,
     uid: write.output.split('\n')[0],

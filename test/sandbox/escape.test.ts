@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { prepareCheckout } from '../../src/workspace/checkout.ts';
 import { git, makeOrigin, makeTempDir, removeDir, testConfig } from '../support/git.ts';
-import { childrenRunning, run, skip } from './support.ts';
+import { childrenRunning, run, skip, skipNetwork } from './support.ts';
 
 // Secrets this process holds, as the service would: none may reach the sandbox.
 const ENV_SECRET = `env-secret-${randomBytes(12).toString('hex')}`;
@@ -54,6 +54,17 @@ before(async () => {
 after(async () => {
   if (root) await removeDir(root);
 });
+
+/** The host's IPv4 default gateway, from /proc/net/route (little-endian hex). */
+async function defaultGateway(): Promise<string> {
+  const routes = await readFile('/proc/net/route', 'utf8');
+  const hex = routes
+    .split('\n')
+    .map((line) => line.split('\t'))
+    .find((fields) => fields[1] === '00000000')?.[2];
+  assert.ok(hex, 'the host has no IPv4 default route');
+  return [3, 2, 1, 0].map((i) => Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16)).join('.');
+}
 
 /** Asserts no output line carries any secret this test planted. */
 function assertNoSecret(output: string) {
@@ -201,15 +212,69 @@ describe('the network', { skip }, () => {
     received.length = 0;
   });
 
-  test("on (setup commands that need it): the host's own loopback is reachable too", async () => {
-    // Documented in docs/sandbox.md: --share-net shares the host's network namespace, loopback
-    // services included; only give it to commands that need the network.
-    const r = await run(checkout, connect(), { network: true });
-    assert.match(r.output, /^connected$/m);
-    for (let i = 0; i < 50 && received.length === 0; i++) {
+  test("on (setup commands): outbound works, the host's loopback and PostgreSQL do not", {
+    skip: skipNetwork,
+  }, async () => {
+    const acceptedBefore = accepted;
+    // pasta gives the sandbox the host's own default gateway.
+    const gateway = await defaultGateway();
+    const r = await run(
+      checkout,
+      [
+        connect(),
+        // The gateway's address is the host's loopback only where pasta maps it (--no-map-gw).
+        `timeout 5 bash -c "echo hello-from-sandbox > /dev/tcp/${gateway}/${port}" && echo gateway-connected`,
+        "bash -c 'echo > /dev/tcp/127.0.0.1/5432' && echo postgres-connected",
+        // The network itself: an interface with a default route, DNS, and the npm registry.
+        'awk \'$2 == "00000000" { print "default-route " $1 }\' /proc/net/route',
+        "timeout 15 bash -c 'echo > /dev/tcp/registry.npmjs.org/443' && echo registry-connected",
+      ].join('; '),
+      { network: true },
+    );
+    assert.doesNotMatch(r.output, /^connected$/m, r.output);
+    assert.doesNotMatch(r.output, /^gateway-connected$/m, r.output);
+    assert.doesNotMatch(r.output, /^postgres-connected$/m, r.output);
+    assert.match(r.output, /^default-route (?!lo$)\S+$/m, r.output);
+    assert.match(r.output, /^registry-connected$/m, r.output);
+    // PostgreSQL does listen on the host's loopback: unreachable from the sandbox, not absent.
+    const pg = createConnection(5432, '127.0.0.1');
+    const listening = await new Promise<boolean>((resolve) => {
+      pg.once('connect', () => resolve(true));
+      pg.once('error', () => resolve(false));
+    });
+    pg.destroy();
+    assert.ok(listening, 'no PostgreSQL on 127.0.0.1:5432 to be unreachable');
+    // The sentinel, as above: nothing from the sandbox arrived before this connection.
+    const sentinel = createConnection(port, '127.0.0.1', () => sentinel.end('sentinel\n'));
+    for (let i = 0; i < 500 && !received.includes('sentinel\n'); i++) {
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
-    assert.deepEqual(received, ['hello-from-sandbox\n']);
+    assert.ok(received.includes('sentinel\n'), 'the sentinel never arrived');
+    assert.equal(accepted - acceptedBefore, 1, 'a connection came from the sandbox');
+    assert.deepEqual(
+      received.filter((d) => d !== 'sentinel\n'),
+      [],
+    );
+    received.length = 0;
+    // pasta ended with the command.
+    assert.deepEqual(await childrenRunning('--no-map-gw'), []);
+  });
+
+  test('on, aborted (job archived): the command and pasta are gone at once', {
+    skip: skipNetwork,
+  }, async () => {
+    const stop = new AbortController();
+    const r = await run(checkout, 'echo started; exec sleep 987', {
+      network: true,
+      signal: stop.signal,
+      onStdoutLine: (line) => {
+        if (line === 'started') stop.abort();
+      },
+    });
+    assert.equal(r.aborted, true);
+    assert.equal(r.signal, 'SIGKILL');
+    assert.deepEqual(await childrenRunning('--no-map-gw'), []);
+    assert.deepEqual(await childrenRunning('987'), []);
   });
 });
 

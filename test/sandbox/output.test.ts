@@ -1,8 +1,13 @@
 // The output cap on its own: characters (not bytes) across chunk boundaries, the exact
-// head and tail kept, and nothing cut at or under the cap.
+// head and tail kept, and nothing cut at or under the cap; and output read line by line, on its
+// own and from a real sandboxed command while it runs.
 import assert from 'node:assert/strict';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describe, test } from 'node:test';
-import { CappedOutput } from '../../src/sandbox/output.ts';
+import { CappedOutput, LineSplitter } from '../../src/sandbox/output.ts';
+import { makeTempDir, removeDir } from '../support/git.ts';
+import { run, skip, TEST_LIMITS } from './support.ts';
 
 function capped(cap: number, chunks: Buffer[]) {
   const out = new CappedOutput(cap);
@@ -48,5 +53,51 @@ describe('capped output', () => {
     assert.ok(r.text.startsWith('0\n1\n2\n'));
     assert.ok(r.text.endsWith('99998\n99999\n'));
     assert.match(r.text, /\[… 588,790 characters cut …\]/);
+  });
+});
+
+describe('lines as they come', () => {
+  test('split across chunks and characters, a last line without its newline, no empty tail', () => {
+    const lines = new LineSplitter();
+    const bytes = Buffer.from('{"a":"é"}\n{"b":2}\n\nlast');
+    const seen: string[] = [];
+    for (let i = 0; i < bytes.length; i += 3) seen.push(...lines.push(bytes.subarray(i, i + 3)));
+    assert.deepEqual(seen, ['{"a":"é"}', '{"b":2}', '']);
+    assert.deepEqual(lines.end(), ['last']);
+    const ended = new LineSplitter();
+    assert.deepEqual(ended.push(Buffer.from('one\n')), ['one']);
+    assert.deepEqual(ended.end(), []);
+  });
+});
+
+describe('a run read line by line', { skip }, () => {
+  test('stdout lines arrive while the command runs; stderr apart; stdin and env given', async () => {
+    const root = await makeTempDir('sandbox-lines');
+    try {
+      await mkdir(join(root, '.git'));
+      const lines: string[] = [];
+      // The command waits for a file that the callback writes on the first line: lines reach
+      // the callback while the command still runs, not when it ends.
+      const r = await run(
+        root,
+        'echo "first $GREETING"; echo warning >&2; while [ ! -e go ]; do sleep 0.05; done; cat; echo',
+        {
+          env: { GREETING: 'hello' },
+          stdin: 'from stdin',
+          limits: { ...TEST_LIMITS, timeoutSeconds: 10 },
+          onStdoutLine: (line) => {
+            lines.push(line);
+            if (line === 'first hello') void writeFile(join(root, 'go'), '');
+          },
+        },
+      );
+      assert.equal(r.timedOut, false);
+      assert.equal(r.exitCode, 0);
+      assert.deepEqual(lines, ['first hello', 'from stdin']);
+      assert.equal(r.output, 'first hello\nfrom stdin\n');
+      assert.equal(r.stderr, 'warning\n');
+    } finally {
+      await removeDir(root);
+    }
   });
 });

@@ -56,6 +56,13 @@ describe('sandbox status', () => {
     assert.ok(status.available);
     assert.equal(status.bwrap, join(bin, 'bwrap'));
     assert.match(status.version, /^\d+\.\d+\.\d+$/);
+    // The sandbox works without pasta; only setup commands' network is missing, and says so.
+    assert.deepEqual(status.network, {
+      available: false,
+      reason: 'pasta not found on PATH',
+      howToFix:
+        'install the passt package, which provides pasta (Debian/Ubuntu: apt-get install passt; Fedora: dnf install passt)',
+    });
   });
 
   test('the start-up line: a warning with the reason and the fix, or the version', () => {
@@ -76,11 +83,28 @@ describe('sandbox status', () => {
       bwrap: '/usr/bin/bwrap',
       version: '0.8.0',
       processLimit: 'rlimit',
+      network: { available: true, pasta: '/usr/bin/pasta' },
     };
-    const [info] = logLines((log) => reportSandboxStatus(log, available));
+    const [info, ...more] = logLines((log) => reportSandboxStatus(log, available));
+    assert.deepEqual(more, []);
     assert.equal(info?.level, 30);
     assert.equal(info?.msg, 'sandbox available');
     assert.equal(info?.version, '0.8.0');
+
+    const withoutNetwork: SandboxStatus = {
+      ...available,
+      network: { available: false, reason: 'pasta not found on PATH', howToFix: 'install passt' },
+    };
+    const [first, second, ...others] = logLines((log) => reportSandboxStatus(log, withoutNetwork));
+    assert.deepEqual(others, []);
+    assert.equal(first?.msg, 'sandbox available');
+    assert.equal(second?.level, 40);
+    assert.equal(
+      second?.msg,
+      'setup network unavailable: setup commands of projects with setupNetwork fail',
+    );
+    assert.equal(second?.reason, 'pasta not found on PATH');
+    assert.equal(second?.howToFix, 'install passt');
   });
 
   test('errand serve without bwrap on PATH logs the one line at start', async () => {

@@ -16,6 +16,12 @@ export const skip: false | string = status.available
   ? false
   : `sandbox unavailable: ${status.reason} (${status.howToFix})`;
 if (skip) console.log(`# ${skip}`);
+/** As `skip`, for the tests of setup commands' network (pasta): why it does not run here. */
+export const skipNetwork: false | string =
+  skip ||
+  (status.available && !status.network.available
+    ? `setup network unavailable: ${status.network.reason} (${status.network.howToFix})`
+    : false);
 export const sandbox = status;
 
 export const TEST_LIMITS: SandboxLimits = { ...DEFAULT_LIMITS, timeoutSeconds: 20 };

@@ -8,6 +8,9 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { giteaDeliverer } from './forge-deliveries.ts';
+
+type Deliver = ReturnType<typeof giteaDeliverer>;
 
 export interface FakeGiteaRepo {
   /** `owner/repo`. */
@@ -28,6 +31,8 @@ export interface FakeGiteaOptions {
   basePath?: string;
   /** Refuse a head branch that is not in `branches` (Gitea does; off so tests need not push). */
   requireHeadBranch?: boolean;
+  /** Send webhook deliveries as Forgejo does (X-Forgejo-* headers beside X-Gitea-*). */
+  forgejo?: boolean;
   /** Add `draft` to pull request JSON, as recent versions do. Default: false, like older ones. */
   draftField?: boolean;
 }
@@ -50,6 +55,49 @@ export interface FakePullRequest {
   createdAt: string;
   updatedAt: string;
 }
+
+export interface FakeGiteaIssue {
+  repoPath: string;
+  number: number;
+  title: string;
+  body: string;
+  author: string;
+  htmlUrl: string;
+}
+
+/** A comment on an issue or pull request; a review comment (on a line) has a path. */
+export interface FakeGiteaComment {
+  repoPath: string;
+  id: number;
+  number: number;
+  author: string;
+  body: string;
+  htmlUrl: string;
+  path: string | null;
+  line: number | null;
+  diffHunk: string | null;
+}
+
+/** A comment to write on an issue or pull request; with `path`, on a line of its diff. */
+export interface NewGiteaComment {
+  number: number;
+  author: string;
+  body: string;
+  path?: string;
+  line?: number;
+  diffHunk?: string;
+}
+
+export interface FakeGiteaReaction {
+  repoPath: string;
+  on: 'comment' | 'issue';
+  /** The comment's id, or the issue's number. */
+  id: number;
+  content: string;
+  user: string;
+}
+
+export type FakeGiteaPermission = 'owner' | 'admin' | 'write' | 'read' | 'none';
 
 export interface RecordedGiteaRequest {
   method: string;
@@ -78,10 +126,27 @@ export interface FakeGitea {
   /** Closes, merges or reopens a pull request, as a person on Gitea would. */
   setState(repoPath: string, number: number, state: 'open' | 'closed' | 'merged'): void;
   addBranch(repoPath: string, branch: string): void;
+  /** Sets what a user may do in the repository; a login never set is no user (404). */
+  setPermission(repoPath: string, login: string, permission: FakeGiteaPermission): void;
+  /** Opens an issue, as a person would; issues and pull requests share their numbers. */
+  openIssue(
+    repoPath: string,
+    issue: { title: string; body?: string; author: string },
+  ): FakeGiteaIssue;
+  /** Writes a comment, as a person would; with `path`, a review comment on a line. */
+  addComment(repoPath: string, comment: NewGiteaComment): FakeGiteaComment;
+  issues(repoPath: string): FakeGiteaIssue[];
+  comments(repoPath: string): FakeGiteaComment[];
+  reactions(repoPath: string): FakeGiteaReaction[];
   /** The next request gets this status (Gitea's body shape) whatever it asked. */
   failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
+  /**
+   * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
+   * (test/support/forge-deliveries.ts); returns Errand's answer, and a way to redeliver it.
+   */
+  deliver: Deliver;
   assertNoUnexpected(): void;
-  /** Forgets pull requests, recordings, failures and problems. */
+  /** Forgets pull requests, issues, comments, reactions, permissions, recordings, failures and problems. */
   reset(): void;
   close(): Promise<void>;
 }
@@ -161,6 +226,42 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
   }
   let pulls: FakePullRequest[] = [];
   let nextId = 1;
+  const tokenUser = 'errand-bot';
+  const issues: FakeGiteaIssue[] = [];
+  const comments: FakeGiteaComment[] = [];
+  const reactions: FakeGiteaReaction[] = [];
+  const permissions = new Map<string, FakeGiteaPermission>();
+  let nextCommentId = 300;
+  const userJson = (login: string) => ({
+    id: 10 + [...login].reduce((sum, ch) => sum + ch.charCodeAt(0), 0),
+    login,
+    username: login,
+  });
+  const threadExists = (repo: RepoState, number: number) =>
+    issues.some((i) => i.repoPath === `${repo.owner}/${repo.name}` && i.number === number) ||
+    pulls.some((p) => p.repoId === repo.id && p.number === number);
+  /** Issues and pull requests share a repository's numbers. */
+  const nextNumber = (repo: RepoState) =>
+    pulls.filter((p) => p.repoId === repo.id).length +
+    issues.filter((i) => i.repoPath === `${repo.owner}/${repo.name}`).length +
+    1;
+  /** Keeps a comment; one not on a line (no path, line or hunk) has them null. */
+  const storeComment = (repo: RepoState, fields: NewGiteaComment, id = nextCommentId++) => {
+    const isPull = pulls.some((p) => p.repoId === repo.id && p.number === fields.number);
+    const comment: FakeGiteaComment = {
+      number: fields.number,
+      author: fields.author,
+      body: fields.body,
+      path: fields.path ?? null,
+      line: fields.line ?? null,
+      diffHunk: fields.diffHunk ?? null,
+      repoPath: `${repo.owner}/${repo.name}`,
+      id,
+      htmlUrl: `${url}/${repo.owner}/${repo.name}/${isPull ? 'pulls' : 'issues'}/${fields.number}#issuecomment-${id}`,
+    };
+    comments.push(comment);
+    return comment;
+  };
   let requests: RecordedGiteaRequest[] = [];
   let unexpected: string[] = [];
   let failures: Array<{ status: number; headers: Record<string, string>; body: unknown }> = [];
@@ -293,6 +394,16 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       .split('/')
       .map(safeDecode);
     const [reposPart, owner, name, pullsPart, indexPart, ...rest] = parts;
+    if (
+      reposPart === 'repos' &&
+      owner &&
+      name &&
+      (pullsPart === 'issues' || pullsPart === 'collaborators')
+    ) {
+      const repo = repos.get(`${owner}/${name}`.toLowerCase());
+      if (!repo) return send(404, apiError('not found'));
+      return conversation(repo, pullsPart, indexPart, rest);
+    }
     if (reposPart !== 'repos' || !owner || !name || pullsPart !== 'pulls' || rest.length > 0) {
       return refuse('unsupported endpoint');
     }
@@ -339,6 +450,87 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       return send(201, toJson(pr));
     }
     return refuse('unsupported method');
+
+    /** Comments, reactions and permissions: what Errand says on issues and pull requests. */
+    function conversation(
+      repo: RepoState,
+      collection: string,
+      part: string | undefined,
+      rest: string[],
+    ) {
+      const body = isRecord(record.body) ? record.body : {};
+      const fields = (allowed: string[]) => {
+        for (const key of Object.keys(body))
+          if (!allowed.includes(key)) problem(`unknown field ${key}`);
+      };
+      if (collection === 'collaborators') {
+        // GET /repos/{owner}/{repo}/collaborators/{collaborator}/permission
+        if (record.method !== 'GET' || !part || rest.join('/') !== 'permission')
+          return refuse('unsupported collaborators endpoint');
+        const permission = permissions.get(`${repo.id}\n${part.toLowerCase()}`);
+        if (!permission) return send(404, apiError('user does not exist'));
+        return send(200, { permission, role_name: permission, user: userJson(part) });
+      }
+      if (record.method !== 'POST') return refuse('unsupported method');
+      if (options.access === 'read')
+        return send(
+          403,
+          apiError('token does not have at least one of required scope(s), required=[write:issue]'),
+        );
+      const react = (on: FakeGiteaReaction['on'], id: number) => {
+        fields(['content']);
+        if (typeof body.content !== 'string') return send(422, apiError('[Content]: Required'));
+        const existing = reactions.find(
+          (r) =>
+            r.repoPath === `${repo.owner}/${repo.name}` &&
+            r.on === on &&
+            r.id === id &&
+            r.content === body.content &&
+            r.user === tokenUser,
+        );
+        if (!existing)
+          reactions.push({
+            repoPath: `${repo.owner}/${repo.name}`,
+            on,
+            id,
+            content: body.content,
+            user: tokenUser,
+          });
+        // Gitea answers 200 when the reaction was there already, 201 when it is new.
+        return send(existing ? 200 : 201, {
+          user: userJson(tokenUser),
+          content: body.content,
+          created_at: now(),
+        });
+      };
+      if (part === 'comments' && rest.length === 2 && rest[1] === 'reactions') {
+        const comment = comments.find(
+          (c) => c.repoPath === `${repo.owner}/${repo.name}` && String(c.id) === rest[0],
+        );
+        if (!comment) return refuse(`no comment ${rest[0]}`);
+        return react('comment', comment.id);
+      }
+      if (!part || !/^\d+$/.test(part)) return refuse('unsupported endpoint');
+      const number = Number(part);
+      if (!threadExists(repo, number)) return send(404, apiError('issue does not exist'));
+      if (rest.length === 1 && rest[0] === 'reactions') return react('issue', number);
+      if (rest.length === 1 && rest[0] === 'comments') {
+        fields(['body']);
+        if (typeof body.body !== 'string' || body.body === '')
+          return send(422, apiError('[Body]: Required'));
+        const comment = storeComment(repo, { number, author: tokenUser, body: body.body });
+        return send(201, {
+          id: comment.id,
+          html_url: comment.htmlUrl,
+          issue_url: `${url}/${repo.owner}/${repo.name}/issues/${number}`,
+          user: userJson(tokenUser),
+          body: comment.body,
+          created_at: now(),
+          updated_at: now(),
+        });
+      }
+      return refuse('unsupported endpoint');
+    }
 
     function list(repo: RepoState) {
       for (const key of target.searchParams.keys()) {
@@ -420,7 +612,7 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     const at = now();
     const pr: FakePullRequest = {
       id: nextId++,
-      number: pulls.filter((p) => p.repoId === repo.id).length + 1,
+      number: nextNumber(repo),
       repoPath: `${repo.owner}/${repo.name}`,
       repoId: repo.id,
       title: fields.title ?? `Changes from ${fields.head}`,
@@ -459,6 +651,26 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
   return {
     url,
     apiUrl: `${url}/api/v1`,
+    deliver: giteaDeliverer({
+      web: url,
+      repo: (() => {
+        const first = [...repos.values()][0];
+        return first ? `${first.owner}/${first.name}` : 'owner/repo';
+      })(),
+      ...(options.forgejo ? { forgejo: true } : {}),
+      pull(path, number) {
+        const repo = repos.get(path.toLowerCase());
+        const pr = repo && pulls.find((p) => p.repoId === repo.id && p.number === number);
+        return pr ? toJson(pr) : undefined;
+      },
+      written: (c) => {
+        const repo = repos.get(c.repo.toLowerCase());
+        if (!repo) throw new Error(`fake Gitea has no repository ${c.repo}`);
+        // A review's body is no comment: Gitea keeps it as a review, which nothing here reads.
+        if (c.kind === 'review') return;
+        storeComment(repo, c, c.id);
+      },
+    }),
     get requests() {
       return requests;
     },
@@ -483,6 +695,49 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     addBranch(repoPath, branch) {
       repoOrThrow(repoPath).branches.add(branch);
     },
+    setPermission(repoPath, login, permission) {
+      permissions.set(`${repoOrThrow(repoPath).id}\n${login.toLowerCase()}`, permission);
+    },
+    openIssue(repoPath, issue) {
+      const repo = repoOrThrow(repoPath);
+      const number = nextNumber(repo);
+      const stored: FakeGiteaIssue = {
+        repoPath: `${repo.owner}/${repo.name}`,
+        number,
+        title: issue.title,
+        body: issue.body ?? '',
+        author: issue.author,
+        htmlUrl: `${url}/${repo.owner}/${repo.name}/issues/${number}`,
+      };
+      issues.push(stored);
+      return { ...stored };
+    },
+    addComment(repoPath, comment) {
+      const repo = repoOrThrow(repoPath);
+      if (!threadExists(repo, comment.number))
+        throw new Error(
+          `fake Gitea has no issue or pull request #${comment.number} in ${repoPath}`,
+        );
+      return { ...storeComment(repo, comment) };
+    },
+    issues(repoPath) {
+      const repo = repoOrThrow(repoPath);
+      return issues
+        .filter((i) => i.repoPath === `${repo.owner}/${repo.name}`)
+        .map((i) => ({ ...i }));
+    },
+    comments(repoPath) {
+      const repo = repoOrThrow(repoPath);
+      return comments
+        .filter((c) => c.repoPath === `${repo.owner}/${repo.name}`)
+        .map((c) => ({ ...c }));
+    },
+    reactions(repoPath) {
+      const repo = repoOrThrow(repoPath);
+      return reactions
+        .filter((r) => r.repoPath === `${repo.owner}/${repo.name}`)
+        .map((r) => ({ ...r }));
+    },
     failNext(status, headers = {}, body) {
       failures.push({ status, headers, body });
     },
@@ -493,6 +748,10 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     },
     reset() {
       pulls = [];
+      issues.length = 0;
+      comments.length = 0;
+      reactions.length = 0;
+      permissions.clear();
       requests = [];
       unexpected = [];
       failures = [];

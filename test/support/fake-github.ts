@@ -15,6 +15,9 @@ import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
+import { githubDeliverer } from './forge-deliveries.ts';
+
+type Deliver = ReturnType<typeof githubDeliverer>;
 
 export interface FakeGitHubApp {
   appId: string;
@@ -35,6 +38,47 @@ export interface FakeGitHubOptions {
   draftsRefused?: boolean;
   /** Serve as GitHub Enterprise Server: the API under /api/v3, checked against the GHES description. */
   enterprise?: boolean;
+  /** The login the token acts as: the author of the comments and reactions it makes. */
+  tokenUser?: string;
+}
+
+/** A repository permission as GitHub reports it (maintain and triage as role names). */
+export type FakePermission = 'admin' | 'maintain' | 'write' | 'triage' | 'read' | 'none';
+
+export interface FakeIssue {
+  repo: string;
+  number: number;
+  title: string;
+  body: string;
+  author: string;
+  htmlUrl: string;
+}
+
+/** A comment on an issue or pull request: in its conversation (`issue`) or on a line (`line`). */
+export interface FakeComment {
+  repo: string;
+  id: number;
+  /** The issue or pull request it is on. */
+  number: number;
+  kind: 'issue' | 'line';
+  author: string;
+  body: string;
+  htmlUrl: string;
+  /** A line comment answering another: the thread's first comment. */
+  inReplyTo: number | null;
+  path: string | null;
+  line: number | null;
+  diffHunk: string | null;
+}
+
+export interface FakeReaction {
+  repo: string;
+  /** What it is on: a conversation comment, a line comment, or an issue or pull request. */
+  on: 'issue-comment' | 'review-comment' | 'issue';
+  /** The comment's id, or the issue's number. */
+  id: number;
+  content: string;
+  user: string;
 }
 
 export interface RecordedRequest {
@@ -83,6 +127,33 @@ export interface FakeGitHub {
   failNext(status: number, options?: { headers?: Record<string, string>; message?: string }): void;
   /** Makes every installation token minted so far invalid (app suspended, token revoked). */
   revokeInstallationTokens(): void;
+  /** Opens an issue, as a person on GitHub would; it shares pull requests' numbers. */
+  openIssue(repo: string, issue: { title: string; body?: string; author: string }): FakeIssue;
+  /** Writes a comment, as a person on GitHub would. */
+  addComment(
+    repo: string,
+    comment: {
+      number: number;
+      author: string;
+      body: string;
+      /** Default `issue`; `line` needs path, line and diffHunk. */
+      kind?: 'issue' | 'line';
+      path?: string;
+      line?: number;
+      diffHunk?: string;
+      inReplyTo?: number;
+    },
+  ): FakeComment;
+  /** Sets what a user may do in the repository; a login never set is no user (404). */
+  setPermission(repo: string, login: string, permission: FakePermission): void;
+  issues(repo: string): FakeIssue[];
+  comments(repo: string): FakeComment[];
+  reactions(repo: string): FakeReaction[];
+  /**
+   * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
+   * (test/support/forge-deliveries.ts); returns Errand's answer, and a way to redeliver it.
+   */
+  deliver: Deliver;
   assertNoUnexpected(): void;
   close(): Promise<void>;
 }
@@ -362,6 +433,105 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const installationTokens: { token: string; expiresAt: Date; revoked: boolean }[] = [];
   const pulls: StoredPull[] = [];
   const counters = new Map<string, number>();
+  const tokenUser = options.tokenUser ?? 'errand-bot';
+  const issues: FakeIssue[] = [];
+  const comments: FakeComment[] = [];
+  const reactions: FakeReaction[] = [];
+  const permissions = new Map<string, FakePermission>();
+  let nextCommentId = 9000;
+  const userJson = (login: string) => ({
+    login,
+    id: 100 + [...login].reduce((sum, ch) => sum + ch.charCodeAt(0), 0),
+    type: login.endsWith('[bot]') ? 'Bot' : 'User',
+  });
+  const nextNumber = (repo: string): number => {
+    const number = (counters.get(repo) ?? 0) + 1;
+    counters.set(repo, number);
+    return number;
+  };
+  const threadExists = (repo: string, number: string): boolean =>
+    issues.some((i) => i.repo === repo && String(i.number) === number) ||
+    findPull(repo, number) !== undefined;
+  const storeComment = (
+    repo: string,
+    fields: Omit<FakeComment, 'repo' | 'id' | 'htmlUrl'>,
+    id = nextCommentId++,
+  ) => {
+    const isPull = pulls.some((p) => p.repo === repo && p.number === fields.number);
+    const htmlUrl =
+      fields.kind === 'line'
+        ? `${origin}/${repo}/pull/${fields.number}#discussion_r${id}`
+        : `${origin}/${repo}/${isPull ? 'pull' : 'issues'}/${fields.number}#issuecomment-${id}`;
+    const comment: FakeComment = { repo, id, htmlUrl, ...fields };
+    comments.push(comment);
+    return comment;
+  };
+  const issueCommentJson = (c: FakeComment) => ({
+    id: c.id,
+    node_id: `IC_fake${c.id}`,
+    url: `${origin}${prefix}/repos/${c.repo}/issues/comments/${c.id}`,
+    html_url: c.htmlUrl,
+    issue_url: `${origin}${prefix}/repos/${c.repo}/issues/${c.number}`,
+    body: c.body,
+    user: userJson(c.author),
+    created_at: isoSeconds(new Date()),
+    updated_at: isoSeconds(new Date()),
+    author_association: 'COLLABORATOR',
+  });
+  const reviewCommentJson = (c: FakeComment) => {
+    const self = `${origin}${prefix}/repos/${c.repo}/pulls/comments/${c.id}`;
+    const pull = `${origin}${prefix}/repos/${c.repo}/pulls/${c.number}`;
+    return {
+      url: self,
+      id: c.id,
+      node_id: `PRRC_fake${c.id}`,
+      pull_request_review_id: c.id + 1,
+      diff_hunk: c.diffHunk ?? '',
+      path: c.path ?? '',
+      commit_id: fakeSha(`head${c.number}`),
+      original_commit_id: fakeSha(`head${c.number}`),
+      ...(c.inReplyTo === null ? {} : { in_reply_to_id: c.inReplyTo }),
+      user: userJson(c.author),
+      body: c.body,
+      created_at: isoSeconds(new Date()),
+      updated_at: isoSeconds(new Date()),
+      html_url: c.htmlUrl,
+      pull_request_url: pull,
+      author_association: 'COLLABORATOR',
+      _links: { self: { href: self }, html: { href: c.htmlUrl }, pull_request: { href: pull } },
+      ...(c.line === null ? {} : { line: c.line }),
+    };
+  };
+  const react = (repo: string, on: FakeReaction['on'], id: number, body: unknown): Answer => {
+    const content = (body as { content?: unknown }).content;
+    const existing = reactions.find(
+      (r) =>
+        r.repo === repo &&
+        r.on === on &&
+        r.id === id &&
+        r.user === tokenUser &&
+        r.content === content,
+    );
+    // GitHub answers 200 with the reaction already there.
+    const reaction = existing ?? { repo, on, id, content: String(content), user: tokenUser };
+    if (!existing) reactions.push(reaction);
+    return {
+      status: existing ? 200 : 201,
+      body: {
+        id: 7000 + reactions.indexOf(reaction),
+        node_id: `REA_fake${reactions.indexOf(reaction)}`,
+        user: userJson(tokenUser),
+        content: reaction.content,
+        created_at: isoSeconds(new Date()),
+      },
+    };
+  };
+  const findComment = (repo: string, id: string, kind: FakeComment['kind']) =>
+    comments.find((c) => c.repo === repo && String(c.id) === id && c.kind === kind);
+  const noSuch = (what: string): Answer => ({
+    ...failure(404, 'Not Found'),
+    unexpected: `no ${what}`,
+  });
   const injected: { status: number; headers: Record<string, string>; message?: string }[] = [];
   let origin = '';
 
@@ -419,6 +589,105 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     pulls.find((p) => p.repo === repo && String(p.number) === number);
 
   const specs: RouteSpec[] = [
+    {
+      method: 'POST',
+      template: '/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions',
+      handle: ({ params, repo, body }) => {
+        const comment = findComment(repo, params.comment_id ?? '', 'issue');
+        if (!comment) return noSuch(`issue comment ${params.comment_id}`);
+        return react(repo, 'issue-comment', comment.id, body);
+      },
+    },
+    {
+      method: 'POST',
+      template: '/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions',
+      handle: ({ params, repo, body }) => {
+        const comment = findComment(repo, params.comment_id ?? '', 'line');
+        if (!comment) return noSuch(`review comment ${params.comment_id}`);
+        return react(repo, 'review-comment', comment.id, body);
+      },
+    },
+    {
+      method: 'POST',
+      template: '/repos/{owner}/{repo}/issues/{issue_number}/reactions',
+      handle: ({ params, repo, body }) => {
+        const number = params.issue_number ?? '';
+        if (!threadExists(repo, number)) return noSuch(`issue ${number}`);
+        return react(repo, 'issue', Number(number), body);
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/pulls/comments/{comment_id}',
+      handle: ({ params, repo }) => {
+        const comment = findComment(repo, params.comment_id ?? '', 'line');
+        return comment
+          ? { status: 200, body: reviewCommentJson(comment) }
+          : noSuch(`review comment ${params.comment_id}`);
+      },
+    },
+    {
+      method: 'POST',
+      template: '/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies',
+      handle: ({ params, repo, body }) => {
+        const number = params.pull_number ?? '';
+        const asked = findComment(repo, params.comment_id ?? '', 'line');
+        if (!findPull(repo, number) || !asked || String(asked.number) !== number)
+          return noSuch(`review comment ${params.comment_id} on pull request ${number}`);
+        // Like GitHub: replies go to a thread's first comment, never to a reply.
+        if (asked.inReplyTo !== null)
+          return {
+            ...validationFailed([{ resource: 'PullRequestReviewComment', code: 'invalid' }]),
+            unexpected: 'a reply to a reply',
+          };
+        const reply = storeComment(repo, {
+          number: asked.number,
+          kind: 'line',
+          author: tokenUser,
+          body: String((body as { body?: unknown }).body),
+          inReplyTo: asked.id,
+          path: asked.path,
+          line: asked.line,
+          diffHunk: asked.diffHunk,
+        });
+        return { status: 201, body: reviewCommentJson(reply) };
+      },
+    },
+    {
+      method: 'POST',
+      template: '/repos/{owner}/{repo}/issues/{issue_number}/comments',
+      handle: ({ params, repo, body }) => {
+        const number = params.issue_number ?? '';
+        if (!threadExists(repo, number)) return noSuch(`issue ${number}`);
+        const comment = storeComment(repo, {
+          number: Number(number),
+          kind: 'issue',
+          author: tokenUser,
+          body: String((body as { body?: unknown }).body),
+          inReplyTo: null,
+          path: null,
+          line: null,
+          diffHunk: null,
+        });
+        return { status: 201, body: issueCommentJson(comment) };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/collaborators/{username}/permission',
+      handle: ({ params, repo }) => {
+        const login = params.username ?? '';
+        const permission = permissions.get(`${repo}\n${login.toLowerCase()}`);
+        if (!permission) return failure(404, `${login} is not a user`);
+        // GitHub's `permission` is the classic level; maintain and triage show in role_name.
+        const classic =
+          permission === 'maintain' ? 'write' : permission === 'triage' ? 'read' : permission;
+        return {
+          status: 200,
+          body: { permission: classic, role_name: permission, user: userJson(login) },
+        };
+      },
+    },
     {
       method: 'GET',
       template: '/repos/{owner}/{repo}/pulls',
@@ -491,8 +760,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
             },
           ]);
         }
-        const number = (counters.get(repo) ?? 0) + 1;
-        counters.set(repo, number);
+        const number = nextNumber(repo);
         const now = new Date();
         const pull: StoredPull = {
           repo,
@@ -873,6 +1141,33 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   return {
     url: origin,
     apiUrl: `${origin}${prefix}`,
+    deliver: githubDeliverer({
+      web: origin,
+      repo: options.repos[0] ?? 'owner/repo',
+      pull(repo, number) {
+        const pull = findPull(repos.get(repo.toLowerCase()) ?? repo, String(number));
+        return pull ? pullJson(pull, true) : undefined;
+      },
+      written: (c) => {
+        // A review's body is no comment: GitHub keeps it as a review, which nothing here reads.
+        if (c.kind === 'review') return;
+        const full = repos.get(c.repo.toLowerCase()) ?? c.repo;
+        storeComment(
+          full,
+          {
+            number: c.number,
+            kind: c.kind === 'line' ? 'line' : 'issue',
+            author: c.author,
+            body: c.body,
+            inReplyTo: null,
+            path: c.path ?? null,
+            line: c.line ?? null,
+            diffHunk: c.diffHunk ?? null,
+          },
+          c.id,
+        );
+      },
+    }),
     requests,
     unexpected,
     get installationTokens() {
@@ -915,6 +1210,58 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     },
     revokeInstallationTokens() {
       for (const t of installationTokens) t.revoked = true;
+    },
+    openIssue(repo, issue) {
+      const full = repos.get(repo.toLowerCase()) ?? repo;
+      const number = nextNumber(full);
+      const stored: FakeIssue = {
+        repo: full,
+        number,
+        title: issue.title,
+        body: issue.body ?? '',
+        author: issue.author,
+        htmlUrl: `${origin}/${full}/issues/${number}`,
+      };
+      issues.push(stored);
+      return { ...stored };
+    },
+    addComment(repo, comment) {
+      const full = repos.get(repo.toLowerCase()) ?? repo;
+      if (!threadExists(full, String(comment.number)))
+        throw new Error(`fake-github: no issue or pull request ${repo}#${comment.number}`);
+      return {
+        ...storeComment(full, {
+          number: comment.number,
+          kind: comment.kind ?? 'issue',
+          author: comment.author,
+          body: comment.body,
+          inReplyTo: comment.inReplyTo ?? null,
+          path: comment.path ?? null,
+          line: comment.line ?? null,
+          diffHunk: comment.diffHunk ?? null,
+        }),
+      };
+    },
+    setPermission(repo, login, permission) {
+      permissions.set(
+        `${repos.get(repo.toLowerCase()) ?? repo}\n${login.toLowerCase()}`,
+        permission,
+      );
+    },
+    issues(repo) {
+      return issues
+        .filter((i) => i.repo.toLowerCase() === repo.toLowerCase())
+        .map((i) => ({ ...i }));
+    },
+    comments(repo) {
+      return comments
+        .filter((c) => c.repo.toLowerCase() === repo.toLowerCase())
+        .map((c) => ({ ...c }));
+    },
+    reactions(repo) {
+      return reactions
+        .filter((r) => r.repo.toLowerCase() === repo.toLowerCase())
+        .map((r) => ({ ...r }));
     },
     assertNoUnexpected() {
       if (unexpected.length === 0) return;

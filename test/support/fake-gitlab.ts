@@ -7,6 +7,9 @@
 import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { gitlabDeliverer } from './forge-deliveries.ts';
+
+type Deliver = ReturnType<typeof gitlabDeliverer>;
 
 export interface FakeGitLabProject {
   /** Full path, nested groups allowed: `group/sub/project`. */
@@ -45,6 +48,35 @@ export interface FakeMergeRequest {
   updatedAt: string;
 }
 
+export interface FakeGitLabIssue {
+  projectPath: string;
+  iid: number;
+  title: string;
+  description: string;
+  author: string;
+  webUrl: string;
+}
+
+/** A note (comment) on an issue or merge request, in a discussion; a line note has a position. */
+export interface FakeNote {
+  projectPath: string;
+  id: number;
+  on: 'issue' | 'merge_request';
+  iid: number;
+  discussionId: string;
+  author: string;
+  body: string;
+  webUrl: string;
+  position: { path: string; line: number; diffHunk: string } | null;
+}
+
+export interface FakeAward {
+  projectPath: string;
+  noteId: number;
+  name: string;
+  user: string;
+}
+
 export interface RecordedGitLabRequest {
   method: string;
   /** Decoded path below the host, e.g. `/api/v4/projects/group/sub/project/merge_requests`. */
@@ -75,10 +107,37 @@ export interface FakeGitLab {
   /** Closes, merges or reopens a merge request, as a person on GitLab would. */
   setState(projectPath: string, iid: number, state: FakeMergeRequest['state']): void;
   addBranch(projectPath: string, branch: string): void;
+  /** A user of this GitLab, with their role on every project (10 Guest … 30 Developer … 50 Owner; 0: none). */
+  addUser(user: { username: string; id: number }, accessLevel: number): void;
+  /** Opens an issue, as a person on GitLab would. */
+  openIssue(
+    projectPath: string,
+    issue: { title: string; description?: string; author: string },
+  ): FakeGitLabIssue;
+  /** Writes a note, as a person would: in a new discussion, or in `discussionId`'s. */
+  addNote(
+    projectPath: string,
+    note: {
+      on: 'issue' | 'merge_request';
+      iid: number;
+      author: string;
+      body: string;
+      discussionId?: string;
+      position?: { path: string; line: number; diffHunk: string };
+    },
+  ): FakeNote;
+  issues(projectPath: string): FakeGitLabIssue[];
+  notes(projectPath: string): FakeNote[];
+  awards(projectPath: string): FakeAward[];
   /** The next request gets this status (GitLab's body shape) whatever it asked. */
   failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
+  /**
+   * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
+   * (test/support/forge-deliveries.ts); returns Errand's answer, and a way to redeliver it.
+   */
+  deliver: Deliver;
   assertNoUnexpected(): void;
-  /** Forgets merge requests, recordings, failures and problems. */
+  /** Forgets merge requests, issues, notes, award emoji, recordings, failures and problems (users stay). */
   reset(): void;
   close(): Promise<void>;
 }
@@ -159,6 +218,53 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
   }
   let mrs: FakeMergeRequest[] = [];
   let nextId = 1;
+  const tokenUser = 'errand-bot';
+  const users = new Map<string, { id: number; username: string; accessLevel: number }>([
+    [tokenUser, { id: 1, username: tokenUser, accessLevel: 40 }],
+  ]);
+  const issues: FakeGitLabIssue[] = [];
+  const notes: FakeNote[] = [];
+  const awards: FakeAward[] = [];
+  let nextNoteId = 500;
+  const userJson = (username: string) => {
+    const user = users.get(username);
+    return { id: user?.id ?? 0, username, name: username, state: 'active' };
+  };
+  const noteJson = (note: FakeNote) => ({
+    id: note.id,
+    type: note.position ? 'DiffNote' : 'DiscussionNote',
+    body: note.body,
+    author: userJson(note.author),
+    created_at: now(),
+    updated_at: now(),
+    system: false,
+    noteable_id: note.iid,
+    noteable_type: note.on === 'issue' ? 'Issue' : 'MergeRequest',
+    noteable_iid: note.iid,
+    resolvable: note.position !== null,
+  });
+  const storeNote = (
+    project: ProjectState,
+    fields: Omit<FakeNote, 'projectPath' | 'id' | 'webUrl' | 'discussionId'> & {
+      discussionId?: string | undefined;
+    },
+    id = nextNoteId++,
+  ) => {
+    const page = fields.on === 'issue' ? 'issues' : 'merge_requests';
+    const note: FakeNote = {
+      ...fields,
+      projectPath: project.path,
+      id,
+      discussionId: fields.discussionId ?? `d${id.toString(16).padStart(39, '0')}`,
+      webUrl: `${url}/${project.path}/-/${page}/${fields.iid}#note_${id}`,
+    };
+    notes.push(note);
+    return note;
+  };
+  const threadExists = (project: ProjectState, on: string, iid: number) =>
+    on === 'issues'
+      ? issues.some((i) => i.projectPath === project.path && i.iid === iid)
+      : mrs.some((m) => m.projectId === project.id && m.iid === iid);
   let requests: RecordedGitLabRequest[] = [];
   let unexpected: string[] = [];
   let failures: Array<{ status: number; headers: Record<string, string>; body: unknown }> = [];
@@ -267,6 +373,15 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
 
     // Split before decoding: the project id is the full path with its slashes encoded.
     const parts = target.pathname.slice(apiPrefix.length + 1).split('/');
+    if (
+      parts[0] === 'projects' &&
+      parts[1] !== undefined &&
+      (parts[2] === 'issues' ||
+        parts[2] === 'members' ||
+        (parts[2] === 'merge_requests' && parts.length > 4))
+    ) {
+      return conversation(parts);
+    }
     if (parts[0] !== 'projects' || parts[1] === undefined || parts[2] !== 'merge_requests') {
       return refuse('unsupported endpoint');
     }
@@ -355,6 +470,95 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       return send(200, toJson(mr));
     }
     return refuse('unsupported method');
+
+    /** Notes, discussions, award emoji and members: what Errand says on issues and merge requests. */
+    function conversation(parts: string[]) {
+      const project = findProject(safeDecode(parts[1] ?? ''));
+      if (!project) return send(404, { message: '404 Project Not Found' });
+      const [, , collection, iidPart, sub, subId, subSub, ...rest] = parts;
+      if (collection === 'members') {
+        // GET /projects/:id/members/all/:user_id
+        if (record.method !== 'GET' || iidPart !== 'all' || !sub || subId !== undefined)
+          return refuse('unsupported members endpoint');
+        const user = [...users.values()].find((u) => String(u.id) === sub);
+        if (!user || user.accessLevel === 0) return send(404, { message: '404 Not found' });
+        return send(200, {
+          ...userJson(user.username),
+          access_level: user.accessLevel,
+          web_url: `${url}/${user.username}`,
+        });
+      }
+      if (record.method !== 'POST') return refuse('unsupported endpoint');
+      if (!iidPart || !/^\d+$/.test(iidPart)) return refuse('unsupported endpoint');
+      const iid = Number(iidPart);
+      if (!threadExists(project, collection ?? '', iid))
+        return send(404, { message: '404 Not found' });
+      const on = collection === 'issues' ? 'issue' : 'merge_request';
+      const body = isRecord(record.body) ? record.body : {};
+      const fields = (allowed: string[]) => {
+        for (const key of Object.keys(body))
+          if (!allowed.includes(key)) problem(`unknown field ${key}`);
+      };
+      /** The first note on this issue or merge request that `match` picks. */
+      const noteHere = (match: (n: (typeof notes)[number]) => boolean) =>
+        notes.find(
+          (n) => n.projectPath === project.path && n.on === on && n.iid === iid && match(n),
+        );
+      if (sub === 'notes' && subId === undefined) {
+        // POST …/notes: a note in a discussion of its own.
+        fields(['body', 'created_at', 'internal', 'merge_request_diff_head_sha']);
+        if (typeof body.body !== 'string' || body.body === '')
+          return send(400, { error: 'body is missing' });
+        const note = storeNote(project, {
+          on,
+          iid,
+          author: tokenUser,
+          body: body.body,
+          position: null,
+        });
+        return send(201, noteJson(note));
+      }
+      if (sub === 'notes' && subId && subSub === 'award_emoji' && rest.length === 0) {
+        fields(['name']);
+        const note = noteHere((n) => String(n.id) === subId);
+        if (!note) return refuse(`no note ${subId} on ${on} ${iid}`);
+        if (typeof body.name !== 'string') return send(400, { error: 'name is missing' });
+        if (
+          awards.some((a) => a.noteId === note.id && a.name === body.name && a.user === tokenUser)
+        )
+          return send(404, { message: '404 Award Emoji Name has already been taken' });
+        awards.push({
+          projectPath: project.path,
+          noteId: note.id,
+          name: body.name,
+          user: tokenUser,
+        });
+        return send(201, {
+          id: awards.length,
+          name: body.name,
+          user: userJson(tokenUser),
+          awardable_id: note.id,
+          awardable_type: 'Note',
+        });
+      }
+      if (sub === 'discussions' && subId && subSub === 'notes' && rest.length === 0) {
+        fields(['body', 'note_id', 'created_at']);
+        const thread = noteHere((n) => n.discussionId === subId);
+        if (!thread) return refuse(`no discussion ${subId} on ${on} ${iid}`);
+        if (typeof body.body !== 'string' || body.body === '')
+          return send(400, { error: 'body is missing' });
+        const note = storeNote(project, {
+          on,
+          iid,
+          author: tokenUser,
+          body: body.body,
+          discussionId: subId,
+          position: thread.position,
+        });
+        return send(201, noteJson(note));
+      }
+      return refuse('unsupported endpoint');
+    }
 
     function create(project: ProjectState, body: Record<string, unknown>) {
       for (const key of Object.keys(body)) {
@@ -457,6 +661,35 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
   return {
     url,
     apiUrl: `${url}/api/v4`,
+    deliver: gitlabDeliverer({
+      web: url,
+      repo: [...projects.values()][0]?.path ?? 'group/project',
+      projectId: (path) => findProject(path)?.id ?? 9999,
+      pull(path, iid) {
+        const project = findProject(path);
+        const mr = project && mrs.find((m) => m.projectId === project.id && m.iid === iid);
+        return mr ? toJson(mr) : undefined;
+      },
+      written: (c) => {
+        const project = findProject(c.repo);
+        if (!project) throw new Error(`fake GitLab has no project ${c.repo}`);
+        storeNote(
+          project,
+          {
+            on: c.on === 'pull' ? 'merge_request' : 'issue',
+            iid: c.number,
+            author: c.author,
+            body: c.body,
+            discussionId: c.discussionId,
+            position:
+              c.path === undefined
+                ? null
+                : { path: c.path, line: c.line ?? 0, diffHunk: c.diffHunk ?? '' },
+          },
+          c.id,
+        );
+      },
+    }),
     get requests() {
       return requests;
     },
@@ -480,6 +713,50 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     addBranch(projectPath, branch) {
       projectOrThrow(projectPath).branches.add(branch);
     },
+    addUser({ username, id }, accessLevel) {
+      users.set(username, { id, username, accessLevel });
+    },
+    openIssue(projectPath, issue) {
+      const project = projectOrThrow(projectPath);
+      const iid = issues.filter((i) => i.projectPath === project.path).length + 1;
+      const stored: FakeGitLabIssue = {
+        projectPath: project.path,
+        iid,
+        title: issue.title,
+        description: issue.description ?? '',
+        author: issue.author,
+        webUrl: `${url}/${project.path}/-/issues/${iid}`,
+      };
+      issues.push(stored);
+      return { ...stored };
+    },
+    addNote(projectPath, note) {
+      const project = projectOrThrow(projectPath);
+      if (!threadExists(project, note.on === 'issue' ? 'issues' : 'merge_requests', note.iid))
+        throw new Error(`fake GitLab has no ${note.on} ${note.iid} in ${projectPath}`);
+      return {
+        ...storeNote(project, {
+          on: note.on,
+          iid: note.iid,
+          author: note.author,
+          body: note.body,
+          discussionId: note.discussionId,
+          position: note.position ?? null,
+        }),
+      };
+    },
+    issues(projectPath) {
+      const project = projectOrThrow(projectPath);
+      return issues.filter((i) => i.projectPath === project.path).map((i) => ({ ...i }));
+    },
+    notes(projectPath) {
+      const project = projectOrThrow(projectPath);
+      return notes.filter((n) => n.projectPath === project.path).map((n) => ({ ...n }));
+    },
+    awards(projectPath) {
+      const project = projectOrThrow(projectPath);
+      return awards.filter((a) => a.projectPath === project.path).map((a) => ({ ...a }));
+    },
     failNext(status, headers = {}, body) {
       failures.push({ status, headers, body });
     },
@@ -490,6 +767,9 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     },
     reset() {
       mrs = [];
+      issues.length = 0;
+      notes.length = 0;
+      awards.length = 0;
       requests = [];
       unexpected = [];
       failures = [];

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, beforeEach, describe, it } from 'node:test';
-import { generateText } from 'ai';
+import { createOpenAI } from '@ai-sdk/openai';
+import { generateText, jsonSchema, streamText, tool } from 'ai';
 import { resolveModel } from '../../src/agent/models.ts';
 import { dynamic, type FakeLlm, httpError, reply, startFakeLlm, toolCalls } from './fake-llm.ts';
 
@@ -170,6 +171,108 @@ describe('fake LLM: protocols', () => {
       fake.assertDone();
     });
   }
+});
+
+describe('fake LLM: the OpenAI Responses API', () => {
+  const responses = () => createOpenAI({ apiKey: KEY, baseURL: `${fake.url}/v1` }).responses('m1');
+  const responsesBody = (extra: Record<string, unknown> = {}) =>
+    JSON.stringify({ model: 'm1', input: [{ role: 'user', content: 'hi' }], ...extra });
+
+  it('streams text and a function call the SDK reads, with usage', async () => {
+    fake.script(
+      toolCalls([{ id: 'call_r', name: 'read', input: { path: 'a.txt' } }], {
+        text: 'Let me look',
+        usage: { input: 11, output: 4, cacheRead: 3 },
+      }),
+    );
+    const result = streamText({
+      model: responses(),
+      prompt: 'hi',
+      tools: {
+        read: tool({
+          inputSchema: jsonSchema<{ path: string }>({
+            type: 'object',
+            properties: { path: { type: 'string' } },
+            required: ['path'],
+          }),
+        }),
+      },
+    });
+    assert.equal(await result.text, 'Let me look');
+    const calls = await result.toolCalls;
+    assert.equal(calls[0]?.toolCallId, 'call_r');
+    assert.deepEqual(calls[0]?.input, { path: 'a.txt' });
+    const usage = await result.usage;
+    assert.equal(usage.inputTokens, 11);
+    assert.equal(usage.outputTokens, 4);
+    assert.equal(usage.inputTokenDetails?.cacheReadTokens, 3);
+    assert.equal(fake.requests[0]?.protocol, 'responses');
+    assert.equal(fake.requests[0]?.stream, true);
+    fake.assertDone();
+  });
+
+  it('answers a non-streaming request', async () => {
+    fake.script(reply('plain answer', { usage: { input: 7, output: 3 } }));
+    const result = await generateText({ model: responses(), prompt: 'hi' });
+    assert.equal(result.text, 'plain answer');
+    assert.equal(result.usage.inputTokens, 7);
+    fake.assertDone();
+  });
+
+  it('streams a freeform (custom) tool call as its text, in the documented order', async () => {
+    fake.script(toolCalls([{ name: 'apply_patch', input: '*** Begin Patch\n*** End Patch\n' }]));
+    const res = await post(
+      '/v1/responses',
+      responsesBody({ stream: true, tools: [{ type: 'custom', name: 'apply_patch' }] }),
+      { authorization: `Bearer ${KEY}` },
+    );
+    const events = sseData(await res.text()).map((d) => JSON.parse(d));
+    const types = events
+      .map((e: { type: string }) => e.type)
+      .filter((t: string) => !t.endsWith('.delta'));
+    assert.deepEqual(types, [
+      'response.created',
+      'response.in_progress',
+      'response.output_item.added',
+      'response.custom_tool_call_input.done',
+      'response.output_item.done',
+      'response.completed',
+    ]);
+    const done = events.find((e: { type: string }) => e.type === 'response.output_item.done');
+    assert.equal(done.item.type, 'custom_tool_call');
+    assert.equal(done.item.input, '*** Begin Patch\n*** End Patch\n');
+    assert.deepEqual(
+      events.map((e: { sequence_number: number }) => e.sequence_number),
+      events.map((_: unknown, i: number) => i),
+    );
+    fake.assertDone();
+  });
+
+  it('refuses a call of a tool the request does not offer, and an output for an unknown call', async () => {
+    fake.script(toolCalls([{ name: 'shell', input: { cmd: 'ls' } }]));
+    const a = await post('/v1/responses', responsesBody({ stream: true }), {
+      authorization: `Bearer ${KEY}`,
+    });
+    assert.equal(a.status, 500);
+    assert.match(
+      fake.unexpected.join(),
+      /scripted a call of shell, which the request does not offer/,
+    );
+    fake.reset();
+    const b = await post(
+      '/v1/responses',
+      responsesBody({
+        input: [
+          { role: 'user', content: 'hi' },
+          { type: 'function_call_output', call_id: 'call_nope', output: 'x' },
+        ],
+      }),
+      { authorization: `Bearer ${KEY}` },
+    );
+    assert.equal(b.status, 400);
+    assert.match(fake.unexpected.join(), /function_call_output for unknown call_id call_nope/);
+    fake.reset();
+  });
 });
 
 describe('fake LLM: scripting', () => {

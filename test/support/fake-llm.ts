@@ -1,5 +1,5 @@
-// A scripted fake of the model vendors' HTTP APIs (OpenAI chat completions and Anthropic
-// messages, streaming and not) on 127.0.0.1, so the real AI SDK providers can be tested over
+// A scripted fake of the model vendors' HTTP APIs (OpenAI chat completions, OpenAI responses and
+// Anthropic messages, streaming and not) on 127.0.0.1, so the real AI SDK providers can be tested over
 // loopback. It answers from a queue the test gives, records every request, and reports anything
 // a real vendor would reject or the test did not script through `unexpected` / `assertDone()`.
 // It counts a prompt's tokens deterministically (a quarter of its characters), can enforce a
@@ -13,7 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export type Protocol = 'openai' | 'anthropic';
+export type Protocol = 'openai' | 'anthropic' | 'responses';
 
 export type FakeToolCall = { id?: string; name: string; input: unknown };
 
@@ -158,6 +158,7 @@ export function dynamic(respond: DynamicItem['respond']): DynamicItem {
 const routes: Record<string, Protocol> = {
   '/v1/chat/completions': 'openai',
   '/v1/messages': 'anthropic',
+  '/v1/responses': 'responses',
 };
 
 export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
@@ -174,7 +175,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const raw = await readBody(req);
     const path = (req.url ?? '').split('?')[0] ?? '';
-    const protocol = routes[path];
+    const protocol = Object.hasOwn(routes, path) ? routes[path] : undefined;
     const record: RecordedRequest = {
       index: requests.length,
       protocol,
@@ -262,6 +263,16 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
       answer = item;
     }
     if (answer.type === 'error') return sendError(res, record, protocol, answer);
+    if (protocol === 'responses') {
+      const undeclared = (answer.toolCalls ?? []).find(
+        (c) => responsesToolKind(record.body, c.name) === undefined,
+      );
+      if (undeclared)
+        return refuse(
+          500,
+          `scripted a call of ${undeclared.name}, which the request does not offer`,
+        );
+    }
     if ((answer.streamOnly || answer.streamErrorAfter !== undefined) && !record.stream) {
       return refuse(500, 'a streaming answer was scripted for a non-streaming request');
     }
@@ -270,7 +281,9 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     record.cacheReadTokens = cache.read;
     record.cacheWriteTokens = cache.write;
     const shaped = normalizeReply(answer, nextId, protocol, prompt.tokens, cache);
-    if (!record.stream) return sendJson(res, record, 200, completeBody(protocol, shaped, model));
+    if (!record.stream) {
+      return sendJson(res, record, 200, completeBody(protocol, shaped, model, record.body, nextId));
+    }
     await stream(res, record, protocol, shaped, model, nextId);
   };
 
@@ -340,7 +353,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
 // --- request checks: what the real APIs would refuse ---
 
 function checkAuth(protocol: Protocol, req: IncomingMessage, key: string): string | undefined {
-  if (protocol === 'openai') {
+  if (protocol !== 'anthropic') {
     return req.headers.authorization === `Bearer ${key}`
       ? undefined
       : 'missing or wrong Authorization: Bearer header';
@@ -355,6 +368,7 @@ function checkBody(protocol: Protocol, body: unknown, models: string[]): string 
   if (typeof body.model !== 'string' || !models.includes(body.model)) {
     return `unknown model ${JSON.stringify(body.model)}`;
   }
+  if (protocol === 'responses') return checkResponsesInput(body);
   if (!Array.isArray(body.messages) || body.messages.length === 0) return 'no messages';
   return protocol === 'openai'
     ? checkOpenAiMessages(body.messages)
@@ -380,6 +394,39 @@ function checkOpenAiMessages(messages: unknown[]): string | undefined {
     }
   }
   return open.size > 0 ? `tool calls ${[...open].join(', ')} have no result` : undefined;
+}
+
+/**
+ * The Responses API's input: items in order, each tool call answered by an output with its
+ * call_id before the next message; the tools named by calls must be the request's own.
+ */
+function checkResponsesInput(body: Record<string, unknown>): string | undefined {
+  if (!Array.isArray(body.input) || body.input.length === 0) return 'no input';
+  const open = new Set<string>();
+  for (const [i, item] of body.input.entries()) {
+    if (!isRecord(item)) return `input ${i} is not an object`;
+    const type = item.type ?? 'message';
+    if (type === 'function_call' || type === 'custom_tool_call') {
+      open.add(String(item.call_id));
+    } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
+      if (!open.delete(String(item.call_id))) {
+        return `input ${i}: ${String(type)} for unknown call_id ${String(item.call_id)}`;
+      }
+    } else if (type === 'message') {
+      if (open.size > 0) return `input ${i}: calls ${[...open].join(', ')} have no output`;
+      if (!['system', 'developer', 'user', 'assistant'].includes(String(item.role))) {
+        return `input ${i}: bad role ${String(item.role)}`;
+      }
+    }
+  }
+  return open.size > 0 ? `calls ${[...open].join(', ')} have no output` : undefined;
+}
+
+/** How the request declares a tool: a JSON `function`, a freeform `custom` one, or not at all. */
+function responsesToolKind(body: unknown, name: string): 'function' | 'custom' | undefined {
+  const tools = isRecord(body) && Array.isArray(body.tools) ? body.tools.filter(isRecord) : [];
+  const tool = tools.find((t) => t.name === name);
+  return tool?.type === 'function' || tool?.type === 'custom' ? tool.type : undefined;
 }
 
 function checkAnthropicBody(
@@ -430,7 +477,7 @@ function normalizeReply(
 ): ShapedReply {
   const text = r.text ?? '';
   const calls = (r.toolCalls ?? []).map((c) => ({
-    id: c.id ?? nextId(protocol === 'openai' ? 'call_' : 'toolu_'),
+    id: c.id ?? nextId(protocol === 'anthropic' ? 'toolu_' : 'call_'),
     name: c.name,
     arguments: JSON.stringify(c.input),
     input: c.input,
@@ -456,7 +503,22 @@ function normalizeReply(
 
 const anthropicStop = { stop: 'end_turn', tool_calls: 'tool_use', length: 'max_tokens' } as const;
 
-function completeBody(protocol: Protocol, r: ShapedReply, model: string): unknown {
+function completeBody(
+  protocol: Protocol,
+  r: ShapedReply,
+  model: string,
+  body: unknown,
+  nextId: (prefix: string) => string,
+): unknown {
+  if (protocol === 'responses') {
+    return responsesObject(
+      nextId('resp_'),
+      model,
+      'completed',
+      responsesOutput(r, body, nextId),
+      r,
+    );
+  }
   if (protocol === 'openai') {
     return {
       id: 'chatcmpl-fake',
@@ -540,7 +602,12 @@ async function stream(
     'cache-control': 'no-cache',
     connection: 'keep-alive',
   });
-  const events = protocol === 'openai' ? openAiEvents(r, model) : anthropicEvents(r, model, nextId);
+  const events =
+    protocol === 'openai'
+      ? openAiEvents(r, model)
+      : protocol === 'responses'
+        ? responsesEvents(r, model, record.body, nextId)
+        : anthropicEvents(r, model, nextId);
   let contentChunks = 0;
   for (const { chunk, content } of events) {
     if (content && r.streamErrorAfter !== undefined && contentChunks >= r.streamErrorAfter) {
@@ -559,6 +626,10 @@ async function stream(
 type SseChunk = { chunk: string; content: boolean };
 
 function streamErrorEvent(protocol: Protocol): string {
+  if (protocol === 'responses') {
+    const error = { type: 'error', code: 'server_error', message: 'The server had an error' };
+    return `event: error\ndata: ${JSON.stringify(error)}\n\n`;
+  }
   if (protocol === 'openai') {
     const error = { message: 'The server had an error', type: 'server_error', code: null };
     return `data: ${JSON.stringify({ error })}\n\n`;
@@ -604,6 +675,143 @@ function* openAiEvents(r: ShapedReply, model: string): Generator<SseChunk> {
     content: false,
   };
   yield { chunk: 'data: [DONE]\n\n', content: false };
+}
+
+type ResponsesItem = Record<string, unknown> & { type: string; id: string };
+
+/** The reply as Responses output items: a message with its text, then each tool call. */
+function responsesOutput(
+  r: ShapedReply,
+  body: unknown,
+  nextId: (prefix: string) => string,
+): ResponsesItem[] {
+  const items: ResponsesItem[] = [];
+  if (r.text !== '') {
+    items.push({
+      type: 'message',
+      id: nextId('msg_'),
+      status: 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text: r.text, annotations: [] }],
+    });
+  }
+  for (const c of r.toolCalls) {
+    // A freeform (custom) tool takes its input as the text itself, a function tool as JSON.
+    items.push(
+      responsesToolKind(body, c.name) === 'custom'
+        ? {
+            type: 'custom_tool_call',
+            id: nextId('ctc_'),
+            status: 'completed',
+            call_id: c.id,
+            name: c.name,
+            input: typeof c.input === 'string' ? c.input : c.arguments,
+          }
+        : {
+            type: 'function_call',
+            id: nextId('fc_'),
+            status: 'completed',
+            call_id: c.id,
+            name: c.name,
+            arguments: c.arguments,
+          },
+    );
+  }
+  return items;
+}
+
+function responsesObject(
+  id: string,
+  model: string,
+  status: 'in_progress' | 'completed' | 'incomplete',
+  output: ResponsesItem[],
+  r: ShapedReply | undefined,
+): Record<string, unknown> {
+  return {
+    id,
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status,
+    model,
+    output,
+    ...(status === 'incomplete' ? { incomplete_details: { reason: 'max_output_tokens' } } : {}),
+    usage: r
+      ? {
+          input_tokens: r.usage.input,
+          input_tokens_details: { cached_tokens: r.usage.cacheRead },
+          output_tokens: r.usage.output,
+          output_tokens_details: { reasoning_tokens: 0 },
+          total_tokens: r.usage.input + r.usage.output,
+        }
+      : null,
+  };
+}
+
+/** The Responses API's stream: created, each output item added, its deltas, done, completed. */
+function* responsesEvents(
+  r: ShapedReply,
+  model: string,
+  body: unknown,
+  nextId: (prefix: string) => string,
+): Generator<SseChunk> {
+  let seq = 0;
+  const ev = (type: string, payload: Record<string, unknown>, content = false): SseChunk => ({
+    chunk: `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...payload })}\n\n`,
+    content,
+  });
+  const id = nextId('resp_');
+  yield ev('response.created', {
+    response: responsesObject(id, model, 'in_progress', [], undefined),
+  });
+  yield ev('response.in_progress', {
+    response: responsesObject(id, model, 'in_progress', [], undefined),
+  });
+  const output = responsesOutput(r, body, nextId);
+  for (const [index, item] of output.entries()) {
+    const at = { output_index: index, item_id: item.id };
+    if (item.type === 'message') {
+      yield ev('response.output_item.added', {
+        output_index: index,
+        item: { ...item, status: 'in_progress', content: [] },
+      });
+      const part = { type: 'output_text', text: '', annotations: [] };
+      yield ev('response.content_part.added', { ...at, content_index: 0, part });
+      for (const piece of splitText(r.text, r.chunkChars)) {
+        yield ev('response.output_text.delta', { ...at, content_index: 0, delta: piece }, true);
+      }
+      yield ev('response.output_text.done', { ...at, content_index: 0, text: r.text });
+      yield ev('response.content_part.done', {
+        ...at,
+        content_index: 0,
+        part: { ...part, text: r.text },
+      });
+    } else if (item.type === 'function_call') {
+      yield ev('response.output_item.added', {
+        output_index: index,
+        item: { ...item, status: 'in_progress', arguments: '' },
+      });
+      const args = String(item.arguments);
+      for (const piece of splitText(args, r.chunkChars ?? 8)) {
+        yield ev('response.function_call_arguments.delta', { ...at, delta: piece }, true);
+      }
+      yield ev('response.function_call_arguments.done', { ...at, arguments: args });
+    } else {
+      yield ev('response.output_item.added', {
+        output_index: index,
+        item: { ...item, status: 'in_progress', input: '' },
+      });
+      const input = String(item.input);
+      for (const piece of splitText(input, r.chunkChars ?? 8)) {
+        yield ev('response.custom_tool_call_input.delta', { ...at, delta: piece }, true);
+      }
+      yield ev('response.custom_tool_call_input.done', { ...at, input });
+    }
+    yield ev('response.output_item.done', { output_index: index, item });
+  }
+  const status = r.finish === 'length' ? 'incomplete' : 'completed';
+  yield ev(status === 'completed' ? 'response.completed' : 'response.incomplete', {
+    response: responsesObject(id, model, status, output, r),
+  });
 }
 
 function* anthropicEvents(
@@ -694,7 +902,7 @@ function sendError(
 ): void {
   const message = e.message ?? `fake error ${e.status}`;
   const body =
-    protocol === 'openai'
+    protocol !== 'anthropic'
       ? {
           error: {
             message,
@@ -763,6 +971,9 @@ function measurePrompt(protocol: Protocol, body: Record<string, unknown>): Measu
         });
       } else add(content, `${role}:`);
     }
+  } else if (protocol === 'responses') {
+    if (typeof body.instructions === 'string') add(body.instructions, 'instructions:');
+    for (const item of Array.isArray(body.input) ? body.input : []) add(item);
   } else {
     for (const m of Array.isArray(body.messages) ? body.messages : []) add(m);
   }
@@ -770,7 +981,7 @@ function measurePrompt(protocol: Protocol, body: Record<string, unknown>): Measu
 }
 
 function maxTokensOf(body: Record<string, unknown>): number {
-  const n = body.max_tokens ?? body.max_completion_tokens;
+  const n = body.max_tokens ?? body.max_completion_tokens ?? body.max_output_tokens;
   return typeof n === 'number' ? n : 0;
 }
 
@@ -781,7 +992,7 @@ function overflowError(
   completion: number,
   window: number,
 ): ErrorItem {
-  if (protocol === 'openai') {
+  if (protocol !== 'anthropic') {
     const message =
       completion > 0
         ? `This model's maximum context length is ${window} tokens. However, you requested ${prompt + completion} tokens (${prompt} in the messages, ${completion} in the completion). Please reduce the length of the messages or completion.`
@@ -814,7 +1025,7 @@ class PromptCaches {
   readonly #anthropic = new Set<string>();
 
   use(protocol: Protocol, prompt: MeasuredPrompt, body: Record<string, unknown>): CacheUse {
-    return protocol === 'openai' ? this.#useOpenAi(prompt, body) : this.#useAnthropic(prompt);
+    return protocol === 'anthropic' ? this.#useAnthropic(prompt) : this.#useOpenAi(prompt, body);
   }
 
   #useOpenAi(prompt: MeasuredPrompt, body: Record<string, unknown>): CacheUse {

@@ -50,6 +50,28 @@ export function captureOutput(child: ChildProcess): {
   return { done, stdout: () => stdout, stderr: () => stderr };
 }
 
+/**
+ * Runs `errand ARGS` as a user runs it against a running service and resolves once it has
+ * exited: the environment holds only PATH, the service's URL and its data directory (where the
+ * CLI finds the admin key), then `env`; the working directory is the data directory.
+ */
+export function runCli(
+  svc: { url: string; database: { dataDir: string } },
+  args: string[],
+  env: Record<string, string> = {},
+): Promise<Run> {
+  const child = spawn(process.execPath, [MAIN, ...args], {
+    env: {
+      PATH: process.env.PATH ?? '',
+      ERRAND_URL: svc.url,
+      ERRAND_DATA_DIR: svc.database.dataDir,
+      ...env,
+    },
+    cwd: svc.database.dataDir,
+  });
+  return captureOutput(child).done;
+}
+
 /** Starts `errand worker` and resolves once it has said it started. */
 export async function startWorkerProcess(env: Record<string, string>): Promise<ChildProcess> {
   const child = runErrand(['worker'], { ...env, ERRAND_LOG_LEVEL: 'info' });

@@ -72,6 +72,7 @@ export const JOB_FIELDS = [
   'error',
   'id',
   'model',
+  'origin',
   'prLink',
   'projectId',
   'source',

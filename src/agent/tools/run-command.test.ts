@@ -67,6 +67,28 @@ describe('run_command', { skip }, () => {
     assert.equal(opts.events[3]?.data.outputTail, `${SECRET}\noops\n`);
   });
 
+  test('a command that grows the checkout past its bound is not ok, and the model is told', async (t) => {
+    const repo = await makeRepo(t);
+    const opts = options(repo.root, { checkoutGrowthMb: 1 });
+    const write = 'head -c 3145728 /dev/zero > big.bin';
+    const ended = await runCommand(opts, { command: write });
+    assert.equal(ended.ok, false);
+    assert.match(
+      ended.text,
+      /^\$ head .*\nExit code: 0 \(\d+ ms\), but it grew the repository by [34] MB, over the limit of 1 MB\.\n/,
+    );
+    assert.match(ended.text, /\[errand: the checkout grew by [34] MB, over the limit of 1 MB\]\n$/);
+    // Growth counts from each command's start: big.bin is already there.
+    const stopped = await runCommand(opts, {
+      command: `${write.replace('big', 'more')}; exec sleep 600`,
+    });
+    assert.equal(stopped.ok, false);
+    assert.match(
+      stopped.text,
+      /\nStopped: it grew the repository by [34] MB, over the limit of 1 MB \([\d.]+ m?s\)\.\n/,
+    );
+  });
+
   test('long output keeps its head and tail for the model; the event keeps a short tail', async (t) => {
     const repo = await makeRepo(t);
     const opts = options(repo.root);

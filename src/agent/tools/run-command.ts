@@ -33,6 +33,8 @@ export interface RunCommandOptions {
   emit: (type: string, data: Record<string, unknown>) => Promise<void>;
   /** Values never shown to the model, should a command's output hold one. */
   secrets: readonly string[];
+  /** How much one command may grow the checkout, in MB (default: the sandbox's). */
+  checkoutGrowthMb?: number;
 }
 
 const inputSchema = z.object({
@@ -122,6 +124,7 @@ export async function runCommand(
     network: false,
     signal,
     outputCap: COMMAND_OUTPUT_CAP,
+    ...(opts.checkoutGrowthMb === undefined ? {} : { checkoutGrowthMb: opts.checkoutGrowthMb }),
   });
   await opts.emit('command.finished', {
     command: input.command,
@@ -134,7 +137,7 @@ export async function runCommand(
   // The turn was cancelled: nothing is left to tell the model.
   if (result.aborted || signal.aborted) signal.throwIfAborted();
 
-  const ok = result.exitCode === 0 && !result.timedOut;
+  const ok = result.exitCode === 0 && !result.timedOut && result.diskExceeded === undefined;
   const status = describeExit(result, timeoutSeconds);
   const notes: string[] = [];
   if (asked !== undefined && asked > max) {
@@ -173,6 +176,13 @@ function describeExit(result: SandboxResult, timeoutSeconds: number): string {
   const took = formatDuration(result.durationMs);
   if (result.timedOut) {
     return `Timed out: stopped after its time limit of ${timeoutSeconds} s (every process it started was killed).`;
+  }
+  const disk = result.diskExceeded;
+  if (disk && result.exitCode === null) {
+    return `Stopped: it grew the repository by ${disk.grownMb} MB, over the limit of ${disk.limitMb} MB (${took}).`;
+  }
+  if (disk) {
+    return `Exit code: ${result.exitCode} (${took}), but it grew the repository by ${disk.grownMb} MB, over the limit of ${disk.limitMb} MB.`;
   }
   if (result.exitCode !== null) return `Exit code: ${result.exitCode} (${took})`;
   return `Killed by signal ${result.signal ?? 'unknown'} (${took}); a limit on CPU time, memory, processes or file size may have stopped it.`;

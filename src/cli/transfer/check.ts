@@ -62,7 +62,7 @@ export async function checkExportFile(file: string, name = file): Promise<Checke
       }
       const { table, row } = rowLine(line, name, lineNo);
       counts[table] = (counts[table] ?? 0) + 1;
-      for (const column of ['forge_secret', 'secret', 'previous_secret']) {
+      for (const column of ['forge_secret', 'forge_webhook_secret', 'secret', 'previous_secret']) {
         const value = row[column];
         if (typeof value === 'string' && (table === 'projects' || table === 'webhooks'))
           if (sealed.length < MAX_SEALED_SAMPLES) sealed.push(value);

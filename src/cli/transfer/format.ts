@@ -23,8 +23,8 @@ interface TableSpec {
 
 /**
  * The tables of an export, parents before children, as they are written and loaded. Left out:
- * dashboard sessions (browsers sign in again), rate-limit counters and idempotency keys (both
- * short-lived), the migrations table (the importing side runs its own) and pg-boss's schema
+ * dashboard sessions (browsers sign in again), rate-limit counters, idempotency keys and forge
+ * delivery ids (all short-lived), the migrations table (the importing side runs its own) and pg-boss's schema
  * (open turns and pending deliveries are queued afresh on import).
  */
 export const TABLES: readonly TableSpec[] = [
@@ -34,6 +34,9 @@ export const TABLES: readonly TableSpec[] = [
   { name: 'jobs', order: 'id', noun: ['job', 'jobs'] },
   { name: 'turns', order: 'job_id, seq', noun: ['turn', 'turns'] },
   { name: 'events', order: 'seq', noun: ['event', 'events'] },
+  // What Errand has said on the forge about each turn: without them, an imported turn that
+  // ended lately would be answered on the forge a second time.
+  { name: 'forge_replies', order: 'job_id, seq, kind', noun: ['forge answer', 'forge answers'] },
   {
     name: 'webhook_deliveries',
     order: 'id',

@@ -427,3 +427,42 @@ async function closedPort(): Promise<number> {
   assert.ok(address && typeof address === 'object');
   return address.port;
 }
+
+describe('answering on the forge', () => {
+  it('write access: owner, admin and write may; read and unknown users may not', async () => {
+    for (const level of ['owner', 'admin', 'write', 'read', 'none'] as const)
+      fake.setPermission(REPO, `u-${level}`, level);
+    const answers: Record<string, boolean> = {};
+    for (const level of ['owner', 'admin', 'write', 'read', 'none', 'ghost'])
+      answers[level] = await client().canWrite({ login: `u-${level}`, id: '1' });
+    assert.deepEqual(answers, {
+      owner: true,
+      admin: true,
+      write: true,
+      read: false,
+      none: false,
+      ghost: false,
+    });
+  });
+
+  it('a token whose user may not ask about others is refused, saying what it needs', async () => {
+    fake.failNext(403, {}, { message: 'collaborators can query only their own', url: '' });
+    const err = await forgeError(client().canWrite({ login: 'someone', id: '1' }));
+    assert.equal(err.transient, false);
+    assert.match(err.message, /administrator of the repository/);
+  });
+
+  it('a review takes no reaction of its own: the pull request gets the 👀', async () => {
+    const { pullRequest } = await client().createPullRequest(input());
+    await client().acknowledge({
+      thread: { kind: 'pull-request', number: pullRequest.number },
+      where: 'review',
+      commentId: '',
+      discussionId: null,
+    });
+    assert.deepEqual(
+      fake.reactions(REPO).map((r) => [r.on, r.id, r.content]),
+      [['issue', pullRequest.number, 'eyes']],
+    );
+  });
+});

@@ -11,14 +11,18 @@ import {
   readForgeRepository,
 } from '../http.ts';
 import type {
+  CommentRef,
   CreatedPullRequest,
   ForgeClient,
   ForgeClientOptions,
   ForgeProvider,
+  ForgeUser,
   PullRequest,
   PullRequestInput,
+  ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
+import { giteaDeliveries } from './deliveries.ts';
 
 export const id = 'gitea';
 
@@ -35,6 +39,7 @@ export const provider: ForgeProvider = {
     giteaTarget(apiUrl, repository);
   },
   create: createGiteaClient,
+  ...giteaDeliveries,
 };
 
 const API_SUFFIX = '/api/v1';
@@ -70,6 +75,10 @@ const pullSchema = z.object({
   base: branchSchema,
 });
 const pullListSchema = z.array(pullSchema);
+const reactionSchema = z.object({ content: z.string() });
+const commentSchema = z.object({ id: z.number() });
+const permissionSchema = z.object({ permission: z.string() });
+const WRITE_PERMISSIONS: ReadonlySet<string> = new Set(['write', 'admin', 'owner']);
 type GiteaPull = z.infer<typeof pullSchema>;
 
 /** The API and the repository a repository URL names below it; throws when it names none. */
@@ -240,7 +249,70 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     };
   }
 
-  return { kind: 'gitea', findPullRequest, createPullRequest, updatePullRequest, gitAuth };
+  async function acknowledge(target: CommentRef, signal?: AbortSignal): Promise<void> {
+    // A review's body is no comment and takes no reaction: its pull request gets the 👀.
+    const path =
+      target.where === 'review'
+        ? `${base}/issues/${target.thread.number}/reactions`
+        : `${base}/issues/comments/${encodeURIComponent(target.commentId)}/reactions`;
+    await http.request({
+      method: 'POST',
+      path,
+      body: { content: 'eyes' },
+      schema: reactionSchema,
+      action: `react to a comment on #${target.thread.number}`,
+      signal,
+    });
+  }
+
+  async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
+    // Pull requests are issues to Gitea's comment API.
+    await http.request({
+      method: 'POST',
+      path: `${base}/issues/${thread.number}/comments`,
+      body: { body },
+      schema: commentSchema,
+      action: `comment on #${thread.number}`,
+      signal,
+    });
+  }
+
+  async function canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const { data } = await http.request({
+        method: 'GET',
+        path: `${base}/collaborators/${encodeURIComponent(user.login)}/permission`,
+        schema: permissionSchema,
+        action: `read ${user.login}'s permission`,
+        notFound: `${user.login} is not a user of this Gitea`,
+        signal,
+      });
+      return WRITE_PERMISSIONS.has(data.permission);
+    } catch (err) {
+      if (err instanceof ForgeError && err.status === 404) return false;
+      // Gitea tells another user's permission only to an administrator of the repository.
+      if (err instanceof ForgeError && err.status === 403)
+        throw new ForgeError(
+          'gitea',
+          `Gitea refused to tell ${user.login}'s permission on ${repository} (403): the token's user must be an administrator of the repository for Errand to check who may ask it for work`,
+          { transient: false, status: 403 },
+        );
+      throw err;
+    }
+  }
+
+  return {
+    kind: 'gitea',
+    findPullRequest,
+    createPullRequest,
+    updatePullRequest,
+    gitAuth,
+    acknowledge,
+    // Gitea's API answers no comment in its thread: the answer goes in the conversation.
+    reply: (target, body, signal) => comment(target.thread, body, signal),
+    comment,
+    canWrite,
+  };
 }
 
 function isFrom(pr: GiteaPull, head: string): boolean {

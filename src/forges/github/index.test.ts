@@ -315,3 +315,63 @@ describe('GitHub Enterprise Server', () => {
     gh.assertNoUnexpected();
   });
 });
+
+describe('answering on the forge', () => {
+  test('write access: admin, maintain and write may; triage, read and unknown users may not', async () => {
+    const gh = await start();
+    const client = provider.create({ apiUrl: gh.apiUrl, repository, credentials: { token } });
+    const levels = ['admin', 'maintain', 'write', 'triage', 'read', 'none'] as const;
+    for (const level of levels) gh.setPermission('octo/hello', `u-${level}`, level);
+    const answers: Record<string, boolean> = {};
+    for (const level of [...levels, 'ghost']) {
+      answers[level] = await client.canWrite({ login: `u-${level}`, id: '1' });
+    }
+    assert.deepEqual(answers, {
+      admin: true,
+      maintain: true,
+      write: true,
+      triage: false,
+      read: false,
+      none: false,
+      ghost: false,
+    });
+    gh.assertNoUnexpected();
+  });
+
+  test("a reply to a reply in a line comment's thread goes to the thread's first comment", async () => {
+    const gh = await start();
+    const client = provider.create({ apiUrl: gh.apiUrl, repository, credentials: { token } });
+    const { pullRequest } = await client.createPullRequest(input('job1', false));
+    const line = { path: 'a.ts', line: 3, diffHunk: '@@ -1 +1 @@\n+x' };
+    const first = gh.addComment('octo/hello', {
+      number: pullRequest.number,
+      author: 'reviewer',
+      body: 'hmm',
+      kind: 'line',
+      ...line,
+    });
+    const second = gh.addComment('octo/hello', {
+      number: pullRequest.number,
+      author: 'reviewer',
+      body: '@errand fix it',
+      kind: 'line',
+      inReplyTo: first.id,
+      ...line,
+    });
+    const ref = {
+      thread: { kind: 'pull-request' as const, number: pullRequest.number },
+      where: 'line' as const,
+      commentId: String(second.id),
+      discussionId: null,
+    };
+    await client.acknowledge(ref);
+    await client.reply(ref, 'done');
+    const answer = gh.comments('octo/hello').find((c) => c.body === 'done');
+    assert.equal(answer?.inReplyTo, first.id);
+    assert.deepEqual(
+      gh.reactions('octo/hello').map((r) => [r.on, r.id, r.content]),
+      [['review-comment', second.id, 'eyes']],
+    );
+    gh.assertNoUnexpected();
+  });
+});

@@ -5,14 +5,17 @@
 import { Octokit } from '@octokit/rest';
 import { z } from 'zod';
 import type {
+  CommentRef,
   CreatedPullRequest,
   ForgeClient,
   ForgeClientOptions,
   ForgeProvider,
   PullRequest,
+  ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
 import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
+import { githubDeliveries } from './deliveries.ts';
 import { type CallContext, toForgeError } from './errors.ts';
 import { parseRepository } from './repository.ts';
 
@@ -38,6 +41,7 @@ export const provider: ForgeProvider = {
     parseApiUrl(apiUrl);
   },
   create: createGitHubClient,
+  ...githubDeliveries,
 };
 
 // Only the fields Errand reads; GitHub's objects carry dozens more.
@@ -50,6 +54,15 @@ const pullSchema = z.object({
   merged_at: z.string().nullable().optional(),
 });
 const pullListSchema = z.array(pullSchema);
+const reactionSchema = z.object({ id: z.number(), content: z.string() });
+const commentSchema = z.object({ id: z.number(), html_url: z.string() });
+const reviewCommentSchema = z.object({
+  id: z.number(),
+  in_reply_to_id: z.number().nullable().optional(),
+});
+// `maintain` and custom roles show as `write` in `permission`; `role_name` names them.
+const permissionSchema = z.object({ permission: z.string(), role_name: z.string().optional() });
+const WRITE_PERMISSIONS: ReadonlySet<string> = new Set(['admin', 'maintain', 'write']);
 
 type GitHubPull = z.infer<typeof pullSchema>;
 
@@ -176,6 +189,28 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     return toPullRequest(pull);
   }
 
+  async function commentOn(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
+    // Pull requests are issues to GitHub's comment API.
+    await call(
+      {
+        action: `comment on #${thread.number}`,
+        method: 'POST',
+        path: `/repos/${repository}/issues/${thread.number}/comments`,
+      },
+      commentSchema,
+      (headers, request) =>
+        octokit.rest.issues.createComment({
+          owner: target.owner,
+          repo: target.repo,
+          issue_number: thread.number,
+          body,
+          headers,
+          request,
+        }),
+      signal,
+    );
+  }
+
   return {
     kind: 'github',
     findPullRequest,
@@ -227,6 +262,140 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
         signal,
       );
       return toPullRequest(pull);
+    },
+
+    async acknowledge(comment: CommentRef, signal?: AbortSignal) {
+      const where = { owner: target.owner, repo: target.repo, content: 'eyes' as const };
+      if (comment.where === 'line') {
+        await call(
+          {
+            action: 'react to a review comment',
+            method: 'POST',
+            path: `/repos/${repository}/pulls/comments/${comment.commentId}/reactions`,
+          },
+          reactionSchema,
+          (headers, request) =>
+            octokit.rest.reactions.createForPullRequestReviewComment({
+              ...where,
+              comment_id: Number(comment.commentId),
+              headers,
+              request,
+            }),
+          signal,
+        );
+        return;
+      }
+      if (comment.where === 'review') {
+        // A review's body takes no reaction: the pull request it reviews gets the 👀.
+        await call(
+          {
+            action: `react to pull request #${comment.thread.number}`,
+            method: 'POST',
+            path: `/repos/${repository}/issues/${comment.thread.number}/reactions`,
+          },
+          reactionSchema,
+          (headers, request) =>
+            octokit.rest.reactions.createForIssue({
+              ...where,
+              issue_number: comment.thread.number,
+              headers,
+              request,
+            }),
+          signal,
+        );
+        return;
+      }
+      await call(
+        {
+          action: 'react to a comment',
+          method: 'POST',
+          path: `/repos/${repository}/issues/comments/${comment.commentId}/reactions`,
+        },
+        reactionSchema,
+        (headers, request) =>
+          octokit.rest.reactions.createForIssueComment({
+            ...where,
+            comment_id: Number(comment.commentId),
+            headers,
+            request,
+          }),
+        signal,
+      );
+    },
+
+    async reply(comment, body, signal) {
+      if (comment.where !== 'line') return commentOn(comment.thread, body, signal);
+      const number = comment.thread.number;
+      // GitHub takes replies to a thread's first comment only: a reply in the thread names it.
+      const asked = await call(
+        {
+          action: 'read a review comment',
+          method: 'GET',
+          path: `/repos/${repository}/pulls/comments/${comment.commentId}`,
+        },
+        reviewCommentSchema,
+        (headers, request) =>
+          octokit.rest.pulls.getReviewComment({
+            owner: target.owner,
+            repo: target.repo,
+            comment_id: Number(comment.commentId),
+            headers,
+            request,
+          }),
+        signal,
+      );
+      const root = asked.in_reply_to_id ?? asked.id;
+      await call(
+        {
+          action: `reply to a review comment on pull request #${number}`,
+          method: 'POST',
+          path: `/repos/${repository}/pulls/${number}/comments/${root}/replies`,
+          pullRequest: number,
+        },
+        commentSchema,
+        (headers, request) =>
+          octokit.rest.pulls.createReplyForReviewComment({
+            owner: target.owner,
+            repo: target.repo,
+            pull_number: number,
+            comment_id: root,
+            body,
+            headers,
+            request,
+          }),
+        signal,
+      );
+    },
+
+    comment: commentOn,
+
+    async canWrite(user, signal) {
+      try {
+        const level = await call(
+          {
+            action: `read ${user.login}'s permission`,
+            method: 'GET',
+            path: `/repos/${repository}/collaborators/${user.login}/permission`,
+          },
+          permissionSchema,
+          (headers, request) =>
+            octokit.rest.repos.getCollaboratorPermissionLevel({
+              owner: target.owner,
+              repo: target.repo,
+              username: user.login,
+              headers,
+              request,
+            }),
+          signal,
+        );
+        return (
+          WRITE_PERMISSIONS.has(level.permission) || WRITE_PERMISSIONS.has(level.role_name ?? '')
+        );
+      } catch (err) {
+        // GitHub answers 404 for a login that is not a user (a deleted account): no access.
+        if (err instanceof ForgeError && err.status === 404) return false;
+        throw err;
+      }
     },
 
     async gitAuth(signal) {

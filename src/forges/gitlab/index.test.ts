@@ -445,3 +445,55 @@ async function closedPort(): Promise<number> {
   assert.ok(address && typeof address === 'object');
   return address.port;
 }
+
+describe('answering on the forge', () => {
+  it('write access: Developer and above may; Reporter, Guest and non-members may not', async () => {
+    const levels = { developer: 30, maintainer: 40, owner: 50, reporter: 20, guest: 10 };
+    let id = 7000;
+    const answers: Record<string, boolean> = {};
+    for (const [name, level] of Object.entries(levels)) {
+      fake.addUser({ username: name, id: ++id }, level);
+      answers[name] = await client().canWrite({ login: name, id: String(id) });
+    }
+    answers.stranger = await client().canWrite({ login: 'stranger', id: '999999' });
+    assert.deepEqual(answers, {
+      developer: true,
+      maintainer: true,
+      owner: true,
+      reporter: false,
+      guest: false,
+      stranger: false,
+    });
+  });
+
+  it("a reply goes into the note's discussion; a note without one gets a note of its own", async () => {
+    const { pullRequest } = await client().createPullRequest(input());
+    const asked = fake.addNote(PROJECT, {
+      on: 'merge_request',
+      iid: pullRequest.number,
+      author: 'reviewer',
+      body: '@errand rename it',
+    });
+    const ref = {
+      thread: { kind: 'pull-request' as const, number: pullRequest.number },
+      where: 'conversation' as const,
+      commentId: String(asked.id),
+      discussionId: asked.discussionId,
+    };
+    await client().acknowledge(ref);
+    await client().reply(ref, 'renamed');
+    await client().reply({ ...ref, discussionId: null }, 'also here');
+    const notes = fake.notes(PROJECT).filter((n) => n.author === 'errand-bot');
+    assert.deepEqual(
+      notes.map((n) => [n.body, n.discussionId === asked.discussionId]),
+      [
+        ['renamed', true],
+        ['also here', false],
+      ],
+    );
+    assert.deepEqual(
+      fake.awards(PROJECT).map((a) => [a.noteId, a.name]),
+      [[asked.id, 'eyes']],
+    );
+  });
+});

@@ -11,14 +11,18 @@ import {
   readForgeRepository,
 } from '../http.ts';
 import type {
+  CommentRef,
   CreatedPullRequest,
   ForgeClient,
   ForgeClientOptions,
   ForgeProvider,
+  ForgeUser,
   PullRequest,
   PullRequestInput,
+  ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
+import { gitlabDeliveries } from './deliveries.ts';
 
 export const id = 'gitlab';
 
@@ -39,6 +43,7 @@ export const provider: ForgeProvider = {
     gitlabTarget(apiUrl, repository);
   },
   create: createGitLabClient,
+  ...gitlabDeliveries,
 };
 
 const API_SUFFIX = '/api/v4';
@@ -69,6 +74,11 @@ const mergeRequestSchema = z.object({
   target_project_id: z.number().int().optional(),
 });
 const mergeRequestListSchema = z.array(mergeRequestSchema);
+const awardSchema = z.object({ id: z.number(), name: z.string() });
+const noteSchema = z.object({ id: z.number() });
+const memberSchema = z.object({ id: z.number(), access_level: z.number().int() });
+/** GitLab's Developer role: the least that may push (Maintainer 40, Owner 50). */
+const DEVELOPER = 30;
 type GitLabMergeRequest = z.infer<typeof mergeRequestSchema>;
 
 /** The API and the project a repository URL names below it; throws when it names none. */
@@ -234,7 +244,76 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     };
   }
 
-  return { kind: 'gitlab', findPullRequest, createPullRequest, updatePullRequest, gitAuth };
+  /** The API path of an issue or merge request of the project. */
+  const threadPath = (thread: ThreadRef) =>
+    `${project}/${thread.kind === 'pull-request' ? 'merge_requests' : 'issues'}/${thread.number}`;
+  const threadName = (thread: ThreadRef) =>
+    thread.kind === 'pull-request' ? `merge request !${thread.number}` : `issue #${thread.number}`;
+
+  async function acknowledge(comment: CommentRef, signal?: AbortSignal): Promise<void> {
+    await http.request({
+      method: 'POST',
+      path: `${threadPath(comment.thread)}/notes/${encodeURIComponent(comment.commentId)}/award_emoji`,
+      body: { name: 'eyes' },
+      schema: awardSchema,
+      action: `react to a comment on ${threadName(comment.thread)}`,
+      signal,
+    });
+  }
+
+  async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
+    await http.request({
+      method: 'POST',
+      path: `${threadPath(thread)}/notes`,
+      body: { body },
+      schema: noteSchema,
+      action: `comment on ${threadName(thread)}`,
+      signal,
+    });
+  }
+
+  async function reply(target: CommentRef, body: string, signal?: AbortSignal): Promise<void> {
+    if (target.discussionId === null) return comment(target.thread, body, signal);
+    await http.request({
+      method: 'POST',
+      path: `${threadPath(target.thread)}/discussions/${encodeURIComponent(target.discussionId)}/notes`,
+      body: { body },
+      schema: noteSchema,
+      action: `reply in a discussion of ${threadName(target.thread)}`,
+      signal,
+    });
+  }
+
+  async function canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean> {
+    if (!/^\d+$/.test(user.id)) return false;
+    try {
+      const { data } = await http.request({
+        method: 'GET',
+        // `all`: members of the project and of its groups, inherited roles included.
+        path: `${project}/members/all/${user.id}`,
+        schema: memberSchema,
+        action: `read ${user.login}'s role`,
+        notFound: `${user.login} is not a member of ${projectPath}`,
+        signal,
+      });
+      return data.access_level >= DEVELOPER;
+    } catch (err) {
+      if (err instanceof ForgeError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  return {
+    kind: 'gitlab',
+    findPullRequest,
+    createPullRequest,
+    updatePullRequest,
+    gitAuth,
+    acknowledge,
+    reply,
+    comment,
+    canWrite,
+  };
 }
 
 function fromFork(mr: GitLabMergeRequest): boolean {

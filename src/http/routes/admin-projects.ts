@@ -6,10 +6,14 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { forgeWebhookUrl } from '../../events/forge-deliveries.ts';
+import { forgeProviders } from '../../forges/registry.ts';
+import { ENGINE_NAMES } from '../../projects/engine.ts';
 import { FORGE_KINDS, type ForgeKind } from '../../projects/forge.ts';
 import { projectCreateBody, projectUpdateBody } from '../../projects/schemas.ts';
 import {
   createProject,
+  generateForgeWebhookSecret,
   getProject,
   listProjects,
   toProjectRecord,
@@ -32,6 +36,15 @@ const projectRecord = z.object({
       .describe('How credentials are given; never the credentials themselves.'),
     tokenEnv: z.string().nullable(),
   }),
+  forgeWebhookSecretSet: z
+    .boolean()
+    .describe(
+      "Whether the forge's webhook deliveries have a secret to be checked with; never the secret.",
+    ),
+  forgeHandle: z
+    .string()
+    .describe('The handle forge comments mention to reach Errand, without the @.'),
+  forgeLabel: z.string().describe('The label that makes a forge issue a job.'),
   draftPullRequests: z.boolean(),
   commandsEnabled: z.boolean(),
   setupCommand: z.string().nullable(),
@@ -51,11 +64,25 @@ const projectRecord = z.object({
     .describe(
       "What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none).",
     ),
+  engine: z
+    .enum(ENGINE_NAMES)
+    .describe("The agent that runs the project's turns (errand: Errand's own)."),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
 });
 
 const params = z.object({ id: z.string().describe('The project id (prj_ and 20 characters).') });
+
+const forgeWebhookSecret = z.object({
+  secret: z
+    .string()
+    .describe(
+      "The new secret, to paste into the forge's webhook form: shown in this response only.",
+    ),
+  url: z.string().describe('The payload URL to give the forge.'),
+  events: z.array(z.string()).describe("The events to select in the forge's webhook form."),
+  project: projectRecord,
+});
 const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 
 export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -120,5 +147,32 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
     },
     async (request) =>
       toProjectRecord(ctx, await updateProject(ctx, request.params.id, request.body)),
+  );
+  typed.post(
+    '/v2/admin/projects/:id/forge-webhook-secret',
+    {
+      schema: {
+        ...admin,
+        summary: 'Make a forge webhook secret',
+        description:
+          "Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.",
+        params,
+        response: {
+          200: forgeWebhookSecret.describe('The new secret, shown this once.'),
+          ...errors(400, 401, 403, 404, 503),
+        },
+      },
+    },
+    async (request) => {
+      const { row, secret } = await generateForgeWebhookSecret(ctx, request.params.id);
+      const project = toProjectRecord(ctx, row);
+      const base = ctx.config.publicUrl ?? `${request.protocol}://${request.host}`;
+      return {
+        secret,
+        url: forgeWebhookUrl(base, row.id),
+        events: [...(forgeProviders.get(project.forge.kind)?.webhookEvents ?? [])],
+        project,
+      };
+    },
   );
 }

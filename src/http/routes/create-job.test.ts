@@ -102,6 +102,8 @@ describe('POST /v2/agent/{projectId}/job', () => {
       assert.equal(job.branch, `errand/${job.id}`);
       assert.equal(job.error, null);
       assert.equal(job.turns, 1);
+      // Made through the API, not from a forge issue.
+      assert.equal(job.origin, null);
       isoNear(job.updatedAt);
 
       const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });

@@ -1,0 +1,101 @@
+// The routes of a project's forge webhook page: the page, a new secret made by Errand (shown
+// on the answer's page only), and the form that sets a chosen secret, the handle and the label,
+// or removes the secret. Checked by the admin API's schemas, saved through the project service.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { forgeWebhookUrl } from '../events/forge-deliveries.ts';
+import { forgeProviders } from '../forges/registry.ts';
+import { projectUpdateBody } from '../projects/schemas.ts';
+import {
+  generateForgeWebhookSecret,
+  getProject,
+  type ProjectRecord,
+  toProjectRecord,
+  updateProject,
+} from '../projects/service.ts';
+import { type ForgeWebhookView, forgeWebhookPage } from './forge-webhook-pages.ts';
+import { admin, baseUrl, type Form, given, parse, sendPage } from './requests.ts';
+
+export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
+  const view = (request: FastifyRequest, project: ProjectRecord): ForgeWebhookView => {
+    const provider = forgeProviders.get(project.forge.kind);
+    return {
+      project,
+      url: forgeWebhookUrl(baseUrl(ctx, request), project.id),
+      events: provider?.webhookEvents ?? [],
+      forgeName: provider?.name,
+    };
+  };
+  const project = async (id: string) => toProjectRecord(ctx, await getProject(ctx, id));
+
+  pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
+    '/projects/:id/forge-webhook',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      return sendPage(
+        reply,
+        200,
+        forgeWebhookPage(principal, view(request, current), { saved: request.query.saved === '1' }),
+      );
+    },
+  );
+
+  pages.post<{ Params: { id: string } }>(
+    '/projects/:id/forge-webhook/secret',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      try {
+        const { row, secret } = await generateForgeWebhookSecret(ctx, current.id);
+        return sendPage(
+          reply,
+          200,
+          forgeWebhookPage(principal, view(request, toProjectRecord(ctx, row)), { secret }),
+        );
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        return sendPage(
+          reply,
+          err.status,
+          forgeWebhookPage(principal, view(request, current), { error: err.message }),
+        );
+      }
+    },
+  );
+
+  pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+    '/projects/:id/forge-webhook',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const form = request.body ?? {};
+      try {
+        const secret = given(form, 'forgeWebhookSecret');
+        const body = parse(projectUpdateBody, {
+          forgeHandle: (form.forgeHandle ?? '').trim(),
+          forgeLabel: form.forgeLabel ?? '',
+          // An empty secret field keeps the secret set now.
+          ...(form.clearSecret === '1'
+            ? { forgeWebhookSecret: null }
+            : secret !== undefined
+              ? { forgeWebhookSecret: secret }
+              : {}),
+        });
+        await updateProject(ctx, current.id, body);
+        return reply.redirect(`/projects/${current.id}/forge-webhook?saved=1`, 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        return sendPage(
+          reply,
+          err.status,
+          forgeWebhookPage(principal, view(request, current), {
+            error: err.message,
+            values: { forgeHandle: form.forgeHandle, forgeLabel: form.forgeLabel },
+          }),
+        );
+      }
+    },
+  );
+}

@@ -1,0 +1,154 @@
+// Claude Code in print mode (`claude -p --output-format stream-json --verbose`): file edits and
+// commands pre-approved (Errand's sandbox confines them; Claude Code's own sandbox is off by
+// default and stays off), the Anthropic API reached through Errand's model proxy with a
+// placeholder key, its configuration and sessions in the job's state directory.
+import {
+  count,
+  type EngineDefinition,
+  type EngineEvent,
+  isRecord,
+  PLACEHOLDER_KEY,
+  type StreamReader,
+  str,
+  summarizeCall,
+  summarizeOutput,
+} from './engine.ts';
+
+/** Tools it may use without asking: reading, editing and running commands in the checkout. */
+const ALLOWED_TOOLS = [
+  'Bash',
+  'Edit',
+  'Write',
+  'Read',
+  'Glob',
+  'Grep',
+  'NotebookEdit',
+  'TodoWrite',
+];
+/** Tools that would reach past the proxy or run Claude Code's own background machinery. */
+const DISALLOWED_TOOLS = ['WebFetch', 'WebSearch', 'CronCreate', 'ScheduleWakeup'];
+
+export const claudeCode: EngineDefinition = {
+  name: 'claude-code',
+  invocation(setup) {
+    return {
+      argv: [
+        setup.bin,
+        '-p',
+        '--output-format',
+        'stream-json',
+        '--verbose',
+        '--model',
+        setup.model.id,
+        '--permission-mode',
+        'acceptEdits',
+        '--allowedTools',
+        ALLOWED_TOOLS.join(','),
+        '--disallowedTools',
+        DISALLOWED_TOOLS.join(','),
+        ...(setup.resume ? ['--resume', setup.resume] : []),
+        '--',
+        setup.prompt,
+      ],
+      env: {
+        ANTHROPIC_BASE_URL: setup.proxyOrigin,
+        ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
+        DISABLE_AUTOUPDATER: '1',
+        DISABLE_TELEMETRY: '1',
+        DISABLE_ERROR_REPORTING: '1',
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+      },
+      files: [],
+    };
+  },
+  reader: () => new ClaudeReader(),
+};
+
+class ClaudeReader implements StreamReader {
+  sessionId: string | undefined;
+  summary: string | undefined;
+  error: string | undefined;
+  /** Tool names by call id, for their results. */
+  readonly #calls = new Map<string, string>();
+  /** One API message arrives as several lines (one per content block): its usage counts once. */
+  readonly #counted = new Set<string>();
+
+  read(line: Record<string, unknown>): EngineEvent[] {
+    const sessionId = str(line.session_id);
+    if (sessionId) this.sessionId = sessionId;
+    const message = isRecord(line.message) ? line.message : {};
+    const blocks = Array.isArray(message.content) ? message.content.filter(isRecord) : [];
+    const events: EngineEvent[] = [];
+    switch (line.type) {
+      case 'assistant': {
+        const id = str(message.id);
+        if (id && !this.#counted.has(id) && isRecord(message.usage)) {
+          this.#counted.add(id);
+          const u = message.usage;
+          const cacheRead = count(u.cache_read_input_tokens);
+          const cacheWrite = count(u.cache_creation_input_tokens);
+          events.push({
+            type: 'model.step',
+            tokens: {
+              // Anthropic's input_tokens leaves out what was read from or written to the cache.
+              inputTokens: count(u.input_tokens) + cacheRead + cacheWrite,
+              outputTokens: count(u.output_tokens),
+              cacheReadTokens: cacheRead,
+              cacheWriteTokens: cacheWrite,
+            },
+            costUsd: undefined,
+          });
+        }
+        for (const block of blocks) {
+          if (block.type !== 'tool_use') continue;
+          const callId = str(block.id) ?? '';
+          const name = str(block.name) ?? 'tool';
+          this.#calls.set(callId, name);
+          events.push({
+            type: 'tool.call',
+            id: callId,
+            name,
+            summary: summarizeCall(name, block.input),
+          });
+        }
+        break;
+      }
+      case 'user':
+        for (const block of blocks) {
+          if (block.type !== 'tool_result') continue;
+          const callId = str(block.tool_use_id) ?? '';
+          const name = this.#calls.get(callId) ?? 'tool';
+          events.push({
+            type: 'tool.result',
+            id: callId,
+            name,
+            ok: block.is_error !== true,
+            summary: summarizeOutput(resultText(block.content)),
+          });
+        }
+        break;
+      case 'result': {
+        const text = str(line.result);
+        if (line.is_error === true || line.subtype !== 'success') {
+          this.error = text || `Claude Code ended with ${str(line.subtype) ?? 'an error'}`;
+        } else if (text !== undefined) {
+          this.summary = text;
+        }
+        break;
+      }
+      default:
+        break;
+    }
+    return events;
+  }
+}
+
+/** A tool result's content: a string, or text blocks. */
+function resultText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .filter(isRecord)
+    .map((b) => str(b.text) ?? '')
+    .join('\n');
+}

@@ -1,0 +1,107 @@
+// What every engine runner has in common: how it is invoked (its command line, environment and
+// configuration files, none of which holds a key) and how its machine-readable stream becomes
+// Errand's events. One definition per engine (claude-code.ts, codex.ts, opencode.ts); run.ts
+// runs a definition in the sandbox.
+import type { TokenUsage } from '../jobs/usage.ts';
+import type { InstallableEngine } from './catalog.ts';
+
+/** What an engine is started with, every path as the sandbox sees it; HOME is the job's state. */
+interface EngineSetup {
+  /** The engine's executable. */
+  bin: string;
+  /** The job's checkout, where the engine works. */
+  workspace: string;
+  /** The model, as `provider:model` names it: the provider says which API the proxy speaks. */
+  model: { provider: string; id: string };
+  /** The model proxy's origin inside the sandbox (`http://127.0.0.1:<port>`), no path. */
+  proxyOrigin: string;
+  prompt: string;
+  /** The engine's session to continue, when the state directory still holds it. */
+  resume: string | undefined;
+  /** A short title for the session (engines that would ask the model for one). */
+  title: string;
+}
+
+/** The engine's command line, environment and files to write into the state directory. */
+interface EngineInvocation {
+  argv: string[];
+  env: Record<string, string>;
+  /**
+   * Relative to the job's state directory, the engine's HOME (its configuration and sessions
+   * are in their default places below it); written before every run. They hold no secret.
+   */
+  files: { path: string; content: string }[];
+}
+
+/** Errand's events for what the engine did, as Errand's own loop reports them. */
+export type EngineEvent =
+  | { type: 'tool.call'; id: string; name: string; summary: string }
+  | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string }
+  | {
+      type: 'model.step';
+      /** Tokens as Errand counts them: inputTokens includes the cached ones. */
+      tokens: TokenUsage;
+      /** What the engine says the step cost, where it says so. */
+      costUsd: number | undefined;
+    };
+
+/** Reads one run's stream, line by line. */
+export interface StreamReader {
+  /** Errand's events for one parsed line of the stream. */
+  read(line: Record<string, unknown>): EngineEvent[];
+  /** The session or thread id, once the stream named it. */
+  readonly sessionId: string | undefined;
+  /** The engine's final message: the turn's summary. */
+  readonly summary: string | undefined;
+  /** The error the engine ended with, in its own words, if it reported one. */
+  readonly error: string | undefined;
+}
+
+export interface EngineDefinition {
+  name: InstallableEngine;
+  invocation(setup: EngineSetup): EngineInvocation;
+  reader(): StreamReader;
+}
+
+/** What the engine runs with in place of a key: the proxy swaps it for the real one. */
+export const PLACEHOLDER_KEY = 'errand-proxy';
+
+export function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export function str(value: unknown): string | undefined {
+  return typeof value === 'string' ? value : undefined;
+}
+
+export function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
+}
+
+/** One line of at most `max` characters, for an event's summary. */
+export function oneLine(text: string, max = 200): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+/**
+ * A tool call as one line: the tool and its main argument (a command, a path, a pattern), the
+ * way Errand's own tools are summarised.
+ */
+export function summarizeCall(name: string, input: unknown): string {
+  const args = isRecord(input) ? input : {};
+  for (const key of ['command', 'cmd', 'file_path', 'filePath', 'path', 'pattern', 'url']) {
+    const value = args[key];
+    if (typeof value === 'string' && value !== '') return oneLine(`${name} ${value}`);
+    if (Array.isArray(value) && value.every((v) => typeof v === 'string')) {
+      return oneLine(`${name} ${value.join(' ')}`);
+    }
+  }
+  return name;
+}
+
+/** A tool's output as an event summary: its size when it has several lines, else the line. */
+export function summarizeOutput(output: string): string {
+  const lines = output.trimEnd().split('\n');
+  return lines.length > 1 ? `${lines.length} lines` : oneLine(output);
+}

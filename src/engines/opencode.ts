@@ -1,0 +1,134 @@
+// OpenCode (`opencode run --format json`, `--session <id>` for a follow-up): a provider of its
+// configuration whose base URL is Errand's model proxy and whose key is a placeholder, every
+// permission allowed but the web (Errand's sandbox confines it), a repository's own OpenCode
+// configuration ignored, and its data (sessions) in the job's state directory.
+import {
+  count,
+  type EngineDefinition,
+  type EngineEvent,
+  isRecord,
+  PLACEHOLDER_KEY,
+  type StreamReader,
+  str,
+  summarizeCall,
+  summarizeOutput,
+} from './engine.ts';
+
+/** The AI SDK provider package OpenCode loads for each of Errand's providers. */
+const PROVIDER_PACKAGES: Readonly<Record<string, string>> = {
+  anthropic: '@ai-sdk/anthropic',
+  openai: '@ai-sdk/openai-compatible',
+  'openai-compatible': '@ai-sdk/openai-compatible',
+};
+
+export const opencode: EngineDefinition = {
+  name: 'opencode',
+  invocation(setup) {
+    const config = {
+      $schema: 'https://opencode.ai/config.json',
+      autoupdate: false,
+      share: 'disabled',
+      model: `errand/${setup.model.id}`,
+      small_model: `errand/${setup.model.id}`,
+      permission: { edit: 'allow', bash: 'allow', webfetch: 'deny' },
+      provider: {
+        errand: {
+          npm: PROVIDER_PACKAGES[setup.model.provider],
+          name: 'Errand model proxy',
+          options: { baseURL: `${setup.proxyOrigin}/v1`, apiKey: PLACEHOLDER_KEY },
+          models: { [setup.model.id]: { name: setup.model.id } },
+        },
+      },
+    };
+    return {
+      argv: [
+        setup.bin,
+        'run',
+        '--format',
+        'json',
+        '--title',
+        setup.title,
+        ...(setup.resume ? ['--session', setup.resume] : []),
+        '--',
+        setup.prompt,
+      ],
+      env: {
+        OPENCODE_DISABLE_PROJECT_CONFIG: '1',
+        OPENCODE_DISABLE_AUTOUPDATE: '1',
+        OPENCODE_DISABLE_MODELS_FETCH: '1',
+        OPENCODE_DISABLE_SHARE: '1',
+        OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
+        OPENCODE_DISABLE_CLAUDE_CODE: '1',
+      },
+      // OpenCode's global configuration (XDG's default place); the repository's is ignored.
+      files: [
+        { path: '.config/opencode/opencode.json', content: `${JSON.stringify(config, null, 2)}\n` },
+      ],
+    };
+  },
+  reader: () => new OpenCodeReader(),
+};
+
+class OpenCodeReader implements StreamReader {
+  sessionId: string | undefined;
+  summary: string | undefined;
+  error: string | undefined;
+  /** The text parts of the last step: the final answer is the last step's text. */
+  #text: string[] = [];
+
+  read(line: Record<string, unknown>): EngineEvent[] {
+    this.sessionId = str(line.sessionID) ?? this.sessionId;
+    const part = isRecord(line.part) ? line.part : {};
+    switch (line.type) {
+      case 'step_start':
+        this.#text = [];
+        return [];
+      case 'text': {
+        const text = str(part.text);
+        if (text) {
+          this.#text.push(text);
+          this.summary = this.#text.join('\n');
+        }
+        return [];
+      }
+      case 'tool_use': {
+        const state = isRecord(part.state) ? part.state : {};
+        const id = str(part.callID) ?? str(part.id) ?? '';
+        const name = str(part.tool) ?? 'tool';
+        const failed = state.status === 'error';
+        const output = failed ? (str(state.error) ?? 'failed') : (str(state.output) ?? '');
+        return [
+          { type: 'tool.call', id, name, summary: summarizeCall(name, state.input) },
+          { type: 'tool.result', id, name, ok: !failed, summary: summarizeOutput(output) },
+        ];
+      }
+      case 'step_finish': {
+        const tokens = isRecord(part.tokens) ? part.tokens : {};
+        const cache = isRecord(tokens.cache) ? tokens.cache : {};
+        const cacheRead = count(cache.read);
+        const cacheWrite = count(cache.write);
+        return [
+          {
+            type: 'model.step',
+            tokens: {
+              // OpenCode's input leaves out the cached tokens.
+              inputTokens: count(tokens.input) + cacheRead + cacheWrite,
+              outputTokens: count(tokens.output) + count(tokens.reasoning),
+              cacheReadTokens: cacheRead,
+              cacheWriteTokens: cacheWrite,
+            },
+            costUsd: typeof part.cost === 'number' && part.cost > 0 ? part.cost : undefined,
+          },
+        ];
+      }
+      case 'error': {
+        const error = isRecord(line.error) ? line.error : {};
+        const data = isRecord(error.data) ? error.data : {};
+        this.error = str(data.message) ?? str(error.name) ?? 'OpenCode reported an error';
+        return [];
+      }
+      default:
+        return [];
+    }
+  }
+}

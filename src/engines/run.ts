@@ -1,0 +1,303 @@
+// Runs one turn of a coding CLI in the sandbox: the job's state directory as its HOME (so a
+// follow-up resumes its session), its install directory read-only, and Errand's model proxy,
+// which holds the key, as its only way out. Its JSON stream becomes the turn's events as it
+// arrives; its usage is counted against the job's budget, which stops it when spent.
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { ModelSettings } from '../config.ts';
+import { ExternalError } from '../errors.ts';
+import type { EarlierTurn } from '../jobs/runner.ts';
+import { TurnFailedError } from '../jobs/runner.ts';
+import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage.ts';
+import type { SandboxLimits } from '../projects/limits.ts';
+import { startModelProxy } from '../sandbox/model-proxy.ts';
+import { runSandboxed } from '../sandbox/sandbox.ts';
+import type { InstallableEngine, InstalledEngine } from './catalog.ts';
+import { claudeCode } from './claude-code.ts';
+import { codex } from './codex.ts';
+import { type EngineDefinition, type EngineEvent, isRecord, oneLine } from './engine.ts';
+import { opencode } from './opencode.ts';
+
+const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {
+  'claude-code': claudeCode,
+  codex,
+  opencode,
+};
+
+/** Where the proxy's forwarder listens inside the sandbox (its own network namespace). */
+const PROXY_PORT = 8787;
+/** In the state directory: which engine's session a follow-up resumes. */
+const SESSION_FILE = 'errand-session.json';
+
+/** Each provider's API as the proxy forwards it: its paths and how the key is sent. */
+const PROVIDER_APIS: Readonly<
+  Record<
+    string,
+    {
+      settings: keyof ModelSettings;
+      paths: readonly string[];
+      header: (key: string) => Record<string, string>;
+    }
+  >
+> = {
+  anthropic: {
+    settings: 'anthropic',
+    paths: ['/v1/messages'],
+    header: (key) => ({ 'x-api-key': key }),
+  },
+  openai: {
+    settings: 'openai',
+    paths: ['/v1/responses', '/v1/chat/completions'],
+    header: (key) => ({ authorization: `Bearer ${key}` }),
+  },
+  'openai-compatible': {
+    settings: 'openaiCompatible',
+    paths: ['/v1/chat/completions'],
+    header: (key): Record<string, string> => (key ? { authorization: `Bearer ${key}` } : {}),
+  },
+};
+
+const DEFAULT_BASE_URLS: Readonly<Record<string, string>> = {
+  anthropic: 'https://api.anthropic.com/v1',
+  openai: 'https://api.openai.com/v1',
+};
+
+export interface EngineTurnInput {
+  engine: InstalledEngine;
+  /** The job's checkout. */
+  checkout: string;
+  /** The job's state directory (the engine's HOME), kept across the job's turns. */
+  stateDir: string;
+  /** `provider:model`. */
+  model: string;
+  /** The server's model settings: the proxy's upstream and key. */
+  models: ModelSettings;
+  prompt: string;
+  /** The job's earlier turns: the context of a turn that cannot resume the engine's session. */
+  earlier: readonly EarlierTurn[];
+  /** The project's sandbox limits; the wall time is the turn's. */
+  limits: SandboxLimits;
+  signal: AbortSignal;
+  emit: (type: string, data?: Record<string, unknown>) => Promise<void>;
+  /** Tokens with their cost on the job's model (the model registry's prices). */
+  priced: (tokens: TokenUsage) => Usage;
+  /** The job's budget and what its earlier turns spent; undefined without one. */
+  budget: { limitUsd: number; spentUsd: number } | undefined;
+}
+
+export interface EngineTurnResult {
+  summary: string;
+  usage: TokenUsage;
+}
+
+export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnResult> {
+  const { engine, signal } = input;
+  const definition = DEFINITIONS[engine.name];
+  const colon = input.model.indexOf(':');
+  const provider = input.model.slice(0, colon);
+  const modelId = input.model.slice(colon + 1);
+  const api = PROVIDER_APIS[provider];
+  if (!api) throw new TurnFailedError(`engine ${engine.name} cannot run model '${input.model}'`);
+
+  await mkdir(input.stateDir, { recursive: true, mode: 0o700 });
+  const previous = await readSession(input.stateDir, engine.name);
+  const resume = previous?.session;
+  const prompt = resume ? input.prompt : withHistory(input.prompt, input.earlier);
+  const invocation = definition.invocation({
+    bin: engine.bin,
+    workspace: input.checkout,
+    model: { provider, id: modelId },
+    proxyOrigin: `http://127.0.0.1:${PROXY_PORT}`,
+    prompt,
+    resume,
+    title: oneLine(input.prompt, 60),
+  });
+  for (const file of invocation.files) {
+    const path = join(input.stateDir, file.path);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, file.content);
+  }
+
+  const proxy = await startModelProxy({
+    upstream: upstreamOf(provider, input.models, api.settings),
+    headers: api.header(keyOf(input.models, api.settings)),
+    allowedPaths: api.paths,
+  });
+  await input.emit('engine.started', {
+    engine: engine.name,
+    version: engine.version,
+    model: input.model,
+    ...(resume ? { resumed: resume } : {}),
+  });
+
+  // The job's budget stops the engine: its own controller, so that a spent budget can be told
+  // apart from the caller's cancel.
+  const stop = new AbortController();
+  let spentUsd = input.budget?.spentUsd ?? 0;
+  let overBudget = false;
+  let usage: TokenUsage = { ...NO_TOKENS };
+  let steps = 0;
+  const reader = definition.reader();
+  let chain: Promise<void> = Promise.resolve();
+  let sinkError: { error: unknown } | undefined;
+  const deliver = (event: EngineEvent) => {
+    if (event.type === 'model.step') {
+      usage = addTokens(usage, event.tokens);
+      const priced = input.priced(event.tokens);
+      const cost = priced.costUsd ?? event.costUsd ?? null;
+      if (cost !== null) spentUsd += cost;
+      steps++;
+      const data = { step: steps, usage: { ...priced, costUsd: cost } };
+      if (input.budget && spentUsd >= input.budget.limitUsd) {
+        overBudget = true;
+        stop.abort();
+      }
+      return input.emit('model.step', data);
+    }
+    const { type, ...data } = event;
+    return input.emit(type, data);
+  };
+  const onLine = (text: string) => {
+    let line: unknown;
+    try {
+      line = JSON.parse(text);
+    } catch {
+      // Engines print the odd line of plain text (warnings) on stdout too.
+      return;
+    }
+    if (!isRecord(line)) return;
+    for (const event of reader.read(line)) {
+      chain = chain
+        .then(() => deliver(event))
+        .catch((error: unknown) => {
+          sinkError ??= { error };
+          stop.abort();
+        });
+    }
+  };
+
+  let result: Awaited<ReturnType<typeof runSandboxed>>;
+  try {
+    result = await runSandboxed({
+      checkout: input.checkout,
+      cwd: input.checkout,
+      command: shellCommand(invocation.argv),
+      limits: input.limits,
+      network: false,
+      signal: AbortSignal.any([signal, stop.signal]),
+      env: invocation.env,
+      readOnlyBinds: [engine.dir],
+      home: input.stateDir,
+      modelProxy: { socketPath: proxy.socketPath, port: PROXY_PORT },
+      onStdoutLine: onLine,
+    });
+  } finally {
+    await proxy.close();
+  }
+  await chain;
+  if (reader.sessionId) await writeSession(input.stateDir, engine.name, reader.sessionId);
+  signal.throwIfAborted();
+  if (sinkError) throw sinkError.error;
+  if (overBudget) {
+    throw new TurnFailedError(
+      `the job reached its budget of $${input.budget?.limitUsd.toFixed(2)} (it has spent $${spentUsd.toFixed(4)}); raise the project's jobBudgetUsd or split the task; ${engine.name} was stopped`,
+    );
+  }
+  if (result.timedOut) {
+    throw new TurnFailedError(
+      `the turn ran out of its ${input.limits.timeoutSeconds} s time budget; raise ERRAND_TURN_TIMEOUT_SECONDS or split the task; ${engine.name} was stopped`,
+    );
+  }
+  if (result.diskExceeded) {
+    throw new TurnFailedError(
+      `${engine.name} wrote more than the checkout's limit of ${result.diskExceeded.limitMb} MB; it was stopped`,
+    );
+  }
+  if (result.exitCode !== 0 || reader.error !== undefined || reader.summary === undefined) {
+    const why =
+      reader.error ??
+      (lastLines(result.stderr ?? '') ||
+        `it exited with ${result.exitCode ?? result.signal} without a final message`);
+    // A refused key or an unknown model will not change on a retry; anything else may.
+    const final = /\b(401|403|404|authentication|unauthorized|permission|not found)\b/i.test(why);
+    const message = `${engine.name} failed: ${oneLine(why, 500)}`;
+    if (final) throw new TurnFailedError(message);
+    throw new ExternalError('model', message, { transient: true });
+  }
+  return { summary: reader.summary.trim(), usage };
+}
+
+/** The session id a follow-up resumes, if this state directory holds one of this engine's. */
+async function readSession(
+  stateDir: string,
+  engine: InstallableEngine,
+): Promise<{ session: string } | undefined> {
+  const text = await readFile(join(stateDir, SESSION_FILE), 'utf8').catch(() => undefined);
+  if (text === undefined) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    if (isRecord(value) && value.engine === engine && typeof value.session === 'string') {
+      return { session: value.session };
+    }
+  } catch {
+    // Unreadable: started afresh, and rewritten after the run.
+  }
+  await rm(join(stateDir, SESSION_FILE), { force: true });
+  return undefined;
+}
+
+async function writeSession(stateDir: string, engine: InstallableEngine, session: string) {
+  await writeFile(join(stateDir, SESSION_FILE), `${JSON.stringify({ engine, session })}\n`);
+}
+
+/**
+ * The prompt of a turn that starts a new session while the job has earlier turns (the state
+ * is on another worker, or was deleted with the clone): what was asked and done before.
+ */
+function withHistory(prompt: string, earlier: readonly EarlierTurn[]): string {
+  if (earlier.length === 0) return prompt;
+  const turns = earlier.map(
+    (t) =>
+      `## Turn ${t.seq}\n\nRequest:\n${t.prompt.trim()}\n\nWhat was done:\n${t.summary?.trim() || '(no summary)'}`,
+  );
+  return [
+    'This continues earlier work on this branch of the repository: its changes are already committed. The earlier requests and what was done:',
+    ...turns,
+    '## Now',
+    prompt,
+  ].join('\n\n');
+}
+
+/** The upstream the proxy forwards to: the provider's base URL without its `/v1`. */
+function upstreamOf(
+  provider: string,
+  models: ModelSettings,
+  settings: keyof ModelSettings,
+): string {
+  const entry = models[settings];
+  const configured = isRecord(entry) && typeof entry.baseURL === 'string' ? entry.baseURL : '';
+  const base = (configured.trim() || DEFAULT_BASE_URLS[provider] || '').replace(/\/+$/, '');
+  if (!base.endsWith('/v1')) {
+    throw new TurnFailedError(
+      `engines need the ${provider} base URL to end in /v1 (it is ${base || 'not set'})`,
+    );
+  }
+  return base.slice(0, -'/v1'.length);
+}
+
+function keyOf(models: ModelSettings, settings: keyof ModelSettings): string {
+  const entry = models[settings];
+  return isRecord(entry) && typeof entry.apiKey === 'string' ? entry.apiKey : '';
+}
+
+/** argv as one `sh -c` line: every word single-quoted. */
+function shellCommand(argv: readonly string[]): string {
+  return argv.map((word) => `'${word.replaceAll("'", "'\\''")}'`).join(' ');
+}
+
+/** The end of an engine's stderr, without its terminal colours. */
+function lastLines(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: escape sequences are what is removed
+  const plain = text.replace(/\u001b\[[0-9;]*[A-Za-z]/g, '');
+  return plain.trim().split('\n').slice(-5).join(' ').trim();
+}

@@ -1,0 +1,169 @@
+// Forge webhooks in: a delivery to POST /v2/forges/{projectId}/webhook is checked against the
+// project's webhook secret by its forge's provider, read into ForgeEvents, and queued for the
+// forge-events worker with its delivery id recorded, in one transaction: the answer is quick
+// (the work is the worker's), and a redelivery finds its id and is acknowledged, not queued
+// again. The only writer of forge_deliveries.
+import { sql } from 'kysely';
+import type { AppContext } from '../context.ts';
+import type { ProjectRow } from '../db/schema.ts';
+import { AppError } from '../errors.ts';
+import { type DeliveryHeaders, MalformedDeliveryError } from '../forges/deliveries.ts';
+import { forgeProviders } from '../forges/registry.ts';
+import type { ForgeProvider } from '../forges/types.ts';
+import { projectForge } from '../projects/forge.ts';
+import { findProject } from '../projects/service.ts';
+import { open } from '../secrets/box.ts';
+
+/** Where a project's forge sends its deliveries, under `base`, the address users reach Errand at. */
+export function forgeWebhookUrl(base: string, projectId: string): string {
+  return `${base.replace(/\/+$/, '')}/v2/forges/${encodeURIComponent(projectId)}/webhook`;
+}
+
+/** How long a delivery id is remembered: forges redeliver on request, within days. */
+const DELIVERY_MEMORY_DAYS = 7;
+
+type DeliveryOutcome =
+  /** Recorded, and its events queued. */
+  | 'queued'
+  /** Its id was recorded before: acknowledged, nothing queued again. */
+  | 'duplicate'
+  /** A ping, or an event Errand has no use for: nothing recorded or queued. */
+  | 'ignored';
+
+export interface ReceivedDelivery {
+  outcome: DeliveryOutcome;
+  /** How many events were queued. */
+  events: number;
+}
+
+/**
+ * One answer for every delivery that is not let in, whatever the reason: the endpoint has no
+ * API key, so telling "no such project" from "wrong signature" would let anyone list projects.
+ * The log says which it was.
+ */
+function refused(): AppError {
+  return new AppError(
+    'unauthorized',
+    "the delivery is not signed with this project's forge webhook secret",
+  );
+}
+
+/** A delivery whose signature was checked: the project it is for, and its forge's provider. */
+export interface VerifiedDelivery {
+  project: ProjectRow;
+  provider: ForgeProvider;
+}
+
+/**
+ * Checks that the delivery's bytes were signed (GitLab: carry the token) with the project's
+ * webhook secret; throws the AppError it is answered with otherwise.
+ */
+export async function verifyDelivery(
+  ctx: AppContext,
+  projectId: string,
+  headers: DeliveryHeaders,
+  raw: Buffer,
+): Promise<VerifiedDelivery> {
+  const log = ctx.log.child({ projectId });
+  const project = await findProject(ctx, projectId);
+  if (!project) {
+    log.info('forge delivery refused: no such project');
+    throw refused();
+  }
+  const forge = projectForge(project, ctx.forges);
+  const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
+  if (!provider || !project.forge_webhook_secret) {
+    log.warn(
+      { forge: forge.kind },
+      provider
+        ? 'forge delivery refused: the project has no forge webhook secret'
+        : 'forge delivery refused: the project is on plain git, which sends no webhooks',
+    );
+    throw refused();
+  }
+  if (!ctx.config.secretKey) {
+    log.error(
+      'forge delivery refused: ERRAND_SECRET_KEY is not set, so the webhook secret cannot be read',
+    );
+    throw new AppError(
+      'unavailable',
+      "this server cannot read the project's webhook secret (ERRAND_SECRET_KEY is not set)",
+    );
+  }
+  let secret: string;
+  try {
+    secret = open(ctx.config.secretKey, project.forge_webhook_secret);
+  } catch (err) {
+    // Sealed with another key: the server's setting is wrong, not the forge's delivery.
+    log.error({ err }, 'forge delivery refused: the webhook secret cannot be read');
+    throw new AppError(
+      'unavailable',
+      "this server cannot read the project's webhook secret (it was stored with another ERRAND_SECRET_KEY)",
+    );
+  }
+  if (!provider.verifyDelivery(headers, raw, secret)) {
+    log.warn({ forge: forge.kind }, 'forge delivery refused: bad or missing signature');
+    throw refused();
+  }
+  return { project, provider };
+}
+
+/**
+ * Reads a verified delivery's parsed body into events and queues them with the delivery's id
+ * recorded, in one transaction; a delivery whose id is recorded already queues nothing.
+ */
+export async function queueDelivery(
+  ctx: AppContext,
+  { project, provider }: VerifiedDelivery,
+  headers: DeliveryHeaders,
+  body: unknown,
+): Promise<ReceivedDelivery> {
+  const log = ctx.log.child({ projectId: project.id });
+  const forge = provider.id;
+  let events: ReturnType<typeof provider.readDelivery>;
+  try {
+    events = provider.readDelivery(headers, body);
+  } catch (err) {
+    if (err instanceof MalformedDeliveryError) throw new AppError('bad_request', err.message);
+    throw err;
+  }
+  const first = events[0];
+  if (!first) {
+    log.debug({ forge }, 'forge delivery ignored: an event Errand does not read');
+    return { outcome: 'ignored', events: 0 };
+  }
+
+  const deliveryId = first.deliveryId;
+  const queued = await ctx.db.transaction().execute(async (trx) => {
+    const recorded = await trx
+      .insertInto('forge_deliveries')
+      .values({ project_id: project.id, delivery_id: deliveryId })
+      .onConflict((oc) => oc.columns(['project_id', 'delivery_id']).doNothing())
+      .returning('delivery_id')
+      .executeTakeFirst();
+    if (!recorded) return false;
+    await ctx.queue.forgeEvents.enqueueAll(
+      trx,
+      events.map((event) => ({ projectId: project.id, event })),
+    );
+    return true;
+  });
+  if (!queued) {
+    log.info({ forge, deliveryId }, 'forge delivery acknowledged again: a redelivery');
+    return { outcome: 'duplicate', events: 0 };
+  }
+  log.info({ forge, deliveryId, events: events.length }, 'forge delivery queued');
+  return { outcome: 'queued', events: events.length };
+}
+
+/**
+ * Forgets the delivery ids older than DELIVERY_MEMORY_DAYS; returns how many. The processes
+ * that run workers call it periodically (service.ts).
+ */
+export async function purgeForgeDeliveries(ctx: Pick<AppContext, 'db'>): Promise<number> {
+  const result = await ctx.db
+    .deleteFrom('forge_deliveries')
+    .where('received_at', '<', sql<Date>`now() - make_interval(days => ${DELIVERY_MEMORY_DAYS})`)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
+}

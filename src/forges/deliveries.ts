@@ -1,0 +1,100 @@
+// What the providers share to take a forge's webhook delivery: its headers as Node gives them,
+// the checks of a signature or token in constant time, and the error of a payload that is not
+// what the forge sends. Each provider (github/, gitlab/, gitea/ deliveries.ts) verifies its
+// forge's signature and reads its payloads into ForgeEvents (events.ts).
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { z } from 'zod';
+import type { ForgeEvent, ForgeThread } from './events.ts';
+
+/** A request's headers, names in lower case (Node's IncomingHttpHeaders). */
+export type DeliveryHeaders = Readonly<Record<string, string | string[] | undefined>>;
+
+/** What a provider does with its forge's webhook deliveries. */
+export interface ForgeDeliveries {
+  /**
+   * The events to select in the forge's webhook form, as the form names them: what the
+   * project page and the docs tell the admin to tick.
+   */
+  readonly webhookEvents: readonly string[];
+  /** Whether the delivery was signed (or carries the token) with `secret`; constant time. */
+  verifyDelivery(headers: DeliveryHeaders, body: Buffer, secret: string): boolean;
+  /**
+   * The events a verified delivery means to Errand: none for a ping or an event Errand has no
+   * use for, usually one, more when one delivery adds several labels. Throws
+   * MalformedDeliveryError when the payload is not what the forge sends for its event.
+   */
+  readDelivery(headers: DeliveryHeaders, body: unknown): ForgeEvent[];
+}
+
+/** A signed delivery whose payload is not the shape its forge sends for the event it names. */
+export class MalformedDeliveryError extends Error {
+  override name = 'MalformedDeliveryError';
+}
+
+/** A header's value; the first when it was sent more than once; '' when absent. */
+export function header(headers: DeliveryHeaders, name: string): string {
+  const value = headers[name.toLowerCase()];
+  return (Array.isArray(value) ? value[0] : value) ?? '';
+}
+
+/** Compares two strings without leaking, by timing, where they first differ. */
+export function equalSecret(given: string, expected: string): boolean {
+  // Hashing first gives both sides one length, which timingSafeEqual needs.
+  const a = createHash('sha256').update(given, 'utf8').digest();
+  const b = createHash('sha256').update(expected, 'utf8').digest();
+  return timingSafeEqual(a, b);
+}
+
+/** The hex HMAC-SHA256 of the body with the secret, as GitHub and Gitea sign. */
+export function hmacSha256Hex(secret: string, body: Buffer): string {
+  return createHmac('sha256', secret).update(body).digest('hex');
+}
+
+/**
+ * The delivery's id from the first of `names` that is set; without one, a hash of the body, so
+ * that a forge resending the same delivery without an id is still recognised.
+ */
+export function deliveryIdOf(headers: DeliveryHeaders, names: readonly string[], body: unknown) {
+  for (const name of names) {
+    const value = header(headers, name).trim();
+    if (value) return value.slice(0, 200);
+  }
+  return `sha256:${createHash('sha256').update(JSON.stringify(body)).digest('hex')}`;
+}
+
+/** An issue's or pull request's fields as GitHub and Gitea payloads give them alike. */
+export const webThreadFields = {
+  number: z.number().int().positive(),
+  title: z.string(),
+  body: z.string().nullable().optional(),
+  html_url: z.string(),
+};
+
+/** An issue or pull request of a GitHub or Gitea payload (webThreadFields) as a ForgeThread. */
+export function webThread(
+  kind: ForgeThread['kind'],
+  item: { number: number; title: string; body?: string | null; html_url: string },
+): ForgeThread {
+  return {
+    kind,
+    number: item.number,
+    title: item.title,
+    body: item.body ?? '',
+    url: item.html_url,
+  };
+}
+
+/** Parses a payload with its schema, or says what the forge's event lacks. */
+export function parsePayload<T extends z.ZodType>(
+  schema: T,
+  body: unknown,
+  event: string,
+): z.infer<T> {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  const where = issue && issue.path.length > 0 ? issue.path.join('.') : '(body)';
+  throw new MalformedDeliveryError(
+    `the ${event} delivery is not what the forge sends: ${where}: ${issue?.message ?? 'invalid'}`,
+  );
+}

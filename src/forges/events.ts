@@ -1,0 +1,91 @@
+// What a forge's webhook delivery means to Errand, the same for every forge. The webhook
+// endpoint verifies a delivery, reads it into a ForgeEvent with the forge provider's
+// `readDelivery`, and queues it; the forge-events worker decides what it starts (a follow-up,
+// a job, a polite refusal) and answers on the forge. Deliveries Errand has no use for read as
+// null and are acknowledged without being queued.
+import type { ForgeKind } from '../projects/forge.ts';
+
+export interface ForgeActor {
+  /** The forge's login (GitHub/Gitea `login`, GitLab `username`). */
+  login: string;
+  /** The forge's numeric user id, as a string (GitLab asks membership by id). */
+  id: string;
+  /** A bot or app account (GitHub `type: "Bot"`, GitLab `bot: true`, Gitea `is_bot`/bot names). */
+  bot: boolean;
+}
+
+/** The issue or pull request (GitLab: merge request) a comment or label is on. */
+export interface ForgeThread {
+  kind: 'issue' | 'pull-request';
+  /** GitHub/Gitea `number`, GitLab `iid`. */
+  number: number;
+  title: string;
+  /** The description; empty when none. */
+  body: string;
+  /** The page a person opens. */
+  url: string;
+}
+
+/** Where a line comment sits in the diff. */
+export interface ForgeLineAnchor {
+  path: string;
+  /** The line in the new file, or the old one when the comment is on a removed line; null when the forge does not say. */
+  line: number | null;
+  /** The hunk the comment is on, as the forge gives it (may be empty). */
+  diffHunk: string;
+}
+
+interface ForgeEventBase {
+  forge: ForgeKind;
+  /**
+   * The delivery's id: GitHub X-GitHub-Delivery, GitLab Idempotency-Key (X-Gitlab-Event-UUID
+   * before 17.4), Gitea X-Gitea-Delivery
+   * (Forgejo X-Forgejo-Delivery); `sha256:` and the body's hash when the forge sent none. The
+   * events of one delivery (several labels) share it.
+   */
+  deliveryId: string;
+  /**
+   * The repository the event is for, as the forge names it in its payload: its web URL
+   * (GitHub `repository.html_url`, GitLab `project.web_url`, Gitea `repository.html_url`).
+   * The worker refuses events whose repository is not the project's.
+   */
+  repositoryUrl: string;
+  /** Who did it. */
+  author: ForgeActor;
+  thread: ForgeThread;
+}
+
+/**
+ * A comment was written: on an issue or a pull request's conversation (`conversation`), on a
+ * line of a pull request's diff (`line`), or as a review's body (`review`).
+ */
+export interface ForgeCommentEvent extends ForgeEventBase {
+  type: 'comment';
+  where: 'conversation' | 'line' | 'review';
+  /**
+   * The comment's id on the forge (GitHub comment or review id, GitLab note id, Gitea comment
+   * or review id), as a string: what reactions and replies address. Empty for a Gitea/Forgejo
+   * review, whose payload names no id (its `url` is the pull request's).
+   */
+  commentId: string;
+  /** GitLab: the discussion the note belongs to, for a reply in its thread; otherwise null. */
+  discussionId: string | null;
+  body: string;
+  /** The comment's page. */
+  url: string;
+  /** For `line` comments. */
+  anchor: ForgeLineAnchor | null;
+}
+
+/** An issue got a label (GitHub `issues` labeled, GitLab issue hook with a label added, Gitea `issues` label_updated). */
+export interface ForgeLabelEvent extends ForgeEventBase {
+  type: 'labeled';
+  /**
+   * The label that was added (for forges that report all labels, each added one is an event).
+   * Gitea/Forgejo say only which labels the issue has after a change, so there every label it
+   * has is an event, also one it had before (another label was added or removed).
+   */
+  label: string;
+}
+
+export type ForgeEvent = ForgeCommentEvent | ForgeLabelEvent;

@@ -1,0 +1,201 @@
+// Gitea's and Forgejo's deliveries read into ForgeEvents: the signature (X-Gitea-Signature or
+// X-Forgejo-Signature), the event named by X-Gitea-Event-Type (or only its family, on old
+// versions), comments, reviews and label updates in Gitea's payload shape.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { MalformedDeliveryError } from '../deliveries.ts';
+import { giteaDeliveries } from './deliveries.ts';
+
+const SECRET = 'a-webhook-secret-of-gitea';
+const repository = { id: 1, full_name: 'acme/app', html_url: 'https://git.example.com/acme/app' };
+const user = (login: string, id = 5) => ({ id, login, username: login });
+const issue = (pull: boolean, labels: string[] = []) => ({
+  id: 60,
+  number: 3,
+  title: 'Crash',
+  body: 'Steps',
+  html_url: `https://git.example.com/acme/app/${pull ? 'pulls' : 'issues'}/3`,
+  labels: labels.map((name, i) => ({ id: i, name })),
+  pull_request: pull ? { merged: false, merged_at: null, html_url: 'h' } : null,
+});
+const commentPayload = (pull: boolean, author = user('reviewer')) => ({
+  action: 'created',
+  issue: issue(pull),
+  comment: {
+    id: 31,
+    body: '@errand go',
+    html_url: 'https://git.example.com/acme/app/issues/3#issuecomment-31',
+    user: author,
+  },
+  repository,
+  sender: author,
+  is_pull: pull,
+});
+const headers = (family: string, type?: string) => ({
+  'x-gitea-event': family,
+  ...(type ? { 'x-gitea-event-type': type } : {}),
+  'x-gitea-delivery': 'g-1',
+});
+
+describe('Gitea and Forgejo deliveries', () => {
+  test('the signature: Gitea’s, Forgejo’s, wrong secret, changed body, missing', () => {
+    const body = Buffer.from('{"action":"created"}');
+    const hex = createHmac('sha256', SECRET).update(body).digest('hex');
+    assert.equal(giteaDeliveries.verifyDelivery({ 'x-gitea-signature': hex }, body, SECRET), true);
+    assert.equal(
+      giteaDeliveries.verifyDelivery({ 'x-forgejo-signature': hex }, body, SECRET),
+      true,
+    );
+    assert.equal(
+      giteaDeliveries.verifyDelivery({ 'x-gitea-signature': hex }, body, 'other-secret'),
+      false,
+    );
+    assert.equal(
+      giteaDeliveries.verifyDelivery(
+        { 'x-gitea-signature': hex },
+        Buffer.from('{"action":"edited"}'),
+        SECRET,
+      ),
+      false,
+    );
+    assert.equal(giteaDeliveries.verifyDelivery({}, body, SECRET), false);
+  });
+
+  test('a comment on an issue and on a pull request', () => {
+    const [onIssue] = giteaDeliveries.readDelivery(
+      headers('issue_comment', 'issue_comment'),
+      commentPayload(false),
+    );
+    assert.deepEqual(onIssue, {
+      forge: 'gitea',
+      deliveryId: 'g-1',
+      type: 'comment',
+      where: 'conversation',
+      repositoryUrl: repository.html_url,
+      author: { login: 'reviewer', id: '5', bot: false },
+      thread: {
+        kind: 'issue',
+        number: 3,
+        title: 'Crash',
+        body: 'Steps',
+        url: 'https://git.example.com/acme/app/issues/3',
+      },
+      commentId: '31',
+      discussionId: null,
+      body: '@errand go',
+      url: 'https://git.example.com/acme/app/issues/3#issuecomment-31',
+      anchor: null,
+    });
+    const [onPull] = giteaDeliveries.readDelivery(
+      headers('issue_comment', 'pull_request_comment'),
+      commentPayload(true),
+    );
+    assert.equal(onPull?.thread.kind, 'pull-request');
+    const edited = { ...commentPayload(false), action: 'edited' };
+    assert.deepEqual(
+      giteaDeliveries.readDelivery(headers('issue_comment', 'issue_comment'), edited),
+      [],
+    );
+  });
+
+  test('bots: Gitea Actions, the ghost, apps', () => {
+    for (const [author, bot] of [
+      [user('gitea-actions', -2), true],
+      [user('Ghost', -1), true],
+      [user('renovate[bot]', 40), true],
+      [user('robot', 41), false],
+    ] as const) {
+      const [event] = giteaDeliveries.readDelivery(
+        headers('issue_comment', 'issue_comment'),
+        commentPayload(false, author),
+      );
+      assert.equal(event?.author.bot, bot, author.login);
+    }
+  });
+
+  test('a review with a body, named exactly or (old versions) by its family only', () => {
+    const review = (content: string) => ({
+      action: 'reviewed',
+      number: 3,
+      pull_request: {
+        number: 3,
+        title: 'Parser',
+        body: '',
+        html_url: 'https://git.example.com/acme/app/pulls/3',
+      },
+      repository,
+      sender: user('reviewer'),
+      review: { type: 'pull_request_review_comment', content },
+    });
+    for (const h of [
+      headers('pull_request_comment', 'pull_request_review_comment'),
+      headers('pull_request_approved', 'pull_request_review_approved'),
+      headers('pull_request_comment'),
+      {
+        ...headers('pull_request_comment', 'pull_request_review_comment'),
+        'x-forgejo-event-type': 'pull_request_review_comment',
+      },
+    ]) {
+      const [event] = giteaDeliveries.readDelivery(h, review('@errand split it'));
+      assert.ok(event?.type === 'comment', JSON.stringify(h));
+      assert.equal(event.where, 'review');
+      assert.equal(event.commentId, '');
+      assert.equal(event.url, 'https://git.example.com/acme/app/pulls/3');
+    }
+    assert.deepEqual(
+      giteaDeliveries.readDelivery(
+        headers('pull_request_approved', 'pull_request_review_approved'),
+        review(''),
+      ),
+      [],
+    );
+  });
+
+  test('labels updated: an event per label the issue has now', () => {
+    const payload = (action: string, labels: string[]) => ({
+      action,
+      number: 3,
+      issue: issue(false, labels),
+      repository,
+      sender: user('maintainer'),
+    });
+    const events = giteaDeliveries.readDelivery(
+      headers('issues', 'issue_label'),
+      payload('label_updated', ['bug', 'errand']),
+    );
+    assert.deepEqual(
+      events.map((e) => (e.type === 'labeled' ? e.label : '')),
+      ['bug', 'errand'],
+    );
+    assert.equal(events[0]?.author.login, 'maintainer');
+    assert.deepEqual(
+      giteaDeliveries.readDelivery(headers('issues', 'issue_label'), payload('label_cleared', [])),
+      [],
+    );
+    assert.deepEqual(
+      giteaDeliveries.readDelivery(headers('issues', 'issues'), payload('opened', ['errand'])),
+      [],
+    );
+  });
+
+  test('other events are nothing to read; a wrong shape is refused', () => {
+    assert.deepEqual(
+      giteaDeliveries.readDelivery(headers('push', 'push'), { ref: 'refs/heads/main' }),
+      [],
+    );
+    assert.deepEqual(
+      giteaDeliveries.readDelivery(headers('pull_request', 'pull_request_review_request'), {
+        action: 'review_requested',
+      }),
+      [],
+    );
+    assert.throws(
+      () =>
+        giteaDeliveries.readDelivery(headers('issue_comment', 'issue_comment'), {
+          action: 'created',
+        }),
+      MalformedDeliveryError,
+    );
+  });
+});

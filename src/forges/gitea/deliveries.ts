@@ -1,0 +1,155 @@
+// Gitea's and Forgejo's webhook deliveries: signed with the hex HMAC-SHA256 of the body in
+// X-Gitea-Signature (Forgejo: X-Forgejo-Signature too), identified by X-Gitea-Delivery. The
+// event is read from X-Gitea-Event-Type, which names it exactly; X-Gitea-Event gives only its
+// family (a review comment and a comment both say `issue_comment`... or `pull_request_comment`)
+// and is the fallback of versions without the former.
+import { z } from 'zod';
+import {
+  type DeliveryHeaders,
+  deliveryIdOf,
+  equalSecret,
+  type ForgeDeliveries,
+  header,
+  hmacSha256Hex,
+  parsePayload,
+  webThread,
+  webThreadFields,
+} from '../deliveries.ts';
+import type { ForgeActor, ForgeEvent } from '../events.ts';
+
+const userSchema = z.object({ id: z.number(), login: z.string() });
+const repositorySchema = z.object({ html_url: z.string() });
+const issueSchema = z.object({
+  ...webThreadFields,
+  // Set when the issue is a pull request.
+  pull_request: z.object({}).passthrough().nullable().optional(),
+  labels: z
+    .array(z.object({ name: z.string() }))
+    .nullable()
+    .optional(),
+});
+const commentSchema = z.object({
+  action: z.string(),
+  issue: issueSchema,
+  comment: z.object({ id: z.number(), body: z.string(), html_url: z.string(), user: userSchema }),
+  repository: repositorySchema,
+  is_pull: z.boolean().optional(),
+});
+const reviewSchema = z.object({
+  action: z.string(),
+  pull_request: z.object(webThreadFields),
+  review: z.object({ type: z.string(), content: z.string() }),
+  sender: userSchema,
+  repository: repositorySchema,
+});
+const issueLabelSchema = z.object({
+  action: z.string(),
+  issue: issueSchema,
+  sender: userSchema,
+  repository: repositorySchema,
+});
+
+/** Gitea's own actors (Ghost -1, Gitea Actions -2) have ids below 1; apps sign as name[bot]. */
+function actor(user: z.infer<typeof userSchema>): ForgeActor {
+  return {
+    login: user.login,
+    id: String(user.id),
+    bot: user.id < 1 || user.login.endsWith('[bot]'),
+  };
+}
+
+/** The event's exact name: X-Forgejo-Event-Type or X-Gitea-Event-Type, else the family. */
+function eventOf(headers: DeliveryHeaders): string {
+  for (const name of [
+    'x-forgejo-event-type',
+    'x-gitea-event-type',
+    'x-forgejo-event',
+    'x-gitea-event',
+  ]) {
+    const value = header(headers, name).trim();
+    if (value) return value;
+  }
+  return '';
+}
+
+function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+  const event = eventOf(headers);
+  const base = {
+    forge: 'gitea' as const,
+    deliveryId: deliveryIdOf(headers, ['x-forgejo-delivery', 'x-gitea-delivery'], body),
+  };
+  const isReview =
+    event.startsWith('pull_request_review_') ||
+    event === 'pull_request_approved' ||
+    event === 'pull_request_rejected' ||
+    // An old Gitea names a review comment by its family only; its payload has the review.
+    (event === 'pull_request_comment' &&
+      typeof body === 'object' &&
+      body !== null &&
+      'review' in body);
+  if (isReview && event !== 'pull_request_review_request') {
+    const p = parsePayload(reviewSchema, body, event);
+    if (p.action !== 'reviewed' || !p.review.content) return [];
+    return [
+      {
+        ...base,
+        type: 'comment',
+        where: 'review',
+        repositoryUrl: p.repository.html_url,
+        author: actor(p.sender),
+        thread: webThread('pull-request', p.pull_request),
+        // The payload names no review id: a reaction or reply goes to the pull request.
+        commentId: '',
+        discussionId: null,
+        body: p.review.content,
+        url: p.pull_request.html_url,
+        anchor: null,
+      },
+    ];
+  }
+  if (event === 'issue_comment' || event === 'pull_request_comment') {
+    const p = parsePayload(commentSchema, body, event);
+    if (p.action !== 'created') return [];
+    const kind = p.is_pull || p.issue.pull_request ? 'pull-request' : 'issue';
+    return [
+      {
+        ...base,
+        type: 'comment',
+        // A comment on a line comes as a comment too: the payload does not say where it is.
+        where: 'conversation',
+        repositoryUrl: p.repository.html_url,
+        author: actor(p.comment.user),
+        thread: webThread(kind, p.issue),
+        commentId: String(p.comment.id),
+        discussionId: null,
+        body: p.comment.body,
+        url: p.comment.html_url,
+        anchor: null,
+      },
+    ];
+  }
+  if (event === 'issue_label' || event === 'issues') {
+    const p = parsePayload(issueLabelSchema, body, event);
+    if (p.action !== 'label_updated') return [];
+    // Gitea says which labels the issue has now, not which one was added: each is an event.
+    return (p.issue.labels ?? []).map((label) => ({
+      ...base,
+      type: 'labeled' as const,
+      repositoryUrl: p.repository.html_url,
+      author: actor(p.sender),
+      thread: webThread(p.issue.pull_request ? 'pull-request' : 'issue', p.issue),
+      label: label.name,
+    }));
+  }
+  return [];
+}
+
+export const giteaDeliveries: ForgeDeliveries = {
+  webhookEvents: ['Issue Label', 'Issue Comment', 'Pull Request Comment', 'Pull Request Reviewed'],
+  verifyDelivery(headers, body, secret) {
+    const signature =
+      header(headers, 'x-forgejo-signature') || header(headers, 'x-gitea-signature');
+    return signature !== '' && equalSecret(signature.toLowerCase(), hmacSha256Hex(secret, body));
+  },
+  readDelivery: read,
+};

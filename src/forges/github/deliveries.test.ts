@@ -1,0 +1,205 @@
+// GitHub's deliveries read into ForgeEvents: the signature check over the body's bytes, and
+// each event Errand reads in GitHub's payload shape, with the actions and cases it leaves.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { describe, test } from 'node:test';
+import { MalformedDeliveryError } from '../deliveries.ts';
+import { githubDeliveries } from './deliveries.ts';
+
+const SECRET = 'a-webhook-secret-of-github';
+const repository = { id: 1, full_name: 'acme/app', html_url: 'https://github.com/acme/app' };
+const user = (login: string, type = 'User') => ({ login, id: 11, type, site_admin: false });
+const pull = {
+  number: 7,
+  title: 'Add the parser',
+  body: null,
+  html_url: 'https://github.com/acme/app/pull/7',
+  state: 'open',
+};
+const headers = (event: string) => ({ 'x-github-event': event, 'x-github-delivery': 'd-1' });
+const sign = (body: Buffer, secret = SECRET) =>
+  `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+
+describe('GitHub deliveries', () => {
+  test('the signature: good, wrong secret, changed body, missing, not sha256', () => {
+    const body = Buffer.from('{"zen":"Keep it logically awesome."}');
+    const verify = (signature: string | undefined, bytes = body) =>
+      githubDeliveries.verifyDelivery(
+        signature === undefined ? {} : { 'x-hub-signature-256': signature },
+        bytes,
+        SECRET,
+      );
+    assert.equal(verify(sign(body)), true);
+    assert.equal(verify(sign(body).toUpperCase().replace('SHA256=', 'sha256=')), true);
+    assert.equal(verify(sign(body, 'another-secret')), false);
+    assert.equal(verify(sign(body), Buffer.from('{"zen":"Keep it logically awesome!"}')), false);
+    assert.equal(verify(undefined), false);
+    assert.equal(verify(''), false);
+    assert.equal(verify(sign(body).replace('sha256=', 'sha1=')), false);
+  });
+
+  test('an issue comment, on an issue and on a pull request', () => {
+    const payload = (pr: boolean) => ({
+      action: 'created',
+      issue: {
+        number: 3,
+        title: 'Crash',
+        body: 'It crashes',
+        html_url: `https://github.com/acme/app/${pr ? 'pull' : 'issues'}/3`,
+        ...(pr ? { pull_request: { url: 'u', html_url: 'h', merged_at: null } } : {}),
+      },
+      comment: {
+        id: 99,
+        body: '@errand fix it',
+        html_url: 'https://github.com/acme/app/issues/3#issuecomment-99',
+        user: user('octo'),
+      },
+      repository,
+      sender: user('octo'),
+    });
+    for (const pr of [false, true]) {
+      const [event, ...rest] = githubDeliveries.readDelivery(headers('issue_comment'), payload(pr));
+      assert.equal(rest.length, 0);
+      assert.deepEqual(event, {
+        forge: 'github',
+        deliveryId: 'd-1',
+        type: 'comment',
+        where: 'conversation',
+        repositoryUrl: 'https://github.com/acme/app',
+        author: { login: 'octo', id: '11', bot: false },
+        thread: {
+          kind: pr ? 'pull-request' : 'issue',
+          number: 3,
+          title: 'Crash',
+          body: 'It crashes',
+          url: `https://github.com/acme/app/${pr ? 'pull' : 'issues'}/3`,
+        },
+        commentId: '99',
+        discussionId: null,
+        body: '@errand fix it',
+        url: 'https://github.com/acme/app/issues/3#issuecomment-99',
+        anchor: null,
+      });
+    }
+    const edited = { ...payload(false), action: 'edited' };
+    assert.deepEqual(githubDeliveries.readDelivery(headers('issue_comment'), edited), []);
+    const byBot = payload(true);
+    byBot.comment.user = user('errand-app[bot]', 'Bot');
+    assert.equal(
+      githubDeliveries.readDelivery(headers('issue_comment'), byBot)[0]?.author.bot,
+      true,
+    );
+  });
+
+  test('a review comment on a line, and one that is outdated', () => {
+    const comment = {
+      id: 5,
+      body: '@errand rename',
+      html_url: 'https://github.com/acme/app/pull/7#discussion_r5',
+      user: user('octo'),
+      path: 'src/a.ts',
+      line: 12 as number | null,
+      original_line: 10,
+      diff_hunk: '@@ -1,2 +1,3 @@\n a\n+b',
+      side: 'RIGHT',
+    };
+    const read = () =>
+      githubDeliveries.readDelivery(headers('pull_request_review_comment'), {
+        action: 'created',
+        comment,
+        pull_request: pull,
+        repository,
+        sender: user('octo'),
+      })[0];
+    const event = read();
+    assert.ok(event?.type === 'comment');
+    assert.equal(event.where, 'line');
+    assert.deepEqual(event.anchor, { path: 'src/a.ts', line: 12, diffHunk: comment.diff_hunk });
+    assert.equal(event.thread.kind, 'pull-request');
+    assert.equal(event.thread.body, '');
+    comment.line = null;
+    const outdated = read();
+    assert.ok(outdated?.type === 'comment');
+    assert.equal(outdated.anchor?.line, 10);
+  });
+
+  test('a review with a body; one without is nothing to read', () => {
+    const payload = (body: string | null, action = 'submitted') => ({
+      action,
+      review: {
+        id: 8,
+        body,
+        html_url: 'https://github.com/acme/app/pull/7#pullrequestreview-8',
+        user: user('octo'),
+        state: 'commented',
+      },
+      pull_request: pull,
+      repository,
+      sender: user('octo'),
+    });
+    const [event] = githubDeliveries.readDelivery(
+      headers('pull_request_review'),
+      payload('@errand x'),
+    );
+    assert.ok(event?.type === 'comment');
+    assert.equal(event.where, 'review');
+    assert.equal(event.commentId, '8');
+    assert.deepEqual(
+      githubDeliveries.readDelivery(headers('pull_request_review'), payload(null)),
+      [],
+    );
+    assert.deepEqual(
+      githubDeliveries.readDelivery(headers('pull_request_review'), payload('x', 'dismissed')),
+      [],
+    );
+  });
+
+  test('an issue labeled; other issue actions are nothing to read', () => {
+    const payload = (action: string, label?: { name: string }) => ({
+      action,
+      issue: { number: 4, title: 'T', body: 'B', html_url: 'https://github.com/acme/app/issues/4' },
+      ...(label ? { label } : {}),
+      repository,
+      sender: user('maintainer'),
+    });
+    const [event] = githubDeliveries.readDelivery(
+      headers('issues'),
+      payload('labeled', { name: 'errand' }),
+    );
+    assert.ok(event?.type === 'labeled');
+    assert.equal(event.label, 'errand');
+    assert.equal(event.author.login, 'maintainer');
+    assert.equal(event.thread.kind, 'issue');
+    assert.deepEqual(githubDeliveries.readDelivery(headers('issues'), payload('opened')), []);
+    assert.throws(
+      () => githubDeliveries.readDelivery(headers('issues'), payload('labeled')),
+      MalformedDeliveryError,
+    );
+  });
+
+  test('ping, unknown events and a missing delivery id', () => {
+    assert.deepEqual(githubDeliveries.readDelivery(headers('ping'), { zen: 'z', hook_id: 1 }), []);
+    assert.deepEqual(
+      githubDeliveries.readDelivery(headers('push'), { ref: 'refs/heads/main' }),
+      [],
+    );
+    const body = {
+      action: 'created',
+      issue: { number: 3, title: 'T', body: null, html_url: 'h' },
+      comment: { id: 1, body: 'b', html_url: 'h', user: user('o') },
+      repository,
+    };
+    const [event] = githubDeliveries.readDelivery({ 'x-github-event': 'issue_comment' }, body);
+    assert.match(event?.deliveryId ?? '', /^sha256:[0-9a-f]{64}$/);
+  });
+
+  test('a payload that is not GitHub’s shape names what is wrong', () => {
+    assert.throws(
+      () =>
+        githubDeliveries.readDelivery(headers('issue_comment'), { action: 'created', issue: {} }),
+      (err: unknown) =>
+        err instanceof MalformedDeliveryError &&
+        /issue_comment delivery .*issue\.number/.test(err.message),
+    );
+  });
+});

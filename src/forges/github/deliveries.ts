@@ -1,0 +1,188 @@
+// GitHub's webhook deliveries (github.com and GitHub Enterprise Server alike): signed with
+// X-Hub-Signature-256, named by X-GitHub-Event, identified by X-GitHub-Delivery. Errand reads
+// four events: a comment on an issue or a pull request's conversation (`issue_comment`), a
+// comment on a line of a pull request (`pull_request_review_comment`), a review's body
+// (`pull_request_review`) and a label added to an issue (`issues` labeled).
+import { z } from 'zod';
+import {
+  type DeliveryHeaders,
+  deliveryIdOf,
+  equalSecret,
+  type ForgeDeliveries,
+  header,
+  hmacSha256Hex,
+  MalformedDeliveryError,
+  parsePayload,
+  webThread,
+  webThreadFields,
+} from '../deliveries.ts';
+import type { ForgeActor, ForgeEvent } from '../events.ts';
+
+// Only the fields Errand reads; GitHub's payloads carry many more.
+const userSchema = z.object({ login: z.string(), id: z.number(), type: z.string() });
+const repositorySchema = z.object({ html_url: z.string() });
+const issueSchema = z.object({
+  ...webThreadFields,
+  // Present, with the pull request's URLs, when the issue is a pull request.
+  pull_request: z.object({}).passthrough().nullable().optional(),
+});
+const pullSchema = z.object(webThreadFields);
+
+const issueCommentSchema = z.object({
+  action: z.string(),
+  issue: issueSchema,
+  comment: z.object({ id: z.number(), body: z.string(), html_url: z.string(), user: userSchema }),
+  repository: repositorySchema,
+});
+const reviewCommentSchema = z.object({
+  action: z.string(),
+  pull_request: pullSchema,
+  comment: z.object({
+    id: z.number(),
+    body: z.string(),
+    html_url: z.string(),
+    user: userSchema,
+    path: z.string(),
+    // `line` is null when the comment is outdated; `original_line` is where it was written.
+    line: z.number().int().nullable().optional(),
+    original_line: z.number().int().nullable().optional(),
+    diff_hunk: z.string().nullable().optional(),
+  }),
+  repository: repositorySchema,
+});
+const reviewSchema = z.object({
+  action: z.string(),
+  pull_request: pullSchema,
+  review: z.object({
+    id: z.number(),
+    body: z.string().nullable(),
+    html_url: z.string(),
+    user: userSchema,
+  }),
+  repository: repositorySchema,
+});
+const issuesSchema = z.object({
+  action: z.string(),
+  issue: issueSchema,
+  label: z.object({ name: z.string() }).optional(),
+  sender: userSchema,
+  repository: repositorySchema,
+});
+
+function actor(user: z.infer<typeof userSchema>): ForgeActor {
+  return { login: user.login, id: String(user.id), bot: user.type === 'Bot' };
+}
+
+function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+  const event = header(headers, 'x-github-event');
+  const base = {
+    forge: 'github' as const,
+    deliveryId: deliveryIdOf(headers, ['x-github-delivery'], body),
+  };
+  switch (event) {
+    case 'issue_comment': {
+      const p = parsePayload(issueCommentSchema, body, event);
+      if (p.action !== 'created') return [];
+      const kind = p.issue.pull_request ? 'pull-request' : 'issue';
+      return [
+        {
+          ...base,
+          type: 'comment',
+          where: 'conversation',
+          repositoryUrl: p.repository.html_url,
+          author: actor(p.comment.user),
+          thread: webThread(kind, p.issue),
+          commentId: String(p.comment.id),
+          discussionId: null,
+          body: p.comment.body,
+          url: p.comment.html_url,
+          anchor: null,
+        },
+      ];
+    }
+    case 'pull_request_review_comment': {
+      const p = parsePayload(reviewCommentSchema, body, event);
+      if (p.action !== 'created') return [];
+      const c = p.comment;
+      return [
+        {
+          ...base,
+          type: 'comment',
+          where: 'line',
+          repositoryUrl: p.repository.html_url,
+          author: actor(c.user),
+          thread: webThread('pull-request', p.pull_request),
+          commentId: String(c.id),
+          discussionId: null,
+          body: c.body,
+          url: c.html_url,
+          anchor: {
+            path: c.path,
+            line: c.line ?? c.original_line ?? null,
+            diffHunk: c.diff_hunk ?? '',
+          },
+        },
+      ];
+    }
+    case 'pull_request_review': {
+      const p = parsePayload(reviewSchema, body, event);
+      // A review without a body (an approval, or line comments only) says nothing to read here:
+      // its line comments come as their own deliveries.
+      if (p.action !== 'submitted' || !p.review.body) return [];
+      return [
+        {
+          ...base,
+          type: 'comment',
+          where: 'review',
+          repositoryUrl: p.repository.html_url,
+          author: actor(p.review.user),
+          thread: webThread('pull-request', p.pull_request),
+          commentId: String(p.review.id),
+          discussionId: null,
+          body: p.review.body,
+          url: p.review.html_url,
+          anchor: null,
+        },
+      ];
+    }
+    case 'issues': {
+      const p = parsePayload(issuesSchema, body, event);
+      if (p.action !== 'labeled') return [];
+      if (!p.label)
+        throw new MalformedDeliveryError(
+          'the issues delivery is not what the forge sends: label: an issue labeled names its label',
+        );
+      return [
+        {
+          ...base,
+          type: 'labeled',
+          repositoryUrl: p.repository.html_url,
+          author: actor(p.sender),
+          thread: webThread(p.issue.pull_request ? 'pull-request' : 'issue', p.issue),
+          label: p.label.name,
+        },
+      ];
+    }
+    default:
+      // `ping` when the webhook is made, and every event Errand does not read.
+      return [];
+  }
+}
+
+export const githubDeliveries: ForgeDeliveries = {
+  webhookEvents: [
+    'Issue comments',
+    'Issues',
+    'Pull request review comments',
+    'Pull request reviews',
+  ],
+  verifyDelivery(headers, body, secret) {
+    const signature = header(headers, 'x-hub-signature-256');
+    if (!signature.startsWith('sha256=')) return false;
+    return equalSecret(
+      signature.slice('sha256='.length).toLowerCase(),
+      hmacSha256Hex(secret, body),
+    );
+  },
+  readDelivery: read,
+};

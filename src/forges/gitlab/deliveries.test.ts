@@ -1,0 +1,213 @@
+// GitLab's deliveries read into ForgeEvents: the token check, notes on issues and merge
+// requests (diff notes on a line among them), and issue updates that add labels, in GitLab's
+// payload shape, with the notes and updates Errand leaves.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { MalformedDeliveryError } from '../deliveries.ts';
+import { gitlabDeliveries } from './deliveries.ts';
+
+const project = {
+  id: 3,
+  web_url: 'https://gitlab.example.com/group/app',
+  path_with_namespace: 'group/app',
+};
+const user = (username: string) => ({ id: 21, name: username, username, email: '[REDACTED]' });
+const headers = (event: string) => ({
+  'x-gitlab-event': event,
+  'x-gitlab-event-uuid': 'uuid-1',
+  'idempotency-key': 'key-1',
+});
+const mr = {
+  iid: 4,
+  title: 'Add the parser',
+  description: 'Made by Errand',
+  url: 'https://gitlab.example.com/group/app/-/merge_requests/4',
+};
+
+function note(
+  attributes: Record<string, unknown>,
+  on: Record<string, unknown> = { merge_request: mr },
+) {
+  return {
+    object_kind: 'note',
+    event_type: 'note',
+    user: user('reviewer'),
+    project_id: 3,
+    project,
+    object_attributes: {
+      id: 70,
+      note: '@errand rename',
+      noteable_type: 'MergeRequest',
+      discussion_id: 'a'.repeat(40),
+      url: `${mr.url}#note_70`,
+      type: null,
+      position: null,
+      action: 'create',
+      ...attributes,
+    },
+    ...on,
+  };
+}
+
+describe('GitLab deliveries', () => {
+  test('the token: the same, another, missing', () => {
+    const body = Buffer.from('{}');
+    assert.equal(
+      gitlabDeliveries.verifyDelivery({ 'x-gitlab-token': 'tok-123456789' }, body, 'tok-123456789'),
+      true,
+    );
+    assert.equal(
+      gitlabDeliveries.verifyDelivery({ 'x-gitlab-token': 'tok-12345678' }, body, 'tok-123456789'),
+      false,
+    );
+    assert.equal(gitlabDeliveries.verifyDelivery({}, body, 'tok-123456789'), false);
+    assert.equal(gitlabDeliveries.verifyDelivery({ 'x-gitlab-token': '' }, body, ''), false);
+  });
+
+  test('a note on a merge request, and a diff note on a line', () => {
+    const [plain] = gitlabDeliveries.readDelivery(headers('Note Hook'), note({}));
+    assert.deepEqual(plain, {
+      forge: 'gitlab',
+      deliveryId: 'key-1',
+      type: 'comment',
+      where: 'conversation',
+      repositoryUrl: project.web_url,
+      author: { login: 'reviewer', id: '21', bot: false },
+      thread: {
+        kind: 'pull-request',
+        number: 4,
+        title: mr.title,
+        body: mr.description,
+        url: mr.url,
+      },
+      commentId: '70',
+      discussionId: 'a'.repeat(40),
+      body: '@errand rename',
+      url: `${mr.url}#note_70`,
+      anchor: null,
+    });
+    const [line] = gitlabDeliveries.readDelivery(
+      headers('Note Hook'),
+      note({
+        type: 'DiffNote',
+        position: {
+          old_path: 'a.ts',
+          new_path: 'b.ts',
+          old_line: null,
+          new_line: 9,
+          position_type: 'text',
+        },
+      }),
+    );
+    assert.ok(line?.type === 'comment');
+    assert.equal(line.where, 'line');
+    assert.deepEqual(line.anchor, { path: 'b.ts', line: 9, diffHunk: '' });
+    const [removed] = gitlabDeliveries.readDelivery(
+      headers('Note Hook'),
+      note({
+        type: 'DiffNote',
+        position: { old_path: 'a.ts', new_path: 'a.ts', old_line: 5, new_line: null },
+      }),
+    );
+    assert.ok(removed?.type === 'comment');
+    assert.equal(removed.anchor?.line, 5);
+  });
+
+  test('a note on an issue, a confidential one, and the notes Errand leaves', () => {
+    const issue = {
+      iid: 2,
+      title: 'Crash',
+      description: null,
+      url: `${project.web_url}/-/issues/2`,
+    };
+    const onIssue = note({ noteable_type: 'Issue', url: `${issue.url}#note_70` }, { issue });
+    for (const event of ['Note Hook', 'Confidential Note Hook']) {
+      const [read] = gitlabDeliveries.readDelivery(headers(event), onIssue);
+      assert.equal(read?.thread.kind, 'issue');
+      assert.equal(read?.thread.body, '');
+    }
+    assert.deepEqual(
+      gitlabDeliveries.readDelivery(headers('Note Hook'), note({ action: 'update' })),
+      [],
+    );
+    assert.deepEqual(
+      gitlabDeliveries.readDelivery(
+        headers('Note Hook'),
+        note({ noteable_type: 'Commit' }, { commit: { id: 'abc' } }),
+      ),
+      [],
+    );
+  });
+
+  test('bots: project and group access tokens, service accounts', () => {
+    for (const [username, bot] of [
+      ['project_12_bot_0f3e5c1a2b4d6e8f0a1b2c3d4e5f6a7b', true],
+      ['group_8_bot_ab12', true],
+      ['service_account_group_5_0a1b2c', true],
+      ['project_manager', false],
+      ['reviewer', false],
+    ] as const) {
+      const payload = { ...note({}), user: user(username) };
+      assert.equal(
+        gitlabDeliveries.readDelivery(headers('Note Hook'), payload)[0]?.author.bot,
+        bot,
+        username,
+      );
+    }
+  });
+
+  test('an issue update: each added label is an event; removed or unchanged ones are not', () => {
+    const labels = (...titles: string[]) => titles.map((title, i) => ({ id: i, title }));
+    const update = (previous: string[], current: string[]) => ({
+      object_kind: 'issue',
+      event_type: 'issue',
+      user: user('maintainer'),
+      project,
+      object_attributes: {
+        iid: 2,
+        title: 'Crash',
+        description: 'Steps',
+        url: `${project.web_url}/-/issues/2`,
+        action: 'update',
+      },
+      labels: labels(...current),
+      changes: { labels: { previous: labels(...previous), current: labels(...current) } },
+    });
+    const added = gitlabDeliveries.readDelivery(
+      headers('Issue Hook'),
+      update(['bug'], ['bug', 'errand', 'p1']),
+    );
+    assert.deepEqual(
+      added.map((e) => (e.type === 'labeled' ? e.label : '')),
+      ['errand', 'p1'],
+    );
+    assert.equal(added[0]?.author.login, 'maintainer');
+    assert.equal(added[0]?.thread.body, 'Steps');
+    assert.deepEqual(
+      gitlabDeliveries.readDelivery(headers('Issue Hook'), update(['errand'], [])),
+      [],
+    );
+    const { changes: _, ...titleOnly } = update([], []);
+    assert.deepEqual(gitlabDeliveries.readDelivery(headers('Issue Hook'), titleOnly), []);
+  });
+
+  test('the delivery id: Idempotency-Key, else X-Gitlab-Event-UUID (before GitLab 17.4)', () => {
+    const old = { 'x-gitlab-event': 'Note Hook', 'x-gitlab-event-uuid': 'uuid-2' };
+    assert.equal(gitlabDeliveries.readDelivery(old, note({}))[0]?.deliveryId, 'uuid-2');
+  });
+
+  test('other hooks are nothing to read; a wrong shape is refused', () => {
+    assert.deepEqual(
+      gitlabDeliveries.readDelivery(headers('Push Hook'), { object_kind: 'push' }),
+      [],
+    );
+    assert.throws(
+      () =>
+        gitlabDeliveries.readDelivery(headers('Note Hook'), {
+          object_kind: 'note',
+          user: user('x'),
+        }),
+      MalformedDeliveryError,
+    );
+  });
+});

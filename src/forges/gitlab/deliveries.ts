@@ -1,0 +1,186 @@
+// GitLab's webhook deliveries: authenticated by the secret token itself (X-Gitlab-Token, there
+// is no signature), named by X-Gitlab-Event, identified by Idempotency-Key (X-Gitlab-Event-UUID
+// before GitLab 17.4). Errand reads
+// notes (comments) on issues and merge requests, diff notes on a line among them, and issue
+// updates that add labels.
+import { z } from 'zod';
+import {
+  type DeliveryHeaders,
+  deliveryIdOf,
+  equalSecret,
+  type ForgeDeliveries,
+  header,
+  parsePayload,
+} from '../deliveries.ts';
+import type {
+  ForgeActor,
+  ForgeEvent,
+  ForgeLabelEvent,
+  ForgeLineAnchor,
+  ForgeThread,
+} from '../events.ts';
+
+// Project and group access tokens act as users named project_<id>_bot_<hex> (group_… alike);
+// service accounts as service_account_…. GitLab's hook payloads carry no bot flag of their own.
+const BOT_USERNAME = /^(?:(?:project|group)_\d+_bot(?:_[0-9a-f]+)?\d*|service_account_.+)$/;
+
+const userSchema = z.object({
+  id: z.number(),
+  username: z.string(),
+  bot: z.boolean().optional(),
+});
+const projectSchema = z.object({ web_url: z.string() });
+const itemSchema = z.object({
+  iid: z.number().int().positive(),
+  title: z.string(),
+  description: z.string().nullable().optional(),
+  url: z.string().optional(),
+});
+const positionSchema = z.object({
+  new_path: z.string().nullable().optional(),
+  old_path: z.string().nullable().optional(),
+  new_line: z.number().int().nullable().optional(),
+  old_line: z.number().int().nullable().optional(),
+});
+const noteSchema = z.object({
+  object_kind: z.literal('note'),
+  user: userSchema,
+  project: projectSchema,
+  object_attributes: z.object({
+    id: z.number(),
+    note: z.string(),
+    noteable_type: z.string(),
+    // `create` or `update` on GitLab 15.x and later; absent before (every note hook a create).
+    action: z.string().optional(),
+    discussion_id: z.string().nullable().optional(),
+    url: z.string(),
+    // DiffNote for a comment on a line of a merge request's diff.
+    type: z.string().nullable().optional(),
+    position: positionSchema.nullable().optional(),
+    // The hunk, on GitLab versions that still send it.
+    st_diff: z.object({ diff: z.string().optional() }).nullable().optional(),
+  }),
+  merge_request: itemSchema.optional(),
+  issue: itemSchema.optional(),
+});
+const labelListSchema = z.array(z.object({ title: z.string() }));
+const issueSchema = z.object({
+  object_kind: z.literal('issue'),
+  user: userSchema,
+  project: projectSchema,
+  object_attributes: itemSchema,
+  changes: z
+    .object({
+      labels: z.object({ previous: labelListSchema, current: labelListSchema }).optional(),
+    })
+    .optional(),
+});
+
+function actor(user: z.infer<typeof userSchema>): ForgeActor {
+  return {
+    login: user.username,
+    id: String(user.id),
+    bot: user.bot === true || BOT_USERNAME.test(user.username),
+  };
+}
+
+function thread(
+  kind: ForgeThread['kind'],
+  item: z.infer<typeof itemSchema>,
+  projectUrl: string,
+): ForgeThread {
+  return {
+    kind,
+    number: item.iid,
+    title: item.title,
+    body: item.description ?? '',
+    url:
+      item.url ?? `${projectUrl}/-/${kind === 'issue' ? 'issues' : 'merge_requests'}/${item.iid}`,
+  };
+}
+
+function readNote(base: { forge: 'gitlab'; deliveryId: string }, body: unknown): ForgeEvent[] {
+  const p = parsePayload(noteSchema, body, 'Note Hook');
+  const note = p.object_attributes;
+  if (note.action !== undefined && note.action !== 'create') return [];
+  let on: ForgeThread;
+  if (note.noteable_type === 'Issue' && p.issue) on = thread('issue', p.issue, p.project.web_url);
+  else if (note.noteable_type === 'MergeRequest' && p.merge_request)
+    on = thread('pull-request', p.merge_request, p.project.web_url);
+  // Notes on commits and snippets are not Errand's.
+  else return [];
+  const position = note.type === 'DiffNote' ? note.position : null;
+  const path = position ? (position.new_path ?? position.old_path) : null;
+  // A note on a removed line has only its old line.
+  const anchor: ForgeLineAnchor | null =
+    position && path
+      ? {
+          path,
+          line: position.new_line ?? position.old_line ?? null,
+          diffHunk: note.st_diff?.diff ?? '',
+        }
+      : null;
+  return [
+    {
+      ...base,
+      type: 'comment',
+      where: path ? 'line' : 'conversation',
+      repositoryUrl: p.project.web_url,
+      author: actor(p.user),
+      thread: on,
+      commentId: String(note.id),
+      discussionId: note.discussion_id ?? null,
+      body: note.note,
+      url: note.url,
+      anchor,
+    },
+  ];
+}
+
+function readIssue(base: { forge: 'gitlab'; deliveryId: string }, body: unknown): ForgeEvent[] {
+  const p = parsePayload(issueSchema, body, 'Issue Hook');
+  const labels = p.changes?.labels;
+  if (!labels) return [];
+  const before = new Set(labels.previous.map((label) => label.title));
+  const issue = thread('issue', p.object_attributes, p.project.web_url);
+  return labels.current
+    .filter((label) => !before.has(label.title))
+    .map(
+      (label): ForgeLabelEvent => ({
+        ...base,
+        type: 'labeled',
+        repositoryUrl: p.project.web_url,
+        author: actor(p.user),
+        thread: issue,
+        label: label.title,
+      }),
+    );
+}
+
+function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+  const base = {
+    forge: 'gitlab' as const,
+    // Idempotency-Key (GitLab 17.4 and later) is the same on every retry and resend of an event;
+    // X-Gitlab-Event-UUID is the id of older versions.
+    deliveryId: deliveryIdOf(headers, ['idempotency-key', 'x-gitlab-event-uuid'], body),
+  };
+  switch (header(headers, 'x-gitlab-event')) {
+    case 'Note Hook':
+    case 'Confidential Note Hook':
+      return readNote(base, body);
+    case 'Issue Hook':
+    case 'Confidential Issue Hook':
+      return readIssue(base, body);
+    default:
+      return [];
+  }
+}
+
+export const gitlabDeliveries: ForgeDeliveries = {
+  webhookEvents: ['Comments', 'Issues events'],
+  verifyDelivery(headers, _body, secret) {
+    const token = header(headers, 'x-gitlab-token');
+    return token !== '' && equalSecret(token, secret);
+  },
+  readDelivery: read,
+};

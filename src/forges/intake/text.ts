@@ -1,0 +1,135 @@
+// The words between Errand and the people on a forge: whether a comment calls Errand, the
+// prompt a comment or an issue becomes, and what Errand answers. Every answer carries a hidden
+// marker, so that Errand's own comments (posted with a person's token, they look like that
+// person's) never call it again.
+import type { ForgeCommentEvent, ForgeEvent } from '../events.ts';
+import { readForgeRepository } from '../http.ts';
+
+/** In every comment Errand writes; a comment that carries it never triggers a turn. */
+export const ERRAND_MARKER = '<!-- errand -->';
+
+/** How many lines of a turn's summary its answer quotes. */
+const SUMMARY_LINES = 6;
+/** The most of a comment, an issue's body or a hunk a prompt quotes. */
+const MAX_QUOTED = 20_000;
+
+export function writtenByErrand(body: string): boolean {
+  return body.includes(ERRAND_MARKER);
+}
+
+/**
+ * Whether `body` mentions `@handle`: a whole word, in any case, outside quoted lines (a reply
+ * quoting an earlier request is not a new one) and not inside an address (`me@handle.dev`).
+ */
+export function mentions(body: string, handle: string): boolean {
+  const escaped = handle.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const pattern = new RegExp(`(?<![\\w@/.-])@${escaped}(?![\\w-])`, 'i');
+  return body
+    .split('\n')
+    .filter((line) => !/^\s*>/.test(line))
+    .some((line) => pattern.test(line));
+}
+
+/**
+ * A repository URL as the web and git sides both write it: the host without its port (an ssh
+ * remote's port says nothing of the web side) and the path, in lower case, without `.git`.
+ */
+function repositoryKey(url: string): string | undefined {
+  const repo = readForgeRepository(url);
+  if (!repo) return undefined;
+  return `${repo.host.split(':')[0]}/${repo.path}`.toLowerCase();
+}
+
+export function sameRepository(a: string, b: string): boolean {
+  const left = repositoryKey(a);
+  return left !== undefined && left === repositoryKey(b);
+}
+
+function clip(text: string, max = MAX_QUOTED): string {
+  return text.length > max ? `${text.slice(0, max)}\n… (shortened)` : text;
+}
+
+function fenced(text: string, lang = ''): string {
+  // A fence longer than any run of backticks inside, so the quoted text cannot close it.
+  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((m) => m[0].length));
+  const fence = '`'.repeat(longest + 1);
+  return `${fence}${lang}\n${text}\n${fence}`;
+}
+
+function whatComment(event: ForgeCommentEvent): string {
+  const on = event.thread.kind === 'pull-request' ? 'the pull request' : 'the issue';
+  if (event.where === 'line') return `A review comment on ${on}`;
+  if (event.where === 'review') return `A review of ${on}`;
+  return `A comment on ${on}`;
+}
+
+/** The prompt of a follow-up asked for in a comment on a job's pull request or issue. */
+export function followUpPrompt(event: ForgeCommentEvent): string {
+  const parts = [
+    `${whatComment(event)} by @${event.author.login} (${event.url}) asks for changes:`,
+    clip(event.body.trim()),
+  ];
+  if (event.anchor) {
+    const line = event.anchor.line === null ? '' : `, line ${event.anchor.line}`;
+    parts.push(`It is on \`${event.anchor.path}\`${line}.`);
+    if (event.anchor.diffHunk.trim() !== '')
+      parts.push(`The diff it comments on:\n\n${fenced(clip(event.anchor.diffHunk), 'diff')}`);
+  }
+  return parts.join('\n\n');
+}
+
+/** The prompt of a job made from an issue: its title and body, and the comment that asked. */
+export function issuePrompt(event: ForgeEvent): string {
+  const { thread } = event;
+  const parts = [
+    `Work on issue #${thread.number} (${thread.url}): ${thread.title}`,
+    thread.body.trim() === '' ? '(The issue has no description.)' : clip(thread.body.trim()),
+  ];
+  if (event.type === 'comment') {
+    parts.push(
+      `@${event.author.login} asked in a comment (${event.url}):`,
+      clip(event.body.trim()),
+    );
+  } else {
+    parts.push(`@${event.author.login} labelled the issue \`${event.label}\` to ask for this.`);
+  }
+  return parts.join('\n\n');
+}
+
+export function acceptedOnIssue(jobUrl: string, jobId: string): string {
+  return `${ERRAND_MARKER}\nOn it: job [\`${jobId}\`](${jobUrl}) works on this issue; its pull request will close it.`;
+}
+
+export function noAccess(login: string, handle: string): string {
+  return `${ERRAND_MARKER}\nSorry @${login}, @${handle} takes requests only from people with write access to this repository.`;
+}
+
+export function refused(message: string): string {
+  return `${ERRAND_MARKER}\nErrand cannot take this up: ${message}`;
+}
+
+/** The answer when a turn has ended: the summary's first lines, the commit, and the job's link. */
+export function turnEnded(turn: {
+  state: 'done' | 'failed';
+  summary: string | null;
+  commitSha: string | null;
+  error: string | null;
+  jobId: string;
+  jobUrl: string;
+  prLink: string | null;
+}): string {
+  const job = `[job \`${turn.jobId}\`](${turn.jobUrl})`;
+  if (turn.state === 'failed') {
+    return `${ERRAND_MARKER}\nThis did not work out: ${turn.error ?? 'the turn failed'}\n\nSee ${job}.`;
+  }
+  const summary = (turn.summary ?? '')
+    .trim()
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .slice(0, SUMMARY_LINES)
+    .join('\n');
+  const done = turn.commitSha
+    ? `Pushed commit ${turn.commitSha.slice(0, 12)}${turn.prLink ? ` to ${turn.prLink}` : ''}.`
+    : 'No files changed.';
+  return `${ERRAND_MARKER}\n${summary || 'Done.'}\n\n${done} See ${job}.`;
+}

@@ -1,0 +1,86 @@
+// POST /v2/forges/{projectId}/webhook: where a project's forge (GitHub, GitLab, Gitea/Forgejo)
+// sends its webhook deliveries. No API key: the forge's signature with the project's webhook
+// secret is the authentication, checked over the body's exact bytes, so this route takes its
+// JSON body raw (a content-type parser of its own scope) and parses it only once it is let in.
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import { AppError } from '../../errors.ts';
+import { queueDelivery, verifyDelivery } from '../../events/forge-deliveries.ts';
+import { errors } from '../../responses.ts';
+import { findBodyProblem } from '../nul.ts';
+
+/** The largest delivery taken: forges' payloads of a comment or an issue are tens of kB. */
+const MAX_DELIVERY_BYTES = 5 * 1024 * 1024;
+
+const answer = z.object({
+  outcome: z
+    .enum(['queued', 'duplicate', 'ignored'])
+    .describe(
+      'queued: its events will be worked on; duplicate: a redelivery of a delivery already taken; ignored: a ping, or an event Errand has no use for.',
+    ),
+  events: z.number().int().describe('How many events were queued.'),
+});
+
+/** The verified body as JSON, or the 400 that says why it is not usable. */
+function parseDelivery(raw: Buffer): unknown {
+  let body: unknown;
+  try {
+    body = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new AppError('invalid_json', 'request body is not valid JSON');
+  }
+  const problem = findBodyProblem(body);
+  if (problem)
+    throw new AppError(
+      'bad_request',
+      problem.kind === 'nul'
+        ? `"${problem.path}" contains a NUL character (\\u0000), which cannot be stored`
+        : 'the delivery is nested deeper than Errand reads',
+    );
+  return body;
+}
+
+export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext): Promise<void> {
+  await app.register(async (scope) => {
+    // The bytes as sent: a signature is over them, not over a re-serialisation of the JSON.
+    scope.removeContentTypeParser('application/json');
+    scope.addContentTypeParser(
+      'application/json',
+      { parseAs: 'buffer', bodyLimit: MAX_DELIVERY_BYTES },
+      (_request, body, done) => done(null, body),
+    );
+    scope.withTypeProvider<ZodTypeProvider>().post(
+      '/v2/forges/:projectId/webhook',
+      {
+        bodyLimit: MAX_DELIVERY_BYTES,
+        schema: {
+          tags: ['forges'],
+          summary: 'Forge webhook',
+          description:
+            "Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. A redelivery (the same X-GitHub-Delivery, GitLab Idempotency-Key or X-Gitlab-Event-UUID, or X-Gitea-Delivery) is acknowledged and not acted on twice.",
+          params: z.object({ projectId: z.string().describe('The project id.') }),
+          response: {
+            200: answer.describe(
+              'A redelivery, or an event Errand has no use for: nothing queued.',
+            ),
+            202: answer.describe('The events were queued.'),
+            ...errors(400, 401, 413, 415, 503),
+          },
+        },
+      },
+      async (request, reply) => {
+        const raw = request.body;
+        if (!Buffer.isBuffer(raw))
+          throw new AppError(
+            'unsupported_media_type',
+            'the delivery must be JSON (Content-Type: application/json)',
+          );
+        const verified = await verifyDelivery(ctx, request.params.projectId, request.headers, raw);
+        const result = await queueDelivery(ctx, verified, request.headers, parseDelivery(raw));
+        return reply.code(result.outcome === 'queued' ? 202 : 200).send(result);
+      },
+    );
+  });
+}

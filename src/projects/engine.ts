@@ -1,0 +1,50 @@
+// The agent a project's turns run: Errand's own loop or one of the coding CLIs that
+// `errand engine install` puts on the worker (src/engines/catalog.ts says which version and
+// where). What a project may choose and which model providers each one can talk to are said
+// here, below the engines, so that the project service can refuse a choice that cannot work.
+import type { ProjectRow } from '../db/schema.ts';
+
+/** Every engine a project may choose; `errand` is Errand's own loop (src/agent/). */
+export const ENGINE_NAMES = ['errand', 'claude-code', 'codex', 'opencode'] as const;
+
+export type EngineName = (typeof ENGINE_NAMES)[number];
+
+// The database's column says the same four names (src/db/schema.ts, migration 0014).
+ENGINE_NAMES satisfies readonly ProjectRow['engine'][];
+
+/** An engine that is not Errand's own loop: a CLI installed from npm. */
+export type InstallableEngine = Exclude<EngineName, 'errand'>;
+
+/**
+ * The model providers (the part of `provider:model` before the colon) each engine can talk to,
+ * through Errand's model proxy: Claude Code speaks Anthropic's Messages API only, Codex
+ * OpenAI's Responses API only, OpenCode either, or a chat-completions endpoint. Errand's own
+ * loop takes every provider of the model registry.
+ */
+const ENGINE_PROVIDERS: Readonly<Record<InstallableEngine, readonly string[]>> = {
+  'claude-code': ['anthropic'],
+  codex: ['openai'],
+  opencode: ['anthropic', 'openai', 'openai-compatible'],
+};
+
+/**
+ * Why `engine` cannot run `model` (a `provider:model` id; `whose` says where it comes from,
+ * e.g. " (the server's default)"), or undefined when it can.
+ */
+export function engineModelRefusal(
+  engine: EngineName,
+  model: string,
+  whose = '',
+): string | undefined {
+  if (engine === 'errand') return undefined;
+  const provider = model.slice(0, Math.max(0, model.indexOf(':')));
+  const allowed = ENGINE_PROVIDERS[engine];
+  if (allowed.includes(provider)) return undefined;
+  return `engine ${engine} cannot run model '${model}'${whose}: it talks to ${allowed.map((p) => `${p}:`).join(', ')} models only`;
+}
+
+/** What projects ask of the engines' installs, which live above them (src/engines/catalog.ts). */
+export interface EngineInstalls {
+  /** Whether the engine's pinned version is installed on this machine. */
+  installed(name: InstallableEngine): Promise<boolean>;
+}

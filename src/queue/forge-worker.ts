@@ -1,0 +1,47 @@
+// Works off the forge-events queue in the processes that run turns: each event goes to the
+// forge intake (src/forges/intake/), which accepts turns and answers on the forge. The turns it
+// accepted are answered when they end: at once by the process that ends them (it hears the
+// transition), and by a periodic pass for those a stopped process never answered.
+import { ForgeIntake, type IntakeContext } from '../forges/intake/intake.ts';
+import type { TurnQueue } from './queue.ts';
+
+export interface ForgeWorkerContext extends IntakeContext {
+  queue: IntakeContext['queue'] & Pick<TurnQueue, 'forgeEvents'>;
+}
+
+export interface ForgeWorker {
+  stop(): Promise<void>;
+}
+
+/** How often the answers a stopped process owed are looked for. */
+const MISSED_INTERVAL_MS = 10_000;
+/** Events handled at once by this process: each is a few forge calls and one transaction. */
+const CONCURRENCY = 4;
+
+/** `publicUrl`: where users reach Errand, for the links to jobs in the answers. */
+export async function startForgeWorker(
+  ctx: ForgeWorkerContext,
+  publicUrl: string,
+): Promise<ForgeWorker> {
+  const intake = new ForgeIntake(ctx, publicUrl);
+  const unsubscribe = ctx.transitions.subscribe((t) => {
+    if ((t.type === 'turn.finished' || t.type === 'turn.failed') && t.turn !== null)
+      return intake.answerTurn(t.jobId, t.turn);
+  });
+  await ctx.queue.forgeEvents.work(CONCURRENCY, (entry) => intake.handle(entry.data));
+  let missed = Promise.resolve();
+  const timer = setInterval(() => {
+    missed = intake
+      .answerMissed()
+      .catch((err: unknown) => ctx.log.error({ err }, 'looking for missed forge answers failed'));
+  }, MISSED_INTERVAL_MS);
+  timer.unref();
+  return {
+    async stop() {
+      clearInterval(timer);
+      unsubscribe();
+      await ctx.queue.forgeEvents.stopWork();
+      await missed;
+    },
+  };
+}

@@ -1,0 +1,120 @@
+// The user-mode network a setup command gets (SandboxRun.network): pasta (Debian's `passt`)
+// joins the sandbox's own network namespace from outside and gives it an interface whose
+// traffic pasta carries out through ordinary sockets of the host. Nothing maps to the host's
+// loopback: no port forwarding either way, and not the gateway-to-host mapping, so Errand's
+// API and a trust-auth PostgreSQL on 127.0.0.1 stay out of reach while the internet is not.
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SANDBOX_PATH } from './args.ts';
+
+export const HOW_TO_INSTALL_PASTA =
+  'install the passt package, which provides pasta (Debian/Ubuntu: apt-get install passt; Fedora: dnf install passt)';
+
+/** How long pasta may take to join and configure the namespace (it takes tens of ms). */
+const READY_TIMEOUT_MS = 10_000;
+const STDERR_CAP = 2_000;
+
+export interface NetworkTools {
+  pasta: string;
+  /** util-linux's setpriv, to give pasta a parent-death signal: it never outlives Errand. */
+  setpriv: string | null;
+}
+
+/** pasta's arguments: join `pid`'s namespaces, configure them, forward nothing to the host. */
+function pastaArgs(pid: number, pidFile: string): string[] {
+  return [
+    '--config-net',
+    '--quiet',
+    '--foreground',
+    '--pid',
+    pidFile,
+    // No port forwarding in either direction: nothing of the host's is reachable by a port of
+    // the namespace's loopback, and nothing of the namespace's is published on the host.
+    '--tcp-ports',
+    'none',
+    '--udp-ports',
+    'none',
+    '--tcp-ns',
+    'none',
+    '--udp-ns',
+    'none',
+    // Without it, connections to the gateway's address go to the host's loopback.
+    '--no-map-gw',
+    // Root may enter the network namespace directly, whichever user namespace owns it (bwrap
+    // nests a second one for --disable-userns); it stays root, since nobody, whom pasta would
+    // switch to, may not. Another user enters the sandbox's user namespace first, which then
+    // must own the network namespace (flatUserns in args.ts).
+    ...(process.getuid?.() === 0
+      ? ['--runas', '0:0', '--netns', `/proc/${pid}/ns/net`]
+      : [String(pid)]),
+  ];
+}
+
+/**
+ * pasta attached to the namespaces of `pid` (the sandbox's init, held before the command by
+ * bwrap's --block-fd). Resolves once the namespace's interface is up; the returned stop()
+ * ends pasta. Rejects with pasta's own message if it exits first.
+ */
+export async function attachNetwork(
+  tools: NetworkTools,
+  pid: number,
+): Promise<{ stop: () => Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'errand-net-'));
+  const pidFile = join(dir, 'pasta.pid');
+  const args = pastaArgs(pid, pidFile);
+  const [file, argv] =
+    tools.setpriv === null
+      ? [tools.pasta, args]
+      : [tools.setpriv, ['--pdeathsig', 'KILL', '--', tools.pasta, ...args]];
+  let child: ChildProcess;
+  try {
+    child = spawn(file, argv, {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      env: { PATH: SANDBOX_PATH },
+      cwd: '/',
+    });
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    if (stderr.length < STDERR_CAP) stderr += chunk.toString('utf8');
+  });
+  const exited = new Promise<string>((resolve) => {
+    child.once('error', (err) => resolve(err.message));
+    child.once('close', (code, signal) => resolve(`pasta exited with ${code ?? signal}`));
+  });
+  let over = false;
+  void exited.then(() => {
+    over = true;
+  });
+  const stop = async () => {
+    if (!over) child.kill('SIGKILL');
+    await exited;
+    await rm(dir, { recursive: true, force: true });
+  };
+  // pasta writes its pid file once the namespace is configured.
+  const deadline = performance.now() + READY_TIMEOUT_MS;
+  while (!over) {
+    const text = await readFile(pidFile, 'utf8').catch(() => '');
+    if (/^\d+\n/.test(text)) return { stop };
+    if (performance.now() > deadline) break;
+    await sleep(5);
+  }
+  const why = over ? await exited : `pasta was not ready after ${READY_TIMEOUT_MS / 1000} s`;
+  await stop();
+  throw new Error(`${why}: ${quietNoise(stderr) || 'no message'}`);
+}
+
+/** pasta's stderr without its complaints about a missing syslog. */
+function quietNoise(text: string): string {
+  return text
+    .split('\n')
+    .filter((line) => line.trim() !== '' && !/to syslog$/.test(line))
+    .join('; ')
+    .trim();
+}

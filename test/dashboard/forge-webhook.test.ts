@@ -1,0 +1,146 @@
+// The dashboard's forge webhook page against a real service, over HTTP with a real session:
+// the URL to paste into the forge and the events to select; a secret made by Errand shown
+// once and never again, one the admin chose, its removal; refused input shown on the form and
+// changing nothing; project keys and cross-site posts refused; every value escaped.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { getPage, postForm, sessionCookie } from '../support/dashboard.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+
+const HOSTILE = `<script>alert(1)</script>"><img src=x onerror=alert(1)>`;
+
+/** A page, or with `fields` a form posted from `origin`. */
+const request = (
+  svc: TestService,
+  cookie: string,
+  path: string,
+  fields?: Record<string, string>,
+  origin = svc.url,
+) => (fields ? postForm(svc, cookie, path, fields, origin) : getPage(svc, cookie, path));
+
+describe('dashboard: forge webhook page', () => {
+  let svc: TestService;
+  let admin: string;
+  let projectId: string;
+  let page: string;
+
+  before(async () => {
+    svc = await startTestService({
+      worker: false,
+      env: { ERRAND_SECRET_KEY: 'dashboard-forge-webhook-secret-key' },
+    });
+    admin = await sessionCookie(svc, svc.adminKey);
+    const res = await svc.request('POST', '/v2/admin/projects', {
+      body: { name: HOSTILE, repository: 'https://github.com/acme/app.git' },
+    });
+    assert.equal(res.status, 201, res.text);
+    projectId = res.json.id as string;
+    page = `/projects/${projectId}/forge-webhook`;
+  });
+  after(async () => {
+    await svc?.close();
+  });
+
+  const stored = async () =>
+    svc.service.ctx.db
+      .selectFrom('projects')
+      .select(['forge_webhook_secret', 'forge_handle', 'forge_label', 'updated_at'])
+      .where('id', '=', projectId)
+      .executeTakeFirstOrThrow();
+
+  test('the page: the URL, the content type, the events; linked from the settings', async () => {
+    const settings = await request(svc, admin, `/projects/${projectId}/settings`);
+    assert.ok(settings.text.includes(`href="${page}"`));
+    const res = await request(svc, admin, page);
+    assert.equal(res.status, 200);
+    assert.ok(res.text.includes(`${svc.url}/v2/forges/${projectId}/webhook`));
+    assert.ok(res.text.includes('<code>application/json</code>'));
+    for (const event of [
+      'Issue comments',
+      'Issues',
+      'Pull request review comments',
+      'Pull request reviews',
+    ])
+      assert.ok(res.text.includes(`<li>${event}</li>`), event);
+    assert.match(res.text, /<strong>none<\/strong>: every delivery is refused/);
+    assert.ok(res.text.includes('<code>@errand</code>'));
+    assert.ok(!res.text.includes(HOSTILE), 'the project name is not escaped');
+  });
+
+  test('a made secret is shown once, stored sealed, and never shown again', async () => {
+    const made = await request(svc, admin, `${page}/secret`, {});
+    assert.equal(made.status, 200, made.text);
+    const secret = /<code id="new-secret">([0-9A-Za-z]{40})<\/code>/.exec(made.text)?.[1];
+    assert.ok(secret, 'the new secret is on the page');
+    assert.match(made.text, /shown this once/);
+    const row = await stored();
+    assert.ok(row.forge_webhook_secret?.startsWith('v1.'));
+    assert.ok(!row.forge_webhook_secret?.includes(secret));
+    for (const path of [page, `/projects/${projectId}/settings`, '/projects']) {
+      const again = await request(svc, admin, path);
+      assert.equal(again.status, 200, path);
+      assert.ok(!again.text.includes(secret), `${path} shows the secret again`);
+    }
+    assert.match((await request(svc, admin, page)).text, /set \(never shown again\)/);
+  });
+
+  test('a chosen secret, the handle and the label are saved; the secret can be removed', async () => {
+    const saved = await request(svc, admin, page, {
+      forgeWebhookSecret: 'chosen-secret-value-42',
+      forgeHandle: 'helper',
+      forgeLabel: 'ai: fix',
+    });
+    assert.equal(saved.status, 303, saved.text);
+    assert.equal(saved.location, `${page}?saved=1`);
+    const after = await request(svc, admin, `${page}?saved=1`);
+    assert.match(after.text, /Saved\./);
+    assert.ok(after.text.includes('<code>@helper</code>'));
+    assert.ok(!after.text.includes('chosen-secret-value-42'));
+    const row = await stored();
+    assert.equal(row.forge_handle, 'helper');
+    assert.equal(row.forge_label, 'ai: fix');
+    // An empty secret field keeps the secret; the box removes it.
+    const kept = await request(svc, admin, page, { forgeHandle: 'helper', forgeLabel: 'ai: fix' });
+    assert.equal(kept.status, 303);
+    assert.equal((await stored()).forge_webhook_secret, row.forge_webhook_secret);
+    const removed = await request(svc, admin, page, {
+      clearSecret: '1',
+      forgeHandle: 'helper',
+      forgeLabel: 'ai: fix',
+    });
+    assert.equal(removed.status, 303);
+    assert.equal((await stored()).forge_webhook_secret, null);
+  });
+
+  test('refused input is shown on the form and changes nothing', async () => {
+    const before = await stored();
+    for (const [fields, message] of [
+      [{ forgeHandle: '@helper', forgeLabel: 'x' }, /without the @/],
+      [
+        { forgeHandle: 'helper', forgeLabel: '  ' },
+        /&quot;forgeLabel&quot; must be 1 to 100 characters/,
+      ],
+      [
+        { forgeWebhookSecret: 'short', forgeHandle: 'helper', forgeLabel: 'x' },
+        /&quot;forgeWebhookSecret&quot; must be 16 to 256 characters/,
+      ],
+    ] as const) {
+      const res = await request(svc, admin, page, { ...fields });
+      assert.equal(res.status, 400, JSON.stringify(fields));
+      assert.match(res.text, message);
+      assert.ok(!res.text.includes('short"'), 'a refused secret is shown again');
+    }
+    assert.deepEqual(await stored(), before);
+  });
+
+  test('a project key, and a post from another site, are refused', async () => {
+    const keyRes = await svc.request('POST', '/v2/admin/keys', { body: { projectId } });
+    const projectSession = await sessionCookie(svc, keyRes.json.key as string);
+    const before = await stored();
+    assert.equal((await request(svc, projectSession, page)).status, 403);
+    assert.equal((await request(svc, projectSession, `${page}/secret`, {})).status, 403);
+    const crossSite = await request(svc, admin, `${page}/secret`, {}, 'https://evil.example');
+    assert.equal(crossSite.status, 403);
+    assert.deepEqual(await stored(), before);
+  });
+});

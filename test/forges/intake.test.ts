@@ -1,0 +1,537 @@
+// The forge as a client of Errand, end to end for GitHub, GitLab and Gitea: the forge's fake
+// sends signed webhook deliveries in its real payload shapes to the real service, which runs
+// turns on a real git server with a fake model, and answers on the fake forge (reactions,
+// replies, comments) through the forge's API. What must change nothing is shown by a sentinel
+// delivery on the same thread, which the queue takes only after the ones before it.
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { ERRAND_MARKER } from '../../src/forges/intake/text.ts';
+import type { JobRecord } from '../../src/jobs/record.ts';
+import { getPage, sessionCookie } from '../support/dashboard.ts';
+import { startFakeGitea } from '../support/fake-gitea.ts';
+import { startFakeGitHub } from '../support/fake-github.ts';
+import { startFakeGitLab } from '../support/fake-gitlab.ts';
+import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
+import type { DeliveryAnswer, FakeUser, ForgeDelivery } from '../support/forge-deliveries.ts';
+import { REVIEWER } from '../support/forge-deliveries.ts';
+import {
+  type GitHttpServer,
+  makeServedRepo,
+  makeTempDir,
+  removeDir,
+  startGitHttpServer,
+} from '../support/git.ts';
+import { untilStatus } from '../support/jobs.ts';
+import { startTestService, type TestService, waitFor } from '../support/service.ts';
+
+const MODEL_KEY = 'sk-test-intake-5d1f0a7e';
+const SECRET = 'intake-webhook-secret-0123456789';
+const VISITOR: FakeUser = { login: 'visitor', id: 5151 };
+const BOT: FakeUser = { login: 'helper', id: 6161, bot: true };
+const basic = (user: string, token: string) =>
+  `Basic ${Buffer.from(`${user}:${token}`).toString('base64')}`;
+
+/** Something Errand wrote on the forge. */
+interface Said {
+  /** The issue or pull request it is on (GitLab numbers the two apart). */
+  number: number;
+  onIssue: boolean;
+  body: string;
+  /** Whether it answers the comment `commentOf(answer)` in that comment's own thread. */
+  inThreadOf(delivery: DeliveryAnswer): boolean;
+}
+
+interface IntakeFake {
+  apiUrl: string;
+  deliver(delivery: ForgeDelivery, options?: { repo?: string }): Promise<DeliveryAnswer>;
+  /** Users with and without write access. */
+  grant(user: FakeUser, write: boolean): void;
+  openIssue(title: string, body: string): { number: number; title: string; body: string };
+  said(): Said[];
+  /** Whether the comment of this delivery got Errand's 👀 (a review: its pull request did). */
+  acknowledged(delivery: DeliveryAnswer): boolean;
+  pulls(): Array<{ number: number; url: string; body: string }>;
+  assertNoUnexpected(): void;
+  close(): Promise<void>;
+}
+
+interface Case {
+  forge: 'github' | 'gitlab' | 'gitea';
+  token: string;
+  gitUser: string;
+  start(token: string, webhook: () => string): Promise<IntakeFake>;
+}
+
+type Payload = Record<string, Record<string, unknown>>;
+const payloadOf = (d: DeliveryAnswer) => d.payload as Payload;
+/** The comment's id in a GitHub or Gitea delivery. */
+const commentId = (d: DeliveryAnswer) => Number(payloadOf(d).comment?.id);
+/** The issue's or pull request's number in a GitHub or Gitea delivery. */
+const threadNumber = (d: DeliveryAnswer) =>
+  Number(payloadOf(d).issue?.number ?? payloadOf(d).pull_request?.number);
+
+const cases: Case[] = [
+  {
+    forge: 'github',
+    token: 'ghp_intaketoken0123456789abcd',
+    gitUser: 'x-access-token',
+    async start(token, webhook) {
+      const fake = await startFakeGitHub({ repos: ['acme/app', 'acme/other'], token });
+      return {
+        apiUrl: fake.apiUrl,
+        deliver: (delivery, options) => fake.deliver(webhook(), SECRET, delivery, options),
+        grant: (user, write) =>
+          fake.setPermission('acme/app', user.login, write ? 'write' : 'read'),
+        openIssue: (title, body) => {
+          const issue = fake.openIssue('acme/app', { title, body, author: REVIEWER.login });
+          return { number: issue.number, title, body };
+        },
+        said: () =>
+          fake
+            .comments('acme/app')
+            .filter((c) => c.author === 'errand-bot')
+            .map((c) => ({
+              number: c.number,
+              onIssue: !fake.pullRequests('acme/app').some((p) => p.number === c.number),
+              body: c.body,
+              inThreadOf: (d) =>
+                payloadOf(d).comment?.path !== undefined
+                  ? c.kind === 'line' && c.inReplyTo === commentId(d)
+                  : c.kind === 'issue' && c.number === threadNumber(d),
+            })),
+        acknowledged: (d) =>
+          fake.reactions('acme/app').some((r) => {
+            if (r.content !== 'eyes') return false;
+            if (payloadOf(d).review) return r.on === 'issue';
+            if (payloadOf(d).comment?.path !== undefined)
+              return r.on === 'review-comment' && r.id === commentId(d);
+            return r.on === 'issue-comment' && r.id === commentId(d);
+          }),
+        pulls: () =>
+          fake
+            .pullRequests('acme/app')
+            .map((p) => ({ number: p.number, url: p.htmlUrl, body: p.body ?? '' })),
+        assertNoUnexpected: () => fake.assertNoUnexpected(),
+        close: () => fake.close(),
+      };
+    },
+  },
+  {
+    forge: 'gitlab',
+    token: 'glpat-intaketoken012345678',
+    gitUser: 'oauth2',
+    async start(token, webhook) {
+      const fake = await startFakeGitLab({ token, projects: ['acme/app', 'acme/other'] });
+      const note = (d: DeliveryAnswer) => payloadOf(d).object_attributes ?? {};
+      return {
+        apiUrl: fake.apiUrl,
+        deliver: (delivery, options) => fake.deliver(webhook(), SECRET, delivery, options),
+        // A bot is a project access token's user (forge-deliveries.ts names them so).
+        grant: (user, write) =>
+          fake.addUser(
+            { username: user.bot ? `project_12_bot_${user.login}` : user.login, id: user.id },
+            write ? 30 : 10,
+          ),
+        openIssue: (title, body) => {
+          const issue = fake.openIssue('acme/app', {
+            title,
+            description: body,
+            author: REVIEWER.login,
+          });
+          return { number: issue.iid, title, body };
+        },
+        said: () =>
+          fake
+            .notes('acme/app')
+            .filter((n) => n.author === 'errand-bot')
+            .map((n) => ({
+              number: n.iid,
+              onIssue: n.on === 'issue',
+              body: n.body,
+              inThreadOf: (d) => n.discussionId === note(d).discussion_id,
+            })),
+        acknowledged: (d) =>
+          fake.awards('acme/app').some((a) => a.name === 'eyes' && a.noteId === note(d).id),
+        pulls: () =>
+          fake.mergeRequests('acme/app').map((m) => ({
+            number: m.iid,
+            url: `${fake.url}/acme/app/-/merge_requests/${m.iid}`,
+            body: m.description,
+          })),
+        assertNoUnexpected: () => fake.assertNoUnexpected(),
+        close: () => fake.close(),
+      };
+    },
+  },
+  {
+    forge: 'gitea',
+    token: 'giteaintaketoken0123456789',
+    gitUser: 'errand',
+    async start(token, webhook) {
+      const fake = await startFakeGitea({ token, repos: ['acme/app', 'acme/other'] });
+      return {
+        apiUrl: fake.apiUrl,
+        deliver: (delivery, options) => fake.deliver(webhook(), SECRET, delivery, options),
+        grant: (user, write) =>
+          fake.setPermission(
+            'acme/app',
+            user.bot ? `${user.login}[bot]` : user.login,
+            write ? 'write' : 'read',
+          ),
+        openIssue: (title, body) => {
+          const issue = fake.openIssue('acme/app', { title, body, author: REVIEWER.login });
+          return { number: issue.number, title, body };
+        },
+        said: () =>
+          fake
+            .comments('acme/app')
+            .filter((c) => c.author === 'errand-bot')
+            .map((c) => ({
+              number: c.number,
+              onIssue: !fake.pulls('acme/app').some((p) => p.number === c.number),
+              body: c.body,
+              // Gitea's API answers no comment in its thread: in the same conversation.
+              inThreadOf: (d) => c.number === threadNumber(d),
+            })),
+        acknowledged: (d) =>
+          fake.reactions('acme/app').some((r) => {
+            if (r.content !== 'eyes') return false;
+            // A review is no comment: its pull request gets the 👀.
+            if (payloadOf(d).review) return r.on === 'issue' && r.id === threadNumber(d);
+            return r.on === 'comment' && r.id === commentId(d);
+          }),
+        pulls: () =>
+          fake.pulls('acme/app').map((p) => ({
+            number: p.number,
+            url: `${fake.url}/acme/app/pulls/${p.number}`,
+            body: p.body,
+          })),
+        assertNoUnexpected: () => fake.assertNoUnexpected(),
+        close: () => fake.close(),
+      };
+    },
+  },
+];
+
+for (const c of cases) {
+  describe(`work from ${c.forge}`, () => {
+    let tmp: string;
+    let gitServer: GitHttpServer;
+    let forge: IntakeFake;
+    let llm: FakeLlm;
+    let svc: TestService;
+    let projectId: string;
+    const webhook = () => `${svc.url}/v2/forges/${projectId}/webhook`;
+    const serviceEnv = () => ({
+      OPENAI_API_KEY: MODEL_KEY,
+      OPENAI_BASE_URL: `${llm.url}/v1`,
+      ERRAND_MODEL: 'openai:gpt-test',
+      ERRAND_SECRET_KEY: 'test-secret-key-for-errand-intake',
+    });
+
+    before(async () => {
+      tmp = await makeTempDir(`intake-${c.forge}`);
+      const root = path.join(tmp, 'served');
+      await makeServedRepo(root, tmp);
+      gitServer = await startGitHttpServer({
+        projectRoot: root,
+        authorization: basic(c.gitUser, c.token),
+      });
+      forge = await c.start(c.token, webhook);
+      llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
+      svc = await startTestService({ env: serviceEnv() });
+      const project = await svc.request('POST', '/v2/admin/projects', {
+        body: {
+          name: c.forge,
+          repository: `${gitServer.url}/acme/app.git`,
+          forge: c.forge,
+          forgeUrl: forge.apiUrl,
+          forgeToken: c.token,
+          forgeWebhookSecret: SECRET,
+        },
+      });
+      assert.equal(project.status, 201, project.text);
+      projectId = project.json.id as string;
+      forge.grant(REVIEWER, true);
+      forge.grant(VISITOR, false);
+      // Bots may write (a CI app does): they are refused for being bots.
+      forge.grant(BOT, true);
+    });
+    after(async () => {
+      await svc?.close();
+      await llm?.close();
+      await forge?.close();
+      await gitServer?.close();
+      await removeDir(tmp);
+    });
+    afterEach(() => {
+      try {
+        llm.assertDone();
+        forge.assertNoUnexpected();
+      } finally {
+        llm.reset();
+      }
+    });
+
+    const jobs = async (): Promise<JobRecord[]> =>
+      (await svc.request('GET', `/v2/agent/${projectId}/jobs?limit=100`)).json.jobs ?? [];
+    const events = async (jobId: string) =>
+      (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
+    const promptsSeen = () => llm.requests.map((r) => JSON.stringify(r.body));
+    /** The job made from issue `number`, once it exists. */
+    const jobOfIssue = (number: number) =>
+      waitFor(`a job for issue #${number}`, async () =>
+        (await jobs()).find((j) => j.origin?.number === number),
+      );
+    const saidOn = (issue: number) => forge.said().filter((s) => s.onIssue && s.number === issue);
+    const queued = (answer: DeliveryAnswer) => {
+      assert.equal(answer.status, 202, answer.text);
+      assert.equal(answer.json.outcome, 'queued', answer.text);
+    };
+
+    let pull: { number: number; url: string };
+    let jobId: string;
+
+    test('a review comment on a line of a job’s pull request runs a follow-up, answered in its thread', async () => {
+      llm.script(
+        toolCalls([{ name: 'write_file', input: { path: 'NOTES.md', content: '# Notes\n' } }]),
+        reply('Add notes\n\nA first page of notes.'),
+      );
+      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'Add a NOTES.md' },
+      });
+      assert.equal(created.status, 201, created.text);
+      jobId = created.json.id as string;
+      const first = await untilStatus(svc, projectId, jobId, 'completed', { failFast: true });
+      const found = forge.pulls().find((p) => p.url === first.prLink);
+      assert.ok(found, `no pull request at ${first.prLink}`);
+      pull = found;
+
+      llm.script(
+        toolCalls([
+          { name: 'write_file', input: { path: 'NOTES.md', content: '# Release notes\n' } },
+        ]),
+        reply('Rename the heading to Release notes\n\nThe page now says what it is for.'),
+      );
+      const comment = await forge.deliver({
+        type: 'review-comment',
+        pull: pull.number,
+        body: '@errand please call it "Release notes"',
+        path: 'NOTES.md',
+        line: 1,
+        diffHunk: '@@ -0,0 +1 @@\n+# Notes',
+      });
+      queued(comment);
+      const job = await waitFor('the follow-up to end', async () => {
+        const current = (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
+        return current.turns === 2 && current.status === 'completed' ? current : undefined;
+      });
+      assert.equal(job.prLink, pull.url, 'the follow-up keeps the same pull request');
+      // The prompt carries the comment, its author, and where it is in the diff.
+      const prompt = promptsSeen().find((p) => p.includes('please call it'));
+      assert.ok(prompt, 'the model never saw the comment');
+      assert.match(prompt, new RegExp(`@${REVIEWER.login}`));
+      assert.match(prompt, /NOTES\.md/);
+      if (c.forge !== 'gitea') assert.match(prompt, /line 1/);
+      assert.ok(forge.acknowledged(comment), 'the comment got no 👀');
+
+      const answer = await waitFor('the answer in the thread', async () =>
+        forge.said().find((s) => s.inThreadOf(comment) && /Release notes/.test(s.body)),
+      );
+      assert.match(answer.body, /Rename the heading to Release notes/);
+      assert.match(answer.body, /Pushed commit [0-9a-f]{12}/);
+      assert.ok(
+        answer.body.includes(`${svc.url}/projects/${projectId}/jobs/${jobId}`),
+        `the answer does not link the job: ${answer.body}`,
+      );
+      // The turn's events say which forge event started it.
+      const started = (await events(jobId)).find((e) => e.type === 'turn.started' && e.turn === 2);
+      const trigger = (started?.data as { trigger?: Record<string, string> } | undefined)?.trigger;
+      assert.equal(trigger?.author, REVIEWER.login);
+      assert.equal(trigger?.forge, c.forge);
+      assert.match(trigger?.url ?? '', /^http/);
+
+      // The forge sends it again: acknowledged, not acted on twice.
+      const again = await comment.redeliver();
+      assert.equal(again.status, 200, again.text);
+      assert.equal(again.json.outcome, 'duplicate');
+      const after = (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
+      assert.equal(after.turns, 2);
+    });
+
+    test('a review’s body is a follow-up too, answered on the pull request', async () => {
+      llm.script(reply('Nothing else needs changing\n\nThe notes are complete.'));
+      const review = await forge.deliver({
+        type: 'review',
+        pull: pull.number,
+        body: 'Looks good. @errand is anything missing?',
+      });
+      queued(review);
+      await waitFor('the third turn to end', async () => {
+        const current = (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
+        return current.turns === 3 && current.status === 'completed' ? current : undefined;
+      });
+      assert.ok(promptsSeen().some((p) => p.includes('is anything missing?')));
+      const answer = await waitFor('the answer to the review', async () =>
+        forge.said().find((s) => s.inThreadOf(review) && /Nothing else/.test(s.body)),
+      );
+      assert.match(answer.body, /No files changed/);
+      assert.ok(forge.acknowledged(review), 'the review got no 👀');
+    });
+
+    test('a labelled issue opens a job whose pull request closes it', async () => {
+      llm.script(
+        toolCalls([{ name: 'write_file', input: { path: 'TYPO.md', content: 'fixed\n' } }]),
+        reply('Fix the typo\n\nThe word is spelt right now.'),
+      );
+      const issue = forge.openIssue('Typo in the notes', 'The notes say "teh".');
+      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      const made = await jobOfIssue(issue.number);
+      assert.equal(made.origin?.forge, c.forge);
+      assert.equal(made.origin?.title, 'Typo in the notes');
+      const done = await untilStatus(svc, projectId, made.id as string, 'completed', {
+        failFast: true,
+      });
+      const prompt = promptsSeen().find((p) => p.includes('Typo in the notes'));
+      assert.ok(prompt?.includes('teh'), "the prompt lacks the issue's body");
+      const pr = forge.pulls().find((p) => p.url === done.prLink);
+      assert.ok(pr, `no pull request at ${done.prLink}`);
+      assert.match(pr.body, new RegExp(`Closes #${issue.number}\\b`));
+      // On the issue: the job's link at once, the outcome when the turn ends.
+      const jobLink = `${svc.url}/projects/${projectId}/jobs/${made.id}`;
+      const said = await waitFor('both answers on the issue', async () => {
+        const on = saidOn(issue.number);
+        return on.length === 2 ? on : undefined;
+      });
+      assert.ok(said[0]?.body.includes(jobLink), said[0]?.body);
+      assert.match(said[1]?.body ?? '', /Fix the typo/);
+      // The link is the job's page on the dashboard, which names the issue.
+      const cookie = await sessionCookie(svc, svc.adminKey);
+      const page = await getPage(svc, cookie, `/projects/${projectId}/jobs/${made.id}`);
+      assert.equal(page.status, 200);
+      assert.match(page.text, new RegExp(`#${issue.number} Typo in the notes`));
+
+      // Another mention on the issue while its job is open: a follow-up of that job.
+      llm.script(reply('Checked the other pages too'));
+      const count = (await jobs()).length;
+      queued(
+        await forge.deliver({ type: 'issue-comment', issue, body: '@errand check the others' }),
+      );
+      await waitFor('the follow-up on the issue to end', async () => {
+        const current = (await svc.request('GET', `/v2/agent/${projectId}/job/${made.id}`)).json;
+        return current.turns === 2 && current.status === 'completed' ? current : undefined;
+      });
+      assert.equal((await jobs()).length, count, 'a second mention made another job');
+      await waitFor('the answer on the issue', async () =>
+        saidOn(issue.number).find((s) => /Checked the other pages/.test(s.body)),
+      );
+    });
+
+    test("no write access, a bot, Errand's own comment and another repository change nothing", async () => {
+      const issue = forge.openIssue('Add a changelog', 'We need a CHANGELOG.md.');
+      const before = (await jobs()).length;
+      const visitor = await forge.deliver({
+        type: 'issue-comment',
+        issue,
+        body: '@errand do it',
+        author: VISITOR,
+      });
+      queued(visitor);
+      queued(
+        await forge.deliver({
+          type: 'issue-comment',
+          issue,
+          body: '@Errand again?',
+          author: VISITOR,
+        }),
+      );
+      queued(
+        await forge.deliver({
+          type: 'issue-comment',
+          issue,
+          body: '@errand bot says so',
+          author: BOT,
+        }),
+      );
+      // Errand's own comment, as a token that is a person's posts it: known by its marker.
+      queued(
+        await forge.deliver({
+          type: 'issue-comment',
+          issue,
+          body: `${ERRAND_MARKER}\nI was asked by @errand to say so`,
+        }),
+      );
+      queued(
+        await forge.deliver(
+          { type: 'issue-comment', issue, body: '@errand in another repository' },
+          { repo: 'acme/other' },
+        ),
+      );
+      // The sentinel: events of one issue are taken in order, so once this one's job exists,
+      // every delivery above has been dealt with.
+      llm.script(reply('Nothing to do for now.'));
+      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      const sentinel = await jobOfIssue(issue.number);
+      await untilStatus(svc, projectId, sentinel.id as string, 'completed', { failFast: true });
+      assert.equal((await jobs()).length, before + 1, 'only the sentinel made a job');
+      const prompts = promptsSeen();
+      assert.ok(
+        !prompts.some((p) =>
+          /do it|again\?|bot says so|asked by @errand|another repository/.test(p),
+        ),
+      );
+      // One polite answer to the visitor, however often they ask; nothing for the others.
+      const refusals = saidOn(issue.number).filter((s) => /write access/.test(s.body));
+      assert.equal(refusals.length, 1, JSON.stringify(saidOn(issue.number)));
+      assert.ok(refusals[0]?.body.includes(`@${VISITOR.login}`));
+      assert.ok(!forge.acknowledged(visitor), "the visitor's comment got a 👀");
+    });
+
+    test('a refusal of the service is answered where it was asked', async () => {
+      const archived = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
+      assert.equal(archived.status, 200, archived.text);
+      const comment = await forge.deliver({
+        type: 'comment',
+        pull: pull.number,
+        body: '@errand one more thing',
+      });
+      queued(comment);
+      const answer = await waitFor('the refusal in the thread', async () =>
+        forge.said().find((s) => s.inThreadOf(comment) && /cannot take this up/.test(s.body)),
+      );
+      assert.match(answer.body, /archived/);
+      assert.ok(!promptsSeen().some((p) => p.includes('one more thing')));
+    });
+
+    test('a turn accepted before a restart is answered by the process that ends it', async () => {
+      const issue = forge.openIssue('Add a licence', 'Pick MIT.');
+      llm.script(
+        // The first process's model call is never answered: the process stops during it.
+        dynamic(async (request) => {
+          await waitFor(
+            'the stopping process to hang up',
+            async () => request.aborted || undefined,
+          );
+          return { type: 'error', status: 500 };
+        }),
+        toolCalls([{ name: 'write_file', input: { path: 'LICENSE', content: 'MIT\n' } }]),
+        reply('Add the MIT licence'),
+      );
+      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      const made = await jobOfIssue(issue.number);
+      await llm.waitFor((r) => r.index === 0);
+      await svc.stop();
+      svc = await startTestService({
+        env: serviceEnv(),
+        database: svc.database,
+        adminKey: svc.adminKey,
+      });
+      await untilStatus(svc, projectId, made.id as string, 'completed', { failFast: true });
+      const answer = await waitFor('the answer on the issue', async () =>
+        saidOn(issue.number).find((s) => /Add the MIT licence/.test(s.body)),
+      );
+      assert.ok(answer.body.includes(`${svc.url}/projects/${projectId}/jobs/${made.id}`));
+    });
+  });
+}
