@@ -241,7 +241,16 @@ for (const c of CASES) {
         dynamic(async () => {
           // The engine waits for this answer: its sandbox is running now.
           await assertKeyNowhereInside(checkoutOf(jobId), key);
-          return toolCalls([c.run('cat NOTES.md && echo command-ran-here')]);
+          // The command also knocks at the host's loopback: Errand's API and the test's
+          // PostgreSQL. The forwarder on the sandbox's own loopback shows the knock works.
+          const knock = (port: number, name: string) =>
+            `(bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}' 2>/dev/null && echo ${name}-reached || echo ${name}-refused)`;
+          const apiPort = Number(new URL(svc.url).port);
+          return toolCalls([
+            c.run(
+              `cat NOTES.md && echo command-ran-here && ${knock(apiPort, 'api')} && ${knock(5432, 'postgres')} && ${knock(8787, 'forwarder')}`,
+            ),
+          ]);
         }),
         reply('Add the notes file\n\nNOTES.md says who wrote it.'),
       );
@@ -263,6 +272,11 @@ for (const c of CASES) {
         /command-ran-here/,
         `the command's output is not in the next request (${llm.unexpected.join('; ')})`,
       );
+      // Inside, the host's loopback is out of reach; the sandbox's own is there.
+      const output = JSON.stringify(third.body);
+      for (const seen of ['api-refused', 'postgres-refused', 'forwarder-reached']) {
+        assert.match(output, new RegExp(seen), `the command did not print ${seen}`);
+      }
       // Every request carried the key, which only the proxy adds: the engine had a placeholder.
       for (const r of llm.requests) {
         assert.ok(
