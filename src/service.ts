@@ -15,6 +15,7 @@ import { purgeForgeDeliveries } from './events/forge-deliveries.ts';
 import { webhookOutbox } from './events/webhooks/outbox.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
+import { forgetRefusals } from './forges/intake/intake.ts';
 import { buildApp } from './http/app.ts';
 import { purgeExpiredKeys } from './idempotency/keys.ts';
 import { TurnAborts } from './jobs/aborts.ts';
@@ -213,14 +214,17 @@ interface Upkeep {
 }
 
 /**
- * Every module's periodic upkeep, each its owner's function: expired idempotency keys and the
- * rate-limit counters of ended windows and forge delivery ids older than a week are deleted. The processes that run workers do it.
+ * Every module's periodic upkeep, each its owner's function: expired idempotency keys, the
+ * rate-limit counters of ended windows, forge delivery ids older than a week and the record of
+ * threads told of missing write access older than 30 days are deleted. The processes that run
+ * workers do it.
  */
 export async function runUpkeep(ctx: Pick<AppContext, 'db' | 'config' | 'log'>): Promise<void> {
   const chores: [string, () => Promise<unknown>][] = [
     ['rate-limit counters', () => pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds)],
     ['idempotency keys', () => purgeExpiredKeys(ctx.db)],
     ['forge delivery ids', () => purgeForgeDeliveries(ctx)],
+    ['forge refusals', () => forgetRefusals(ctx)],
   ];
   for (const [chore, run] of chores) {
     await run().catch((err: unknown) => ctx.log.error({ err, chore }, 'upkeep failed'));

@@ -86,6 +86,12 @@ export interface ForgeLabelEvent extends ForgeEventBase {
    * has is an event, also one it had before (another label was added or removed).
    */
   label: string;
+  /**
+   * Whether the forge said the label was just added (GitHub, GitLab). False where it says only
+   * that the issue carries it (Gitea/Forgejo, at every change of the issue's labels): there an
+   * issue that had a job already asks for nothing new.
+   */
+  added: boolean;
 }
 
 export type ForgeEvent = ForgeCommentEvent | ForgeLabelEvent;

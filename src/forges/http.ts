@@ -328,9 +328,12 @@ export function createForgeHttp(options: ForgeHttpOptions): ForgeHttp {
       );
     }
     if (status === 404) {
+      // With what the forge said: a 404 may mean something else (GitLab's award given already).
       return fail(
-        spec.notFound ??
-          `${name} ${options.repositoryNoun ?? 'repository'} ${options.repository} not found at ${origin} (404), or the token cannot see it: check the repository URL and the token's access.`,
+        `${
+          spec.notFound ??
+          `${name} ${options.repositoryNoun ?? 'repository'} ${options.repository} not found at ${origin} (404), or the token cannot see it: check the repository URL and the token's access.`
+        }${said}`,
         false,
       );
     }

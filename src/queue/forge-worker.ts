@@ -24,16 +24,30 @@ export async function startForgeWorker(
   publicUrl: string,
 ): Promise<ForgeWorker> {
   const intake = new ForgeIntake(ctx, publicUrl);
+  // The answers under way, awaited by stop: one cut off by the database closing would keep its
+  // claim (forge_replies) and never be given, by this process or another.
+  const answering = new Set<Promise<void>>();
   const unsubscribe = ctx.transitions.subscribe((t) => {
-    if ((t.type === 'turn.finished' || t.type === 'turn.failed') && t.turn !== null)
-      return intake.answerTurn(t.jobId, t.turn);
+    if ((t.type !== 'turn.finished' && t.type !== 'turn.failed') || t.turn === null) return;
+    const pending = intake.answerTurn(t.jobId, t.turn);
+    const settled = () => {
+      answering.delete(pending);
+    };
+    answering.add(pending);
+    pending.then(settled, settled);
+    // Its failure is logged by the transitions, and the periodic pass tries again.
+    return pending;
   });
   await ctx.queue.forgeEvents.work(CONCURRENCY, (entry) => intake.handle(entry.data));
-  let missed = Promise.resolve();
+  let missed: Promise<void> | undefined;
   const timer = setInterval(() => {
-    missed = intake
+    // One pass at a time: with a slow forge, passes would pile up on the same turns.
+    missed ??= intake
       .answerMissed()
-      .catch((err: unknown) => ctx.log.error({ err }, 'looking for missed forge answers failed'));
+      .catch((err: unknown) => ctx.log.error({ err }, 'looking for missed forge answers failed'))
+      .finally(() => {
+        missed = undefined;
+      });
   }, MISSED_INTERVAL_MS);
   timer.unref();
   return {
@@ -42,6 +56,7 @@ export async function startForgeWorker(
       unsubscribe();
       await ctx.queue.forgeEvents.stopWork();
       await missed;
+      await Promise.allSettled(answering);
     },
   };
 }

@@ -17,12 +17,14 @@ export interface RateLimitState {
 }
 
 export class RateLimitedError extends AppError {
+  readonly operation: LimitedOperation;
   readonly state: RateLimitState;
   constructor(operation: LimitedOperation, state: RateLimitState) {
     super(
       'rate_limited',
       `rate limit of ${state.limit} ${operation === 'create' ? 'job creations' : 'follow-up messages'} per ${state.windowSeconds} s for this project reached; retry in ${state.resetSeconds} s`,
     );
+    this.operation = operation;
     this.state = state;
   }
 }

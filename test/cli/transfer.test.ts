@@ -256,7 +256,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -302,7 +302,7 @@ describe('errand export and import', () => {
     for (const t of tables) counts[t] = (counts[t] ?? 0) + 1;
     assert.deepEqual(end, {
       end: true,
-      rows: { ...counts, forge_replies: 0, webhook_attempts: 0 },
+      rows: { ...counts, forge_replies: 0, forge_refusals: 0, webhook_attempts: 0 },
     });
     // The busy projects made during the export: every key's project is in the file.
     const projects = new Set(
@@ -326,7 +326,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -577,6 +577,59 @@ describe('errand export and import', () => {
     } finally {
       assert.equal(await serve.stop(), 0);
     }
+  });
+
+  test('what Errand said on a forge comes across: its answers and the threads it refused', async () => {
+    const from = await fresh();
+    const svc = await startTestService({ database: from, worker: false, env: llmEnv });
+    try {
+      const project = await svc.createProject({ name: 'forge talk', repository: origin.url });
+      const created = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: 'from an issue' },
+      });
+      assert.equal(created.status, 201, created.text);
+      const db = svc.service.ctx.db;
+      await db
+        .insertInto('forge_replies')
+        .values({ job_id: created.json.id ?? '', seq: 1, kind: 'accepted' })
+        .execute();
+      await db
+        .insertInto('forge_refusals')
+        .values([
+          { project_id: project.id, thread: 'github:issue:7' },
+          { project_id: project.id, thread: 'github:pull-request:9' },
+        ])
+        .execute();
+    } finally {
+      await svc.stop();
+    }
+    const out = path.join(tmp, 'forge-talk.jsonl');
+    const exported = ok(
+      await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
+      'export of the forge tables',
+    );
+    assert.match(exported.stderr, /, 1 forge answer, 2 forge refusals, /);
+    const to = await fresh();
+    ok(await errand(['import', out], { DATABASE_URL: to.databaseUrl ?? '' }), 'import');
+    const rows = async (url: string) => {
+      const client = new pg.Client({ connectionString: url });
+      await client.connect();
+      try {
+        const read = async (table: string) =>
+          (
+            await client.query<{ row: string }>(
+              `SELECT to_jsonb(t)::text AS row FROM ${table} t ORDER BY 1`,
+            )
+          ).rows.map((r) => r.row);
+        return { replies: await read('forge_replies'), refusals: await read('forge_refusals') };
+      } finally {
+        await client.end();
+      }
+    };
+    const before = await rows(from.databaseUrl ?? '');
+    assert.equal(before.replies.length, 1);
+    assert.equal(before.refusals.length, 2);
+    assert.deepEqual(await rows(to.databaseUrl ?? ''), before);
   });
 
   test('export to stdout; a failed export leaves no file behind', async () => {

@@ -4,8 +4,10 @@
 // replies, comments) through the forge's API. What must change nothing is shown by a sentinel
 // delivery on the same thread, which the queue takes only after the ones before it.
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { formatUsd } from '../../src/client/words.ts';
 import { ERRAND_MARKER } from '../../src/forges/intake/text.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
 import { getPage, sessionCookie } from '../support/dashboard.ts';
@@ -428,6 +430,79 @@ for (const c of cases) {
       );
     });
 
+    test('a mention in a comment on an issue opens a job whose pull request closes it', async () => {
+      llm.script(
+        toolCalls([
+          { name: 'write_file', input: { path: 'CONTRIBUTING.md', content: '# Contributing\n' } },
+        ]),
+        reply('Add a contributing guide\n\nIt says how to send a change.'),
+      );
+      const issue = forge.openIssue(
+        'No contributing guide',
+        'New people ask how to send changes, every week.',
+      );
+      const count = (await jobs()).length;
+      const comment = await forge.deliver({
+        type: 'issue-comment',
+        issue,
+        body: '@errand please write a CONTRIBUTING.md for them',
+      });
+      queued(comment);
+      const made = await jobOfIssue(issue.number);
+      assert.equal(made.origin?.forge, c.forge);
+      assert.equal(made.origin?.number, issue.number);
+      assert.equal(made.origin?.title, 'No contributing guide');
+      assert.match(made.origin?.url ?? '', new RegExp(`/${issue.number}$`));
+      const done = await untilStatus(svc, projectId, made.id as string, 'completed', {
+        failFast: true,
+      });
+      assert.equal((await jobs()).length, count + 1);
+      // The job's prompt: the issue's title and body, and the comment that asked, by whom.
+      const prompt = promptsSeen().find((p) => p.includes('No contributing guide'));
+      assert.ok(prompt, "the model never saw the issue's title");
+      assert.ok(prompt.includes('every week'), "the prompt lacks the issue's body");
+      assert.ok(prompt.includes('please write a CONTRIBUTING.md'), 'the prompt lacks the comment');
+      assert.ok(prompt.includes(`@${REVIEWER.login}`), "the prompt lacks the comment's author");
+      const pr = forge.pulls().find((p) => p.url === done.prLink);
+      assert.ok(pr, `no pull request at ${done.prLink}`);
+      assert.match(pr.body, new RegExp(`Closes #${issue.number}\\b`));
+      assert.ok(forge.acknowledged(comment), 'the comment got no 👀');
+      // On the issue: the job's link at once, then the outcome in the comment's thread.
+      const jobLink = `${svc.url}/projects/${projectId}/jobs/${made.id}`;
+      const said = await waitFor('both answers on the issue', async () => {
+        const on = saidOn(issue.number);
+        return on.length === 2 ? on : undefined;
+      });
+      const outcome = said.find((s) => /Add a contributing guide/.test(s.body));
+      const link = said.find((s) => s !== outcome);
+      assert.ok(link?.body.includes(jobLink), link?.body);
+      assert.ok(outcome?.inThreadOf(comment), JSON.stringify(said));
+    });
+
+    test('another label on an issue whose job is archived makes no job again (Gitea reports every label)', async () => {
+      llm.script(reply('Looked into it\n\nNothing to change.'));
+      const issue = forge.openIssue('Slow start', 'It takes a minute to start.');
+      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      const first = await jobOfIssue(issue.number);
+      await untilStatus(svc, projectId, first.id as string, 'completed', { failFast: true });
+      const archived = await svc.request('POST', `/v2/agent/${projectId}/job/${first.id}/archive`);
+      assert.equal(archived.status, 200, archived.text);
+      const count = (await jobs()).length;
+      // Someone adds `bug`; Gitea's delivery says the issue carries `errand` and `bug`.
+      queued(await forge.deliver({ type: 'labeled', issue, label: 'bug', others: ['errand'] }));
+      // The sentinel: a mention, taken after the label, makes the issue's next job.
+      llm.script(reply('Profiled the start'));
+      queued(
+        await forge.deliver({ type: 'issue-comment', issue, body: '@errand profile the start' }),
+      );
+      const second = await waitFor('the job of the mention', async () =>
+        (await jobs()).find((j) => j.origin?.number === issue.number && j.id !== first.id),
+      );
+      await untilStatus(svc, projectId, second.id as string, 'completed', { failFast: true });
+      assert.equal((await jobs()).length, count + 1, 'the label made a job again');
+      assert.ok(promptsSeen().some((p) => p.includes('profile the start')));
+    });
+
     test("no write access, a bot, Errand's own comment and another repository change nothing", async () => {
       const issue = forge.openIssue('Add a changelog', 'We need a CHANGELOG.md.');
       const before = (await jobs()).length;
@@ -535,3 +610,149 @@ for (const c of cases) {
     });
   });
 }
+
+// The service's refusals said on the forge, readably, on GitHub (the other forges answer through
+// the same code): a project whose job budget is spent, and one whose rate limit is used up. The
+// model is priced (an operator's catalog file), as a budget needs; one job creation per window.
+describe('refusals of the service, said on github', () => {
+  const c = cases[0] as Case;
+  let tmp: string;
+  let gitServer: GitHttpServer;
+  let forge: IntakeFake;
+  let llm: FakeLlm;
+  let svc: TestService;
+  let projectId: string;
+  const webhook = () => `${svc.url}/v2/forges/${projectId}/webhook`;
+
+  before(async () => {
+    tmp = await makeTempDir('intake-refusals');
+    const root = path.join(tmp, 'served');
+    await makeServedRepo(root, tmp);
+    gitServer = await startGitHttpServer({
+      projectRoot: root,
+      authorization: basic(c.gitUser, c.token),
+    });
+    forge = await c.start(c.token, webhook);
+    llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
+    const catalog = path.join(tmp, 'catalog.json');
+    await writeFile(
+      catalog,
+      JSON.stringify({
+        'openai:gpt-test': {
+          inputUsdPerMTok: 1000,
+          outputUsdPerMTok: 1000,
+          cacheReadUsdPerMTok: 100,
+          cacheWriteUsdPerMTok: 1000,
+        },
+      }),
+    );
+    svc = await startTestService({
+      env: {
+        OPENAI_API_KEY: MODEL_KEY,
+        OPENAI_BASE_URL: `${llm.url}/v1`,
+        ERRAND_MODEL: 'openai:gpt-test',
+        ERRAND_SECRET_KEY: 'test-secret-key-for-errand-intake',
+        ERRAND_MODEL_CATALOG: catalog,
+        // One job creation per window, and a window no test run ends in.
+        ERRAND_RATE_LIMIT_CREATE: '1',
+        ERRAND_RATE_LIMIT_WINDOW_SECONDS: String(31 * 86_400),
+      },
+    });
+    const project = await svc.request('POST', '/v2/admin/projects', {
+      body: {
+        name: 'refusals',
+        repository: `${gitServer.url}/acme/app.git`,
+        forge: c.forge,
+        forgeUrl: forge.apiUrl,
+        forgeToken: c.token,
+        forgeWebhookSecret: SECRET,
+      },
+    });
+    assert.equal(project.status, 201, project.text);
+    projectId = project.json.id as string;
+    forge.grant(REVIEWER, true);
+  });
+  after(async () => {
+    await svc?.close();
+    await llm?.close();
+    await forge?.close();
+    await gitServer?.close();
+    await removeDir(tmp);
+  });
+  afterEach(() => {
+    try {
+      llm.assertDone();
+      forge.assertNoUnexpected();
+    } finally {
+      llm.reset();
+    }
+  });
+
+  const jobs = async (): Promise<JobRecord[]> =>
+    (await svc.request('GET', `/v2/agent/${projectId}/jobs?limit=100`)).json.jobs ?? [];
+  let jobId: string;
+  let pull: { number: number; url: string };
+
+  before(async () => {
+    // The window's one creation: a job with a pull request, and a cost.
+    llm.script(
+      toolCalls([{ name: 'write_file', input: { path: 'NOTES.md', content: '# Notes\n' } }]),
+      reply('Add notes'),
+    );
+    const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+      body: { prompt: 'Add a NOTES.md' },
+    });
+    assert.equal(created.status, 201, created.text);
+    jobId = created.json.id as string;
+    const done = await untilStatus(svc, projectId, jobId, 'completed', { failFast: true });
+    assert.ok((done.usage?.costUsd ?? 0) > 1, JSON.stringify(done.usage));
+    const found = forge.pulls().find((p) => p.url === done.prLink);
+    assert.ok(found, `no pull request at ${done.prLink}`);
+    pull = found;
+  });
+
+  test("a mention on the pull request of a job that spent its budget: the reason in the comment's thread, no turn", async () => {
+    const patched = await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
+      body: { jobBudgetUsd: 1 },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    try {
+      const comment = await forge.deliver({
+        type: 'comment',
+        pull: pull.number,
+        body: '@errand add a second page',
+      });
+      assert.equal(comment.status, 202, comment.text);
+      const answer = await waitFor('the refusal in the thread', async () =>
+        forge.said().find((s) => s.inThreadOf(comment) && /cannot take this up/.test(s.body)),
+      );
+      const job = (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
+      assert.equal(
+        answer.body,
+        `${ERRAND_MARKER}\nErrand cannot take this up: job ${jobId} has spent ${formatUsd(job.usage?.costUsd)} of its budget of $1.00 (the project's jobBudgetUsd): raise the budget to continue it.`,
+      );
+      assert.ok(!forge.acknowledged(comment), 'a refused comment got a 👀');
+      assert.equal(job.turns, 1);
+      assert.ok(!llm.requests.some((r) => JSON.stringify(r.body).includes('a second page')));
+    } finally {
+      await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
+        body: { jobBudgetUsd: null },
+      });
+    }
+  });
+
+  test('a labelled issue once the rate limit is used up: the limit and the wait on the issue, no job', async () => {
+    const before = (await jobs()).length;
+    const issue = forge.openIssue('Add a changelog', 'We need a CHANGELOG.md.');
+    const labelled = await forge.deliver({ type: 'labeled', issue, label: 'errand' });
+    assert.equal(labelled.status, 202, labelled.text);
+    const answer = await waitFor('the refusal on the issue', async () =>
+      forge.said().find((s) => s.onIssue && s.number === issue.number),
+    );
+    assert.match(
+      answer.body,
+      /^<!-- errand -->\nErrand cannot take this up: the project's limit of 1 new job per 31 days is reached; ask again in \d+ (days?|hours?|minutes?|seconds?)\.$/,
+    );
+    assert.equal((await jobs()).length, before, 'the refused issue made a job');
+  });
+});

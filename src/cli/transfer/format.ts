@@ -37,6 +37,13 @@ export const TABLES: readonly TableSpec[] = [
   // What Errand has said on the forge about each turn: without them, an imported turn that
   // ended lately would be answered on the forge a second time.
   { name: 'forge_replies', order: 'job_id, seq, kind', noun: ['forge answer', 'forge answers'] },
+  // The threads where someone without write access was told so: without them, they would be
+  // told again after a move (they are forgotten after 30 days anyway, by the upkeep).
+  {
+    name: 'forge_refusals',
+    order: 'project_id, thread',
+    noun: ['forge refusal', 'forge refusals'],
+  },
   {
     name: 'webhook_deliveries',
     order: 'id',

@@ -139,6 +139,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       author: actor(p.sender),
       thread: webThread(p.issue.pull_request ? 'pull-request' : 'issue', p.issue),
       label: label.name,
+      added: false,
     }));
   }
   return [];

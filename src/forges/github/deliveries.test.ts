@@ -168,6 +168,7 @@ describe('GitHub deliveries', () => {
     );
     assert.ok(event?.type === 'labeled');
     assert.equal(event.label, 'errand');
+    assert.equal(event.added, true);
     assert.equal(event.author.login, 'maintainer');
     assert.equal(event.thread.kind, 'issue');
     assert.deepEqual(githubDeliveries.readDelivery(headers('issues'), payload('opened')), []);

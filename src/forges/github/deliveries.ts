@@ -160,6 +160,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
           author: actor(p.sender),
           thread: webThread(p.issue.pull_request ? 'pull-request' : 'issue', p.issue),
           label: p.label.name,
+          added: true,
         },
       ];
     }

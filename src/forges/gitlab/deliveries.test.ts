@@ -178,8 +178,11 @@ describe('GitLab deliveries', () => {
       update(['bug'], ['bug', 'errand', 'p1']),
     );
     assert.deepEqual(
-      added.map((e) => (e.type === 'labeled' ? e.label : '')),
-      ['errand', 'p1'],
+      added.map((e) => (e.type === 'labeled' ? [e.label, e.added] : [])),
+      [
+        ['errand', true],
+        ['p1', true],
+      ],
     );
     assert.equal(added[0]?.author.login, 'maintainer');
     assert.equal(added[0]?.thread.body, 'Steps');

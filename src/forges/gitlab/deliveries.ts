@@ -153,6 +153,7 @@ function readIssue(base: { forge: 'gitlab'; deliveryId: string }, body: unknown)
         author: actor(p.user),
         thread: issue,
         label: label.title,
+        added: true,
       }),
     );
 }

@@ -251,14 +251,26 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     thread.kind === 'pull-request' ? `merge request !${thread.number}` : `issue #${thread.number}`;
 
   async function acknowledge(comment: CommentRef, signal?: AbortSignal): Promise<void> {
-    await http.request({
-      method: 'POST',
-      path: `${threadPath(comment.thread)}/notes/${encodeURIComponent(comment.commentId)}/award_emoji`,
-      body: { name: 'eyes' },
-      schema: awardSchema,
-      action: `react to a comment on ${threadName(comment.thread)}`,
-      signal,
-    });
+    try {
+      await http.request({
+        method: 'POST',
+        path: `${threadPath(comment.thread)}/notes/${encodeURIComponent(comment.commentId)}/award_emoji`,
+        body: { name: 'eyes' },
+        schema: awardSchema,
+        action: `react to a comment on ${threadName(comment.thread)}`,
+        signal,
+      });
+    } catch (err) {
+      // GitLab answers an award the token's user gave already with a 404 that says so (GitHub
+      // and Gitea answer the reaction there): the 👀 is there, as a retry wants it.
+      if (
+        err instanceof ForgeError &&
+        err.status === 404 &&
+        /already been taken/i.test(err.message)
+      )
+        return;
+      throw err;
+    }
   }
 
   async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {

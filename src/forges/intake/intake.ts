@@ -41,6 +41,12 @@ export interface IntakeContext extends JobsContext {
 
 /** How long a forge's answer to "may this user write?" is trusted. */
 const ACCESS_TTL_MS = 60_000;
+/**
+ * How long a thread remembers that someone without write access was told so: long enough that
+ * a conversation does not hear it twice, short enough that someone who asks again a month
+ * later (perhaps forgetting, perhaps given access meanwhile and still refused) is told why.
+ */
+const REFUSAL_MEMORY_DAYS = 30;
 /** How long after a turn ended its answer is still worth giving (the sweep's horizon). */
 const ANSWER_HORIZON = '1 day';
 
@@ -130,10 +136,13 @@ export class ForgeIntake {
       log.info({ jobId: accepted.jobId, turn: accepted.seq }, 'forge event accepted');
       await this.#announce(client, event, accepted);
     } catch (err) {
-      // The service's refusals (rate limit, budget, archived job, model): said on the forge.
-      if (!(err instanceof AppError)) throw err;
-      log.info({ code: err.code, reason: err.message }, 'forge event refused by the service');
-      await answer(client, event, refused(err.message));
+      const refusal = serviceRefusal(err);
+      if (!refusal) throw err;
+      log.info(
+        { code: refusal.code, reason: refusal.message },
+        'forge event refused by the service',
+      );
+      await answer(client, event, refused(refusal));
     }
   }
 
@@ -172,6 +181,10 @@ export class ForgeIntake {
       if (event.type !== 'comment') return undefined;
       return this.#followUp(project, open.id, followUpPrompt(event), trigger);
     }
+    // A label the issue carried already (Gitea reports every label at any change of them, a
+    // label removed included): its job, archived since, is not made again.
+    if (event.type === 'labeled' && !event.added && (await this.#hadJob(project, forge, event)))
+      return undefined;
     const origin: JobOrigin = {
       forge,
       number: event.thread.number,
@@ -180,6 +193,17 @@ export class ForgeIntake {
     };
     const created = await createJob(ctx, project, { prompt: issuePrompt(event), origin, trigger });
     return { jobId: created.job.id, projectId: project.id, seq: 1, fromIssue: true };
+  }
+
+  async #hadJob(project: ProjectRow, forge: Forge, event: ForgeEvent): Promise<boolean> {
+    const row = await this.#ctx.db
+      .selectFrom('jobs')
+      .select('id')
+      .where('project_id', '=', project.id)
+      .where(sql<boolean>`(origin->>'number')::integer = ${event.thread.number}`)
+      .where(sql<boolean>`origin->>'forge' = ${forge}`)
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   async #followUp(
@@ -387,6 +411,17 @@ interface Accepted {
   fromIssue: boolean;
 }
 
+/**
+ * The service's refusal in `err`, to be said on the forge (a rate limit, a budget, an archived
+ * job, a model): undefined for anything else, which is thrown to try the event again. The
+ * service's own failures (a database that did not answer: `unavailable`) are no answer: said on
+ * the forge they would tell people to go away from a request a retry may well accept, and the
+ * retry finds its turn if the write committed after all.
+ */
+export function serviceRefusal(err: unknown): AppError | undefined {
+  return err instanceof AppError && err.status < 500 ? err : undefined;
+}
+
 /** Why an event starts nothing, or undefined when it may. */
 function whyIgnored(project: ProjectRow, event: ForgeEvent): string | undefined {
   if (!sameRepository(event.repositoryUrl, project.repository)) return 'another repository';
@@ -439,4 +474,16 @@ function triggerOf(forge: Forge, event: ForgeEvent): TurnTrigger {
     author: event.author.login,
     replyTo: { ...commentRef(event) },
   };
+}
+
+/**
+ * Forgets the threads told of missing write access more than REFUSAL_MEMORY_DAYS ago; returns
+ * how many. The processes that run workers call it periodically (service.ts).
+ */
+export async function forgetRefusals(ctx: { db: IntakeContext['db'] }): Promise<number> {
+  const result = await ctx.db
+    .deleteFrom('forge_refusals')
+    .where('at', '<', sql<Date>`now() - make_interval(days => ${REFUSAL_MEMORY_DAYS})`)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows);
 }

@@ -1,6 +1,16 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ERRAND_MARKER, mentions, sameRepository, turnEnded, writtenByErrand } from './text.ts';
+import { AppError } from '../../errors.ts';
+import { BudgetExhaustedError } from '../../jobs/spend.ts';
+import { RateLimitedError } from '../../ratelimit/ratelimit.ts';
+import {
+  ERRAND_MARKER,
+  mentions,
+  refused,
+  sameRepository,
+  turnEnded,
+  writtenByErrand,
+} from './text.ts';
 
 describe('mentions', () => {
   test('a whole word in any case', () => {
@@ -72,5 +82,44 @@ describe('answers', () => {
       prLink: null,
     });
     assert.match(body, /did not work out: the model is unavailable/);
+  });
+});
+
+describe('refused', () => {
+  const state = (limit: number, windowSeconds: number, resetSeconds: number) => ({
+    limit,
+    remaining: 0,
+    windowSeconds,
+    resetSeconds,
+  });
+
+  test('a rate limit in words, with the wait rounded up to its largest unit', () => {
+    assert.equal(
+      refused(new RateLimitedError('create', state(1, 31 * 86_400, 20 * 86_400 + 5))),
+      `${ERRAND_MARKER}\nErrand cannot take this up: the project's limit of 1 new job per 31 days is reached; ask again in 21 days.`,
+    );
+    assert.equal(
+      refused(new RateLimitedError('message', state(100, 3_600, 754))),
+      `${ERRAND_MARKER}\nErrand cannot take this up: the project's limit of 100 follow-ups per hour is reached; ask again in 13 minutes.`,
+    );
+    assert.match(
+      refused(new RateLimitedError('message', state(5, 90, 80))),
+      /limit of 5 follow-ups per 90 seconds is reached; ask again in 80 seconds\.$/,
+    );
+    assert.match(
+      refused(new RateLimitedError('create', state(2, 7_200, 4_800))),
+      /limit of 2 new jobs per 2 hours is reached; ask again in 80 minutes\.$/,
+    );
+  });
+
+  test("any other refusal in the service's own words, as a sentence", () => {
+    const budget = new BudgetExhaustedError(
+      "job job_1 has spent $0.0200 of its budget of $0.01 (the project's jobBudgetUsd): raise the budget to continue it",
+    );
+    assert.equal(
+      refused(budget),
+      `${ERRAND_MARKER}\nErrand cannot take this up: job job_1 has spent $0.0200 of its budget of $0.01 (the project's jobBudgetUsd): raise the budget to continue it.`,
+    );
+    assert.match(refused(new AppError('conflict', 'it is archived.')), /: it is archived\.$/);
   });
 });

@@ -2,6 +2,8 @@
 // prompt a comment or an issue becomes, and what Errand answers. Every answer carries a hidden
 // marker, so that Errand's own comments (posted with a person's token, they look like that
 // person's) never call it again.
+import type { AppError } from '../../errors.ts';
+import { RateLimitedError } from '../../ratelimit/ratelimit.ts';
 import type { ForgeCommentEvent, ForgeEvent } from '../events.ts';
 import { readForgeRepository } from '../http.ts';
 
@@ -104,8 +106,48 @@ export function noAccess(login: string, handle: string): string {
   return `${ERRAND_MARKER}\nSorry @${login}, @${handle} takes requests only from people with write access to this repository.`;
 }
 
-export function refused(message: string): string {
-  return `${ERRAND_MARKER}\nErrand cannot take this up: ${message}`;
+/** `3 days`, `1 hour`: a span as people say it, rounded up to its largest unit. */
+function span(seconds: number): string {
+  const units: [name: string, seconds: number][] = [
+    ['day', 86_400],
+    ['hour', 3_600],
+    ['minute', 60],
+  ];
+  // A unit once the span is at least one and a half of it, so that 80 minutes is not `2 hours`.
+  const [name, size] = units.find(([, size]) => seconds >= size * 1.5) ?? ['second', 1];
+  const n = Math.max(1, Math.ceil(seconds / size));
+  return `${n} ${name}${n === 1 ? '' : 's'}`;
+}
+
+/** `hour`, `10 minutes`: a rate limit's window, in its largest whole unit. */
+function perWindow(seconds: number): string {
+  const units: [name: string, seconds: number][] = [
+    ['day', 86_400],
+    ['hour', 3_600],
+    ['minute', 60],
+    ['second', 1],
+  ];
+  const [name, size] = units.find(([, size]) => seconds % size === 0) ?? ['second', 1];
+  const n = seconds / size;
+  return n === 1 ? name : `${n} ${name}s`;
+}
+
+/**
+ * Why the service refused what a forge event asked for, for the people on the forge: a rate
+ * limit in words and the time to wait; any other refusal (a budget, an archived job, a model)
+ * in the service's own message, which names the setting an admin would change.
+ */
+export function refused(err: AppError): string {
+  let why = err.message;
+  if (err instanceof RateLimitedError) {
+    const { limit, windowSeconds, resetSeconds } = err.state;
+    const what =
+      err.operation === 'create'
+        ? `${limit} new ${limit === 1 ? 'job' : 'jobs'}`
+        : `${limit} ${limit === 1 ? 'follow-up' : 'follow-ups'}`;
+    why = `the project's limit of ${what} per ${perWindow(windowSeconds)} is reached; ask again in ${span(resetSeconds)}`;
+  }
+  return `${ERRAND_MARKER}\nErrand cannot take this up: ${why}${/[.!?]$/.test(why) ? '' : '.'}`;
 }
 
 /** The answer when a turn has ended: the summary's first lines, the commit, and the job's link. */

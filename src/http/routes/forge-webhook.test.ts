@@ -477,6 +477,36 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
     assert.deepEqual(await deliveries(project.id), ['recent']);
   });
 
+  test('the threads told of missing write access are forgotten after 30 days, by the upkeep', async () => {
+    const project = await svc.createProject({ name: 'refusals upkeep' });
+    const db = svc.service.ctx.db;
+    await db
+      .insertInto('forge_refusals')
+      .values([
+        {
+          project_id: project.id,
+          thread: 'github:issue:1',
+          at: sql<Date>`now() - interval '31 days'`,
+        },
+        {
+          project_id: project.id,
+          thread: 'github:issue:2',
+          at: sql<Date>`now() - interval '29 days'`,
+        },
+      ])
+      .execute();
+    await runUpkeep(svc.service.ctx);
+    const left = await db
+      .selectFrom('forge_refusals')
+      .select('thread')
+      .where('project_id', '=', project.id)
+      .execute();
+    assert.deepEqual(
+      left.map((r) => r.thread),
+      ['github:issue:2'],
+    );
+  });
+
   describe('the settings', () => {
     let fake: Fake;
     before(async () => {
