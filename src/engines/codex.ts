@@ -40,6 +40,15 @@ export const codex: EngineDefinition = {
       'request_max_retries = 0',
       'stream_max_retries = 0',
       '',
+      // Nothing but the model is reachable from the sandbox. Codex sends usage analytics to
+      // ab.chatgpt.com and retries them for about 5 s before it exits, and syncs its curated
+      // plugins from GitHub (git ls-remote) at start.
+      '[analytics]',
+      'enabled = false',
+      '',
+      '[features]',
+      'plugins = false',
+      '',
     ].join('\n');
     return {
       argv: [

@@ -59,6 +59,11 @@ export interface StreamReader {
 
 export interface EngineDefinition {
   name: InstallableEngine;
+  /**
+   * The sandbox's data bound (RLIMIT_DATA, which counts address space reserved, touched or not)
+   * below which the engine cannot start: a project's lower `memoryMb` is raised to it.
+   */
+  minimumMemoryMb?: number;
   invocation(setup: EngineSetup): EngineInvocation;
   reader(): StreamReader;
 }

@@ -21,8 +21,24 @@ const PROVIDER_PACKAGES: Readonly<Record<string, string>> = {
   'openai-compatible': '@ai-sdk/openai-compatible',
 };
 
+/**
+ * OpenCode is a Bun executable, and the sandbox bounds memory with RLIMIT_DATA, which counts
+ * address space reserved for writing even where nothing is touched. At start Bun reserves a
+ * 1 GiB arena (mimalloc) and a 1 GiB pool for JIT code: under the default 2 GiB bound the pool's
+ * reservation fails, JavaScriptCore runs without its JIT, and OpenCode takes three times as long
+ * to start (9 s instead of 3). A 64 MiB arena (more are added as needed) and a 64 MiB pool (the
+ * size Claude Code's own Bun build uses; OpenCode's code fills about 9 MiB of it) let the JIT
+ * run within the bound, with room left for the heap.
+ */
+const BUN_RESERVATIONS = {
+  MIMALLOC_ARENA_RESERVE: '64MiB',
+  BUN_JSC_jitMemoryReservationSize: String(64 * 1024 * 1024),
+};
+
 export const opencode: EngineDefinition = {
   name: 'opencode',
+  // Below it JavaScriptCore stops with MemoryExhaustion at start, even with the small reservations.
+  minimumMemoryMb: 2048,
   invocation(setup) {
     const config = {
       $schema: 'https://opencode.ai/config.json',
@@ -59,6 +75,7 @@ export const opencode: EngineDefinition = {
         OPENCODE_DISABLE_SHARE: '1',
         OPENCODE_DISABLE_LSP_DOWNLOAD: '1',
         OPENCODE_DISABLE_CLAUDE_CODE: '1',
+        ...BUN_RESERVATIONS,
       },
       // OpenCode's global configuration (XDG's default place); the repository's is ignored.
       files: [

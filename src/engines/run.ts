@@ -182,7 +182,10 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       checkout: input.checkout,
       cwd: input.checkout,
       command: shellCommand(invocation.argv),
-      limits: input.limits,
+      limits: {
+        ...input.limits,
+        memoryMb: Math.max(input.limits.memoryMb, definition.minimumMemoryMb ?? 0),
+      },
       network: false,
       signal: AbortSignal.any([signal, stop.signal]),
       env: invocation.env,

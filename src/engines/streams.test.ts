@@ -51,6 +51,19 @@ describe('engine command lines', () => {
     assert.deepEqual(resumed.slice(1, 3), ['exec', 'resume']);
   });
 
+  it('codex: analytics and the curated plugins, which only wait on the network, are off', () => {
+    const content = codex.invocation(setup).files[0]?.content ?? '';
+    assert.match(content, /^\[analytics\]\nenabled = false$/m);
+    assert.match(content, /^\[features\]\nplugins = false$/m);
+  });
+
+  it("opencode: Bun's JIT pool and allocator arena are reserved small enough for the sandbox's data limit", () => {
+    const { env } = opencode.invocation(setup);
+    const mib = 1024 * 1024;
+    assert.equal(Number(env.BUN_JSC_jitMemoryReservationSize), 64 * mib);
+    assert.equal(env.MIMALLOC_ARENA_RESERVE, '64MiB');
+  });
+
   it('opencode: an anthropic model gets the Anthropic provider package', () => {
     const file = opencode.invocation({ ...setup, model: { provider: 'anthropic', id: 'c' } })
       .files[0];

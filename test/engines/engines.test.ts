@@ -205,6 +205,9 @@ for (const c of CASES) {
           forgeTokenEnv: 'ERRAND_FORGE_TOKEN_TEST',
           model: c.model,
           engine: c.engine,
+          // Half the default bound: enough for Claude Code and Codex; OpenCode's turns raise it
+          // to the 2048 MB it cannot start without.
+          commandMemoryMb: 1024,
         },
       });
       assert.equal(project.status, 201, project.text);
