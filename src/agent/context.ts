@@ -3,11 +3,13 @@
 // they arrive, old ones are masked in batches, and when that is not enough the older part of the
 // job's conversation is summarised by the model (compaction). What the turn ends with is what it
 // stores for follow-ups (jobHistory rebuilds the conversation from the stored turns).
+//
+// This module is the turn's context itself (TurnContext); its parts are in the context-*.ts
+// modules beside it: the thresholds, the stored history, tool results, compaction's summary and
+// a provider's refusal for length.
 
 import {
-  type AssistantModelMessage,
   generateText,
-  type JSONValue,
   type LanguageModel,
   type LanguageModelUsage,
   type ModelMessage,
@@ -17,101 +19,30 @@ import {
   type UserModelMessage,
 } from 'ai';
 import { NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
+import { ERRAND, type ErrandMark, inStoredOrder, markOf, withMark } from './context-history.ts';
+import { overflowFacts } from './context-overflow.ts';
+import {
+  CAP_CHARS_PER_TOKEN,
+  type ContextPolicy,
+  contextPolicy,
+  DEFAULT_CONTEXT_TOKENS,
+  MASK_MIN_CHARS,
+  SUMMARY_MAX_TOKENS,
+} from './context-policy.ts';
+import { capAll, isToolResult, outputChars, toolCalls } from './context-results.ts';
+import {
+  checkpointText,
+  promptOf,
+  SUMMARY_INSTRUCTIONS,
+  summaryRequest,
+  userParts,
+} from './context-summary.ts';
 
-/** The window of a model the catalog does not know: that of most current open-weight models. */
-export const DEFAULT_CONTEXT_TOKENS = 128_000;
-
-/**
- * The thresholds of one turn, in tokens, from the model's window (docs/turns.md says why):
- * - a request leaves room for its reply: `outputTokens` (the configured output limit, at most a
- *   quarter of the window), since providers count it against the window too;
- * - one tool result is capped at `resultCapTokens` (head and tail kept), like Claude Code's 25k
- *   for a file read;
- * - once a request passes `maskAt` (half the window, at most 128k), every tool result older
- *   than the most recent `keepToolTokens` of them (a tenth of the window, at most 20k) is masked
- *   at once: a batch, so the prefix stays the same until the next one;
- * - a request that would still pass `compactAt` (80 % of the window, and 95 % of what the reply
- *   leaves) compacts the older history, keeping the last `keepAfterCompaction` tokens of work.
- */
-export interface ContextPolicy {
-  windowTokens: number;
-  outputTokens: number;
-  resultCapTokens: number;
-  keepToolTokens: number;
-  maskAt: number;
-  compactAt: number;
-  keepAfterCompaction: number;
-}
-
-export function contextPolicy(windowTokens: number, maxOutputTokens: number): ContextPolicy {
-  const outputTokens = Math.max(1, Math.min(maxOutputTokens, Math.floor(windowTokens / 4)));
-  return {
-    windowTokens,
-    outputTokens,
-    resultCapTokens: Math.min(25_000, Math.floor(windowTokens * 0.15)),
-    keepToolTokens: Math.min(20_000, Math.floor(windowTokens * 0.1)),
-    maskAt: Math.min(128_000, Math.floor(windowTokens * 0.5)),
-    compactAt: Math.min(
-      Math.floor(windowTokens * 0.8),
-      Math.floor((windowTokens - outputTokens) * 0.95),
-    ),
-    keepAfterCompaction: Math.floor(windowTokens * 0.25),
-  };
-}
-
-/**
- * Characters per token where a size must not depend on the turn (caps of tool results): a
- * little under what tokenizers give for code, so a cap errs on the small side.
- */
-const CAP_CHARS_PER_TOKEN = 3.5;
-/** Tool results shorter than this are never masked: the placeholder would be as long. */
-const MASK_MIN_CHARS = 1_000;
-/** Output of the summary that replaces the older history. */
-const SUMMARY_MAX_TOKENS = 8_000;
-
-/** Errand's own marks on stored messages, under providerOptions (no provider reads them). */
-const ERRAND = 'errand';
-
-/**
- * What Errand keeps on the first message of a turn's stored messages when they stand for the
- * whole conversation before them (`fromStart`), on a compaction's summary message (`summary`,
- * and every user prompt it stands for, word for word), and on a turn's last message (the
- * provider's tokens per character of a request, so the next turn's first estimate is right).
- */
-interface ErrandMark {
-  fromStart?: boolean;
-  summary?: string;
-  prompts?: string[];
-  tokensPerChar?: number;
-}
-
-/**
- * The job's conversation as its next turn starts from it: each earlier turn's stored messages
- * in order, from the last turn whose messages stand for the whole conversation (it compacted or
- * masked earlier turns' messages).
- */
-export function jobHistory(turns: readonly { messages: readonly unknown[] }[]): ModelMessage[] {
-  let history: ModelMessage[] = [];
-  for (const turn of turns) {
-    const messages = turn.messages as ModelMessage[];
-    if (messages.length > 0 && markOf(messages[0])?.fromStart) history = [...messages];
-    else history.push(...messages);
-  }
-  return history;
-}
-
-function markOf(message: ModelMessage | undefined): ErrandMark | undefined {
-  const mark = message?.providerOptions?.[ERRAND];
-  return mark && typeof mark === 'object' ? (mark as ErrandMark) : undefined;
-}
-
-function withMark(message: ModelMessage, mark: ErrandMark): ModelMessage {
-  const merged = { ...markOf(message), ...mark } as Record<
-    string,
-    string | boolean | number | string[]
-  >;
-  return { ...message, providerOptions: { ...message.providerOptions, [ERRAND]: merged } };
-}
+// The context's API for the agent loop, the turn pipeline and the bench, wherever its part lives.
+export { jobHistory } from './context-history.ts';
+export { isContextOverflow, overflowFacts } from './context-overflow.ts';
+export { type ContextPolicy, contextPolicy, DEFAULT_CONTEXT_TOKENS } from './context-policy.ts';
+export { headAndTail } from './context-results.ts';
 
 /** A compaction, as the turn's progress log reports it. */
 export interface Compaction {
@@ -538,320 +469,5 @@ export function tokenUsage(u: LanguageModelUsage): TokenUsage {
     outputTokens: u.outputTokens ?? 0,
     cacheReadTokens: u.inputTokenDetails?.cacheReadTokens ?? 0,
     cacheWriteTokens: u.inputTokenDetails?.cacheWriteTokens ?? 0,
-  };
-}
-
-// --- the bytes of a request ---
-
-/**
- * The message with the objects a provider sends as JSON (tool-call arguments, JSON tool output)
- * in the key order PostgreSQL's jsonb gives them back (shorter keys first, then by their UTF-8
- * bytes): a stored turn then reads back byte for byte as its requests sent it, and the next
- * turn's requests share the cached prefix.
- */
-function inStoredOrder(message: ModelMessage): ModelMessage {
-  if (message.role === 'assistant' && typeof message.content !== 'string') {
-    return {
-      ...message,
-      content: message.content.map((part) =>
-        part.type === 'tool-call' ? { ...part, input: jsonbOrder(part.input) } : part,
-      ),
-    };
-  }
-  if (message.role === 'tool') {
-    return {
-      ...message,
-      content: message.content.map((part) =>
-        isToolResult(part) && (part.output.type === 'json' || part.output.type === 'error-json')
-          ? {
-              ...part,
-              output: { ...part.output, value: jsonbOrder(part.output.value) as JSONValue },
-            }
-          : part,
-      ),
-    };
-  }
-  return message;
-}
-
-function jsonbOrder(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(jsonbOrder);
-  if (typeof value !== 'object' || value === null) return value;
-  const keys = Object.keys(value).sort((a, b) => {
-    const byLength = Buffer.byteLength(a) - Buffer.byteLength(b);
-    return byLength !== 0 ? byLength : Buffer.compare(Buffer.from(a), Buffer.from(b));
-  });
-  const record = value as Record<string, unknown>;
-  return Object.fromEntries(keys.map((k) => [k, jsonbOrder(record[k])]));
-}
-
-// --- tool results: caps, sizes and calls ---
-
-function isToolResult(part: { type: string }): part is ToolResultPart {
-  return part.type === 'tool-result';
-}
-
-function outputText(part: ToolResultPart): string {
-  const output = part.output;
-  switch (output.type) {
-    case 'text':
-    case 'error-text':
-      return output.value;
-    case 'json':
-    case 'error-json':
-      return JSON.stringify(output.value);
-    case 'content':
-      return output.value.map((c) => (c.type === 'text' ? c.text : '')).join('\n');
-    default:
-      return output.reason ?? '';
-  }
-}
-
-function outputChars(part: ToolResultPart): number {
-  return outputText(part).length;
-}
-
-/** The arguments of every tool call, by call id. */
-function toolCalls(messages: readonly ModelMessage[]): Map<string, unknown> {
-  const calls = new Map<string, unknown>();
-  for (const m of messages) {
-    if (m.role !== 'assistant' || typeof m.content === 'string') continue;
-    for (const part of m.content)
-      if (part.type === 'tool-call') calls.set(part.toolCallId, part.input);
-  }
-  return calls;
-}
-
-/** The messages with every tool result longer than `maxChars` cut to its head and tail. */
-function capAll(messages: readonly ModelMessage[], maxChars: number): ModelMessage[] {
-  return messages.map((m) => {
-    if (m.role !== 'tool' || !m.content.some((p) => isToolResult(p) && outputChars(p) > maxChars))
-      return m;
-    return {
-      ...m,
-      content: m.content.map((part) => {
-        if (!isToolResult(part) || outputChars(part) <= maxChars) return part;
-        const type = part.output.type === 'error-text' || part.output.type === 'error-json';
-        return {
-          ...part,
-          output: {
-            type: type ? ('error-text' as const) : ('text' as const),
-            value: headAndTail(outputText(part), maxChars, part.toolName),
-          },
-        };
-      }),
-    };
-  });
-}
-
-const NUMBERED_LINE = /^\s*(\d+)\t/;
-
-/**
- * The start and the end of a long text, cut at line ends, with a note of what was left out in
- * between; for read_file's numbered lines, the note says how to read them.
- */
-export function headAndTail(text: string, maxChars: number, toolName: string): string {
-  const room = Math.max(0, maxChars - 300);
-  let head = text.slice(0, Math.floor(room * 0.6));
-  let tail = text.slice(text.length - Math.floor(room * 0.4));
-  const headEnd = head.lastIndexOf('\n');
-  if (headEnd > 0) head = head.slice(0, headEnd + 1);
-  const tailStart = tail.indexOf('\n');
-  if (tailStart >= 0 && tailStart < tail.length - 1) tail = tail.slice(tailStart + 1);
-  const omitted = text.slice(head.length, text.length - tail.length);
-  const lines = omitted.split('\n').length - (omitted.endsWith('\n') ? 1 : 0);
-  const first = omitted.match(NUMBERED_LINE)?.[1];
-  const last = omitted.trimEnd().split('\n').at(-1)?.match(NUMBERED_LINE)?.[1];
-  const size = `${lines.toLocaleString('en-US')} lines, ${omitted.length.toLocaleString('en-US')} characters`;
-  const how =
-    toolName === 'read_file' && first && last
-      ? `; read_file with startLine ${first} and endLine ${last} shows them`
-      : '';
-  return `${head}[… ${size} left out here to fit the model's context window${how} …]\n${tail}`;
-}
-
-// --- compaction: the summary request and the message that replaces the older history ---
-
-const SUMMARY_INSTRUCTIONS = `You write the working notes of a software engineering agent whose conversation
-has grown too long for its context window. You are given the older part of that conversation:
-the user's requests, the agent's messages, its tool calls with shortened results, and perhaps
-the notes of an earlier summary. The agent will continue from your notes and its most recent
-work alone, so keep everything it needs and nothing else:
-1. Done so far: each change made, with the file paths and what changed.
-2. Findings: what the agent learned that the work depends on: files, functions, types,
-   conventions, commands run and their results.
-3. Decisions and constraints, the user's corrections included.
-4. Problems met, and how they were solved or why not.
-5. Still to do, in order.
-The user's requests are kept word for word elsewhere: do not repeat them. Be specific (exact
-paths, names, error messages) and brief. Never write down secrets. Plain text only.`;
-
-/** The older messages as one text for the summariser, shortened to `maxChars`. */
-function summaryRequest(older: readonly ModelMessage[], maxChars: number): string {
-  const render = (excerpt: number): string[] =>
-    older.flatMap((m): string[] => {
-      const mark = markOf(m);
-      if (mark?.summary !== undefined) {
-        return [
-          ...(mark.prompts ?? []).map((p) => `<request>\n${p}\n</request>`),
-          `<earlier-notes>\n${mark.summary}\n</earlier-notes>`,
-        ];
-      }
-      if (m.role === 'user') return [`<request>\n${promptOf(m)}\n</request>`];
-      if (m.role === 'assistant') return assistantLines(m, excerpt);
-      if (m.role === 'tool') {
-        return m.content.filter(isToolResult).map((part) => {
-          const text = outputText(part);
-          const shown =
-            text.length > excerpt
-              ? `${text.slice(0, excerpt)}\n[… ${text.length - excerpt} more characters …]`
-              : text;
-          return `<tool-result name="${part.toolName}">\n${shown}\n</tool-result>`;
-        });
-      }
-      return [];
-    });
-  let items = render(1_500);
-  if (length(items) > maxChars) items = render(300);
-  if (length(items) > maxChars) {
-    // Keep the start (earlier notes, first requests) and as much of the end as fits.
-    const head = items.slice(0, 3);
-    const tail: string[] = [];
-    let size = length(head) + 200;
-    for (let i = items.length - 1; i >= head.length; i--) {
-      const item = items[i] ?? '';
-      if (size + item.length > maxChars) break;
-      tail.unshift(item);
-      size += item.length + 1;
-    }
-    const dropped = items.length - head.length - tail.length;
-    items = [...head, `[… ${dropped} items of the conversation left out …]`, ...tail];
-  }
-  return `The older part of the conversation, to summarise:\n\n<conversation>\n${items.join('\n')}\n</conversation>\n\nWrite the notes now.`;
-}
-
-function length(items: readonly string[]): number {
-  return items.reduce((n, s) => n + s.length + 1, 0);
-}
-
-/** The agent's words (at most four excerpts long) and its tool calls (one excerpt). */
-function assistantLines(m: AssistantModelMessage, excerpt: number): string[] {
-  const said = (text: string) =>
-    `<agent>\n${text.length > excerpt * 4 ? `${text.slice(0, excerpt * 4)}…` : text}\n</agent>`;
-  if (typeof m.content === 'string') return [said(m.content)];
-  return m.content.flatMap((part): string[] => {
-    if (part.type === 'text' && part.text.trim() !== '') return [said(part.text)];
-    if (part.type === 'tool-call') {
-      const input = JSON.stringify(part.input) ?? '';
-      const shown = input.length > excerpt ? `${input.slice(0, excerpt)}…` : input;
-      return [`<tool-call name="${part.toolName}">${shown}</tool-call>`];
-    }
-    return [];
-  });
-}
-
-/** A user message's prompt: its text, or its first text part (later parts are Errand's notes). */
-function promptOf(m: UserModelMessage): string {
-  if (typeof m.content === 'string') return m.content;
-  const first = m.content.find((p) => p.type === 'text');
-  return first?.type === 'text' ? first.text : '';
-}
-
-function userParts(m: UserModelMessage): Exclude<UserModelMessage['content'], string> {
-  return typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content;
-}
-
-function checkpointText(earlier: readonly string[], summary: string, current: boolean): string {
-  const requests = earlier.map((p, i) => `<request n="${i + 1}">\n${p}\n</request>`).join('\n');
-  const next = current
-    ? 'The request you are working on now follows, word for word; after it, your most recent work as it happened.'
-    : 'Your most recent work follows as it happened.';
-  return `[Errand: this job's conversation grew past what your context window holds, so its older part was replaced by the notes below. ${
-    earlier.length > 0 ? "The user's earlier requests are kept word for word. " : ''
-  }Re-read files or re-run commands when you need their exact content.]
-${requests ? `\n${requests}\n` : ''}
-<notes-on-earlier-work>
-${summary}
-</notes-on-earlier-work>
-
-${next}`;
-}
-
-// --- a provider's refusal of a request for its length ---
-
-const OVERFLOW_PATTERNS = [
-  /prompt is too long/i, // Anthropic
-  /exceed context limit/i, // Anthropic: input plus max_tokens
-  /context_length_exceeded/i, // OpenAI, Azure, Groq, LiteLLM
-  /maximum context length/i, // OpenAI, vLLM, DeepSeek, Mistral
-  /exceeds the maximum number of tokens/i, // Google
-  /context (?:size|window|length)[^.]{0,40}(?:exceed|too (?:long|large|small))/i,
-  /exceeds? (?:the )?(?:available )?context (?:size|window|length)/i, // llama.cpp, others
-  /exceed_context_size/i, // llama.cpp
-  /(?:input|prompt) is too long/i, // Bedrock
-  /too many (?:input )?tokens/i,
-];
-
-function errorTexts(error: unknown): string {
-  const parts: string[] = [];
-  let e: unknown = error;
-  for (let depth = 0; depth < 3 && typeof e === 'object' && e !== null; depth++) {
-    const record = e as {
-      message?: unknown;
-      responseBody?: unknown;
-      lastError?: unknown;
-      cause?: unknown;
-    };
-    if (typeof record.message === 'string') parts.push(record.message);
-    if (typeof record.responseBody === 'string') parts.push(record.responseBody);
-    e = record.lastError ?? record.cause;
-  }
-  return parts.join('\n');
-}
-
-function statusOf(error: unknown): number | undefined {
-  let e: unknown = error;
-  for (let depth = 0; depth < 3 && typeof e === 'object' && e !== null; depth++) {
-    const record = e as { statusCode?: unknown; lastError?: unknown; cause?: unknown };
-    if (typeof record.statusCode === 'number') return record.statusCode;
-    e = record.lastError ?? record.cause;
-  }
-  return undefined;
-}
-
-/**
- * Whether a provider refused a request for being longer than the model's context window: a
- * 400 or 413 whose message says so in one of the providers' wordings.
- */
-export function isContextOverflow(error: unknown): boolean {
-  const status = statusOf(error);
-  if (status !== undefined && status !== 400 && status !== 413) return false;
-  const text = errorTexts(error);
-  return OVERFLOW_PATTERNS.some((p) => p.test(text));
-}
-
-/** The window and the request's tokens, where the refusal names them. */
-export function overflowFacts(error: unknown): { windowTokens?: number; promptTokens?: number } {
-  const text = errorTexts(error);
-  const num = (re: RegExp, group = 1): number | undefined => {
-    const m = text.match(re)?.[group];
-    return m === undefined ? undefined : Number(m);
-  };
-  const windowTokens =
-    num(/(\d+) tokens > (\d+) maximum/, 2) ?? // Anthropic
-    num(/\d+ \+ \d+ > (\d+)/) ?? // Anthropic, with max_tokens
-    num(/maximum context length is (\d+)/i) ?? // OpenAI, vLLM
-    num(/maximum number of tokens allowed \((\d+)\)/i) ?? // Google
-    num(/"n_ctx"\s*:\s*(\d+)/); // llama.cpp
-  const promptTokens =
-    num(/(\d+) tokens > \d+ maximum/) ??
-    num(/(\d+) \+ \d+ > \d+/) ??
-    num(/\((\d+) in the messages/) ??
-    num(/resulted in (\d+) tokens/) ??
-    num(/input token count \((\d+)\)/i) ??
-    num(/"n_prompt_tokens"\s*:\s*(\d+)/);
-  return {
-    ...(windowTokens && windowTokens > 0 ? { windowTokens } : {}),
-    ...(promptTokens && promptTokens > 0 ? { promptTokens } : {}),
   };
 }

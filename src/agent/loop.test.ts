@@ -11,15 +11,10 @@ import {
   toolCalls,
 } from '../../test/support/fake-llm.ts';
 import type { TokenUsage } from '../jobs/usage.ts';
-import {
-  type AgentEvent,
-  type AgentTurnInput,
-  BudgetExceededError,
-  describeToolOutput,
-  ModelError,
-  runAgentTurn,
-} from './loop.ts';
+import { type AgentEvent, type AgentTurnInput, BudgetExceededError, runAgentTurn } from './loop.ts';
+import { ModelError } from './model-errors.ts';
 import { resolveModel } from './models.ts';
+import { describeToolOutput } from './tool-output.ts';
 import { createRepoTools } from './tools/index.ts';
 import { makeRepo } from './tools/testing.ts';
 

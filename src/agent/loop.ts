@@ -1,27 +1,23 @@
 // One agent turn: the AI SDK tool loop over the job's history and a new prompt, under step,
 // output-token, wall-time and cost budgets, with its context kept under the model's window by a
 // TurnContext (context.ts). It reports progress as events and turns every way a turn can fail
-// into one of three errors: BudgetExceededError, ModelError, or an AbortError.
+// into one of three errors: BudgetExceededError, ModelError (model-errors.ts), or an AbortError.
 
 import {
-  AISDKError,
-  APICallError,
   type FinishReason,
   isStepCount,
   type LanguageModel,
   type ModelMessage,
-  RetryError,
   streamText,
   type ToolSet,
   type UserModelMessage,
 } from 'ai';
-import { ExternalError, errorMessage } from '../errors.ts';
+import { errorMessage } from '../errors.ts';
 import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
-import { parseRetryAfter } from '../retry-after.ts';
-import { maskKeyShapes } from '../secrets/scrub.ts';
 import { type Compaction, isContextOverflow, TurnContext, tokenUsage } from './context.ts';
-import { describeModel } from './models.ts';
-import { summarizeToolArgs, type ToolResult } from './tools/index.ts';
+import { classifyModelError, overflowError } from './model-errors.ts';
+import { describeToolOutput, oneLine } from './tool-output.ts';
+import { summarizeToolArgs } from './tools/index.ts';
 
 /** Names of the settings that raise each budget, quoted in the budget errors. */
 const BUDGET_SETTINGS = {
@@ -118,19 +114,6 @@ export class BudgetExceededError extends Error {
     this.name = 'BudgetExceededError';
     this.budget = budget;
     this.partial = partial;
-  }
-}
-
-/** A failure of the model provider; `transient` says whether a later retry can help. */
-export class ModelError extends ExternalError {
-  readonly status: number | undefined;
-  constructor(
-    message: string,
-    opts: { transient: boolean; status?: number; retryAfterSeconds?: number; cause?: unknown },
-  ) {
-    super('model', message, opts);
-    this.name = 'ModelError';
-    this.status = opts.status;
   }
 }
 
@@ -398,168 +381,14 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
   }
 }
 
-/** A refusal for length that compacting could not answer, said so the operator can act. */
-function overflowError(error: unknown, model: LanguageModel, context: TurnContext): ModelError {
-  const { id } = describeModel(model);
-  return new ModelError(
-    `model '${id}' refused the request as longer than its context window ` +
-      `(${context.policy.windowTokens} tokens as Errand knows it), even after compacting the ` +
-      `conversation: ${providerMessage(RetryError.isInstance(error) ? error.lastError : error)}; ` +
-      "set the model's contextTokens in ERRAND_MODEL_CATALOG if it is smaller, or ask for a smaller step",
-    { transient: false, status: 400, cause: error },
-  );
-}
-
 function formatUsd(usd: number): string {
   return `$${usd < 1 ? usd.toFixed(4) : usd.toFixed(2)}`;
-}
-
-/**
- * Maps what the SDK throws for a failed model call to a ModelError with a message an operator
- * can act on. Provider messages are quoted only where they cannot echo a credential.
- */
-function classifyModelError(error: unknown, model: LanguageModel): unknown {
-  const { id, credentialHint } = describeModel(model);
-  let cause = error;
-  let attempts = 1;
-  if (RetryError.isInstance(error)) {
-    cause = error.lastError;
-    attempts = error.errors.length;
-  }
-  const tries = attempts > 1 ? ` after ${attempts} attempts` : '';
-  const status = statusOf(cause);
-  const opts = { status, cause: error };
-
-  if (status === 401 || status === 403) {
-    const check = credentialHint ? `check ${credentialHint}` : "check the provider's API key";
-    return new ModelError(
-      `the model provider refused the credentials (${status}) for model '${id}'; ${check}`,
-      { transient: false, ...opts },
-    );
-  }
-  if (status === 404) {
-    return new ModelError(
-      `model '${id}' not found at the provider (404); check the model id and the provider's base URL`,
-      { transient: false, ...opts },
-    );
-  }
-  if (status === 429) {
-    const retryAfterSeconds = retryAfter(cause);
-    return new ModelError(
-      `the model provider rate-limited model '${id}' (429)${tries}; the turn can be retried later`,
-      { transient: true, ...opts, ...(retryAfterSeconds !== undefined && { retryAfterSeconds }) },
-    );
-  }
-  if (status !== undefined && (status >= 500 || status === 408 || status === 409)) {
-    return new ModelError(
-      `the model provider failed (${status}) for model '${id}'${tries}; the turn can be retried later`,
-      { transient: true, ...opts },
-    );
-  }
-  if (status !== undefined) {
-    return new ModelError(
-      `the model provider rejected the request for model '${id}' (${status}): ${providerMessage(cause)}`,
-      { transient: false, ...opts },
-    );
-  }
-  if (APICallError.isInstance(cause) || isRetryableFlagged(cause)) {
-    // No status: the connection failed or a stream broke off.
-    return new ModelError(
-      `could not get an answer from the model provider for model '${id}'${tries}: ${providerMessage(cause)}`,
-      { transient: true, ...opts },
-    );
-  }
-  if (AISDKError.isInstance(cause) || isProviderStreamError(cause)) {
-    return new ModelError(`model '${id}' failed: ${providerMessage(cause)}`, {
-      transient: false,
-      ...opts,
-    });
-  }
-  return error;
-}
-
-/**
- * What an event says about a tool's output. The file tools return a structured result: its ok
- * flag and title are taken as they are. Other tools may return a string, where a refusal the
- * model can act on starts with "Error:" (a thrown error ends the call the same way); multi-line
- * strings are file contents or listings, so events get their size, not their text.
- */
-export function describeToolOutput(output: unknown): { ok: boolean; summary: string } {
-  if (isToolResult(output)) return { ok: output.ok, summary: oneLine(output.title) };
-  if (typeof output !== 'string') return { ok: true, summary: oneLine(output) };
-  if (output.startsWith('Error:')) return { ok: false, summary: oneLine(output.slice(6)) };
-  const lines = output.split('\n').length;
-  return { ok: true, summary: lines > 1 ? `${lines} lines` : oneLine(output) };
-}
-
-function isToolResult(output: unknown): output is ToolResult {
-  return (
-    typeof output === 'object' &&
-    output !== null &&
-    'ok' in output &&
-    typeof output.ok === 'boolean' &&
-    'title' in output &&
-    typeof output.title === 'string' &&
-    'text' in output &&
-    typeof output.text === 'string'
-  );
-}
-
-function statusOf(error: unknown): number | undefined {
-  if (APICallError.isInstance(error)) return error.statusCode;
-  // Errors sent inside an event stream are plain objects with the same fields.
-  if (typeof error === 'object' && error !== null && 'statusCode' in error) {
-    return typeof error.statusCode === 'number' ? error.statusCode : undefined;
-  }
-  return undefined;
-}
-
-function isRetryableFlagged(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && 'isRetryable' in error
-    ? error.isRetryable === true
-    : false;
-}
-
-function isProviderStreamError(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && 'message' in error && 'type' in error;
-}
-
-function retryAfter(error: unknown): number | undefined {
-  if (!APICallError.isInstance(error)) return undefined;
-  const headers = error.responseHeaders ?? {};
-  // OpenAI's own header, in milliseconds, is the more precise when both are sent.
-  const ms = Number.parseFloat(headers['retry-after-ms'] ?? '');
-  if (Number.isFinite(ms)) return Math.ceil(ms / 1000);
-  return parseRetryAfter(headers['retry-after']);
-}
-
-// Key-shaped tokens are masked in case a provider echoes part of a key in a 4xx message.
-function providerMessage(error: unknown): string {
-  const message =
-    typeof error === 'object' && error !== null && 'message' in error
-      ? String(error.message)
-      : String(error);
-  return oneLine(maskKeyShapes(message), 300);
 }
 
 function abortError(reason: unknown): Error {
   if (reason instanceof Error && reason.name === 'AbortError') return reason;
   const error = new DOMException('the turn was cancelled', 'AbortError');
   return Object.assign(error, { cause: reason });
-}
-
-function oneLine(value: unknown, max = 200): string {
-  let text: string;
-  if (typeof value === 'string') text = value;
-  else {
-    try {
-      text = JSON.stringify(value) ?? String(value);
-    } catch {
-      text = String(value);
-    }
-  }
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 function formatDuration(ms: number): string {

@@ -7,12 +7,12 @@ import { AppError } from '../errors.ts';
 import { jobCounts } from '../jobs/read.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
+import type { ProjectFields } from '../projects/changes.ts';
 import { projectCreateBody, projectUpdateBody } from '../projects/schemas.ts';
 import {
   createProject,
   getProject,
   listProjects,
-  type ProjectFields,
   type ProjectRecord,
   toProjectRecord,
   updateProject,

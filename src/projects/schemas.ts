@@ -2,10 +2,10 @@
 // shape, with refusals that name it. What needs the server's settings or the stored project
 // (repository access, forge token variables, credentials) is the project service's to check.
 import { z } from 'zod';
+import type { ProjectFields } from './changes.ts';
 import { ENGINE_NAMES } from './engine.ts';
 import { FORGE_KINDS, type ForgeKind } from './forge.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
-import type { ProjectFields } from './service.ts';
 
 /** A string field whose refusals name it. */
 function text(field: string) {

@@ -4,7 +4,8 @@
 // and does not redo it. It reads no database: the project and the conversation come in its
 // input, and what it records goes through the input's callbacks.
 import { jobHistory } from '../agent/context.ts';
-import { BudgetExceededError, type CostBudget, ModelError, runAgentTurn } from '../agent/loop.ts';
+import { BudgetExceededError, type CostBudget, runAgentTurn } from '../agent/loop.ts';
+import { ModelError } from '../agent/model-errors.ts';
 import type { ModelRegistry } from '../agent/models.ts';
 import {
   buildSystemPrompt,
@@ -15,12 +16,9 @@ import {
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
-import type { ProjectRow } from '../db/schema.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
 import { runEngineTurn } from '../engines/run.ts';
-import { ExternalError } from '../errors.ts';
 import type { Forges } from '../forges/clients.ts';
-import type { ForgeClient, ForgeProvider } from '../forges/types.ts';
 import {
   TurnFailedError,
   type TurnInput,
@@ -30,19 +28,13 @@ import {
 import { readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
-import type { ForgeKind } from '../projects/forge.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { projectCommandLimits } from '../projects/service.ts';
-import type { GitAuth } from '../repository/auth.ts';
 import { runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
-import { headerSecrets, scrubSecrets } from '../secrets/scrub.ts';
-import { GitError } from '../workspace/errors.ts';
-import { gitOut } from '../workspace/git.ts';
+import { scrubSecrets } from '../secrets/scrub.ts';
 import {
-  type Checkout,
   changedFiles,
   commitAll,
-  diffAgainst,
   engineStateDir,
   type JobLease,
   prepareCheckout,
@@ -50,6 +42,8 @@ import {
   type WorkspaceConfig,
   withJobLock,
 } from '../workspace/index.ts';
+import { commitMessage, landedCommit } from './commits.ts';
+import { asTurnError, type Emit, review, type TurnForge, turnForge } from './forge.ts';
 
 export interface TurnPipelineDeps {
   config: Config;
@@ -66,29 +60,10 @@ export interface TurnPipelineDeps {
 
 type JobBudget = { limitUsd: number; spentUsd: number };
 
-const TURN_TRAILER = 'Errand-Turn';
-const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
-
-type Emit = (type: string, data?: Record<string, unknown>) => Promise<void>;
-
 /** The run_command tool's settings for a turn where it is offered. */
 interface TurnCommands {
   limits: SandboxLimits;
   setup: SetupNote | undefined;
-}
-
-interface TurnForge {
-  kind: ForgeKind;
-  project: ProjectRow;
-  provider: ForgeProvider | undefined;
-  client: ForgeClient | undefined;
-  auth: GitAuth | undefined;
-}
-
-/** Where Errand's own pages are; the service sets it before the agent runs (service.ts). */
-function publicBaseUrl(config: Config): string {
-  if (!config.publicUrl) throw new Error('the agent runs without a public URL');
-  return config.publicUrl;
 }
 
 export function workspaceConfig(config: Config): WorkspaceConfig {
@@ -98,16 +73,6 @@ export function workspaceConfig(config: Config): WorkspaceConfig {
     identity: { name: config.git.authorName, email: config.git.authorEmail },
     inheritedEnv: config.git.inheritedEnv,
   };
-}
-
-/** The commit message: the summary's first line as subject, the rest as body. */
-function commitMessage(summary: string, jobId: string, seq: number, prompt: string): string {
-  const lines = summary.trim().split('\n');
-  let subject = (lines[0] ?? '').replace(/^#+\s*/, '').trim();
-  if (!subject) subject = prompt.trim().split('\n')[0] ?? 'Errand changes';
-  if (subject.length > 72) subject = `${subject.slice(0, 69).trimEnd()}...`;
-  const body = lines.slice(1).join('\n').trim();
-  return `${subject}\n\n${body ? `${body}\n\n` : ''}${TURN_TRAILER}: ${jobId}/${seq}\n`;
 }
 
 export class TurnPipeline implements TurnRunner {
@@ -142,7 +107,7 @@ export class TurnPipeline implements TurnRunner {
 
     let forge: TurnForge | undefined;
     try {
-      forge = await this.#forge(input, secrets);
+      forge = await turnForge(this.#deps.forges, input, secrets);
       const checkout = await prepareCheckout(this.#workspace, {
         projectId: job.project_id,
         jobId: job.id,
@@ -161,10 +126,18 @@ export class TurnPipeline implements TurnRunner {
 
       // A retry after a crash between push and recording the turn: the work already landed,
       // only the pull request may still be missing.
-      const landed = await this.#landedCommit(checkout.dir, job.id, turn.seq, signal);
+      const landed = await landedCommit(this.#workspace, checkout.dir, job.id, turn.seq, signal);
       if (landed) {
         await emit('turn.resumed', { commit: landed.sha, note: 'this turn was already pushed' });
-        const review = await this.#review(input, forge, checkout, landed.summary, emit);
+        const reviewed = await review(
+          config,
+          this.#workspace,
+          input,
+          forge,
+          checkout,
+          landed.summary,
+          emit,
+        );
         return {
           summary: landed.summary,
           // The lost attempt's tool calls are gone; the prompt and its outcome keep the
@@ -175,7 +148,7 @@ export class TurnPipeline implements TurnRunner {
           ],
           commitSha: landed.sha,
           usage: null,
-          ...review,
+          ...reviewed,
         };
       }
 
@@ -208,34 +181,13 @@ export class TurnPipeline implements TurnRunner {
         signal,
       });
       await emit('push', { branch: job.branch, sha });
-      const review = await this.#review(input, forge, checkout, summary, emit);
-      return { summary, messages, usage, commitSha: sha, ...review };
+      const reviewed = await review(config, this.#workspace, input, forge, checkout, summary, emit);
+      return { summary, messages, usage, commitSha: sha, ...reviewed };
     } catch (err) {
       if (err instanceof BudgetExceededError)
         throw new TurnFailedError(`${err.message}; nothing was committed`);
       throw asTurnError(err, scrub, forge);
     }
-  }
-
-  /** The project's forge client and the header git pushes with; none for plain git remotes. */
-  async #forge(input: TurnInput, secrets: string[]): Promise<TurnForge> {
-    const { job, project, signal } = input;
-    // The job keeps the repository it was created with; the forge settings are the project's now.
-    const forge = this.#deps.forges.client(project, job.repository);
-    const { provider, client, credentials } = forge;
-    if (!provider)
-      return { kind: forge.kind, project, provider: undefined, client: undefined, auth: undefined };
-    for (const value of [credentials.token, credentials.githubApp?.privateKey])
-      if (value) secrets.push(value);
-    const gitAuth = await client.gitAuth(signal);
-    let auth: GitAuth | undefined;
-    if (gitAuth && /^https?:\/\//.test(job.repository)) {
-      // A GitHub App's installation token is in no other secret: only the header holds it.
-      secrets.push(...headerSecrets(gitAuth.header));
-      // Scoped to the repository's own origin, whatever prefix the provider suggests.
-      auth = { urlPrefix: `${new URL(job.repository).origin}/`, header: gitAuth.header };
-    }
-    return { kind: forge.kind, project, provider, client, auth };
   }
 
   /**
@@ -429,83 +381,6 @@ export class TurnPipeline implements TurnRunner {
     const { models } = this.#deps;
     return { ...left, costOf: (usage) => models.costOf(job.model, usage) };
   }
-
-  /**
-   * After a push: keeps the job's review diff current and opens or updates the job's one
-   * pull request. The pull request is looked up by head branch before one is created, so a
-   * turn retried after a crash finds the one it opened.
-   */
-  async #review(
-    input: TurnInput,
-    forge: TurnForge,
-    checkout: Checkout,
-    summary: string,
-    emit: Emit,
-  ): Promise<Pick<TurnOutput, 'prLink' | 'prNumber'>> {
-    const { job, turn, signal } = input;
-    const { config } = this.#deps;
-    const diff = await diffAgainst(this.#workspace, {
-      dir: checkout.dir,
-      base: checkout.baseCommit,
-      maxBytes: REVIEW_DIFF_MAX_BYTES,
-      signal,
-    });
-    await input.saveReviewDiff(diff.diff, diff.truncated);
-    const reviewUrl = `${publicBaseUrl(config)}/review/${job.id}`;
-    if (!forge.client) {
-      await emit('review.updated', { url: reviewUrl });
-      return { prLink: reviewUrl };
-    }
-    const body = pullRequestBody(input, summary, reviewUrl);
-    const existing = await forge.client.findPullRequest(job.branch, signal);
-    if (existing) {
-      const pr = await forge.client.updatePullRequest(existing.number, { body }, signal);
-      await emit('pull_request.updated', { forge: forge.kind, number: pr.number, url: pr.url });
-      return { prLink: pr.url, prNumber: pr.number };
-    }
-    const title =
-      summary
-        .split('\n')[0]
-        ?.replace(/^#+\s*/, '')
-        .trim()
-        .slice(0, 200) || turn.prompt.slice(0, 72);
-    const created = await forge.client.createPullRequest(
-      { head: job.branch, base: job.ref, title, body, draft: forge.project.draft_pull_requests },
-      signal,
-    );
-    const pr = created.pullRequest;
-    await emit('pull_request.opened', {
-      forge: forge.kind,
-      number: pr.number,
-      url: pr.url,
-      draft: pr.draft,
-      notes: created.notes,
-    });
-    return { prLink: pr.url, prNumber: pr.number };
-  }
-
-  /** HEAD's commit when it carries this turn's trailer, i.e. the turn was pushed already. */
-  async #landedCommit(
-    dir: string,
-    jobId: string,
-    seq: number,
-    signal: AbortSignal,
-  ): Promise<{ sha: string; summary: string } | undefined> {
-    const text = await gitOut(this.#workspace, ['log', '-1', '--format=%H%n%B', 'HEAD'], {
-      cwd: dir,
-      signal,
-    });
-    const [sha, ...body] = text.split('\n');
-    const trailer = `${TURN_TRAILER}: ${jobId}/${seq}`;
-    if (!sha || !body.some((line) => line.trim() === trailer)) return undefined;
-    return {
-      sha,
-      summary: body
-        .filter((line) => !line.startsWith(`${TURN_TRAILER}:`))
-        .join('\n')
-        .trim(),
-    };
-  }
 }
 
 /**
@@ -520,24 +395,6 @@ function engineLimits(limits: SandboxLimits, timeoutSeconds: number): SandboxLim
   };
 }
 
-/** A running summary: every turn's prompt and the agent's summary, and a link to the job. */
-function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): string {
-  const { job, turn } = input;
-  const turns = [...input.earlier, { seq: turn.seq, prompt: turn.prompt, summary }];
-  const quote = (text: string) =>
-    (text.length > 2000 ? `${text.slice(0, 2000)}…` : text)
-      .split('\n')
-      .map((line) => `> ${line}`)
-      .join('\n');
-  const sections = turns.map(
-    (t) =>
-      `### Turn ${t.seq}\n\n**Prompt**\n\n${quote(t.prompt)}\n\n**Summary**\n\n${t.summary?.trim() || '(no summary)'}`,
-  );
-  // A job made from an issue closes it when merged: GitHub, GitLab and Gitea all read this form.
-  const closes = job.origin ? `Closes #${job.origin.number}\n\n` : '';
-  return `Opened by Errand for job \`${job.id}\` ([review page](${reviewUrl})).\n\n${closes}${sections.join('\n\n')}\n`;
-}
-
 /**
  * Model output may contain U+0000, which neither PostgreSQL text and jsonb nor a git commit
  * message can hold: it is stored as U+FFFD. Files the model writes keep their bytes.
@@ -548,31 +405,4 @@ function storable(text: string): string {
 
 function storableStrings(_key: string, value: unknown): unknown {
   return typeof value === 'string' ? storable(value) : value;
-}
-
-/**
- * Upstream failures become retryable or final turn errors, with credentials scrubbed out. Git
- * refused with the forge's token (a revoked or under-privileged token) is said as a forge
- * failure: which forge, and what the token needs, as the forge's own API failures are.
- */
-function asTurnError(
-  err: unknown,
-  scrub: (text: string) => string,
-  forge: TurnForge | undefined,
-): unknown {
-  if (!(err instanceof ExternalError)) return err;
-  if (err instanceof GitError && err.code === 'auth' && forge?.auth && forge.provider) {
-    const { name, tokenPermissions } = forge.provider;
-    return new TurnFailedError(
-      scrub(
-        `${name} refused git access with the project's token: ${err.message}. ${tokenPermissions.charAt(0).toUpperCase()}${tokenPermissions.slice(1)}; check also that it has not expired or been revoked.`,
-      ),
-    );
-  }
-  const message = scrub(err.message);
-  if (!err.transient) return new TurnFailedError(message);
-  return new ExternalError(err.service, message, {
-    transient: true,
-    ...(err.retryAfterSeconds !== undefined ? { retryAfterSeconds: err.retryAfterSeconds } : {}),
-  });
 }

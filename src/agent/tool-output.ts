@@ -1,0 +1,45 @@
+// What progress events say about a tool's output (describeToolOutput), and the one-line form of
+// any value that events and error messages quote (oneLine).
+
+import type { ToolResult } from './tools/index.ts';
+
+/**
+ * What an event says about a tool's output. The file tools return a structured result: its ok
+ * flag and title are taken as they are. Other tools may return a string, where a refusal the
+ * model can act on starts with "Error:" (a thrown error ends the call the same way); multi-line
+ * strings are file contents or listings, so events get their size, not their text.
+ */
+export function describeToolOutput(output: unknown): { ok: boolean; summary: string } {
+  if (isToolResult(output)) return { ok: output.ok, summary: oneLine(output.title) };
+  if (typeof output !== 'string') return { ok: true, summary: oneLine(output) };
+  if (output.startsWith('Error:')) return { ok: false, summary: oneLine(output.slice(6)) };
+  const lines = output.split('\n').length;
+  return { ok: true, summary: lines > 1 ? `${lines} lines` : oneLine(output) };
+}
+
+function isToolResult(output: unknown): output is ToolResult {
+  return (
+    typeof output === 'object' &&
+    output !== null &&
+    'ok' in output &&
+    typeof output.ok === 'boolean' &&
+    'title' in output &&
+    typeof output.title === 'string' &&
+    'text' in output &&
+    typeof output.text === 'string'
+  );
+}
+
+export function oneLine(value: unknown, max = 200): string {
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else {
+    try {
+      text = JSON.stringify(value) ?? String(value);
+    } catch {
+      text = String(value);
+    }
+  }
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}

@@ -1,0 +1,370 @@
+// One confined run: the bubblewrap command line started (inside a pids cgroup where there is
+// one), its output kept, its network attached, its checkout measured, and the whole of it
+// ended on a timeout, an abort or a checkout grown past its bound.
+import { spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import type { Readable, Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { SandboxLimits } from '../projects/limits.ts';
+import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
+import { diskUsage, MeasureError } from './disk.ts';
+import { FORWARDER_SOURCE } from './forwarder.ts';
+import { attachNetwork, type NetworkTools } from './network.ts';
+import { CappedOutput, LineSplitter } from './output.ts';
+import { descendants, RunCgroup, signalAll } from './processes.ts';
+import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
+
+/** How much a run may grow its checkout (and HOME) by, unless it says otherwise. */
+const DEFAULT_CHECKOUT_GROWTH_MB = 4096;
+
+/** The sandbox itself could not run (a command's own failure is a result, never this). */
+export class SandboxError extends Error {
+  override name = 'SandboxError';
+}
+
+const DEFAULT_OUTPUT_CAP = 30_000;
+/** Between SIGTERM and SIGKILL after a timeout: time for a command to clean up. */
+const TERM_GRACE_MS = 2_000;
+const INFO_FD = 3;
+const STARTED_FD = 4;
+const BLOCK_FD = 5;
+const MB = 1024 * 1024;
+/** The shortest pause between two measurements of the checkout while a command runs. */
+const DISK_CHECK_MS = 2_000;
+/** bwrap's own messages (before the command starts) are short; more is not kept. */
+const DIAGNOSTICS_CAP = 4_000;
+
+export interface Ready {
+  bwrap: string;
+  version: readonly number[];
+  prlimit: string;
+  cgroupRoot: string | null;
+  /** The user-mode network: its tools where it works (setup commands with `network`). */
+  network: { tools: NetworkTools | null; status: NetworkStatus };
+}
+
+function checkRunOptions(run: SandboxRun): void {
+  const growth = run.checkoutGrowthMb;
+  if (growth !== undefined && (!Number.isInteger(growth) || growth < 1)) {
+    throw new SandboxError('checkoutGrowthMb must be a whole number of at least 1');
+  }
+}
+
+export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
+  const started = performance.now();
+  checkLimits(run.limits);
+  checkRunOptions(run);
+  const network = ready.network;
+  if (run.network && network.tools === null) {
+    const why = network.status.available
+      ? 'unavailable'
+      : `${network.status.reason} (${network.status.howToFix})`;
+    throw new SandboxError(`the user-mode network for setup commands is unavailable: ${why}`);
+  }
+  const separate = run.onStdoutLine !== undefined;
+  const cap = run.outputCap ?? DEFAULT_OUTPUT_CAP;
+  const output = new CappedOutput(cap);
+  if (run.signal.aborted) {
+    return {
+      exitCode: null,
+      signal: null,
+      timedOut: false,
+      aborted: true,
+      output: '',
+      outputTruncated: false,
+      ...(separate ? { stderr: '' } : {}),
+      durationMs: 0,
+    };
+  }
+  let args: string[];
+  try {
+    args = await bwrapArgs({
+      checkout: run.checkout,
+      cwd: run.cwd,
+      command: run.command,
+      limits: run.limits,
+      version: ready.version,
+      prlimit: ready.prlimit,
+      infoFd: INFO_FD,
+      startedFd: STARTED_FD,
+      ...(run.network ? { blockFd: BLOCK_FD, flatUserns: !isRoot() } : {}),
+      scratchBytes: run.limits.fileSizeMb * MB,
+      ...(run.env ? { env: run.env } : {}),
+      ...(run.readOnlyBinds ? { readOnlyBinds: run.readOnlyBinds } : {}),
+      ...(run.home !== undefined ? { home: run.home } : {}),
+      ...(run.modelProxy
+        ? {
+            forwarder: {
+              ...run.modelProxy,
+              node: process.execPath,
+              source: FORWARDER_SOURCE,
+            },
+          }
+        : {}),
+      separateStderr: separate,
+    });
+  } catch (err) {
+    if (err instanceof InvalidRunError) throw new SandboxError(err.message);
+    throw err;
+  }
+  const grown = run.home === undefined ? [run.checkout] : [run.checkout, run.home];
+  const growthLimitMb = run.checkoutGrowthMb ?? DEFAULT_CHECKOUT_GROWTH_MB;
+  const baseline = await diskUsage(grown).catch((err: unknown) => {
+    throw new SandboxError(
+      `the checkout could not be measured before the run: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  });
+  // The pids cgroup is joined by a host shell that then becomes bwrap, so not one fork of the
+  // command happens outside it. Plus two tasks for bwrap itself and its init, and one for the
+  // forwarder.
+  const cgroup =
+    ready.cgroupRoot === null
+      ? null
+      : await RunCgroup.create(
+          ready.cgroupRoot,
+          run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
+        ).catch(() => null);
+  const [file, argv] =
+    cgroup === null
+      ? [ready.bwrap, args]
+      : [
+          '/bin/sh',
+          [
+            '-c',
+            'echo $$ > "$1" && shift && exec "$@"',
+            'sh',
+            cgroup.procsFile,
+            ready.bwrap,
+            ...args,
+          ],
+        ];
+
+  let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
+  try {
+    // Only a PATH: bwrap's own environment (readable in /proc by the host's user) holds nothing
+    // of the service's, and --clearenv gives the command none of it either.
+    const child = spawn(file, argv, {
+      stdio: [
+        run.stdin === undefined ? 'ignore' : 'pipe',
+        'pipe',
+        'pipe',
+        'pipe',
+        'pipe',
+        ...(run.network ? (['pipe'] as const) : []),
+      ],
+      env: { PATH: SANDBOX_PATH },
+      // Not the service's directory: the cgroup's host shell would export it as PWD.
+      cwd: '/',
+    });
+    const [stdin, stdout, stderr, info, startedPipe, blockPipe] = child.stdio as unknown as [
+      Writable | null,
+      Readable,
+      Readable,
+      Readable,
+      Readable,
+      Writable | undefined,
+    ];
+    if (stdin !== null && run.stdin !== undefined) {
+      // A command that never reads its input closes the pipe early: not an error of the run.
+      stdin.on('error', () => {});
+      stdin.end(run.stdin);
+    }
+    const diagnostics = new CappedOutput(separate ? cap : DIAGNOSTICS_CAP);
+    let callbackError: unknown;
+    const lines = separate ? new LineSplitter() : null;
+    const deliver = (line: string) => {
+      if (callbackError !== undefined || run.onStdoutLine === undefined) return;
+      try {
+        run.onStdoutLine(line);
+      } catch (err) {
+        callbackError = err;
+        void killAll();
+      }
+    };
+    stdout.on('data', (chunk: Buffer) => {
+      output.write(chunk);
+      if (lines) for (const line of lines.push(chunk)) deliver(line);
+    });
+    stderr.on('data', (chunk: Buffer) => diagnostics.write(chunk));
+    let infoText = '';
+    let commandStarted = false;
+    let networkError: string | null = null;
+    let timedOut = false;
+    let aborted = false;
+    let killedWith: NodeJS.Signals | null = null;
+    let exited = false;
+    let diskExceeded: { grownMb: number; limitMb: number } | undefined;
+    const sandboxInit = (): number | null => {
+      const match = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
+      return match ? Number(match[1]) : null;
+    };
+    const killAll = async () => {
+      killedWith = 'SIGKILL';
+      // The init's death tears down its PID namespace: the kernel kills every process in it.
+      const init = sandboxInit();
+      if (init !== null) signalAll([init], 'SIGKILL');
+      if (child.pid !== undefined) signalAll([child.pid], 'SIGKILL');
+      if (cgroup) signalAll(await cgroup.pids(), 'SIGKILL');
+    };
+    info.on('data', (chunk: Buffer) => {
+      if (infoText.length < 64_000) infoText += chunk.toString('utf8');
+      const init = sandboxInit();
+      if (init === null || blockPipe === undefined || attached !== undefined) return;
+      const tools = network.tools;
+      if (tools === null) return;
+      // The sandbox waits on the block descriptor until its network is up.
+      attached = attachNetwork(tools, init).then(
+        (net) => {
+          blockPipe.on('error', () => {});
+          blockPipe.end('1');
+          return net;
+        },
+        (err: unknown) => {
+          networkError = err instanceof Error ? err.message : String(err);
+          void killAll();
+          return null;
+        },
+      );
+    });
+    startedPipe.on('data', () => {
+      commandStarted = true;
+      void watchDisk();
+    });
+
+    let graceTimer: NodeJS.Timeout | undefined;
+    const terminate = async () => {
+      const init = sandboxInit();
+      const pids = init === null ? [] : await descendants(init);
+      if (cgroup) pids.push(...(await cgroup.pids()));
+      if (exited) return;
+      signalAll(
+        pids.filter((p) => p !== init && p !== child.pid),
+        'SIGTERM',
+      );
+      graceTimer = setTimeout(() => void killAll(), TERM_GRACE_MS);
+    };
+    const overLimit = (bytes: number) => {
+      const grownMb = Math.ceil(Math.max(0, bytes - baseline) / MB);
+      return grownMb > growthLimitMb ? { grownMb, limitMb: growthLimitMb } : undefined;
+    };
+    // While the command runs: measured now and then (never more than a fifth of the time spent
+    // measuring), and stopped at once past the bound. A walk that trips over a file the command
+    // is just removing still counts what it saw.
+    const diskWatch = new AbortController();
+    const watchDisk = async () => {
+      let pause = DISK_CHECK_MS;
+      while (!exited) {
+        try {
+          await sleep(pause, undefined, { signal: diskWatch.signal });
+        } catch {
+          return;
+        }
+        const before = performance.now();
+        const bytes = await diskUsage(grown).catch((err: unknown) =>
+          err instanceof MeasureError ? err.partial : null,
+        );
+        if (exited) return;
+        const over = bytes === null ? undefined : overLimit(bytes);
+        if (over) {
+          diskExceeded = over;
+          await killAll();
+          return;
+        }
+        pause = Math.max(DISK_CHECK_MS, 5 * (performance.now() - before));
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      void terminate();
+    }, run.limits.timeoutSeconds * 1000);
+    const onAbort = () => {
+      // During a timeout's grace too: an abort does not wait.
+      if (!timedOut) aborted = true;
+      void killAll();
+    };
+    run.signal.addEventListener('abort', onAbort, { once: true });
+
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
+      (resolve, reject) => {
+        child.once('error', reject);
+        child.once('close', (c, s) => resolve([c, s]));
+      },
+    ).finally(() => {
+      exited = true;
+      diskWatch.abort();
+      clearTimeout(timer);
+      clearTimeout(graceTimer);
+      run.signal.removeEventListener('abort', onAbort);
+    });
+
+    // After a kill the init may still be reaping its namespace (its descriptors already
+    // closed): the run is over only once it is gone, and with it every process it held.
+    const init = sandboxInit();
+    if (init !== null) await gone(init);
+    if (lines) for (const line of lines.end()) deliver(line);
+    if (callbackError !== undefined) throw callbackError;
+
+    if (!commandStarted && !timedOut && !aborted) {
+      if (networkError !== null) {
+        throw new SandboxError(`the user-mode network failed to start: ${networkError}`);
+      }
+      const why = diagnostics.finish().text.trim() || `bwrap exited with ${code ?? signal}`;
+      throw new SandboxError(`sandbox failed to start: ${why}`);
+    }
+    // Nothing runs any more: this measurement is exact, and one that fails counts against it.
+    if (diskExceeded === undefined && commandStarted) {
+      const bytes = await diskUsage(grown).catch((err: unknown) => {
+        throw new SandboxError(
+          `the checkout could not be measured after the run: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      });
+      diskExceeded = overLimit(bytes);
+    }
+    const text = output.finish();
+    const killed = killedWith !== null;
+    const note =
+      diskExceeded === undefined
+        ? ''
+        : `\n[errand: the checkout grew by ${diskExceeded.grownMb} MB, over the limit of ${diskExceeded.limitMb} MB${killed ? '; the command was stopped' : ''}]\n`;
+    return {
+      exitCode: killed ? null : code,
+      signal: killed ? killedWith : signal,
+      timedOut,
+      aborted,
+      output: text.text + note,
+      outputTruncated: text.truncated,
+      ...(separate ? { stderr: diagnostics.finish().text } : {}),
+      ...(diskExceeded ? { diskExceeded } : {}),
+      durationMs: Math.round(performance.now() - started),
+    };
+  } finally {
+    const net = await attached;
+    await net?.stop();
+    await cgroup?.remove();
+  }
+}
+
+/**
+ * Waits (a bounded while) until the sandbox's init has exited. A PID namespace's init becomes
+ * a zombie only after every other process in it is gone, so a zombie counts as gone too.
+ */
+async function gone(pid: number): Promise<void> {
+  for (let attempt = 0; attempt < 500; attempt++) {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+    const state = stat?.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    if (stat === null || stat === undefined || state === 'Z' || state === 'X') return;
+    await sleep(10);
+  }
+}
+
+function checkLimits(limits: SandboxLimits): void {
+  for (const [name, value] of Object.entries(limits)) {
+    if (!Number.isInteger(value) || value < 1) {
+      throw new SandboxError(`limit ${name} must be a whole number of at least 1`);
+    }
+  }
+}
+
+export function isRoot(): boolean {
+  return process.getuid?.() === 0;
+}
