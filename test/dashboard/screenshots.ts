@@ -134,6 +134,8 @@ try {
       await page.getByRole('button', { name: 'Create key' }).click();
       await page.locator('#new-key').waitFor();
       await shot('api-keys');
+      await page.goto(`${svc.url}/projects/${project.id}/settings`);
+      await shot('project-settings');
       await page.goto(`${svc.url}/projects/${project.id}/webhooks`);
       await shot('webhooks');
       await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);
