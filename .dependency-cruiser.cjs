@@ -27,6 +27,7 @@ const LAYERS = [
     'ids.ts',
     'retry-after.ts',
     'version.ts',
+    'text.ts',
     'secrets',
     'repository',
   ],

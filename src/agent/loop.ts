@@ -14,9 +14,10 @@ import {
 } from 'ai';
 import { errorMessage } from '../errors.ts';
 import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
+import { oneLine } from '../text.ts';
 import { type Compaction, isContextOverflow, TurnContext, tokenUsage } from './context.ts';
 import { classifyModelError, overflowError } from './model-errors.ts';
-import { describeToolOutput, oneLine } from './tool-output.ts';
+import { describeToolOutput } from './tool-output.ts';
 import { summarizeToolArgs } from './tools/index.ts';
 
 /** Names of the settings that raise each budget, quoted in the budget errors. */

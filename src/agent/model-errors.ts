@@ -6,9 +6,9 @@ import { AISDKError, APICallError, type LanguageModel, RetryError } from 'ai';
 import { ExternalError } from '../errors.ts';
 import { parseRetryAfter } from '../retry-after.ts';
 import { maskKeyShapes } from '../secrets/scrub.ts';
+import { oneLine } from '../text.ts';
 import type { TurnContext } from './context.ts';
 import { describeModel } from './models.ts';
-import { oneLine } from './tool-output.ts';
 
 /** A failure of the model provider; `transient` says whether a later retry can help. */
 export class ModelError extends ExternalError {

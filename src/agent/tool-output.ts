@@ -1,6 +1,6 @@
-// What progress events say about a tool's output (describeToolOutput), and the one-line form of
-// any value that events and error messages quote (oneLine).
+// What progress events say about a tool's output (describeToolOutput).
 
+import { oneLine } from '../text.ts';
 import type { ToolResult } from './tools/index.ts';
 
 /**
@@ -28,18 +28,4 @@ function isToolResult(output: unknown): output is ToolResult {
     'text' in output &&
     typeof output.text === 'string'
   );
-}
-
-export function oneLine(value: unknown, max = 200): string {
-  let text: string;
-  if (typeof value === 'string') text = value;
-  else {
-    try {
-      text = JSON.stringify(value) ?? String(value);
-    } catch {
-      text = String(value);
-    }
-  }
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }

@@ -4,17 +4,13 @@
 // (src/client/words.ts), shared with the dashboard and the MCP server.
 import type { Job, JobEvent } from '../client/index.ts';
 import { eventWords, statusLine } from '../client/words.ts';
+import { oneLine } from '../text.ts';
 
 const MAX_TEXT = 200;
 
 /** What a job's status means for the reader: `completed: <pull request>`, `failed: <why>`. */
 export function statusText(job: Pick<Job, 'status' | 'prLink' | 'error' | 'turns'>): string {
   return statusLine(job);
-}
-
-function oneLine(text: string): string {
-  const line = text.replace(/\s+/g, ' ').trim();
-  return line.length > MAX_TEXT ? `${line.slice(0, MAX_TEXT - 1)}…` : line;
 }
 
 /** Local time of day, e.g. 14:03:27: the date is the terminal's own. */
@@ -27,6 +23,6 @@ function clock(at: string): string {
 }
 
 export function eventLine(event: Pick<JobEvent, 'type' | 'data' | 'at' | 'turn'>): string {
-  const text = oneLine(eventWords(event).text);
+  const text = oneLine(eventWords(event).text, MAX_TEXT);
   return `${clock(event.at)}  ${event.type}${text ? `  ${text}` : ''}`;
 }

@@ -3,6 +3,7 @@
 // Errand's events. One definition per engine (claude-code.ts, codex.ts, opencode.ts); run.ts
 // runs a definition in the sandbox.
 import type { TokenUsage } from '../jobs/usage.ts';
+import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
 
 /** What an engine is started with, every path as the sandbox sees it; HOME is the job's state. */
@@ -81,12 +82,6 @@ export function str(value: unknown): string | undefined {
 
 export function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
-}
-
-/** One line of at most `max` characters, for an event's summary. */
-export function oneLine(text: string, max = 200): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 /**

@@ -12,10 +12,11 @@ import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage
 import type { SandboxLimits } from '../projects/limits.ts';
 import { startModelProxy } from '../sandbox/model-proxy.ts';
 import { runSandboxed } from '../sandbox/sandbox.ts';
+import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import { type EngineDefinition, type EngineEvent, isRecord, oneLine } from './engine.ts';
+import { type EngineDefinition, type EngineEvent, isRecord } from './engine.ts';
 import { opencode } from './opencode.ts';
 
 const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import type { SandboxLimits } from '../../projects/limits.ts';
 import { runSandboxed, type SandboxResult } from '../../sandbox/sandbox.ts';
 import { scrubSecrets } from '../../secrets/scrub.ts';
+import { oneLine } from '../../text.ts';
 import type { ToolResult } from './context.ts';
 import { quote, realRootOf, resolvePath, ToolError } from './paths.ts';
 import type { ToolArgs } from './tool.ts';
@@ -195,9 +196,4 @@ export function outputTail(output: string): string {
 
 function formatDuration(ms: number): string {
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ').trim();
-  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
