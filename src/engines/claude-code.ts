@@ -2,11 +2,11 @@
 // commands pre-approved (Errand's sandbox confines them; Claude Code's own sandbox is off by
 // default and stays off), the Anthropic API reached through Errand's model proxy with a
 // placeholder key, its configuration and sessions in the job's state directory.
+import { isRecord } from '../client/records.ts';
 import {
   count,
   type EngineDefinition,
   type EngineEvent,
-  isRecord,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,

@@ -2,12 +2,12 @@
 // off (`danger-full-access`: Errand's sandbox replaces it) and approvals never asked, the OpenAI
 // Responses API reached through Errand's model proxy as a provider of its configuration, whose
 // key variable holds only a placeholder. Its home (configuration, sessions) is the job's state.
+import { isRecord } from '../client/records.ts';
 import { oneLine } from '../text.ts';
 import {
   count,
   type EngineDefinition,
   type EngineEvent,
-  isRecord,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,

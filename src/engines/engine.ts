@@ -2,6 +2,7 @@
 // configuration files, none of which holds a key) and how its machine-readable stream becomes
 // Errand's events. One definition per engine (claude-code.ts, codex.ts, opencode.ts); run.ts
 // runs a definition in the sandbox.
+import { isRecord } from '../client/records.ts';
 import type { TokenUsage } from '../jobs/usage.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
@@ -71,10 +72,6 @@ export interface EngineDefinition {
 
 /** What the engine runs with in place of a key: the proxy swaps it for the real one. */
 export const PLACEHOLDER_KEY = 'errand-proxy';
-
-export function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 export function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;

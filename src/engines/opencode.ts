@@ -2,11 +2,11 @@
 // configuration whose base URL is Errand's model proxy and whose key is a placeholder, every
 // permission allowed but the web (Errand's sandbox confines it), a repository's own OpenCode
 // configuration ignored, and its data (sessions) in the job's state directory.
+import { isRecord } from '../client/records.ts';
 import {
   count,
   type EngineDefinition,
   type EngineEvent,
-  isRecord,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,

@@ -4,6 +4,7 @@
 // arrives; its usage is counted against the job's budget, which stops it when spent.
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { isRecord } from '../client/records.ts';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
 import type { EarlierTurn } from '../jobs/runner.ts';
@@ -16,7 +17,7 @@ import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import { type EngineDefinition, type EngineEvent, isRecord } from './engine.ts';
+import type { EngineDefinition, EngineEvent } from './engine.ts';
 import { opencode } from './opencode.ts';
 
 const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {

@@ -7,6 +7,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { isRecord } from '../client/records.ts';
 import { errandVersion } from '../version.ts';
 
 /** The document as the generator hands it over (an OpenAPI 3.x object). */
@@ -39,10 +40,6 @@ function withoutUnusedSchemas(document: OpenApiObject): OpenApiObject {
 }
 
 const EVENTS_PATH = '/v2/agent/{projectId}/job/{id}/events';
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 /**
  * The events route also answers `text/event-stream` (the live stream), which a route schema
