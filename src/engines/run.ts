@@ -1,7 +1,8 @@
 // Runs one turn of a coding CLI in the sandbox: the job's state directory as its HOME (so a
 // follow-up resumes its session), its install directory read-only, and Errand's model proxy,
 // which holds the key, as its only way out. Its JSON stream becomes the turn's events as it
-// arrives; its usage is counted against the job's budget, which stops it when spent.
+// arrives; its usage is counted against the job's budget, which stops it when spent, and the
+// proxy counts its model calls against the turn's limit (ERRAND_MAX_STEPS), which stops it too.
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isRecord } from '../client/records.ts';
@@ -85,6 +86,8 @@ export interface EngineTurnInput {
   priced: (tokens: TokenUsage) => Usage;
   /** The job's budget and what its earlier turns spent; undefined without one. */
   budget: { limitUsd: number; spentUsd: number } | undefined;
+  /** The model calls the turn may make (ERRAND_MAX_STEPS), counted by the model proxy. */
+  maxSteps: number;
 }
 
 export interface EngineTurnResult {
@@ -120,10 +123,21 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     await writeFile(path, file.content);
   }
 
+  // The job's budget and the turn's model calls stop the engine: its own controller, so that
+  // either can be told apart from the caller's cancel.
+  const stop = new AbortController();
+  let outOfSteps = false;
   const proxy = await startModelProxy({
     upstream: upstreamOf(provider, input.models, api.settings),
     headers: api.header(keyOf(input.models, api.settings)),
     allowedPaths: api.paths,
+    callLimit: {
+      calls: input.maxSteps,
+      onExceeded: () => {
+        outOfSteps = true;
+        stop.abort();
+      },
+    },
   });
   await input.emit('engine.started', {
     engine: engine.name,
@@ -132,9 +146,6 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     ...(resume ? { resumed: resume } : {}),
   });
 
-  // The job's budget stops the engine: its own controller, so that a spent budget can be told
-  // apart from the caller's cancel.
-  const stop = new AbortController();
   let spentUsd = input.budget?.spentUsd ?? 0;
   let overBudget = false;
   let usage: TokenUsage = { ...NO_TOKENS };
@@ -206,6 +217,11 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   if (overBudget) {
     throw new TurnFailedError(
       `the job reached its budget of $${input.budget?.limitUsd.toFixed(2)} (it has spent $${spentUsd.toFixed(4)}); raise the project's jobBudgetUsd or split the task; ${engine.name} was stopped`,
+    );
+  }
+  if (outOfSteps) {
+    throw new TurnFailedError(
+      `the turn used its ${input.maxSteps} model calls without finishing; raise ERRAND_MAX_STEPS or split the task; ${engine.name} was stopped`,
     );
   }
   if (result.timedOut) {

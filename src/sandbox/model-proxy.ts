@@ -1,6 +1,7 @@
 // The model proxy: the one way out of an engine's sandbox. An HTTP server of Errand's on a Unix
 // socket, in a directory only this process's user can enter, that forwards the model API's
-// paths to the vendor with the project's key added on the way, and refuses everything else.
+// paths to the vendor with the project's key added on the way, and refuses everything else (and
+// the model calls past the turn's limit, when it is given one).
 // The key lives in this process only: never in the sandbox's files, arguments or environment,
 // never in a log line or an error the client reads. Bodies stream both ways unbuffered, so
 // server-sent events arrive chunk by chunk.
@@ -33,6 +34,11 @@ export interface ModelProxyOptions {
   allowedPaths: readonly string[];
   /** Where the socket's private directory is made (default: the system's temporary directory). */
   parentDir?: string;
+  /**
+   * The model calls (POST requests) forwarded at most: the next ones are answered 429 and never
+   * reach the vendor, and `onExceeded` is called once, at the first of them.
+   */
+  callLimit?: { calls: number; onExceeded: () => void };
 }
 
 export interface ModelProxy {
@@ -92,10 +98,25 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
   const dropped = new Set([...DROPPED, ...added.map(([name]) => name)]);
 
   // mkdtemp makes the directory 0700: only this user may reach the socket inside.
+  const limit = options.callLimit;
+  if (limit && (!Number.isInteger(limit.calls) || limit.calls < 0)) {
+    throw new InvalidProxyError('callLimit.calls must be a whole number, 0 or more');
+  }
   const dir = await mkdtemp(join(options.parentDir ?? tmpdir(), 'errand-model-'));
   const socketPath = join(dir, 'model.sock');
+  let calls = 0;
+  const route = { upstream, added, dropped, allowed: options.allowedPaths };
   const server = createServer((req, res) => {
-    forward(req, res, { upstream, added, dropped, allowed: options.allowedPaths });
+    if (limit && req.method === 'POST' && allowedPath(pathOf(req), route.allowed)) {
+      calls++;
+      if (calls > limit.calls) {
+        if (calls === limit.calls + 1) limit.onExceeded();
+        refuse(res, 429, `the turn has used its ${limit.calls} model calls`);
+        req.resume();
+        return;
+      }
+    }
+    forward(req, res, route);
   });
   // A model's answer may take minutes to begin; the turn's own time limit bounds it.
   server.requestTimeout = 0;
@@ -136,8 +157,7 @@ interface Route {
 
 function forward(req: IncomingMessage, res: ServerResponse, route: Route): void {
   const target = req.url ?? '/';
-  const path = target.split('?', 1)[0] ?? '';
-  if (!METHODS.has(req.method ?? '') || !allowedPath(path, route.allowed)) {
+  if (!METHODS.has(req.method ?? '') || !allowedPath(pathOf(req), route.allowed)) {
     refuse(res, 403, `the model proxy forwards only ${route.allowed.join(', ')}`);
     req.resume();
     return;
@@ -188,6 +208,10 @@ function forward(req: IncomingMessage, res: ServerResponse, route: Route): void 
     if (!answered) outgoing.destroy();
   });
   req.pipe(outgoing);
+}
+
+function pathOf(req: IncomingMessage): string {
+  return (req.url ?? '/').split('?', 1)[0] ?? '';
 }
 
 function allowedPath(path: string, allowed: readonly string[]): boolean {

@@ -363,6 +363,7 @@ export class TurnPipeline implements TurnRunner {
       },
       priced: (tokens) => models.usage(job.model, tokens),
       budget: await this.#deps.jobBudgetLeft(job),
+      maxSteps: config.agent.maxSteps,
     });
     return {
       summary: result.summary,

@@ -2,10 +2,11 @@
 // service in the real sandbox against a fake of its model API over loopback (Anthropic Messages
 // for Claude Code, OpenAI Responses for Codex, chat completions for OpenCode) that scripts a
 // file edit and a command. The change is committed and a pull request opened on a fake GitHub;
-// a follow-up resumes the engine's session; archiving, the turn's wall time and a spent job
-// budget each stop it with everything it started; the key reaches the fake only through
-// Errand's model proxy and is nowhere inside the sandbox. An engine not installed in
-// ERRAND_ENGINES_DIR is skipped with the command that installs it.
+// a follow-up resumes the engine's session; archiving, the turn's wall time, its model calls
+// (ERRAND_MAX_STEPS, counted by the proxy) and a spent job budget each stop it with everything
+// it started; the key reaches the fake only through Errand's model proxy and is nowhere inside
+// the sandbox. An engine not installed in ERRAND_ENGINES_DIR is skipped with the command that
+// installs it.
 import assert from 'node:assert/strict';
 import { readdir, readFile, readlink, rm } from 'node:fs/promises';
 import path from 'node:path';
@@ -176,6 +177,44 @@ for (const c of CASES) {
     let projectId: string;
     let bare: string;
 
+    /** A service of its own with `env` added to the usual, and a project of this engine on it. */
+    const serviceWith = async (
+      env: Record<string, string>,
+      name: string,
+      project: Record<string, unknown> = {},
+    ): Promise<{ service: TestService; projectId: string }> => {
+      const service = await startTestService({
+        env: {
+          ...c.env(llm.url, key),
+          ERRAND_MODEL: c.model,
+          ERRAND_ENGINES_DIR: ENGINES_DIR,
+          ERRAND_TURN_RETRIES: '0',
+          ERRAND_SECRET_KEY: 'test-secret-key-for-errand-engines',
+          ERRAND_FORGE_TOKEN_TEST: FORGE_TOKEN,
+          ...env,
+        },
+      });
+      try {
+        const created = await service.request('POST', '/v2/admin/projects', {
+          body: {
+            name,
+            repository: `${gitServer.url}/acme/app.git`,
+            forge: 'github',
+            forgeUrl: gh.apiUrl,
+            forgeTokenEnv: 'ERRAND_FORGE_TOKEN_TEST',
+            model: c.model,
+            engine: c.engine,
+            ...project,
+          },
+        });
+        assert.equal(created.status, 201, created.text);
+        return { service, projectId: created.json.id as string };
+      } catch (err) {
+        await service.close();
+        throw err;
+      }
+    };
+
     before(async () => {
       tmp = await makeTempDir(`engine-${c.engine}`);
       const root = path.join(tmp, 'served');
@@ -186,32 +225,9 @@ for (const c of CASES) {
       });
       gh = await startFakeGitHub({ repos: ['acme/app'], token: FORGE_TOKEN });
       llm = await startFakeLlm({ apiKey: key, models: [c.vendorModel] });
-      svc = await startTestService({
-        env: {
-          ...c.env(llm.url, key),
-          ERRAND_MODEL: c.model,
-          ERRAND_ENGINES_DIR: ENGINES_DIR,
-          ERRAND_TURN_RETRIES: '0',
-          ERRAND_SECRET_KEY: 'test-secret-key-for-errand-engines',
-          ERRAND_FORGE_TOKEN_TEST: FORGE_TOKEN,
-        },
-      });
-      const project = await svc.request('POST', '/v2/admin/projects', {
-        body: {
-          name: c.engine,
-          repository: `${gitServer.url}/acme/app.git`,
-          forge: 'github',
-          forgeUrl: gh.apiUrl,
-          forgeTokenEnv: 'ERRAND_FORGE_TOKEN_TEST',
-          model: c.model,
-          engine: c.engine,
-          // Half the default bound: enough for Claude Code and Codex; OpenCode's turns raise it
-          // to the 2048 MB it cannot start without.
-          commandMemoryMb: 1024,
-        },
-      });
-      assert.equal(project.status, 201, project.text);
-      projectId = project.json.id as string;
+      // Half the default bound: enough for Claude Code and Codex; OpenCode's turns raise it to
+      // the 2048 MB it cannot start without.
+      ({ service: svc, projectId } = await serviceWith({}, c.engine, { commandMemoryMb: 1024 }));
     });
     after(async () => {
       await svc?.close();
@@ -409,31 +425,11 @@ for (const c of CASES) {
     test("the turn's wall time stops the engine and everything it started", {
       skip: c.engine !== 'claude-code' && 'the same sandbox timeout for every engine',
     }, async () => {
-      const quick = await startTestService({
-        env: {
-          ...c.env(llm.url, key),
-          ERRAND_MODEL: c.model,
-          ERRAND_ENGINES_DIR: ENGINES_DIR,
-          ERRAND_TURN_RETRIES: '0',
-          ERRAND_TURN_TIMEOUT_SECONDS: '10',
-          ERRAND_SECRET_KEY: 'test-secret-key-for-errand-engines',
-          ERRAND_FORGE_TOKEN_TEST: FORGE_TOKEN,
-        },
-      });
+      const { service: quick, projectId: quickProject } = await serviceWith(
+        { ERRAND_TURN_TIMEOUT_SECONDS: '10' },
+        `${c.engine}-quick`,
+      );
       try {
-        const project = await quick.request('POST', '/v2/admin/projects', {
-          body: {
-            name: `${c.engine}-quick`,
-            repository: `${gitServer.url}/acme/app.git`,
-            forge: 'github',
-            forgeUrl: gh.apiUrl,
-            forgeTokenEnv: 'ERRAND_FORGE_TOKEN_TEST',
-            model: c.model,
-            engine: c.engine,
-          },
-        });
-        assert.equal(project.status, 201, project.text);
-        const quickProject = project.json.id as string;
         const marker = `errand-timeout-${CASES.indexOf(c)}`;
         llm.script(toolCalls([c.run(`mkfifo ${marker} && cat ${marker}`)]));
         const jobId = await createJob(quick, quickProject, 'Wait too long');
@@ -451,6 +447,31 @@ for (const c of CASES) {
         );
       } finally {
         await quick.close();
+      }
+    });
+
+    test('ERRAND_MAX_STEPS bounds its model calls: the next one never reaches the vendor, and the engine is stopped', async () => {
+      const { service: capped, projectId: cappedProject } = await serviceWith(
+        { ERRAND_MAX_STEPS: '2' },
+        `${c.engine}-capped`,
+      );
+      try {
+        // Two model calls, each asking for a command; the third call is the proxy's to refuse,
+        // and the fake fails the test (assertDone) if it ever sees it.
+        llm.script(toolCalls([c.run('echo first-call')]), toolCalls([c.run('echo second-call')]));
+        const jobId = await createJob(capped, cappedProject, 'Never finish');
+        const job = await untilStatus(capped, cappedProject, jobId, 'failed', {
+          timeoutMs: 120_000,
+        });
+        assert.match(job.error ?? '', /used its 2 model calls without finishing.*was stopped/);
+        assert.equal(job.prLink, null);
+        assert.equal(llm.requests.length, 2);
+        const checkout = path.join(capped.service.ctx.config.dataDir, 'workspaces', 'jobs', jobId);
+        await waitFor('every sandboxed process to end', async () =>
+          (await sandboxProcesses(checkout)).length === 0 ? true : undefined,
+        );
+      } finally {
+        await capped.close();
       }
     });
 

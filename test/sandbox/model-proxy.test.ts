@@ -229,6 +229,48 @@ describe('the model proxy', () => {
       startModelProxy({ upstream: api.url, headers: {}, allowedPaths: ['v1'] }),
       /must be a plain absolute path/,
     );
+    await assert.rejects(
+      startModelProxy({
+        upstream: api.url,
+        headers: {},
+        allowedPaths: ALLOWED,
+        callLimit: { calls: -1, onExceeded: () => {} },
+      }),
+      /callLimit.calls must be a whole number/,
+    );
+  });
+
+  test('a call limit forwards that many model calls; the next are 429 and never reach the vendor', async () => {
+    let exceeded = 0;
+    const limited = await startModelProxy({
+      upstream: api.url,
+      headers: { 'x-api-key': KEY },
+      allowedPaths: ALLOWED,
+      callLimit: {
+        calls: 2,
+        onExceeded: () => {
+          exceeded++;
+        },
+      },
+    });
+    try {
+      const before = api.seen.length;
+      // A refused path is no model call.
+      assert.equal((await viaSocket(limited.socketPath, 'POST', '/v1/complete')).status, 403);
+      for (const expected of [200, 200, 429, 429]) {
+        const r = await viaSocket(limited.socketPath, 'POST', '/v1/messages');
+        assert.equal(r.status, expected, r.body);
+        if (expected === 429) {
+          assert.match(r.body, /the turn has used its 2 model calls/);
+          assert.ok(!r.body.includes(KEY));
+        }
+      }
+      assert.equal(exceeded, 1);
+      assert.equal(api.seen.length - before, 2);
+      assert.deepEqual(api.unexpected, []);
+    } finally {
+      await limited.close();
+    }
   });
 });
 
