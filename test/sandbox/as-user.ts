@@ -20,13 +20,14 @@ const run = (command: string, processes = DEFAULT_LIMITS.processes) =>
   });
 
 const write = await run('id -u | sed s/^/uid=/; echo written > f.txt; echo x >> .git/config');
-// Counted with a glob and a builtin, as in limits.test.ts: while the bomb holds every slot, a
-// command substitution cannot fork and the count line would never be printed.
+// As in limits.test.ts: once the bomb runs the shell never forks again (a failed fork would end
+// it before the count), so the wait starts first and the count is a glob and a builtin.
 const bomb = await run(
-  'bomb() { bomb | bomb & }; bomb; sleep 1; set -- /proc/[0-9]*; echo "alive $#"',
+  'sleep 1 & waiter=$!; (bomb() { bomb | bomb & }; bomb) & wait $waiter; ' +
+    'set -- /proc/[0-9]*; echo "alive: $#"',
   64,
 );
-const alive = Number(/alive (\d+)/.exec(bomb.output)?.[1] ?? 'NaN');
+const alive = Number(/alive: (\d+)/.exec(bomb.output)?.[1] ?? 'NaN');
 const tag = `${2000 + process.pid}`;
 await run(`sleep ${tag} & echo`);
 
