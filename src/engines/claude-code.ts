@@ -4,7 +4,6 @@
 // placeholder key, its configuration and sessions in the job's state directory.
 import { isRecord } from '../client/records.ts';
 import {
-  count,
   type EngineDefinition,
   type EngineEvent,
   PLACEHOLDER_KEY,
@@ -70,8 +69,6 @@ class ClaudeReader implements StreamReader {
   error: string | undefined;
   /** Tool names by call id, for their results. */
   readonly #calls = new Map<string, string>();
-  /** One API message arrives as several lines (one per content block): its usage counts once. */
-  readonly #counted = new Set<string>();
 
   read(line: Record<string, unknown>): EngineEvent[] {
     const sessionId = str(line.session_id);
@@ -81,24 +78,6 @@ class ClaudeReader implements StreamReader {
     const events: EngineEvent[] = [];
     switch (line.type) {
       case 'assistant': {
-        const id = str(message.id);
-        if (id && !this.#counted.has(id) && isRecord(message.usage)) {
-          this.#counted.add(id);
-          const u = message.usage;
-          const cacheRead = count(u.cache_read_input_tokens);
-          const cacheWrite = count(u.cache_creation_input_tokens);
-          events.push({
-            type: 'model.step',
-            tokens: {
-              // Anthropic's input_tokens leaves out what was read from or written to the cache.
-              inputTokens: count(u.input_tokens) + cacheRead + cacheWrite,
-              outputTokens: count(u.output_tokens),
-              cacheReadTokens: cacheRead,
-              cacheWriteTokens: cacheWrite,
-            },
-            costUsd: undefined,
-          });
-        }
         for (const block of blocks) {
           if (block.type !== 'tool_use') continue;
           const callId = str(block.id) ?? '';

@@ -5,7 +5,6 @@
 import { isRecord } from '../client/records.ts';
 import { oneLine } from '../text.ts';
 import {
-  count,
   type EngineDefinition,
   type EngineEvent,
   PLACEHOLDER_KEY,
@@ -83,22 +82,6 @@ class CodexReader implements StreamReader {
       case 'item.started':
       case 'item.completed':
         return isRecord(line.item) ? this.#item(line.item, line.type === 'item.completed') : [];
-      case 'turn.completed': {
-        const u = isRecord(line.usage) ? line.usage : {};
-        return [
-          {
-            type: 'model.step',
-            tokens: {
-              // OpenAI's input_tokens counts the cached ones too, as Errand does.
-              inputTokens: count(u.input_tokens),
-              outputTokens: count(u.output_tokens),
-              cacheReadTokens: count(u.cached_input_tokens),
-              cacheWriteTokens: count(u.cache_write_input_tokens),
-            },
-            costUsd: undefined,
-          },
-        ];
-      }
       case 'turn.failed':
         this.error = (isRecord(line.error) ? str(line.error.message) : undefined) ?? 'turn failed';
         return [];

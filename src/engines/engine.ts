@@ -3,7 +3,6 @@
 // Errand's events. One definition per engine (claude-code.ts, codex.ts, opencode.ts); run.ts
 // runs a definition in the sandbox.
 import { isRecord } from '../client/records.ts';
-import type { TokenUsage } from '../jobs/usage.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
 
@@ -35,17 +34,13 @@ interface EngineInvocation {
   files: { path: string; content: string }[];
 }
 
-/** Errand's events for what the engine did, as Errand's own loop reports them. */
+/**
+ * Errand's events for what the engine did, as Errand's own loop reports them. Its model steps
+ * are not among them: the model proxy reads each call's usage from the vendor's answer.
+ */
 export type EngineEvent =
   | { type: 'tool.call'; id: string; name: string; summary: string }
-  | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string }
-  | {
-      type: 'model.step';
-      /** Tokens as Errand counts them: inputTokens includes the cached ones. */
-      tokens: TokenUsage;
-      /** What the engine says the step cost, where it says so. */
-      costUsd: number | undefined;
-    };
+  | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string };
 
 /** Reads one run's stream, line by line. */
 export interface StreamReader {
@@ -75,10 +70,6 @@ export const PLACEHOLDER_KEY = 'errand-proxy';
 
 export function str(value: unknown): string | undefined {
   return typeof value === 'string' ? value : undefined;
-}
-
-export function count(value: unknown): number {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
 }
 
 /**

@@ -4,7 +4,6 @@
 // configuration ignored, and its data (sessions) in the job's state directory.
 import { isRecord } from '../client/records.ts';
 import {
-  count,
   type EngineDefinition,
   type EngineEvent,
   PLACEHOLDER_KEY,
@@ -117,25 +116,6 @@ class OpenCodeReader implements StreamReader {
         return [
           { type: 'tool.call', id, name, summary: summarizeCall(name, state.input) },
           { type: 'tool.result', id, name, ok: !failed, summary: summarizeOutput(output) },
-        ];
-      }
-      case 'step_finish': {
-        const tokens = isRecord(part.tokens) ? part.tokens : {};
-        const cache = isRecord(tokens.cache) ? tokens.cache : {};
-        const cacheRead = count(cache.read);
-        const cacheWrite = count(cache.write);
-        return [
-          {
-            type: 'model.step',
-            tokens: {
-              // OpenCode's input leaves out the cached tokens.
-              inputTokens: count(tokens.input) + cacheRead + cacheWrite,
-              outputTokens: count(tokens.output) + count(tokens.reasoning),
-              cacheReadTokens: cacheRead,
-              cacheWriteTokens: cacheWrite,
-            },
-            costUsd: typeof part.cost === 'number' && part.cost > 0 ? part.cost : undefined,
-          },
         ];
       }
       case 'error': {

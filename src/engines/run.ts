@@ -1,8 +1,9 @@
 // Runs one turn of a coding CLI in the sandbox: the job's state directory as its HOME (so a
 // follow-up resumes its session), its install directory read-only, and Errand's model proxy,
 // which holds the key, as its only way out. Its JSON stream becomes the turn's events as it
-// arrives; its usage is counted against the job's budget, which stops it when spent, and the
-// proxy counts its model calls against the turn's limit (ERRAND_MAX_STEPS), which stops it too.
+// arrives. The proxy reads each model call's usage from the vendor's answer (a step, counted
+// against the job's budget, which stops the engine when spent) and counts the calls against the
+// turn's limit (ERRAND_MAX_STEPS), which stops it too.
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isRecord } from '../client/records.ts';
@@ -18,7 +19,8 @@ import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import type { EngineDefinition, EngineEvent } from './engine.ts';
+import type { EngineDefinition } from './engine.ts';
+import { meterAnswer } from './meter.ts';
 import { opencode } from './opencode.ts';
 
 const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {
@@ -127,6 +129,35 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   // either can be told apart from the caller's cancel.
   const stop = new AbortController();
   let outOfSteps = false;
+  let spentUsd = input.budget?.spentUsd ?? 0;
+  let overBudget = false;
+  let usage: TokenUsage = { ...NO_TOKENS };
+  let steps = 0;
+  let chain: Promise<void> = Promise.resolve();
+  let sinkError: { error: unknown } | undefined;
+  /** Emits in arrival order; a failed emit stops the engine and fails the turn. */
+  const deliver = (type: string, data: Record<string, unknown>) => {
+    chain = chain
+      .then(() => input.emit(type, data))
+      .catch((error: unknown) => {
+        sinkError ??= { error };
+        stop.abort();
+      });
+  };
+  // Each model call's usage as the vendor's answer names it, read by the proxy: a step.
+  const step = (tokens: TokenUsage | undefined) => {
+    if (tokens === undefined) return;
+    usage = addTokens(usage, tokens);
+    const priced = input.priced(tokens);
+    if (priced.costUsd !== null) spentUsd += priced.costUsd;
+    steps++;
+    const data = { step: steps, usage: priced };
+    if (input.budget && spentUsd >= input.budget.limitUsd) {
+      overBudget = true;
+      stop.abort();
+    }
+    deliver('model.step', data);
+  };
   const proxy = await startModelProxy({
     upstream: upstreamOf(provider, input.models, api.settings),
     headers: api.header(keyOf(input.models, api.settings)),
@@ -138,6 +169,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
         stop.abort();
       },
     },
+    observe: (answer) => meterAnswer(answer, step),
   });
   await input.emit('engine.started', {
     engine: engine.name,
@@ -146,30 +178,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     ...(resume ? { resumed: resume } : {}),
   });
 
-  let spentUsd = input.budget?.spentUsd ?? 0;
-  let overBudget = false;
-  let usage: TokenUsage = { ...NO_TOKENS };
-  let steps = 0;
   const reader = definition.reader();
-  let chain: Promise<void> = Promise.resolve();
-  let sinkError: { error: unknown } | undefined;
-  const deliver = (event: EngineEvent) => {
-    if (event.type === 'model.step') {
-      usage = addTokens(usage, event.tokens);
-      const priced = input.priced(event.tokens);
-      const cost = priced.costUsd ?? event.costUsd ?? null;
-      if (cost !== null) spentUsd += cost;
-      steps++;
-      const data = { step: steps, usage: { ...priced, costUsd: cost } };
-      if (input.budget && spentUsd >= input.budget.limitUsd) {
-        overBudget = true;
-        stop.abort();
-      }
-      return input.emit('model.step', data);
-    }
-    const { type, ...data } = event;
-    return input.emit(type, data);
-  };
   const onLine = (text: string) => {
     let line: unknown;
     try {
@@ -179,14 +188,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       return;
     }
     if (!isRecord(line)) return;
-    for (const event of reader.read(line)) {
-      chain = chain
-        .then(() => deliver(event))
-        .catch((error: unknown) => {
-          sinkError ??= { error };
-          stop.abort();
-        });
-    }
+    for (const { type, ...data } of reader.read(line)) deliver(type, data);
   };
 
   let result: Awaited<ReturnType<typeof runSandboxed>>;

@@ -39,6 +39,28 @@ export interface ModelProxyOptions {
    * reach the vendor, and `onExceeded` is called once, at the first of them.
    */
   callLimit?: { calls: number; onExceeded: () => void };
+  /**
+   * Given each forwarded answer, may return an observer that sees a copy of its body as it
+   * passes (the client's is never held back for it). With it, requests ask for uncompressed
+   * answers, so that the observer can read them.
+   */
+  observe?: (answer: ObservedAnswer) => AnswerObserver | undefined;
+}
+
+/** A forwarded answer as an observer is offered it. */
+export interface ObservedAnswer {
+  /** The request's path, without the query. */
+  path: string;
+  status: number;
+  contentType: string;
+  /** The answer's Content-Encoding, '' when it has none. */
+  contentEncoding: string;
+}
+
+/** Sees one answer's body; `end` is called once, when the answer ended or was cut. */
+export interface AnswerObserver {
+  data(chunk: Buffer): void;
+  end(): void;
 }
 
 export interface ModelProxy {
@@ -105,7 +127,13 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
   const dir = await mkdtemp(join(options.parentDir ?? tmpdir(), 'errand-model-'));
   const socketPath = join(dir, 'model.sock');
   let calls = 0;
-  const route = { upstream, added, dropped, allowed: options.allowedPaths };
+  const route: Route = {
+    upstream,
+    added,
+    dropped,
+    allowed: options.allowedPaths,
+    observe: options.observe,
+  };
   const server = createServer((req, res) => {
     if (limit && req.method === 'POST' && allowedPath(pathOf(req), route.allowed)) {
       calls++;
@@ -153,6 +181,7 @@ interface Route {
   added: readonly (readonly [string, string])[];
   dropped: ReadonlySet<string>;
   allowed: readonly string[];
+  observe: ModelProxyOptions['observe'];
 }
 
 function forward(req: IncomingMessage, res: ServerResponse, route: Route): void {
@@ -169,6 +198,7 @@ function forward(req: IncomingMessage, res: ServerResponse, route: Route): void 
   }
   for (const [name, value] of route.added) headers[name] = value;
   headers.host = route.upstream.host;
+  if (route.observe) delete headers['accept-encoding'];
   const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;
   let answered = false;
   const outgoing = send(
@@ -189,6 +219,16 @@ function forward(req: IncomingMessage, res: ServerResponse, route: Route): void 
       // Each chunk written as it comes (with backpressure, never collected): the client sees
       // server-sent events as they are sent.
       res.flushHeaders();
+      const observer = route.observe?.({
+        path: pathOf(req),
+        status: answer.statusCode ?? 502,
+        contentType: String(answer.headers['content-type'] ?? ''),
+        contentEncoding: String(answer.headers['content-encoding'] ?? ''),
+      });
+      if (observer) {
+        answer.on('data', (chunk: Buffer) => observer.data(chunk));
+        answer.on('close', () => observer.end());
+      }
       answer.on('end', () => {
         answered = true;
       });

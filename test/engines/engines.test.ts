@@ -8,7 +8,7 @@
 // the sandbox. An engine not installed in ERRAND_ENGINES_DIR is skipped with the command that
 // installs it.
 import assert from 'node:assert/strict';
-import { readdir, readFile, readlink, rm } from 'node:fs/promises';
+import { readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
@@ -52,8 +52,8 @@ interface EngineCase {
   edit: (content: string) => FakeToolCall;
   /** The engine's own tool call that runs `command` in the checkout. */
   run: (command: string) => FakeToolCall;
-  /** Whether Errand knows the model's prices, so that a budget can bind it. */
-  priced: boolean;
+  /** Prices for a model the package does not know (ERRAND_MODEL_CATALOG), so a budget binds it. */
+  catalog?: Record<string, { inputUsdPerMTok: number; outputUsdPerMTok: number }>;
 }
 
 const CASES: EngineCase[] = [
@@ -67,7 +67,6 @@ const CASES: EngineCase[] = [
       input: { file_path: '/workspace/NOTES.md', content },
     }),
     run: (command) => ({ name: 'Bash', input: { command, description: 'run it' } }),
-    priced: true,
   },
   {
     engine: 'codex',
@@ -84,7 +83,7 @@ const CASES: EngineCase[] = [
     }),
     // Codex hands a command still running back to the model after yield_time_ms.
     run: (command) => ({ name: 'exec_command', input: { cmd: command, yield_time_ms: 30_000 } }),
-    priced: false,
+    catalog: { 'openai:gpt-5.5': { inputUsdPerMTok: 5, outputUsdPerMTok: 30 } },
   },
   {
     engine: 'opencode',
@@ -93,7 +92,6 @@ const CASES: EngineCase[] = [
     env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
     edit: (content) => ({ name: 'write', input: { filePath: '/workspace/NOTES.md', content } }),
     run: (command) => ({ name: 'bash', input: { command, description: 'run it' } }),
-    priced: true,
   },
 ];
 
@@ -176,6 +174,7 @@ for (const c of CASES) {
     let svc: TestService;
     let projectId: string;
     let bare: string;
+    let catalogFile: string | undefined;
 
     /** A service of its own with `env` added to the usual, and a project of this engine on it. */
     const serviceWith = async (
@@ -191,6 +190,7 @@ for (const c of CASES) {
           ERRAND_TURN_RETRIES: '0',
           ERRAND_SECRET_KEY: 'test-secret-key-for-errand-engines',
           ERRAND_FORGE_TOKEN_TEST: FORGE_TOKEN,
+          ...(catalogFile ? { ERRAND_MODEL_CATALOG: catalogFile } : {}),
           ...env,
         },
       });
@@ -217,6 +217,10 @@ for (const c of CASES) {
 
     before(async () => {
       tmp = await makeTempDir(`engine-${c.engine}`);
+      if (c.catalog) {
+        catalogFile = path.join(tmp, 'catalog.json');
+        await writeFile(catalogFile, JSON.stringify(c.catalog));
+      }
       const root = path.join(tmp, 'served');
       bare = await makeServedRepo(root, tmp);
       gitServer = await startGitHttpServer({
@@ -255,8 +259,12 @@ for (const c of CASES) {
 
     test('edits a file and runs a command; Errand commits, pushes and opens the pull request; a follow-up resumes the session; without its state one starts afresh with the job history', async () => {
       let jobId = '';
+      // Each answer names its usage; Errand's proxy reads it from there, whatever the engine says.
+      const usage = (n: number) => ({
+        usage: { input: 1000 * n, output: 10 * n, cacheRead: 500 * n },
+      });
       llm.script(
-        toolCalls([c.edit('# Notes\n\nwritten by the engine\n')]),
+        toolCalls([c.edit('# Notes\n\nwritten by the engine\n')], usage(1)),
         dynamic(async () => {
           // The engine waits for this answer: its sandbox is running now.
           await assertKeyNowhereInside(checkoutOf(jobId), key);
@@ -265,13 +273,16 @@ for (const c of CASES) {
           const knock = (port: number, name: string) =>
             `(bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}' 2>/dev/null && echo ${name}-reached || echo ${name}-refused)`;
           const apiPort = Number(new URL(svc.url).port);
-          return toolCalls([
-            c.run(
-              `cat NOTES.md && echo command-ran-here && ${knock(apiPort, 'api')} && ${knock(5432, 'postgres')} && ${knock(8787, 'forwarder')}`,
-            ),
-          ]);
+          return toolCalls(
+            [
+              c.run(
+                `cat NOTES.md && echo command-ran-here && ${knock(apiPort, 'api')} && ${knock(5432, 'postgres')} && ${knock(8787, 'forwarder')}`,
+              ),
+            ],
+            usage(2),
+          );
         }),
-        reply('Add the notes file\n\nNOTES.md says who wrote it.'),
+        reply('Add the notes file\n\nNOTES.md says who wrote it.', usage(3)),
       );
       jobId = await createJob(svc, projectId, 'Write NOTES.md and show it');
       const job = await until(jobId, 'completed');
@@ -313,7 +324,20 @@ for (const c of CASES) {
       assert.ok(calls.length >= 2, `tool calls: ${JSON.stringify(calls)}`);
       assert.ok(calls.some((e) => /command-ran-here/.test(String(e.data.summary))));
       assert.ok(types.includes('tool.result'));
-      assert.ok(types.includes('model.step'));
+      // A step per model call, with the tokens its answer named: the job's usage is their sum.
+      const steps = log.filter((e) => e.type === 'model.step');
+      assert.deepEqual(
+        steps.map((e) => e.data.step),
+        [1, 2, 3],
+      );
+      assert.deepEqual(
+        {
+          inputTokens: job.usage?.inputTokens,
+          outputTokens: job.usage?.outputTokens,
+          cacheReadTokens: job.usage?.cacheReadTokens,
+        },
+        { inputTokens: 6000, outputTokens: 60, cacheReadTokens: 3000 },
+      );
       for (const t of ['commit', 'push', 'pull_request.opened']) assert.ok(types.includes(t), t);
       assert.ok(!JSON.stringify(log).includes(key), 'the key is in the events');
       // Nor in what the engine left in its state directory (sessions, logs, configuration).
@@ -321,7 +345,6 @@ for (const c of CASES) {
       const session = JSON.parse(await readFile(path.join(state, 'errand-session.json'), 'utf8'));
       assert.equal(session.engine, c.engine);
       assert.deepEqual(await filesContaining(state, key), []);
-      assert.ok((job.usage?.inputTokens ?? 0) > 0, 'no usage was recorded');
 
       // A follow-up: the engine resumes its session, so the model sees the first turn.
       llm.script(
@@ -475,17 +498,14 @@ for (const c of CASES) {
       }
     });
 
-    test('a job budget stops the engine once its steps have spent it, before anything is committed', {
-      skip: !c.priced && `Errand knows no price of ${c.model}`,
-    }, async () => {
+    test('a job budget stops the engine once its model calls have spent it, before anything is committed', async () => {
       const patched = await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
         body: { jobBudgetUsd: 0.001 },
       });
       assert.equal(patched.status, 200, patched.text);
       try {
-        // The first step's cost passes the budget; Claude Code says so as the step's message
-        // arrives, OpenCode when the step ends, so a next request may or may not come before
-        // the engine is stopped: it is left unanswered.
+        // The first call's cost passes the budget, which the proxy reads as its answer ends; the
+        // engine may send its next request before it is stopped: that one is left unanswered.
         llm.script(toolCalls([c.edit('# Notes\n\nexpensive\n')]));
         llm.scriptAll(() => new Promise(() => {}));
         const jobId = await createJob(svc, projectId, 'Spend a lot');

@@ -115,6 +115,12 @@ function viaSocket(
   });
 }
 
+/** Polls `predicate` until it holds (an answer's close comes just after the client's end). */
+async function waitUntil(predicate: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !predicate(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(predicate(), 'the condition never held');
+}
+
 let api: FakeModelApi;
 let proxy: ModelProxy;
 before(async () => {
@@ -238,6 +244,40 @@ describe('the model proxy', () => {
       }),
       /callLimit.calls must be a whole number/,
     );
+  });
+
+  test('an observer sees a copy of each answer; requests then ask for it uncompressed', async () => {
+    const observed: { path: string; status: number; body: string; ends: number }[] = [];
+    const observing = await startModelProxy({
+      upstream: api.url,
+      headers: { 'x-api-key': KEY },
+      allowedPaths: ALLOWED,
+      observe: (answer) => {
+        const seen = { path: answer.path, status: answer.status, body: '', ends: 0 };
+        observed.push(seen);
+        return {
+          data: (chunk) => {
+            seen.body += chunk.toString('utf8');
+          },
+          end: () => {
+            seen.ends++;
+          },
+        };
+      },
+    });
+    try {
+      const before = api.seen.length;
+      const r = await viaSocket(observing.socketPath, 'POST', '/v1/messages', {
+        'accept-encoding': 'gzip, br',
+      });
+      assert.equal(r.status, 200);
+      await waitUntil(() => observed[0]?.ends === 1);
+      assert.deepEqual(observed, [{ path: '/v1/messages', status: 200, body: r.body, ends: 1 }]);
+      assert.equal(api.seen[before]?.headers['accept-encoding'], undefined);
+      assert.deepEqual(api.unexpected, []);
+    } finally {
+      await observing.close();
+    }
   });
 
   test('a call limit forwards that many model calls; the next are 429 and never reach the vendor', async () => {
