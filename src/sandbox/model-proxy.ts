@@ -133,6 +133,7 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
     dropped,
     allowed: options.allowedPaths,
     observe: options.observe,
+    observed: new Map(),
   };
   const server = createServer((req, res) => {
     if (limit && req.method === 'POST' && allowedPath(pathOf(req), route.allowed)) {
@@ -169,6 +170,10 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeAllConnections();
         await stopped;
+        // An observer has seen the end of every answer before close returns: what a cut call
+        // used is counted within the run, not after it.
+        for (const answer of route.observed.keys()) answer.destroy();
+        await Promise.all(route.observed.values());
         await rm(dir, { recursive: true, force: true });
       })();
       return closed;
@@ -182,6 +187,8 @@ interface Route {
   dropped: ReadonlySet<string>;
   allowed: readonly string[];
   observe: ModelProxyOptions['observe'];
+  /** Answers an observer watches, each with the promise of its end. */
+  observed: Map<IncomingMessage, Promise<void>>;
 }
 
 function forward(req: IncomingMessage, res: ServerResponse, route: Route): void {
@@ -227,7 +234,14 @@ function forward(req: IncomingMessage, res: ServerResponse, route: Route): void 
       });
       if (observer) {
         answer.on('data', (chunk: Buffer) => observer.data(chunk));
-        answer.on('close', () => observer.end());
+        const ended = new Promise<void>((resolve) => {
+          answer.once('close', () => {
+            route.observed.delete(answer);
+            observer.end();
+            resolve();
+          });
+        });
+        route.observed.set(answer, ended);
       }
       answer.on('end', () => {
         answered = true;

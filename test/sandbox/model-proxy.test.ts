@@ -280,6 +280,41 @@ describe('the model proxy', () => {
     }
   });
 
+  test('close waits until the observer has seen the end of an answer it cut', {
+    timeout: 10_000,
+  }, async () => {
+    const ends: string[] = [];
+    const observing = await startModelProxy({
+      upstream: api.url,
+      headers: { 'x-api-key': KEY },
+      allowedPaths: ALLOWED,
+      observe: () => {
+        let body = '';
+        return {
+          data: (chunk) => {
+            body += chunk.toString('utf8');
+          },
+          end: () => {
+            ends.push(body);
+          },
+        };
+      },
+    });
+    let firstChunk: () => void = () => {};
+    const first = new Promise<void>((resolve) => {
+      firstChunk = resolve;
+    });
+    // The fake holds its second event back: the answer is open when the proxy closes.
+    const cut = viaSocket(observing.socketPath, 'POST', '/v1/responses', {}, firstChunk).catch(
+      (err: NodeJS.ErrnoException) => err.code,
+    );
+    await first;
+    await observing.close();
+    assert.deepEqual(ends, ['event: one\ndata: {"n":1}\n\n']);
+    assert.equal(await cut, 'ECONNRESET');
+    api.release();
+  });
+
   test('a call limit forwards that many model calls; the next are 429 and never reach the vendor', async () => {
     let exceeded = 0;
     const limited = await startModelProxy({
