@@ -79,6 +79,11 @@ export interface PlanInput {
    * owns the sandbox's network. Only for network runs of a non-root service.
    */
   flatUserns?: boolean;
+  /**
+   * Descriptor bwrap reads the sandbox's /etc/resolv.conf from, instead of binding the host's:
+   * a network run's, which names the resolver pasta maps. Only with `network`.
+   */
+  resolvConfFd?: number;
   /** Size of the private /tmp (HOME's parent) in bytes, where bwrap can bound it. */
   scratchBytes: number;
   /** More environment, set after (and over) the sandbox's own. */
@@ -184,7 +189,12 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     else if (info.isDirectory()) args.push('--ro-bind', dir, dir);
   }
   args.push('--dir', '/etc');
-  for (const entry of ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
+  for (const entry of ETC_ENTRIES) {
+    if (entry === 'resolv.conf' && input.resolvConfFd !== undefined) {
+      // A file of the root's tmpfs, read-only with it.
+      args.push('--file', String(input.resolvConfFd), '/etc/resolv.conf');
+    } else args.push('--ro-bind-try', `/etc/${entry}`, `/etc/${entry}`);
+  }
   const sized = (bytes: number) =>
     atLeast(input.version, [0, 7, 0]) ? ['--size', String(bytes)] : [];
   args.push('--proc', '/proc', ...(input.flatUserns ? await plainDev() : ['--dev', '/dev']));

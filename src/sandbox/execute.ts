@@ -9,7 +9,7 @@ import type { SandboxLimits } from '../projects/limits.ts';
 import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
 import { diskUsage, MeasureError } from './disk.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
-import { attachNetwork, type NetworkTools } from './network.ts';
+import { attachNetwork, type NetworkTools, sandboxResolvConf } from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
 import { descendants, RunCgroup, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
@@ -28,6 +28,7 @@ const TERM_GRACE_MS = 2_000;
 const INFO_FD = 3;
 const STARTED_FD = 4;
 const BLOCK_FD = 5;
+const RESOLV_CONF_FD = 6;
 const MB = 1024 * 1024;
 /** The shortest pause between two measurements of the checkout while a command runs. */
 const DISK_CHECK_MS = 2_000;
@@ -87,7 +88,9 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       prlimit: ready.prlimit,
       infoFd: INFO_FD,
       startedFd: STARTED_FD,
-      ...(run.network ? { blockFd: BLOCK_FD, flatUserns: !isRoot() } : {}),
+      ...(run.network
+        ? { blockFd: BLOCK_FD, resolvConfFd: RESOLV_CONF_FD, flatUserns: !isRoot() }
+        : {}),
       scratchBytes: run.limits.fileSizeMb * MB,
       ...(run.env ? { env: run.env } : {}),
       ...(run.readOnlyBinds ? { readOnlyBinds: run.readOnlyBinds } : {}),
@@ -139,6 +142,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
           ],
         ];
 
+  const resolvConf = run.network ? await sandboxResolvConf() : '';
   let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
   try {
     // Only a PATH: bwrap's own environment (readable in /proc by the host's user) holds nothing
@@ -150,20 +154,28 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         'pipe',
         'pipe',
         'pipe',
-        ...(run.network ? (['pipe'] as const) : []),
+        ...(run.network ? (['pipe', 'pipe'] as const) : []),
       ],
       env: { PATH: SANDBOX_PATH },
       // Not the service's directory: the cgroup's host shell would export it as PWD.
       cwd: '/',
     });
-    const [stdin, stdout, stderr, info, startedPipe, blockPipe] = child.stdio as unknown as [
-      Writable | null,
-      Readable,
-      Readable,
-      Readable,
-      Readable,
-      Writable | undefined,
-    ];
+    const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe] =
+      child.stdio as unknown as [
+        Writable | null,
+        Readable,
+        Readable,
+        Readable,
+        Readable,
+        Writable | undefined,
+        Writable | undefined,
+      ];
+    if (resolvPipe !== undefined) {
+      // bwrap reads it to its end while it builds the sandbox; a bwrap that failed first
+      // closes it, which is its own error, not this one.
+      resolvPipe.on('error', () => {});
+      resolvPipe.end(resolvConf);
+    }
     if (stdin !== null && run.stdin !== undefined) {
       // A command that never reads its input closes the pipe early: not an error of the run.
       stdin.on('error', () => {});

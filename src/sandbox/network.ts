@@ -3,6 +3,7 @@
 // traffic pasta carries out through ordinary sockets of the host. Nothing maps to the host's
 // loopback: no port forwarding either way, and not the gateway-to-host mapping, so Errand's
 // API and a trust-auth PostgreSQL on 127.0.0.1 stay out of reach while the internet is not.
+// Only DNS is mapped: queries to SANDBOX_RESOLVER go to the host's own resolver, wherever it is.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -16,6 +17,20 @@ export const HOW_TO_INSTALL_PASTA =
 /** How long pasta may take to join and configure the namespace (it takes tens of ms). */
 const READY_TIMEOUT_MS = 10_000;
 const STDERR_CAP = 2_000;
+
+/**
+ * The resolver a setup command is given: pasta maps it to the host's first resolver, which may
+ * sit on the host's loopback (systemd-resolved's 127.0.0.53), out of the sandbox's reach. The
+ * address podman's pasta networks use too.
+ */
+const SANDBOX_RESOLVER = '169.254.1.1';
+
+/** A network run's /etc/resolv.conf: the host's search domains and options, the mapped resolver. */
+export async function sandboxResolvConf(hostFile = '/etc/resolv.conf'): Promise<string> {
+  const host = await readFile(hostFile, 'utf8').catch(() => '');
+  const kept = host.split('\n').filter((line) => /^(search|domain|options)\s/.test(line));
+  return [...kept, `nameserver ${SANDBOX_RESOLVER}`, ''].join('\n');
+}
 
 export interface NetworkTools {
   pasta: string;
@@ -43,6 +58,9 @@ function pastaArgs(pid: number, pidFile: string): string[] {
     'none',
     // Without it, connections to the gateway's address go to the host's loopback.
     '--no-map-gw',
+    // DNS to this address (UDP, port 53) goes to the host's resolver, and nothing else does.
+    '--dns-forward',
+    SANDBOX_RESOLVER,
     // Root may enter the network namespace directly, whichever user namespace owns it (bwrap
     // nests a second one for --disable-userns); it stays root, since nobody, whom pasta would
     // switch to, may not. Another user enters the sandbox's user namespace first, which then

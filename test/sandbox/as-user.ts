@@ -48,6 +48,8 @@ const networked =
           `awk '$2 == "00000000" { print "default-route" }' /proc/net/route`,
           "bash -c 'echo > /dev/tcp/127.0.0.1/5432' 2>/dev/null && echo postgres-connected",
           'echo x > /dev/null && echo dev-null-writable',
+          // Through the resolver pasta maps to the host's.
+          'getent ahostsv4 registry.npmjs.org >/dev/null && echo name-resolved',
         ].join('; '),
         limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20 },
         network: true,

@@ -292,7 +292,9 @@ describe('as an ordinary user', { skip }, () => {
       assert.deepEqual(report, {
         // Outbound network with a default route, the host's loopback (PostgreSQL) unreachable;
         // where pasta does not work for root either, not for nobody.
-        network: skipNetwork ? 'unavailable' : '65534\ndefault-route\ndev-null-writable\n',
+        network: skipNetwork
+          ? 'unavailable'
+          : '65534\ndefault-route\ndev-null-writable\nname-resolved\n',
         available: true,
         processLimit: 'rlimit',
         uid: 'uid=65534',
