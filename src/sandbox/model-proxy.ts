@@ -35,8 +35,9 @@ export interface ModelProxyOptions {
   /** Where the socket's private directory is made (default: the system's temporary directory). */
   parentDir?: string;
   /**
-   * The model calls (POST requests) forwarded at most: the next ones are answered 429 and never
-   * reach the vendor, and `onExceeded` is called once, at the first of them.
+   * The model calls (POSTs to one of allowedPaths itself, not below it: counting tokens is no
+   * call) forwarded at most: the next ones are answered 429 and never reach the vendor, and
+   * `onExceeded` is called once, at the first of them.
    */
   callLimit?: { calls: number; onExceeded: () => void };
   /**
@@ -136,7 +137,7 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
     observed: new Map(),
   };
   const server = createServer((req, res) => {
-    if (limit && req.method === 'POST' && allowedPath(pathOf(req), route.allowed)) {
+    if (limit && req.method === 'POST' && route.allowed.includes(pathOf(req))) {
       calls++;
       if (calls > limit.calls) {
         if (calls === limit.calls + 1) limit.onExceeded();

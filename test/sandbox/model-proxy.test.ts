@@ -60,7 +60,10 @@ class FakeModelApi {
   }
 
   #answer(method: string, url: string, res: ServerResponse): void {
-    if (method === 'POST' && url === '/v1/messages') {
+    if (method === 'POST' && url === '/v1/messages/count_tokens') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{"input_tokens":3}');
+    } else if (method === 'POST' && url === '/v1/messages') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ type: 'message', content: [{ type: 'text', text: 'hello' }] }));
     } else if (method === 'POST' && url === '/v1/responses') {
@@ -330,8 +333,12 @@ describe('the model proxy', () => {
     });
     try {
       const before = api.seen.length;
-      // A refused path is no model call.
+      // A refused path is no model call, and neither is counting tokens.
       assert.equal((await viaSocket(limited.socketPath, 'POST', '/v1/complete')).status, 403);
+      for (let i = 0; i < 3; i++) {
+        const counted = await viaSocket(limited.socketPath, 'POST', '/v1/messages/count_tokens');
+        assert.equal(counted.status, 200, counted.body);
+      }
       for (const expected of [200, 200, 429, 429]) {
         const r = await viaSocket(limited.socketPath, 'POST', '/v1/messages');
         assert.equal(r.status, expected, r.body);
@@ -341,7 +348,7 @@ describe('the model proxy', () => {
         }
       }
       assert.equal(exceeded, 1);
-      assert.equal(api.seen.length - before, 2);
+      assert.equal(api.seen.length - before, 5);
       assert.deepEqual(api.unexpected, []);
     } finally {
       await limited.close();
