@@ -597,54 +597,7 @@ export interface paths {
         200: {
           content: {
             'application/json': {
-              projects: {
-                id: string;
-                name: string;
-                repository: string;
-                ref: string;
-                model: string | null;
-                forge: {
-                  /** @enum {string} */
-                  kind: 'github' | 'gitlab' | 'gitea' | 'git';
-                  apiUrl: string | null;
-                  /** @description True when the kind was inferred from the repository URL. */
-                  inferred: boolean;
-                  /**
-                   * @description How credentials are given; never the credentials themselves.
-                   * @enum {string}
-                   */
-                  credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
-                  tokenEnv: string | null;
-                };
-                /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
-                forgeWebhookSecretSet: boolean;
-                /** @description The handle forge comments mention to reach Errand, without the @. */
-                forgeHandle: string;
-                /** @description The label that makes a forge issue a job. */
-                forgeLabel: string;
-                draftPullRequests: boolean;
-                commandsEnabled: boolean;
-                setupCommand: string | null;
-                setupNetwork: boolean;
-                commandTimeoutSeconds: number;
-                commandCpuSeconds: number;
-                commandMemoryMb: number;
-                commandProcesses: number;
-                commandFileSizeMb: number;
-                /** @description What all turns of one job may cost, in US dollars (null: no budget). */
-                jobBudgetUsd: number | null;
-                /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
-                monthlyBudgetUsd: number | null;
-                /**
-                 * @description The agent that runs the project's turns (errand: Errand's own).
-                 * @enum {string}
-                 */
-                engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
-                /** Format: date-time */
-                createdAt: string;
-                /** Format: date-time */
-                updatedAt: string;
-              }[];
+              projects: components['schemas']['Project'][];
             };
           };
         };
@@ -736,54 +689,7 @@ export interface paths {
         /** @description The new project. */
         201: {
           content: {
-            'application/json': {
-              id: string;
-              name: string;
-              repository: string;
-              ref: string;
-              model: string | null;
-              forge: {
-                /** @enum {string} */
-                kind: 'github' | 'gitlab' | 'gitea' | 'git';
-                apiUrl: string | null;
-                /** @description True when the kind was inferred from the repository URL. */
-                inferred: boolean;
-                /**
-                 * @description How credentials are given; never the credentials themselves.
-                 * @enum {string}
-                 */
-                credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
-                tokenEnv: string | null;
-              };
-              /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
-              forgeWebhookSecretSet: boolean;
-              /** @description The handle forge comments mention to reach Errand, without the @. */
-              forgeHandle: string;
-              /** @description The label that makes a forge issue a job. */
-              forgeLabel: string;
-              draftPullRequests: boolean;
-              commandsEnabled: boolean;
-              setupCommand: string | null;
-              setupNetwork: boolean;
-              commandTimeoutSeconds: number;
-              commandCpuSeconds: number;
-              commandMemoryMb: number;
-              commandProcesses: number;
-              commandFileSizeMb: number;
-              /** @description What all turns of one job may cost, in US dollars (null: no budget). */
-              jobBudgetUsd: number | null;
-              /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
-              monthlyBudgetUsd: number | null;
-              /**
-               * @description The agent that runs the project's turns (errand: Errand's own).
-               * @enum {string}
-               */
-              engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
-              /** Format: date-time */
-              createdAt: string;
-              /** Format: date-time */
-              updatedAt: string;
-            };
+            'application/json': components['schemas']['Project'];
           };
         };
         /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
@@ -838,54 +744,7 @@ export interface paths {
         /** @description The project. */
         200: {
           content: {
-            'application/json': {
-              id: string;
-              name: string;
-              repository: string;
-              ref: string;
-              model: string | null;
-              forge: {
-                /** @enum {string} */
-                kind: 'github' | 'gitlab' | 'gitea' | 'git';
-                apiUrl: string | null;
-                /** @description True when the kind was inferred from the repository URL. */
-                inferred: boolean;
-                /**
-                 * @description How credentials are given; never the credentials themselves.
-                 * @enum {string}
-                 */
-                credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
-                tokenEnv: string | null;
-              };
-              /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
-              forgeWebhookSecretSet: boolean;
-              /** @description The handle forge comments mention to reach Errand, without the @. */
-              forgeHandle: string;
-              /** @description The label that makes a forge issue a job. */
-              forgeLabel: string;
-              draftPullRequests: boolean;
-              commandsEnabled: boolean;
-              setupCommand: string | null;
-              setupNetwork: boolean;
-              commandTimeoutSeconds: number;
-              commandCpuSeconds: number;
-              commandMemoryMb: number;
-              commandProcesses: number;
-              commandFileSizeMb: number;
-              /** @description What all turns of one job may cost, in US dollars (null: no budget). */
-              jobBudgetUsd: number | null;
-              /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
-              monthlyBudgetUsd: number | null;
-              /**
-               * @description The agent that runs the project's turns (errand: Errand's own).
-               * @enum {string}
-               */
-              engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
-              /** Format: date-time */
-              createdAt: string;
-              /** Format: date-time */
-              updatedAt: string;
-            };
+            'application/json': components['schemas']['Project'];
           };
         };
         /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
@@ -991,54 +850,7 @@ export interface paths {
         /** @description The project as it is now. */
         200: {
           content: {
-            'application/json': {
-              id: string;
-              name: string;
-              repository: string;
-              ref: string;
-              model: string | null;
-              forge: {
-                /** @enum {string} */
-                kind: 'github' | 'gitlab' | 'gitea' | 'git';
-                apiUrl: string | null;
-                /** @description True when the kind was inferred from the repository URL. */
-                inferred: boolean;
-                /**
-                 * @description How credentials are given; never the credentials themselves.
-                 * @enum {string}
-                 */
-                credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
-                tokenEnv: string | null;
-              };
-              /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
-              forgeWebhookSecretSet: boolean;
-              /** @description The handle forge comments mention to reach Errand, without the @. */
-              forgeHandle: string;
-              /** @description The label that makes a forge issue a job. */
-              forgeLabel: string;
-              draftPullRequests: boolean;
-              commandsEnabled: boolean;
-              setupCommand: string | null;
-              setupNetwork: boolean;
-              commandTimeoutSeconds: number;
-              commandCpuSeconds: number;
-              commandMemoryMb: number;
-              commandProcesses: number;
-              commandFileSizeMb: number;
-              /** @description What all turns of one job may cost, in US dollars (null: no budget). */
-              jobBudgetUsd: number | null;
-              /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
-              monthlyBudgetUsd: number | null;
-              /**
-               * @description The agent that runs the project's turns (errand: Errand's own).
-               * @enum {string}
-               */
-              engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
-              /** Format: date-time */
-              createdAt: string;
-              /** Format: date-time */
-              updatedAt: string;
-            };
+            'application/json': components['schemas']['Project'];
           };
         };
         /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
@@ -1109,54 +921,7 @@ export interface paths {
               url: string;
               /** @description The events to select in the forge's webhook form. */
               events: string[];
-              project: {
-                id: string;
-                name: string;
-                repository: string;
-                ref: string;
-                model: string | null;
-                forge: {
-                  /** @enum {string} */
-                  kind: 'github' | 'gitlab' | 'gitea' | 'git';
-                  apiUrl: string | null;
-                  /** @description True when the kind was inferred from the repository URL. */
-                  inferred: boolean;
-                  /**
-                   * @description How credentials are given; never the credentials themselves.
-                   * @enum {string}
-                   */
-                  credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
-                  tokenEnv: string | null;
-                };
-                /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
-                forgeWebhookSecretSet: boolean;
-                /** @description The handle forge comments mention to reach Errand, without the @. */
-                forgeHandle: string;
-                /** @description The label that makes a forge issue a job. */
-                forgeLabel: string;
-                draftPullRequests: boolean;
-                commandsEnabled: boolean;
-                setupCommand: string | null;
-                setupNetwork: boolean;
-                commandTimeoutSeconds: number;
-                commandCpuSeconds: number;
-                commandMemoryMb: number;
-                commandProcesses: number;
-                commandFileSizeMb: number;
-                /** @description What all turns of one job may cost, in US dollars (null: no budget). */
-                jobBudgetUsd: number | null;
-                /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
-                monthlyBudgetUsd: number | null;
-                /**
-                 * @description The agent that runs the project's turns (errand: Errand's own).
-                 * @enum {string}
-                 */
-                engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
-                /** Format: date-time */
-                createdAt: string;
-                /** Format: date-time */
-                updatedAt: string;
-              };
+              project: components['schemas']['Project'];
             };
           };
         };
@@ -1201,18 +966,7 @@ export interface paths {
         200: {
           content: {
             'application/json': {
-              keys: {
-                id: string;
-                name: string | null;
-                /** @description The first characters of the key, to recognise it. */
-                start: string;
-                projectId: string | null;
-                admin: boolean;
-                /** Format: date-time */
-                createdAt: string;
-                lastUsedAt: string | null;
-                revokedAt: string | null;
-              }[];
+              keys: components['schemas']['Key'][];
             };
           };
         };
@@ -1325,18 +1079,7 @@ export interface paths {
         /** @description The revoked key. */
         200: {
           content: {
-            'application/json': {
-              id: string;
-              name: string | null;
-              /** @description The first characters of the key, to recognise it. */
-              start: string;
-              projectId: string | null;
-              admin: boolean;
-              /** Format: date-time */
-              createdAt: string;
-              lastUsedAt: string | null;
-              revokedAt: string | null;
-            };
+            'application/json': components['schemas']['Key'];
           };
         };
         /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
@@ -1380,31 +1123,7 @@ export interface paths {
         200: {
           content: {
             'application/json': {
-              webhooks: {
-                /** @description The webhook id (whk_ and 20 characters). */
-                id: string;
-                projectId: string;
-                url: string;
-                events: (
-                  | 'job.created'
-                  | 'job.reactivated'
-                  | 'job.completed'
-                  | 'job.failed'
-                  | 'job.archived'
-                  | 'turn.started'
-                  | 'turn.finished'
-                  | 'turn.failed'
-                  | 'pull_request.opened'
-                )[];
-                description: string | null;
-                enabled: boolean;
-                /** @description While a rotated secret overlaps, the previous secret signs too, until then. */
-                previousSecretExpiresAt: string | null;
-                /** Format: date-time */
-                createdAt: string;
-                /** Format: date-time */
-                updatedAt: string;
-              }[];
+              webhooks: components['schemas']['Webhook'][];
             };
           };
         };
@@ -1568,31 +1287,7 @@ export interface paths {
         /** @description The endpoint, without its secret. */
         200: {
           content: {
-            'application/json': {
-              /** @description The webhook id (whk_ and 20 characters). */
-              id: string;
-              projectId: string;
-              url: string;
-              events: (
-                | 'job.created'
-                | 'job.reactivated'
-                | 'job.completed'
-                | 'job.failed'
-                | 'job.archived'
-                | 'turn.started'
-                | 'turn.finished'
-                | 'turn.failed'
-                | 'pull_request.opened'
-              )[];
-              description: string | null;
-              enabled: boolean;
-              /** @description While a rotated secret overlaps, the previous secret signs too, until then. */
-              previousSecretExpiresAt: string | null;
-              /** Format: date-time */
-              createdAt: string;
-              /** Format: date-time */
-              updatedAt: string;
-            };
+            'application/json': components['schemas']['Webhook'];
           };
         };
         /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
@@ -1706,31 +1401,7 @@ export interface paths {
         /** @description The endpoint as it is now. */
         200: {
           content: {
-            'application/json': {
-              /** @description The webhook id (whk_ and 20 characters). */
-              id: string;
-              projectId: string;
-              url: string;
-              events: (
-                | 'job.created'
-                | 'job.reactivated'
-                | 'job.completed'
-                | 'job.failed'
-                | 'job.archived'
-                | 'turn.started'
-                | 'turn.finished'
-                | 'turn.failed'
-                | 'pull_request.opened'
-              )[];
-              description: string | null;
-              enabled: boolean;
-              /** @description While a rotated secret overlaps, the previous secret signs too, until then. */
-              previousSecretExpiresAt: string | null;
-              /** Format: date-time */
-              createdAt: string;
-              /** Format: date-time */
-              updatedAt: string;
-            };
+            'application/json': components['schemas']['Webhook'];
           };
         };
         /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
@@ -2083,6 +1754,68 @@ export interface components {
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
     };
+    /** @description An API key, without its secret. */
+    Key: {
+      id: string;
+      name: string | null;
+      /** @description The first characters of the key, to recognise it. */
+      start: string;
+      projectId: string | null;
+      admin: boolean;
+      /** Format: date-time */
+      createdAt: string;
+      lastUsedAt: string | null;
+      revokedAt: string | null;
+    };
+    /** @description A project. */
+    Project: {
+      id: string;
+      name: string;
+      repository: string;
+      ref: string;
+      model: string | null;
+      forge: {
+        /** @enum {string} */
+        kind: 'github' | 'gitlab' | 'gitea' | 'git';
+        apiUrl: string | null;
+        /** @description True when the kind was inferred from the repository URL. */
+        inferred: boolean;
+        /**
+         * @description How credentials are given; never the credentials themselves.
+         * @enum {string}
+         */
+        credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
+        tokenEnv: string | null;
+      };
+      /** @description Whether the forge's webhook deliveries have a secret to be checked with; never the secret. */
+      forgeWebhookSecretSet: boolean;
+      /** @description The handle forge comments mention to reach Errand, without the @. */
+      forgeHandle: string;
+      /** @description The label that makes a forge issue a job. */
+      forgeLabel: string;
+      draftPullRequests: boolean;
+      commandsEnabled: boolean;
+      setupCommand: string | null;
+      setupNetwork: boolean;
+      commandTimeoutSeconds: number;
+      commandCpuSeconds: number;
+      commandMemoryMb: number;
+      commandProcesses: number;
+      commandFileSizeMb: number;
+      /** @description What all turns of one job may cost, in US dollars (null: no budget). */
+      jobBudgetUsd: number | null;
+      /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */
+      monthlyBudgetUsd: number | null;
+      /**
+       * @description The agent that runs the project's turns (errand: Errand's own).
+       * @enum {string}
+       */
+      engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+    };
     /** @description An agent job. */
     AgentJob: {
       /** @description The job id (job_ and 20 characters). */
@@ -2138,6 +1871,32 @@ export interface components {
         /** @description The issue's title when the job was made. */
         title: string;
       } | null;
+      /** Format: date-time */
+      updatedAt: string;
+    };
+    /** @description A webhook endpoint, without its secret. */
+    Webhook: {
+      /** @description The webhook id (whk_ and 20 characters). */
+      id: string;
+      projectId: string;
+      url: string;
+      events: (
+        | 'job.created'
+        | 'job.reactivated'
+        | 'job.completed'
+        | 'job.failed'
+        | 'job.archived'
+        | 'turn.started'
+        | 'turn.finished'
+        | 'turn.failed'
+        | 'pull_request.opened'
+      )[];
+      description: string | null;
+      enabled: boolean;
+      /** @description While a rotated secret overlaps, the previous secret signs too, until then. */
+      previousSecretExpiresAt: string | null;
+      /** Format: date-time */
+      createdAt: string;
       /** Format: date-time */
       updatedAt: string;
     };

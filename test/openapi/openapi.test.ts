@@ -24,7 +24,7 @@ type Method = 'get' | 'post' | 'patch' | 'delete';
 interface Operation {
   parameters?: { name: string; in: string }[];
   requestBody?: { content: Record<string, { schema: Json }> };
-  responses: Record<string, { content?: Record<string, { schema: Json }> }>;
+  responses: Record<string, { description?: string; content?: Record<string, { schema: Json }> }>;
   security?: Record<string, string[]>[];
 }
 
@@ -200,17 +200,44 @@ describe('OpenAPI document', () => {
     }
   });
 
-  test('the job and the error are components, named as in the published document', () => {
+  test('the job and the error are components, named as in the published document; the admin records ones of their own', () => {
     for (const name of ['AgentJob', 'Error']) {
       assert.ok(published.components.schemas[name], `the published document has no ${name}`);
       assert.ok(doc.components?.schemas?.[name], `Errand's document has no ${name}`);
     }
     // Only components a path refers to: no unused copies.
-    assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), ['AgentJob', 'Error']);
+    assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), [
+      'AgentJob',
+      'Error',
+      'Key',
+      'Project',
+      'Webhook',
+    ]);
     const created = operation(doc, 'post /v2/agent/{projectId}/job').responses['201'];
     assert.deepEqual(created?.content?.['application/json']?.schema, {
       $ref: '#/components/schemas/AgentJob',
     });
+    // Each answer that is one such record refers to its component, described as before.
+    for (const [route, status, description, component] of [
+      ['post /v2/admin/projects', '201', 'The new project.', 'Project'],
+      ['get /v2/admin/projects/{id}', '200', 'The project.', 'Project'],
+      ['patch /v2/admin/projects/{id}', '200', 'The project as it is now.', 'Project'],
+      ['post /v2/admin/keys/{id}/revoke', '200', 'The revoked key.', 'Key'],
+      [
+        'get /v2/admin/projects/{projectId}/webhooks/{webhookId}',
+        '200',
+        'The endpoint, without its secret.',
+        'Webhook',
+      ],
+    ] as const) {
+      const answer = operation(doc, route).responses[status];
+      assert.equal(answer?.description, description, route);
+      assert.deepEqual(
+        answer?.content?.['application/json']?.schema,
+        { $ref: `#/components/schemas/${component}` },
+        route,
+      );
+    }
   });
 
   test('has every published path and method, with the same path parameters', () => {

@@ -7,7 +7,7 @@ import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { createKey, listKeys, revokeKey, toKeyRecord } from '../../keys/service.ts';
 import { findProject } from '../../projects/service.ts';
-import { errors } from '../../responses.ts';
+import { errors, json } from '../../responses.ts';
 
 const NAME = '"name" must be a string of at most 200 characters';
 
@@ -37,7 +37,7 @@ const createBody = z
     error: 'give exactly one of "projectId" or "admin": true',
   });
 
-const keyRecord = z.object({
+const keyFields = z.object({
   id: z.string(),
   name: z.string().nullable(),
   start: z.string().describe('The first characters of the key, to recognise it.'),
@@ -47,6 +47,8 @@ const keyRecord = z.object({
   lastUsedAt: z.iso.datetime().nullable(),
   revokedAt: z.iso.datetime().nullable(),
 });
+/** A component of the OpenAPI document, which the answers with a key refer to. */
+const keyRecord = keyFields.meta({ id: 'Key', description: 'An API key, without its secret.' });
 
 const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 
@@ -61,9 +63,12 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
         description: 'Mints a project key or an admin key. The key is in this response only.',
         body: createBody,
         response: {
-          201: keyRecord
-            .extend({ key: z.string().describe('The key: shown this once, never stored.') })
-            .describe('The new key.'),
+          201: json(
+            'The new key.',
+            keyFields.extend({
+              key: z.string().describe('The key: shown this once, never stored.'),
+            }),
+          ),
           ...errors(400, 401, 403, 413, 415, 503),
         },
       },
@@ -89,7 +94,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
         ...admin,
         summary: 'List API keys',
         response: {
-          200: z.object({ keys: z.array(keyRecord) }).describe('Every key, without secrets.'),
+          200: json('Every key, without secrets.', z.object({ keys: z.array(keyRecord) })),
           ...errors(401, 403, 503),
         },
       },
@@ -103,7 +108,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
         ...admin,
         summary: 'Revoke API key',
         params: z.object({ id: z.string().describe('The key id (key_ and 20 characters).') }),
-        response: { 200: keyRecord.describe('The revoked key.'), ...errors(401, 403, 404, 503) },
+        response: { 200: json('The revoked key.', keyRecord), ...errors(401, 403, 404, 503) },
       },
     },
     async (request) => toKeyRecord(await revokeKey(ctx, request.params.id)),

@@ -19,57 +19,60 @@ import {
   toProjectRecord,
   updateProject,
 } from '../../projects/service.ts';
-import { errors } from '../../responses.ts';
+import { errors, json } from '../../responses.ts';
 
-const projectRecord = z.object({
-  id: z.string(),
-  name: z.string(),
-  repository: z.string(),
-  ref: z.string(),
-  model: z.string().nullable(),
-  forge: z.object({
-    kind: z.enum(FORGE_KINDS as [ForgeKind, ...ForgeKind[]]),
-    apiUrl: z.string().nullable(),
-    inferred: z.boolean().describe('True when the kind was inferred from the repository URL.'),
-    credentials: z
-      .enum(['none', 'token-env', 'stored-token', 'github-app'])
-      .describe('How credentials are given; never the credentials themselves.'),
-    tokenEnv: z.string().nullable(),
-  }),
-  forgeWebhookSecretSet: z
-    .boolean()
-    .describe(
-      "Whether the forge's webhook deliveries have a secret to be checked with; never the secret.",
-    ),
-  forgeHandle: z
-    .string()
-    .describe('The handle forge comments mention to reach Errand, without the @.'),
-  forgeLabel: z.string().describe('The label that makes a forge issue a job.'),
-  draftPullRequests: z.boolean(),
-  commandsEnabled: z.boolean(),
-  setupCommand: z.string().nullable(),
-  setupNetwork: z.boolean(),
-  commandTimeoutSeconds: z.number().int(),
-  commandCpuSeconds: z.number().int(),
-  commandMemoryMb: z.number().int(),
-  commandProcesses: z.number().int(),
-  commandFileSizeMb: z.number().int(),
-  jobBudgetUsd: z
-    .number()
-    .nullable()
-    .describe('What all turns of one job may cost, in US dollars (null: no budget).'),
-  monthlyBudgetUsd: z
-    .number()
-    .nullable()
-    .describe(
-      "What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none).",
-    ),
-  engine: z
-    .enum(ENGINE_NAMES)
-    .describe("The agent that runs the project's turns (errand: Errand's own)."),
-  createdAt: z.iso.datetime(),
-  updatedAt: z.iso.datetime(),
-});
+const projectRecord = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    repository: z.string(),
+    ref: z.string(),
+    model: z.string().nullable(),
+    forge: z.object({
+      kind: z.enum(FORGE_KINDS as [ForgeKind, ...ForgeKind[]]),
+      apiUrl: z.string().nullable(),
+      inferred: z.boolean().describe('True when the kind was inferred from the repository URL.'),
+      credentials: z
+        .enum(['none', 'token-env', 'stored-token', 'github-app'])
+        .describe('How credentials are given; never the credentials themselves.'),
+      tokenEnv: z.string().nullable(),
+    }),
+    forgeWebhookSecretSet: z
+      .boolean()
+      .describe(
+        "Whether the forge's webhook deliveries have a secret to be checked with; never the secret.",
+      ),
+    forgeHandle: z
+      .string()
+      .describe('The handle forge comments mention to reach Errand, without the @.'),
+    forgeLabel: z.string().describe('The label that makes a forge issue a job.'),
+    draftPullRequests: z.boolean(),
+    commandsEnabled: z.boolean(),
+    setupCommand: z.string().nullable(),
+    setupNetwork: z.boolean(),
+    commandTimeoutSeconds: z.number().int(),
+    commandCpuSeconds: z.number().int(),
+    commandMemoryMb: z.number().int(),
+    commandProcesses: z.number().int(),
+    commandFileSizeMb: z.number().int(),
+    jobBudgetUsd: z
+      .number()
+      .nullable()
+      .describe('What all turns of one job may cost, in US dollars (null: no budget).'),
+    monthlyBudgetUsd: z
+      .number()
+      .nullable()
+      .describe(
+        "What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none).",
+      ),
+    engine: z
+      .enum(ENGINE_NAMES)
+      .describe("The agent that runs the project's turns (errand: Errand's own)."),
+    createdAt: z.iso.datetime(),
+    updatedAt: z.iso.datetime(),
+  })
+  // A component of the OpenAPI document, which every answer with a project refers to.
+  .meta({ id: 'Project', description: 'A project.' });
 
 const params = z.object({ id: z.string().describe('The project id (prj_ and 20 characters).') });
 
@@ -95,7 +98,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         summary: 'Create project',
         body: projectCreateBody,
         response: {
-          201: projectRecord.describe('The new project.'),
+          201: json('The new project.', projectRecord),
           ...errors(400, 401, 403, 413, 415, 503),
         },
       },
@@ -110,7 +113,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         ...admin,
         summary: 'List projects',
         response: {
-          200: z.object({ projects: z.array(projectRecord) }).describe('Every project.'),
+          200: json('Every project.', z.object({ projects: z.array(projectRecord) })),
           ...errors(401, 403, 503),
         },
       },
@@ -124,7 +127,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         ...admin,
         summary: 'Get project',
         params,
-        response: { 200: projectRecord.describe('The project.'), ...errors(401, 403, 404, 503) },
+        response: { 200: json('The project.', projectRecord), ...errors(401, 403, 404, 503) },
       },
     },
     async (request) => toProjectRecord(ctx, await getProject(ctx, request.params.id)),
@@ -140,7 +143,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         params,
         body: projectUpdateBody,
         response: {
-          200: projectRecord.describe('The project as it is now.'),
+          200: json('The project as it is now.', projectRecord),
           ...errors(400, 401, 403, 404, 413, 415, 503),
         },
       },
@@ -158,7 +161,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
           "Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.",
         params,
         response: {
-          200: forgeWebhookSecret.describe('The new secret, shown this once.'),
+          200: json('The new secret, shown this once.', forgeWebhookSecret),
           ...errors(400, 401, 403, 404, 503),
         },
       },

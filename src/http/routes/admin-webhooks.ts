@@ -111,7 +111,7 @@ const deliveriesQuery = pageQuery('deliveries');
 
 const isoTime = z.iso.datetime();
 
-const webhookRecord = z.object({
+const webhookFields = z.object({
   id: z.string().describe('The webhook id (whk_ and 20 characters).'),
   projectId: z.string(),
   url: z.string(),
@@ -124,8 +124,13 @@ const webhookRecord = z.object({
   createdAt: isoTime,
   updatedAt: isoTime,
 });
+/** A component of the OpenAPI document, which the answers with an endpoint refer to. */
+const webhookRecord = webhookFields.meta({
+  id: 'Webhook',
+  description: 'A webhook endpoint, without its secret.',
+});
 
-const webhookWithSecret = webhookRecord.extend({
+const webhookWithSecret = webhookFields.extend({
   secret: z
     .string()
     .describe('The signing secret, whsec_ and base64: shown in this response only.'),
@@ -178,7 +183,7 @@ export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext
         params: projectParams,
         body: createBody,
         response: {
-          201: webhookWithSecret.describe('The new endpoint, with its signing secret.'),
+          201: json('The new endpoint, with its signing secret.', webhookWithSecret),
           ...errors(400, 401, 403, 404, 413, 415, 503),
           409: json(`The project already has ${MAX_WEBHOOKS_PER_PROJECT} webhooks.`, errorBody),
         },
@@ -195,9 +200,10 @@ export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext
         summary: 'List webhooks',
         params: projectParams,
         response: {
-          200: z
-            .object({ webhooks: z.array(webhookRecord) })
-            .describe('The project’s endpoints, oldest first, without secrets.'),
+          200: json(
+            'The project’s endpoints, oldest first, without secrets.',
+            z.object({ webhooks: z.array(webhookRecord) }),
+          ),
           ...errors(401, 403, 404, 503),
         },
       },
@@ -212,7 +218,7 @@ export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext
         summary: 'Get webhook',
         params: webhookParams,
         response: {
-          200: webhookRecord.describe('The endpoint, without its secret.'),
+          200: json('The endpoint, without its secret.', webhookRecord),
           ...errors(401, 403, 404, 503),
         },
       },
@@ -230,7 +236,7 @@ export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext
         params: webhookParams,
         body: updateBody,
         response: {
-          200: webhookRecord.describe('The endpoint as it is now.'),
+          200: json('The endpoint as it is now.', webhookRecord),
           ...errors(400, 401, 403, 404, 413, 415, 503),
         },
       },
@@ -268,7 +274,7 @@ export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext
         params: webhookParams,
         body: rotateBody,
         response: {
-          200: webhookWithSecret.describe('The endpoint, with its new signing secret.'),
+          200: json('The endpoint, with its new signing secret.', webhookWithSecret),
           ...errors(400, 401, 403, 404, 413, 415, 503),
         },
       },
