@@ -21,7 +21,7 @@ export type JobEvent = JobEventPage['events'][number];
 export type CreateJobInput = RequestJson<paths['/v2/agent/{projectId}/job']['post']>;
 
 /** A project, as the admin API shows it (never its credentials). */
-export type Project = JsonBody<paths['/v2/admin/projects/{id}']['get']['responses'][200]>;
+export type Project = components['schemas']['Project'];
 export type CreateProjectInput = RequestJson<paths['/v2/admin/projects']['post']>;
 export type UpdateProjectInput = RequestJson<paths['/v2/admin/projects/{id}']['patch']>;
 /** A project's new forge webhook secret (shown this once), the URL and events to give the forge. */
@@ -30,14 +30,14 @@ export type ForgeWebhookSecret = JsonBody<
 >;
 
 /** An API key without its secret. */
-export type ApiKey = JsonBody<paths['/v2/admin/keys/{id}/revoke']['post']['responses'][200]>;
+export type ApiKey = components['schemas']['Key'];
 /** A new key, with the key itself: in this answer only. */
 export type CreatedApiKey = JsonBody<paths['/v2/admin/keys']['post']['responses'][201]>;
 export type CreateApiKeyInput = RequestJson<paths['/v2/admin/keys']['post']>;
 
 type WebhookPath = paths['/v2/admin/projects/{projectId}/webhooks/{webhookId}'];
 /** A webhook endpoint without its signing secret. */
-export type Webhook = JsonBody<WebhookPath['get']['responses'][200]>;
+export type Webhook = components['schemas']['Webhook'];
 /** An endpoint with its signing secret: in the answers of create and rotate only. */
 export type WebhookWithSecret = JsonBody<
   paths['/v2/admin/projects/{projectId}/webhooks']['post']['responses'][201]
