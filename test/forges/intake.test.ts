@@ -54,6 +54,8 @@ interface IntakeFake {
   /** Whether the comment of this delivery got Errand's 👀 (a review: its pull request did). */
   acknowledged(delivery: DeliveryAnswer): boolean;
   pulls(): Array<{ number: number; url: string; body: string }>;
+  /** Holds Errand's next comment whose body matches, until released (the GitHub fake only). */
+  holdNextComment?: (body: RegExp) => { arrived: Promise<void>; release: () => void };
   assertNoUnexpected(): void;
   close(): Promise<void>;
 }
@@ -114,6 +116,10 @@ const cases: Case[] = [
           fake
             .pullRequests('acme/app')
             .map((p) => ({ number: p.number, url: p.htmlUrl, body: p.body ?? '' })),
+        holdNextComment: (body) =>
+          fake.holdNext(
+            (r) => r.method === 'POST' && /\/comments$/.test(r.path) && body.test(r.body),
+          ),
         assertNoUnexpected: () => fake.assertNoUnexpected(),
         close: () => fake.close(),
       };
@@ -607,6 +613,37 @@ for (const c of cases) {
         saidOn(issue.number).find((s) => /Add the MIT licence/.test(s.body)),
       );
       assert.ok(answer.body.includes(`${svc.url}/projects/${projectId}/jobs/${made.id}`));
+    });
+
+    // Last: it stops the service.
+    test('a service stopping while it answers on the forge stops once the answer is given', async (t) => {
+      if (!forge.holdNextComment)
+        return t.skip(
+          'one forge worker for every forge: tested on GitHub, whose fake can hold a request',
+        );
+      const issue = forge.openIssue('Add a changelog', 'Start one.');
+      llm.script(
+        toolCalls([
+          { name: 'write_file', input: { path: 'CHANGELOG.md', content: '# Changelog\n' } },
+        ]),
+        reply('Start the changelog'),
+      );
+      const held = forge.holdNextComment(/Start the changelog/);
+      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      // The turn has ended and its answer is at the forge, which does not answer yet.
+      await held.arrived;
+      let stopped = false;
+      const stopping = svc.stop().then(() => {
+        stopped = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      assert.equal(stopped, false, 'the service stopped before its answer was given');
+      held.release();
+      await stopping;
+      assert.ok(
+        saidOn(issue.number).some((s) => /Start the changelog/.test(s.body)),
+        'the answer is not on the issue',
+      );
     });
   });
 }

@@ -125,6 +125,14 @@ export interface FakeGitHub {
   merge(repo: string, number: number): void;
   /** The next request to a served operation gets this answer instead. Queued in order. */
   failNext(status: number, options?: { headers?: Record<string, string>; message?: string }): void;
+  /**
+   * Holds the next request that `matches` before it is answered, until `release`: a forge slow
+   * to answer. `arrived` resolves when the request has come (its body read).
+   */
+  holdNext(matches: (request: { method: string; path: string; body: string }) => boolean): {
+    arrived: Promise<void>;
+    release: () => void;
+  };
   /** Makes every installation token minted so far invalid (app suspended, token revoked). */
   revokeInstallationTokens(): void;
   /** Opens an issue, as a person on GitHub would; it shares pull requests' numbers. */
@@ -430,6 +438,13 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const appKey = options.app ? createPublicKey(options.app.publicKey) : undefined;
   const requests: RecordedRequest[] = [];
   const unexpected: RecordedRequest[] = [];
+  const holds: {
+    matches: (request: { method: string; path: string; body: string }) => boolean;
+    arrive: () => void;
+    released: Promise<void>;
+    release: () => void;
+    taken: boolean;
+  }[] = [];
   const installationTokens: { token: string; expiresAt: Date; revoked: boolean }[] = [];
   const pulls: StoredPull[] = [];
   const counters = new Map<string, number>();
@@ -1012,6 +1027,14 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       query[name] = value;
     }
     const method = req.method ?? 'GET';
+    const hold = holds.find(
+      (h) => !h.taken && h.matches({ method, path: url.pathname, body: text }),
+    );
+    if (hold) {
+      hold.taken = true;
+      hold.arrive();
+      await hold.released;
+    }
     const record: RecordedRequest = {
       index: requests.length,
       method,
@@ -1208,6 +1231,18 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         ...(opts?.message === undefined ? {} : { message: opts.message }),
       });
     },
+    holdNext(matches) {
+      let arrive = () => {};
+      let release = () => {};
+      const arrived = new Promise<void>((resolve) => {
+        arrive = resolve;
+      });
+      const released = new Promise<void>((resolve) => {
+        release = resolve;
+      });
+      holds.push({ matches, arrive, released, release, taken: false });
+      return { arrived, release };
+    },
     revokeInstallationTokens() {
       for (const t of installationTokens) t.revoked = true;
     },
@@ -1271,6 +1306,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       );
     },
     async close() {
+      // Nothing stays held once the fake is gone.
+      for (const hold of holds.splice(0)) hold.release();
       server.closeAllConnections();
       server.close();
       await once(server, 'close');
