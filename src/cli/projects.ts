@@ -45,6 +45,7 @@ const SETTINGS = {
   'command-memory': { type: 'string', value: 'MB', group: COMMANDS },
   'command-processes': { type: 'string', value: 'N', group: COMMANDS },
   'command-file-size': { type: 'string', value: 'MB', group: COMMANDS },
+  'command-disk': { type: 'string', value: 'MB', group: COMMANDS },
   'job-budget': { type: 'string', value: 'USD', group: BUDGETS },
   'monthly-budget': { type: 'string', value: 'USD', group: BUDGETS },
   json: { type: 'boolean' },
@@ -68,6 +69,7 @@ function commandFields(values: SettingValues): UpdateProjectInput {
     ['command-memory', 'commandMemoryMb'],
     ['command-processes', 'commandProcesses'],
     ['command-file-size', 'commandFileSizeMb'],
+    ['command-disk', 'commandDiskMb'],
   ] as const;
   for (const [flag, field] of limits) {
     const value = values[flag];

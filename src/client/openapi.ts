@@ -673,6 +673,8 @@ export interface paths {
             commandProcesses?: number | null;
             /** @description Largest file one command may write, in MB (1 to 65536; null: the default). */
             commandFileSizeMb?: number | null;
+            /** @description How much one command, or one turn of an engine, may grow the job's checkout, in MB (16 to 1048576; null: the default). */
+            commandDiskMb?: number | null;
             /** @description What all turns of one job may cost: a turn that reaches it stops, and the job's follow-ups are refused, in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
             jobBudgetUsd?: number | null;
             /** @description What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted), in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
@@ -834,6 +836,8 @@ export interface paths {
             commandProcesses?: number | null;
             /** @description Largest file one command may write, in MB (1 to 65536; null: the default). */
             commandFileSizeMb?: number | null;
+            /** @description How much one command, or one turn of an engine, may grow the job's checkout, in MB (16 to 1048576; null: the default). */
+            commandDiskMb?: number | null;
             /** @description What all turns of one job may cost: a turn that reaches it stops, and the job's follow-ups are refused, in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
             jobBudgetUsd?: number | null;
             /** @description What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted), in US dollars at the model's list prices (null: none). Needs a model whose prices are known. */
@@ -1802,6 +1806,7 @@ export interface components {
       commandMemoryMb: number;
       commandProcesses: number;
       commandFileSizeMb: number;
+      commandDiskMb: number;
       /** @description What all turns of one job may cost, in US dollars (null: no budget). */
       jobBudgetUsd: number | null;
       /** @description What the project's jobs may cost in a calendar month (UTC), in US dollars (null: none). */

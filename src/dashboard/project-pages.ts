@@ -113,6 +113,7 @@ const COMMAND_LIMITS = [
   ['commandMemoryMb', 'Memory per command', 'MB'],
   ['commandProcesses', 'Processes per command', 'processes and threads'],
   ['commandFileSizeMb', 'Largest file a command writes', 'MB'],
+  ['commandDiskMb', 'Checkout growth per command', 'MB'],
 ] as const;
 
 function commandFields(values: ProjectForm): SafeHtml {

@@ -58,6 +58,7 @@ const LIMIT_FIELDS = [
   'commandMemoryMb',
   'commandProcesses',
   'commandFileSizeMb',
+  'commandDiskMb',
 ] as const;
 
 /**

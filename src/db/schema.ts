@@ -31,6 +31,7 @@ export interface ProjectsTable {
   command_memory_mb: number | null;
   command_processes: number | null;
   command_file_size_mb: number | null;
+  command_disk_mb: number | null;
   /** What all turns of one job may cost, in US dollars; null: no budget. */
   job_budget_usd: number | null;
   /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */

@@ -38,6 +38,7 @@ function project(fields: Partial<ProjectRow> = {}): ProjectRow {
     command_memory_mb: null,
     command_processes: null,
     command_file_size_mb: null,
+    command_disk_mb: null,
     job_budget_usd: null,
     monthly_budget_usd: null,
     forge_webhook_secret: null,

@@ -58,6 +58,7 @@ export interface ProjectFields {
   commandMemoryMb?: number | null | undefined;
   commandProcesses?: number | null | undefined;
   commandFileSizeMb?: number | null | undefined;
+  commandDiskMb?: number | null | undefined;
   /** A budget in US dollars; null removes it. */
   jobBudgetUsd?: number | null | undefined;
   monthlyBudgetUsd?: number | null | undefined;
@@ -122,6 +123,7 @@ export async function toChanges(
   if (b.commandMemoryMb !== undefined) changes.command_memory_mb = b.commandMemoryMb;
   if (b.commandProcesses !== undefined) changes.command_processes = b.commandProcesses;
   if (b.commandFileSizeMb !== undefined) changes.command_file_size_mb = b.commandFileSizeMb;
+  if (b.commandDiskMb !== undefined) changes.command_disk_mb = b.commandDiskMb;
   if (b.jobBudgetUsd !== undefined) changes.job_budget_usd = b.jobBudgetUsd;
   if (b.monthlyBudgetUsd !== undefined) changes.monthly_budget_usd = b.monthlyBudgetUsd;
   refuseUnpricedBudget(ctx, b, changes, current);

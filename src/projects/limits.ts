@@ -13,6 +13,11 @@ export interface SandboxLimits {
   processes: number;
   /** RLIMIT_FSIZE: no file is written larger (it bounds one file, not the checkout's disk). */
   fileSizeMb: number;
+  /**
+   * How much the checkout (with an engine's state directory) may grow in one run: past it the
+   * run is stopped. The disk all files together take, which fileSizeMb does not bound.
+   */
+  diskMb: number;
 }
 
 export const DEFAULT_LIMITS: SandboxLimits = Object.freeze({
@@ -21,4 +26,5 @@ export const DEFAULT_LIMITS: SandboxLimits = Object.freeze({
   memoryMb: 2048,
   processes: 256,
   fileSizeMb: 1024,
+  diskMb: 4096,
 });

@@ -39,6 +39,7 @@ const COMMAND_LIMIT_RANGES = {
   commandMemoryMb: { min: 64, max: 65536 },
   commandProcesses: { min: 16, max: 4096 },
   commandFileSizeMb: { min: 1, max: 65536 },
+  commandDiskMb: { min: 16, max: 1048576 },
 } as const;
 
 /** A budget in US dollars: more than 0, or null for none. */
@@ -180,6 +181,12 @@ const fields = {
     COMMAND_LIMIT_RANGES.commandFileSizeMb.max,
     'Largest file one command may write, in MB',
   ),
+  commandDiskMb: limit(
+    'commandDiskMb',
+    COMMAND_LIMIT_RANGES.commandDiskMb.min,
+    COMMAND_LIMIT_RANGES.commandDiskMb.max,
+    "How much one command, or one turn of an engine, may grow the job's checkout, in MB",
+  ),
   jobBudgetUsd: budget(
     'jobBudgetUsd',
     "What all turns of one job may cost: a turn that reaches it stops, and the job's follow-ups are refused",
@@ -226,6 +233,7 @@ export const projectUpdateBody = z.strictObject(
     commandMemoryMb: fields.commandMemoryMb.optional(),
     commandProcesses: fields.commandProcesses.optional(),
     commandFileSizeMb: fields.commandFileSizeMb.optional(),
+    commandDiskMb: fields.commandDiskMb.optional(),
     jobBudgetUsd: fields.jobBudgetUsd.optional(),
     monthlyBudgetUsd: fields.monthlyBudgetUsd.optional(),
     engine: engineField.optional(),

@@ -44,6 +44,7 @@ export interface ProjectRecord {
   commandMemoryMb: number;
   commandProcesses: number;
   commandFileSizeMb: number;
+  commandDiskMb: number;
   /** What all turns of one job may cost, in US dollars; null: no budget. */
   jobBudgetUsd: number | null;
   /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */
@@ -62,6 +63,7 @@ export function projectCommandLimits(row: ProjectRow): SandboxLimits {
     memoryMb: row.command_memory_mb ?? DEFAULT_LIMITS.memoryMb,
     processes: row.command_processes ?? DEFAULT_LIMITS.processes,
     fileSizeMb: row.command_file_size_mb ?? DEFAULT_LIMITS.fileSizeMb,
+    diskMb: row.command_disk_mb ?? DEFAULT_LIMITS.diskMb,
   };
 }
 
@@ -102,6 +104,7 @@ export function toProjectRecord(
     commandMemoryMb: limits.memoryMb,
     commandProcesses: limits.processes,
     commandFileSizeMb: limits.fileSizeMb,
+    commandDiskMb: limits.diskMb,
     jobBudgetUsd: row.job_budget_usd,
     monthlyBudgetUsd: row.monthly_budget_usd,
     engine: row.engine,
@@ -164,6 +167,7 @@ export async function createProject(
       command_memory_mb: changes.command_memory_mb ?? null,
       command_processes: changes.command_processes ?? null,
       command_file_size_mb: changes.command_file_size_mb ?? null,
+      command_disk_mb: changes.command_disk_mb ?? null,
       job_budget_usd: changes.job_budget_usd ?? null,
       monthly_budget_usd: changes.monthly_budget_usd ?? null,
       ...(changes.engine !== undefined ? { engine: changes.engine } : {}),
@@ -221,6 +225,7 @@ export const PROJECT_COLUMNS = [
   'command_memory_mb',
   'command_processes',
   'command_file_size_mb',
+  'command_disk_mb',
   'job_budget_usd',
   'monthly_budget_usd',
   'engine',

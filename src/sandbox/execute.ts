@@ -15,7 +15,6 @@ import { descendants, RunCgroup, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
 
 /** How much a run may grow its checkout (and HOME) by, unless it says otherwise. */
-const DEFAULT_CHECKOUT_GROWTH_MB = 4096;
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
 export class SandboxError extends Error {
@@ -44,17 +43,9 @@ export interface Ready {
   network: { tools: NetworkTools | null; status: NetworkStatus };
 }
 
-function checkRunOptions(run: SandboxRun): void {
-  const growth = run.checkoutGrowthMb;
-  if (growth !== undefined && (!Number.isInteger(growth) || growth < 1)) {
-    throw new SandboxError('checkoutGrowthMb must be a whole number of at least 1');
-  }
-}
-
 export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
   const started = performance.now();
   checkLimits(run.limits);
-  checkRunOptions(run);
   const network = ready.network;
   if (run.network && network.tools === null) {
     const why = network.status.available
@@ -111,7 +102,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     throw err;
   }
   const grown = run.home === undefined ? [run.checkout] : [run.checkout, run.home];
-  const growthLimitMb = run.checkoutGrowthMb ?? DEFAULT_CHECKOUT_GROWTH_MB;
+  const growthLimitMb = run.limits.diskMb;
   const baseline = await diskUsage(grown).catch((err: unknown) => {
     throw new SandboxError(
       `the checkout could not be measured before the run: ${err instanceof Error ? err.message : String(err)}`,

@@ -67,12 +67,6 @@ export interface SandboxRun {
    * With it, stdout and stderr are kept apart: `output` holds stdout, `stderr` the rest.
    */
   onStdoutLine?: (line: string) => void;
-  /**
-   * How much the checkout may grow during the run, in MB (default DEFAULT_CHECKOUT_GROWTH_MB).
-   * Measured while the command runs and at its end: over it, everything is killed and the
-   * result says `diskExceeded`.
-   */
-  checkoutGrowthMb?: number;
 }
 
 export interface SandboxResult {
@@ -88,8 +82,9 @@ export interface SandboxResult {
   /** The command's stderr, capped, when kept apart (onStdoutLine); otherwise absent. */
   stderr?: string;
   /**
-   * The checkout grew past its bound (checkoutGrowthMb): the run was stopped, or the command
-   * had ended over it. A clear sentence is also appended to `output`.
+   * The checkout grew past its bound (limits.diskMb, measured while the command runs and at its
+   * end): the run was stopped, or the command had ended over it. A clear sentence is also
+   * appended to `output`.
    */
   diskExceeded?: { grownMb: number; limitMb: number };
   durationMs: number;

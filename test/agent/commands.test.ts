@@ -215,15 +215,22 @@ describe('run_command', { skip }, () => {
     assert.equal(log.filter((e) => e.type === 'sandbox.unavailable').length, 0);
   });
 
-  test('a command in a folder, a folder outside the checkout refused, a timeout over the limit lowered', async () => {
+  test("a command in a folder, a folder outside the checkout refused, a timeout over the limit lowered, the project's disk bound", async () => {
     const project = await svc.createProject({ repository: origin.url, ref: 'main' });
-    assert.equal((await patch(project.id, { commandTimeoutSeconds: 2 })).status, 200);
+    assert.equal(
+      (await patch(project.id, { commandTimeoutSeconds: 2, commandDiskMb: 16 })).status,
+      200,
+    );
     llm.script(
       toolCalls([{ name: 'run_command', input: { command: 'mkdir -p sub && cd sub && pwd' } }]),
       toolCalls([{ name: 'run_command', input: { command: 'pwd', cwd: 'sub' } }]),
       toolCalls([{ name: 'run_command', input: { command: 'pwd', cwd: '../..' } }]),
       toolCalls([{ name: 'run_command', input: { command: 'ls', cwd: '.git' } }]),
       toolCalls([{ name: 'run_command', input: { command: 'sleep 30', timeoutSeconds: 600 } }]),
+      toolCalls([
+        { name: 'run_command', input: { command: 'head -c 20971520 /dev/zero > big.bin' } },
+      ]),
+      toolCalls([{ name: 'run_command', input: { command: 'rm -f big.bin' } }]),
       reply('Nothing to change'),
     );
     const jobId = await create('Look around', project.id);
@@ -236,11 +243,13 @@ describe('run_command', { skip }, () => {
     assert.match(last(4), /"error":"Error: path '\.git' is inside \.git\//);
     assert.match(last(5), /Timed out: stopped after its time limit of 2 s/);
     assert.match(last(5), /timeoutSeconds 600 is over the project's limit; 2 s was used/);
+    assert.match(last(6), /over the limit of 16 MB/);
     const finished = (await events(jobId, project.id)).filter((e) => e.type === 'command.finished');
     // The refused calls ran nothing.
-    assert.equal(finished.length, 3);
-    assert.equal(finished.at(-1)?.data.timedOut, true);
-    assert.ok(Number(finished.at(-1)?.data.durationMs) < 10_000);
+    assert.equal(finished.length, 5);
+    const timedOut = finished[2];
+    assert.equal(timedOut?.data.timedOut, true);
+    assert.ok(Number(timedOut?.data.durationMs) < 10_000);
   });
 
   test('archiving the job while a command runs kills it: the turn ends and no process is left', async () => {
@@ -369,6 +378,7 @@ describe('run_command', { skip }, () => {
       commandMemoryMb: body?.commandMemoryMb,
       commandProcesses: body?.commandProcesses,
       commandFileSizeMb: body?.commandFileSizeMb,
+      commandDiskMb: body?.commandDiskMb,
     });
     const defaults = {
       commandsEnabled: true,
@@ -379,6 +389,7 @@ describe('run_command', { skip }, () => {
       commandMemoryMb: DEFAULT_LIMITS.memoryMb,
       commandProcesses: DEFAULT_LIMITS.processes,
       commandFileSizeMb: DEFAULT_LIMITS.fileSizeMb,
+      commandDiskMb: DEFAULT_LIMITS.diskMb,
     };
     assert.deepEqual(fields(created.json), defaults);
     const set = {
@@ -390,6 +401,7 @@ describe('run_command', { skip }, () => {
       commandMemoryMb: 512,
       commandProcesses: 64,
       commandFileSizeMb: 10,
+      commandDiskMb: 20000,
     };
     const updated = await patch(id, set);
     assert.equal(updated.status, 200, updated.text);
@@ -420,6 +432,7 @@ describe('run_command', { skip }, () => {
       [{ commandMemoryMb: 10 }, /"commandMemoryMb" must be a whole number from 64 to 65536/],
       [{ commandProcesses: 100000 }, /"commandProcesses" must be a whole number from 16 to 4096/],
       [{ commandFileSizeMb: 0 }, /"commandFileSizeMb" must be a whole number from 1 to 65536/],
+      [{ commandDiskMb: 8 }, /"commandDiskMb" must be a whole number from 16 to 1048576/],
     ];
     for (const [body, message] of refusals) {
       const res = await patch(id, body);
@@ -462,6 +475,8 @@ describe('run_command', { skip }, () => {
       '32',
       '--command-file-size',
       '5',
+      '--command-disk',
+      '8192',
       '--json',
     ]);
     assert.equal(made.code, 0, made.stderr);
@@ -476,8 +491,9 @@ describe('run_command', { skip }, () => {
         project.commandMemoryMb,
         project.commandProcesses,
         project.commandFileSizeMb,
+        project.commandDiskMb,
       ],
-      [90, 45, 1024, 32, 5],
+      [90, 45, 1024, 32, 5, 8192],
     );
     const id = String(project.id);
     const updated = await cli([
@@ -522,6 +538,10 @@ describe('run_command', { skip }, () => {
         `name="commandTimeoutSeconds" inputmode="numeric" value="${DEFAULT_LIMITS.timeoutSeconds}"`,
       ),
     );
+    assert.match(
+      page.text,
+      new RegExp(`name="commandDiskMb" inputmode="numeric" value="${DEFAULT_LIMITS.diskMb}"`),
+    );
     // A fresh new-project form has commands on, as the API's default.
     const projects = await http(svc.url, 'GET', '/projects', {
       headers: { accept: 'text/html', cookie },
@@ -550,6 +570,7 @@ describe('run_command', { skip }, () => {
       commandTimeoutSeconds: String(DEFAULT_LIMITS.timeoutSeconds),
       commandCpuSeconds: '30',
       commandMemoryMb: '',
+      commandDiskMb: '10240',
     });
     // Redirected (fetch follows) to the settings page, saved.
     assert.equal(saved.status, 200);
@@ -565,6 +586,7 @@ describe('run_command', { skip }, () => {
     assert.equal(stored.command_timeout_seconds, null);
     assert.equal(stored.command_cpu_seconds, 30);
     assert.equal(stored.command_memory_mb, null);
+    assert.equal(stored.command_disk_mb, 10240);
 
     const refused = await post({ commandsEnabled: '1', commandProcesses: 'many' });
     assert.equal(refused.status, 400);

@@ -48,7 +48,7 @@ describe('scratch space', { skip }, () => {
 
 describe('how much the checkout may grow', { skip }, () => {
   test('a command that stays within the bound: no note, and its files stay', async () => {
-    const r = await run(checkout, fill('within', 2), { checkoutGrowthMb: 3 });
+    const r = await run(checkout, fill('within', 2), { limits: { ...TEST_LIMITS, diskMb: 3 } });
     assert.equal(r.exitCode, 0, r.output);
     assert.equal(r.diskExceeded, undefined);
     assert.doesNotMatch(r.output, /errand:/);
@@ -56,7 +56,7 @@ describe('how much the checkout may grow', { skip }, () => {
   });
 
   test('a command that ends over the bound is reported, with a clear note', async () => {
-    const r = await run(checkout, fill('over', 4), { checkoutGrowthMb: 2 });
+    const r = await run(checkout, fill('over', 4), { limits: { ...TEST_LIMITS, diskMb: 2 } });
     assert.equal(r.exitCode, 0, r.output);
     // 4 MB of files and their directory's own blocks, rounded up.
     assert.equal(r.diskExceeded?.limitMb, 2);
@@ -71,8 +71,7 @@ describe('how much the checkout may grow', { skip }, () => {
   test('a command still writing is stopped once a measurement finds it over', async () => {
     // It would write for its whole time limit; the bound stops it well before.
     const r = await run(checkout, `${fill('runaway', 8)}; echo written; exec sleep 600`, {
-      checkoutGrowthMb: 4,
-      limits: { ...TEST_LIMITS, timeoutSeconds: 60 },
+      limits: { ...TEST_LIMITS, timeoutSeconds: 60, diskMb: 4 },
     });
     assert.equal(r.timedOut, false);
     assert.equal(r.exitCode, null);
@@ -84,11 +83,14 @@ describe('how much the checkout may grow', { skip }, () => {
 
   test('growth counts from where the run began, not the checkout as a whole', async () => {
     // The checkout already holds several MB from the tests above; a small write is fine.
-    const r = await run(checkout, fill('small', 1), { checkoutGrowthMb: 2 });
+    const r = await run(checkout, fill('small', 1), { limits: { ...TEST_LIMITS, diskMb: 2 } });
     assert.equal(r.diskExceeded, undefined, r.output);
   });
 
   test('a bound that is no whole number of MB is refused', async () => {
-    await assert.rejects(run(checkout, 'true', { checkoutGrowthMb: 0 }), /checkoutGrowthMb/);
+    await assert.rejects(
+      run(checkout, 'true', { limits: { ...TEST_LIMITS, diskMb: 0 } }),
+      /limit diskMb must be a whole number of at least 1/,
+    );
   });
 });

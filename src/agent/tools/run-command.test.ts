@@ -69,7 +69,9 @@ describe('run_command', { skip }, () => {
 
   test('a command that grows the checkout past its bound is not ok, and the model is told', async (t) => {
     const repo = await makeRepo(t);
-    const opts = options(repo.root, { checkoutGrowthMb: 1 });
+    const opts = options(repo.root, {
+      limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20, diskMb: 1 },
+    });
     const write = 'head -c 3145728 /dev/zero > big.bin';
     const ended = await runCommand(opts, { command: write });
     assert.equal(ended.ok, false);

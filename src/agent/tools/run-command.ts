@@ -34,8 +34,6 @@ export interface RunCommandOptions {
   emit: (type: string, data: Record<string, unknown>) => Promise<void>;
   /** Values never shown to the model, should a command's output hold one. */
   secrets: readonly string[];
-  /** How much one command may grow the checkout, in MB (default: the sandbox's). */
-  checkoutGrowthMb?: number;
 }
 
 const inputSchema = z.object({
@@ -125,7 +123,6 @@ export async function runCommand(
     network: false,
     signal,
     outputCap: COMMAND_OUTPUT_CAP,
-    ...(opts.checkoutGrowthMb === undefined ? {} : { checkoutGrowthMb: opts.checkoutGrowthMb }),
   });
   await opts.emit('command.finished', {
     command: input.command,

@@ -46,6 +46,7 @@ const patchSpec: RouteSpec = {
 
 const PROJECT_FIELDS = [
   'commandCpuSeconds',
+  'commandDiskMb',
   'commandFileSizeMb',
   'commandMemoryMb',
   'commandProcesses',
@@ -131,6 +132,7 @@ describe('admin project routes', () => {
       assert.equal(project.commandMemoryMb, DEFAULT_LIMITS.memoryMb);
       assert.equal(project.commandProcesses, DEFAULT_LIMITS.processes);
       assert.equal(project.commandFileSizeMb, DEFAULT_LIMITS.fileSizeMb);
+      assert.equal(project.commandDiskMb, DEFAULT_LIMITS.diskMb);
       isoNear(project.createdAt);
       isoNear(project.updatedAt);
 

@@ -55,6 +55,7 @@ const projectRecord = z
     commandMemoryMb: z.number().int(),
     commandProcesses: z.number().int(),
     commandFileSizeMb: z.number().int(),
+    commandDiskMb: z.number().int(),
     jobBudgetUsd: z
       .number()
       .nullable()
