@@ -16,7 +16,7 @@ try {
   await streamsBench([]);
   // Issue 21's figures with the scripted model; rewrites its table in docs/benchmarks.md.
   await contextBench([]);
-  // Issue 19's figures next to their limits; rewrites its table in README.md.
+  // Issue 19's figures next to their limits; rewrites its table in docs/benchmarks.md.
   await perfBench([]);
   process.exit(0);
 } catch (err) {

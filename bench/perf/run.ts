@@ -2,7 +2,7 @@
 // measuring every row once (interleaved), and within a row the figure and its limit back to back
 // (which goes first alternates between rounds). Reports min / median / max over the rounds of
 // the figure, the limit and their ratio (computed per round), writes the raw numbers to
-// bench/results/perf-<time>.json and the table between the markers in README.md.
+// bench/results/perf-<time>.json and the table between the markers in docs/benchmarks.md.
 //
 //   node bench/perf/run.ts [--rounds 3] [--only 1,3,list] [--no-readme] [--pg-url URL]
 //
@@ -80,7 +80,7 @@ const USAGE = `Usage: node bench/perf/run.ts [options]
   --rounds N     rounds; each measures every row once (default 3)
   --only ROWS    comma-separated rows, by number or name: 1 post, 2 get, 3 memory, 4 turn,
                  5 list, 6 followup, 7 first (default: all)
-  --no-readme    do not rewrite the table in README.md (a run with --only never does)
+  --no-readme    do not rewrite the table in docs/benchmarks.md (a run with --only never does)
   --pg-url URL   admin connection to PostgreSQL, to create and drop the bench databases
                  (default $DATABASE_URL, else ${DEFAULT_PG_ADMIN_URL})
   --pgbench PATH pgbench binary (default: PATH, then /usr/lib/postgresql/*/bin)
@@ -1152,10 +1152,12 @@ export async function main(argv: string[] = []): Promise<PerfReport | undefined>
       process.stdout.write(`\n${markdown}\n\nResults: ${report.resultsFile}\n`);
       // A run of some rows only would replace the whole table with part of it.
       if (opts.readme && opts.rows.length < ROWS.length) {
-        process.stdout.write('README.md: not updated (only some rows were measured)\n');
+        process.stdout.write('docs/benchmarks.md: not updated (only some rows were measured)\n');
       } else if (opts.readme) {
         await writeBetweenMarkers(path.join(REPO_ROOT, 'docs', 'benchmarks.md'), markdown);
-        process.stdout.write('README.md: the table between the bench:perf markers was updated\n');
+        process.stdout.write(
+          'docs/benchmarks.md: the table between the bench:perf markers was updated\n',
+        );
       }
       return report;
     };
