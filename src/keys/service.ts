@@ -1,6 +1,7 @@
 // Minting, listing, revoking and checking API keys. A key is shown once, when it is made;
 // the database keeps only its SHA-256 hash and its first characters for display.
 import { sql } from 'kysely';
+import type { ApiKey } from '../client/records.ts';
 import type { Db } from '../db/database.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -13,16 +14,8 @@ export interface Principal {
   projectId: string | null;
 }
 
-export interface KeyRecord {
-  id: string;
-  name: string | null;
-  start: string;
-  projectId: string | null;
-  admin: boolean;
-  createdAt: string;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-}
+/** A key as the admin API shows it (never the key): the OpenAPI component. */
+export type KeyRecord = ApiKey;
 
 export function toKeyRecord(row: ApiKeyRow): KeyRecord {
   return {

@@ -2,58 +2,19 @@
 // pull requests go (the forge and its credentials). Credentials are write-only: stored
 // encrypted or named by environment variable, and never returned.
 import { sql } from 'kysely';
+import type { Project } from '../client/records.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId, randomBase62 } from '../ids.ts';
 import { type ProjectFields, type ProjectsContext, toChanges } from './changes.ts';
-import type { EngineName } from './engine.ts';
-import { type ForgeKind, projectForge } from './forge.ts';
+import { projectForge } from './forge.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 
-export interface ProjectRecord {
-  id: string;
-  name: string;
-  repository: string;
-  ref: string;
-  model: string | null;
-  forge: {
-    kind: ForgeKind;
-    apiUrl: string | null;
-    /** True when the kind was inferred from the repository URL. */
-    inferred: boolean;
-    /** How credentials are given; never the credentials themselves. */
-    credentials: 'none' | 'token-env' | 'stored-token' | 'github-app';
-    tokenEnv: string | null;
-  };
-  /** Whether the forge's webhook deliveries have a secret to be checked with (never the secret). */
-  forgeWebhookSecretSet: boolean;
-  /** The handle forge comments mention to reach Errand, without the @. */
-  forgeHandle: string;
-  /** The label that makes a forge issue a job. */
-  forgeLabel: string;
-  draftPullRequests: boolean;
-  /** The agent's run_command tool; offered only where the sandbox works. */
-  commandsEnabled: boolean;
-  /** Run in the sandbox before the agent, each time a turn's workspace is prepared. */
-  setupCommand: string | null;
-  /** Whether setupCommand has network access (the agent's commands never do). */
-  setupNetwork: boolean;
-  /** The limits each command runs under (the sandbox's defaults unless set). */
-  commandTimeoutSeconds: number;
-  commandCpuSeconds: number;
-  commandMemoryMb: number;
-  commandProcesses: number;
-  commandFileSizeMb: number;
-  commandDiskMb: number;
-  /** What all turns of one job may cost, in US dollars; null: no budget. */
-  jobBudgetUsd: number | null;
-  /** What the project's jobs may cost in a calendar month (UTC), in US dollars; null: none. */
-  monthlyBudgetUsd: number | null;
-  /** The agent that runs its turns (src/projects/engine.ts). */
-  engine: EngineName;
-  createdAt: string;
-  updatedAt: string;
-}
+/**
+ * A project as the admin API shows it: the OpenAPI component, generated from the route's
+ * schema (src/http/routes/admin-projects.ts), where each field is described.
+ */
+export type ProjectRecord = Project;
 
 /** The limits a project's commands run under: its own where set, else the sandbox's defaults. */
 export function projectCommandLimits(row: ProjectRow): SandboxLimits {
