@@ -14,8 +14,6 @@ import { CappedOutput, LineSplitter } from './output.ts';
 import { descendants, RunCgroup, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
 
-/** How much a run may grow its checkout (and HOME) by, unless it says otherwise. */
-
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
 export class SandboxError extends Error {
   override name = 'SandboxError';
@@ -102,7 +100,6 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     throw err;
   }
   const grown = run.home === undefined ? [run.checkout] : [run.checkout, run.home];
-  const growthLimitMb = run.limits.diskMb;
   const baseline = await diskUsage(grown).catch((err: unknown) => {
     throw new SandboxError(
       `the checkout could not be measured before the run: ${err instanceof Error ? err.message : String(err)}`,
@@ -248,7 +245,8 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     };
     const overLimit = (bytes: number) => {
       const grownMb = Math.ceil(Math.max(0, bytes - baseline) / MB);
-      return grownMb > growthLimitMb ? { grownMb, limitMb: growthLimitMb } : undefined;
+      const limitMb = run.limits.diskMb;
+      return grownMb > limitMb ? { grownMb, limitMb } : undefined;
     };
     // While the command runs: measured now and then (never more than a fifth of the time spent
     // measuring), and stopped at once past the bound. A walk that trips over a file the command

@@ -120,11 +120,11 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
   });
   const dropped = new Set([...DROPPED, ...added.map(([name]) => name)]);
 
-  // mkdtemp makes the directory 0700: only this user may reach the socket inside.
   const limit = options.callLimit;
   if (limit && (!Number.isInteger(limit.calls) || limit.calls < 0)) {
     throw new InvalidProxyError('callLimit.calls must be a whole number, 0 or more');
   }
+  // mkdtemp makes the directory 0700: only this user may reach the socket inside.
   const dir = await mkdtemp(join(options.parentDir ?? tmpdir(), 'errand-model-'));
   const socketPath = join(dir, 'model.sock');
   let calls = 0;

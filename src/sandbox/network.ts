@@ -26,8 +26,9 @@ const STDERR_CAP = 2_000;
 const SANDBOX_RESOLVER = '169.254.1.1';
 
 /** A network run's /etc/resolv.conf: the host's search domains and options, the mapped resolver. */
-export async function sandboxResolvConf(hostFile = '/etc/resolv.conf'): Promise<string> {
-  const host = await readFile(hostFile, 'utf8').catch(() => '');
+export async function sandboxResolvConf(): Promise<string> {
+  // A host without one has no search domains or options to keep, and pasta no resolver to map.
+  const host = await readFile('/etc/resolv.conf', 'utf8').catch(() => '');
   const kept = host.split('\n').filter((line) => /^(search|domain|options)\s/.test(line));
   return [...kept, `nameserver ${SANDBOX_RESOLVER}`, ''].join('\n');
 }
