@@ -3,7 +3,7 @@
 // server is left running), starts and kills in a loop, and a disk that fills up while jobs are
 // created (503s, nothing half written, and creates work again once space is freed).
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, statfs, writeFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -137,6 +137,59 @@ describe('serve on its embedded PostgreSQL, killed and starved', () => {
       await second.stop();
     }
     await assertNoServer(cluster);
+  });
+
+  test('serve and its PostgreSQL killed together, their pids taken by other processes: it starts again at once and keeps every 201', async () => {
+    const db = await createEmbeddedDataDir();
+    databases.push(db);
+    const layout = embeddedLayout(db.dataDir);
+    const first = await startServe(db.dataDir, ['--no-worker'], ENV);
+    const { key, projectId } = await project(first, db.dataDir);
+    const accepted = new Map<string, string>();
+    let killed = false;
+    const client = async (n: number) => {
+      for (let i = 0; !killed; i++) {
+        const prompt = `crash ${n}.${i}`;
+        const res = await http(first.url, 'POST', `/v2/agent/${projectId}/job`, {
+          key,
+          body: { prompt },
+        }).catch(() => undefined);
+        if (!res) return;
+        if (res.status === 201) accepted.set(res.json.id ?? '', prompt);
+        else assert.equal(res.status, 503, res.text);
+      }
+    };
+    const clients = Array.from({ length: 8 }, (_, n) => client(n));
+    await waitFor('a hundred creates', async () => (accepted.size >= 100 ? true : undefined));
+    // A power cut, or a container's crash: both at the same moment, neither told.
+    const pidFile = path.join(layout.cluster, 'postmaster.pid');
+    const socketLock = path.join(layout.socketDir, '.s.PGSQL.5432.lock');
+    const postmaster = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+    const exit = first.stop('SIGKILL');
+    process.kill(postmaster, 'SIGKILL');
+    killed = true;
+    await exit;
+    await Promise.all(clients);
+    // After a restart the old pids belong to other processes (in a container they start from
+    // 1 again): both lock files now name a live process that is not PostgreSQL.
+    const other = spawn('sleep', ['300'], { stdio: 'ignore' });
+    try {
+      for (const file of [pidFile, socketLock]) {
+        const lines = (await readFile(file, 'utf8')).split('\n');
+        lines[0] = String(other.pid);
+        await writeFile(file, lines.join('\n'));
+      }
+      const second = await startServe(db.dataDir, ['--no-worker'], ENV);
+      try {
+        await assertWhole(second.url, key, projectId, accepted);
+        assert.equal(other.exitCode, null, 'the unrelated process was touched');
+      } finally {
+        await second.stop();
+      }
+    } finally {
+      other.kill('SIGKILL');
+    }
+    await assertNoServer(layout.cluster);
   });
 
   test('started and stopped in a loop, by SIGKILL and SIGTERM: it recovers every time and keeps every job', async () => {

@@ -2,7 +2,7 @@
 // (whole or not at all), the server a killed process left running on it, and why a start as
 // root failed when the system refused a user namespace.
 import { randomBytes } from 'node:crypto';
-import { readFile, rename, rm } from 'node:fs/promises';
+import { readdir, readFile, readlink, realpath, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import type { Logger } from '../../log.ts';
@@ -49,47 +49,106 @@ export function serverSettings(layout: EmbeddedLayout, extra: Readonly<Record<st
 }
 
 /**
- * A server still running on the cluster, left by an Errand process that was killed where the
- * server could not be told (no setpriv): it is ours (its command line names this cluster), and
- * since this process holds the data directory's lock, no live process uses it. It is stopped,
- * as `serve` would have stopped it. A postmaster.pid naming a process that is not this cluster's
- * server (its pid reused after a reboot) is stale and removed, or PostgreSQL would refuse to
- * start.
+ * Whatever a killed Errand left of the cluster's server, made safe to start on. This process
+ * holds the data directory's lock, so no live Errand uses the cluster: every process still
+ * working in it is a leftover. PostgreSQL's processes (the server and each backend) all work
+ * in the cluster's directory, whatever their command lines say, so they are found by that: a
+ * server left running (a `serve` killed where setpriv could not tell it) is stopped as `serve`
+ * would have stopped it, and backends that outlived a killed server are waited for, then
+ * killed: PostgreSQL refuses to start while one still holds the old shared memory.
+ *
+ * Then the lock files: the data directory's `postmaster.pid` and the socket's
+ * `.s.PGSQL.5432.lock` each name the server that wrote them. PostgreSQL starts over a file
+ * whose process is dead (and cleans up after it), but refuses one whose pid now names any live
+ * process, which after a crash is common: a restarted container's pids start again from 1.
+ * With no process of the cluster left, such a file is stale and is removed, as is one that is
+ * empty or garbled (a server killed while writing it).
  */
-export async function stopLeftover(cluster: string, log: Logger): Promise<void> {
-  const pidFile = path.join(cluster, 'postmaster.pid');
-  const text = await readFile(pidFile, 'utf8').catch(() => undefined);
-  const pid = Number(text?.split('\n')[0]);
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
-  let args: string[];
-  try {
-    args = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
-  } catch (err) {
-    throw new EmbeddedStartError(
-      `${pidFile} names process ${pid}, which this user cannot inspect (${(err as Error).message}); if no PostgreSQL runs on ${cluster}, remove that file`,
+export async function stopLeftover(layout: EmbeddedLayout, log: Logger): Promise<void> {
+  const cluster = await realpath(layout.cluster);
+  const pidFile = path.join(layout.cluster, 'postmaster.pid');
+  const server = await lockPid(pidFile);
+  if (typeof server === 'number' && (await clusterProcesses(cluster)).includes(server)) {
+    log.warn(
+      { pid: server },
+      'stopping the embedded PostgreSQL left running by an Errand process that ended',
+    );
+    await signalUntilGone(
+      [server],
+      [
+        ['SIGINT', 30_000],
+        ['SIGQUIT', 5_000],
+        ['SIGKILL', 5_000],
+      ],
     );
   }
-  const flag = args.indexOf('-D');
-  if (flag < 0 || args[flag + 1] !== cluster) {
-    log.warn({ pid }, 'removing a stale postmaster.pid: its process is not this cluster’s server');
-    await rm(pidFile, { force: true });
-    return;
+  const orphans = await clusterProcesses(cluster);
+  if (orphans.length > 0) {
+    log.warn(
+      { pids: orphans },
+      'waiting for processes of the embedded PostgreSQL that outlived their server',
+    );
+    // They end by themselves once they see their server gone; SIGKILL is for one that hangs.
+    await signalUntilGone(orphans, [
+      [undefined, 5_000],
+      ['SIGKILL', 5_000],
+    ]);
+    const still = await clusterProcesses(cluster);
+    if (still.length > 0)
+      throw new EmbeddedStartError(
+        `processes ${still.join(', ')} still work in ${layout.cluster} and did not end when killed: the embedded database does not start while they hold it`,
+      );
   }
-  log.warn(
-    { pid },
-    'stopping the embedded PostgreSQL left running by an Errand process that ended',
-  );
-  for (const [signal, ms] of [
-    ['SIGINT', 30_000],
-    ['SIGQUIT', 5_000],
-    ['SIGKILL', 5_000],
-  ] as const) {
-    try {
-      process.kill(pid, signal);
-    } catch {
-      return;
+  for (const file of [pidFile, path.join(layout.socketDir, `.s.PGSQL.${PORT}.lock`)]) {
+    const pid = await lockPid(file);
+    if (pid === null || (pid !== undefined && alive(pid))) {
+      log.warn({ file, pid }, 'removing a stale lock file of the embedded PostgreSQL');
+      await rm(file, { force: true });
     }
-    if (await waitGone(pid, ms)) return;
+  }
+}
+
+/**
+ * The pid a PostgreSQL lock file names (its first line); null for a file that is there but
+ * names none, undefined when there is no file.
+ */
+async function lockPid(file: string): Promise<number | null | undefined> {
+  const text = await readFile(file, 'utf8').catch(() => undefined);
+  if (text === undefined) return undefined;
+  const pid = Number(text.split('\n')[0]);
+  return Number.isInteger(pid) && pid > 0 ? pid : null;
+}
+
+/** The processes whose working directory is `cluster` (its real path): its server's. */
+async function clusterProcesses(cluster: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid) || pid === process.pid) continue;
+    // A process of another user (not the server's) cannot be read, and is not one.
+    const cwd = await readlink(`/proc/${pid}/cwd`).catch(() => undefined);
+    if (cwd === cluster) found.push(pid);
+  }
+  return found;
+}
+
+/** Sends each signal in turn (none: only waits) until every pid is gone, each step bounded. */
+async function signalUntilGone(
+  pids: readonly number[],
+  steps: readonly (readonly [NodeJS.Signals | undefined, number])[],
+): Promise<void> {
+  for (const [signal, ms] of steps) {
+    const left = pids.filter(alive);
+    if (left.length === 0) return;
+    for (const pid of left) {
+      if (signal === undefined) continue;
+      try {
+        process.kill(pid, signal);
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+    await Promise.all(left.map((pid) => waitGone(pid, ms)));
   }
 }
 

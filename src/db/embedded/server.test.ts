@@ -192,14 +192,46 @@ describe('the embedded PostgreSQL', () => {
     } finally {
       await second.stop();
     }
-    // A pid file naming a live process that is not a server of this cluster (its pid reused
-    // after a reboot): PostgreSQL would refuse it; it is removed.
-    await writeFile(
-      path.join(layout.cluster, 'postmaster.pid'),
-      `${process.pid}\n${layout.cluster}\n0\n5432\n\n\n0 0\nready\n`,
-    );
-    const third = await EmbeddedPostgres.start({ dataDir, log });
-    await third.stop();
+    // Lock files naming a live process that is not a server of this cluster (its pid reused
+    // after a reboot or a container's restart): PostgreSQL would refuse them; they are removed.
+    // Not this process's pid: PostgreSQL takes its parent's for stale by itself.
+    const socketLock = path.join(layout.socketDir, '.s.PGSQL.5432.lock');
+    const unrelated = spawn('sleep', ['300'], { stdio: 'ignore' });
+    try {
+      await writeFile(
+        path.join(layout.cluster, 'postmaster.pid'),
+        `${unrelated.pid}\n${layout.cluster}\n0\n5432\n\n\n0 0\nready\n`,
+      );
+      await writeFile(
+        socketLock,
+        `${unrelated.pid}\n${layout.cluster}\n0\n5432\n${layout.socketDir}\n`,
+      );
+      const third = await EmbeddedPostgres.start({ dataDir, log });
+      await third.stop();
+      assert.equal(unrelated.exitCode, null, 'the unrelated process was touched');
+    } finally {
+      unrelated.kill('SIGKILL');
+    }
+    // And a lock file cut short while it was written.
+    await writeFile(socketLock, '');
+    const fourth = await EmbeddedPostgres.start({ dataDir, log });
+    await fourth.stop();
+  });
+
+  test('never starts a second server on a cluster whose server still runs', async () => {
+    const dataDir = path.join(root, 'running');
+    const first = await EmbeddedPostgres.start({ dataDir, log });
+    try {
+      const pid = first.pid;
+      await assert.rejects(
+        EmbeddedPostgres.start({ dataDir, log }),
+        /in use by another Errand process/,
+      );
+      assert.equal(first.pid, pid);
+      assert.deepEqual(await query(first, 'SELECT 1 AS one'), [{ one: 1 }]);
+    } finally {
+      await first.stop();
+    }
   });
 
   test('starts its server again when it stops by itself', async () => {

@@ -111,7 +111,7 @@ export class EmbeddedPostgres {
         throw new EmbeddedStartError(
           `the embedded database in ${layout.cluster} was made by PostgreSQL ${major}, and this Errand runs PostgreSQL ${programs.major}: export it with the Errand version that made it (errand export FILE), then import it here (errand import FILE) into a new data directory`,
         );
-      else await stopLeftover(layout.cluster, opts.log);
+      else await stopLeftover(layout, opts.log);
       const password = (await readFile(layout.passwordFile, 'utf8').catch(() => '')).trim();
       if (!password)
         throw new EmbeddedStartError(
