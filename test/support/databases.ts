@@ -47,16 +47,42 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     dataDir,
     databaseUrl: url.toString(),
     async drop() {
-      const client = new pg.Client({ connectionString: server });
-      await client.connect();
-      try {
-        await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      } finally {
-        await client.end();
-      }
+      await dropDatabase(server, name);
       await rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * Drops a test database with no more rights than making it took (CREATEDB, and owning it):
+ * `WITH (FORCE)` would also terminate backends of other roles, which only a superuser may (the
+ * embedded test server's role is not one, and an autovacuum worker may be on the database at
+ * that moment). So the role's own backends still connected are terminated, which any role may
+ * do to its own, and a plain DROP, which stops autovacuum workers itself, is tried again while
+ * one of them is still going away.
+ */
+async function dropDatabase(server: string, name: string): Promise<void> {
+  const client = new pg.Client({ connectionString: server });
+  await client.connect();
+  try {
+    for (let attempt = 1; ; attempt++) {
+      await client.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+         WHERE datname = $1 AND usename = current_user AND pid <> pg_backend_pid()`,
+        [name],
+      );
+      try {
+        await client.query(`DROP DATABASE IF EXISTS ${name}`);
+        return;
+      } catch (err) {
+        // 55006: "being accessed by other users", a backend that has not ended yet.
+        if ((err as { code?: string }).code !== '55006' || attempt >= 50) throw err;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    await client.end();
+  }
 }
 
 /** A fresh data directory for a service in the embedded mode (it starts its own PostgreSQL). */
