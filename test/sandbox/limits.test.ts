@@ -282,10 +282,32 @@ describe('as an ordinary user', { skip }, () => {
       await mkdir(join(dir, 'checkout', '.git'), { recursive: true });
       await execFileP('chown', ['-R', '65534:65534', dir]);
       await chmod(dir, 0o755);
-      const script = new URL('./as-user.ts', import.meta.url).pathname;
+      // The clone may sit in a directory nobody cannot enter (/root): in a mount namespace of
+      // its own, the child sees the clone at a path of the temporary directory instead.
+      const repo = new URL('../..', import.meta.url).pathname;
+      const reachable = await readableByOthers(repo);
+      if (!reachable) return t.skip(`nobody cannot read this clone's files (${repo})`);
+      const view = join(dir, 'errand');
+      await mkdir(view);
       const { stdout } = await execFileP(
-        setpriv,
-        ['--reuid=65534', '--regid=65534', '--clear-groups', node, script, join(dir, 'checkout')],
+        'unshare',
+        [
+          '--mount',
+          '--propagation=private',
+          'sh',
+          '-c',
+          'mount --bind "$1" "$2" && shift 2 && exec "$@"',
+          'sh',
+          repo,
+          view,
+          setpriv,
+          '--reuid=65534',
+          '--regid=65534',
+          '--clear-groups',
+          node,
+          join(view, 'test/sandbox/as-user.ts'),
+          join(dir, 'checkout'),
+        ],
         { env: { PATH: '/usr/bin:/bin', HOME: dir }, cwd: dir, timeout: 120_000 },
       );
       const report = JSON.parse(stdout) as Record<string, unknown>;
@@ -309,3 +331,22 @@ describe('as an ordinary user', { skip }, () => {
     }
   });
 });
+
+/**
+ * Whether a user other than the owner may read the clone once it is reachable: its root and
+ * test files world-readable and its directories world-searchable (a umask of 077 makes none).
+ */
+async function readableByOthers(repo: string): Promise<boolean> {
+  const checks: [string, number][] = [
+    [repo, 0o005],
+    [join(repo, 'test/sandbox'), 0o005],
+    [join(repo, 'test/sandbox/as-user.ts'), 0o004],
+    [join(repo, 'src/sandbox/sandbox.ts'), 0o004],
+    [join(repo, 'node_modules'), 0o005],
+  ];
+  for (const [file, bits] of checks) {
+    const info = await stat(file).catch(() => undefined);
+    if (!info || (info.mode & bits) !== bits) return false;
+  }
+  return true;
+}
