@@ -4,7 +4,8 @@
 // under a command are what it must print (… is anything), so the README cannot drift.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
@@ -159,5 +160,55 @@ describe('README quick start (the embedded database, as the quick start has it)'
       '# Contributing\n\nSend a patch.',
     );
     llm.assertDone();
+  });
+});
+
+/**
+ * The machine's own npx (not the npm this checkout brings, which `npm test` puts first on
+ * PATH): the one a user types `npx errand` with, on whatever Node the machine has.
+ */
+async function machineNpx(): Promise<string | undefined> {
+  const ours = path.resolve(new URL('../..', import.meta.url).pathname, 'node_modules');
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (!dir || path.resolve(dir).startsWith(ours)) continue;
+    const npx = path.join(dir, 'npx');
+    if (
+      await access(npx, constants.X_OK).then(
+        () => true,
+        () => false,
+      )
+    )
+      return npx;
+  }
+  return undefined;
+}
+
+describe('README quick start on the machine’s own Node and npm', () => {
+  test('`npx errand` prints Errand’s output and nothing of npm’s (Node 20 included)', async (t) => {
+    const npx = await machineNpx();
+    if (!npx) return t.skip('no npx on PATH outside this checkout');
+    const dir = path.dirname(npx);
+    const checkout = new URL('../..', import.meta.url).pathname;
+    // npm speaks up when npx first puts the checkout in its cache: a new cache, as on a fresh
+    // machine, makes every run the first.
+    const cache = await makeTempDir('npx-cache');
+    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>(
+      (resolve) => {
+        const child = spawn(npx, ['errand', '--version'], {
+          // The user's shell: the machine's Node first, none of this test run's npm settings.
+          env: { PATH: `${dir}:/usr/bin:/bin`, HOME: cache, npm_config_cache: cache },
+          cwd: checkout,
+        });
+        void captureOutput(child).done.then(resolve);
+      },
+    ).finally(() => removeDir(cache));
+    const node = await new Promise<string>((resolve) => {
+      const child = spawn(path.join(dir, 'node'), ['--version'], { env: { PATH: dir } });
+      void captureOutput(child).done.then((r) => resolve(r.stdout.trim()));
+    });
+    t.diagnostic(`the machine's Node: ${node || 'none beside npx'}`);
+    assert.equal(run.code, 0, run.stderr);
+    assert.equal(run.stderr, '', `npx printed more than errand's output on Node ${node}`);
+    assert.match(run.stdout, /^\d+\.\d+\.\d+\n$/);
   });
 });
