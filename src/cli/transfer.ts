@@ -32,7 +32,7 @@ The file holds key hashes, sealed secrets and transcripts: keep it as safe as th
 export const importCommand = defineCommand({
   name: 'import',
   args: ['FILE'],
-  options: DATA_DIR,
+  options: { ...DATA_DIR, 'keep-refused-repos': { type: 'boolean' } },
   summary: 'load an export into an empty database (DATABASE_URL or --data-dir)',
   details: `Loads an export (FILE - reads stdin) into an empty database: DATABASE_URL, or the embedded one
 of --data-dir. It applies the migrations, then loads everything in one transaction, or nothing;
@@ -43,6 +43,11 @@ ERRAND_SECRET_KEY to it (the secret.key of its data directory) for the import an
 Errand process afterwards, or copy that file into the new data directory. For the embedded
 mode, also copy admin.key, which the CLI reads.
 
+Projects on local repositories (a path or file:// URL) work where local repositories are
+allowed: the embedded mode, or ERRAND_ALLOW_LOCAL_REPOS=true. Into a PostgreSQL server without
+that setting, import names such projects and refuses, before it writes anything;
+--keep-refused-repos imports them anyway (their turns fail until their repository is changed).
+
   From the embedded mode to PostgreSQL:
     errand export errand.jsonl
     DATABASE_URL=postgres://… ERRAND_SECRET_KEY="$(cat .errand/secret.key)" errand import errand.jsonl
@@ -51,7 +56,7 @@ mode, also copy admin.key, which the CLI reads.
     const dataDir = values['data-dir'];
     const config = loadConfig(io.env, dataDir === undefined ? {} : { dataDir });
     const { runImport } = await import('./transfer/import.ts');
-    await runImport(config, file);
+    await runImport(config, file, values['keep-refused-repos'] === true);
     return EXIT.ok;
   },
 });

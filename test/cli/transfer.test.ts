@@ -321,6 +321,8 @@ describe('errand export and import', () => {
       await errand(['import', file], {
         DATABASE_URL: target.databaseUrl,
         ERRAND_SECRET_KEY: secretKey,
+        // The projects are on local repositories (file://), as the source's were.
+        ERRAND_ALLOW_LOCAL_REPOS: 'true',
       }),
       'import',
     );
@@ -473,7 +475,7 @@ describe('errand export and import', () => {
       assert.equal(await digest(target), before, `${what}: the file changed`);
       assert.equal(await contents(url), null, `${what}: the database was written`);
     };
-    const key = { ERRAND_SECRET_KEY: secretKey };
+    const key = { ERRAND_SECRET_KEY: secretKey, ERRAND_ALLOW_LOCAL_REPOS: 'true' };
 
     await refusedHere(
       ['import', await variant('v2.jsonl', withHeader({ version: 2 }))],
@@ -547,6 +549,33 @@ describe('errand export and import', () => {
     assert.equal(await digest(file), original);
   });
 
+  test('into a PostgreSQL server that refuses local repositories: the projects named, nothing written, unless told to go on', async () => {
+    const target = await fresh();
+    const url = target.databaseUrl ?? '';
+    const before = await digest(file);
+    const env = { DATABASE_URL: url, ERRAND_SECRET_KEY: secretKey };
+    const run = await errand(['import', file], env);
+    refused(
+      run,
+      /holds \d+ projects whose repositories this server refuses, so their jobs' next turns would fail\. local repositories are disabled on this server \(set ERRAND_ALLOW_LOCAL_REPOS=true to allow them\): prj_\w+ "/,
+      'local repositories on a server that refuses them',
+    );
+    assert.match(run.stderr, /or import them anyway with --keep-refused-repos/);
+    assert.equal(run.stderr.match(/ prj_\w+ "/g)?.length, 10, 'ten projects named');
+    assert.match(run.stderr, /; and \d+ more\. /, 'the rest counted');
+    assert.doesNotMatch(run.stderr, /"forge"/, 'a project on GitHub is named');
+    assert.equal(await contents(url), null, 'the refused import wrote to the database');
+    assert.equal(await digest(file), before);
+
+    const kept = ok(await errand(['import', file, '--keep-refused-repos'], env), 'kept');
+    assert.match(kept.stdout, /^imported \d+ projects, /);
+    assert.match(
+      kept.stderr,
+      /^imported anyway \(--keep-refused-repos\), with repositories this server refuses until they are changed\. local repositories are disabled on this server .*: prj_\w+ "/,
+    );
+    assert.notEqual(await contents(url), null);
+  });
+
   test('into a new embedded data directory: refused without the source key, then the keys work', async () => {
     const target = await createEmbeddedDataDir();
     dbs.push(target);
@@ -610,7 +639,13 @@ describe('errand export and import', () => {
     );
     assert.match(exported.stderr, /, 1 forge answer, 2 forge refusals, /);
     const to = await fresh();
-    ok(await errand(['import', out], { DATABASE_URL: to.databaseUrl ?? '' }), 'import');
+    ok(
+      await errand(['import', out], {
+        DATABASE_URL: to.databaseUrl ?? '',
+        ERRAND_ALLOW_LOCAL_REPOS: 'true',
+      }),
+      'import',
+    );
     const rows = async (url: string) => {
       const client = new pg.Client({ connectionString: url });
       await client.connect();

@@ -1,6 +1,7 @@
 // The import's first reading of a file, before the database is touched: it is a whole export
 // this Errand can read, and its sealed secrets open with the secret key set here.
 import { loadMigrations } from '../../db/migrate.ts';
+import { checkRepository } from '../../projects/repository.ts';
 import { open as openSealed } from '../../secrets/box.ts';
 import { errandVersion } from '../../version.ts';
 import { CliError } from '../errors.ts';
@@ -29,6 +30,14 @@ export interface CheckedFile {
   sealed: string[];
   /** Whether turns or webhook deliveries are to be queued again. */
   requeue: boolean;
+  /** Every project of the file, with the repository its turns fetch from. */
+  projects: ExportedProject[];
+}
+
+interface ExportedProject {
+  id: string;
+  name: string;
+  repository: string;
 }
 
 /**
@@ -42,6 +51,7 @@ export async function checkExportFile(file: string, name = file): Promise<Checke
   let end: RowCounts | undefined;
   const counts: RowCounts = {};
   const sealed: string[] = [];
+  const projects: ExportedProject[] = [];
   let requeue = false;
   let lineNo = 0;
   try {
@@ -67,6 +77,12 @@ export async function checkExportFile(file: string, name = file): Promise<Checke
         if (typeof value === 'string' && (table === 'projects' || table === 'webhooks'))
           if (sealed.length < MAX_SEALED_SAMPLES) sealed.push(value);
       }
+      if (table === 'projects')
+        projects.push({
+          id: String(row.id),
+          name: String(row.name),
+          repository: String(row.repository),
+        });
       if (table === 'turns' && (row.state === 'queued' || row.state === 'running')) requeue = true;
       if (table === 'webhook_deliveries' && row.state === 'pending') requeue = true;
     }
@@ -90,7 +106,7 @@ export async function checkExportFile(file: string, name = file): Promise<Checke
         `${name} is damaged: its end line counts ${want} ${table.noun[1]}, the file holds ${have}: nothing was imported`,
       );
   }
-  return { header, counts, sealed, requeue };
+  return { header, counts, sealed, requeue, projects };
 }
 
 function parseHeader(line: string, file: string, newestMigration: number): ExportHeader {
@@ -186,4 +202,39 @@ function opens(secretKey: string, sealed: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** At most this many projects are named in the refusal; the rest are counted. */
+const NAMED_PROJECTS = 10;
+
+/**
+ * The projects whose repositories this server refuses (a local path where local repositories
+ * are off, as on a PostgreSQL server by default): imported, their jobs' next turns would fail.
+ * Refused before anything is written, unless `keep` says to import them anyway; then they are
+ * returned, for the import to name.
+ */
+export function checkRepositories(
+  file: string,
+  checked: CheckedFile,
+  allowLocal: boolean,
+  keep: boolean,
+): string[] {
+  const byReason = new Map<string, string[]>();
+  for (const project of checked.projects) {
+    const check = checkRepository(project.repository, allowLocal);
+    if (check.ok) continue;
+    const named = byReason.get(check.reason) ?? [];
+    named.push(`${project.id} "${project.name}" (${project.repository})`);
+    byReason.set(check.reason, named);
+  }
+  const refused = [...byReason].map(([reason, projects]) => {
+    const more =
+      projects.length > NAMED_PROJECTS ? `; and ${projects.length - NAMED_PROJECTS} more` : '';
+    return `${reason}: ${projects.slice(0, NAMED_PROJECTS).join('; ')}${more}`;
+  });
+  if (refused.length === 0 || keep) return refused;
+  const count = [...byReason.values()].reduce((n, projects) => n + projects.length, 0);
+  throw new CliError(
+    `${file} holds ${count === 1 ? 'a project whose repository' : `${count} projects whose repositories`} this server refuses, so their jobs' next turns would fail. ${refused.join('. ')}. Allow them with the setting named, for the import and for every Errand process on this database, or import them anyway with --keep-refused-repos and give them another repository afterwards. Nothing was imported`,
+  );
 }

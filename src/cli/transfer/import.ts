@@ -16,7 +16,7 @@ import { createLogger, type Logger } from '../../log.ts';
 import { TurnQueue } from '../../queue/queue.ts';
 import { secretKeyPath } from '../../secrets/key-file.ts';
 import { CliError } from '../errors.ts';
-import { type CheckedFile, checkExportFile, checkSecretKey } from './check.ts';
+import { type CheckedFile, checkExportFile, checkRepositories, checkSecretKey } from './check.ts';
 import {
   describeRows,
   keyFileSecret,
@@ -227,8 +227,15 @@ async function spoolStdin(): Promise<{ file: string; remove: () => Promise<void>
   return { file, remove: () => rm(dir, { recursive: true, force: true }) };
 }
 
-/** `errand import FILE`: into the (empty) database of this configuration. */
-export async function runImport(config: Config, file: string): Promise<void> {
+/**
+ * `errand import FILE`: into the (empty) database of this configuration. `keepRefusedRepos`
+ * imports projects whose repositories this server refuses, instead of refusing the file.
+ */
+export async function runImport(
+  config: Config,
+  file: string,
+  keepRefusedRepos = false,
+): Promise<void> {
   const spooled = file === '-' ? await spoolStdin() : undefined;
   const source = spooled?.file ?? file;
   try {
@@ -245,6 +252,7 @@ export async function runImport(config: Config, file: string): Promise<void> {
         ? `, or copy that file to ${secretKeyPath(path.resolve(config.dataDir))}`
         : ', here and for every Errand process on this database',
     );
+    const refusedRepos = checkRepositories(name, checked, config.allowLocalRepos, keepRefusedRepos);
     const log = createLogger('warn');
     const handle = await openDatabase({
       dataDir: config.dataDir,
@@ -265,6 +273,10 @@ export async function runImport(config: Config, file: string): Promise<void> {
             : ''
         }\n`,
       );
+      if (refusedRepos.length > 0)
+        process.stderr.write(
+          `imported anyway (--keep-refused-repos), with repositories this server refuses until they are changed. ${refusedRepos.join('. ')}\n`,
+        );
     } finally {
       await handle.close();
     }
