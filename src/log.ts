@@ -1,5 +1,6 @@
 // The service logger. Redaction happens here, once, for every call site: authorization
-// headers and any field that is named like a secret are replaced before a line is written.
+// headers, any field that is named like a secret, and the values of a logged URL's query
+// parameters named so (a review link's token) are replaced before a line is written.
 import { type Logger, pino } from 'pino';
 
 export type { Logger };
@@ -21,12 +22,37 @@ const REDACT_PATHS = [
   '*.password',
 ];
 
+const CENSOR = '[redacted]';
+
+/** Query parameters whose values are secrets, as the fields of REDACT_PATHS are. */
+const SECRET_PARAMS = new Set(['key', 'apikey', 'token', 'secret', 'password']);
+
+/**
+ * A logged request URL (`url`) without the values of its secret query parameters; the path
+ * and the other parameters stay, to say which request it was.
+ */
+function redactUrl(url: unknown): unknown {
+  if (typeof url !== 'string') return url;
+  const start = url.indexOf('?');
+  if (start < 0) return url;
+  const query = url
+    .slice(start + 1)
+    .split('&')
+    .map((part) => {
+      // The name as the server reads it: `tok%65n` is `token` too.
+      const [name = ''] = new URLSearchParams(part).keys();
+      return SECRET_PARAMS.has(name.toLowerCase()) ? `${part.split('=')[0]}=${CENSOR}` : part;
+    });
+  return `${url.slice(0, start)}?${query.join('&')}`;
+}
+
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
   return pino(
     {
       level,
       base: { service: 'errand' },
-      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      redact: { paths: REDACT_PATHS, censor: CENSOR },
+      serializers: { url: redactUrl },
     },
     destination ?? process.stderr,
   );

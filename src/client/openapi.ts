@@ -176,10 +176,14 @@ export interface paths {
   '/review/{jobId}': {
     /**
      * Review page
-     * @description Errand's review page of a job: its prompts, the agent's summaries and the diff of the work branch. The job id is the capability: no key.
+     * @description Errand's review page of a job: its prompts, the agent's summaries and the diff of the work branch. No API key: it opens with the token of the job's review link (the job's prLink on a plain git remote) until the job is archived, or for a signed-in dashboard session that may see the job's project. Anything else (no token, a wrong one, an archived job's, a job that does not exist) is the same 404.
      */
     get: {
       parameters: {
+        query?: {
+          /** @description The job's review token, as its prLink carries it. */
+          token?: string;
+        };
         path: {
           /** @description The job id. */
           jobId: string;
@@ -192,10 +196,17 @@ export interface paths {
             'text/html': string;
           };
         };
-        /** @description Not found, or of another project. */
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description No job of this id that this request may see: the same for a job that does not exist. A browser (Accept: text/html) gets a page that says so. */
         404: {
           content: {
             'application/json': components['schemas']['Error'];
+            'text/html': string;
           };
         };
         /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
@@ -1840,7 +1851,7 @@ export interface components {
       };
       /** @description The model the job runs on (provider:model). */
       model: string;
-      /** @description The pull request (or review page) once one exists; it stays set afterwards. */
+      /** @description The pull request once one exists; it stays set afterwards. On a plain git remote, Errand's review page: its link carries the token that opens the page without a key (until the job is archived), so share it only with the job's readers. */
       prLink: string | null;
       /** Format: date-time */
       createdAt: string;

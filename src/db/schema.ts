@@ -73,6 +73,8 @@ interface JobsTable {
   turn_count: number;
   review_diff: string | null;
   review_diff_truncated: Generated<boolean>;
+  /** The capability in the job's review link (jobs/review-link.ts); random, made by the database. */
+  review_token: Generated<string>;
   /** The sum of its turns' usage (a Usage of jobs/usage.ts), kept by the lifecycle. */
   usage: Json;
   /** The forge issue the job came from (a JobOrigin); null for jobs made otherwise. */

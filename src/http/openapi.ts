@@ -88,7 +88,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
       tags: [
         { name: 'jobs', description: 'The job API: a project key or an admin key.' },
         { name: 'admin', description: 'Projects and keys: an admin key.' },
-        { name: 'review', description: "Errand's review page: the job id is the capability." },
+        {
+          name: 'review',
+          description:
+            "Errand's review page: opened by the token in the job's review link, or by a dashboard session.",
+        },
         { name: 'health', description: 'For load balancers: no key.' },
         {
           name: 'forges',

@@ -77,7 +77,9 @@ export const jobRecord = z
     prLink: z
       .string()
       .nullable()
-      .describe('The pull request (or review page) once one exists; it stays set afterwards.'),
+      .describe(
+        "The pull request once one exists; it stays set afterwards. On a plain git remote, Errand's review page: its link carries the token that opens the page without a key (until the job is archived), so share it only with the job's readers.",
+      ),
     createdAt: isoTime,
     archivedAt: isoTime.nullable(),
     projectId: z.string(),

@@ -94,14 +94,17 @@ export async function getReviewDiff(
 }
 
 /**
- * A job of any project, by its id alone: for the review page, where the job id (20 random
- * characters) is the capability. Undefined for an unknown or malformed id.
+ * A job of any project, by its id alone, with the token of its review link: for the review page,
+ * which checks the token or the reader's session. Undefined for an unknown or malformed id.
  */
-export async function findJob(ctx: Reader, jobId: string): Promise<JobView | undefined> {
+export async function findReviewJob(
+  ctx: Reader,
+  jobId: string,
+): Promise<(JobView & { review_token: string }) | undefined> {
   if (!isId('job', jobId)) return undefined;
   return ctx.db
     .selectFrom('jobs')
-    .select(JOB_VIEW_COLUMNS)
+    .select([...JOB_VIEW_COLUMNS, 'review_token'])
     .where('id', '=', jobId)
     .executeTakeFirst();
 }

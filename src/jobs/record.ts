@@ -30,8 +30,11 @@ export interface JobRecord {
   updatedAt: string;
 }
 
-/** A job row without the review diff, which can be megabytes and no record shows. */
-export type JobView = Omit<JobRow, 'review_diff' | 'review_diff_truncated'>;
+/**
+ * A job row without the review diff, which can be megabytes and no record shows, and without its
+ * review token, which only the review link and the review page's check read.
+ */
+export type JobView = Omit<JobRow, 'review_diff' | 'review_diff_truncated' | 'review_token'>;
 
 export const JOB_VIEW_COLUMNS = [
   'id',

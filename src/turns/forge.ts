@@ -6,6 +6,7 @@ import type { ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
 import type { Forges } from '../forges/clients.ts';
 import type { ForgeClient, ForgeProvider } from '../forges/types.ts';
+import { bareReviewLink, reviewLink } from '../jobs/review-link.ts';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../jobs/runner.ts';
 import type { ForgeKind } from '../projects/forge.ts';
 import type { GitAuth } from '../repository/auth.ts';
@@ -78,12 +79,15 @@ export async function review(
     signal,
   });
   await input.saveReviewDiff(diff.diff, diff.truncated);
-  const reviewUrl = `${publicBaseUrl(config)}/review/${job.id}`;
   if (!forge.client) {
-    await emit('review.updated', { url: reviewUrl });
-    return { prLink: reviewUrl };
+    // The job's own link, for whoever holds the job: it opens the page by itself.
+    const prLink = reviewLink(publicBaseUrl(config), job.id, job.review_token);
+    await emit('review.updated', { url: prLink });
+    return { prLink };
   }
-  const body = pullRequestBody(input, summary, reviewUrl);
+  // Everyone who reads the pull request reads this link: it opens the page only to a reader
+  // signed in to the dashboard who may see the job.
+  const body = pullRequestBody(input, summary, bareReviewLink(publicBaseUrl(config), job.id));
   const existing = await forge.client.findPullRequest(job.branch, signal);
   if (existing) {
     const pr = await forge.client.updatePullRequest(existing.number, { body }, signal);
@@ -111,7 +115,10 @@ export async function review(
   return { prLink: pr.url, prNumber: pr.number };
 }
 
-/** A running summary: every turn's prompt and the agent's summary, and a link to the job. */
+/**
+ * A running summary: every turn's prompt and the agent's summary, and the bare link to the job's
+ * review page (no token: the pull request's readers see no more through it than it shows).
+ */
 function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): string {
   const { job, turn } = input;
   const turns = [...input.earlier, { seq: turn.seq, prompt: turn.prompt, summary }];
@@ -126,7 +133,7 @@ function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): 
   );
   // A job made from an issue closes it when merged: GitHub, GitLab and Gitea all read this form.
   const closes = job.origin ? `Closes #${job.origin.number}\n\n` : '';
-  return `Opened by Errand for job \`${job.id}\` ([review page](${reviewUrl})).\n\n${closes}${sections.join('\n\n')}\n`;
+  return `Opened by Errand for job \`${job.id}\` ([review page](${reviewUrl}), for those signed in to Errand).\n\n${closes}${sections.join('\n\n')}\n`;
 }
 
 /**

@@ -85,10 +85,17 @@ describe('agent', () => {
     const jobId = await create('Greet the world in the README and start a guide');
     const job = await until(jobId, 'completed');
     assert.equal(job.error, null);
-    // A local repository has no forge: the pull request is Errand's own review page.
-    // The address the API really listens on (the test's port is 0 in the settings).
-    assert.equal(job.prLink, `${svc.url}/review/${jobId}`);
-    const page = await fetch(`${svc.url}/review/${jobId}`);
+    // A local repository has no forge: the pull request is Errand's own review page, at the
+    // address the API really listens on (the test's port is 0 in the settings), with the job's
+    // token: the link opens the page without a key, the job id alone does not.
+    const { review_token } = await svc.service.ctx.db
+      .selectFrom('jobs')
+      .select('review_token')
+      .where('id', '=', jobId)
+      .executeTakeFirstOrThrow();
+    assert.equal(job.prLink, `${svc.url}/review/${jobId}?token=${review_token}`);
+    assert.equal((await fetch(`${svc.url}/review/${jobId}`)).status, 404);
+    const page = await fetch(job.prLink);
     assert.equal(page.status, 200);
     assert.match(page.headers.get('content-type') ?? '', /text\/html/);
     const html = await page.text();

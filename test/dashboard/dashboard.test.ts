@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { dashboard } from '../../src/dashboard/plugin.ts';
+import { SESSION_COOKIE, signIn as signInSession } from '../../src/dashboard/sessions.ts';
 import { buildApp } from '../../src/http/app.ts';
 import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { startTestService, type TestService } from '../support/service.ts';
@@ -466,10 +467,33 @@ describe('dashboard', { skip: browserSkipReason }, () => {
         headers: { authorization: `Bearer ${svc.adminKey}` },
       });
       assert.equal(api.statusCode, 200);
-      // The review page is not one of the dashboard's pages: it stays.
+      // The review page is not one of the dashboard's pages: it stays (its link's token opens
+      // it; without sessions, a cookie opens nothing).
       const review = await app.inject({ method: 'GET', url: '/review/job_00000000000000000000' });
       assert.equal(review.statusCode, 404);
-      assert.match(review.json().error, /^job job_0+ not found$/);
+      assert.match(review.json().error, /^no review page here for this link/);
+      const project = await svc.createProject({ name: 'reviewed without a dashboard' });
+      const made = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: 'review me' },
+      });
+      const jobId = made.json.id as string;
+      const { review_token } = await ctx.db
+        .selectFrom('jobs')
+        .select('review_token')
+        .where('id', '=', jobId)
+        .executeTakeFirstOrThrow();
+      const byToken = await app.inject({
+        method: 'GET',
+        url: `/review/${jobId}?token=${review_token}`,
+      });
+      assert.equal(byToken.statusCode, 200);
+      const { id: session } = await signInSession(ctx.db, svc.adminKey);
+      const bySession = await app.inject({
+        method: 'GET',
+        url: `/review/${jobId}`,
+        headers: { cookie: `${SESSION_COOKIE}=${session}` },
+      });
+      assert.equal(bySession.statusCode, 404);
     } finally {
       await app.close();
     }

@@ -20,6 +20,7 @@ import {
   startGitHttpServer,
 } from '../support/git.ts';
 import { untilStatus } from '../support/jobs.ts';
+import { assertRevealsNoJob } from '../support/review-links.ts';
 import { redeliverTurn, startTestService, type TestService } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-forges-2c7e9b1d';
@@ -251,6 +252,8 @@ for (const c of cases) {
       assert.match(pr?.title ?? '', /Add a contributing guide/);
       assert.match(pr?.body ?? '', /Add a CONTRIBUTING\.md/);
       assert.match(pr?.body ?? '', new RegExp(`/review/${jobId}`));
+      // Its readers follow that link to nothing: the page needs a dashboard session.
+      assert.equal(await assertRevealsNoJob(svc, pr?.body ?? ''), 1);
       const events =
         (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
       const opened = events.find((e) => e.type === 'pull_request.opened');

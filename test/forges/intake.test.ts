@@ -25,6 +25,7 @@ import {
   startGitHttpServer,
 } from '../support/git.ts';
 import { untilStatus } from '../support/jobs.ts';
+import { assertRevealsNoJob } from '../support/review-links.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-intake-5d1f0a7e';
@@ -583,6 +584,14 @@ for (const c of cases) {
       );
       assert.match(answer.body, /archived/);
       assert.ok(!promptsSeen().some((p) => p.includes('one more thing')));
+    });
+
+    test('nothing Errand wrote on the forge opens a job to the thread’s readers', async () => {
+      const written = [...forge.said(), ...forge.pulls()];
+      assert.ok(written.length > 0);
+      let links = 0;
+      for (const { body } of written) links += await assertRevealsNoJob(svc, body);
+      assert.ok(links > 0, 'no pull request links its review page');
     });
 
     test('a turn accepted before a restart is answered by the process that ends it', async () => {

@@ -98,8 +98,8 @@ describe('a worker killed mid-turn (real worker processes)', () => {
       60_000,
     );
     assert.equal(job.error, null);
-    assert.equal(job.prLink, `${svc.url}/review/${jobId}`);
-    const page = await fetch(job.prLink);
+    assert.match(job.prLink ?? '', new RegExp(`^${svc.url}/review/${jobId}\\?token=[0-9a-f]{64}$`));
+    const page = await fetch(job.prLink ?? '');
     assert.equal(page.status, 200);
     const turn = await svc.service.ctx.db
       .selectFrom('turns')

@@ -325,8 +325,27 @@ describe('OpenAPI document', () => {
     const calls: [string, () => Promise<HttpResult>][] = [
       ['get /healthz', () => svc.request('GET', '/healthz', { key: null })],
       ['get /readyz', () => svc.request('GET', '/readyz', { key: null })],
+      [
+        'get /review/{jobId}',
+        async () => {
+          const { review_token } = await svc.service.ctx.db
+            .selectFrom('jobs')
+            .select('review_token')
+            .where('id', '=', jobId)
+            .executeTakeFirstOrThrow();
+          return svc.request('GET', `/review/${jobId}?token=${review_token}`, { key: null });
+        },
+      ],
       ['get /review/{jobId}', () => svc.request('GET', `/review/${jobId}`, { key: null })],
-      ['get /review/{jobId}', () => svc.request('GET', `/review/${jobId}x`, { key: null })],
+      [
+        'get /review/{jobId}',
+        () =>
+          svc.request('GET', `/review/${jobId}`, { key: null, headers: { accept: 'text/html' } }),
+      ],
+      [
+        'get /review/{jobId}',
+        () => svc.request('GET', `/review/${jobId}?token=a&token=b`, { key: null }),
+      ],
       ['get /v2/agent/{projectId}/job/{id}', async () => read],
       [
         'get /v2/agent/{projectId}/job/{id}',
@@ -424,6 +443,7 @@ describe('OpenAPI document', () => {
       'readyz 200',
       'review/{jobId} 200',
       'review/{jobId} 404',
+      'review/{jobId} 400',
       'job/{id} 304',
       'job/{id} 401',
       'job/{id} 403',

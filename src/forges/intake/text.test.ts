@@ -71,6 +71,24 @@ describe('answers', () => {
     assert.match(body, /0123456789ab/);
   });
 
+  test("a review link goes into the thread without its token: the thread's readers are not all the job's", () => {
+    const token = 'c0ffee'.repeat(10);
+    const body = turnEnded({
+      state: 'done',
+      summary: 'Renamed it',
+      commitSha: '0123456789abcdef0123',
+      error: null,
+      jobId: 'job_x',
+      jobUrl: 'https://errand.example.com/projects/p/jobs/job_x',
+      prLink: `https://errand.example.com/review/job_x?token=${token}`,
+    });
+    assert.ok(!body.includes(token), body);
+    assert.match(
+      body,
+      /Pushed commit 0123456789ab to https:\/\/errand\.example\.com\/review\/job_x\./,
+    );
+  });
+
   test('a failed turn says why', () => {
     const body = turnEnded({
       state: 'failed',

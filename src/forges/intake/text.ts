@@ -3,6 +3,7 @@
 // marker, so that Errand's own comments (posted with a person's token, they look like that
 // person's) never call it again.
 import type { AppError } from '../../errors.ts';
+import { withoutReviewToken } from '../../jobs/review-link.ts';
 import { RateLimitedError } from '../../ratelimit/ratelimit.ts';
 import type { ForgeCommentEvent, ForgeEvent } from '../events.ts';
 import { readForgeRepository } from '../http.ts';
@@ -150,7 +151,10 @@ export function refused(err: AppError): string {
   return `${ERRAND_MARKER}\nErrand cannot take this up: ${why}${/[.!?]$/.test(why) ? '' : '.'}`;
 }
 
-/** The answer when a turn has ended: the summary's first lines, the commit, and the job's link. */
+/**
+ * The answer when a turn has ended: the summary's first lines, the commit, and the job's link. A
+ * review link goes without its token: the thread's readers are not all the job's.
+ */
 export function turnEnded(turn: {
   state: 'done' | 'failed';
   summary: string | null;
@@ -171,7 +175,7 @@ export function turnEnded(turn: {
     .slice(0, SUMMARY_LINES)
     .join('\n');
   const done = turn.commitSha
-    ? `Pushed commit ${turn.commitSha.slice(0, 12)}${turn.prLink ? ` to ${turn.prLink}` : ''}.`
+    ? `Pushed commit ${turn.commitSha.slice(0, 12)}${turn.prLink ? ` to ${withoutReviewToken(turn.prLink)}` : ''}.`
     : 'No files changed.';
   return `${ERRAND_MARKER}\n${summary || 'Done.'}\n\n${done} See ${job}.`;
 }
