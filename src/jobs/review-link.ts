@@ -3,6 +3,8 @@
 // the token opens the page without a key until the job is archived; the bare link needs a
 // signed-in dashboard session. Only the bare link may be shown where others read (a forge).
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { sql } from 'kysely';
+import type { Db } from '../db/database.ts';
 
 /** The query parameter that carries the token. */
 export const REVIEW_TOKEN_PARAM = 'token';
@@ -44,4 +46,17 @@ export function reviewTokenMatches(given: string | undefined, token: string): bo
   // Compared even without one, so a request without a token takes the time of a wrong one.
   const matches = timingSafeEqual(digest(given ?? ''), digest(token));
   return given !== undefined && given !== '' && matches;
+}
+
+/**
+ * Gives the review links stored as `prLink` without their job's token (handed out before
+ * migration 0019, or brought by an export made then) the token, as that migration did: a pull
+ * request's URL (pr_number set) is left alone. Returns how many were given one.
+ */
+export async function tokenBareReviewLinks(db: Db): Promise<number> {
+  const result = await sql`
+    UPDATE jobs SET pr_link = pr_link || '?token=' || review_token
+    WHERE pr_number IS NULL
+      AND right(pr_link, char_length('/review/' || id)) = '/review/' || id`.execute(db);
+  return Number(result.numAffectedRows ?? 0);
 }

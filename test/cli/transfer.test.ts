@@ -576,6 +576,49 @@ describe('errand export and import', () => {
     assert.notEqual(await contents(url), null);
   });
 
+  test('an export made before review links carried a token: its review links get one', async () => {
+    const target = await fresh();
+    const url = target.databaseUrl ?? '';
+    const bare = `http://127.0.0.1:8080/review/${jobIds[0]}`;
+    // As Errand wrote jobs before migration 0019: no token column, a bare review link.
+    const old = path.join(tmp, 'before-tokens.jsonl');
+    const rows = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
+    await writeFile(
+      old,
+      `${rows
+        .map((line) => {
+          const parsed = JSON.parse(line) as { table?: string; row?: Record<string, unknown> };
+          if (parsed.table !== 'jobs' || !parsed.row) return line;
+          const { review_token: _, ...row } = parsed.row;
+          if (row.id === jobIds[0]) row.pr_link = bare;
+          return JSON.stringify({ ...parsed, row });
+        })
+        .join('\n')}\n`,
+      { mode: 0o600 },
+    );
+    ok(
+      await errand(['import', old], {
+        DATABASE_URL: url,
+        ERRAND_SECRET_KEY: secretKey,
+        ERRAND_ALLOW_LOCAL_REPOS: 'true',
+      }),
+      'import of an export without review tokens',
+    );
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const job = await client.query<{ pr_link: string; review_token: string }>(
+        'SELECT pr_link, review_token FROM jobs WHERE id = $1',
+        [jobIds[0]],
+      );
+      const [row] = job.rows;
+      assert.ok(row && /^[0-9a-f]{64}$/.test(row.review_token));
+      assert.equal(row.pr_link, `${bare}?token=${row.review_token}`);
+    } finally {
+      await client.end();
+    }
+  });
+
   test('into a new embedded data directory: refused without the source key, then the keys work', async () => {
     const target = await createEmbeddedDataDir();
     dbs.push(target);

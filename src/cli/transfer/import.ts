@@ -11,6 +11,7 @@ import { migrate } from '../../db/migrate.ts';
 import type { Database } from '../../db/schema.ts';
 import { requeuePendingDeliveries } from '../../events/webhooks/outbox.ts';
 import { requeueOpenTurns } from '../../jobs/lifecycle.ts';
+import { tokenBareReviewLinks } from '../../jobs/review-link.ts';
 import { rebuildSpend } from '../../jobs/spend.ts';
 import { createLogger, type Logger } from '../../log.ts';
 import { TurnQueue } from '../../queue/queue.ts';
@@ -112,6 +113,8 @@ async function importDatabase(
         if ((counts[table.name] ?? 0) !== (checked.counts[table.name] ?? 0))
           throw new CliError(`${name} changed while it was imported: nothing was imported`);
       await moveSequences(trx);
+      // An export made before review links carried their token brings bare ones.
+      await tokenBareReviewLinks(trx);
       // What jobs and projects spent is summed from the turns: an export of an Errand older
       // than those sums has none, and they are the turns' in any case.
       await rebuildSpend(trx);
