@@ -88,6 +88,8 @@ export interface EngineTurnInput {
   priced: (tokens: TokenUsage) => Usage;
   /** The job's budget and what its earlier turns spent; undefined without one. */
   budget: TurnBudget | undefined;
+  /** The project's monthly budget and what it spent this month; undefined without one. */
+  monthBudget: TurnBudget | undefined;
   /** The model calls the turn may make (ERRAND_MAX_STEPS), counted by the model proxy. */
   maxSteps: number;
 }
@@ -142,7 +144,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   const meter = new TurnMeter({
     maxSteps: input.maxSteps,
     job: input.budget,
-    month: undefined,
+    month: input.monthBudget,
     priced: input.priced,
     onStep: (step) => deliver('model.step', { ...step }),
     onStop: () => stop.abort(),
