@@ -21,7 +21,7 @@ import { purgeExpiredKeys } from './idempotency/keys.ts';
 import { TurnAborts } from './jobs/aborts.ts';
 import { EventNotifications } from './jobs/notifications.ts';
 import type { TurnRunner } from './jobs/runner.ts';
-import { jobBudgetLeft } from './jobs/spend.ts';
+import { jobBudgetLeft, monthBudgetLeft } from './jobs/spend.ts';
 import { Transitions } from './jobs/transitions.ts';
 import { ensureAdminKey } from './keys/bootstrap.ts';
 import { createLogger, type Logger } from './log.ts';
@@ -280,6 +280,7 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
     models,
     forges,
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
+    monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
   });
 }
 

@@ -1,65 +1,81 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { TokenUsage } from '../jobs/usage.ts';
-import { meterAnswer } from './meter.ts';
+import type { ModelApi, ObservedAnswer } from '../sandbox/model-proxy.ts';
+import { type MeteredCall, meterAnswer, type StepReport, TurnMeter } from './meter.ts';
 
 const SSE = 'text/event-stream; charset=utf-8';
 const JSON_TYPE = 'application/json';
+const REQUEST = { bytes: 4000, maxOutputTokens: 500 };
+
+const answerOf = (api: ModelApi, contentType: string, extra: Partial<ObservedAnswer> = {}) => ({
+  api,
+  status: 200,
+  contentType,
+  contentEncoding: '',
+  request: REQUEST,
+  ...extra,
+});
 
 /** Feeds `body` to a meter in pieces of `size` bytes; what `done` got, and how often. */
 function meter(
-  path: string,
+  answer: ObservedAnswer,
   body: string,
-  contentType: string,
   size = 7,
-): { calls: number; tokens: TokenUsage | undefined } {
-  const seen: (TokenUsage | undefined)[] = [];
-  const observer = meterAnswer({ path, status: 200, contentType, contentEncoding: '' }, (tokens) =>
-    seen.push(tokens),
-  );
-  assert.ok(observer, 'no observer for a metered answer');
+): { calls: number; call: MeteredCall | undefined } {
+  const seen: MeteredCall[] = [];
+  const observer = meterAnswer(answer, (call) => seen.push(call));
   const bytes = Buffer.from(body);
   for (let i = 0; i < bytes.length; i += size) observer.data(bytes.subarray(i, i + size));
   observer.end();
   observer.end();
-  return { calls: seen.length, tokens: seen[0] };
+  return { calls: seen.length, call: seen[0] };
 }
+
+const tokens = (input: number, output: number, cacheRead = 0, cacheWrite = 0): TokenUsage => ({
+  inputTokens: input,
+  outputTokens: output,
+  cacheReadTokens: cacheRead,
+  cacheWriteTokens: cacheWrite,
+});
 
 const events = (...items: [string, unknown][]) =>
   items.map(([event, data]) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join('');
 
+const messageStart = events([
+  'message_start',
+  {
+    type: 'message_start',
+    message: {
+      id: 'msg_1',
+      usage: {
+        input_tokens: 3,
+        cache_creation_input_tokens: 100,
+        cache_read_input_tokens: 50,
+        output_tokens: 1,
+      },
+    },
+  },
+]);
+
 describe('the model call meter', () => {
   it('Anthropic, streamed: input and cache counts from message_start, output from the last message_delta', () => {
-    const body = events(
-      [
-        'message_start',
-        {
-          type: 'message_start',
-          message: {
-            id: 'msg_1',
-            usage: {
-              input_tokens: 3,
-              cache_creation_input_tokens: 100,
-              cache_read_input_tokens: 50,
-              output_tokens: 1,
-            },
-          },
-        },
-      ],
-      ['ping', { type: 'ping' }],
-      [
-        'content_block_delta',
-        { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'naïve ✓' } },
-      ],
-      ['message_delta', { type: 'message_delta', delta: {}, usage: { output_tokens: 4 } }],
-      ['message_delta', { type: 'message_delta', delta: {}, usage: { output_tokens: 7 } }],
-      ['message_stop', { type: 'message_stop' }],
-    );
+    const body =
+      messageStart +
+      events(
+        ['ping', { type: 'ping' }],
+        [
+          'content_block_delta',
+          { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'naïve ✓' } },
+        ],
+        ['message_delta', { type: 'message_delta', delta: {}, usage: { output_tokens: 7 } }],
+        ['message_stop', { type: 'message_stop' }],
+      );
     // One byte at a time too: events and characters split anywhere.
     for (const size of [1, 7, body.length]) {
-      assert.deepEqual(meter('/v1/messages', body, SSE, size), {
+      assert.deepEqual(meter(answerOf('messages', SSE), body, size), {
         calls: 1,
-        tokens: { inputTokens: 153, outputTokens: 7, cacheReadTokens: 50, cacheWriteTokens: 100 },
+        call: { tokens: tokens(153, 7, 50, 100), source: 'answer', status: 200 },
       });
     }
   });
@@ -70,11 +86,10 @@ describe('the model call meter', () => {
       content: [{ type: 'text', text: 'hi' }],
       usage: { input_tokens: 10, output_tokens: 2, cache_read_input_tokens: 5 },
     });
-    assert.deepEqual(meter('/v1/messages', body, JSON_TYPE).tokens, {
-      inputTokens: 15,
-      outputTokens: 2,
-      cacheReadTokens: 5,
-      cacheWriteTokens: 0,
+    assert.deepEqual(meter(answerOf('messages', JSON_TYPE), body).call, {
+      tokens: tokens(15, 2, 5),
+      source: 'answer',
+      status: 200,
     });
   });
 
@@ -98,12 +113,7 @@ describe('the model call meter', () => {
         },
       ],
     );
-    assert.deepEqual(meter('/v1/responses', body, SSE).tokens, {
-      inputTokens: 100,
-      outputTokens: 9,
-      cacheReadTokens: 60,
-      cacheWriteTokens: 0,
-    });
+    assert.deepEqual(meter(answerOf('responses', SSE), body).call?.tokens, tokens(100, 9, 60));
   });
 
   it('chat completions, streamed with CRLF: the last chunk with usage before [DONE]', () => {
@@ -121,39 +131,178 @@ describe('the model call meter', () => {
       }),
       'data: [DONE]\r\n\r\n',
     ].join('');
-    assert.deepEqual(meter('/v1/chat/completions', body, SSE, 3).tokens, {
-      inputTokens: 40,
-      outputTokens: 6,
-      cacheReadTokens: 32,
-      cacheWriteTokens: 0,
+    assert.deepEqual(meter(answerOf('chat', SSE), body, 3).call, {
+      tokens: tokens(40, 6, 32),
+      source: 'answer',
+      status: 200,
     });
   });
 
-  it('a stream cut after message_start counts what it named; one that named nothing is undefined', () => {
-    const cut = events([
-      'message_start',
-      { type: 'message_start', message: { usage: { input_tokens: 20, output_tokens: 1 } } },
-    ]).slice(0, -1);
-    assert.deepEqual(meter('/v1/messages', cut, SSE), {
-      calls: 1,
-      tokens: { inputTokens: 20, outputTokens: 1, cacheReadTokens: 0, cacheWriteTokens: 0 },
-    });
-    assert.deepEqual(meter('/v1/responses', 'event: x\ndata: {"type":"x"}\n\ndata: {tru', SSE), {
-      calls: 1,
-      tokens: undefined,
-    });
-    assert.deepEqual(meter('/v1/messages', '{"type":"mess', JSON_TYPE), {
-      calls: 1,
-      tokens: undefined,
+  it('a stream cut before its final usage is an estimate: the input it named, the output its request allowed', () => {
+    assert.deepEqual(meter(answerOf('messages', SSE), messageStart.slice(0, -1)).call, {
+      tokens: tokens(153, 500, 50, 100),
+      source: 'estimate',
+      status: 200,
     });
   });
 
-  it('no observer for other paths, error answers or compressed bodies', () => {
-    const base = { path: '/v1/messages', status: 200, contentType: SSE, contentEncoding: '' };
-    const none = () => assert.fail('done called');
-    assert.equal(meterAnswer({ ...base, path: '/v1/models' }, none), undefined);
-    assert.equal(meterAnswer({ ...base, status: 429 }, none), undefined);
-    assert.equal(meterAnswer({ ...base, contentEncoding: 'gzip' }, none), undefined);
-    assert.ok(meterAnswer({ ...base, contentEncoding: 'identity' }, none));
+  it('an answer that named nothing readable is priced as one token per byte of its request and the output it allowed', () => {
+    const estimate = { tokens: tokens(4000, 500), source: 'estimate', status: 200 };
+    // A Responses stream cut before response.completed, a truncated JSON answer, a chat stream
+    // without its usage chunk, a compressed body, an answer too large to read.
+    const cases: [ObservedAnswer, string][] = [
+      [answerOf('responses', SSE), 'event: x\ndata: {"type":"x"}\n\ndata: {tru'],
+      [answerOf('messages', JSON_TYPE), '{"type":"mess'],
+      [answerOf('chat', SSE), 'data: {"choices":[]}\n\ndata: [DONE]\n\n'],
+      [
+        answerOf('messages', JSON_TYPE, { contentEncoding: 'gzip' }),
+        '{"usage":{"input_tokens":1}}',
+      ],
+      [
+        answerOf('messages', JSON_TYPE),
+        `{"usage":{"input_tokens":1},"x":"${'a'.repeat(17 * 1024 * 1024)}"}`,
+      ],
+    ];
+    for (const [answer, body] of cases) {
+      assert.deepEqual(
+        meter(answer, body, 1024 * 1024),
+        { calls: 1, call: estimate },
+        body.slice(0, 40),
+      );
+    }
+    // No answer at all, for a request that set no output limit (Codex sets none): 128k.
+    assert.deepEqual(
+      meter(
+        answerOf('responses', '', { status: 0, request: { bytes: 9, maxOutputTokens: undefined } }),
+        '',
+      ).call,
+      { tokens: tokens(9, 128_000), source: 'estimate', status: 0 },
+    );
+  });
+
+  it("the vendor's error statuses use nothing, whatever their body says", () => {
+    for (const status of [400, 401, 429, 500, 529, 302]) {
+      assert.deepEqual(
+        meter(answerOf('messages', JSON_TYPE, { status }), '{"usage":{"input_tokens":99}}').call,
+        { tokens: tokens(0, 0), source: 'error', status },
+      );
+    }
+  });
+});
+
+describe("a turn's model calls", () => {
+  /** A meter with $1 per 1000 output tokens; what it reported and how often it stopped. */
+  function turn(options: Partial<ConstructorParameters<typeof TurnMeter>[0]> = {}) {
+    const steps: StepReport[] = [];
+    let stops = 0;
+    const meter = new TurnMeter({
+      maxSteps: 3,
+      job: undefined,
+      month: undefined,
+      priced: (t) => ({ ...t, costUsd: t.outputTokens / 1000 }),
+      onStep: (s) => steps.push(s),
+      onStop: () => {
+        stops++;
+      },
+      ...options,
+    });
+    /** One call admitted and answered with `output` tokens. */
+    const answered = (output: number) => {
+      const o = meter.observe(answerOf('messages', JSON_TYPE));
+      o.data(Buffer.from(JSON.stringify({ usage: { input_tokens: 10, output_tokens: output } })));
+      o.end();
+    };
+    return { meter, steps, stops: () => stops, answered };
+  }
+  const billable = { api: 'messages', billable: true } as const;
+  const counting = { api: 'count_tokens', billable: false } as const;
+
+  it('admits as many model calls as the step limit, then refuses every call and stops the turn once', () => {
+    const { meter, stops } = turn();
+    for (let i = 0; i < 3; i++) {
+      assert.equal(meter.admit(billable), undefined);
+      // Counting tokens is no step.
+      assert.equal(meter.admit(counting), undefined);
+    }
+    assert.equal(meter.stopped, undefined);
+    const refusal = {
+      status: 429,
+      code: 'step_limit',
+      message:
+        'the turn used its 3 model calls without finishing; raise ERRAND_MAX_STEPS or split the task',
+    };
+    assert.deepEqual(meter.admit(billable), refusal);
+    assert.deepEqual(meter.admit(counting), refusal);
+    assert.deepEqual(meter.admit(billable), refusal);
+    assert.equal(stops(), 1);
+    assert.equal(meter.stopped, refusal.message);
+  });
+
+  it("stops the turn when an answer spends the job's budget, and admits nothing after it", () => {
+    const { meter, steps, stops, answered } = turn({
+      maxSteps: 50,
+      job: { limitUsd: 1, spentUsd: 0.5 },
+    });
+    assert.equal(meter.admit(billable), undefined);
+    answered(300);
+    assert.equal(stops(), 0);
+    assert.equal(meter.admit(billable), undefined);
+    assert.equal(meter.admit(billable), undefined);
+    // Two were in flight: the first spends the budget, the second still counts.
+    answered(300);
+    assert.equal(stops(), 1);
+    answered(100);
+    assert.equal(stops(), 1);
+    const message =
+      "the job reached its budget of $1.00 (it has spent $1.20); raise the project's jobBudgetUsd or split the task";
+    assert.deepEqual(meter.admit(billable), { status: 429, code: 'budget_spent', message });
+    assert.deepEqual(meter.admit(counting), { status: 429, code: 'budget_spent', message });
+    assert.equal(meter.stopped, message);
+    assert.deepEqual(
+      steps.map((s) => [s.step, s.usage.costUsd]),
+      [
+        [1, 0.3],
+        [2, 0.3],
+        [3, 0.1],
+      ],
+    );
+    assert.deepEqual(meter.usage, tokens(30, 700));
+  });
+
+  it("refuses the first call when the project's month is spent already, in its own words", () => {
+    const { meter, stops } = turn({ month: { limitUsd: 20, spentUsd: 20 } });
+    assert.deepEqual(meter.admit(billable), {
+      status: 429,
+      code: 'budget_spent',
+      message:
+        "the project reached its monthly budget of $20.00 (it has spent $20.00 this month); raise the project's monthlyBudgetUsd or wait for the next month",
+    });
+    assert.equal(stops(), 1);
+  });
+
+  it('counts an estimate against the budget, and says it is one; an unknown price counts nothing', () => {
+    const { meter, steps, stops } = turn({ job: { limitUsd: 0.4, spentUsd: 0 } });
+    assert.equal(meter.admit(billable), undefined);
+    // Cut before any usage: the 500 output tokens the request allowed, $0.50.
+    meter.observe(answerOf('messages', SSE)).end();
+    assert.equal(stops(), 1);
+    assert.equal(steps[0]?.estimated, true);
+    assert.equal(steps[0]?.usage.costUsd, 0.5);
+
+    const unpriced = turn({
+      job: { limitUsd: 0.4, spentUsd: 0 },
+      priced: (t) => ({ ...t, costUsd: null }),
+    });
+    assert.equal(unpriced.meter.admit(billable), undefined);
+    unpriced.answered(1000);
+    assert.equal(unpriced.meter.admit(billable), undefined);
+    assert.equal(unpriced.stops(), 0);
+  });
+
+  it('reports a call the vendor refused as a step that used nothing, with its status', () => {
+    const { meter, steps } = turn();
+    assert.equal(meter.admit(billable), undefined);
+    meter.observe(answerOf('messages', JSON_TYPE, { status: 529 })).end();
+    assert.deepEqual(steps, [{ step: 1, usage: { ...tokens(0, 0), costUsd: 0 }, status: 529 }]);
   });
 });

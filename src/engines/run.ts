@@ -1,9 +1,9 @@
 // Runs one turn of a coding CLI in the sandbox: the job's state directory as its HOME (so a
 // follow-up resumes its session), its install directory read-only, and Errand's model proxy,
 // which holds the key, as its only way out. Its JSON stream becomes the turn's events as it
-// arrives. The proxy reads each model call's usage from the vendor's answer (a step, counted
-// against the job's budget, which stops the engine when spent) and counts the calls against the
-// turn's limit (ERRAND_MAX_STEPS), which stops it too.
+// arrives. The proxy admits each model call while the turn's limit (ERRAND_MAX_STEPS) and the
+// budgets leave room, and reads its usage from the vendor's answer (a step); a limit reached
+// stops the engine.
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { isRecord } from '../client/records.ts';
@@ -11,16 +11,16 @@ import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
 import type { EarlierTurn } from '../jobs/runner.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
-import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage.ts';
+import type { TokenUsage, Usage } from '../jobs/usage.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
-import { startModelProxy } from '../sandbox/model-proxy.ts';
+import { ENDPOINTS, type ProxyEndpoint, startModelProxy } from '../sandbox/model-proxy.ts';
 import { runSandboxed } from '../sandbox/sandbox.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
 import type { EngineDefinition } from './engine.ts';
-import { meterAnswer } from './meter.ts';
+import { type TurnBudget, TurnMeter } from './meter.ts';
 import { opencode } from './opencode.ts';
 
 const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {
@@ -34,30 +34,30 @@ const PROXY_PORT = 8787;
 /** In the state directory: which engine's session a follow-up resumes. */
 const SESSION_FILE = 'errand-session.json';
 
-/** Each provider's API as the proxy forwards it: its paths and how the key is sent. */
+/** Each provider's API as the proxy forwards it: its endpoints and how the key is sent. */
 const PROVIDER_APIS: Readonly<
   Record<
     string,
     {
       settings: keyof ModelSettings;
-      paths: readonly string[];
+      endpoints: readonly ProxyEndpoint[];
       header: (key: string) => Record<string, string>;
     }
   >
 > = {
   anthropic: {
     settings: 'anthropic',
-    paths: ['/v1/messages'],
+    endpoints: ENDPOINTS.anthropic,
     header: (key) => ({ 'x-api-key': key }),
   },
   openai: {
     settings: 'openai',
-    paths: ['/v1/responses', '/v1/chat/completions'],
+    endpoints: ENDPOINTS.openai,
     header: (key) => ({ authorization: `Bearer ${key}` }),
   },
   'openai-compatible': {
     settings: 'openaiCompatible',
-    paths: ['/v1/chat/completions'],
+    endpoints: ENDPOINTS.chat,
     header: (key): Record<string, string> => (key ? { authorization: `Bearer ${key}` } : {}),
   },
 };
@@ -87,7 +87,9 @@ export interface EngineTurnInput {
   /** Tokens with their cost on the job's model (the model registry's prices). */
   priced: (tokens: TokenUsage) => Usage;
   /** The job's budget and what its earlier turns spent; undefined without one. */
-  budget: { limitUsd: number; spentUsd: number } | undefined;
+  budget: TurnBudget | undefined;
+  /** The project's monthly budget and what it spent this month; undefined without one. */
+  monthBudget: TurnBudget | undefined;
   /** The model calls the turn may make (ERRAND_MAX_STEPS), counted by the model proxy. */
   maxSteps: number;
 }
@@ -125,14 +127,9 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     await writeFile(path, file.content);
   }
 
-  // The job's budget and the turn's model calls stop the engine: its own controller, so that
-  // either can be told apart from the caller's cancel.
+  // The turn's limits stop the engine: its own controller, so that they can be told apart from
+  // the caller's cancel.
   const stop = new AbortController();
-  let outOfSteps = false;
-  let spentUsd = input.budget?.spentUsd ?? 0;
-  let overBudget = false;
-  let usage: TokenUsage = { ...NO_TOKENS };
-  let steps = 0;
   let chain: Promise<void> = Promise.resolve();
   let sinkError: { error: unknown } | undefined;
   /** Emits in arrival order; a failed emit stops the engine and fails the turn. */
@@ -144,32 +141,21 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
         stop.abort();
       });
   };
-  // Each model call's usage as the vendor's answer names it, read by the proxy: a step.
-  const step = (tokens: TokenUsage | undefined) => {
-    if (tokens === undefined) return;
-    usage = addTokens(usage, tokens);
-    const priced = input.priced(tokens);
-    if (priced.costUsd !== null) spentUsd += priced.costUsd;
-    steps++;
-    const data = { step: steps, usage: priced };
-    if (input.budget && spentUsd >= input.budget.limitUsd) {
-      overBudget = true;
-      stop.abort();
-    }
-    deliver('model.step', data);
-  };
+  const meter = new TurnMeter({
+    maxSteps: input.maxSteps,
+    job: input.budget,
+    month: input.monthBudget,
+    priced: input.priced,
+    onStep: (step) => deliver('model.step', { ...step }),
+    onStop: () => stop.abort(),
+  });
   const proxy = await startModelProxy({
     upstream: upstreamOf(provider, input.models, api.settings),
     headers: api.header(keyOf(input.models, api.settings)),
-    allowedPaths: api.paths,
-    callLimit: {
-      calls: input.maxSteps,
-      onExceeded: () => {
-        outOfSteps = true;
-        stop.abort();
-      },
-    },
-    observe: (answer) => meterAnswer(answer, step),
+    endpoints: api.endpoints,
+    model: modelId,
+    admit: (call) => meter.admit(call),
+    observe: (answer) => meter.observe(answer),
   });
   await input.emit('engine.started', {
     engine: engine.name,
@@ -216,16 +202,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   if (reader.sessionId) await writeSession(input.stateDir, engine.name, reader.sessionId);
   signal.throwIfAborted();
   if (sinkError) throw sinkError.error;
-  if (overBudget) {
-    throw new TurnFailedError(
-      `the job reached its budget of $${input.budget?.limitUsd.toFixed(2)} (it has spent $${spentUsd.toFixed(4)}); raise the project's jobBudgetUsd or split the task; ${engine.name} was stopped`,
-    );
-  }
-  if (outOfSteps) {
-    throw new TurnFailedError(
-      `the turn used its ${input.maxSteps} model calls without finishing; raise ERRAND_MAX_STEPS or split the task; ${engine.name} was stopped`,
-    );
-  }
+  if (meter.stopped) throw new TurnFailedError(`${meter.stopped}; ${engine.name} was stopped`);
   if (result.timedOut) {
     throw new TurnFailedError(
       `the turn ran out of its ${input.limits.timeoutSeconds} s time budget; raise ERRAND_TURN_TIMEOUT_SECONDS or split the task; ${engine.name} was stopped`,
@@ -247,7 +224,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     if (final) throw new TurnFailedError(message);
     throw new ExternalError('model', message, { transient: true });
   }
-  return { summary: reader.summary.trim(), usage };
+  return { summary: reader.summary.trim(), usage: meter.usage };
 }
 
 /** The session id a follow-up resumes, if this state directory holds one of this engine's. */

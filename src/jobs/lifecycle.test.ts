@@ -25,7 +25,13 @@ import {
 } from './lifecycle.ts';
 import { toJobRecord } from './record.ts';
 import { archiveJob, createJob, sendMessage } from './service.ts';
-import { BudgetExhaustedError, jobBudgetLeft, monthUsage, rebuildSpend } from './spend.ts';
+import {
+  BudgetExhaustedError,
+  jobBudgetLeft,
+  monthBudgetLeft,
+  monthUsage,
+  rebuildSpend,
+} from './spend.ts';
 import { inTransition, lockJob } from './transaction.ts';
 import { roundUsd } from './usage.ts';
 
@@ -367,6 +373,38 @@ describe('job lifecycle', () => {
     }
     const { job } = await createJob(ctx, project, { prompt: 'no budget' });
     assert.equal(await jobBudgetLeft(ctx, job), undefined);
+  });
+
+  test("a project's monthly budget: what is left for an engine's turn, this month's spend included", async () => {
+    const { ctx } = svc;
+    const { job } = await createJob(ctx, project, { prompt: 'monthly' });
+    assert.equal(await monthBudgetLeft(ctx, job), undefined, 'no budget, nothing to hold to');
+    await ctx.db
+      .updateTable('projects')
+      .set({ monthly_budget_usd: 50 })
+      .where('id', '=', project.id)
+      .execute();
+    try {
+      const spent = (await monthUsage(ctx, [project.id])).get(project.id)?.costUsd ?? 0;
+      assert.deepEqual(await monthBudgetLeft(ctx, job), { limitUsd: 50, spentUsd: spent });
+      await startTurn(ctx, job.id, 1, 1);
+      const used = { inputTokens: 10, outputTokens: 5, cacheReadTokens: 0, cacheWriteTokens: 0 };
+      await finishTurn(ctx, job.id, 1, { summary: 'spent' }, { ...used, costUsd: 0.25 });
+      assert.deepEqual(await monthBudgetLeft(ctx, job), {
+        limitUsd: 50,
+        spentUsd: roundUsd(spent + 0.25),
+      });
+      // Another month's spend is not this month's.
+      const nextMonth = new Date(Date.UTC(new Date().getUTCFullYear() + 1, 0, 15));
+      assert.deepEqual(await monthBudgetLeft(ctx, job, nextMonth), { limitUsd: 50, spentUsd: 0 });
+      assert.equal(await monthBudgetLeft(ctx, { id: 'job_nosuchjob000000000' }), undefined);
+    } finally {
+      await ctx.db
+        .updateTable('projects')
+        .set({ monthly_budget_usd: null })
+        .where('id', '=', project.id)
+        .execute();
+    }
   });
 
   test('archiving cancels open turns, and no later transition changes the job', async () => {

@@ -217,6 +217,27 @@ export async function jobBudgetLeft(
 }
 
 /**
+ * The monthly budget a turn of `job` may spend from: its project's monthlyBudgetUsd and what the
+ * project has spent this month (UTC) so far. Undefined when the project has none. An engine's
+ * turn asks at its start and stops once its own cost reaches `limitUsd - spentUsd`.
+ */
+export async function monthBudgetLeft(
+  ctx: { db: Db },
+  job: { id: string },
+  now: Date = new Date(),
+): Promise<{ limitUsd: number; spentUsd: number } | undefined> {
+  const row = await ctx.db
+    .selectFrom('jobs')
+    .innerJoin('projects', 'projects.id', 'jobs.project_id')
+    .select(['projects.id', 'projects.monthly_budget_usd'])
+    .where('jobs.id', '=', job.id)
+    .executeTakeFirst();
+  if (!row || row.monthly_budget_usd === null) return undefined;
+  const month = (await monthUsage(ctx, [row.id], now)).get(row.id);
+  return { limitUsd: row.monthly_budget_usd, spentUsd: month?.costUsd ?? 0 };
+}
+
+/**
  * Sums every job's usage and every project's months again from their turns, in the caller's
  * transaction: after an import, whose files may come from an Errand that did not keep them.
  * A turn's month is the one it ended in.

@@ -56,6 +56,8 @@ export interface TurnPipelineDeps {
   forges: Forges;
   /** The job's budget and what its turns spent; undefined without one (jobs/spend.ts). */
   jobBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
+  /** The project's monthly budget and what it spent this month; undefined without one. */
+  monthBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
@@ -363,6 +365,7 @@ export class TurnPipeline implements TurnRunner {
       },
       priced: (tokens) => models.usage(job.model, tokens),
       budget: await this.#deps.jobBudgetLeft(job),
+      monthBudget: await this.#deps.monthBudgetLeft(job),
       maxSteps: config.agent.maxSteps,
     });
     return {

@@ -3,8 +3,8 @@
 // for Claude Code, OpenAI Responses for Codex, chat completions for OpenCode) that scripts a
 // file edit and a command. The change is committed and a pull request opened on a fake GitHub;
 // a follow-up resumes the engine's session; archiving, the turn's wall time, its model calls
-// (ERRAND_MAX_STEPS, counted by the proxy) and a spent job budget each stop it with everything
-// it started; the key reaches the fake only through Errand's model proxy and is nowhere inside
+// (ERRAND_MAX_STEPS, counted by the proxy) and a spent job or monthly budget each stop it with
+// everything it started; the key reaches the fake only through Errand's model proxy and is nowhere inside
 // the sandbox. An engine not installed in ERRAND_ENGINES_DIR is skipped with the command that
 // installs it.
 import assert from 'node:assert/strict';
@@ -527,6 +527,36 @@ for (const c of CASES) {
         await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
           body: { jobBudgetUsd: null },
         });
+      }
+    });
+
+    test("the project's monthly budget stops the engine as the job's does", {
+      skip: c.engine !== 'claude-code' && 'the same model proxy and meter for every engine',
+    }, async () => {
+      // A project of its own, on a service of its own: nothing spent this month yet.
+      const { service: monthly, projectId: monthlyProject } = await serviceWith(
+        {},
+        `${c.engine}-monthly`,
+        { monthlyBudgetUsd: 0.001 },
+      );
+      try {
+        llm.script(toolCalls([c.edit('# Notes\n\nexpensive\n')]));
+        llm.scriptAll(() => new Promise(() => {}));
+        const jobId = await createJob(monthly, monthlyProject, 'Spend the month');
+        const job = await untilStatus(monthly, monthlyProject, jobId, 'failed', {
+          timeoutMs: 120_000,
+        });
+        assert.match(
+          job.error ?? '',
+          /the project reached its monthly budget of \$0\.0010 \(it has spent \$\d+\.\d+ this month\); raise the project's monthlyBudgetUsd or wait for the next month; claude-code was stopped/,
+        );
+        assert.equal(job.prLink, null);
+        const checkout = path.join(monthly.service.ctx.config.dataDir, 'workspaces', 'jobs', jobId);
+        await waitFor('every sandboxed process to end', async () =>
+          (await sandboxProcesses(checkout)).length === 0 ? true : undefined,
+        );
+      } finally {
+        await monthly.close();
       }
     });
   });

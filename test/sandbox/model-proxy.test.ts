@@ -1,8 +1,11 @@
-// The model proxy and the sandbox's way to it: a fake model API on loopback (failing the test on
-// any request it did not expect), the proxy adding the key and dropping the client's own, other
-// paths refused, streamed answers passed on chunk by chunk, and, from inside a real sandbox, the
-// forwarder on 127.0.0.1 as the only way out, with the key in no file, argument or environment
-// the sandbox can see and the forwarder gone with the sandbox.
+// The model proxy and the sandbox's way to it, against fakes of the model APIs on loopback that
+// fail the test on any request they did not expect: the key added and the client's own dropped,
+// exactly the vendor's endpoints forwarded (batches, trailing slashes, dot segments, encoded
+// separators, other queries refused), every body naming the job's model, streamed chat
+// completions asking for their usage, every billable call metered, a turn's calls admitted by
+// its step limit and budget and at most a few at the vendor at once, streamed answers passed on
+// chunk by chunk; and, from inside a real sandbox, the forwarder on 127.0.0.1 as the only way
+// out, with the key in no file, argument or environment the sandbox can see.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
@@ -15,13 +18,33 @@ import {
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
-import { type ModelProxy, startModelProxy } from '../../src/sandbox/model-proxy.ts';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { type StepReport, TurnMeter, type TurnMeterOptions } from '../../src/engines/meter.ts';
+import type { TokenUsage } from '../../src/jobs/usage.ts';
+import {
+  DEFAULT_IN_FLIGHT,
+  ENDPOINTS,
+  MAX_BODY_BYTES,
+  MAX_WAITING,
+  type ModelProxy,
+  type ModelProxyOptions,
+  startModelProxy,
+} from '../../src/sandbox/model-proxy.ts';
+import {
+  dynamic,
+  type FakeLlm,
+  httpError,
+  type RecordedRequest,
+  reply,
+  startFakeLlm,
+} from '../support/fake-llm.ts';
 import { filesContaining, makeTempDir, removeDir } from '../support/git.ts';
 import { childrenRunning, run, skip } from './support.ts';
 
 const KEY = `sk-ant-proxy-${randomBytes(16).toString('hex')}`;
-const ALLOWED = ['/v1/messages', '/v1/responses', '/v1/models'];
+/** The job's model: whatever a body names, the vendor sees this one. */
+const JOB_MODEL = 'claude-sonnet-4-5';
+const EVERY_ENDPOINT = [...ENDPOINTS.anthropic, ...ENDPOINTS.openai];
 
 interface Seen {
   method: string;
@@ -30,7 +53,10 @@ interface Seen {
   body: string;
 }
 
-/** The fake model API: /v1/messages answers JSON, /v1/responses streams two events. */
+/**
+ * A small fake model API: /v1/messages answers JSON, /v1/messages/count_tokens a count, and
+ * /v1/responses streams two events, the second only once the test releases it.
+ */
 class FakeModelApi {
   readonly seen: Seen[] = [];
   readonly unexpected: string[] = [];
@@ -60,13 +86,20 @@ class FakeModelApi {
   }
 
   #answer(method: string, url: string, res: ServerResponse): void {
-    if (method === 'POST' && url === '/v1/messages/count_tokens') {
+    const path = url.split('?', 1)[0];
+    if (method === 'POST' && path === '/v1/messages/count_tokens') {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{"input_tokens":3}');
-    } else if (method === 'POST' && url === '/v1/messages') {
+    } else if (method === 'POST' && path === '/v1/messages') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ type: 'message', content: [{ type: 'text', text: 'hello' }] }));
-    } else if (method === 'POST' && url === '/v1/responses') {
+      res.end(
+        JSON.stringify({
+          type: 'message',
+          content: [{ type: 'text', text: 'hello' }],
+          usage: { input_tokens: 10, output_tokens: 2 },
+        }),
+      );
+    } else if (method === 'POST' && path === '/v1/responses') {
       // The second event waits until the client has read the first: a proxy that collected the
       // body before passing it on would never deliver it, and the run would time out.
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -94,34 +127,100 @@ class FakeModelApi {
   }
 }
 
+interface Answer {
+  status: number;
+  body: string;
+  chunks: string[];
+  /** The error's code, when the answer's body is the proxy's JSON error. */
+  code: string | undefined;
+}
+
 /** One request to the proxy's socket; `onChunk` sees each piece of the answer as it comes. */
 function viaSocket(
   socketPath: string,
   method: string,
   path: string,
-  headers: Record<string, string> = {},
-  onChunk?: (chunk: string) => void,
-): Promise<{ status: number; body: string; chunks: string[] }> {
+  options: {
+    headers?: Record<string, string>;
+    body?: string | Buffer;
+    onChunk?: (chunk: string, abort: () => void) => void;
+  } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request({ socketPath, method, path, headers }, (res) => {
+    const req = request({ socketPath, method, path, headers: options.headers ?? {} }, (res) => {
       const chunks: string[] = [];
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => {
         chunks.push(chunk);
-        onChunk?.(chunk);
+        options.onChunk?.(chunk, () => req.destroy());
       });
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: chunks.join(''), chunks }));
+      res.on('end', () => {
+        const body = chunks.join('');
+        let code: string | undefined;
+        try {
+          code = JSON.parse(body).error?.code;
+        } catch {
+          code = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, body, chunks, code });
+      });
       res.on('error', reject);
     });
     req.on('error', reject);
-    req.end(method === 'POST' ? '{"model":"m"}' : undefined);
+    req.end(options.body ?? (method === 'POST' ? '{"model":"m"}' : undefined));
   });
 }
 
 /** Polls `predicate` until it holds (an answer's close comes just after the client's end). */
 async function waitUntil(predicate: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !predicate(); i++) await new Promise((r) => setTimeout(r, 10));
+  for (let i = 0; i < 3000 && !predicate(); i++) await new Promise((r) => setTimeout(r, 10));
   assert.ok(predicate(), 'the condition never held');
+}
+
+/** An observer that sees nothing: for the tests about what is forwarded, not metered. */
+const unobserved: ModelProxyOptions['observe'] = () => ({ data() {}, end() {} });
+
+/** A proxy to `upstream` with the test's key, the job's model, every call admitted. */
+function proxyTo(upstream: string, extra: Partial<ModelProxyOptions> = {}): Promise<ModelProxy> {
+  return startModelProxy({
+    upstream,
+    headers: { 'x-api-key': KEY },
+    endpoints: EVERY_ENDPOINT,
+    model: JOB_MODEL,
+    admit: () => undefined,
+    observe: unobserved,
+    ...extra,
+  });
+}
+
+/** A proxy whose calls a real TurnMeter admits and meters, as a turn of an engine has it. */
+async function meteredProxy(
+  upstream: string,
+  options: Partial<TurnMeterOptions> & { headers?: Record<string, string> } = {},
+): Promise<{ proxy: ModelProxy; meter: TurnMeter; steps: StepReport[]; stops: () => number }> {
+  const steps: StepReport[] = [];
+  let stops = 0;
+  const meter = new TurnMeter({
+    maxSteps: 100,
+    job: undefined,
+    month: undefined,
+    // $1 per thousand output tokens, $0.001 per thousand input tokens.
+    priced: (tokens: TokenUsage) => ({
+      ...tokens,
+      costUsd: tokens.outputTokens / 1000 + tokens.inputTokens / 1_000_000,
+    }),
+    onStep: (step) => steps.push(step),
+    onStop: () => {
+      stops++;
+    },
+    ...options,
+  });
+  const proxy = await proxyTo(upstream, {
+    ...(options.headers ? { headers: options.headers } : {}),
+    admit: (call) => meter.admit(call),
+    observe: (answer) => meter.observe(answer),
+  });
+  return { proxy, meter, steps, stops: () => stops };
 }
 
 let api: FakeModelApi;
@@ -129,11 +228,7 @@ let proxy: ModelProxy;
 before(async () => {
   api = new FakeModelApi();
   await api.start();
-  proxy = await startModelProxy({
-    upstream: api.url,
-    headers: { 'x-api-key': KEY },
-    allowedPaths: ALLOWED,
-  });
+  proxy = await proxyTo(api.url);
 });
 after(async () => {
   await proxy?.close();
@@ -141,53 +236,81 @@ after(async () => {
 });
 
 describe('the model proxy', () => {
-  test('adds the key, drops the client credentials, passes the answer back', async () => {
+  test('adds the key, drops the client credentials, names the job model, passes the answer back', async () => {
     const before = api.seen.length;
-    const r = await viaSocket(proxy.socketPath, 'POST', '/v1/messages', {
-      'content-type': 'application/json',
-      'x-api-key': 'client-key',
-      authorization: 'Bearer client-token',
-      'anthropic-version': '2023-06-01',
+    const r = await viaSocket(proxy.socketPath, 'POST', '/v1/messages?beta=true', {
+      headers: {
+        'content-type': 'application/json',
+        'x-api-key': 'client-key',
+        authorization: 'Bearer client-token',
+        'anthropic-version': '2023-06-01',
+      },
+      body: '{"model":"claude-opus-4","max_tokens":5}',
     });
     assert.equal(r.status, 200);
-    assert.deepEqual(JSON.parse(r.body), {
-      type: 'message',
-      content: [{ type: 'text', text: 'hello' }],
-    });
+    assert.equal(JSON.parse(r.body).content[0].text, 'hello');
     const [seen, ...more] = api.seen.slice(before);
     assert.deepEqual(more, []);
-    assert.equal(seen?.url, '/v1/messages');
+    assert.equal(seen?.url, '/v1/messages?beta=true');
     assert.equal(seen?.headers['x-api-key'], KEY);
     assert.equal(seen?.headers.authorization, undefined);
     assert.equal(seen?.headers['anthropic-version'], '2023-06-01');
-    assert.equal(seen?.body, '{"model":"m"}');
+    assert.equal(seen?.body, `{"model":"${JOB_MODEL}","max_tokens":5}`);
+    assert.equal(seen?.headers['content-length'], String(Buffer.byteLength(seen?.body ?? '')));
     assert.deepEqual(api.unexpected, []);
   });
 
-  test('other paths, dot segments and other methods are refused with 403 and never forwarded', async () => {
+  test('forwards its endpoints exactly: anything below, beside or spelled otherwise is 403 and never reaches the vendor', async () => {
     const before = api.seen.length;
     for (const [method, path] of [
+      ['POST', '/v1/messages/batches'],
+      ['POST', '/v1/messages/batches/msgbatch_1/cancel'],
+      ['POST', '/v1/messages/'],
+      ['POST', '/v1/messages/.'],
+      ['POST', '/v1/./messages'],
+      ['POST', '/v1//messages'],
+      ['POST', '/v1/messages/../messages'],
+      ['POST', '/v1/messages/%2e%2e/x'],
+      ['POST', '/v1/messages%2fbatches'],
+      ['POST', '/v1/messages%2Fbatches'],
+      ['POST', '/v1/%6Dessages'],
+      ['POST', '/v1/messages;x'],
+      ['POST', '/v1/messages#x'],
+      ['POST', '/v1/messages?beta=true&x=1'],
+      ['POST', '/v1/messages?beta=false'],
+      ['POST', '/v1/responses?beta=true'],
+      ['POST', '/V1/messages'],
+      ['POST', 'http://api.anthropic.com/v1/messages'],
       ['POST', '/v1/complete'],
-      ['GET', '/'],
+      ['POST', '/v1/files'],
+      ['POST', '/v1/responses/resp_1/cancel'],
+      ['POST', '/v1/chat/completions/'],
       ['POST', '/v1/messagesX'],
-      ['POST', '/v1/messages/../../admin'],
-      ['POST', '/v1/messages/%2e%2e/admin'],
+      ['GET', '/v1/models'],
+      ['GET', '/v1/messages'],
+      ['HEAD', '/v1/messages'],
       ['DELETE', '/v1/messages'],
+      ['PUT', '/v1/responses'],
     ] as const) {
-      const r = await viaSocket(proxy.socketPath, method, path);
+      const r = await viaSocket(proxy.socketPath, method, path, { body: '{"model":"m"}' });
       assert.equal(r.status, 403, `${method} ${path}`);
-      assert.match(
-        r.body,
-        /the model proxy forwards only \/v1\/messages, \/v1\/responses, \/v1\/models/,
-      );
+      if (method !== 'HEAD') {
+        assert.equal(r.code, 'endpoint_not_allowed', `${method} ${path}`);
+        assert.match(
+          r.body,
+          /the model proxy forwards only POST \/v1\/messages, POST \/v1\/messages\/count_tokens, POST \/v1\/responses, POST \/v1\/chat\/completions/,
+        );
+      }
     }
     assert.equal(api.seen.length, before);
     assert.deepEqual(api.unexpected, []);
   });
 
   test('a streamed answer arrives chunk by chunk', { timeout: 10_000 }, async () => {
-    const r = await viaSocket(proxy.socketPath, 'POST', '/v1/responses', {}, (chunk) => {
-      if (chunk.includes('event: one')) api.release();
+    const r = await viaSocket(proxy.socketPath, 'POST', '/v1/responses', {
+      onChunk: (chunk) => {
+        if (chunk.includes('event: one')) api.release();
+      },
     });
     assert.equal(r.status, 200);
     assert.ok(r.chunks.length >= 2, `one chunk: ${JSON.stringify(r.chunks)}`);
@@ -195,24 +318,25 @@ describe('the model proxy', () => {
     assert.match(r.body, /event: two\ndata: \{"n":2\}\n\n$/);
   });
 
-  test('an unreachable model API is a 502 that names no key', async () => {
+  test('an unreachable model API is a 502 that names no key, and costs nothing', async () => {
     const closed = new FakeModelApi();
     await closed.start();
     const url = closed.url;
     await closed.close();
-    const dead = await startModelProxy({
-      upstream: url,
+    const { proxy: dead, steps } = await meteredProxy(url, {
       headers: { authorization: `Bearer ${KEY}` },
-      allowedPaths: ALLOWED,
     });
     try {
       const r = await viaSocket(dead.socketPath, 'POST', '/v1/messages');
       assert.equal(r.status, 502);
+      assert.equal(r.code, 'vendor_unreachable');
       assert.match(r.body, /the model API could not be reached \(ECONNREFUSED\)/);
       assert.ok(!r.body.includes(KEY));
     } finally {
       await dead.close();
     }
+    // The request never left: no step, so an outage spends no budget.
+    assert.deepEqual(steps, []);
     await assert.rejects(stat(dead.socketPath), { code: 'ENOENT' });
   });
 
@@ -222,41 +346,32 @@ describe('the model proxy', () => {
   });
 
   test('bad options are refused before anything listens', async () => {
+    await assert.rejects(proxyTo('ftp://x'), /upstream must be an absolute http or https URL/);
     await assert.rejects(
-      startModelProxy({ upstream: 'ftp://x', headers: {}, allowedPaths: ALLOWED }),
-      /upstream must be an absolute http or https URL/,
-    );
-    await assert.rejects(
-      startModelProxy({
-        upstream: api.url,
-        headers: { 'x-api-key': 'a\r\nb' },
-        allowedPaths: ALLOWED,
-      }),
+      proxyTo(api.url, { headers: { 'x-api-key': 'a\r\nb' } }),
       /not a valid header/,
     );
-    await assert.rejects(
-      startModelProxy({ upstream: api.url, headers: {}, allowedPaths: ['v1'] }),
-      /must be a plain absolute path/,
-    );
-    await assert.rejects(
-      startModelProxy({
-        upstream: api.url,
-        headers: {},
-        allowedPaths: ALLOWED,
-        callLimit: { calls: -1, onExceeded: () => {} },
-      }),
-      /callLimit.calls must be a whole number/,
-    );
+    for (const path of ['v1', '/v1/../admin', '/v1/messages/', '/v1/%2e%2e', '/v1?x']) {
+      await assert.rejects(
+        proxyTo(api.url, { endpoints: [{ path, api: 'messages' }] }),
+        /must be a plain absolute path/,
+        path,
+      );
+    }
+    for (const inFlight of [0, 5, 1.5]) {
+      await assert.rejects(
+        proxyTo(api.url, { inFlight }),
+        /inFlight must be a whole number from 1 to 4/,
+      );
+    }
+    await assert.rejects(proxyTo(api.url, { model: '' }), /model must be named/);
   });
 
-  test('an observer sees a copy of each answer; requests then ask for it uncompressed', async () => {
-    const observed: { path: string; status: number; body: string; ends: number }[] = [];
-    const observing = await startModelProxy({
-      upstream: api.url,
-      headers: { 'x-api-key': KEY },
-      allowedPaths: ALLOWED,
+  test('an observer sees a copy of each billable answer; requests then ask for it uncompressed', async () => {
+    const observed: { api: string; status: number; body: string; ends: number }[] = [];
+    const observing = await proxyTo(api.url, {
       observe: (answer) => {
-        const seen = { path: answer.path, status: answer.status, body: '', ends: 0 };
+        const seen = { api: answer.api, status: answer.status, body: '', ends: 0 };
         observed.push(seen);
         return {
           data: (chunk) => {
@@ -271,11 +386,14 @@ describe('the model proxy', () => {
     try {
       const before = api.seen.length;
       const r = await viaSocket(observing.socketPath, 'POST', '/v1/messages', {
-        'accept-encoding': 'gzip, br',
+        headers: { 'accept-encoding': 'gzip, br' },
       });
       assert.equal(r.status, 200);
       await waitUntil(() => observed[0]?.ends === 1);
-      assert.deepEqual(observed, [{ path: '/v1/messages', status: 200, body: r.body, ends: 1 }]);
+      // Counting tokens is billed by no vendor: not observed.
+      const counted = await viaSocket(observing.socketPath, 'POST', '/v1/messages/count_tokens');
+      assert.equal(counted.status, 200);
+      assert.deepEqual(observed, [{ api: 'messages', status: 200, body: r.body, ends: 1 }]);
       assert.equal(api.seen[before]?.headers['accept-encoding'], undefined);
       assert.deepEqual(api.unexpected, []);
     } finally {
@@ -287,10 +405,7 @@ describe('the model proxy', () => {
     timeout: 10_000,
   }, async () => {
     const ends: string[] = [];
-    const observing = await startModelProxy({
-      upstream: api.url,
-      headers: { 'x-api-key': KEY },
-      allowedPaths: ALLOWED,
+    const observing = await proxyTo(api.url, {
       observe: () => {
         let body = '';
         return {
@@ -308,9 +423,9 @@ describe('the model proxy', () => {
       firstChunk = resolve;
     });
     // The fake holds its second event back: the answer is open when the proxy closes.
-    const cut = viaSocket(observing.socketPath, 'POST', '/v1/responses', {}, firstChunk).catch(
-      (err: NodeJS.ErrnoException) => err.code,
-    );
+    const cut = viaSocket(observing.socketPath, 'POST', '/v1/responses', {
+      onChunk: firstChunk,
+    }).catch((err: NodeJS.ErrnoException) => err.code);
     await first;
     await observing.close();
     assert.deepEqual(ends, ['event: one\ndata: {"n":1}\n\n']);
@@ -318,40 +433,370 @@ describe('the model proxy', () => {
     api.release();
   });
 
-  test('a call limit forwards that many model calls; the next are 429 and never reach the vendor', async () => {
-    let exceeded = 0;
-    const limited = await startModelProxy({
-      upstream: api.url,
-      headers: { 'x-api-key': KEY },
-      allowedPaths: ALLOWED,
-      callLimit: {
-        calls: 2,
-        onExceeded: () => {
-          exceeded++;
-        },
-      },
-    });
+  test('with a limit of one model call: batches and a trailing slash never go out, counting tokens is no call, the second call is refused and the turn stopped', async () => {
+    const { proxy: limited, meter, steps, stops } = await meteredProxy(api.url, { maxSteps: 1 });
     try {
       const before = api.seen.length;
-      // A refused path is no model call, and neither is counting tokens.
-      assert.equal((await viaSocket(limited.socketPath, 'POST', '/v1/complete')).status, 403);
+      for (let i = 0; i < 3; i++) {
+        const batch = await viaSocket(limited.socketPath, 'POST', '/v1/messages/batches', {
+          body: '{"requests":[{"custom_id":"a","params":{"model":"m","max_tokens":9}}]}',
+        });
+        assert.equal(batch.status, 403, batch.body);
+      }
+      assert.equal((await viaSocket(limited.socketPath, 'POST', '/v1/messages/')).status, 403);
       for (let i = 0; i < 3; i++) {
         const counted = await viaSocket(limited.socketPath, 'POST', '/v1/messages/count_tokens');
         assert.equal(counted.status, 200, counted.body);
       }
-      for (const expected of [200, 200, 429, 429]) {
+      for (const expected of [200, 429, 429]) {
         const r = await viaSocket(limited.socketPath, 'POST', '/v1/messages');
         assert.equal(r.status, expected, r.body);
         if (expected === 429) {
-          assert.match(r.body, /the turn has used its 2 model calls/);
+          assert.equal(r.code, 'step_limit');
+          assert.match(r.body, /the turn used its 1 model calls without finishing/);
           assert.ok(!r.body.includes(KEY));
         }
       }
-      assert.equal(exceeded, 1);
-      assert.equal(api.seen.length - before, 5);
+      // Counting tokens once the turn is stopped is refused too.
+      const late = await viaSocket(limited.socketPath, 'POST', '/v1/messages/count_tokens');
+      assert.equal(late.status, 429);
+      assert.equal(stops(), 1);
+      assert.match(meter.stopped ?? '', /used its 1 model calls/);
+      assert.deepEqual(
+        api.seen.slice(before).map((s) => s.url),
+        [
+          '/v1/messages/count_tokens',
+          '/v1/messages/count_tokens',
+          '/v1/messages/count_tokens',
+          '/v1/messages',
+        ],
+      );
+      // The one call was metered from its answer.
+      await waitUntil(() => steps.length === 1);
+      assert.deepEqual(steps[0]?.usage.inputTokens, 10);
+      assert.deepEqual(steps[0]?.usage.outputTokens, 2);
       assert.deepEqual(api.unexpected, []);
     } finally {
       await limited.close();
+    }
+  });
+});
+
+describe('the model proxy and the model APIs', () => {
+  let llm: FakeLlm;
+  before(async () => {
+    llm = await startFakeLlm({ apiKey: KEY, models: [JOB_MODEL, 'gpt-4.1'] });
+  });
+  afterEach(() => {
+    try {
+      llm.assertDone();
+    } finally {
+      llm.reset();
+    }
+  });
+  after(async () => {
+    await llm?.close();
+  });
+
+  const anthropic = { 'anthropic-version': '2023-06-01', 'content-type': 'application/json' };
+  const message = (model: string, extra: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      model,
+      max_tokens: 1000,
+      messages: [{ role: 'user', content: 'hi' }],
+      ...extra,
+    });
+
+  test("a body naming another model, or none, reaches the vendor with the job's model and is priced as it", async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url);
+    try {
+      llm.script(reply('one', { usage: { input: 7, output: 3 } }), reply('two'));
+      for (const body of [
+        message('claude-opus-4'),
+        message('claude-opus-4').replace('"model":"claude-opus-4",', ''),
+      ]) {
+        const r = await viaSocket(p.socketPath, 'POST', '/v1/messages', {
+          headers: anthropic,
+          body,
+        });
+        assert.equal(r.status, 200, r.body);
+      }
+      assert.deepEqual(
+        llm.requests.map((r) => (r.body as { model: string }).model),
+        [JOB_MODEL, JOB_MODEL],
+      );
+      await waitUntil(() => steps.length === 2);
+      assert.deepEqual(steps[0], {
+        step: 1,
+        usage: {
+          inputTokens: 7,
+          outputTokens: 3,
+          cacheReadTokens: 0,
+          cacheWriteTokens: 0,
+          costUsd: 0.003007,
+        },
+      });
+    } finally {
+      await p.close();
+    }
+  });
+
+  test('a streamed chat completion asks for its usage, and is metered from it', async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    try {
+      llm.script(reply('streamed', { usage: { input: 40, output: 6, cacheRead: 32 } }));
+      const r = await viaSocket(p.socketPath, 'POST', '/v1/chat/completions', {
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'gpt-4.1',
+          stream: true,
+          stream_options: { other: 1 },
+          messages: [{ role: 'user', content: 'hi' }],
+        }),
+      });
+      assert.equal(r.status, 200, r.body);
+      assert.match(r.body, /data: \[DONE\]/);
+      const seen = llm.requests[0] as RecordedRequest;
+      assert.deepEqual((seen.body as { stream_options: unknown }).stream_options, {
+        other: 1,
+        include_usage: true,
+      });
+      await waitUntil(() => steps.length === 1);
+      assert.deepEqual(steps[0]?.usage, {
+        inputTokens: 40,
+        outputTokens: 6,
+        cacheReadTokens: 32,
+        cacheWriteTokens: 0,
+        costUsd: 0.00604,
+      });
+      assert.equal(steps[0]?.estimated, undefined);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test('a background response, a body that is not JSON, compressed or too large is refused and never forwarded', async () => {
+    const p = await proxyTo(llm.url);
+    try {
+      const refused: [string, Record<string, string>, string | Buffer, number, string][] = [
+        [
+          '/v1/responses',
+          {},
+          JSON.stringify({ model: 'gpt-4.1', input: 'hi', background: true }),
+          400,
+          'background_not_allowed',
+        ],
+        ['/v1/messages', anthropic, 'not json', 400, 'bad_body'],
+        ['/v1/messages', anthropic, '["model"]', 400, 'bad_body'],
+        ['/v1/messages', anthropic, Buffer.from([0x7b, 0xff, 0x7d]), 400, 'bad_body'],
+        [
+          '/v1/messages',
+          { ...anthropic, 'content-encoding': 'gzip' },
+          message(JOB_MODEL),
+          415,
+          'body_encoded',
+        ],
+        [
+          '/v1/messages',
+          { ...anthropic, 'content-length': String(MAX_BODY_BYTES + 1) },
+          '',
+          413,
+          'body_too_large',
+        ],
+        // Without a length given: read up to the bound, then refused.
+        [
+          '/v1/messages',
+          { ...anthropic, 'transfer-encoding': 'chunked' },
+          Buffer.alloc(MAX_BODY_BYTES + 1, 0x20),
+          413,
+          'body_too_large',
+        ],
+      ];
+      for (const [path, headers, body, status, code] of refused) {
+        const r = await viaSocket(p.socketPath, 'POST', path, { headers, body });
+        assert.equal(r.status, status, `${code}: ${r.body}`);
+        assert.equal(r.code, code);
+      }
+      assert.deepEqual(llm.requests, []);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test('50 calls at once with a budget the first one spends: no more than the calls in flight reach the vendor', {
+    timeout: 60_000,
+  }, async () => {
+    const {
+      proxy: p,
+      meter,
+      stops,
+    } = await meteredProxy(llm.url, {
+      job: { limitUsd: 0.05, spentUsd: 0 },
+    });
+    try {
+      let open: () => void = () => {};
+      const held = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      // Each answer costs $0.10: the first to end spends the budget.
+      llm.scriptAll(async () => {
+        await held;
+        return reply('costly', { usage: { input: 10, output: 100 } });
+      });
+      const answers = Array.from({ length: 50 }, () =>
+        viaSocket(p.socketPath, 'POST', '/v1/messages', {
+          headers: anthropic,
+          body: message(JOB_MODEL),
+        }),
+      );
+      // The calls past the slots and the queue are refused at once; the rest wait.
+      const tooMany = 50 - DEFAULT_IN_FLIGHT - MAX_WAITING;
+      let refusedAtOnce = 0;
+      for (const answer of answers) {
+        answer.then((r) => {
+          if (r.code === 'too_many_calls') refusedAtOnce++;
+        });
+      }
+      await waitUntil(
+        () =>
+          (refusedAtOnce === tooMany && llm.requests.length === DEFAULT_IN_FLIGHT) ||
+          llm.requests.length > DEFAULT_IN_FLIGHT,
+      );
+      assert.equal(llm.requests.length, DEFAULT_IN_FLIGHT);
+      open();
+      const all = await Promise.all(answers);
+      const count = (code: string | undefined) => all.filter((r) => r.code === code).length;
+      assert.equal(all.filter((r) => r.status === 200).length, DEFAULT_IN_FLIGHT);
+      assert.equal(count('too_many_calls'), tooMany);
+      assert.equal(count('budget_spent'), MAX_WAITING);
+      assert.equal(llm.requests.length, DEFAULT_IN_FLIGHT);
+      assert.equal(stops(), 1);
+      assert.match(
+        meter.stopped ?? '',
+        /^the job reached its budget of \$0\.0500 \(it has spent \$0\.2000\); raise the project's jobBudgetUsd or split the task$/,
+      );
+      const refusal = all.find((r) => r.code === 'budget_spent');
+      assert.match(refusal?.body ?? '', /reached its budget of \$0\.0500/);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test(`never more than ${DEFAULT_IN_FLIGHT} calls at the vendor at once: the others wait their turn`, {
+    timeout: 60_000,
+  }, async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url);
+    try {
+      let atVendor = 0;
+      let most = 0;
+      let open: () => void = () => {};
+      const held = new Promise<void>((resolve) => {
+        open = resolve;
+      });
+      llm.scriptAll(async () => {
+        atVendor++;
+        most = Math.max(most, atVendor);
+        await held;
+        atVendor--;
+        return reply('done', { usage: { input: 1, output: 1 } });
+      });
+      const calls = DEFAULT_IN_FLIGHT + MAX_WAITING + 1;
+      const answers = Array.from({ length: calls }, () =>
+        viaSocket(p.socketPath, 'POST', '/v1/messages', {
+          headers: anthropic,
+          body: message(JOB_MODEL),
+        }),
+      );
+      let refused: string | undefined;
+      for (const answer of answers) {
+        answer.then((r) => {
+          refused ??= r.code;
+        });
+      }
+      await waitUntil(
+        () =>
+          (refused !== undefined && llm.requests.length === DEFAULT_IN_FLIGHT) ||
+          llm.requests.length > DEFAULT_IN_FLIGHT,
+      );
+      assert.equal(llm.requests.length, DEFAULT_IN_FLIGHT);
+      assert.equal(refused, 'too_many_calls');
+      open();
+      const all = await Promise.all(answers);
+      assert.equal(all.filter((r) => r.status === 200).length, calls - 1);
+      assert.equal(most, DEFAULT_IN_FLIGHT);
+      assert.equal(llm.requests.length, calls - 1);
+      await waitUntil(() => steps.length === calls - 1);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test('every billable call is metered: an error answer as nothing used, a cut stream and a call left unanswered as the most they could have used', {
+    timeout: 60_000,
+  }, async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url);
+    try {
+      let answer: () => void = () => {};
+      const never = new Promise<void>((resolve) => {
+        answer = resolve;
+      });
+      llm.script(
+        httpError(529, { message: 'Overloaded' }),
+        reply('a long answer cut short', {
+          usage: { input: 50, output: 20 },
+          chunkChars: 2,
+          chunkDelayMs: 50,
+        }),
+        dynamic(async () => {
+          await never;
+          return reply('too late');
+        }),
+      );
+      const overloaded = await viaSocket(p.socketPath, 'POST', '/v1/messages', {
+        headers: anthropic,
+        body: message(JOB_MODEL),
+      });
+      assert.equal(overloaded.status, 529);
+      // The engine goes away once the stream has begun (as when it is stopped).
+      const streamed = message(JOB_MODEL, { stream: true });
+      const cut = await viaSocket(p.socketPath, 'POST', '/v1/messages', {
+        headers: anthropic,
+        body: streamed,
+        onChunk: (chunk, abort) => {
+          if (chunk.includes('message_start')) abort();
+        },
+      }).catch((err: NodeJS.ErrnoException) => err.code);
+      assert.equal(cut, 'ECONNRESET');
+      await waitUntil(() => steps.length === 2);
+      // And once a request has gone out, before any answer.
+      const body = message(JOB_MODEL, { system: 'x'.repeat(5000) });
+      const unanswered = viaSocket(p.socketPath, 'POST', '/v1/messages', {
+        headers: anthropic,
+        body,
+      }).catch((err: NodeJS.ErrnoException) => err.code);
+      await llm.waitFor((r) => r.index === 2, 30_000);
+      await p.close();
+      assert.equal(await unanswered, 'ECONNRESET');
+      answer();
+      const usage = (input: number, output: number) => ({
+        inputTokens: input,
+        outputTokens: output,
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        costUsd: output / 1000 + input / 1_000_000,
+      });
+      assert.deepEqual(steps, [
+        { step: 1, usage: usage(0, 0), status: 529 },
+        // The input message_start named; the output the request allowed.
+        { step: 2, usage: usage(50, 1000), estimated: true },
+        // One token per byte of the request as forwarded.
+        { step: 3, usage: usage(Buffer.byteLength(body), 1000), estimated: true },
+      ]);
+      await waitUntil(() => llm.requests[1]?.aborted === true);
+    } finally {
+      await p.close();
     }
   });
 });
@@ -395,7 +840,7 @@ describe('the model proxy from inside the sandbox', { skip }, () => {
         `sh ${join(tools, 'engine.sh')}`,
         `touch ${join(tools, 'planted')} 2>&1 || echo engine-dir-read-only`,
         `curl -sS -H 'x-api-key: client-key' -H 'authorization: Bearer client-token' --data '{}' "$ANTHROPIC_BASE_URL/v1/messages"; echo`,
-        `curl -sS -o /dev/null -w 'other=%{http_code}\\n' "$ANTHROPIC_BASE_URL/v1/complete"`,
+        `curl -sS -o /dev/null -w 'other=%{http_code}\\n' --data '{}' "$ANTHROPIC_BASE_URL/v1/messages/batches"`,
         `curl -sSN --data '{}' "$ANTHROPIC_BASE_URL/v1/responses"`,
         dump,
       ].join('; '),

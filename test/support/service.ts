@@ -7,7 +7,7 @@ import type { EventRecord } from '../../src/jobs/events.ts';
 import { recordReviewDiff, turnContext } from '../../src/jobs/lifecycle.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
-import { jobBudgetLeft } from '../../src/jobs/spend.ts';
+import { jobBudgetLeft, monthBudgetLeft } from '../../src/jobs/spend.ts';
 import type { KeyRecord } from '../../src/keys/service.ts';
 import type { Logger } from '../../src/log.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
@@ -237,6 +237,7 @@ export async function redeliverTurn(
     models: ctx.models,
     forges: ctx.forges,
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
+    monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
   });
   const output = await runner.run({
     job,
