@@ -39,7 +39,7 @@ function receivedEvent(projectId: string, event: ForgeEventRecord): SafeHtml {
   const turn =
     event.jobId === null
       ? ''
-      : html` <a class="mono" href="/projects/${projectId}/jobs/${event.jobId}">${event.jobId}</a>${
+      : html`: <a class="mono" href="/projects/${projectId}/jobs/${event.jobId}">${event.jobId}</a>${
           event.turn === null ? '' : html`, turn ${event.turn}`
         }`;
   return html`<tr>

@@ -106,7 +106,7 @@ describe('dashboard: forge webhook page', () => {
           author: 'maintainer',
           url: 'https://github.com/acme/app/pull/3#pullrequestreview-2',
           outcome: 'accepted',
-          reason: `a follow-up of job ${jobId}`,
+          reason: 'a follow-up of its job',
           job_id: jobId,
           turn: 2,
         },
@@ -138,7 +138,9 @@ describe('dashboard: forge webhook page', () => {
     );
     assert.match(accepted, /<span class="badge delivered">accepted<\/span>/);
     assert.ok(
-      accepted.includes(`href="/projects/${projectId}/jobs/${jobId}">${jobId}</a>, turn 2`),
+      accepted.includes(
+        `a follow-up of its job: <a class="mono" href="/projects/${projectId}/jobs/${jobId}">${jobId}</a>, turn 2`,
+      ),
     );
     assert.match(refused, /comment on issue <span class="mono">#12<\/span> by @&lt;script&gt;/);
     assert.match(refused, /\(delivered 3 times\)/);

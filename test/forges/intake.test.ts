@@ -55,8 +55,10 @@ interface IntakeFake {
   /** Whether the comment of this delivery got Errand's 👀 (a review: its pull request did). */
   acknowledged(delivery: DeliveryAnswer): boolean;
   pulls(): Array<{ number: number; url: string; body: string }>;
-  /** Every request Errand made to the fake's API, in order. */
+  /** Every request the fake's API was sent, in order. */
   requests(): Array<{ method: string; path: string }>;
+  /** Opens a pull request of someone's branch (no job's); returns its number. */
+  openPull(): Promise<number>;
   /** Holds Errand's next comment whose body matches, until released (the GitHub fake only). */
   holdNextComment?: (body: RegExp) => { arrived: Promise<void>; release: () => void };
   assertNoUnexpected(): void;
@@ -68,6 +70,18 @@ interface Case {
   token: string;
   gitUser: string;
   start(token: string, webhook: () => string): Promise<IntakeFake>;
+}
+
+/** Opens a pull request as someone would, through the API GitHub and Gitea share. */
+async function openRepoPull(apiUrl: string, authorization: string): Promise<number> {
+  const res = await fetch(`${apiUrl}/repos/acme/app/pulls`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({ title: 'A change', head: 'someones-branch', base: 'main', body: '' }),
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `the fake refused to open a pull request: ${res.status} ${text}`);
+  return (JSON.parse(text) as { number: number }).number;
 }
 
 type Payload = Record<string, Record<string, unknown>>;
@@ -120,6 +134,7 @@ const cases: Case[] = [
             .pullRequests('acme/app')
             .map((p) => ({ number: p.number, url: p.htmlUrl, body: p.body ?? '' })),
         requests: () => fake.requests.map(({ method, path }) => ({ method, path })),
+        openPull: () => openRepoPull(fake.apiUrl, `token ${token}`),
         holdNextComment: (body) =>
           fake.holdNext(
             (r) => r.method === 'POST' && /\/comments$/.test(r.path) && body.test(r.body),
@@ -172,6 +187,9 @@ const cases: Case[] = [
             body: m.description,
           })),
         requests: () => fake.requests.map(({ method, path }) => ({ method, path })),
+        openPull: async () =>
+          fake.addMergeRequest('acme/app', { sourceBranch: 'someones-branch', title: 'A change' })
+            .iid,
         assertNoUnexpected: () => fake.assertNoUnexpected(),
         close: () => fake.close(),
       };
@@ -221,6 +239,7 @@ const cases: Case[] = [
             body: p.body,
           })),
         requests: () => fake.requests.map(({ method, path }) => ({ method, path })),
+        openPull: () => openRepoPull(fake.apiUrl, `token ${token}`),
         assertNoUnexpected: () => fake.assertNoUnexpected(),
         close: () => fake.close(),
       };
@@ -927,9 +946,11 @@ for (const c of cases) {
         assert.equal(answer.status, 202, answer.text);
       }
     };
+    /** Where Errand's requests start: the test's own (a pull request opened) come before. */
+    let from = 0;
     /** The requests Errand made: permission questions and comments or reactions posted. */
     const made = () => {
-      const requests = forge.requests();
+      const requests = forge.requests().slice(from);
       const asked = requests.filter(
         (r) => r.method === 'GET' && /\/permission$|\/members\/all\/\d+$/.test(r.path),
       );
@@ -940,17 +961,32 @@ for (const c of cases) {
       forge.said().filter((s) => s.number === number && /write access/.test(s.body));
 
     test('one answer per thread, five an hour; every event on the dashboard; write access still heard', async () => {
+      // A mention on a pull request no job opened asks for nothing: no question, no answer.
+      const pull = await forge.openPull();
+      from = forge.requests().length;
+      const onPull = await forge.deliver({
+        type: 'comment',
+        pull,
+        body: '@errand review this',
+        author: VISITOR,
+      });
+      assert.equal(onPull.status, 202, onPull.text);
+      const [ignored] = await decided(1);
+      assert.equal(ignored?.outcome, 'ignored');
+      assert.equal(ignored?.reason, 'no job of this project on this pull request');
+      assert.deepEqual(made(), { asked: 0, posted: 0, all: 0 });
+
       const threads = Array.from({ length: 7 }, (_, i) =>
         forge.openIssue(`Outsider's wish ${i + 1}`, 'Please.'),
       );
       const [first, ...others] = threads as [(typeof threads)[0], ...typeof threads];
       // Three times in one thread: told once.
       await mention(first, 3);
-      await decided(3);
+      await decided(4);
       assert.equal(refusalsOn(first.number).length, 1);
       // Once in each of six more threads: four are told, then the hour's five are given.
       for (const issue of others) await mention(issue);
-      let rows = await decided(9);
+      let rows = (await decided(10)).filter((r) => r.thread_kind === 'issue');
       const told = threads.filter((t) => refusalsOn(t.number).length === 1);
       assert.equal(told.length, 5, JSON.stringify(forge.said()));
       for (const t of threads) assert.ok(refusalsOn(t.number).length <= 1, `#${t.number}`);
@@ -972,7 +1008,7 @@ for (const c of cases) {
         body: '@errand then I ask',
       });
       assert.equal(asked.status, 202, asked.text);
-      rows = await decided(10);
+      rows = await decided(11);
       const accepted = rows.find((r) => r.author === REVIEWER.login);
       assert.equal(accepted?.outcome, 'accepted', accepted?.reason ?? '');
       assert.ok(forge.acknowledged(asked), 'the maintainer got no 👀');
@@ -985,6 +1021,7 @@ for (const c of cases) {
       const count = (pattern: RegExp) => (page.text.match(pattern) ?? []).length;
       assert.equal(count(/<span class="badge [a-z]+">refused<\/span>/g), 9);
       assert.equal(count(/<span class="badge [a-z]+">accepted<\/span>/g), 1);
+      assert.equal(count(/<span class="badge [a-z]+">ignored<\/span>/g), 1);
       assert.equal(count(/@visitor has no write access; told in the thread</g), 5);
       assert.equal(
         count(/@visitor has no write access; told in this thread before, not again/g),
@@ -1000,7 +1037,7 @@ for (const c of cases) {
       assert.ok(neverTold);
       await mention(first);
       await mention(neverTold);
-      await decided(12);
+      await decided(13);
       assert.equal(refusalsOn(first.number).length, 1);
       assert.equal(refusalsOn(neverTold.number).length, 1);
       assert.deepEqual(made(), { asked: 3, posted: 8, all: 11 });

@@ -146,7 +146,7 @@ export class ForgeIntake {
     const earlier = await this.#turnOfEvent(projectId, event.key);
     if (earlier) {
       await this.#announce(client, event, earlier);
-      return accepted(earlier, 'its turn was accepted before');
+      return accepted(earlier);
     }
     // Whatever the author may do, some events ask for nothing: no permission call for them.
     const plan = await this.#plan(project, event);
@@ -160,7 +160,7 @@ export class ForgeIntake {
           ? await this.#followUp(project, plan.followUp, plan.prompt, trigger)
           : await this.#create(project, event, trigger);
       await this.#announce(client, event, turn);
-      return accepted(turn, turn.fromIssue ? 'a new job' : `a follow-up of job ${turn.jobId}`);
+      return accepted(turn);
     } catch (err) {
       const refusal = serviceRefusal(err);
       if (!refusal) throw err;
@@ -502,6 +502,8 @@ function triggerOf(event: ForgeEvent): TurnTrigger {
   return { ...base, url: event.url, replyTo: { ...commentRef(event) } };
 }
 
-function accepted(turn: Accepted, reason: string): EventDecision {
+/** The record of an accepted event: the same words whether its turn was accepted now or before. */
+function accepted(turn: Accepted): EventDecision {
+  const reason = turn.fromIssue ? 'a new job' : 'a follow-up of its job';
   return { outcome: 'accepted', reason, jobId: turn.jobId, turn: turn.seq };
 }
