@@ -18,8 +18,9 @@ export interface ForgeWebhookView {
   events: readonly string[];
   /** The forge's name as people write it, e.g. GitHub. */
   forgeName: string | undefined;
-  /** The events the forge sent lately, newest first. */
+  /** The events the forge sent lately, newest first, of `outcome` when one is chosen. */
   received: readonly ForgeEventRecord[];
+  outcome: ForgeEventOutcome | undefined;
 }
 
 /** The most recent events the page lists. */
@@ -33,6 +34,9 @@ const OUTCOME_BADGE: Record<ForgeEventOutcome, string> = {
   refused: 'failed',
   failed: 'failed',
 };
+
+/** Every outcome, for the filter (the badges' keys: one list). */
+export const OUTCOMES = Object.keys(OUTCOME_BADGE) as ForgeEventOutcome[];
 
 function receivedEvent(projectId: string, event: ForgeEventRecord): SafeHtml {
   const where = event.thread.kind === 'issue' ? 'issue' : 'pull request';
@@ -54,18 +58,30 @@ function receivedEvent(projectId: string, event: ForgeEventRecord): SafeHtml {
 </tr>`;
 }
 
-function receivedEvents(projectId: string, events: readonly ForgeEventRecord[]): SafeHtml {
+function receivedEvents(
+  projectId: string,
+  events: readonly ForgeEventRecord[],
+  outcome: ForgeEventOutcome | undefined,
+): SafeHtml {
+  const filter = html`<form method="get" action="/projects/${projectId}/forge-webhook#received" class="filter">
+  <label for="outcome">Outcome</label>
+  <select id="outcome" name="outcome">
+    <option value="" ${outcome ? '' : html`selected`}>All</option>
+    ${OUTCOMES.map((o) => html`<option value="${o}" ${outcome === o ? html`selected` : ''}>${o}</option>`)}
+  </select>
+  <button type="submit">Filter</button>
+</form>`;
   const list = events.length
     ? html`<div class="scroll"><table class="list">
 <thead><tr><th scope="col">Received</th><th scope="col">Event</th><th scope="col">Outcome</th>
 <th scope="col">Why</th></tr></thead>
 <tbody>${events.map((event) => receivedEvent(projectId, event))}</tbody></table></div>`
-    : html`<p>None in the last 30 days.</p>`;
+    : html`<p>None${outcome ? html` ${outcome}` : ''} in the last 30 days.</p>`;
   return html`<section aria-labelledby="received"><h2 id="received">Events received</h2>
 <p class="help">The last ${RECENT_EVENTS} comments and labels the forge sent, newest first, and
 what each became. Each is taken once, by the ids the forge signed: sent again, under its delivery
 id or another, it is only counted.</p>
-${list}</section>`;
+${filter}${list}</section>`;
 }
 
 /** Where each forge's form is, and what it calls the secret. */
@@ -136,7 +152,7 @@ export function forgeWebhookPage(
   <input id="forgeLabel" name="forgeLabel" required maxlength="100" value="${label}">
   <button type="submit">Save</button>
 </form></section>
-${receivedEvents(project.id, view.received)}`;
+${receivedEvents(project.id, view.received, view.outcome)}`;
   return page(
     { title: `Forge webhook of ${project.name}`, principal },
     html`<p><a href="/projects/${project.id}/settings">← Settings of ${project.name}</a></p>

@@ -15,26 +15,37 @@ import {
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
-import { type ForgeWebhookView, forgeWebhookPage, RECENT_EVENTS } from './forge-webhook-pages.ts';
+import {
+  type ForgeWebhookView,
+  forgeWebhookPage,
+  OUTCOMES,
+  RECENT_EVENTS,
+} from './forge-webhook-pages.ts';
 import { admin, baseUrl, type Form, given, parse, sendPage } from './requests.ts';
 
 export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
+  /** `outcome`: the filter of the events received, as the query gives it ('' or absent: all). */
   const view = async (
     request: FastifyRequest,
     project: ProjectRecord,
+    outcome?: string,
   ): Promise<ForgeWebhookView> => {
     const provider = forgeProviders.get(project.forge.kind);
+    const chosen = outcome ? OUTCOMES.find((o) => o === outcome) : undefined;
+    if (outcome && !chosen)
+      throw new AppError('bad_request', `"outcome" must be one of ${OUTCOMES.join(', ')}`);
     return {
       project,
       url: forgeWebhookUrl(baseUrl(ctx, request), project.id),
       events: provider?.webhookEvents ?? [],
       forgeName: provider?.name,
-      received: await recentEvents(ctx.db, project.id, RECENT_EVENTS),
+      received: await recentEvents(ctx.db, project.id, RECENT_EVENTS, chosen),
+      outcome: chosen,
     };
   };
   const project = async (id: string) => toProjectRecord(ctx, await getProject(ctx, id));
 
-  pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
+  pages.get<{ Params: { id: string }; Querystring: { saved?: string; outcome?: string } }>(
     '/projects/:id/forge-webhook',
     async (request, reply) => {
       const principal = admin(request);
@@ -42,7 +53,7 @@ export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppConte
       return sendPage(
         reply,
         200,
-        forgeWebhookPage(principal, await view(request, current), {
+        forgeWebhookPage(principal, await view(request, current, request.query.outcome), {
           saved: request.query.saved === '1',
         }),
       );

@@ -146,6 +146,24 @@ describe('dashboard: forge webhook page', () => {
     assert.match(refused, /\(delivered 3 times\)/);
     assert.match(refused, /<span class="badge failed">refused<\/span>/);
     assert.match(refused, /has no write access; told in the thread/);
+
+    // Only the refused ones: in a busy repository, the comments that never named Errand (each
+    // recorded, as ignored) do not hide them.
+    const onlyRefused = await request(svc, admin, `${page}?outcome=refused`);
+    assert.equal(onlyRefused.status, 200);
+    const refusedRows = onlyRefused.text.split('<tr>').slice(2);
+    assert.equal(refusedRows.length, 1);
+    assert.match(refusedRows[0] ?? '', /has no write access/);
+    assert.match(onlyRefused.text, /<option value="refused" selected>refused<\/option>/);
+    const noneFailed = await request(svc, admin, `${page}?outcome=failed`);
+    assert.match(noneFailed.text, /None failed in the last 30 days/);
+    const unknown = await request(svc, admin, `${page}?outcome=${encodeURIComponent(HOSTILE)}`);
+    assert.equal(unknown.status, 400);
+    assert.match(
+      unknown.text,
+      /&quot;outcome&quot; must be one of queued, accepted, ignored, refused, failed/,
+    );
+    assert.ok(!unknown.text.includes(HOSTILE));
   });
 
   test('a made secret is shown once, stored sealed, and never shown again', async () => {

@@ -111,20 +111,16 @@ export interface ForgeEventRecord {
   turn: number | null;
 }
 
-/** The project's most recent events, newest first. */
+/** The project's most recent events, newest first; only those of `outcome` when given. */
 export async function recentEvents(
   db: Db,
   projectId: string,
   limit: number,
+  outcome?: ForgeEventOutcome,
 ): Promise<ForgeEventRecord[]> {
-  const rows = await db
-    .selectFrom('forge_events')
-    .selectAll()
-    .where('project_id', '=', projectId)
-    .orderBy('received_at', 'desc')
-    .orderBy('key')
-    .limit(limit)
-    .execute();
+  let query = db.selectFrom('forge_events').selectAll().where('project_id', '=', projectId);
+  if (outcome) query = query.where('outcome', '=', outcome);
+  const rows = await query.orderBy('received_at', 'desc').orderBy('key').limit(limit).execute();
   return rows.map((row) => ({
     key: row.key,
     deliveryId: row.delivery_id,
