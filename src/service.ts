@@ -11,11 +11,11 @@ import { dashboard } from './dashboard/plugin.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { engineInstalls } from './engines/catalog.ts';
-import { purgeForgeDeliveries } from './events/forge-deliveries.ts';
 import { webhookOutbox } from './events/webhooks/outbox.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
-import { forgetRefusals } from './forges/intake/intake.ts';
+import { forgetForgeEvents } from './forges/intake/records.ts';
+import { forgetRefusals } from './forges/intake/refusals.ts';
 import { buildApp } from './http/app.ts';
 import { purgeExpiredKeys } from './idempotency/keys.ts';
 import { TurnAborts } from './jobs/aborts.ts';
@@ -215,15 +215,15 @@ interface Upkeep {
 
 /**
  * Every module's periodic upkeep, each its owner's function: expired idempotency keys, the
- * rate-limit counters of ended windows, forge delivery ids older than a week and the record of
- * threads told of missing write access older than 30 days are deleted. The processes that run
+ * rate-limit counters of ended windows, and the records of forge events and of threads told of
+ * missing write access older than 30 days are deleted. The processes that run
  * workers do it.
  */
 export async function runUpkeep(ctx: Pick<AppContext, 'db' | 'config' | 'log'>): Promise<void> {
   const chores: [string, () => Promise<unknown>][] = [
     ['rate-limit counters', () => pruneCounters(ctx.db, ctx.config.rateLimits.windowSeconds)],
     ['idempotency keys', () => purgeExpiredKeys(ctx.db)],
-    ['forge delivery ids', () => purgeForgeDeliveries(ctx)],
+    ['forge events', () => forgetForgeEvents(ctx)],
     ['forge refusals', () => forgetRefusals(ctx)],
   ];
   for (const [chore, run] of chores) {

@@ -102,7 +102,7 @@ export interface paths {
   '/v2/forges/{projectId}/webhook': {
     /**
      * Forge webhook
-     * @description Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. A redelivery (the same X-GitHub-Delivery, GitLab Idempotency-Key or X-Gitlab-Event-UUID, or X-Gitea-Delivery) is acknowledged and not acted on twice.
+     * @description Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. Each event is taken once, by what the forge signed that names it (a comment's, review's or note's id; an issue, its label and the issue's time of change), never by the delivery id header, which no signature covers: a redelivery, or the same signed body under another delivery id, is acknowledged (200, duplicate) and not acted on twice.
      */
     post: {
       parameters: {
@@ -112,12 +112,12 @@ export interface paths {
         };
       };
       responses: {
-        /** @description A redelivery, or an event Errand has no use for: nothing queued. */
+        /** @description Events taken before, or an event Errand has no use for: nothing queued. */
         200: {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: a redelivery of a delivery already taken; ignored: a ping, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); ignored: a ping, or an event Errand has no use for.
                * @enum {string}
                */
               outcome: 'queued' | 'duplicate' | 'ignored';
@@ -131,7 +131,7 @@ export interface paths {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: a redelivery of a delivery already taken; ignored: a ping, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); ignored: a ping, or an event Errand has no use for.
                * @enum {string}
                */
               outcome: 'queued' | 'duplicate' | 'ignored';

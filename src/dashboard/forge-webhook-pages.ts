@@ -1,11 +1,14 @@
 // The forge webhook page of a project: the URL to paste into the forge, the content type and
 // the events to select there, whether a secret is set (never the secret), the handle and the
-// label; and the forms to make a new secret (shown once on the answer's page), to set one the
-// admin chose, or to remove it. Every value goes through `html`.
+// label; the forms to make a new secret (shown once on the answer's page), to set one the
+// admin chose, or to remove it; and the events the forge sent lately, with what each became and
+// why. Every value goes through `html`.
+import type { ForgeEventOutcome } from '../db/schema.ts';
+import type { ForgeEventRecord } from '../forges/intake/records.ts';
 import type { Principal } from '../keys/service.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, type SafeHtml } from './html.ts';
-import { notice, page } from './layout.ts';
+import { externalLink, notice, page, when } from './layout.ts';
 
 export interface ForgeWebhookView {
   project: ProjectRecord;
@@ -15,6 +18,70 @@ export interface ForgeWebhookView {
   events: readonly string[];
   /** The forge's name as people write it, e.g. GitHub. */
   forgeName: string | undefined;
+  /** The events the forge sent lately, newest first, of `outcome` when one is chosen. */
+  received: readonly ForgeEventRecord[];
+  outcome: ForgeEventOutcome | undefined;
+}
+
+/** The most recent events the page lists. */
+export const RECENT_EVENTS = 100;
+
+/** The badge of each outcome, in the colours the other pages give alike states. */
+const OUTCOME_BADGE: Record<ForgeEventOutcome, string> = {
+  queued: 'pending',
+  accepted: 'delivered',
+  ignored: 'archived',
+  refused: 'failed',
+  failed: 'failed',
+};
+
+/** Every outcome, for the filter (the badges' keys: one list). */
+export const OUTCOMES = Object.keys(OUTCOME_BADGE) as ForgeEventOutcome[];
+
+function receivedEvent(projectId: string, event: ForgeEventRecord): SafeHtml {
+  const where = event.thread.kind === 'issue' ? 'issue' : 'pull request';
+  const turn =
+    event.jobId === null
+      ? ''
+      : html`: <a class="mono" href="/projects/${projectId}/jobs/${event.jobId}">${event.jobId}</a>${
+          event.turn === null ? '' : html`, turn ${event.turn}`
+        }`;
+  return html`<tr>
+  <td data-label="Received">${when(event.receivedAt)}</td>
+  <td class="wrap" data-label="Event">${event.kind} on ${where} ${externalLink(event.url, `#${event.thread.number}`)} by @${event.author}${
+    event.repeats > 0
+      ? html` <span class="muted">(delivered ${event.repeats + 1} times)</span>`
+      : ''
+  }</td>
+  <td data-label="Outcome"><span class="badge ${OUTCOME_BADGE[event.outcome]}">${event.outcome}</span></td>
+  <td class="wrap" data-label="Why">${event.reason ?? ''}${turn}</td>
+</tr>`;
+}
+
+function receivedEvents(
+  projectId: string,
+  events: readonly ForgeEventRecord[],
+  outcome: ForgeEventOutcome | undefined,
+): SafeHtml {
+  const filter = html`<form method="get" action="/projects/${projectId}/forge-webhook#received" class="filter">
+  <label for="outcome">Outcome</label>
+  <select id="outcome" name="outcome">
+    <option value="" ${outcome ? '' : html`selected`}>All</option>
+    ${OUTCOMES.map((o) => html`<option value="${o}" ${outcome === o ? html`selected` : ''}>${o}</option>`)}
+  </select>
+  <button type="submit">Filter</button>
+</form>`;
+  const list = events.length
+    ? html`<div class="scroll"><table class="list">
+<thead><tr><th scope="col">Received</th><th scope="col">Event</th><th scope="col">Outcome</th>
+<th scope="col">Why</th></tr></thead>
+<tbody>${events.map((event) => receivedEvent(projectId, event))}</tbody></table></div>`
+    : html`<p>None${outcome ? html` ${outcome}` : ''} in the last 30 days.</p>`;
+  return html`<section aria-labelledby="received"><h2 id="received">Events received</h2>
+<p class="help">The last ${RECENT_EVENTS} comments and labels the forge sent, newest first, and
+what each became. Each is taken once, by the ids the forge signed: sent again, under its delivery
+id or another, it is only counted.</p>
+${filter}${list}</section>`;
 }
 
 /** Where each forge's form is, and what it calls the secret. */
@@ -84,7 +151,8 @@ export function forgeWebhookPage(
   <label for="forgeLabel">Label that makes an issue a job</label>
   <input id="forgeLabel" name="forgeLabel" required maxlength="100" value="${label}">
   <button type="submit">Save</button>
-</form></section>`;
+</form></section>
+${receivedEvents(project.id, view.received, view.outcome)}`;
   return page(
     { title: `Forge webhook of ${project.name}`, principal },
     html`<p><a href="/projects/${project.id}/settings">← Settings of ${project.name}</a></p>

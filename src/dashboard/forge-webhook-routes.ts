@@ -5,6 +5,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { forgeWebhookUrl } from '../events/forge-deliveries.ts';
+import { recentEvents } from '../forges/intake/records.ts';
 import { forgeProviders } from '../forges/registry.ts';
 import { projectUpdateBody } from '../projects/schemas.ts';
 import {
@@ -14,22 +15,37 @@ import {
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
-import { type ForgeWebhookView, forgeWebhookPage } from './forge-webhook-pages.ts';
+import {
+  type ForgeWebhookView,
+  forgeWebhookPage,
+  OUTCOMES,
+  RECENT_EVENTS,
+} from './forge-webhook-pages.ts';
 import { admin, baseUrl, type Form, given, parse, sendPage } from './requests.ts';
 
 export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
-  const view = (request: FastifyRequest, project: ProjectRecord): ForgeWebhookView => {
+  /** `outcome`: the filter of the events received, as the query gives it ('' or absent: all). */
+  const view = async (
+    request: FastifyRequest,
+    project: ProjectRecord,
+    outcome?: string,
+  ): Promise<ForgeWebhookView> => {
     const provider = forgeProviders.get(project.forge.kind);
+    const chosen = outcome ? OUTCOMES.find((o) => o === outcome) : undefined;
+    if (outcome && !chosen)
+      throw new AppError('bad_request', `"outcome" must be one of ${OUTCOMES.join(', ')}`);
     return {
       project,
       url: forgeWebhookUrl(baseUrl(ctx, request), project.id),
       events: provider?.webhookEvents ?? [],
       forgeName: provider?.name,
+      received: await recentEvents(ctx.db, project.id, RECENT_EVENTS, chosen),
+      outcome: chosen,
     };
   };
   const project = async (id: string) => toProjectRecord(ctx, await getProject(ctx, id));
 
-  pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
+  pages.get<{ Params: { id: string }; Querystring: { saved?: string; outcome?: string } }>(
     '/projects/:id/forge-webhook',
     async (request, reply) => {
       const principal = admin(request);
@@ -37,7 +53,9 @@ export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppConte
       return sendPage(
         reply,
         200,
-        forgeWebhookPage(principal, view(request, current), { saved: request.query.saved === '1' }),
+        forgeWebhookPage(principal, await view(request, current, request.query.outcome), {
+          saved: request.query.saved === '1',
+        }),
       );
     },
   );
@@ -52,14 +70,14 @@ export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppConte
         return sendPage(
           reply,
           200,
-          forgeWebhookPage(principal, view(request, toProjectRecord(ctx, row)), { secret }),
+          forgeWebhookPage(principal, await view(request, toProjectRecord(ctx, row)), { secret }),
         );
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
         return sendPage(
           reply,
           err.status,
-          forgeWebhookPage(principal, view(request, current), { error: err.message }),
+          forgeWebhookPage(principal, await view(request, current), { error: err.message }),
         );
       }
     },
@@ -90,7 +108,7 @@ export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppConte
         return sendPage(
           reply,
           err.status,
-          forgeWebhookPage(principal, view(request, current), {
+          forgeWebhookPage(principal, await view(request, current), {
             error: err.message,
             values: { forgeHandle: form.forgeHandle, forgeLabel: form.forgeLabel },
           }),

@@ -78,10 +78,13 @@ export function when(iso: string): SafeHtml {
   return html`<time datetime="${iso}">${iso.slice(0, 16).replace('T', ' ')} UTC</time>`;
 }
 
-/** Only http(s) links become links: a forge's URL, never a `javascript:` one. */
-export function externalLink(url: string | null): SafeHtml {
+/**
+ * Only http(s) links become links: a forge's URL, never a `javascript:` one. `text` is what
+ * the link says (default the URL).
+ */
+export function externalLink(url: string | null, text?: string): SafeHtml {
   if (!url) return html`<span class="muted">none yet</span>`;
   return /^https?:\/\//i.test(url)
-    ? html`<a href="${url}" rel="noreferrer">${url}</a>`
-    : html`<span class="mono">${url}</span>`;
+    ? html`<a href="${url}" rel="noreferrer">${text ?? url}</a>`
+    : html`<span class="mono">${text ?? url}</span>`;
 }

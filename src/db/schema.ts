@@ -114,12 +114,17 @@ interface TurnsTable {
 
 /**
  * The forge event that asked for a turn (turns.trigger): what the job's events show of it
- * (forge, kind, url, author), its delivery id (a queue entry delivered twice accepts its turn
- * once), and where Errand answers when the turn ends, which only the forge intake reads.
+ * (forge, kind, url, author), its delivery id and its event's key (the event delivered again
+ * accepts its turn once), and where Errand answers when the turn ends, which only the forge intake reads.
  */
 export interface TurnTrigger {
   forge: 'github' | 'gitlab' | 'gitea';
   delivery: string;
+  /**
+   * The event's signed identity (ForgeEvent.key): the event coming again, under any delivery
+   * id, finds this turn. Absent on turns accepted before Errand recorded it.
+   */
+  event?: string;
   /** `comment`, `line comment`, `review` or `label`. */
   kind: string;
   /** The comment's page, or the issue's for a label. */
@@ -228,11 +233,31 @@ interface WebhookAttemptsTable {
   latency_ms: number;
 }
 
-/** A forge webhook delivery already taken (its redeliveries are acknowledged, not queued). */
-interface ForgeDeliveriesTable {
+/** What became of a forge event Errand was sent, by the event's signed identity (src/forges/intake/records.ts). */
+export type ForgeEventOutcome = 'queued' | 'accepted' | 'ignored' | 'refused' | 'failed';
+
+/**
+ * A forge event taken from a webhook delivery, once per signed identity (`key`): a delivery of
+ * it again is counted in `repeats`, not queued.
+ */
+interface ForgeEventsTable {
   project_id: string;
+  key: string;
   delivery_id: string;
-  received_at: Timestamp;
+  last_delivery_id: string | null;
+  forge: 'github' | 'gitlab' | 'gitea';
+  kind: string;
+  thread_kind: 'issue' | 'pull-request';
+  thread_number: number;
+  author: string;
+  url: string;
+  received_at: Generated<Date>;
+  repeats: Generated<number>;
+  outcome: ColumnType<ForgeEventOutcome, ForgeEventOutcome | undefined, ForgeEventOutcome>;
+  reason: string | null;
+  job_id: string | null;
+  turn: number | null;
+  decided_at: Date | null;
 }
 
 interface IdempotencyKeysTable {
@@ -259,7 +284,7 @@ export interface Database {
   webhook_attempts: WebhookAttemptsTable;
   idempotency_keys: IdempotencyKeysTable;
   project_spend: ProjectSpendTable;
-  forge_deliveries: ForgeDeliveriesTable;
+  forge_events: ForgeEventsTable;
   forge_replies: ForgeRepliesTable;
   forge_refusals: ForgeRefusalsTable;
 }

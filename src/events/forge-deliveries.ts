@@ -1,13 +1,13 @@
 // Forge webhooks in: a delivery to POST /v2/forges/{projectId}/webhook is checked against the
 // project's webhook secret by its forge's provider, read into ForgeEvents, and queued for the
-// forge-events worker with its delivery id recorded, in one transaction: the answer is quick
-// (the work is the worker's), and a redelivery finds its id and is acknowledged, not queued
-// again. The only writer of forge_deliveries.
-import { sql } from 'kysely';
+// forge-events worker with each event recorded by what the forge signed that names it (its
+// key), in one transaction: the answer is quick (the work is the worker's), and an event that
+// comes again, under its delivery id or any other, is acknowledged and not queued again.
 import type { AppContext } from '../context.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { type DeliveryHeaders, MalformedDeliveryError } from '../forges/deliveries.ts';
+import { recordReceived } from '../forges/intake/records.ts';
 import { forgeProviders } from '../forges/registry.ts';
 import type { ForgeProvider } from '../forges/types.ts';
 import { projectForge } from '../projects/forge.ts';
@@ -19,13 +19,10 @@ export function forgeWebhookUrl(base: string, projectId: string): string {
   return `${base.replace(/\/+$/, '')}/v2/forges/${encodeURIComponent(projectId)}/webhook`;
 }
 
-/** How long a delivery id is remembered: forges redeliver on request, within days. */
-const DELIVERY_MEMORY_DAYS = 7;
-
 type DeliveryOutcome =
-  /** Recorded, and its events queued. */
+  /** Its events recorded and queued (those that were not recorded before). */
   | 'queued'
-  /** Its id was recorded before: acknowledged, nothing queued again. */
+  /** Every event of it was recorded before: acknowledged, nothing queued again. */
   | 'duplicate'
   /** A ping, or an event Errand has no use for: nothing recorded or queued. */
   | 'ignored';
@@ -109,8 +106,8 @@ export async function verifyDelivery(
 }
 
 /**
- * Reads a verified delivery's parsed body into events and queues them with the delivery's id
- * recorded, in one transaction; a delivery whose id is recorded already queues nothing.
+ * Reads a verified delivery's parsed body into events and queues those not recorded before,
+ * recording them, in one transaction: a delivery whose events were all recorded queues nothing.
  */
 export async function queueDelivery(
   ctx: AppContext,
@@ -135,35 +132,20 @@ export async function queueDelivery(
 
   const deliveryId = first.deliveryId;
   const queued = await ctx.db.transaction().execute(async (trx) => {
-    const recorded = await trx
-      .insertInto('forge_deliveries')
-      .values({ project_id: project.id, delivery_id: deliveryId })
-      .onConflict((oc) => oc.columns(['project_id', 'delivery_id']).doNothing())
-      .returning('delivery_id')
-      .executeTakeFirst();
-    if (!recorded) return false;
+    const fresh = await recordReceived(trx, project.id, deliveryId, events);
     await ctx.queue.forgeEvents.enqueueAll(
       trx,
-      events.map((event) => ({ projectId: project.id, event })),
+      fresh.map((event) => ({ projectId: project.id, event })),
     );
-    return true;
+    return fresh.length;
   });
-  if (!queued) {
-    log.info({ forge, deliveryId }, 'forge delivery acknowledged again: a redelivery');
+  if (queued === 0) {
+    log.info(
+      { forge, deliveryId, events: events.map((e) => e.key) },
+      'forge delivery acknowledged again: its events were taken before',
+    );
     return { outcome: 'duplicate', events: 0 };
   }
-  log.info({ forge, deliveryId, events: events.length }, 'forge delivery queued');
-  return { outcome: 'queued', events: events.length };
-}
-
-/**
- * Forgets the delivery ids older than DELIVERY_MEMORY_DAYS; returns how many. The processes
- * that run workers call it periodically (service.ts).
- */
-export async function purgeForgeDeliveries(ctx: Pick<AppContext, 'db'>): Promise<number> {
-  const result = await ctx.db
-    .deleteFrom('forge_deliveries')
-    .where('received_at', '<', sql<Date>`now() - make_interval(days => ${DELIVERY_MEMORY_DAYS})`)
-    .executeTakeFirst();
-  return Number(result.numDeletedRows);
+  log.info({ forge, deliveryId, events: queued }, 'forge delivery queued');
+  return { outcome: 'queued', events: queued };
 }

@@ -62,6 +62,15 @@ export function deliveryIdOf(headers: DeliveryHeaders, names: readonly string[],
   return `sha256:${createHash('sha256').update(JSON.stringify(body)).digest('hex')}`;
 }
 
+/**
+ * An event's signed identity (ForgeEvent.key) from the payload's fields that name it: the forge,
+ * what kind of thing it is, then its ids; each part escaped, so that no two differ only in where
+ * a colon falls.
+ */
+export function eventKey(forge: string, kind: string, ...parts: readonly (string | number)[]) {
+  return [forge, kind, ...parts.map((part) => encodeURIComponent(String(part)))].join(':');
+}
+
 /** An issue's or pull request's fields as GitHub and Gitea payloads give them alike. */
 export const webThreadFields = {
   number: z.number().int().positive(),

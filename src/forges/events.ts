@@ -36,7 +36,8 @@ export interface ForgeLineAnchor {
 }
 
 interface ForgeEventBase {
-  forge: ForgeKind;
+  /** Plain git sends no webhooks. */
+  forge: Exclude<ForgeKind, 'git'>;
   /**
    * The delivery's id: GitHub X-GitHub-Delivery, GitLab Idempotency-Key (X-Gitlab-Event-UUID
    * before 17.4), Gitea X-Gitea-Delivery
@@ -44,6 +45,14 @@ interface ForgeEventBase {
    * events of one delivery (several labels) share it.
    */
   deliveryId: string;
+  /**
+   * What the forge signed that names this event, the same in every delivery of it and in no
+   * other event: the comment's, review's or note's id for a comment; for a label, the issue's
+   * id, the label and the issue's time of change (adding a label again, later, is a new event).
+   * The delivery id is a header no signature covers, so one signed body sent again under new
+   * ids is this one event each time, taken once. An edited comment keeps its id: the same event.
+   */
+  key: string;
   /**
    * The repository the event is for, as the forge names it in its payload: its web URL
    * (GitHub `repository.html_url`, GitLab `project.web_url`, Gitea `repository.html_url`).

@@ -2,7 +2,7 @@
 // forge intake (src/forges/intake/), which accepts turns and answers on the forge. The turns it
 // accepted are answered when they end: at once by the process that ends them (it hears the
 // transition), and by a periodic pass for those a stopped process never answered.
-import { ForgeIntake, type IntakeContext } from '../forges/intake/intake.ts';
+import { ForgeIntake, type IntakeContext, type IntakeOptions } from '../forges/intake/intake.ts';
 import type { TurnQueue } from './queue.ts';
 
 export interface ForgeWorkerContext extends IntakeContext {
@@ -18,12 +18,16 @@ const MISSED_INTERVAL_MS = 10_000;
 /** Events handled at once by this process: each is a few forge calls and one transaction. */
 const CONCURRENCY = 4;
 
-/** `publicUrl`: where users reach Errand, for the links to jobs in the answers. */
+/**
+ * `publicUrl`: where users reach Errand, for the links to jobs in the answers; `options`: the
+ * intake's clock (tests).
+ */
 export async function startForgeWorker(
   ctx: ForgeWorkerContext,
   publicUrl: string,
+  options: IntakeOptions = {},
 ): Promise<ForgeWorker> {
-  const intake = new ForgeIntake(ctx, publicUrl);
+  const intake = new ForgeIntake(ctx, publicUrl, options);
   // The answers under way, awaited by stop: one cut off by the database closing would keep its
   // claim (forge_replies) and never be given, by this process or another.
   const answering = new Set<Promise<void>>();

@@ -256,7 +256,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -302,7 +302,13 @@ describe('errand export and import', () => {
     for (const t of tables) counts[t] = (counts[t] ?? 0) + 1;
     assert.deepEqual(end, {
       end: true,
-      rows: { ...counts, forge_replies: 0, forge_refusals: 0, webhook_attempts: 0 },
+      rows: {
+        ...counts,
+        forge_replies: 0,
+        forge_refusals: 0,
+        forge_events: 0,
+        webhook_attempts: 0,
+      },
     });
     // The busy projects made during the export: every key's project is in the file.
     const projects = new Set(
@@ -328,7 +334,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -651,7 +657,7 @@ describe('errand export and import', () => {
     }
   });
 
-  test('what Errand said on a forge comes across: its answers and the threads it refused', async () => {
+  test('what Errand said on a forge comes across: its answers, the threads it refused, the events it took', async () => {
     const from = await fresh();
     const svc = await startTestService({ database: from, worker: false, env: llmEnv });
     try {
@@ -672,6 +678,25 @@ describe('errand export and import', () => {
           { project_id: project.id, thread: 'github:pull-request:9' },
         ])
         .execute();
+      await db
+        .insertInto('forge_events')
+        .values({
+          project_id: project.id,
+          key: 'github:issue-comment:77',
+          delivery_id: 'delivery-77',
+          forge: 'github',
+          kind: 'comment',
+          thread_kind: 'issue',
+          thread_number: 7,
+          author: 'reviewer',
+          url: 'https://github.com/acme/app/issues/7#issuecomment-77',
+          outcome: 'accepted',
+          reason: 'a new job',
+          job_id: created.json.id ?? '',
+          turn: 1,
+          decided_at: new Date(),
+        })
+        .execute();
     } finally {
       await svc.stop();
     }
@@ -680,7 +705,7 @@ describe('errand export and import', () => {
       await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
       'export of the forge tables',
     );
-    assert.match(exported.stderr, /, 1 forge answer, 2 forge refusals, /);
+    assert.match(exported.stderr, /, 1 forge answer, 2 forge refusals, 1 forge event, /);
     const to = await fresh();
     ok(
       await errand(['import', out], {
@@ -699,7 +724,11 @@ describe('errand export and import', () => {
               `SELECT to_jsonb(t)::text AS row FROM ${table} t ORDER BY 1`,
             )
           ).rows.map((r) => r.row);
-        return { replies: await read('forge_replies'), refusals: await read('forge_refusals') };
+        return {
+          replies: await read('forge_replies'),
+          refusals: await read('forge_refusals'),
+          events: await read('forge_events'),
+        };
       } finally {
         await client.end();
       }
@@ -707,6 +736,7 @@ describe('errand export and import', () => {
     const before = await rows(from.databaseUrl ?? '');
     assert.equal(before.replies.length, 1);
     assert.equal(before.refusals.length, 2);
+    assert.equal(before.events.length, 1);
     assert.deepEqual(await rows(to.databaseUrl ?? ''), before);
   });
 

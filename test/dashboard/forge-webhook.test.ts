@@ -1,7 +1,8 @@
 // The dashboard's forge webhook page against a real service, over HTTP with a real session:
 // the URL to paste into the forge and the events to select; a secret made by Errand shown
 // once and never again, one the admin chose, its removal; refused input shown on the form and
-// changing nothing; project keys and cross-site posts refused; every value escaped.
+// changing nothing; project keys and cross-site posts refused; the events the forge sent, with
+// what became of each and why; every value escaped.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { getPage, postForm, sessionCookie } from '../support/dashboard.ts';
@@ -65,6 +66,104 @@ describe('dashboard: forge webhook page', () => {
     assert.match(res.text, /<strong>none<\/strong>: every delivery is refused/);
     assert.ok(res.text.includes('<code>@errand</code>'));
     assert.ok(!res.text.includes(HOSTILE), 'the project name is not escaped');
+    assert.match(res.text, /Events received<\/h2>[\s\S]*None in the last 30 days/);
+  });
+
+  test('the events received, newest first: what became of each and why, every value escaped', async () => {
+    const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+      body: { prompt: 'Add notes' },
+    });
+    assert.equal(created.status, 201, created.text);
+    const jobId = created.json.id as string;
+    const event = (key: string, minutesAgo: number) => ({
+      project_id: projectId,
+      key,
+      delivery_id: `delivery-${key}`,
+      forge: 'github' as const,
+      received_at: new Date(Date.now() - minutesAgo * 60_000),
+    });
+    await svc.service.ctx.db
+      .insertInto('forge_events')
+      .values([
+        {
+          ...event('github:issue-comment:1', 30),
+          kind: 'comment',
+          thread_kind: 'issue',
+          thread_number: 12,
+          author: HOSTILE,
+          // Only a forge's http(s) address becomes a link.
+          url: 'javascript:alert(1)',
+          repeats: 2,
+          last_delivery_id: 'delivery-replayed',
+          outcome: 'refused',
+          reason: `@${HOSTILE} has no write access; told in the thread`,
+        },
+        {
+          ...event('github:review:2', 10),
+          kind: 'review',
+          thread_kind: 'pull-request',
+          thread_number: 3,
+          author: 'maintainer',
+          url: 'https://github.com/acme/app/pull/3#pullrequestreview-2',
+          outcome: 'accepted',
+          reason: 'a follow-up of its job',
+          job_id: jobId,
+          turn: 2,
+        },
+        {
+          ...event('github:issue-comment:3', 5),
+          kind: 'comment',
+          thread_kind: 'issue',
+          thread_number: 14,
+          author: 'newcomer',
+          url: 'https://github.com/acme/app/issues/14#issuecomment-3',
+        },
+      ])
+      .execute();
+    const res = await request(svc, admin, page);
+    assert.equal(res.status, 200);
+    assert.ok(!res.text.includes(HOSTILE), 'a value from the forge is not escaped');
+    assert.ok(!res.text.includes('href="javascript:'), 'a javascript: address is a link');
+    const rows = res.text.split('<tr>').slice(2);
+    assert.equal(rows.length, 3, 'one row per event');
+    const [newest, accepted, refused] = rows as [string, string, string];
+    assert.match(
+      newest,
+      /comment on issue <a href="https:\/\/github\.com\/acme\/app\/issues\/14#issuecomment-3" rel="noreferrer">#14<\/a> by @newcomer/,
+    );
+    assert.match(newest, /<span class="badge pending">queued<\/span>/);
+    assert.match(
+      accepted,
+      /review on pull request <a href="https:\/\/github\.com\/acme\/app\/pull\/3#pullrequestreview-2" rel="noreferrer">#3<\/a> by @maintainer/,
+    );
+    assert.match(accepted, /<span class="badge delivered">accepted<\/span>/);
+    assert.ok(
+      accepted.includes(
+        `a follow-up of its job: <a class="mono" href="/projects/${projectId}/jobs/${jobId}">${jobId}</a>, turn 2`,
+      ),
+    );
+    assert.match(refused, /comment on issue <span class="mono">#12<\/span> by @&lt;script&gt;/);
+    assert.match(refused, /\(delivered 3 times\)/);
+    assert.match(refused, /<span class="badge failed">refused<\/span>/);
+    assert.match(refused, /has no write access; told in the thread/);
+
+    // Only the refused ones: in a busy repository, the comments that never named Errand (each
+    // recorded, as ignored) do not hide them.
+    const onlyRefused = await request(svc, admin, `${page}?outcome=refused`);
+    assert.equal(onlyRefused.status, 200);
+    const refusedRows = onlyRefused.text.split('<tr>').slice(2);
+    assert.equal(refusedRows.length, 1);
+    assert.match(refusedRows[0] ?? '', /has no write access/);
+    assert.match(onlyRefused.text, /<option value="refused" selected>refused<\/option>/);
+    const noneFailed = await request(svc, admin, `${page}?outcome=failed`);
+    assert.match(noneFailed.text, /None failed in the last 30 days/);
+    const unknown = await request(svc, admin, `${page}?outcome=${encodeURIComponent(HOSTILE)}`);
+    assert.equal(unknown.status, 400);
+    assert.match(
+      unknown.text,
+      /&quot;outcome&quot; must be one of queued, accepted, ignored, refused, failed/,
+    );
+    assert.ok(!unknown.text.includes(HOSTILE));
   });
 
   test('a made secret is shown once, stored sealed, and never shown again', async () => {

@@ -10,6 +10,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { formatUsd } from '../../src/client/words.ts';
 import { ERRAND_MARKER } from '../../src/forges/intake/text.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
+import { type ForgeWorker, startForgeWorker } from '../../src/queue/forge-worker.ts';
 import { getPage, sessionCookie } from '../support/dashboard.ts';
 import { startFakeGitea } from '../support/fake-gitea.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
@@ -55,6 +56,10 @@ interface IntakeFake {
   /** Whether the comment of this delivery got Errand's 👀 (a review: its pull request did). */
   acknowledged(delivery: DeliveryAnswer): boolean;
   pulls(): Array<{ number: number; url: string; body: string }>;
+  /** Every request the fake's API was sent, in order. */
+  requests(): Array<{ method: string; path: string }>;
+  /** Opens a pull request of someone's branch (no job's); returns its number. */
+  openPull(): Promise<number>;
   /** Holds Errand's next comment whose body matches, until released (the GitHub fake only). */
   holdNextComment?: (body: RegExp) => { arrived: Promise<void>; release: () => void };
   assertNoUnexpected(): void;
@@ -66,6 +71,18 @@ interface Case {
   token: string;
   gitUser: string;
   start(token: string, webhook: () => string): Promise<IntakeFake>;
+}
+
+/** Opens a pull request as someone would, through the API GitHub and Gitea share. */
+async function openRepoPull(apiUrl: string, authorization: string): Promise<number> {
+  const res = await fetch(`${apiUrl}/repos/acme/app/pulls`, {
+    method: 'POST',
+    headers: { authorization, 'content-type': 'application/json' },
+    body: JSON.stringify({ title: 'A change', head: 'someones-branch', base: 'main', body: '' }),
+  });
+  const text = await res.text();
+  assert.ok(res.ok, `the fake refused to open a pull request: ${res.status} ${text}`);
+  return (JSON.parse(text) as { number: number }).number;
 }
 
 type Payload = Record<string, Record<string, unknown>>;
@@ -117,6 +134,8 @@ const cases: Case[] = [
           fake
             .pullRequests('acme/app')
             .map((p) => ({ number: p.number, url: p.htmlUrl, body: p.body ?? '' })),
+        requests: () => fake.requests.map(({ method, path }) => ({ method, path })),
+        openPull: () => openRepoPull(fake.apiUrl, `token ${token}`),
         holdNextComment: (body) =>
           fake.holdNext(
             (r) => r.method === 'POST' && /\/comments$/.test(r.path) && body.test(r.body),
@@ -168,6 +187,10 @@ const cases: Case[] = [
             url: `${fake.url}/acme/app/-/merge_requests/${m.iid}`,
             body: m.description,
           })),
+        requests: () => fake.requests.map(({ method, path }) => ({ method, path })),
+        openPull: async () =>
+          fake.addMergeRequest('acme/app', { sourceBranch: 'someones-branch', title: 'A change' })
+            .iid,
         assertNoUnexpected: () => fake.assertNoUnexpected(),
         close: () => fake.close(),
       };
@@ -216,6 +239,8 @@ const cases: Case[] = [
             url: `${fake.url}/acme/app/pulls/${p.number}`,
             body: p.body,
           })),
+        requests: () => fake.requests.map(({ method, path }) => ({ method, path })),
+        openPull: () => openRepoPull(fake.apiUrl, `token ${token}`),
         assertNoUnexpected: () => fake.assertNoUnexpected(),
         close: () => fake.close(),
       };
@@ -387,6 +412,66 @@ for (const c of cases) {
       );
       assert.match(answer.body, /No files changed/);
       assert.ok(forge.acknowledged(review), 'the review got no 👀');
+    });
+
+    test('a signed comment and a signed label, each sent under three delivery ids: one turn each, also once their record is forgotten', async () => {
+      const turnsOf = async (id: string) =>
+        (await svc.request('GET', `/v2/agent/${projectId}/job/${id}`)).json.turns;
+      const ended = (id: string, turns: number) =>
+        waitFor(`job ${id} to end turn ${turns}`, async () => {
+          const job = (await svc.request('GET', `/v2/agent/${projectId}/job/${id}`)).json;
+          return job.turns === turns && job.status === 'completed' ? job : undefined;
+        });
+      /** The same signed body under two new delivery ids: acknowledged, nothing queued. */
+      const replayTwice = async (first: DeliveryAnswer) => {
+        for (const _ of [1, 2]) {
+          const replayed = await first.replay();
+          assert.equal(replayed.status, 200, replayed.text);
+          assert.equal(replayed.json.outcome, 'duplicate', replayed.text);
+        }
+      };
+      const turnsBefore = (await turnsOf(jobId)) ?? 0;
+      llm.script(reply('Checked the spelling\n\nEvery word is spelt right.'));
+      const comment = await forge.deliver({
+        type: 'comment',
+        pull: pull.number,
+        body: '@errand check the spelling',
+      });
+      queued(comment);
+      await replayTwice(comment);
+      await ended(jobId, turnsBefore + 1);
+
+      llm.script(reply('Looked at the label\n\nNothing to change.'));
+      const issue = forge.openIssue('Labelled once', 'One job for one label.');
+      const label = await forge.deliver({ type: 'labeled', issue, label: 'errand' });
+      queued(label);
+      await replayTwice(label);
+      const made = await jobOfIssue(issue.number);
+      await ended(made.id as string, 1);
+
+      // A month on, the events' records are forgotten; the same bodies come again and are
+      // queued, and each finds the turn it started.
+      await svc.service.ctx.db
+        .deleteFrom('forge_events')
+        .where('project_id', '=', projectId)
+        .execute();
+      queued(await comment.replay());
+      queued(await label.replay());
+      // The sentinels: events of one thread are taken in order, so once these turns exist, the
+      // replays before them have been dealt with.
+      llm.script(reply('Sentinel of the pull request'));
+      queued(
+        await forge.deliver({ type: 'comment', pull: pull.number, body: '@errand anything else?' }),
+      );
+      await ended(jobId, turnsBefore + 2);
+      llm.script(reply('Sentinel of the issue'));
+      queued(await forge.deliver({ type: 'issue-comment', issue, body: '@errand and now?' }));
+      await ended(made.id as string, 2);
+      assert.equal(
+        (await jobs()).filter((j) => j.origin?.number === issue.number).length,
+        1,
+        'the label made a second job',
+      );
     });
 
     test('a labelled issue opens a job whose pull request closes it', async () => {
@@ -802,3 +887,169 @@ describe('refusals of the service, said on github', () => {
     assert.equal((await jobs()).length, before, 'the refused issue made a job');
   });
 });
+
+// Someone without write access mentioning the handle in thread after thread, and again and again
+// in one, on each forge: one answer per thread and five an hour at most, one permission call a
+// minute for them, every event on the dashboard with what became of it, and someone with write
+// access still heard. The forge worker runs here on the service's context with a clock the test
+// moves (the hour is not waited out); no turn runs (none would for an outsider).
+for (const c of cases) {
+  describe(`an outsider mentioning the handle everywhere, on ${c.forge}`, () => {
+    let forge: IntakeFake;
+    let svc: TestService;
+    let worker: ForgeWorker;
+    let projectId: string;
+    let now = new Date();
+
+    before(async () => {
+      forge = await c.start(c.token, () => `${svc.url}/v2/forges/${projectId}/webhook`);
+      svc = await startTestService({
+        worker: false,
+        env: { ERRAND_SECRET_KEY: 'test-secret-key-for-errand-intake' },
+      });
+      const project = await svc.request('POST', '/v2/admin/projects', {
+        body: {
+          name: `outsiders on ${c.forge}`,
+          // Never fetched: no turn runs here. Its host and path are the fake's repository's.
+          repository: 'http://127.0.0.1:9/acme/app.git',
+          forge: c.forge,
+          forgeUrl: forge.apiUrl,
+          forgeToken: c.token,
+          forgeWebhookSecret: SECRET,
+        },
+      });
+      assert.equal(project.status, 201, project.text);
+      projectId = project.json.id as string;
+      forge.grant(REVIEWER, true);
+      forge.grant(VISITOR, false);
+      worker = await startForgeWorker(svc.service.ctx, svc.url, { now: () => now });
+    });
+    after(async () => {
+      await worker?.stop();
+      await svc?.close();
+      await forge?.close();
+    });
+
+    const records = () =>
+      svc.service.ctx.db
+        .selectFrom('forge_events')
+        .selectAll()
+        .where('project_id', '=', projectId)
+        .execute();
+    /** Every recorded event once the worker has decided them all (`count` of them). */
+    const decided = (count: number) =>
+      waitFor(`${count} events decided`, async () => {
+        const rows = await records();
+        return rows.length === count && rows.every((r) => r.outcome !== 'queued')
+          ? rows
+          : undefined;
+      });
+    const mention = async (issue: { number: number; title: string; body: string }, n = 1) => {
+      for (let i = 0; i < n; i++) {
+        const answer = await forge.deliver({
+          type: 'issue-comment',
+          issue,
+          body: `@errand please do it (${i + 1})`,
+          author: VISITOR,
+        });
+        assert.equal(answer.status, 202, answer.text);
+      }
+    };
+    /** Where Errand's requests start: the test's own (a pull request opened) come before. */
+    let from = 0;
+    /** The requests Errand made: permission questions and comments or reactions posted. */
+    const made = () => {
+      const requests = forge.requests().slice(from);
+      const asked = requests.filter(
+        (r) => r.method === 'GET' && /\/permission$|\/members\/all\/\d+$/.test(r.path),
+      );
+      const posted = requests.filter((r) => r.method === 'POST');
+      return { asked: asked.length, posted: posted.length, all: requests.length };
+    };
+    const refusalsOn = (number: number) =>
+      forge.said().filter((s) => s.number === number && /write access/.test(s.body));
+
+    test('one answer per thread, five an hour; every event on the dashboard; write access still heard', async () => {
+      // A mention on a pull request no job opened asks for nothing: no question, no answer.
+      const pull = await forge.openPull();
+      from = forge.requests().length;
+      const onPull = await forge.deliver({
+        type: 'comment',
+        pull,
+        body: '@errand review this',
+        author: VISITOR,
+      });
+      assert.equal(onPull.status, 202, onPull.text);
+      const [ignored] = await decided(1);
+      assert.equal(ignored?.outcome, 'ignored');
+      assert.equal(ignored?.reason, 'no job of this project on this pull request');
+      assert.deepEqual(made(), { asked: 0, posted: 0, all: 0 });
+
+      const threads = Array.from({ length: 7 }, (_, i) =>
+        forge.openIssue(`Outsider's wish ${i + 1}`, 'Please.'),
+      );
+      const [first, ...others] = threads as [(typeof threads)[0], ...typeof threads];
+      // Three times in one thread: told once.
+      await mention(first, 3);
+      await decided(4);
+      assert.equal(refusalsOn(first.number).length, 1);
+      // Once in each of six more threads: four are told, then the hour's five are given.
+      for (const issue of others) await mention(issue);
+      let rows = (await decided(10)).filter((r) => r.thread_kind === 'issue');
+      const told = threads.filter((t) => refusalsOn(t.number).length === 1);
+      assert.equal(told.length, 5, JSON.stringify(forge.said()));
+      for (const t of threads) assert.ok(refusalsOn(t.number).length <= 1, `#${t.number}`);
+      assert.ok(refusalsOn(first.number)[0]?.body.includes(`@${VISITOR.login}`));
+      const reasons = (pattern: RegExp) => rows.filter((r) => pattern.test(r.reason ?? '')).length;
+      assert.ok(rows.every((r) => r.outcome === 'refused' && r.author === VISITOR.login));
+      assert.equal(reasons(/; told in the thread$/), 5);
+      assert.equal(reasons(/told in this thread before, not again/), 2);
+      assert.equal(reasons(/not told: the project gave its 5 answers/), 2);
+      // One question to the forge for all nine, and nothing else than the five answers.
+      assert.deepEqual(made(), { asked: 1, posted: 5, all: 6 });
+
+      // Someone with write access is heard all the same: a job, 👀 and its link on the issue.
+      const untold = threads.find((t) => refusalsOn(t.number).length === 0);
+      assert.ok(untold);
+      const asked = await forge.deliver({
+        type: 'issue-comment',
+        issue: untold,
+        body: '@errand then I ask',
+      });
+      assert.equal(asked.status, 202, asked.text);
+      rows = await decided(11);
+      const accepted = rows.find((r) => r.author === REVIEWER.login);
+      assert.equal(accepted?.outcome, 'accepted', accepted?.reason ?? '');
+      assert.ok(forge.acknowledged(asked), 'the maintainer got no 👀');
+      assert.deepEqual(made(), { asked: 2, posted: 7, all: 9 });
+
+      // Every event on the forge webhook page, with what became of it and why.
+      const cookie = await sessionCookie(svc, svc.adminKey);
+      const page = await getPage(svc, cookie, `/projects/${projectId}/forge-webhook`);
+      assert.equal(page.status, 200);
+      const count = (pattern: RegExp) => (page.text.match(pattern) ?? []).length;
+      assert.equal(count(/<span class="badge [a-z]+">refused<\/span>/g), 9);
+      assert.equal(count(/<span class="badge [a-z]+">accepted<\/span>/g), 1);
+      assert.equal(count(/<span class="badge [a-z]+">ignored<\/span>/g), 1);
+      assert.equal(count(/@visitor has no write access; told in the thread</g), 5);
+      assert.equal(
+        count(/@visitor has no write access; told in this thread before, not again/g),
+        2,
+      );
+      assert.equal(count(/@visitor has no write access; not told: the project gave its 5/g), 2);
+      for (const t of threads) assert.ok(page.text.includes(`>#${t.number}</a> by @visitor`));
+
+      // An hour on, the outsider asks again: in a thread told already (not again), and in one
+      // never told (told now). The forge is asked again, the minute being long over.
+      now = new Date(now.getTime() + 61 * 60_000);
+      const neverTold = threads.find((t) => t !== untold && refusalsOn(t.number).length === 0);
+      assert.ok(neverTold);
+      await mention(first);
+      await mention(neverTold);
+      await decided(13);
+      assert.equal(refusalsOn(first.number).length, 1);
+      assert.equal(refusalsOn(neverTold.number).length, 1);
+      assert.deepEqual(made(), { asked: 3, posted: 8, all: 11 });
+    });
+  });
+}

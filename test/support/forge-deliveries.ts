@@ -3,7 +3,8 @@
 // each event Errand reads in the forge's own shape, built from the fake's state (its
 // repositories and pull requests). A fake's `deliver(url, secret, delivery)` POSTs one to
 // Errand and returns the answer; `redeliver()` sends the same bytes again, as a forge's
-// "Redeliver" button does.
+// "Redeliver" button does, and `replay()` the same bytes and signature under a new delivery id,
+// as someone who saw the delivery could (no signature covers the id).
 import { createHash, createHmac, randomUUID } from 'node:crypto';
 
 /** Someone on the forge. */
@@ -72,6 +73,11 @@ export interface DeliveryAnswer {
   payload: unknown;
   /** Sends the same request again, byte for byte. */
   redeliver(): Promise<DeliveryAnswer>;
+  /**
+   * Sends the same body with the same signature (GitLab: token) under a new delivery id (in
+   * every header the forge names the delivery by): a replay by someone who saw the delivery.
+   */
+  replay(deliveryId?: string): Promise<DeliveryAnswer>;
 }
 
 /**
@@ -114,6 +120,9 @@ interface Built {
   headers: Record<string, string>;
 }
 
+/** The headers a forge names a delivery by (GitLab: also the event's own uuid). */
+type IdHeaders = readonly string[];
+
 const hmac = (algorithm: 'sha1' | 'sha256', secret: string, body: string) =>
   createHmac(algorithm, secret).update(body).digest('hex');
 
@@ -122,6 +131,7 @@ async function post(
   built: Built,
   body: string,
   deliveryId: string,
+  idHeaders: IdHeaders,
 ): Promise<DeliveryAnswer> {
   const response = await fetch(target, { method: 'POST', headers: built.headers, body });
   const text = await response.text();
@@ -139,7 +149,12 @@ async function post(
     deliveryId,
     event: built.event,
     payload: built.payload,
-    redeliver: () => post(target, built, body, deliveryId),
+    redeliver: () => post(target, built, body, deliveryId, idHeaders),
+    replay: (id = randomUUID()) => {
+      const headers = { ...built.headers };
+      for (const name of idHeaders) if (name in headers) headers[name] = id;
+      return post(target, { ...built, headers }, body, id, idHeaders);
+    },
   };
 }
 
@@ -151,13 +166,14 @@ async function send(
   deliveryId: string,
   build: () => Built,
   sign: (headers: Record<string, string>, secret: string, body: string) => void,
+  idHeaders: IdHeaders,
 ): Promise<DeliveryAnswer> {
   const built = build();
   const body = options.rawBody ?? JSON.stringify(built.payload);
   if (options.signature !== 'none') sign(built.headers, secret, body);
   // Still JSON, no longer the bytes that were signed.
   const sent = options.signature === 'tampered' ? `${body.slice(0, -1)} }` : body;
-  return post(target, built, sent, deliveryId);
+  return post(target, built, sent, deliveryId, idHeaders);
 }
 
 /** What a forge's builder is given for one delivery. */
@@ -184,6 +200,7 @@ function deliverer(
   source: DeliverySource,
   build: (input: BuildInput) => Built,
   sign: (headers: Record<string, string>, secret: string, body: string) => void,
+  idHeaders: IdHeaders,
 ): Deliver {
   return (target, secret, delivery, options = {}) => {
     const deliveryId = options.deliveryId ?? randomUUID();
@@ -194,7 +211,7 @@ function deliverer(
       author: 'author' in delivery && delivery.author ? delivery.author : REVIEWER,
       web: source.web,
     });
-    return send(target, secret, options, deliveryId, () => build(input()), sign);
+    return send(target, secret, options, deliveryId, () => build(input()), sign, idHeaders);
   };
 }
 
@@ -461,10 +478,15 @@ export function githubDeliverer(source: DeliverySource) {
       }
     }
   };
-  return deliverer(source, build, (headers, key, body) => {
-    headers['x-hub-signature'] = `sha1=${hmac('sha1', key, body)}`;
-    headers['x-hub-signature-256'] = `sha256=${hmac('sha256', key, body)}`;
-  });
+  return deliverer(
+    source,
+    build,
+    (headers, key, body) => {
+      headers['x-hub-signature'] = `sha1=${hmac('sha1', key, body)}`;
+      headers['x-hub-signature-256'] = `sha256=${hmac('sha256', key, body)}`;
+    },
+    ['x-github-delivery'],
+  );
 }
 
 // ---- GitLab -----------------------------------------------------------------------------------
@@ -726,9 +748,14 @@ export function gitlabDeliverer(source: DeliverySource & { projectId(path: strin
       }
     }
   };
-  return deliverer(source, build, (headers, key) => {
-    headers['x-gitlab-token'] = key;
-  });
+  return deliverer(
+    source,
+    build,
+    (headers, key) => {
+      headers['x-gitlab-token'] = key;
+    },
+    ['idempotency-key', 'x-gitlab-event-uuid'],
+  );
 }
 
 // ---- Gitea and Forgejo -----------------------------------------------------------------------
@@ -966,12 +993,17 @@ export function giteaDeliverer(source: DeliverySource & { forgejo?: boolean }) {
       }
     }
   };
-  return deliverer(source, build, (headers, key, body) => {
-    const signature = hmac('sha256', key, body);
-    headers['x-gitea-signature'] = signature;
-    headers['x-gogs-signature'] = signature;
-    headers['x-hub-signature'] = `sha1=${hmac('sha1', key, body)}`;
-    headers['x-hub-signature-256'] = `sha256=${signature}`;
-    if (source.forgejo) headers['x-forgejo-signature'] = signature;
-  });
+  return deliverer(
+    source,
+    build,
+    (headers, key, body) => {
+      const signature = hmac('sha256', key, body);
+      headers['x-gitea-signature'] = signature;
+      headers['x-gogs-signature'] = signature;
+      headers['x-hub-signature'] = `sha1=${hmac('sha1', key, body)}`;
+      headers['x-hub-signature-256'] = `sha256=${signature}`;
+      if (source.forgejo) headers['x-forgejo-signature'] = signature;
+    },
+    ['x-gitea-delivery', 'x-gogs-delivery', 'x-github-delivery', 'x-forgejo-delivery'],
+  );
 }

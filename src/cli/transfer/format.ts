@@ -23,8 +23,8 @@ interface TableSpec {
 
 /**
  * The tables of an export, parents before children, as they are written and loaded. Left out:
- * dashboard sessions (browsers sign in again), rate-limit counters, idempotency keys and forge
- * delivery ids (all short-lived), the migrations table (the importing side runs its own) and pg-boss's schema
+ * dashboard sessions (browsers sign in again), rate-limit counters and idempotency keys (all
+ * short-lived), the migrations table (the importing side runs its own) and pg-boss's schema
  * (open turns and pending deliveries are queued afresh on import).
  */
 export const TABLES: readonly TableSpec[] = [
@@ -44,6 +44,10 @@ export const TABLES: readonly TableSpec[] = [
     order: 'project_id, thread',
     noun: ['forge refusal', 'forge refusals'],
   },
+  // The forge's events of the last 30 days by what the forge signed: without them, one sent
+  // again after a move would be taken as new (one that started a turn still finds it), and the
+  // dashboard would not show what became of them.
+  { name: 'forge_events', order: 'project_id, key', noun: ['forge event', 'forge events'] },
   {
     name: 'webhook_deliveries',
     order: 'id',

@@ -10,9 +10,10 @@ import { giteaDeliveries } from './deliveries.ts';
 const SECRET = 'a-webhook-secret-of-gitea';
 const repository = { id: 1, full_name: 'acme/app', html_url: 'https://git.example.com/acme/app' };
 const user = (login: string, id = 5) => ({ id, login, username: login });
-const issue = (pull: boolean, labels: string[] = []) => ({
+const issue = (pull: boolean, labels: string[] = [], updatedAt = '2025-05-01T10:00:00+02:00') => ({
   id: 60,
   number: 3,
+  updated_at: updatedAt,
   title: 'Crash',
   body: 'Steps',
   html_url: `https://git.example.com/acme/app/${pull ? 'pulls' : 'issues'}/3`,
@@ -70,6 +71,7 @@ describe('Gitea and Forgejo deliveries', () => {
     assert.deepEqual(onIssue, {
       forge: 'gitea',
       deliveryId: 'g-1',
+      key: 'gitea:comment:31',
       type: 'comment',
       where: 'conversation',
       repositoryUrl: repository.html_url,
@@ -143,6 +145,14 @@ describe('Gitea and Forgejo deliveries', () => {
       assert.equal(event.commentId, '');
       assert.equal(event.url, 'https://git.example.com/acme/app/pulls/3');
     }
+    // The payload names no review id: the signed payload as a whole names the review, the same
+    // under any delivery id, another for another review.
+    const key = (h: Record<string, string>, content: string) =>
+      giteaDeliveries.readDelivery(h, review(content))[0]?.key;
+    const exact = headers('pull_request_comment', 'pull_request_review_comment');
+    assert.match(key(exact, 'a') ?? '', /^gitea:review:[0-9a-f]{64}$/);
+    assert.equal(key({ ...exact, 'x-gitea-delivery': 'g-2' }, 'a'), key(exact, 'a'));
+    assert.notEqual(key(exact, 'b'), key(exact, 'a'));
     assert.deepEqual(
       giteaDeliveries.readDelivery(
         headers('pull_request_approved', 'pull_request_review_approved'),
@@ -153,10 +163,10 @@ describe('Gitea and Forgejo deliveries', () => {
   });
 
   test('labels updated: an event per label the issue has now', () => {
-    const payload = (action: string, labels: string[]) => ({
+    const payload = (action: string, labels: string[], updatedAt?: string) => ({
       action,
       number: 3,
-      issue: issue(false, labels),
+      issue: issue(false, labels, updatedAt),
       repository,
       sender: user('maintainer'),
     });
@@ -173,6 +183,14 @@ describe('Gitea and Forgejo deliveries', () => {
       ],
     );
     assert.equal(events[0]?.author.login, 'maintainer');
+    // The issue, the label and the issue's time of change (Gitea updates it at every change of
+    // the labels): a later change is another event, the same delivery sent again is not.
+    assert.equal(events[1]?.key, 'gitea:label:60:errand:2025-05-01T10%3A00%3A00%2B02%3A00');
+    const later = giteaDeliveries.readDelivery(
+      headers('issues', 'issue_label'),
+      payload('label_updated', ['errand'], '2025-05-01T10:00:05+02:00'),
+    );
+    assert.notEqual(later[0]?.key, events[1]?.key);
     assert.deepEqual(
       giteaDeliveries.readDelivery(headers('issues', 'issue_label'), payload('label_cleared', [])),
       [],

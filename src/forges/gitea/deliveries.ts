@@ -3,11 +3,13 @@
 // event is read from X-Gitea-Event-Type, which names it exactly; X-Gitea-Event gives only its
 // family (a review comment and a comment both say `issue_comment`... or `pull_request_comment`)
 // and is the fallback of versions without the former.
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
   type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
+  eventKey,
   type ForgeDeliveries,
   header,
   hmacSha256Hex,
@@ -44,7 +46,9 @@ const reviewSchema = z.object({
 });
 const issueLabelSchema = z.object({
   action: z.string(),
-  issue: issueSchema,
+  // The issue's id and its time of change name a change of its labels (Gitea updates the time
+  // at each): the same delivery sent again is one event, a later change another.
+  issue: issueSchema.extend({ id: z.number(), updated_at: z.string() }),
   sender: userSchema,
   repository: repositorySchema,
 });
@@ -93,6 +97,12 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
     return [
       {
         ...base,
+        // The payload names no review id: the whole signed payload names the review.
+        key: eventKey(
+          'gitea',
+          'review',
+          createHash('sha256').update(JSON.stringify(body)).digest('hex'),
+        ),
         type: 'comment',
         where: 'review',
         repositoryUrl: p.repository.html_url,
@@ -114,6 +124,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
     return [
       {
         ...base,
+        key: eventKey('gitea', 'comment', p.comment.id),
         type: 'comment',
         // A comment on a line comes as a comment too: the payload does not say where it is.
         where: 'conversation',
@@ -134,6 +145,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
     // Gitea says which labels the issue has now, not which one was added: each is an event.
     return (p.issue.labels ?? []).map((label) => ({
       ...base,
+      key: eventKey('gitea', 'label', p.issue.id, label.name, p.issue.updated_at),
       type: 'labeled' as const,
       repositoryUrl: p.repository.html_url,
       author: actor(p.sender),

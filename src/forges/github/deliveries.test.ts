@@ -63,6 +63,7 @@ describe('GitHub deliveries', () => {
       assert.deepEqual(event, {
         forge: 'github',
         deliveryId: 'd-1',
+        key: 'github:issue-comment:99',
         type: 'comment',
         where: 'conversation',
         repositoryUrl: 'https://github.com/acme/app',
@@ -114,6 +115,8 @@ describe('GitHub deliveries', () => {
     const event = read();
     assert.ok(event?.type === 'comment');
     assert.equal(event.where, 'line');
+    // Review comments are numbered apart from issue comments: a kind of their own in the key.
+    assert.equal(event.key, 'github:review-comment:5');
     assert.deepEqual(event.anchor, { path: 'src/a.ts', line: 12, diffHunk: comment.diff_hunk });
     assert.equal(event.thread.kind, 'pull-request');
     assert.equal(event.thread.body, '');
@@ -144,6 +147,7 @@ describe('GitHub deliveries', () => {
     assert.ok(event?.type === 'comment');
     assert.equal(event.where, 'review');
     assert.equal(event.commentId, '8');
+    assert.equal(event.key, 'github:review:8');
     assert.deepEqual(
       githubDeliveries.readDelivery(headers('pull_request_review'), payload(null)),
       [],
@@ -155,9 +159,20 @@ describe('GitHub deliveries', () => {
   });
 
   test('an issue labeled; other issue actions are nothing to read', () => {
-    const payload = (action: string, label?: { name: string }) => ({
+    const payload = (
+      action: string,
+      label?: { name: string },
+      updatedAt = '2025-05-01T10:00:00Z',
+    ) => ({
       action,
-      issue: { number: 4, title: 'T', body: 'B', html_url: 'https://github.com/acme/app/issues/4' },
+      issue: {
+        id: 4004,
+        number: 4,
+        title: 'T',
+        body: 'B',
+        html_url: 'https://github.com/acme/app/issues/4',
+        updated_at: updatedAt,
+      },
       ...(label ? { label } : {}),
       repository,
       sender: user('maintainer'),
@@ -171,6 +186,14 @@ describe('GitHub deliveries', () => {
     assert.equal(event.added, true);
     assert.equal(event.author.login, 'maintainer');
     assert.equal(event.thread.kind, 'issue');
+    // The issue, the label and the issue's time of change: the label added again later is
+    // another event; a label whose name has a colon cannot pass for another time.
+    assert.equal(event.key, 'github:label:4004:errand:2025-05-01T10%3A00%3A00Z');
+    const later = githubDeliveries.readDelivery(
+      headers('issues'),
+      payload('labeled', { name: 'errand' }, '2025-05-02T08:00:00Z'),
+    )[0];
+    assert.notEqual(later?.key, event.key);
     assert.deepEqual(githubDeliveries.readDelivery(headers('issues'), payload('opened')), []);
     assert.throws(
       () => githubDeliveries.readDelivery(headers('issues'), payload('labeled')),
@@ -192,6 +215,12 @@ describe('GitHub deliveries', () => {
     };
     const [event] = githubDeliveries.readDelivery({ 'x-github-event': 'issue_comment' }, body);
     assert.match(event?.deliveryId ?? '', /^sha256:[0-9a-f]{64}$/);
+    // The key is what the forge signed, whatever the delivery id says.
+    const other = githubDeliveries.readDelivery(
+      { 'x-github-event': 'issue_comment', 'x-github-delivery': 'another-id' },
+      body,
+    )[0];
+    assert.equal(other?.key, event?.key);
   });
 
   test('a payload that is not GitHub’s shape names what is wrong', () => {

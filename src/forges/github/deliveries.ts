@@ -8,6 +8,7 @@ import {
   type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
+  eventKey,
   type ForgeDeliveries,
   header,
   hmacSha256Hex,
@@ -63,7 +64,9 @@ const reviewSchema = z.object({
 });
 const issuesSchema = z.object({
   action: z.string(),
-  issue: issueSchema,
+  // The issue's id and its time of change name a labelling: adding the label again later is
+  // another event, the same delivery sent again is not.
+  issue: issueSchema.extend({ id: z.number(), updated_at: z.string() }),
   label: z.object({ name: z.string() }).optional(),
   sender: userSchema,
   repository: repositorySchema,
@@ -87,6 +90,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       return [
         {
           ...base,
+          key: eventKey('github', 'issue-comment', p.comment.id),
           type: 'comment',
           where: 'conversation',
           repositoryUrl: p.repository.html_url,
@@ -107,6 +111,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       return [
         {
           ...base,
+          key: eventKey('github', 'review-comment', c.id),
           type: 'comment',
           where: 'line',
           repositoryUrl: p.repository.html_url,
@@ -132,6 +137,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       return [
         {
           ...base,
+          key: eventKey('github', 'review', p.review.id),
           type: 'comment',
           where: 'review',
           repositoryUrl: p.repository.html_url,
@@ -155,6 +161,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       return [
         {
           ...base,
+          key: eventKey('github', 'label', p.issue.id, p.label.name, p.issue.updated_at),
           type: 'labeled',
           repositoryUrl: p.repository.html_url,
           author: actor(p.sender),

@@ -69,6 +69,7 @@ describe('GitLab deliveries', () => {
     assert.deepEqual(plain, {
       forge: 'gitlab',
       deliveryId: 'key-1',
+      key: 'gitlab:note:70',
       type: 'comment',
       where: 'conversation',
       repositoryUrl: project.web_url,
@@ -158,13 +159,19 @@ describe('GitLab deliveries', () => {
 
   test('an issue update: each added label is an event; removed or unchanged ones are not', () => {
     const labels = (...titles: string[]) => titles.map((title, i) => ({ id: i, title }));
-    const update = (previous: string[], current: string[]) => ({
+    const update = (
+      previous: string[],
+      current: string[],
+      updatedAt = '2025-05-01 10:00:00 UTC',
+    ) => ({
       object_kind: 'issue',
       event_type: 'issue',
       user: user('maintainer'),
       project,
       object_attributes: {
+        id: 902,
         iid: 2,
+        updated_at: updatedAt,
         title: 'Crash',
         description: 'Steps',
         url: `${project.web_url}/-/issues/2`,
@@ -185,6 +192,20 @@ describe('GitLab deliveries', () => {
       ],
     );
     assert.equal(added[0]?.author.login, 'maintainer');
+    // The issue, the label and the issue's time of change: the label added again later (after
+    // it was removed) is another event, the same delivery sent again is not.
+    assert.deepEqual(
+      added.map((e) => e.key),
+      [
+        'gitlab:label:902:errand:2025-05-01%2010%3A00%3A00%20UTC',
+        'gitlab:label:902:p1:2025-05-01%2010%3A00%3A00%20UTC',
+      ],
+    );
+    const again = gitlabDeliveries.readDelivery(
+      headers('Issue Hook'),
+      update([], ['errand'], '2025-05-03 09:00:00 UTC'),
+    );
+    assert.notEqual(again[0]?.key, added[0]?.key);
     assert.equal(added[0]?.thread.body, 'Steps');
     assert.deepEqual(
       gitlabDeliveries.readDelivery(headers('Issue Hook'), update(['errand'], [])),
@@ -196,7 +217,10 @@ describe('GitLab deliveries', () => {
 
   test('the delivery id: Idempotency-Key, else X-Gitlab-Event-UUID (before GitLab 17.4)', () => {
     const old = { 'x-gitlab-event': 'Note Hook', 'x-gitlab-event-uuid': 'uuid-2' };
-    assert.equal(gitlabDeliveries.readDelivery(old, note({}))[0]?.deliveryId, 'uuid-2');
+    const [event] = gitlabDeliveries.readDelivery(old, note({}));
+    assert.equal(event?.deliveryId, 'uuid-2');
+    // Whichever id the delivery has, the note's id names the event.
+    assert.equal(event?.key, gitlabDeliveries.readDelivery(headers('Note Hook'), note({}))[0]?.key);
   });
 
   test('other hooks are nothing to read; a wrong shape is refused', () => {

@@ -8,6 +8,7 @@ import {
   type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
+  eventKey,
   type ForgeDeliveries,
   header,
   parsePayload,
@@ -68,7 +69,9 @@ const issueSchema = z.object({
   object_kind: z.literal('issue'),
   user: userSchema,
   project: projectSchema,
-  object_attributes: itemSchema,
+  // The issue's id and its time of change name a change of its labels: adding a label again
+  // later is another event, the same delivery sent again is not.
+  object_attributes: itemSchema.extend({ id: z.number(), updated_at: z.string() }),
   changes: z
     .object({
       labels: z.object({ previous: labelListSchema, current: labelListSchema }).optional(),
@@ -123,6 +126,8 @@ function readNote(base: { forge: 'gitlab'; deliveryId: string }, body: unknown):
   return [
     {
       ...base,
+      // Note ids are the instance's: an edit of the note keeps it.
+      key: eventKey('gitlab', 'note', note.id),
       type: 'comment',
       where: path ? 'line' : 'conversation',
       repositoryUrl: p.project.web_url,
@@ -148,6 +153,13 @@ function readIssue(base: { forge: 'gitlab'; deliveryId: string }, body: unknown)
     .map(
       (label): ForgeLabelEvent => ({
         ...base,
+        key: eventKey(
+          'gitlab',
+          'label',
+          p.object_attributes.id,
+          label.title,
+          p.object_attributes.updated_at,
+        ),
         type: 'labeled',
         repositoryUrl: p.project.web_url,
         author: actor(p.user),

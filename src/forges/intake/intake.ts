@@ -4,6 +4,7 @@
 // (a second mention while that job is open, its follow-up). Turns are accepted by the same
 // service functions as the API's, so rate limits, budgets and archived jobs apply alike; the
 // turn keeps the event (turns.trigger) so that its answer, when it ends, survives a restart.
+// What became of each event, and why, is recorded for the dashboard (records.ts).
 import { sql } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
@@ -15,6 +16,8 @@ import type { Logger } from '../../log.ts';
 import type { ProjectForgeClient } from '../clients.ts';
 import type { ForgeCommentEvent, ForgeEvent } from '../events.ts';
 import type { CommentRef, ForgeClient, ThreadRef } from '../types.ts';
+import { type EventDecision, eventKind, recordDecision } from './records.ts';
+import { claimRefusal, REFUSALS_PER_HOUR, releaseRefusal } from './refusals.ts';
 import {
   acceptedOnIssue,
   followUpPrompt,
@@ -39,18 +42,13 @@ export interface IntakeContext extends JobsContext {
   forges: { client(project: ProjectRow, repository: string): ProjectForgeClient };
 }
 
-/** How long a forge's answer to "may this user write?" is trusted. */
-const ACCESS_TTL_MS = 60_000;
 /**
- * How long a thread remembers that someone without write access was told so: long enough that
- * a conversation does not hear it twice, short enough that someone who asks again a month
- * later (perhaps forgetting, perhaps given access meanwhile and still refused) is told why.
+ * How long a forge's answer to "may this user write?" is trusted, either way: someone asking in
+ * thread after thread costs one call a minute, and someone just given access waits a minute.
  */
-const REFUSAL_MEMORY_DAYS = 30;
+const ACCESS_TTL_MS = 60_000;
 /** How long after a turn ended its answer is still worth giving (the sweep's horizon). */
 const ANSWER_HORIZON = '1 day';
-
-type Forge = TurnTrigger['forge'];
 
 const threadSchema = z.object({
   kind: z.enum(['issue', 'pull-request']),
@@ -67,15 +65,34 @@ const replyToSchema = z.union([
   z.object({ thread: threadSchema }),
 ]);
 
+export interface IntakeOptions {
+  /**
+   * The time, for the hourly limit of answers to people without write access and how long a
+   * forge's answer about access is trusted; tests give a clock they move.
+   */
+  now?: () => Date;
+}
+
+/** What the intake will do with an event once its author may ask, or why it does nothing. */
+type Plan = { followUp: string; prompt: string } | { create: true } | { ignored: string };
+
 export class ForgeIntake {
   readonly #ctx: IntakeContext;
   readonly #publicUrl: string;
-  readonly #access = new LRUCache<string, boolean>({ max: 10_000, ttl: ACCESS_TTL_MS });
+  readonly #now: () => Date;
+  readonly #access: LRUCache<string, Promise<boolean>>;
 
   /** `publicUrl`: where users reach Errand; the answers link the dashboard's job pages. */
-  constructor(ctx: IntakeContext, publicUrl: string) {
+  constructor(ctx: IntakeContext, publicUrl: string, options: IntakeOptions = {}) {
     this.#ctx = ctx;
     this.#publicUrl = publicUrl.replace(/\/+$/, '');
+    const now = options.now ?? (() => new Date());
+    this.#now = now;
+    this.#access = new LRUCache<string, Promise<boolean>>({
+      max: 10_000,
+      ttl: ACCESS_TTL_MS,
+      perf: { now: () => now().getTime() },
+    });
   }
 
   jobUrl(projectId: string, jobId: string): string {
@@ -83,79 +100,82 @@ export class ForgeIntake {
   }
 
   /**
-   * Acts on one forge event. Returns when it is done with (acted on, or refused with a reason
-   * logged); throws when trying again may help (the forge or the database failed on the way).
+   * Acts on one forge event and records what became of it. Returns when it is done with (acted
+   * on, or refused with a reason); throws when trying again may help (the forge or the database
+   * failed on the way).
    */
   async handle(message: ForgeEventMessage): Promise<void> {
     const { projectId, event } = message;
     const log = this.#ctx.log.child({
       projectId,
       forgeDelivery: event.deliveryId,
+      forgeEvent: event.key,
       forge: event.forge,
     });
+    let decision: EventDecision;
     try {
-      await this.#handle(message, log);
+      decision = await this.#decide(message, log);
     } catch (err) {
       // A refusal that waiting cannot change (a token without the permission): said in the log.
       if (!(err instanceof ExternalError) || err.transient) throw err;
       log.error({ err }, 'forge event failed');
+      decision = { outcome: 'failed', reason: err.message };
     }
+    if (decision.outcome === 'accepted')
+      log.info({ jobId: decision.jobId, turn: decision.turn }, 'forge event accepted');
+    else log.info({ reason: decision.reason }, `forge event ${decision.outcome}`);
+    await recordDecision(this.#ctx.db, projectId, event.key, decision, this.#now());
   }
 
-  async #handle({ projectId, event }: ForgeEventMessage, log: Logger): Promise<void> {
+  async #decide({ projectId, event }: ForgeEventMessage, log: Logger): Promise<EventDecision> {
     const ctx = this.#ctx;
     const project = await ctx.db
       .selectFrom('projects')
       .selectAll()
       .where('id', '=', projectId)
       .executeTakeFirst();
-    if (!project) return log.info('forge event for a project that is gone: ignored');
-    const forge = event.forge;
-    if (forge === 'git') return log.info('forge event from no forge: ignored');
+    if (!project) return { outcome: 'ignored', reason: 'the project is gone' };
     const ignored = whyIgnored(project, event);
-    if (ignored) return log.info({ reason: ignored }, 'forge event ignored');
+    if (ignored) return { outcome: 'ignored', reason: ignored };
     const { client, kind } = ctx.forges.client(project, project.repository);
-    if (!client || kind !== forge)
-      return log.info(
-        { reason: `the project's forge is ${kind}` },
-        'forge event ignored: the project does not use this forge',
-      );
+    if (!client || kind !== event.forge)
+      return { outcome: 'ignored', reason: `the project's forge is ${kind}` };
 
-    // A queue entry delivered again finds the turn it accepted, and only says so if it had not.
-    const earlier = await this.#turnOfDelivery(projectId, event.deliveryId);
-    if (earlier) return this.#announce(client, event, earlier);
-
-    if (!(await this.#canWrite(project, client, event))) {
-      log.info({ author: event.author.login }, 'forge event refused: no write access');
-      return this.#refuseOnce(project, client, event);
+    // The event delivered again (the queue's entry, or a record forgotten since) finds the turn
+    // it accepted, and only says so if it had not.
+    const earlier = await this.#turnOfEvent(projectId, event.key);
+    if (earlier) {
+      await this.#announce(client, event, earlier);
+      return accepted(earlier);
     }
-    const trigger = triggerOf(forge, event);
+    // Whatever the author may do, some events ask for nothing: no permission call for them.
+    const plan = await this.#plan(project, event);
+    if ('ignored' in plan) return { outcome: 'ignored', reason: plan.ignored };
+    if (!(await this.#canWrite(project, client, event)))
+      return { outcome: 'refused', reason: await this.#refuse(project, client, event) };
+    const trigger = triggerOf(event);
     try {
-      const accepted = await this.#accept(project, event, forge, trigger);
-      if (!accepted) return log.info('forge event ignored: no job of this project to follow up');
-      log.info({ jobId: accepted.jobId, turn: accepted.seq }, 'forge event accepted');
-      await this.#announce(client, event, accepted);
+      const turn =
+        'followUp' in plan
+          ? await this.#followUp(project, plan.followUp, plan.prompt, trigger)
+          : await this.#create(project, event, trigger);
+      await this.#announce(client, event, turn);
+      return accepted(turn);
     } catch (err) {
       const refusal = serviceRefusal(err);
       if (!refusal) throw err;
-      log.info(
-        { code: refusal.code, reason: refusal.message },
-        'forge event refused by the service',
-      );
+      log.info({ code: refusal.code }, 'forge event refused by the service');
+      // Only people with write access come here: each answer answers a request of theirs.
       await answer(client, event, refused(refusal));
+      return { outcome: 'refused', reason: refusal.message };
     }
   }
 
-  /** The turn the event asks for, accepted; undefined when it names no job of this project. */
-  async #accept(
-    project: ProjectRow,
-    event: ForgeEvent,
-    forge: Forge,
-    trigger: TurnTrigger,
-  ): Promise<Accepted | undefined> {
+  /** What the event asks for, found without asking the forge anything. */
+  async #plan(project: ProjectRow, event: ForgeEvent): Promise<Plan> {
     const ctx = this.#ctx;
     if (event.thread.kind === 'pull-request') {
-      if (event.type !== 'comment') return undefined;
+      if (event.type !== 'comment') return { ignored: 'a label on a pull request' };
       const job = await ctx.db
         .selectFrom('jobs')
         .select('id')
@@ -164,44 +184,53 @@ export class ForgeIntake {
         .where('pr_number', '=', event.thread.number)
         .orderBy('created_at', 'desc')
         .executeTakeFirst();
-      if (!job) return undefined;
-      return this.#followUp(project, job.id, followUpPrompt(event), trigger);
+      return job
+        ? { followUp: job.id, prompt: followUpPrompt(event) }
+        : { ignored: 'no job of this project on this pull request' };
     }
     const open = await ctx.db
       .selectFrom('jobs')
       .select('id')
       .where('project_id', '=', project.id)
       .where(sql<boolean>`(origin->>'number')::integer = ${event.thread.number}`)
-      .where(sql<boolean>`origin->>'forge' = ${forge}`)
+      .where(sql<boolean>`origin->>'forge' = ${event.forge}`)
       .where('status', '!=', 'archived')
       .orderBy('created_at', 'desc')
       .executeTakeFirst();
     if (open) {
       // A label added again to an issue whose job is open asks for nothing new.
-      if (event.type !== 'comment') return undefined;
-      return this.#followUp(project, open.id, followUpPrompt(event), trigger);
+      if (event.type !== 'comment') return { ignored: `the issue's job ${open.id} is open` };
+      return { followUp: open.id, prompt: followUpPrompt(event) };
     }
     // A label the issue carried already (Gitea reports every label at any change of them, a
     // label removed included): its job, archived since, is not made again.
-    if (event.type === 'labeled' && !event.added && (await this.#hadJob(project, forge, event)))
-      return undefined;
+    if (event.type === 'labeled' && !event.added && (await this.#hadJob(project, event)))
+      return { ignored: 'the issue had a job already' };
+    return { create: true };
+  }
+
+  async #create(project: ProjectRow, event: ForgeEvent, trigger: TurnTrigger): Promise<Accepted> {
     const origin: JobOrigin = {
-      forge,
+      forge: event.forge,
       number: event.thread.number,
       url: event.thread.url,
       title: event.thread.title,
     };
-    const created = await createJob(ctx, project, { prompt: issuePrompt(event), origin, trigger });
+    const created = await createJob(this.#ctx, project, {
+      prompt: issuePrompt(event),
+      origin,
+      trigger,
+    });
     return { jobId: created.job.id, projectId: project.id, seq: 1, fromIssue: true };
   }
 
-  async #hadJob(project: ProjectRow, forge: Forge, event: ForgeEvent): Promise<boolean> {
+  async #hadJob(project: ProjectRow, event: ForgeEvent): Promise<boolean> {
     const row = await this.#ctx.db
       .selectFrom('jobs')
       .select('id')
       .where('project_id', '=', project.id)
       .where(sql<boolean>`(origin->>'number')::integer = ${event.thread.number}`)
-      .where(sql<boolean>`origin->>'forge' = ${forge}`)
+      .where(sql<boolean>`origin->>'forge' = ${event.forge}`)
       .executeTakeFirst();
     return row !== undefined;
   }
@@ -216,13 +245,13 @@ export class ForgeIntake {
     return { jobId, projectId: project.id, seq: job.turn_count, fromIssue: false };
   }
 
-  async #turnOfDelivery(projectId: string, delivery: string): Promise<Accepted | undefined> {
+  async #turnOfEvent(projectId: string, key: string): Promise<Accepted | undefined> {
     const row = await this.#ctx.db
       .selectFrom('turns')
       .innerJoin('jobs', 'jobs.id', 'turns.job_id')
       .select(['turns.job_id', 'turns.seq', 'jobs.origin'])
       .where('turns.trigger', 'is not', null)
-      .where(sql<boolean>`turns.trigger->>'delivery' = ${delivery}`)
+      .where(sql<boolean>`turns.trigger->>'event' = ${key}`)
       .where('jobs.project_id', '=', projectId)
       .executeTakeFirst();
     return row
@@ -248,37 +277,42 @@ export class ForgeIntake {
     }
   }
 
+  /**
+   * Whether the event's author may write, asked of the forge once per ACCESS_TTL_MS: events of
+   * one author handled at once share the one question.
+   */
   async #canWrite(project: ProjectRow, client: ForgeClient, event: ForgeEvent): Promise<boolean> {
     const key = `${project.id}\n${event.forge}\n${event.author.id}\n${event.author.login}`;
     const known = this.#access.get(key);
     if (known !== undefined) return known;
-    const allowed = await client.canWrite(event.author);
-    this.#access.set(key, allowed);
-    return allowed;
+    const asked = client.canWrite(event.author);
+    this.#access.set(key, asked);
+    // A failed question is not remembered: the event's retry asks again.
+    asked.catch(() => {
+      if (this.#access.get(key) === asked) this.#access.delete(key);
+    });
+    return asked;
   }
 
-  /** One polite answer per issue or pull request to people without write access. */
-  async #refuseOnce(project: ProjectRow, client: ForgeClient, event: ForgeEvent): Promise<void> {
+  /**
+   * Tells someone without write access that Errand takes no requests from them, within the
+   * project's limits (refusals.ts); returns the reason recorded, which says whether they were told.
+   */
+  async #refuse(project: ProjectRow, client: ForgeClient, event: ForgeEvent): Promise<string> {
     const thread = `${event.forge}:${event.thread.kind}:${event.thread.number}`;
-    const claimed = await this.#ctx.db
-      .insertInto('forge_refusals')
-      .values({ project_id: project.id, thread })
-      .onConflict((oc) => oc.doNothing())
-      .returning('thread')
-      .executeTakeFirst();
-    if (!claimed) return;
+    const who = `@${event.author.login} has no write access`;
+    const claim = await claimRefusal(this.#ctx.db, project.id, thread, this.#now());
+    if (claim === 'told') return `${who}; told in this thread before, not again`;
+    if (claim === 'limited')
+      return `${who}; not told: the project gave its ${REFUSALS_PER_HOUR} answers to people without write access in the last hour`;
     try {
       await answer(client, event, noAccess(event.author.login, project.forge_handle));
     } catch (err) {
-      if (err instanceof ExternalError && err.transient) {
-        await this.#ctx.db
-          .deleteFrom('forge_refusals')
-          .where('project_id', '=', project.id)
-          .where('thread', '=', thread)
-          .execute();
-      }
+      if (err instanceof ExternalError && err.transient)
+        await releaseRefusal(this.#ctx.db, project.id, thread);
       throw err;
     }
+    return `${who}; told in the thread`;
   }
 
   /**
@@ -455,35 +489,21 @@ async function answer(client: ForgeClient, event: ForgeEvent, body: string): Pro
   else await client.comment(threadRef(event), body);
 }
 
-function triggerOf(forge: Forge, event: ForgeEvent): TurnTrigger {
-  if (event.type === 'labeled') {
-    return {
-      forge,
-      delivery: event.deliveryId,
-      kind: 'label',
-      url: event.thread.url,
-      author: event.author.login,
-      replyTo: { thread: threadRef(event) },
-    };
-  }
-  return {
-    forge,
+function triggerOf(event: ForgeEvent): TurnTrigger {
+  const base = {
+    forge: event.forge,
     delivery: event.deliveryId,
-    kind: event.where === 'line' ? 'line comment' : event.where === 'review' ? 'review' : 'comment',
-    url: event.url,
+    event: event.key,
+    kind: eventKind(event),
     author: event.author.login,
-    replyTo: { ...commentRef(event) },
   };
+  if (event.type === 'labeled')
+    return { ...base, url: event.thread.url, replyTo: { thread: threadRef(event) } };
+  return { ...base, url: event.url, replyTo: { ...commentRef(event) } };
 }
 
-/**
- * Forgets the threads told of missing write access more than REFUSAL_MEMORY_DAYS ago; returns
- * how many. The processes that run workers call it periodically (service.ts).
- */
-export async function forgetRefusals(ctx: { db: IntakeContext['db'] }): Promise<number> {
-  const result = await ctx.db
-    .deleteFrom('forge_refusals')
-    .where('at', '<', sql<Date>`now() - make_interval(days => ${REFUSAL_MEMORY_DAYS})`)
-    .executeTakeFirst();
-  return Number(result.numDeletedRows);
+/** The record of an accepted event: the same words whether its turn was accepted now or before. */
+function accepted(turn: Accepted): EventDecision {
+  const reason = turn.fromIssue ? 'a new job' : 'a follow-up of its job';
+  return { outcome: 'accepted', reason, jobId: turn.jobId, turn: turn.seq };
 }

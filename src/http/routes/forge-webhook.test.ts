@@ -1,6 +1,7 @@
 // POST /v2/forges/{projectId}/webhook, driven by each forge's fake as the forge sends: a signed
-// delivery is queued with its id recorded (202); a redelivery is acknowledged and not queued
-// twice; a missing, wrong or tampered signature, another project's secret, an unknown project
+// delivery is queued with its events recorded by what the forge signed (202); a redelivery, and
+// the same signed body replayed under new delivery ids, are acknowledged and not queued twice;
+// a missing, wrong or tampered signature, another project's secret, an unknown project
 // and a project without a secret are one 401 that stores nothing; a body that is not JSON or
 // not the forge's shape is a 400 that stores nothing; a ping or an unused event is a 200 that
 // queues nothing. And the settings behind it: the secret, chosen or made, shown once.
@@ -147,22 +148,30 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
     );
     return rows.rows.filter((r) => r.data.projectId === projectId).map((r) => r.data.event);
   };
-  const deliveries = async (projectId: string): Promise<string[]> =>
+  /** The project's recorded events, oldest first. */
+  const recorded = async (projectId: string) =>
     (
       await svc.service.ctx.db
-        .selectFrom('forge_deliveries')
-        .select('delivery_id')
+        .selectFrom('forge_events')
+        .select(['key', 'delivery_id', 'last_delivery_id', 'repeats', 'outcome'])
         .where('project_id', '=', projectId)
         .orderBy('received_at')
+        .orderBy('key')
         .execute()
-    ).map((r) => r.delivery_id);
+    ).map((r) => ({
+      key: r.key,
+      deliveryId: r.delivery_id,
+      lastDeliveryId: r.last_delivery_id,
+      repeats: r.repeats,
+      outcome: r.outcome,
+    }));
 
-  /** Runs `act`; asserts that it stored nothing: no project change, delivery id or event. */
+  /** Runs `act`; asserts that it stored nothing: no project change, event recorded or queued. */
   const nothingStored = async <T>(projectId: string, act: () => Promise<T>): Promise<T> => {
-    const [events, ids] = [await queued(projectId), await deliveries(projectId)];
+    const [events, records] = [await queued(projectId), await recorded(projectId)];
     const result = await unchanged(svc, act);
     assert.deepEqual(await queued(projectId), events, 'an event was queued');
-    assert.deepEqual(await deliveries(projectId), ids, 'a delivery id was recorded');
+    assert.deepEqual(await recorded(projectId), records, 'an event was recorded');
     return result;
   };
 
@@ -248,12 +257,55 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
           assert.equal(event.anchor?.line, 12);
         }
         if (c.forge === 'gitlab') assert.match(event.discussionId ?? '', /^[0-9a-f]{40}$/);
-        assert.deepEqual(await deliveries(projectId), [res.deliveryId]);
+        assert.deepEqual(await recorded(projectId), [
+          {
+            key: event.key,
+            deliveryId: res.deliveryId,
+            lastDeliveryId: null,
+            repeats: 0,
+            outcome: 'queued',
+          },
+        ]);
 
-        // The forge's "Redeliver": the same bytes, acknowledged, not queued again.
-        const again = await nothingStored(projectId, () => res.redeliver());
+        // The forge's "Redeliver": the same bytes, acknowledged, not queued again; counted.
+        const again = await res.redeliver();
         assert.equal(again.status, 200, again.text);
         assert.deepEqual(again.json, { outcome: 'duplicate', events: 0 });
+        assert.equal((await queued(projectId)).length, 1, 'the redelivery was queued');
+        assert.equal((await recorded(projectId))[0]?.repeats, 1);
+      });
+
+      test('one signed body under three delivery ids is one event, queued once', async () => {
+        const issue = { number: 8, title: 'Replayed', body: 'Once is enough.' };
+        const deliveries: ForgeDelivery[] = [
+          { type: 'comment', pull: 1, body: '@errand go' },
+          { type: 'labeled', issue, label: 'errand' },
+        ];
+        // GitLab has no review body: a review's summary is a comment there.
+        if (c.forge !== 'gitlab') deliveries.push({ type: 'review', pull: 1, body: '@errand hm' });
+        for (const delivery of deliveries) {
+          const earlier = (await queued(projectId)).length;
+          const first = await fake.deliver(hook(projectId), secret, delivery);
+          assert.equal(first.status, 202, first.text);
+          const before = await queued(projectId);
+          const keys = before.slice(earlier).map((e) => e.key);
+          assert.equal(keys.length, 1, delivery.type);
+          for (const _ of [1, 2]) {
+            // The signature covers the body, not the delivery id: a new id, the same bytes.
+            const replayed = await first.replay();
+            assert.notEqual(replayed.deliveryId, first.deliveryId);
+            assert.equal(replayed.status, 200, replayed.text);
+            assert.deepEqual(replayed.json, { outcome: 'duplicate', events: 0 });
+          }
+          assert.deepEqual(await queued(projectId), before, 'a replay was queued');
+          const records = (await recorded(projectId)).filter((r) => keys.includes(r.key));
+          assert.equal(records.length, keys.length);
+          for (const record of records) {
+            assert.equal(record.deliveryId, first.deliveryId);
+            assert.equal(record.repeats, 2);
+            assert.notEqual(record.lastDeliveryId, first.deliveryId);
+          }
+        }
       });
 
       test('a comment, a review and a label each read as their event', async () => {
@@ -455,26 +507,30 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
     });
   });
 
-  test('delivery ids are forgotten after a week, by the upkeep', async () => {
+  test('recorded events are forgotten after 30 days, by the upkeep', async () => {
     const project = await svc.createProject({ name: 'upkeep' });
     const db = svc.service.ctx.db;
+    const event = (key: string, age: string) => ({
+      project_id: project.id,
+      key,
+      delivery_id: `d-${key}`,
+      forge: 'github' as const,
+      kind: 'comment',
+      thread_kind: 'issue' as const,
+      thread_number: 1,
+      author: 'someone',
+      url: 'https://github.com/acme/app/issues/1',
+      received_at: sql<Date>`now() - ${age}::interval`,
+    });
     await db
-      .insertInto('forge_deliveries')
-      .values([
-        {
-          project_id: project.id,
-          delivery_id: 'old',
-          received_at: sql<Date>`now() - interval '8 days'`,
-        },
-        {
-          project_id: project.id,
-          delivery_id: 'recent',
-          received_at: sql<Date>`now() - interval '6 days'`,
-        },
-      ])
+      .insertInto('forge_events')
+      .values([event('old', '31 days'), event('recent', '29 days')])
       .execute();
     await runUpkeep(svc.service.ctx);
-    assert.deepEqual(await deliveries(project.id), ['recent']);
+    assert.deepEqual(
+      (await recorded(project.id)).map((r) => r.key),
+      ['recent'],
+    );
   });
 
   test('the threads told of missing write access are forgotten after 30 days, by the upkeep', async () => {
