@@ -1,17 +1,19 @@
-// One confined run: the bubblewrap command line started (inside a pids cgroup where there is
-// one), its output kept, its network attached, its checkout measured, and the whole of it
-// ended on a timeout, an abort or a checkout grown past its bound.
+// One confined run: the bubblewrap command line started (inside the run's control groups where
+// there are some), its output kept, its network attached, its checkout measured,
+// and the whole of it ended on a timeout, an abort, an OOM kill or a checkout grown past its
+// bound.
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
+import { type CgroupPlaces, RunCgroup } from './cgroup.ts';
 import { diskUsage, MeasureError } from './disk.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
 import { attachNetwork, type NetworkTools, sandboxResolvConf } from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
-import { descendants, RunCgroup, signalAll } from './processes.ts';
+import { descendants, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
@@ -31,12 +33,15 @@ const MB = 1024 * 1024;
 const DISK_CHECK_MS = 2_000;
 /** bwrap's own messages (before the command starts) are short; more is not kept. */
 const DIAGNOSTICS_CAP = 4_000;
+/** Between two looks at the run's OOM kills: one small file read. */
+const OOM_CHECK_MS = 200;
 
 export interface Ready {
   bwrap: string;
   version: readonly number[];
   prlimit: string;
-  cgroupRoot: string | null;
+  /** Where each run's control groups are made, per controller (none where there is no place). */
+  cgroups: CgroupPlaces;
   /** The user-mode network: its tools where it works (setup commands with `network`). */
   network: { tools: NetworkTools | null; status: NetworkStatus };
 }
@@ -105,16 +110,17 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       `the checkout could not be measured before the run: ${err instanceof Error ? err.message : String(err)}`,
     );
   });
-  // The pids cgroup is joined by a host shell that then becomes bwrap, so not one fork of the
-  // command happens outside it. Plus two tasks for bwrap itself and its init, and one for the
-  // forwarder.
-  const cgroup =
-    ready.cgroupRoot === null
-      ? null
-      : await RunCgroup.create(
-          ready.cgroupRoot,
-          run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
-        ).catch(() => null);
+  // The groups are joined by a host shell that then becomes bwrap, so not one fork of the
+  // command happens outside them. Tasks: plus two for bwrap itself and its init, and one for the
+  // forwarder. Where the probe found a place for them, a run never goes without.
+  const cgroup = await RunCgroup.create(ready.cgroups, {
+    tasks: run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
+    memoryBytes: run.limits.memoryMb * MB,
+  }).catch((err: unknown) => {
+    throw new SandboxError(
+      `the run's control group could not be made: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  });
   const [file, argv] =
     cgroup === null
       ? [ready.bwrap, args]
@@ -122,9 +128,10 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
           '/bin/sh',
           [
             '-c',
-            'echo $$ > "$1" && shift && exec "$@"',
+            'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
             'sh',
-            cgroup.procsFile,
+            String(cgroup.procsFiles.length),
+            ...cgroup.procsFiles,
             ready.bwrap,
             ...args,
           ],
@@ -194,6 +201,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     let killedWith: NodeJS.Signals | null = null;
     let exited = false;
     let diskExceeded: { grownMb: number; limitMb: number } | undefined;
+    let memoryExceeded: { limitMb: number } | undefined;
     const sandboxInit = (): number | null => {
       const match = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
       return match ? Number(match[1]) : null;
@@ -251,12 +259,12 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     // While the command runs: measured now and then (never more than a fifth of the time spent
     // measuring), and stopped at once past the bound. A walk that trips over a file the command
     // is just removing still counts what it saw.
-    const diskWatch = new AbortController();
+    const watching = new AbortController();
     const watchDisk = async () => {
       let pause = DISK_CHECK_MS;
       while (!exited) {
         try {
-          await sleep(pause, undefined, { signal: diskWatch.signal });
+          await sleep(pause, undefined, { signal: watching.signal });
         } catch {
           return;
         }
@@ -274,6 +282,23 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         pause = Math.max(DISK_CHECK_MS, 5 * (performance.now() - before));
       }
     };
+    // The kernel kills one process of a run out of memory (v1; all of them in v2): the whole
+    // run is stopped at once, rather than left to go on without it.
+    const watchMemory = async () => {
+      while (!exited && cgroup?.bindsMemory) {
+        try {
+          await sleep(OOM_CHECK_MS, undefined, { signal: watching.signal });
+        } catch {
+          return;
+        }
+        if ((await cgroup.oomKills()) > 0 && !exited) {
+          memoryExceeded = { limitMb: run.limits.memoryMb };
+          await killAll();
+          return;
+        }
+      }
+    };
+    void watchMemory();
     const timer = setTimeout(() => {
       timedOut = true;
       void terminate();
@@ -292,7 +317,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       },
     ).finally(() => {
       exited = true;
-      diskWatch.abort();
+      watching.abort();
       clearTimeout(timer);
       clearTimeout(graceTimer);
       run.signal.removeEventListener('abort', onAbort);
@@ -321,12 +346,19 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       });
       diskExceeded = overLimit(bytes);
     }
+    if (memoryExceeded === undefined && cgroup !== null && (await cgroup.oomKills()) > 0) {
+      memoryExceeded = { limitMb: run.limits.memoryMb };
+    }
     const text = output.finish();
     const killed = killedWith !== null;
+    const stopped = killed ? '; the command was stopped' : '';
     const note =
-      diskExceeded === undefined
+      (diskExceeded === undefined
         ? ''
-        : `\n[errand: the checkout grew by ${diskExceeded.grownMb} MB, over the limit of ${diskExceeded.limitMb} MB${killed ? '; the command was stopped' : ''}]\n`;
+        : `\n[errand: the checkout grew by ${diskExceeded.grownMb} MB, over the limit of ${diskExceeded.limitMb} MB${stopped}]\n`) +
+      (memoryExceeded === undefined
+        ? ''
+        : `\n[errand: the command ran out of its ${memoryExceeded.limitMb} MB of memory; ${killed ? 'it was stopped' : 'the kernel killed a process of it'}]\n`);
     return {
       exitCode: killed ? null : code,
       signal: killed ? killedWith : signal,
@@ -336,6 +368,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       outputTruncated: text.truncated,
       ...(separate ? { stderr: diagnostics.finish().text } : {}),
       ...(diskExceeded ? { diskExceeded } : {}),
+      ...(memoryExceeded ? { memoryExceeded } : {}),
       durationMs: Math.round(performance.now() - started),
     };
   } finally {

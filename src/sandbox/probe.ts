@@ -1,14 +1,15 @@
-// Whether the sandbox can run here: bwrap and prlimit found, a trivial confined run that works
-// (or why not and how to fix it), and the same for the user-mode network setup commands get.
+// Whether the sandbox can run here: bwrap and prlimit found, the control groups it may make, a
+// trivial confined run that works (or why not and how to fix it), and the same for the
+// user-mode network setup commands get.
 import { spawn } from 'node:child_process';
 import { access, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../projects/limits.ts';
 import { SANDBOX_PATH } from './args.ts';
+import { findCgroupPlaces } from './cgroup.ts';
 import { execute, isRoot, type Ready } from './execute.ts';
 import { HOW_TO_INSTALL_PASTA } from './network.ts';
-import { pidsCgroupRoot } from './processes.ts';
 import type { SandboxStatus } from './sandbox.ts';
 
 const HOW_TO_INSTALL =
@@ -44,7 +45,7 @@ export async function probe(
     bwrap,
     version: version.slice(1).map(Number),
     prlimit,
-    cgroupRoot: await pidsCgroupRoot(),
+    cgroups: await findCgroupPlaces(),
     network: {
       status: { available: false, reason: 'not checked yet', howToFix: HOW_TO_INSTALL_PASTA },
       tools: null,
@@ -62,13 +63,14 @@ export async function probe(
     );
   }
   ready.network = await probeNetwork(ready, searchPath);
-  const processLimit = ready.cgroupRoot !== null ? 'cgroup' : isRoot() ? 'none' : 'rlimit';
+  const processLimit = ready.cgroups.pids !== null ? 'cgroup' : isRoot() ? 'none' : 'rlimit';
   return {
     status: {
       available: true,
       bwrap,
       version: version[0],
       processLimit,
+      memoryLimit: ready.cgroups.memory !== null ? 'cgroup' : 'rlimit',
       network: ready.network.status,
     },
     ready,

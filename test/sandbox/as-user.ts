@@ -62,6 +62,7 @@ process.stdout.write(
     network: networked?.output ?? 'unavailable',
     available: status.available,
     processLimit: status.available ? status.processLimit : null,
+    memoryLimit: status.available ? status.memoryLimit : null,
     uid: write.output.split('\n')[0],
     wrote: await readFile(`${checkout}/f.txt`, 'utf8'),
     forkBombStopped: !bomb.timedOut && /Cannot fork/.test(bomb.output),
