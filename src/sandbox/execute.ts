@@ -1,5 +1,5 @@
 // One confined run: the bubblewrap command line started (inside the run's control groups where
-// there are some), its output kept, its network attached, its checkout measured,
+// there are some), its output kept, its network attached and filtered, its checkout measured,
 // and the whole of it ended on a timeout, an abort, an OOM kill or a checkout grown past its
 // bound.
 import { spawn } from 'node:child_process';
@@ -11,7 +11,12 @@ import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
 import { type CgroupPlaces, RunCgroup } from './cgroup.ts';
 import { diskUsage, MeasureError } from './disk.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
-import { attachNetwork, type NetworkTools, sandboxResolvConf } from './network.ts';
+import {
+  attachNetwork,
+  type NetworkTools,
+  runEgressRuleset,
+  sandboxResolvConf,
+} from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
 import { descendants, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
@@ -28,6 +33,7 @@ const INFO_FD = 3;
 const STARTED_FD = 4;
 const BLOCK_FD = 5;
 const RESOLV_CONF_FD = 6;
+const EGRESS_FD = 7;
 const MB = 1024 * 1024;
 /** The shortest pause between two measurements of the checkout while a command runs. */
 const DISK_CHECK_MS = 2_000;
@@ -56,6 +62,10 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       : `${network.status.reason} (${network.status.howToFix})`;
     throw new SandboxError(`the user-mode network for setup commands is unavailable: ${why}`);
   }
+  // Root loads the egress filter from outside; another user's sandbox owns its network
+  // namespace (one user namespace), and loads it inside before the command.
+  const filterInside = run.network && !isRoot();
+  const ruleset = run.network ? runEgressRuleset() : '';
   const separate = run.onStdoutLine !== undefined;
   const cap = run.outputCap ?? DEFAULT_OUTPUT_CAP;
   const output = new CappedOutput(cap);
@@ -83,7 +93,10 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       infoFd: INFO_FD,
       startedFd: STARTED_FD,
       ...(run.network
-        ? { blockFd: BLOCK_FD, resolvConfFd: RESOLV_CONF_FD, flatUserns: !isRoot() }
+        ? { blockFd: BLOCK_FD, resolvConfFd: RESOLV_CONF_FD, flatUserns: filterInside }
+        : {}),
+      ...(filterInside && network.tools
+        ? { egress: { fd: EGRESS_FD, nft: network.tools.nft, setpriv: network.tools.setpriv } }
         : {}),
       scratchBytes: run.limits.fileSizeMb * MB,
       ...(run.env ? { env: run.env } : {}),
@@ -150,12 +163,13 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         'pipe',
         'pipe',
         ...(run.network ? (['pipe', 'pipe'] as const) : []),
+        ...(filterInside ? (['pipe'] as const) : []),
       ],
       env: { PATH: SANDBOX_PATH },
       // Not the service's directory: the cgroup's host shell would export it as PWD.
       cwd: '/',
     });
-    const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe] =
+    const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe, egressPipe] =
       child.stdio as unknown as [
         Writable | null,
         Readable,
@@ -164,12 +178,16 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         Readable,
         Writable | undefined,
         Writable | undefined,
+        Writable | undefined,
       ];
-    if (resolvPipe !== undefined) {
-      // bwrap reads it to its end while it builds the sandbox; a bwrap that failed first
-      // closes it, which is its own error, not this one.
-      resolvPipe.on('error', () => {});
-      resolvPipe.end(resolvConf);
+    // bwrap reads the first to its end while it builds the sandbox, nft the second before the
+    // command; a sandbox that failed first closes them, which is its own error, not this one.
+    for (const [pipe, text] of [
+      [resolvPipe, resolvConf],
+      [egressPipe, ruleset],
+    ] as const) {
+      pipe?.on('error', () => {});
+      pipe?.end(text);
     }
     if (stdin !== null && run.stdin !== undefined) {
       // A command that never reads its input closes the pipe early: not an error of the run.
@@ -221,7 +239,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       const tools = network.tools;
       if (tools === null) return;
       // The sandbox waits on the block descriptor until its network is up.
-      attached = attachNetwork(tools, init).then(
+      attached = attachNetwork(tools, init, filterInside ? null : ruleset).then(
         (net) => {
           blockPipe.on('error', () => {});
           blockPipe.end('1');

@@ -1,7 +1,7 @@
 // The line a process that runs turns logs at start about the sandbox: where it cannot run, why
 // and how to enable it, since the agent then works without its run_command tool; and more where
 // a run's memory is bounded per process only (no memory cgroup), or where setup commands cannot
-// have their network (pasta missing or not working).
+// have their network (pasta or nft missing or not working).
 import type { Logger } from '../log.ts';
 import type { SandboxStatus } from './sandbox.ts';
 

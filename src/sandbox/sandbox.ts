@@ -41,7 +41,7 @@ export interface SandboxRun {
   limits: SandboxLimits;
   /**
    * false: no network at all (a new network namespace, loopback only). true: outbound access
-   * through a user-mode network (pasta) that does not reach the host's loopback.
+   * through a user-mode network (pasta) to public addresses only (egress.ts).
    */
   network: boolean;
   /** Aborting (job archived, turn ended) kills everything at once. */

@@ -2,7 +2,7 @@
 // run (normal end, timeout, abort), a fork bomb, a 10 GB write and processes that together
 // take more memory than the run's bound are stopped, a command that ignores SIGTERM dies at its
 // timeout, and output over the cap keeps its head and tail. Also as an ordinary user (nobody),
-// where RLIMIT_NPROC is what bounds processes.
+// where RLIMIT_NPROC is what bounds processes and a non-root sandbox filters its own network.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -362,7 +362,7 @@ describe('as an ordinary user', { skip }, () => {
         // where pasta does not work for root either, not for nobody.
         network: skipNetwork
           ? 'unavailable'
-          : '65534\ndefault-route\ndev-null-writable\nname-resolved\n',
+          : '65534\ndefault-route\ndev-null-writable\nloopback-refused\nno-capabilities\nflush-refused\nstill-refused\nname-resolved\n',
         available: true,
         processLimit: 'rlimit',
         // Not root: no memory cgroup of its own (the start-up line says so).

@@ -1,6 +1,6 @@
 // Whether the sandbox can run, and the start-up lines that say so: bwrap missing from PATH
-// makes it unavailable with the reason and the fix, and `errand serve` logs that once; no memory
-// cgroup is said too.
+// makes it unavailable with the reason and the fix, and `errand serve` logs that once; pasta or
+// nft missing leaves setup commands without network; no memory cgroup is said too.
 import assert from 'node:assert/strict';
 import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -63,6 +63,27 @@ describe('sandbox status', () => {
       reason: 'pasta not found on PATH',
       howToFix:
         'install the passt package, which provides pasta (Debian/Ubuntu: apt-get install passt; Fedora: dnf install passt)',
+    });
+  });
+
+  test('nft absent: setup commands get no network at all, never an unfiltered one', {
+    skip,
+  }, async () => {
+    assert.ok(sandbox.available);
+    const bin = join(root, 'bin-without-nft');
+    await mkdir(bin);
+    await symlink(sandbox.bwrap, join(bin, 'bwrap'));
+    await symlink(
+      sandbox.network.available ? sandbox.network.pasta : '/usr/bin/pasta',
+      join(bin, 'pasta'),
+    );
+    const status = await checkSandbox(bin);
+    assert.ok(status.available);
+    assert.deepEqual(status.network, {
+      available: false,
+      reason: 'nft not found on PATH',
+      howToFix:
+        'install the nftables package, which provides nft (Debian/Ubuntu: apt-get install nftables; Fedora: dnf install nftables)',
     });
   });
 
