@@ -123,9 +123,8 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       `the checkout could not be measured before the run: ${err instanceof Error ? err.message : String(err)}`,
     );
   });
-  // The groups are joined by a host shell that then becomes bwrap, so not one fork of the
-  // command happens outside them. Tasks: plus two for bwrap itself and its init, and one for the
-  // forwarder. Where the probe found a place for them, a run never goes without.
+  // Where the probe found a place for them, a run never goes without its groups. Tasks: plus
+  // two for bwrap itself and its init, and one for the forwarder.
   const cgroup = await RunCgroup.create(ready.cgroups, {
     tasks: run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
     memoryBytes: run.limits.memoryMb * MB,
@@ -134,21 +133,21 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       `the run's control group could not be made: ${err instanceof Error ? err.message : String(err)}`,
     );
   });
-  const [file, argv] =
-    cgroup === null
-      ? [ready.bwrap, args]
-      : [
-          '/bin/sh',
-          [
-            '-c',
-            'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
-            'sh',
-            String(cgroup.procsFiles.length),
-            ...cgroup.procsFiles,
-            ready.bwrap,
-            ...args,
-          ],
-        ];
+  // A host shell that then becomes bwrap: it makes the run the first choice of any OOM killer
+  // that looks beyond the run's own group (the host's, or a bound on Errand's group), before
+  // Errand, and joins the run's groups, so not one fork of the command happens outside them.
+  const procsFiles = cgroup?.procsFiles ?? [];
+  const file = '/bin/sh';
+  const argv = [
+    '-c',
+    'echo 1000 > /proc/self/oom_score_adj || exit 125; n=$1; shift; ' +
+      'while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+    'sh',
+    String(procsFiles.length),
+    ...procsFiles,
+    ready.bwrap,
+    ...args,
+  ];
 
   const resolvConf = run.network ? await sandboxResolvConf() : '';
   let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
@@ -166,7 +165,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         ...(filterInside ? (['pipe'] as const) : []),
       ],
       env: { PATH: SANDBOX_PATH },
-      // Not the service's directory: the cgroup's host shell would export it as PWD.
+      // Not the service's directory: the host shell would export it as PWD.
       cwd: '/',
     });
     const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe, egressPipe] =

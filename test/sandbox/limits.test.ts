@@ -282,6 +282,17 @@ describe('limits', { skip }, () => {
     await execFileP('true');
   });
 
+  test('the run is the first choice of an OOM killer beyond its own group, before Errand', async () => {
+    const own = await readFile('/proc/self/oom_score_adj', 'utf8');
+    const r = await run(
+      checkout,
+      'cat /proc/self/oom_score_adj; echo -1000 2>/dev/null > /proc/self/oom_score_adj; cat /proc/self/oom_score_adj',
+    );
+    // Lowering it (below 0 at all) takes CAP_SYS_RESOURCE, which the command does not have.
+    assert.equal(r.output, '1000\n1000\n');
+    assert.equal(await readFile('/proc/self/oom_score_adj', 'utf8'), own);
+  });
+
   test('CPU time: a busy loop is killed at the CPU limit', async () => {
     const started = Date.now();
     const r = await run(checkout, 'while :; do :; done', {
