@@ -213,6 +213,11 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       `${engine.name} wrote more than the checkout's limit of ${result.diskExceeded.limitMb} MB; it was stopped`,
     );
   }
+  if (result.memoryExceeded) {
+    throw new TurnFailedError(
+      `${engine.name} ran out of its ${result.memoryExceeded.limitMb} MB of memory (the project's commandMemoryMb); it was stopped`,
+    );
+  }
   if (result.exitCode !== 0 || reader.error !== undefined || reader.summary === undefined) {
     const why =
       reader.error ??

@@ -7,7 +7,11 @@ export interface SandboxLimits {
   timeoutSeconds: number;
   /** RLIMIT_CPU, per process. */
   cpuSeconds: number;
-  /** RLIMIT_DATA per process (heap and private writable mappings). */
+  /**
+   * Memory of one run: of all its processes together (with its scratch files) where a memory
+   * cgroup can be made, past which the run is stopped; and RLIMIT_DATA per process (heap and
+   * private writable mappings) everywhere.
+   */
   memoryMb: number;
   /** Processes and threads the command may have at once. */
   processes: number;

@@ -84,6 +84,13 @@ export interface PlanInput {
    * a network run's, which names the resolver pasta maps. Only with `network`.
    */
   resolvConfFd?: number;
+  /**
+   * The egress filter loaded inside (a non-root network run, whose sandbox owns its network
+   * namespace; root loads it from outside, network.ts): the sandbox keeps CAP_NET_ADMIN and
+   * CAP_SETPCAP until `nft` has read the ruleset from descriptor `fd`, and `setpriv` drops them
+   * all, bounding set included, before the command runs.
+   */
+  egress?: { fd: number; nft: string; setpriv: string };
   /** Size of the private /tmp (HOME's parent) in bytes, where bwrap can bound it. */
   scratchBytes: number;
   /** More environment, set after (and over) the sandbox's own. */
@@ -115,14 +122,24 @@ function insideCwd(checkout: string, cwd: string): string {
   return join(WORKSPACE, rel);
 }
 
-// In the sandbox: the forwarder started and listening (if any), stderr joined to stdout (one
-// pipe, arrival order kept) unless kept apart, the start signalled and that descriptor closed
-// so the command cannot hold or misuse it, then the command runs as the same process, so its
-// exit ends the sandbox's init and with it every process left (the forwarder too).
+// In the sandbox: the egress filter loaded (if it is loaded here), the forwarder started and
+// listening (if any), stderr joined to stdout (one pipe, arrival order kept) unless kept apart,
+// the start signalled and that descriptor closed so the command cannot hold or misuse it, then
+// the command runs as the same process (without a capability left, where the filter was loaded
+// here), so its exit ends the sandbox's init and with it every process left (the forwarder too).
 // Positional parameters: $1 the command; with a forwarder $2 node, $3 its script, $4 the
-// port, $5 the socket. A forwarder that fails leaves its message on stderr, before the start.
-function wrapper(fd: number, forwarder: boolean, separateStderr: boolean): string {
+// port, $5 the socket. A filter or forwarder that fails leaves its message on stderr, before
+// the start.
+function wrapper(
+  fd: number,
+  forwarder: boolean,
+  separateStderr: boolean,
+  egress: PlanInput['egress'],
+): string {
   const steps: string[] = [];
+  if (egress !== undefined) {
+    steps.push(`${quote(egress.nft)} -f - <&${egress.fd} || exit 125`, `exec ${egress.fd}<&-`);
+  }
   if (forwarder) {
     steps.push(
       `mkfifo ${FORWARDER_FIFO}`,
@@ -132,9 +149,18 @@ function wrapper(fd: number, forwarder: boolean, separateStderr: boolean): strin
     );
   }
   if (!separateStderr) steps.push('exec 2>&1');
-  steps.push(`printf 1 >&${fd}`, `exec ${fd}>&-`, 'exec /bin/sh -c "$1"');
+  const drop =
+    egress === undefined
+      ? ''
+      : `${quote(egress.setpriv)} --inh-caps=-all --ambient-caps=-all --bounding-set=-all -- `;
+  steps.push(`printf 1 >&${fd}`, `exec ${fd}>&-`, `exec ${drop}/bin/sh -c "$1"`);
   // Lines, not '; ': a background job's '&' cannot be followed by ';'.
   return steps.join('\n');
+}
+
+/** A word the shell reads as `text` itself. */
+function quote(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
 }
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -164,6 +190,10 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '--new-session',
     '--cap-drop',
     'ALL',
+    // Held by the wrapper only, to load the egress filter; dropped before the command runs.
+    ...(input.egress === undefined
+      ? []
+      : ['--cap-add', 'CAP_NET_ADMIN', '--cap-add', 'CAP_SETPCAP']),
     '--clearenv',
     '--setenv',
     'PATH',
@@ -274,7 +304,7 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '--',
     '/bin/sh',
     '-c',
-    wrapper(input.startedFd, forwarder !== undefined, input.separateStderr),
+    wrapper(input.startedFd, forwarder !== undefined, input.separateStderr, input.egress),
     'sh',
     input.command,
     ...(forwarder === undefined

@@ -1,17 +1,24 @@
-// One confined run: the bubblewrap command line started (inside a pids cgroup where there is
-// one), its output kept, its network attached, its checkout measured, and the whole of it
-// ended on a timeout, an abort or a checkout grown past its bound.
+// One confined run: the bubblewrap command line started (inside the run's control groups where
+// there are some), its output kept, its network attached and filtered, its checkout measured,
+// and the whole of it ended on a timeout, an abort, an OOM kill or a checkout grown past its
+// bound.
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
+import { type CgroupPlaces, RunCgroup } from './cgroup.ts';
 import { diskUsage, MeasureError } from './disk.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
-import { attachNetwork, type NetworkTools, sandboxResolvConf } from './network.ts';
+import {
+  attachNetwork,
+  type NetworkTools,
+  runEgressRuleset,
+  sandboxResolvConf,
+} from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
-import { descendants, RunCgroup, signalAll } from './processes.ts';
+import { descendants, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
@@ -26,17 +33,21 @@ const INFO_FD = 3;
 const STARTED_FD = 4;
 const BLOCK_FD = 5;
 const RESOLV_CONF_FD = 6;
+const EGRESS_FD = 7;
 const MB = 1024 * 1024;
 /** The shortest pause between two measurements of the checkout while a command runs. */
 const DISK_CHECK_MS = 2_000;
 /** bwrap's own messages (before the command starts) are short; more is not kept. */
 const DIAGNOSTICS_CAP = 4_000;
+/** Between two looks at the run's OOM kills: one small file read. */
+const OOM_CHECK_MS = 200;
 
 export interface Ready {
   bwrap: string;
   version: readonly number[];
   prlimit: string;
-  cgroupRoot: string | null;
+  /** Where each run's control groups are made, per controller (none where there is no place). */
+  cgroups: CgroupPlaces;
   /** The user-mode network: its tools where it works (setup commands with `network`). */
   network: { tools: NetworkTools | null; status: NetworkStatus };
 }
@@ -51,6 +62,10 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       : `${network.status.reason} (${network.status.howToFix})`;
     throw new SandboxError(`the user-mode network for setup commands is unavailable: ${why}`);
   }
+  // Root loads the egress filter from outside; another user's sandbox owns its network
+  // namespace (one user namespace), and loads it inside before the command.
+  const filterInside = run.network && !isRoot();
+  const ruleset = run.network ? runEgressRuleset() : '';
   const separate = run.onStdoutLine !== undefined;
   const cap = run.outputCap ?? DEFAULT_OUTPUT_CAP;
   const output = new CappedOutput(cap);
@@ -78,7 +93,10 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       infoFd: INFO_FD,
       startedFd: STARTED_FD,
       ...(run.network
-        ? { blockFd: BLOCK_FD, resolvConfFd: RESOLV_CONF_FD, flatUserns: !isRoot() }
+        ? { blockFd: BLOCK_FD, resolvConfFd: RESOLV_CONF_FD, flatUserns: filterInside }
+        : {}),
+      ...(filterInside && network.tools
+        ? { egress: { fd: EGRESS_FD, nft: network.tools.nft, setpriv: network.tools.setpriv } }
         : {}),
       scratchBytes: run.limits.fileSizeMb * MB,
       ...(run.env ? { env: run.env } : {}),
@@ -105,30 +123,31 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       `the checkout could not be measured before the run: ${err instanceof Error ? err.message : String(err)}`,
     );
   });
-  // The pids cgroup is joined by a host shell that then becomes bwrap, so not one fork of the
-  // command happens outside it. Plus two tasks for bwrap itself and its init, and one for the
-  // forwarder.
-  const cgroup =
-    ready.cgroupRoot === null
-      ? null
-      : await RunCgroup.create(
-          ready.cgroupRoot,
-          run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
-        ).catch(() => null);
-  const [file, argv] =
-    cgroup === null
-      ? [ready.bwrap, args]
-      : [
-          '/bin/sh',
-          [
-            '-c',
-            'echo $$ > "$1" && shift && exec "$@"',
-            'sh',
-            cgroup.procsFile,
-            ready.bwrap,
-            ...args,
-          ],
-        ];
+  // Where the probe found a place for them, a run never goes without its groups. Tasks: plus
+  // two for bwrap itself and its init, and one for the forwarder.
+  const cgroup = await RunCgroup.create(ready.cgroups, {
+    tasks: run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
+    memoryBytes: run.limits.memoryMb * MB,
+  }).catch((err: unknown) => {
+    throw new SandboxError(
+      `the run's control group could not be made: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  });
+  // A host shell that then becomes bwrap: it makes the run the first choice of any OOM killer
+  // that looks beyond the run's own group (the host's, or a bound on Errand's group), before
+  // Errand, and joins the run's groups, so not one fork of the command happens outside them.
+  const procsFiles = cgroup?.procsFiles ?? [];
+  const file = '/bin/sh';
+  const argv = [
+    '-c',
+    'echo 1000 > /proc/self/oom_score_adj || exit 125; n=$1; shift; ' +
+      'while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+    'sh',
+    String(procsFiles.length),
+    ...procsFiles,
+    ready.bwrap,
+    ...args,
+  ];
 
   const resolvConf = run.network ? await sandboxResolvConf() : '';
   let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
@@ -143,12 +162,13 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         'pipe',
         'pipe',
         ...(run.network ? (['pipe', 'pipe'] as const) : []),
+        ...(filterInside ? (['pipe'] as const) : []),
       ],
       env: { PATH: SANDBOX_PATH },
-      // Not the service's directory: the cgroup's host shell would export it as PWD.
+      // Not the service's directory: the host shell would export it as PWD.
       cwd: '/',
     });
-    const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe] =
+    const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe, egressPipe] =
       child.stdio as unknown as [
         Writable | null,
         Readable,
@@ -157,12 +177,16 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         Readable,
         Writable | undefined,
         Writable | undefined,
+        Writable | undefined,
       ];
-    if (resolvPipe !== undefined) {
-      // bwrap reads it to its end while it builds the sandbox; a bwrap that failed first
-      // closes it, which is its own error, not this one.
-      resolvPipe.on('error', () => {});
-      resolvPipe.end(resolvConf);
+    // bwrap reads the first to its end while it builds the sandbox, nft the second before the
+    // command; a sandbox that failed first closes them, which is its own error, not this one.
+    for (const [pipe, text] of [
+      [resolvPipe, resolvConf],
+      [egressPipe, ruleset],
+    ] as const) {
+      pipe?.on('error', () => {});
+      pipe?.end(text);
     }
     if (stdin !== null && run.stdin !== undefined) {
       // A command that never reads its input closes the pipe early: not an error of the run.
@@ -194,6 +218,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     let killedWith: NodeJS.Signals | null = null;
     let exited = false;
     let diskExceeded: { grownMb: number; limitMb: number } | undefined;
+    let memoryExceeded: { limitMb: number } | undefined;
     const sandboxInit = (): number | null => {
       const match = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
       return match ? Number(match[1]) : null;
@@ -213,7 +238,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       const tools = network.tools;
       if (tools === null) return;
       // The sandbox waits on the block descriptor until its network is up.
-      attached = attachNetwork(tools, init).then(
+      attached = attachNetwork(tools, init, filterInside ? null : ruleset).then(
         (net) => {
           blockPipe.on('error', () => {});
           blockPipe.end('1');
@@ -251,12 +276,12 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     // While the command runs: measured now and then (never more than a fifth of the time spent
     // measuring), and stopped at once past the bound. A walk that trips over a file the command
     // is just removing still counts what it saw.
-    const diskWatch = new AbortController();
+    const watching = new AbortController();
     const watchDisk = async () => {
       let pause = DISK_CHECK_MS;
       while (!exited) {
         try {
-          await sleep(pause, undefined, { signal: diskWatch.signal });
+          await sleep(pause, undefined, { signal: watching.signal });
         } catch {
           return;
         }
@@ -274,6 +299,23 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         pause = Math.max(DISK_CHECK_MS, 5 * (performance.now() - before));
       }
     };
+    // The kernel kills one process of a run out of memory (v1; all of them in v2): the whole
+    // run is stopped at once, rather than left to go on without it.
+    const watchMemory = async () => {
+      while (!exited && cgroup?.bindsMemory) {
+        try {
+          await sleep(OOM_CHECK_MS, undefined, { signal: watching.signal });
+        } catch {
+          return;
+        }
+        if ((await cgroup.oomKills()) > 0 && !exited) {
+          memoryExceeded = { limitMb: run.limits.memoryMb };
+          await killAll();
+          return;
+        }
+      }
+    };
+    void watchMemory();
     const timer = setTimeout(() => {
       timedOut = true;
       void terminate();
@@ -292,7 +334,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       },
     ).finally(() => {
       exited = true;
-      diskWatch.abort();
+      watching.abort();
       clearTimeout(timer);
       clearTimeout(graceTimer);
       run.signal.removeEventListener('abort', onAbort);
@@ -321,12 +363,19 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       });
       diskExceeded = overLimit(bytes);
     }
+    if (memoryExceeded === undefined && cgroup !== null && (await cgroup.oomKills()) > 0) {
+      memoryExceeded = { limitMb: run.limits.memoryMb };
+    }
     const text = output.finish();
     const killed = killedWith !== null;
+    const stopped = killed ? '; the command was stopped' : '';
     const note =
-      diskExceeded === undefined
+      (diskExceeded === undefined
         ? ''
-        : `\n[errand: the checkout grew by ${diskExceeded.grownMb} MB, over the limit of ${diskExceeded.limitMb} MB${killed ? '; the command was stopped' : ''}]\n`;
+        : `\n[errand: the checkout grew by ${diskExceeded.grownMb} MB, over the limit of ${diskExceeded.limitMb} MB${stopped}]\n`) +
+      (memoryExceeded === undefined
+        ? ''
+        : `\n[errand: the command ran out of its ${memoryExceeded.limitMb} MB of memory; ${killed ? 'it was stopped' : 'the kernel killed a process of it'}]\n`);
     return {
       exitCode: killed ? null : code,
       signal: killed ? killedWith : signal,
@@ -336,6 +385,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       outputTruncated: text.truncated,
       ...(separate ? { stderr: diagnostics.finish().text } : {}),
       ...(diskExceeded ? { diskExceeded } : {}),
+      ...(memoryExceeded ? { memoryExceeded } : {}),
       durationMs: Math.round(performance.now() - started),
     };
   } finally {

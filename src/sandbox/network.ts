@@ -4,12 +4,14 @@
 // loopback: no port forwarding either way, and not the gateway-to-host mapping, so Errand's
 // API and a trust-auth PostgreSQL on 127.0.0.1 stay out of reach while the internet is not.
 // Only DNS is mapped: queries to SANDBOX_RESOLVER go to the host's own resolver, wherever it is.
+// What the namespace may reach through it is filtered (egress.ts) before the command starts.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { SANDBOX_PATH } from './args.ts';
+import { egressRuleset, loadEgressRules } from './egress.ts';
 
 export const HOW_TO_INSTALL_PASTA =
   'install the passt package, which provides pasta (Debian/Ubuntu: apt-get install passt; Fedora: dnf install passt)';
@@ -35,8 +37,20 @@ export async function sandboxResolvConf(): Promise<string> {
 
 export interface NetworkTools {
   pasta: string;
-  /** util-linux's setpriv, to give pasta a parent-death signal: it never outlives Errand. */
-  setpriv: string | null;
+  /**
+   * util-linux's setpriv: gives pasta a parent-death signal (it never outlives Errand), and
+   * drops the capabilities a non-root run's sandbox held to load its filter (args.ts).
+   */
+  setpriv: string;
+  /** util-linux's nsenter, with which root loads the filter from outside. */
+  nsenter: string;
+  /** nftables' nft, under /usr: a non-root run's sandbox runs it too. */
+  nft: string;
+}
+
+/** The egress filter of one run, with what it refuses read now (egress.ts). */
+export function runEgressRuleset(): string {
+  return egressRuleset(SANDBOX_RESOLVER);
 }
 
 /** pasta's arguments: join `pid`'s namespaces, configure them, forward nothing to the host. */
@@ -74,23 +88,22 @@ function pastaArgs(pid: number, pidFile: string): string[] {
 
 /**
  * pasta attached to the namespaces of `pid` (the sandbox's init, held before the command by
- * bwrap's --block-fd). Resolves once the namespace's interface is up; the returned stop()
- * ends pasta. Rejects with pasta's own message if it exits first.
+ * bwrap's --block-fd), and `ruleset` loaded there from outside when given (root; another user's
+ * sandbox loads its own, args.ts). Resolves once the namespace's interface is up and filtered;
+ * the returned stop() ends pasta. Rejects with pasta's or nft's own message if either fails.
  */
 export async function attachNetwork(
   tools: NetworkTools,
   pid: number,
+  ruleset: string | null,
 ): Promise<{ stop: () => Promise<void> }> {
   const dir = await mkdtemp(join(tmpdir(), 'errand-net-'));
   const pidFile = join(dir, 'pasta.pid');
   const args = pastaArgs(pid, pidFile);
-  const [file, argv] =
-    tools.setpriv === null
-      ? [tools.pasta, args]
-      : [tools.setpriv, ['--pdeathsig', 'KILL', '--', tools.pasta, ...args]];
+  const argv = ['--pdeathsig', 'KILL', '--', tools.pasta, ...args];
   let child: ChildProcess;
   try {
-    child = spawn(file, argv, {
+    child = spawn(tools.setpriv, argv, {
       stdio: ['ignore', 'ignore', 'pipe'],
       env: { PATH: SANDBOX_PATH },
       cwd: '/',
@@ -120,7 +133,16 @@ export async function attachNetwork(
   const deadline = performance.now() + READY_TIMEOUT_MS;
   while (!over) {
     const text = await readFile(pidFile, 'utf8').catch(() => '');
-    if (/^\d+\n/.test(text)) return { stop };
+    if (/^\d+\n/.test(text)) {
+      if (ruleset === null) return { stop };
+      try {
+        await loadEgressRules(tools, pid, ruleset);
+        return { stop };
+      } catch (err) {
+        await stop();
+        throw err;
+      }
+    }
     if (performance.now() > deadline) break;
     await sleep(5);
   }

@@ -1,14 +1,16 @@
-// Whether the sandbox can run here: bwrap and prlimit found, a trivial confined run that works
-// (or why not and how to fix it), and the same for the user-mode network setup commands get.
+// Whether the sandbox can run here: bwrap and prlimit found, the control groups it may make, a
+// trivial confined run that works (or why not and how to fix it), and the same for the
+// user-mode network setup commands get with its egress filter.
 import { spawn } from 'node:child_process';
-import { access, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { access, mkdir, mkdtemp, realpath, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS } from '../projects/limits.ts';
 import { SANDBOX_PATH } from './args.ts';
+import { findCgroupPlaces } from './cgroup.ts';
+import { HOW_TO_INSTALL_NFT } from './egress.ts';
 import { execute, isRoot, type Ready } from './execute.ts';
-import { HOW_TO_INSTALL_PASTA } from './network.ts';
-import { pidsCgroupRoot } from './processes.ts';
+import { HOW_TO_INSTALL_PASTA, type NetworkTools } from './network.ts';
 import type { SandboxStatus } from './sandbox.ts';
 
 const HOW_TO_INSTALL =
@@ -44,7 +46,7 @@ export async function probe(
     bwrap,
     version: version.slice(1).map(Number),
     prlimit,
-    cgroupRoot: await pidsCgroupRoot(),
+    cgroups: await findCgroupPlaces(),
     network: {
       status: { available: false, reason: 'not checked yet', howToFix: HOW_TO_INSTALL_PASTA },
       tools: null,
@@ -62,36 +64,51 @@ export async function probe(
     );
   }
   ready.network = await probeNetwork(ready, searchPath);
-  const processLimit = ready.cgroupRoot !== null ? 'cgroup' : isRoot() ? 'none' : 'rlimit';
+  const processLimit = ready.cgroups.pids !== null ? 'cgroup' : isRoot() ? 'none' : 'rlimit';
   return {
     status: {
       available: true,
       bwrap,
       version: version[0],
       processLimit,
+      memoryLimit: ready.cgroups.memory !== null ? 'cgroup' : 'rlimit',
       network: ready.network.status,
     },
     ready,
   };
 }
 
-/** pasta on the same PATH as bwrap, proven by a trivial run on the user-mode network. */
+/**
+ * pasta on the same PATH as bwrap, nft (for the egress filter) on it or the sandbox's own, and
+ * util-linux's setpriv and nsenter, proven by a trivial run on the user-mode network. Without
+ * any of them setup commands get no network at all, never an unfiltered one.
+ */
 async function probeNetwork(
   ready: Ready,
   searchPath: string | undefined,
 ): Promise<Ready['network']> {
+  const missing = (reason: string, howToFix: string) => ({
+    status: { available: false as const, reason, howToFix },
+    tools: null,
+  });
   const pasta = await lookUp('pasta', searchPath);
-  if (pasta === null) {
-    return {
-      status: {
-        available: false,
-        reason: 'pasta not found on PATH',
-        howToFix: HOW_TO_INSTALL_PASTA,
-      },
-      tools: null,
-    };
+  if (pasta === null) return missing('pasta not found on PATH', HOW_TO_INSTALL_PASTA);
+  // The sandbox of a non-root run runs nft itself: it must be among the system's programs.
+  const found = await lookUp('nft', searchPath ?? SANDBOX_PATH);
+  const nft = found === null ? null : await realpath(found).catch(() => null);
+  if (nft === null) return missing('nft not found on PATH', HOW_TO_INSTALL_NFT);
+  if (!/^\/(usr|bin|sbin)\//.test(nft)) {
+    return missing(
+      `nft is at ${nft}, outside /usr, /bin and /sbin, where the sandbox cannot run it`,
+      HOW_TO_INSTALL_NFT,
+    );
   }
-  const tools = { pasta, setpriv: await firstExecutable(['/usr/bin/setpriv', '/bin/setpriv']) };
+  const setpriv = await firstExecutable(['/usr/bin/setpriv', '/bin/setpriv']);
+  const nsenter = await firstExecutable(['/usr/bin/nsenter', '/bin/nsenter']);
+  if (setpriv === null || nsenter === null) {
+    return missing('setpriv or nsenter not found', 'install util-linux (it provides both)');
+  }
+  const tools: NetworkTools = { pasta, setpriv, nsenter, nft };
   const failed = await trialRun(
     { ...ready, network: { status: { available: true, pasta }, tools } },
     true,

@@ -1,8 +1,13 @@
 // The line a process that runs turns logs at start about the sandbox: where it cannot run, why
-// and how to enable it, since the agent then works without its run_command tool; and a second
-// one where setup commands cannot have their network (pasta missing or not working).
+// and how to enable it, since the agent then works without its run_command tool; and more where
+// a run's memory is bounded per process only (no memory cgroup), or where setup commands cannot
+// have their network (pasta or nft missing or not working).
 import type { Logger } from '../log.ts';
 import type { SandboxStatus } from './sandbox.ts';
+
+const HOW_TO_MEMORY_CGROUP =
+  'run the worker as root where the memory controller is writable (cgroup v1 at ' +
+  "/sys/fs/cgroup/memory, or v2 with memory in the subtree_control of the worker's cgroup's parent)";
 
 export function reportSandboxStatus(log: Logger, status: SandboxStatus): void {
   if (!status.available) {
@@ -12,13 +17,29 @@ export function reportSandboxStatus(log: Logger, status: SandboxStatus): void {
     );
   } else if (status.processLimit === 'none') {
     log.warn(
-      { bwrap: status.bwrap, version: status.version, processLimit: status.processLimit },
+      {
+        bwrap: status.bwrap,
+        version: status.version,
+        processLimit: status.processLimit,
+        memoryLimit: status.memoryLimit,
+      },
       'sandbox available, but as root without a writable pids cgroup the process limit is not enforced',
     );
   } else {
     log.info(
-      { bwrap: status.bwrap, version: status.version, processLimit: status.processLimit },
+      {
+        bwrap: status.bwrap,
+        version: status.version,
+        processLimit: status.processLimit,
+        memoryLimit: status.memoryLimit,
+      },
       'sandbox available',
+    );
+  }
+  if (status.available && status.memoryLimit !== 'cgroup') {
+    log.warn(
+      { memoryLimit: status.memoryLimit, howToFix: HOW_TO_MEMORY_CGROUP },
+      "sandbox without a memory cgroup: a run's memory is bounded per process, not for all its processes together",
     );
   }
   if (status.available && !status.network.available) {

@@ -16,6 +16,12 @@ export type SandboxStatus =
        * not at all (root without a writable pids cgroup: RLIMIT_NPROC does not bind root).
        */
       processLimit: 'cgroup' | 'rlimit' | 'none';
+      /**
+       * How the memory limit is enforced: a memory cgroup for all of a run's processes together,
+       * or RLIMIT_DATA per process only (no memory cgroup could be made: not root, or no
+       * writable memory controller).
+       */
+      memoryLimit: 'cgroup' | 'rlimit';
       /** The user-mode network setup commands get with `network` (pasta), or why there is none. */
       network: NetworkStatus;
     }
@@ -35,7 +41,7 @@ export interface SandboxRun {
   limits: SandboxLimits;
   /**
    * false: no network at all (a new network namespace, loopback only). true: outbound access
-   * through a user-mode network (pasta) that does not reach the host's loopback.
+   * through a user-mode network (pasta) to public addresses only (egress.ts).
    */
   network: boolean;
   /** Aborting (job archived, turn ended) kills everything at once. */
@@ -87,6 +93,12 @@ export interface SandboxResult {
    * appended to `output`.
    */
   diskExceeded?: { grownMb: number; limitMb: number };
+  /**
+   * The run used all of its memory (limits.memoryMb, for all its processes together) and the
+   * kernel killed a process of it: the rest was stopped at once. A clear sentence is also
+   * appended to `output`. Only where a memory cgroup bounds the run (status.memoryLimit).
+   */
+  memoryExceeded?: { limitMb: number };
   durationMs: number;
 }
 

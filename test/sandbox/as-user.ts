@@ -1,6 +1,7 @@
 // Run by limits.test.ts as an ordinary user (not a test file itself): the sandbox's checks
-// where RLIMIT_NPROC, not a cgroup, bounds processes, and the setup network, which pasta gives a
-// sandbox of a non-root user differently. Prints one JSON report on stdout.
+// where RLIMIT_NPROC, not a cgroup, bounds processes, and the setup network, which pasta gives
+// (and the egress filter is loaded into) a sandbox of a non-root user differently. Prints one
+// JSON report on stdout.
 import { readdir, readFile } from 'node:fs/promises';
 import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
 import { runSandboxed, sandboxStatus } from '../../src/sandbox/sandbox.ts';
@@ -48,6 +49,12 @@ const networked =
           `awk '$2 == "00000000" { print "default-route" }' /proc/net/route`,
           "bash -c 'echo > /dev/tcp/127.0.0.1/5432' 2>/dev/null && echo postgres-connected",
           'echo x > /dev/null && echo dev-null-writable',
+          // The egress filter, loaded by this non-root sandbox itself: its own loopback is refused
+          // (without it: "Connection refused"), and the command has no capability to undo it.
+          "bash -c 'echo > /dev/tcp/127.0.0.1/5432' 2>&1 | grep -q 'No route to host' && echo loopback-refused",
+          "grep -q '^CapBnd:\\s*0*$' /proc/self/status && grep -q '^CapEff:\\s*0*$' /proc/self/status && echo no-capabilities",
+          'nft flush ruleset 2>/dev/null || echo flush-refused',
+          "bash -c 'echo > /dev/tcp/127.0.0.1/5432' 2>&1 | grep -q 'No route to host' && echo still-refused",
           // Through the resolver pasta maps to the host's.
           'getent ahostsv4 registry.npmjs.org >/dev/null && echo name-resolved',
         ].join('; '),
@@ -62,6 +69,7 @@ process.stdout.write(
     network: networked?.output ?? 'unavailable',
     available: status.available,
     processLimit: status.available ? status.processLimit : null,
+    memoryLimit: status.available ? status.memoryLimit : null,
     uid: write.output.split('\n')[0],
     wrote: await readFile(`${checkout}/f.txt`, 'utf8'),
     forkBombStopped: !bomb.timedOut && /Cannot fork/.test(bomb.output),

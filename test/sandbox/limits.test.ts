@@ -1,11 +1,12 @@
 // The sandbox's limits and clean-up with real bubblewrap: nothing of a command survives its
-// run (normal end, timeout, abort), a fork bomb and a 10 GB write are stopped, a command that
-// ignores SIGTERM dies at its timeout, and output over the cap keeps its head and tail. Also
-// as an ordinary user (nobody), where RLIMIT_NPROC is what bounds processes.
+// run (normal end, timeout, abort), a fork bomb, a 10 GB write and processes that together
+// take more memory than the run's bound are stopped, a command that ignores SIGTERM dies at its
+// timeout, and output over the cap keeps its head and tail. Also as an ordinary user (nobody),
+// where RLIMIT_NPROC is what bounds processes and a non-root sandbox filters its own network.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, chmod, copyFile, mkdir, readFile, stat } from 'node:fs/promises';
+import { access, chmod, copyFile, mkdir, readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -21,6 +22,33 @@ import {
 } from './support.ts';
 
 const execFileP = promisify(execFile);
+
+/** The cgroups (controllers → path) of `pid` that are a run's own. */
+async function runGroups(pid: number): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const line of (await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '')).split('\n')) {
+    const match = /^\d+:([^:]*):(.*\/errand-sandbox-[0-9a-f-]+)$/.exec(line);
+    if (match) out.set(match[1] ?? '', match[2] ?? '');
+  }
+  return out;
+}
+
+/** The directory of the run's group that holds `controller` (v1 or v2), if it exists. */
+async function groupDir(groups: Map<string, string>, controller: string): Promise<string | null> {
+  for (const [controllers, path] of groups) {
+    const dirs =
+      controllers === ''
+        ? ['/sys/fs/cgroup', '/sys/fs/cgroup/unified'].map((d) => join(d, path))
+        : controllers.split(',').includes(controller)
+          ? [join('/sys/fs/cgroup', controller, path)]
+          : [];
+    for (const dir of dirs) {
+      const files = await readdir(dir).catch(() => []);
+      if (files.some((f) => f.startsWith(`${controller}.`))) return dir;
+    }
+  }
+  return null;
+}
 
 let root: string;
 let checkout: string;
@@ -108,35 +136,44 @@ describe('nothing survives the run', { skip }, () => {
     assert.equal(await stat(join(checkout, 'ran.txt')).catch(() => null), null);
   });
 
-  test("the run's pids cgroup holds it while it runs and is removed after", async (t) => {
-    if (!sandbox.available || sandbox.processLimit !== 'cgroup') {
-      return t.skip('no pids cgroup in use here');
+  test("the run's control groups hold it while it runs, with its bounds, and are removed after", async (t) => {
+    if (
+      !sandbox.available ||
+      sandbox.processLimit !== 'cgroup' ||
+      sandbox.memoryLimit !== 'cgroup'
+    ) {
+      return t.skip('no pids and memory cgroups in use here');
     }
-    const running = run(checkout, 'sleep 30 & sleep 1');
-    let group: string | undefined;
-    for (let i = 0; i < 200 && group === undefined; i++) {
+    const running = run(checkout, 'sleep 30 & sleep 1', {
+      limits: { ...TEST_LIMITS, processes: 77, memoryMb: 333 },
+    });
+    // Each controller's group of bwrap, by the hierarchy's line in /proc/<pid>/cgroup.
+    let groups: Map<string, string> | undefined;
+    for (let i = 0; i < 200 && groups === undefined; i++) {
       for (const pid of await childrenRunning('bwrap')) {
-        const cgroups = await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => '');
-        group = /errand-sandbox-[0-9a-f-]+/.exec(cgroups)?.[0] ?? group;
+        const found = await runGroups(pid);
+        if (found.size > 0) groups = found;
       }
-      if (group === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
+      if (groups === undefined) await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    assert.ok(group, 'bwrap ran outside a pids cgroup');
-    const dirs = ['/sys/fs/cgroup/pids', '/sys/fs/cgroup'].map((d) => join(d, group ?? ''));
-    const existing = async () =>
-      (
-        await Promise.all(
-          dirs.map((d) =>
-            stat(d).then(
-              () => d,
-              () => null,
-            ),
-          ),
-        )
-      ).filter(Boolean);
-    assert.equal((await existing()).length, 1);
+    assert.ok(groups, 'bwrap ran outside a cgroup');
+    const pidsDir = await groupDir(groups, 'pids');
+    const memoryDir = await groupDir(groups, 'memory');
+    assert.ok(pidsDir && memoryDir, JSON.stringify([...groups]));
+    assert.equal((await readFile(join(pidsDir, 'pids.max'), 'utf8')).trim(), String(77 + 2));
+    const memoryMax = await readFile(join(memoryDir, 'memory.limit_in_bytes'), 'utf8').catch(() =>
+      readFile(join(memoryDir, 'memory.max'), 'utf8'),
+    );
+    assert.equal(memoryMax.trim(), String(333 * 1024 * 1024));
+    // Below this process's own memory group (v1): the host's bound on Errand bounds its runs.
+    const own = /^\d+:[^:]*\bmemory\b[^:]*:(.*)$/m.exec(
+      await readFile('/proc/self/cgroup', 'utf8'),
+    );
+    if (own)
+      assert.ok(memoryDir.includes(`${own[1]?.replace(/\/$/, '')}/errand-sandbox-`), memoryDir);
     await running;
-    assert.deepEqual(await existing(), []);
+    assert.equal(await stat(pidsDir).catch(() => null), null);
+    assert.equal(await stat(memoryDir).catch(() => null), null);
   });
 });
 
@@ -212,6 +249,48 @@ describe('limits', { skip }, () => {
       { limits: { ...TEST_LIMITS, memoryMb: 64 } },
     );
     assert.equal(fits.output, 'allocated\n');
+  });
+
+  test('memory: processes each under the bound, over it together, are stopped and the run says so', async (t) => {
+    if (!sandbox.available || sandbox.memoryLimit !== 'cgroup') {
+      const why = 'no memory cgroup here: a run is bounded per process only';
+      console.log(`# memory-cgroup test skipped: ${why}`);
+      return t.skip(why);
+    }
+    const limits = { ...TEST_LIMITS, memoryMb: 64 };
+    // 24 MB each, all held at once: one fits the run's 64 MB (and each process's RLIMIT_DATA),
+    // six do not.
+    const hog = (seconds: string) =>
+      `$x = "a" x (24 << 20); sleep 2; print "alive\\n"; sleep ${seconds}`;
+    const hogs = (n: number, seconds: string) =>
+      `for i in $(seq ${n}); do perl -e '${hog(seconds)}' & done; wait; echo all-finished`;
+    const one = await run(checkout, hogs(1, '0'), { limits });
+    assert.equal(one.output, 'alive\nall-finished\n');
+    assert.equal(one.memoryExceeded, undefined);
+    const seconds = marker();
+    const six = await run(checkout, hogs(6, seconds), { limits });
+    assert.deepEqual(six.memoryExceeded, { limitMb: 64 });
+    assert.equal(six.exitCode, null);
+    assert.equal(six.signal, 'SIGKILL');
+    assert.doesNotMatch(six.output, /all-finished/);
+    assert.match(
+      six.output,
+      /\[errand: the command ran out of its 64 MB of memory; it was stopped\]\n$/,
+    );
+    assert.deepEqual(await hostProcesses('perl', '-e', hog(seconds)), []);
+    // This machine stays usable: this process can still start one.
+    await execFileP('true');
+  });
+
+  test('the run is the first choice of an OOM killer beyond its own group, before Errand', async () => {
+    const own = await readFile('/proc/self/oom_score_adj', 'utf8');
+    const r = await run(
+      checkout,
+      'cat /proc/self/oom_score_adj; echo -1000 2>/dev/null > /proc/self/oom_score_adj; cat /proc/self/oom_score_adj',
+    );
+    // Lowering it (below 0 at all) takes CAP_SYS_RESOURCE, which the command does not have.
+    assert.equal(r.output, '1000\n1000\n');
+    assert.equal(await readFile('/proc/self/oom_score_adj', 'utf8'), own);
   });
 
   test('CPU time: a busy loop is killed at the CPU limit', async () => {
@@ -316,9 +395,11 @@ describe('as an ordinary user', { skip }, () => {
         // where pasta does not work for root either, not for nobody.
         network: skipNetwork
           ? 'unavailable'
-          : '65534\ndefault-route\ndev-null-writable\nname-resolved\n',
+          : '65534\ndefault-route\ndev-null-writable\nloopback-refused\nno-capabilities\nflush-refused\nstill-refused\nname-resolved\n',
         available: true,
         processLimit: 'rlimit',
+        // Not root: no memory cgroup of its own (the start-up line says so).
+        memoryLimit: 'rlimit',
         uid: 'uid=65534',
         wrote: 'written\n',
         forkBombStopped: true,

@@ -1,5 +1,6 @@
-// Whether the sandbox can run, and the one start-up line that says so: bwrap missing from
-// PATH makes it unavailable with the reason and the fix, and `errand serve` logs that once.
+// Whether the sandbox can run, and the start-up lines that say so: bwrap missing from PATH
+// makes it unavailable with the reason and the fix, and `errand serve` logs that once; pasta or
+// nft missing leaves setup commands without network; no memory cgroup is said too.
 import assert from 'node:assert/strict';
 import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -65,6 +66,27 @@ describe('sandbox status', () => {
     });
   });
 
+  test('nft absent: setup commands get no network at all, never an unfiltered one', {
+    skip,
+  }, async () => {
+    assert.ok(sandbox.available);
+    const bin = join(root, 'bin-without-nft');
+    await mkdir(bin);
+    await symlink(sandbox.bwrap, join(bin, 'bwrap'));
+    await symlink(
+      sandbox.network.available ? sandbox.network.pasta : '/usr/bin/pasta',
+      join(bin, 'pasta'),
+    );
+    const status = await checkSandbox(bin);
+    assert.ok(status.available);
+    assert.deepEqual(status.network, {
+      available: false,
+      reason: 'nft not found on PATH',
+      howToFix:
+        'install the nftables package, which provides nft (Debian/Ubuntu: apt-get install nftables; Fedora: dnf install nftables)',
+    });
+  });
+
   test('the start-up line: a warning with the reason and the fix, or the version', () => {
     const unavailable: SandboxStatus = {
       available: false,
@@ -83,6 +105,7 @@ describe('sandbox status', () => {
       bwrap: '/usr/bin/bwrap',
       version: '0.8.0',
       processLimit: 'rlimit',
+      memoryLimit: 'cgroup',
       network: { available: true, pasta: '/usr/bin/pasta' },
     };
     const [info, ...more] = logLines((log) => reportSandboxStatus(log, available));
@@ -105,6 +128,18 @@ describe('sandbox status', () => {
     );
     assert.equal(second?.reason, 'pasta not found on PATH');
     assert.equal(second?.howToFix, 'install passt');
+
+    const perProcess: SandboxStatus = { ...available, memoryLimit: 'rlimit' };
+    const [line, memory, ...rest2] = logLines((log) => reportSandboxStatus(log, perProcess));
+    assert.deepEqual(rest2, []);
+    assert.equal(line?.msg, 'sandbox available');
+    assert.equal(memory?.level, 40);
+    assert.equal(
+      memory?.msg,
+      "sandbox without a memory cgroup: a run's memory is bounded per process, not for all its processes together",
+    );
+    assert.equal(memory?.memoryLimit, 'rlimit');
+    assert.match(String(memory?.howToFix), /as root where the memory controller is writable/);
   });
 
   test('errand serve without bwrap on PATH logs the one line at start', async () => {

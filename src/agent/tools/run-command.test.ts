@@ -91,6 +91,30 @@ describe('run_command', { skip }, () => {
     );
   });
 
+  test('a command whose processes together run out of its memory is not ok, and the model is told', async (t) => {
+    if (!sandbox.available || sandbox.memoryLimit !== 'cgroup') {
+      return t.skip('no memory cgroup here: a run is bounded per process only');
+    }
+    const repo = await makeRepo(t);
+    const opts = options(repo.root, {
+      limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20, memoryMb: 64 },
+    });
+    // Four processes of 24 MB each, each under the bound, held at once.
+    const hogs =
+      'for i in 1 2 3 4; do perl -e \'$x = "a" x (24 << 20); sleep 10\' & done; wait; echo finished';
+    const result = await runCommand(opts, { command: hogs });
+    assert.equal(result.ok, false);
+    assert.match(
+      result.text,
+      /\nStopped: it ran out of its 64 MB of memory, all its processes together \([\d.]+ m?s\)\.\n/,
+    );
+    assert.match(
+      result.text,
+      /\[errand: the command ran out of its 64 MB of memory; it was stopped\]\n$/,
+    );
+    assert.doesNotMatch(result.text, /^finished$/m);
+  });
+
   test('long output keeps its head and tail for the model; the event keeps a short tail', async (t) => {
     const repo = await makeRepo(t);
     const opts = options(repo.root);

@@ -135,7 +135,11 @@ export async function runCommand(
   // The turn was cancelled: nothing is left to tell the model.
   if (result.aborted || signal.aborted) signal.throwIfAborted();
 
-  const ok = result.exitCode === 0 && !result.timedOut && result.diskExceeded === undefined;
+  const ok =
+    result.exitCode === 0 &&
+    !result.timedOut &&
+    result.diskExceeded === undefined &&
+    result.memoryExceeded === undefined;
   const status = describeExit(result, timeoutSeconds);
   const notes: string[] = [];
   if (asked !== undefined && asked > max) {
@@ -181,6 +185,13 @@ function describeExit(result: SandboxResult, timeoutSeconds: number): string {
   }
   if (disk) {
     return `Exit code: ${result.exitCode} (${took}), but it grew the repository by ${disk.grownMb} MB, over the limit of ${disk.limitMb} MB.`;
+  }
+  const memory = result.memoryExceeded;
+  if (memory && result.exitCode === null) {
+    return `Stopped: it ran out of its ${memory.limitMb} MB of memory, all its processes together (${took}).`;
+  }
+  if (memory) {
+    return `Exit code: ${result.exitCode} (${took}), but it ran out of its ${memory.limitMb} MB of memory, all its processes together, and one of them was killed.`;
   }
   if (result.exitCode !== null) return `Exit code: ${result.exitCode} (${took})`;
   return `Killed by signal ${result.signal ?? 'unknown'} (${took}); a limit on CPU time, memory, processes or file size may have stopped it.`;

@@ -1,0 +1,111 @@
+// What a setup command's network reaches: public addresses only. Before the command starts, an
+// nftables ruleset in the sandbox's own network namespace refuses every packet to a loopback,
+// private, link-local, CGNAT, multicast or reserved address, and to the networks of the host's
+// own interfaces, whatever name led there; only DNS to the resolver pasta maps passes. The
+// command holds no capability over that namespace, so it cannot change them.
+import { spawn } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
+import { SANDBOX_PATH } from './args.ts';
+
+export const HOW_TO_INSTALL_NFT =
+  'install the nftables package, which provides nft (Debian/Ubuntu: apt-get install nftables; Fedora: dnf install nftables)';
+
+/** Never public addresses: refused whatever the host's routes say. */
+const REFUSED_RANGES: readonly string[] = [
+  '0.0.0.0/8', // "this network"; connecting to 0.0.0.0 reaches the local host
+  '10.0.0.0/8',
+  '100.64.0.0/10', // CGNAT: a provider's shared space, often its internal services
+  '127.0.0.0/8',
+  '169.254.0.0/16', // link-local: the cloud metadata service (169.254.169.254)
+  '172.16.0.0/12',
+  '192.168.0.0/16',
+  '224.0.0.0/4', // multicast
+  '240.0.0.0/4', // reserved, and the LAN's broadcast 255.255.255.255
+  '::/128',
+  '::1/128',
+  'fc00::/7', // unique local
+  'fe80::/10', // link-local
+  'fec0::/10', // the old site-local
+  'ff00::/8', // multicast
+];
+
+/**
+ * The networks of the host's interfaces (its own addresses, its gateway, its LAN), read now:
+ * pasta gives the sandbox the host's address and routes, and carries a connection to any of
+ * them out from the host, where a service bound to another of the host's addresses answers.
+ */
+function hostNetworks(): string[] {
+  const out = new Set<string>();
+  for (const addresses of Object.values(networkInterfaces())) {
+    for (const address of addresses ?? []) {
+      if (!address.internal && address.cidr !== null) out.add(address.cidr);
+    }
+  }
+  return [...out];
+}
+
+/**
+ * The ruleset (nft's own syntax) for one run. An `icmpx admin-prohibited` reject fails a refused
+ * connection at once, with "No route to host" (a dropped one would hang until its timeout).
+ */
+export function egressRuleset(resolver: string): string {
+  const refuse = (range: string) =>
+    `    ${range.includes(':') ? 'ip6' : 'ip'} daddr ${range} reject with icmpx type admin-prohibited`;
+  return [
+    'table inet errand_egress {',
+    '  chain output {',
+    '    type filter hook output priority filter; policy accept;',
+    // The one address of a refused range that is let through: pasta's mapping to the host's
+    // resolver, for DNS over UDP only. pasta maps nothing else (not DNS over TCP), so anything
+    // else sent there would go from the host to that link-local address itself.
+    `    ip daddr ${resolver} udp dport 53 accept`,
+    // IPv6's neighbour discovery with pasta's side of the link, which answers it itself.
+    '    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } accept',
+    // A refusal's own answer to the sandbox's socket, from one of its own (refused) addresses:
+    // dropped, the connection would hang instead of failing. Only the kernel sends these: the
+    // command has no raw sockets (no CAP_NET_RAW), and nothing refused can reach it to answer.
+    '    icmp type destination-unreachable accept',
+    '    icmpv6 type destination-unreachable accept',
+    ...REFUSED_RANGES.map(refuse),
+    ...hostNetworks().map(refuse),
+    '  }',
+    '}',
+    '',
+  ].join('\n');
+}
+
+const STDERR_CAP = 2_000;
+
+/**
+ * Loads `ruleset` into the network namespace of `pid` from outside (root, whose capabilities
+ * reach every namespace): util-linux's nsenter joins only the network namespace, then runs nft.
+ */
+export function loadEgressRules(
+  tools: { nsenter: string; nft: string },
+  pid: number,
+  ruleset: string,
+): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(tools.nsenter, [`--net=/proc/${pid}/ns/net`, '--', tools.nft, '-f', '-'], {
+      stdio: ['pipe', 'ignore', 'pipe'],
+      env: { PATH: SANDBOX_PATH },
+      cwd: '/',
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      if (stderr.length < STDERR_CAP) stderr += chunk.toString('utf8');
+    });
+    child.stdin.on('error', () => {});
+    child.stdin.end(ruleset);
+    child.once('error', (err) => reject(new Error(`nft could not run: ${err.message}`)));
+    child.once('close', (code, signal) => {
+      if (code === 0) resolve();
+      else {
+        const why = stderr.trim().split('\n')[0] || 'no message';
+        reject(
+          new Error(`the egress filter failed to load (nft exited with ${code ?? signal}): ${why}`),
+        );
+      }
+    });
+  });
+}
