@@ -1,7 +1,8 @@
-// Claude Code in print mode (`claude -p --output-format stream-json --verbose`): file edits and
-// commands pre-approved (Errand's sandbox confines them; Claude Code's own sandbox is off by
-// default and stays off), the Anthropic API reached through Errand's model proxy with a
-// placeholder key, its configuration and sessions in the job's state directory.
+// Claude Code in print mode (`claude -p --output-format stream-json --verbose`), the prompt on
+// its standard input: every permission granted (`bypassPermissions`: Errand's sandbox confines
+// what it does, and Claude Code's own sandbox is off by default and stays off), the Anthropic
+// API reached through Errand's model proxy with a placeholder key, its configuration and
+// sessions in its HOME, the job's engine state.
 import { isRecord } from '../client/records.ts';
 import {
   type EngineDefinition,
@@ -13,19 +14,12 @@ import {
   summarizeOutput,
 } from './engine.ts';
 
-/** Tools it may use without asking: reading, editing and running commands in the checkout. */
-const ALLOWED_TOOLS = [
-  'Bash',
-  'Edit',
-  'Write',
-  'Read',
-  'Glob',
-  'Grep',
-  'NotebookEdit',
-  'TodoWrite',
-];
-/** Tools that would reach past the proxy or run Claude Code's own background machinery. */
-const DISALLOWED_TOOLS = ['WebFetch', 'WebSearch', 'CronCreate', 'ScheduleWakeup'];
+/**
+ * Tools taken away (not refused: the model is never offered them): they would reach past the
+ * proxy (WebFetch has no network in the sandbox; WebSearch runs at the vendor's) or start
+ * Claude Code's own background machinery, which a headless run never comes back to.
+ */
+export const CLAUDE_CODE_REMOVED_TOOLS = ['WebFetch', 'WebSearch', 'CronCreate', 'ScheduleWakeup'];
 
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
@@ -39,16 +33,16 @@ export const claudeCode: EngineDefinition = {
         '--verbose',
         '--model',
         setup.model.id,
+        // Every tool call allowed without asking, wherever it reaches: a print-mode run has
+        // nobody to ask, and refuses what would be asked (the model sees the refusal).
         '--permission-mode',
-        'acceptEdits',
-        '--allowedTools',
-        ALLOWED_TOOLS.join(','),
+        'bypassPermissions',
         '--disallowedTools',
-        DISALLOWED_TOOLS.join(','),
+        CLAUDE_CODE_REMOVED_TOOLS.join(','),
         ...(setup.resume ? ['--resume', setup.resume] : []),
-        '--',
-        setup.prompt,
       ],
+      // With no prompt argument, print mode reads it from standard input.
+      stdin: setup.prompt,
       env: {
         ANTHROPIC_BASE_URL: setup.proxyOrigin,
         ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
@@ -56,8 +50,10 @@ export const claudeCode: EngineDefinition = {
         DISABLE_TELEMETRY: '1',
         DISABLE_ERROR_REPORTING: '1',
         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+        // Said truthfully: it runs in bubblewrap. Without it Claude Code refuses to bypass
+        // permissions as root (a service run as root is root in the sandbox's user namespace).
+        CLAUDE_CODE_BUBBLEWRAP: '1',
       },
-      files: [],
     };
   },
   reader: () => new ClaudeReader(),

@@ -1,7 +1,8 @@
-// Codex (`codex exec --json`, `codex exec resume <thread>` for a follow-up): its own sandbox
-// off (`danger-full-access`: Errand's sandbox replaces it) and approvals never asked, the OpenAI
-// Responses API reached through Errand's model proxy as a provider of its configuration, whose
-// key variable holds only a placeholder. Its home (configuration, sessions) is the job's state.
+// Codex (`codex exec --json`, `codex exec resume <thread>` for a follow-up), the prompt on its
+// standard input: its approvals and its own sandbox off (Errand's sandbox replaces them), the
+// OpenAI Responses API reached through Errand's model proxy as a provider of its configuration,
+// whose key variable holds only a placeholder. Its home (sessions) is the job's engine state;
+// its configuration is given on the command line, so Errand writes no file there.
 import { isRecord } from '../client/records.ts';
 import { oneLine } from '../text.ts';
 import {
@@ -20,35 +21,32 @@ function tomlString(value: string): string {
   return JSON.stringify(value);
 }
 
+/**
+ * Codex's configuration as `-c key=value` overrides (values in TOML), which `--strict-config`
+ * checks as it checks config.toml: a key this version does not know stops it.
+ */
+function configuration(setup: { model: { id: string }; proxyOrigin: string }): string[][] {
+  return [
+    ['model', tomlString(setup.model.id)],
+    ['model_provider', '"errand"'],
+    ['model_providers.errand.name', '"Errand model proxy"'],
+    ['model_providers.errand.base_url', tomlString(`${setup.proxyOrigin}/v1`)],
+    ['model_providers.errand.env_key', tomlString(KEY_VARIABLE)],
+    ['model_providers.errand.wire_api', '"responses"'],
+    // Errand retries a failed turn itself.
+    ['model_providers.errand.request_max_retries', '0'],
+    ['model_providers.errand.stream_max_retries', '0'],
+    // Nothing but the model is reachable from the sandbox. Codex sends usage analytics to
+    // ab.chatgpt.com and retries them for about 5 s before it exits, and syncs its curated
+    // plugins from GitHub (git ls-remote) at start.
+    ['analytics.enabled', 'false'],
+    ['features.plugins', 'false'],
+  ];
+}
+
 export const codex: EngineDefinition = {
   name: 'codex',
   invocation(setup) {
-    const config = [
-      '# Written by Errand for each turn; it holds no key (the model proxy adds it).',
-      `model = ${tomlString(setup.model.id)}`,
-      'model_provider = "errand"',
-      'approval_policy = "never"',
-      'sandbox_mode = "danger-full-access"',
-      '',
-      '[model_providers.errand]',
-      'name = "Errand model proxy"',
-      `base_url = ${tomlString(`${setup.proxyOrigin}/v1`)}`,
-      `env_key = ${tomlString(KEY_VARIABLE)}`,
-      'wire_api = "responses"',
-      // Errand retries a failed turn itself.
-      'request_max_retries = 0',
-      'stream_max_retries = 0',
-      '',
-      // Nothing but the model is reachable from the sandbox. Codex sends usage analytics to
-      // ab.chatgpt.com and retries them for about 5 s before it exits, and syncs its curated
-      // plugins from GitHub (git ls-remote) at start.
-      '[analytics]',
-      'enabled = false',
-      '',
-      '[features]',
-      'plugins = false',
-      '',
-    ].join('\n');
     return {
       argv: [
         setup.bin,
@@ -57,12 +55,16 @@ export const codex: EngineDefinition = {
         '--json',
         '--skip-git-repo-check',
         '--strict-config',
+        // No approval is ever asked and Codex's own sandbox is off: the run is in Errand's.
+        '--dangerously-bypass-approvals-and-sandbox',
+        ...configuration(setup).flatMap(([key, value]) => ['-c', `${key}=${value}`]),
         '--',
         ...(setup.resume ? [setup.resume] : []),
-        setup.prompt,
+        // `-`: the prompt is read from standard input.
+        '-',
       ],
+      stdin: setup.prompt,
       env: { [KEY_VARIABLE]: PLACEHOLDER_KEY },
-      files: [{ path: '.codex/config.toml', content: config }],
     };
   },
   reader: () => new CodexReader(),

@@ -1,7 +1,7 @@
 // What every engine runner has in common: how it is invoked (its command line, environment and
-// configuration files, none of which holds a key) and how its machine-readable stream becomes
-// Errand's events. One definition per engine (claude-code.ts, codex.ts, opencode.ts); run.ts
-// runs a definition in the sandbox.
+// standard input, none of which holds a key; no file is written for it) and how its
+// machine-readable stream becomes Errand's events. One definition per engine (claude-code.ts,
+// codex.ts, opencode.ts); run.ts runs a definition in the sandbox.
 import { isRecord } from '../client/records.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
@@ -23,15 +23,18 @@ interface EngineSetup {
   title: string;
 }
 
-/** The engine's command line, environment and files to write into the state directory. */
+/**
+ * The engine's command line, environment and standard input. Its configuration is in the first
+ * two (flags, variables): Errand writes nothing into the engine's HOME, where the sandbox writes.
+ */
 interface EngineInvocation {
   argv: string[];
   env: Record<string, string>;
   /**
-   * Relative to the job's state directory, the engine's HOME (its configuration and sessions
-   * are in their default places below it); written before every run. They hold no secret.
+   * The prompt, byte for byte: the engine reads it from its standard input, where no CLI
+   * rewords it (OpenCode quotes a message argument that has spaces and escapes its quotes).
    */
-  files: { path: string; content: string }[];
+  stdin: string;
 }
 
 /**

@@ -1,7 +1,8 @@
-// OpenCode (`opencode run --format json`, `--session <id>` for a follow-up): a provider of its
-// configuration whose base URL is Errand's model proxy and whose key is a placeholder, every
-// permission allowed but the web (Errand's sandbox confines it), a repository's own OpenCode
-// configuration ignored, and its data (sessions) in the job's state directory.
+// OpenCode (`opencode run --format json`, `--session <id>` for a follow-up), the prompt on its
+// standard input: a provider whose base URL is Errand's model proxy and whose key is a
+// placeholder, every permission allowed (Errand's sandbox confines it), a repository's own
+// OpenCode configuration ignored, and its data (sessions) in its HOME, the job's engine state.
+// Its configuration is given in the environment, so Errand writes no file there.
 import { isRecord } from '../client/records.ts';
 import {
   type EngineDefinition,
@@ -12,6 +13,40 @@ import {
   summarizeCall,
   summarizeOutput,
 } from './engine.ts';
+
+/**
+ * OpenCode's permissions, each named as its pinned version names them (its configuration
+ * schema's keys, and those its agents have rules for: test/engines/permissions.test.ts reads
+ * both from the installed executable). `*` comes first and allows whatever a later version adds;
+ * the configuration's rules come after OpenCode's own defaults, so they decide. Nothing is
+ * left to `ask`, which a headless run answers by rejecting the call and ending the session.
+ */
+export const OPENCODE_PERMISSIONS: Readonly<Record<string, 'allow' | 'deny'>> = {
+  '*': 'allow',
+  read: 'allow',
+  edit: 'allow',
+  glob: 'allow',
+  grep: 'allow',
+  list: 'allow',
+  bash: 'allow',
+  task: 'allow',
+  // Paths outside the checkout: its HOME, /tmp, the system (read-only in the sandbox).
+  external_directory: 'allow',
+  todowrite: 'allow',
+  // No network in the sandbox: a fetch or search fails, as a tool error the model sees.
+  webfetch: 'allow',
+  websearch: 'allow',
+  lsp: 'allow',
+  // The same call three times in a row: a stuck model is bounded by ERRAND_MAX_STEPS instead.
+  doom_loop: 'allow',
+  skill: 'allow',
+  // These only ask the user something (a question, switching to or from the plan agent), and
+  // nobody answers a headless run: denied, as `opencode run` denies them itself, so the model
+  // is not offered them and a call of one is a tool error.
+  question: 'deny',
+  plan_enter: 'deny',
+  plan_exit: 'deny',
+};
 
 /** The AI SDK provider package OpenCode loads for each of Errand's providers. */
 const PROVIDER_PACKAGES: Readonly<Record<string, string>> = {
@@ -45,7 +80,7 @@ export const opencode: EngineDefinition = {
       share: 'disabled',
       model: `errand/${setup.model.id}`,
       small_model: `errand/${setup.model.id}`,
-      permission: { edit: 'allow', bash: 'allow', webfetch: 'deny' },
+      permission: OPENCODE_PERMISSIONS,
       provider: {
         errand: {
           npm: PROVIDER_PACKAGES[setup.model.provider],
@@ -61,13 +96,18 @@ export const opencode: EngineDefinition = {
         'run',
         '--format',
         'json',
-        '--title',
-        setup.title,
+        // A permission that would still be asked is granted once instead of rejected.
+        '--auto',
+        // One word, so that a title starting with `-` is not read as an option.
+        `--title=${setup.title}`,
         ...(setup.resume ? ['--session', setup.resume] : []),
-        '--',
-        setup.prompt,
       ],
+      // With no message argument, the message is standard input, unchanged.
+      stdin: setup.prompt,
       env: {
+        // Read after every configuration file, so it decides over what the sandbox may leave
+        // in ~/.config/opencode.
+        OPENCODE_CONFIG_CONTENT: JSON.stringify(config),
         OPENCODE_DISABLE_PROJECT_CONFIG: '1',
         OPENCODE_DISABLE_AUTOUPDATE: '1',
         OPENCODE_DISABLE_MODELS_FETCH: '1',
@@ -76,10 +116,6 @@ export const opencode: EngineDefinition = {
         OPENCODE_DISABLE_CLAUDE_CODE: '1',
         ...BUN_RESERVATIONS,
       },
-      // OpenCode's global configuration (XDG's default place); the repository's is ignored.
-      files: [
-        { path: '.config/opencode/opencode.json', content: `${JSON.stringify(config, null, 2)}\n` },
-      ],
     };
   },
   reader: () => new OpenCodeReader(),

@@ -1,11 +1,11 @@
-// Runs one turn of a coding CLI in the sandbox: the job's state directory as its HOME (so a
-// follow-up resumes its session), its install directory read-only, and Errand's model proxy,
-// which holds the key, as its only way out. Its JSON stream becomes the turn's events as it
-// arrives. The proxy admits each model call while the turn's limit (ERRAND_MAX_STEPS) and the
-// budgets leave room, and reads its usage from the vendor's answer (a step); a limit reached
-// stops the engine.
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+// Runs one turn of a coding CLI in the sandbox: a directory of the job's engine state as its
+// HOME (so a follow-up resumes its session), its install directory read-only, and Errand's
+// model proxy, which holds the key, as its only way out. Its JSON stream becomes the turn's
+// events as it arrives. The proxy admits each model call while the turn's limit
+// (ERRAND_MAX_STEPS) and the budgets leave room, and reads its usage from the vendor's answer
+// (a step); a limit reached stops the engine.
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
 import { isRecord } from '../client/records.ts';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
@@ -14,6 +14,12 @@ import { TurnFailedError } from '../jobs/runner.ts';
 import type { TokenUsage, Usage } from '../jobs/usage.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { ENDPOINTS, type ProxyEndpoint, startModelProxy } from '../sandbox/model-proxy.ts';
+import {
+  makeDirectory,
+  readRegularFile,
+  replaceFile,
+  UnsafeFileError,
+} from '../sandbox/safe-files.ts';
 import { runSandboxed } from '../sandbox/sandbox.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
@@ -31,8 +37,14 @@ const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {
 
 /** Where the proxy's forwarder listens inside the sandbox (its own network namespace). */
 const PROXY_PORT = 8787;
-/** In the state directory: which engine's session a follow-up resumes. */
-const SESSION_FILE = 'errand-session.json';
+/**
+ * In the job's engine state: the engine's HOME, the one part the sandbox sees (writable), and
+ * beside it Errand's record of which engine's session a follow-up resumes, out of its reach.
+ */
+const HOME_DIR = 'home';
+const SESSION_FILE = 'session.json';
+/** A session record is an engine's name and a session id: far less than this. */
+const SESSION_MAX_BYTES = 4096;
 
 /** Each provider's API as the proxy forwards it: its endpoints and how the key is sent. */
 const PROVIDER_APIS: Readonly<
@@ -71,7 +83,10 @@ export interface EngineTurnInput {
   engine: InstalledEngine;
   /** The job's checkout. */
   checkout: string;
-  /** The job's state directory (the engine's HOME), kept across the job's turns. */
+  /**
+   * The job's engine state, kept across the job's turns and never mounted into the sandbox:
+   * the engine's HOME is a directory in it.
+   */
   stateDir: string;
   /** `provider:model`. */
   model: string;
@@ -109,6 +124,10 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   if (!api) throw new TurnFailedError(`engine ${engine.name} cannot run model '${input.model}'`);
 
   await mkdir(input.stateDir, { recursive: true, mode: 0o700 });
+  const home = join(input.stateDir, HOME_DIR);
+  // Where a state directory of the old layout (all of it the engine's HOME) has something else
+  // in its place, that goes: what the sandbox sees must be a directory of its own.
+  await makeDirectory(home);
   const previous = await readSession(input.stateDir, engine.name);
   const resume = previous?.session;
   const prompt = resume ? input.prompt : withHistory(input.prompt, input.earlier);
@@ -121,11 +140,6 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     resume,
     title: oneLine(input.prompt, 60),
   });
-  for (const file of invocation.files) {
-    const path = join(input.stateDir, file.path);
-    await mkdir(dirname(path), { recursive: true });
-    await writeFile(path, file.content);
-  }
 
   // The turn's limits stop the engine: its own controller, so that they can be told apart from
   // the caller's cancel.
@@ -190,8 +204,9 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       network: false,
       signal: AbortSignal.any([signal, stop.signal]),
       env: invocation.env,
+      stdin: invocation.stdin,
       readOnlyBinds: [engine.dir],
-      home: input.stateDir,
+      home,
       modelProxy: { socketPath: proxy.socketPath, port: PROXY_PORT },
       onStdoutLine: onLine,
     });
@@ -232,27 +247,40 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   return { summary: reader.summary.trim(), usage: meter.usage };
 }
 
-/** The session id a follow-up resumes, if this state directory holds one of this engine's. */
+/**
+ * The session id a follow-up resumes, if the job's engine state holds one of this engine's. The
+ * record is out of the sandbox's reach; anything else in its place (a link, a FIFO, a second
+ * name or a directory left by a sandbox when the whole state directory was its HOME) is not
+ * read but removed (never followed), and the engine starts afresh.
+ */
 async function readSession(
   stateDir: string,
   engine: InstallableEngine,
 ): Promise<{ session: string } | undefined> {
-  const text = await readFile(join(stateDir, SESSION_FILE), 'utf8').catch(() => undefined);
-  if (text === undefined) return undefined;
+  const path = join(stateDir, SESSION_FILE);
+  let bytes: Buffer | undefined;
   try {
-    const value: unknown = JSON.parse(text);
-    if (isRecord(value) && value.engine === engine && typeof value.session === 'string') {
-      return { session: value.session };
-    }
+    bytes = await readRegularFile(path, { maxBytes: SESSION_MAX_BYTES });
+  } catch (err) {
+    if (!(err instanceof UnsafeFileError)) throw err;
+    await rm(path, { recursive: true, force: true });
+    return undefined;
+  }
+  if (bytes === undefined) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(bytes.toString('utf8'));
   } catch {
     // Unreadable: started afresh, and rewritten after the run.
+    return undefined;
   }
-  await rm(join(stateDir, SESSION_FILE), { force: true });
-  return undefined;
+  return isRecord(value) && value.engine === engine && typeof value.session === 'string'
+    ? { session: value.session }
+    : undefined;
 }
 
 async function writeSession(stateDir: string, engine: InstallableEngine, session: string) {
-  await writeFile(join(stateDir, SESSION_FILE), `${JSON.stringify({ engine, session })}\n`);
+  await replaceFile(join(stateDir, SESSION_FILE), `${JSON.stringify({ engine, session })}\n`);
 }
 
 /**

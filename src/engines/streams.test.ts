@@ -26,12 +26,12 @@ function readAll(definition: EngineDefinition, lines: unknown[]) {
 
 describe('engine command lines', () => {
   for (const definition of [claudeCode, codex, opencode]) {
-    it(`${definition.name}: the prompt is one argument after --, the key only a placeholder`, () => {
+    it(`${definition.name}: the prompt is its standard input, not an argument; the key only a placeholder`, () => {
       const fresh = definition.invocation(setup);
       assert.equal(fresh.argv[0], setup.bin);
-      assert.equal(fresh.argv.at(-1), setup.prompt);
-      assert.equal(fresh.argv.at(-2), '--');
-      const all = JSON.stringify(fresh);
+      assert.equal(fresh.stdin, setup.prompt);
+      assert.ok(!fresh.argv.some((word) => word.includes(setup.prompt)));
+      const all = JSON.stringify(fresh.env) + JSON.stringify(fresh.argv);
       assert.match(all, /errand-proxy/);
       assert.match(all, /127\.0\.0\.1:8787/);
       const resumed = definition.invocation({ ...setup, resume: 'session-1' });
@@ -40,21 +40,42 @@ describe('engine command lines', () => {
     });
   }
 
+  it('claude code: every permission granted, as the sandbox (not the root user) it runs in', () => {
+    const { argv, env } = claudeCode.invocation(setup);
+    const mode = argv.indexOf('--permission-mode');
+    assert.equal(argv[mode + 1], 'bypassPermissions');
+    assert.ok(!argv.includes('--allowedTools'));
+    assert.equal(env.CLAUDE_CODE_BUBBLEWRAP, '1');
+  });
+
+  /** Codex's `-c key=value` overrides, as a map. */
+  const codexConfig = (argv: string[]) =>
+    new Map(
+      argv.flatMap((word, i) => {
+        if (argv[i - 1] !== '-c') return [];
+        const equals = word.indexOf('=');
+        return [[word.slice(0, equals), word.slice(equals + 1)] as const];
+      }),
+    );
+
   it('codex: its configuration names the proxy as the Responses provider, no sandbox, no approvals', () => {
-    const config = codex.invocation(setup).files[0];
-    assert.equal(config?.path, '.codex/config.toml');
-    assert.match(config?.content ?? '', /^base_url = "http:\/\/127\.0\.0\.1:8787\/v1"$/m);
-    assert.match(config?.content ?? '', /^wire_api = "responses"$/m);
-    assert.match(config?.content ?? '', /^sandbox_mode = "danger-full-access"$/m);
-    assert.match(config?.content ?? '', /^approval_policy = "never"$/m);
+    const { argv } = codex.invocation(setup);
+    const config = codexConfig(argv);
+    assert.equal(config.get('model_providers.errand.base_url'), '"http://127.0.0.1:8787/v1"');
+    assert.equal(config.get('model_providers.errand.wire_api'), '"responses"');
+    assert.equal(config.get('model_provider'), '"errand"');
+    assert.ok(argv.includes('--dangerously-bypass-approvals-and-sandbox'));
+    assert.ok(argv.includes('--strict-config'));
+    assert.deepEqual(argv.slice(-2), ['--', '-']);
     const resumed = codex.invocation({ ...setup, resume: 'thread-1' }).argv;
     assert.deepEqual(resumed.slice(1, 3), ['exec', 'resume']);
+    assert.deepEqual(resumed.slice(-3), ['--', 'thread-1', '-']);
   });
 
   it('codex: analytics and the curated plugins, which only wait on the network, are off', () => {
-    const content = codex.invocation(setup).files[0]?.content ?? '';
-    assert.match(content, /^\[analytics\]\nenabled = false$/m);
-    assert.match(content, /^\[features\]\nplugins = false$/m);
+    const config = codexConfig(codex.invocation(setup).argv);
+    assert.equal(config.get('analytics.enabled'), 'false');
+    assert.equal(config.get('features.plugins'), 'false');
   });
 
   it("opencode: Bun's JIT pool and allocator arena are reserved small enough for the sandbox's data limit", () => {
@@ -64,13 +85,17 @@ describe('engine command lines', () => {
     assert.equal(env.MIMALLOC_ARENA_RESERVE, '64MiB');
   });
 
-  it('opencode: an anthropic model gets the Anthropic provider package', () => {
-    const file = opencode.invocation({ ...setup, model: { provider: 'anthropic', id: 'c' } })
-      .files[0];
-    const config = JSON.parse(file?.content ?? '{}');
+  it('opencode: an anthropic model gets the Anthropic provider package; the configuration is in its environment', () => {
+    const { env } = opencode.invocation({ ...setup, model: { provider: 'anthropic', id: 'c' } });
+    const config = JSON.parse(env.OPENCODE_CONFIG_CONTENT ?? '{}');
     assert.equal(config.provider.errand.npm, '@ai-sdk/anthropic');
     assert.equal(config.provider.errand.options.baseURL, 'http://127.0.0.1:8787/v1');
     assert.equal(config.model, 'errand/c');
+  });
+
+  it('opencode: a title that starts with a dash stays the title', () => {
+    const { argv } = opencode.invocation({ ...setup, title: '--help me' });
+    assert.ok(argv.includes('--title=--help me'));
   });
 });
 

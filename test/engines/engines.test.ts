@@ -4,14 +4,26 @@
 // file edit and a command. The change is committed and a pull request opened on a fake GitHub;
 // a follow-up resumes the engine's session; archiving, the turn's wall time, its model calls
 // (ERRAND_MAX_STEPS, counted by the proxy) and a spent job or monthly budget each stop it with
-// everything it started; the key reaches the fake only through Errand's model proxy and is nowhere inside
-// the sandbox. An engine not installed in ERRAND_ENGINES_DIR is skipped with the command that
-// installs it.
+// everything it started; the key reaches the fake only through Errand's model proxy and is
+// nowhere inside the sandbox. The model receives the prompt byte for byte; every permission is
+// granted and a refused call is a tool error; what the engine plants in its HOME (links to host
+// files, hard links, FIFOs) is never followed or waited on. An engine not installed in
+// ERRAND_ENGINES_DIR is skipped with the command that installs it.
 import assert from 'node:assert/strict';
-import { readdir, readFile, readlink, rm, writeFile } from 'node:fs/promises';
+import {
+  lstat,
+  mkdir,
+  readdir,
+  readFile,
+  readlink,
+  rm,
+  symlink,
+  writeFile,
+} from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
+import { CLAUDE_CODE_REMOVED_TOOLS } from '../../src/engines/claude-code.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
@@ -52,6 +64,16 @@ interface EngineCase {
   edit: (content: string) => FakeToolCall;
   /** The engine's own tool call that runs `command` in the checkout. */
   run: (command: string) => FakeToolCall;
+  /** The engine's own tool call that writes `content` to `file`, an absolute path. */
+  write: (file: string, content: string) => FakeToolCall;
+  /** The engine's own tool call that reads `file`, an absolute path. */
+  read: (file: string) => FakeToolCall;
+  /** A call the engine refuses without asking anyone, and what the model is told of it. */
+  refused: { call: FakeToolCall; told: RegExp };
+  /** The prompt's text in the user's message of a request, as the model receives it. */
+  promptIn: (body: unknown) => string | undefined;
+  /** Tools Errand has the engine withhold from the model. */
+  withheld: readonly string[];
   /** Prices for a model the package does not know (ERRAND_MODEL_CATALOG), so a budget binds it. */
   catalog?: Record<string, { inputUsdPerMTok: number; outputUsdPerMTok: number }>;
 }
@@ -67,6 +89,21 @@ const CASES: EngineCase[] = [
       input: { file_path: '/workspace/NOTES.md', content },
     }),
     run: (command) => ({ name: 'Bash', input: { command, description: 'run it' } }),
+    write: (file, content) => ({ name: 'Write', input: { file_path: file, content } }),
+    read: (file) => ({ name: 'Read', input: { file_path: file } }),
+    // A tool taken away: never offered to the model.
+    refused: {
+      call: { name: 'WebFetch', input: { url: 'http://127.0.0.1:9/', prompt: 'read it' } },
+      told: /No such tool available: WebFetch/,
+    },
+    // Claude Code adds its reminders as text blocks before the prompt's.
+    promptIn: (body) => {
+      const [first] = messagesOf(body);
+      const blocks = Array.isArray(first?.content) ? first.content.filter(isObject) : [];
+      const text = blocks.filter((b) => b.type === 'text').at(-1)?.text;
+      return typeof text === 'string' ? text : undefined;
+    },
+    withheld: CLAUDE_CODE_REMOVED_TOOLS,
   },
   {
     engine: 'codex',
@@ -83,6 +120,32 @@ const CASES: EngineCase[] = [
     }),
     // Codex hands a command still running back to the model after yield_time_ms.
     run: (command) => ({ name: 'exec_command', input: { cmd: command, yield_time_ms: 30_000 } }),
+    write: (file, content) => ({
+      name: 'apply_patch',
+      input: `*** Begin Patch\n*** Add File: ${file}\n${content
+        .trimEnd()
+        .split('\n')
+        .map((line) => `+${line}`)
+        .join('\n')}\n*** End Patch\n`,
+    }),
+    read: (file) => ({
+      name: 'exec_command',
+      input: { cmd: `cat ${file}`, yield_time_ms: 30_000 },
+    }),
+    // A forced rm, which Codex never runs without asking, and so never under its approval
+    // policy "never" (a rule of its own, not a setting).
+    refused: {
+      call: { name: 'exec_command', input: { cmd: 'rm -f /tmp/errand-outside.txt' } },
+      told: /rm -f style commands are not permitted/,
+    },
+    // Codex sends its environment as a user message of its own before the prompt's.
+    promptIn: (body) => {
+      const input = isObject(body) && Array.isArray(body.input) ? body.input.filter(isObject) : [];
+      const user = input.filter((item) => item.type === 'message' && item.role === 'user').at(-1);
+      const [part] = Array.isArray(user?.content) ? user.content.filter(isObject) : [];
+      return typeof part?.text === 'string' ? part.text : undefined;
+    },
+    withheld: [],
     catalog: { 'openai:gpt-5.5': { inputUsdPerMTok: 5, outputUsdPerMTok: 30 } },
   },
   {
@@ -92,8 +155,51 @@ const CASES: EngineCase[] = [
     env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
     edit: (content) => ({ name: 'write', input: { filePath: '/workspace/NOTES.md', content } }),
     run: (command) => ({ name: 'bash', input: { command, description: 'run it' } }),
+    write: (file, content) => ({ name: 'write', input: { filePath: file, content } }),
+    read: (file) => ({ name: 'read', input: { filePath: file } }),
+    // Denied: it would ask the user a question, and nobody answers a headless run.
+    refused: {
+      call: {
+        name: 'question',
+        input: { questions: [{ question: 'Go on?', header: 'Go', options: [{ label: 'yes' }] }] },
+      },
+      told: /unavailable tool 'question'/,
+    },
+    promptIn: (body) => {
+      const user = messagesOf(body)
+        .filter((m) => m.role === 'user')
+        .at(-1);
+      if (typeof user?.content === 'string') return user.content;
+      const parts = Array.isArray(user?.content) ? user.content.filter(isObject) : [];
+      const text = parts.find((p) => p.type === 'text')?.text;
+      return typeof text === 'string' ? text : undefined;
+    },
+    // Denied: they would ask the user, and OpenCode offers no tool it denies.
+    withheld: ['question', 'plan_enter', 'plan_exit'],
   },
 ];
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The names of the tools a request offers (Anthropic, Responses, chat completions). */
+function toolsOffered(body: unknown): string[] {
+  const tools = isObject(body) && Array.isArray(body.tools) ? body.tools.filter(isObject) : [];
+  return tools.map((tool) => {
+    const name = isObject(tool.function) ? tool.function.name : tool.name;
+    return typeof name === 'string' ? name : '';
+  });
+}
+
+/** A chat request's messages (Anthropic Messages, OpenAI chat completions). */
+function messagesOf(body: unknown): Record<string, unknown>[] {
+  return isObject(body) && Array.isArray(body.messages) ? body.messages.filter(isObject) : [];
+}
+
+/** Spaces, double quotes, backslashes, a newline and more than ASCII: nothing to reword. */
+const AWKWARD_PROMPT =
+  'Fix "the parser" in C:\\src\\parse.c, where \\"escaped\\" quotes break;\nthen say \'done\' — naïve café, 日本語 ✓';
 
 const sandbox = await checkSandbox();
 
@@ -262,6 +368,27 @@ for (const c of CASES) {
         []) as { type: string; turn: number | null; data: Record<string, unknown> }[];
     const checkoutOf = (jobId: string) =>
       path.join(svc.service.ctx.config.dataDir, 'workspaces', 'jobs', jobId);
+    /** The job's engine state: Errand's session record, and the engine's HOME in `home/`. */
+    const stateOf = (jobId: string) =>
+      path.join(svc.service.ctx.config.dataDir, 'workspaces', 'engine-state', jobId);
+    /** Sends a follow-up and waits until the job has completed that many turns. */
+    const followUp = async (jobId: string, prompt: string, turns: number) => {
+      const sent = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
+        body: { prompt },
+      });
+      assert.equal(sent.status, 200, sent.text);
+      await waitFor(
+        `turn ${turns}`,
+        async () => {
+          const job = (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
+          if (job.status === 'failed') throw new Error(`job failed: ${job.error}`);
+          return job.status === 'completed' && job.turns === turns ? true : undefined;
+        },
+        120_000,
+      );
+    };
+    const startedOf = async (jobId: string, turn: number) =>
+      (await events(jobId)).find((e) => e.type === 'engine.started' && e.turn === turn);
 
     test('edits a file and runs a command; Errand commits, pushes and opens the pull request; a follow-up resumes the session; without its state one starts afresh with the job history', async () => {
       let jobId = '';
@@ -348,7 +475,7 @@ for (const c of CASES) {
       assert.ok(!JSON.stringify(log).includes(key), 'the key is in the events');
       // Nor in what the engine left in its state directory (sessions, logs, configuration).
       const state = path.join(svc.service.ctx.config.dataDir, 'workspaces', 'engine-state', jobId);
-      const session = JSON.parse(await readFile(path.join(state, 'errand-session.json'), 'utf8'));
+      const session = JSON.parse(await readFile(path.join(state, 'session.json'), 'utf8'));
       assert.equal(session.engine, c.engine);
       assert.deepEqual(await filesContaining(state, key), []);
 
@@ -410,6 +537,143 @@ for (const c of CASES) {
       const fresh = (await events(jobId)).find((e) => e.type === 'engine.started' && e.turn === 3);
       assert.ok(fresh, 'the third turn did not start the engine');
       assert.equal(fresh.data.resumed, undefined);
+    });
+
+    test('the model receives the prompt byte for byte; every permission is granted, outside the checkout too; a refused call is a tool error, not a failed job', async () => {
+      // Each result is checked by what only running the call could produce (upper case, an
+      // arithmetic result), never by what the model's own calls, also in the history, say.
+      llm.script(
+        // A path outside the checkout (OpenCode's external_directory).
+        toolCalls([c.write('/tmp/errand-outside.txt', 'written outside the checkout\n')]),
+        toolCalls([
+          c.run(
+            `printf 'TOKEN=%s\\n' $((6 * 7 * 100)) > /workspace/settings.env && tr a-z A-Z < /tmp/errand-outside.txt && echo in-home > "$HOME/errand-home.txt" && tr a-z A-Z < "$HOME/errand-home.txt"`,
+          ),
+        ]),
+        // A *.env file (OpenCode asks before reading one by default).
+        toolCalls([c.read('/workspace/settings.env')]),
+        toolCalls([c.refused.call]),
+        reply('Done'),
+      );
+      const jobId = await createJob(svc, projectId, AWKWARD_PROMPT);
+      await until(jobId, 'completed');
+
+      assert.equal(c.promptIn(llm.requests[0]?.body), AWKWARD_PROMPT);
+      const offered = toolsOffered(llm.requests[0]?.body);
+      assert.ok(offered.length > 1, `tools offered: ${offered.join(', ')}`);
+      assert.deepEqual(
+        offered.filter((name) => c.withheld.includes(name)),
+        [],
+        'a withheld tool is offered',
+      );
+      const sent = (i: number) => JSON.stringify(llm.requests[i]?.body ?? null);
+      assert.match(sent(2), /WRITTEN OUTSIDE THE CHECKOUT/, 'the file outside was not written');
+      assert.match(sent(2), /IN-HOME/, 'the command did not write in HOME');
+      assert.match(sent(3), /TOKEN=4200/, 'the .env file was not read');
+      assert.match(sent(4), c.refused.told, 'the model was not told of the refused call');
+      assert.equal(llm.requests.length, 5);
+      // HOME is the state's home/, where the command's file stays for the next turn.
+      assert.equal(
+        await readFile(path.join(stateOf(jobId), 'home', 'errand-home.txt'), 'utf8'),
+        'in-home\n',
+      );
+    });
+
+    test('what the engine plants in its HOME is never followed, written through or waited on: links to host files, a second name, a FIFO; nor what a state directory of the old layout holds', async () => {
+      // Host files the sandbox cannot see, at paths it can name.
+      const host = path.join(tmp, `host-${c.engine}`);
+      await mkdir(host, { recursive: true });
+      const secret = path.join(host, 'secret.key');
+      const config = path.join(host, 'config');
+      const files = new Map([
+        [secret, 'every stored token hangs on this\n'],
+        [config, 'the host configuration\n'],
+      ]);
+      for (const [file, content] of files) await writeFile(file, content);
+      const hostUnchanged = async () => {
+        for (const [file, content] of files) {
+          assert.equal(await readFile(file, 'utf8'), content, `${file} was changed`);
+        }
+      };
+
+      // Links at every path Errand once wrote in HOME: its session record, before and after
+      // a run, and the engines' configuration files, before a run.
+      llm.script(
+        toolCalls([
+          c.run(
+            [
+              `ln -s ${secret} "$HOME/errand-session.json"`,
+              `ln -s ${secret} "$HOME/session.json"`,
+              'mkdir -p "$HOME/.codex" "$HOME/.config/opencode"',
+              `ln -s ${config} "$HOME/.codex/config.toml"`,
+              `ln -s ${config} "$HOME/.config/opencode/opencode.json"`,
+              'echo planted',
+            ].join(' && '),
+          ),
+        ]),
+        reply('Planted links'),
+      );
+      const jobId = await createJob(svc, projectId, 'Plant links in HOME');
+      await until(jobId, 'completed');
+      await hostUnchanged();
+      const record = path.join(stateOf(jobId), 'session.json');
+      const { session } = JSON.parse(await readFile(record, 'utf8'));
+      assert.equal(typeof session, 'string');
+      const home = path.join(stateOf(jobId), 'home');
+      // What the engine planted is there, as it left it.
+      assert.equal(await readlink(path.join(home, 'errand-session.json')), secret);
+      assert.equal(await readlink(path.join(home, '.codex', 'config.toml')), config);
+
+      // A second name of a file of the engine's own where the record was.
+      llm.script(
+        toolCalls([
+          c.run(
+            'rm "$HOME/errand-session.json" && echo its-own-notes > "$HOME/notes.txt" && ln "$HOME/notes.txt" "$HOME/errand-session.json" && echo linked',
+          ),
+        ]),
+        reply('Linked'),
+      );
+      await followUp(jobId, 'Plant a hard link', 2);
+      assert.equal(await readFile(path.join(home, 'notes.txt'), 'utf8'), 'its-own-notes\n');
+      assert.equal((await lstat(path.join(home, 'errand-session.json'))).nlink, 2);
+      assert.equal((await startedOf(jobId, 2))?.data.resumed, session);
+
+      // A FIFO there, which nobody ever opens for writing: a worker that opened it would wait
+      // for ever, and this turn would never end.
+      llm.script(
+        toolCalls([
+          c.run(
+            'rm "$HOME/errand-session.json" && mkfifo "$HOME/errand-session.json" && echo fifo',
+          ),
+        ]),
+        reply('Made a FIFO'),
+      );
+      await followUp(jobId, 'Plant a FIFO', 3);
+      assert.equal((await startedOf(jobId, 3))?.data.resumed, session);
+      assert.ok((await lstat(path.join(home, 'errand-session.json'))).isFIFO());
+      assert.ok((await lstat(record)).isFile());
+      await hostUnchanged();
+
+      // A state directory of the layout before this one, all of it the engine's HOME, may hold
+      // what a sandbox left where Errand now keeps its own: a link to a host directory in
+      // place of home/, a directory in place of the record. Both go, neither is followed.
+      const hostDir = path.join(host, 'dir');
+      await mkdir(hostDir);
+      await rm(home, { recursive: true });
+      await symlink(hostDir, home);
+      await rm(record);
+      await mkdir(record);
+      await writeFile(path.join(record, 'planted'), 'x');
+      llm.script(
+        toolCalls([c.run('echo in-a-home-of-its-own > "$HOME/fresh.txt" && echo written')]),
+        reply('Started afresh'),
+      );
+      await followUp(jobId, 'Start afresh', 4);
+      assert.deepEqual(await readdir(hostDir), [], 'HOME was the host directory');
+      assert.ok((await lstat(home)).isDirectory());
+      assert.equal(await readFile(path.join(home, 'fresh.txt'), 'utf8'), 'in-a-home-of-its-own\n');
+      assert.equal((await startedOf(jobId, 4))?.data.resumed, undefined);
+      assert.ok((await lstat(record)).isFile());
     });
 
     test('archiving the job kills the engine and everything it started within seconds', async () => {
