@@ -1,8 +1,9 @@
 // What a setup command's network reaches: public addresses only. Before the command starts, an
-// nftables ruleset in the sandbox's own network namespace refuses every packet to a loopback,
-// private, link-local, CGNAT, multicast or reserved address, and to the networks of the host's
-// own interfaces, whatever name led there; only DNS to the resolver pasta maps passes. The
-// command holds no capability over that namespace, so it cannot change them.
+// nftables ruleset in the sandbox's own network namespace refuses every packet that would leave
+// it for a loopback, private, link-local, CGNAT, multicast or reserved address, or for the
+// networks of the host's own interfaces, whatever name led there; only DNS to the resolver pasta
+// maps passes, and the namespace's own loopback, which stays inside. The command holds no
+// capability over that namespace, so it cannot change them.
 import { spawn } from 'node:child_process';
 import { networkInterfaces } from 'node:os';
 import { SANDBOX_PATH } from './args.ts';
@@ -55,6 +56,10 @@ export function egressRuleset(resolver: string): string {
     'table inet errand_egress {',
     '  chain output {',
     '    type filter hook output priority filter; policy accept;',
+    // The namespace's own loopback never leaves it (pasta maps no address to the host's): a
+    // build tool's daemon on 127.0.0.1 (Gradle, Bazel) works. The addresses pasta copies from
+    // the host are the namespace's own too, so they lead back to the sandbox itself.
+    '    oifname "lo" accept',
     // The one address of a refused range that is let through: pasta's mapping to the host's
     // resolver, for DNS over UDP only. pasta maps nothing else (not DNS over TCP), so anything
     // else sent there would go from the host to that link-local address itself.

@@ -1,8 +1,9 @@
 // The setup network's egress filter (src/sandbox/egress.ts) with real bubblewrap, pasta and
-// nftables: packets to the sandbox's loopback and to the host's own address are refused before
-// they leave its namespace, even to a server listening there, the command cannot lift the
-// filter, and the ruleset loaded in the namespace refuses every non-public range and the host's
-// networks. Only such targets are used: nothing is sent to a private or public address.
+// nftables: the sandbox's own loopback stays inside it, the command cannot lift the filter, the
+// ruleset loaded in the namespace refuses every non-public range and the host's networks, and,
+// seen from a network of the test's own (outside.ts), where a server of the test listens on each
+// address, a connection to any but a public one is refused at once, as root and as nobody.
+// Nothing is sent to a private or public address of this machine's or beyond it.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -13,6 +14,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { makeTempDir, removeDir } from '../support/git.ts';
+import { OUTSIDE, PORT, runOutside, skipOutside, TRY } from './outside.ts';
 import { hostProcesses, run, skipNetwork } from './support.ts';
 
 const execFileP = promisify(execFile);
@@ -38,57 +40,36 @@ function hostAddress(): string {
   return address;
 }
 
-/**
- * A Perl script (Perl is part of every Debian system) that tries each `host,port[,udp]` of its
- * arguments and prints one line each: `connected`, `sent`, or the error.
- */
-const TRY = [
-  'use IO::Socket::IP;',
-  'for (@ARGV) {',
-  '  my ($host, $port, $udp) = split /,/;',
-  '  my $s = IO::Socket::IP->new(PeerHost => $host, PeerPort => $port, Timeout => 5,',
-  '    Proto => $udp ? "udp" : "tcp");',
-  '  my $r = !$s ? $@ : !$udp ? "connected" : $s->send("x") ? "sent" : "$!";',
-  '  $r =~ s/^IO::Socket::IP: //; print "$_ $r\\n";',
-  '}',
-].join(' ');
-
-/** A server in the sandbox, listening on every address (v4 and v6) at `port`, for 30 s. */
+/** A server in the sandbox, answering on every address (v4 and v6) at `port`. */
 const LISTEN = (port: number) =>
   `perl -MIO::Socket::IP -e 'my $s = IO::Socket::IP->new(LocalHost => "::", LocalPort => ${port}, ` +
-  `Listen => 5, V6Only => 0) or die "listen: $@"; open my $f, ">", "/tmp/up-${port}"; sleep 30' & ` +
+  `Listen => 5, V6Only => 0) or die "listen: $@"; open my $f, ">", "/tmp/up-${port}"; close $f; ` +
+  `while (my $c = $s->accept) { print $c "x\\n"; close $c }' & ` +
   `while [ ! -e /tmp/up-${port} ]; do sleep 0.05; done`;
 
 describe('setup network: the egress filter', { skip: skipNetwork }, () => {
-  test("loopback and the host's own address are refused, even where a server listens; UDP too", async () => {
+  test("the sandbox's own loopback, and the addresses pasta copies from the host, stay inside it", async () => {
     const own = hostAddress();
-    const targets = [`127.0.0.1,7777`, `::1,7777`, `${own},7777`, '127.0.0.1,53,udp'];
+    // Local addresses of the namespace: the sandbox's own server answers (a build tool's daemon
+    // on 127.0.0.1 works), and nothing reaches the host's.
+    const targets = ['127.0.0.1,7777', '::1,7777', `${own},7777`];
     const r = await run(checkout, `${LISTEN(7777)}; perl -e '${TRY}' ${targets.join(' ')}`, {
       network: true,
     });
-    // Without the filter: connected, connected, connected, sent.
     assert.equal(
       r.output,
-      [
-        '127.0.0.1,7777 No route to host',
-        '::1,7777 Permission denied',
-        `${own},7777 No route to host`,
-        '127.0.0.1,53,udp Operation not permitted',
-        '',
-      ].join('\n'),
+      ['127.0.0.1,7777 answered', '::1,7777 answered', `${own},7777 answered`, ''].join('\n'),
     );
   });
 
-  test('the command has no capability, cannot flush or replace the filter, and stays refused', async () => {
+  test('the command has no capability, and cannot flush or replace the filter', async () => {
     const r = await run(
       checkout,
       [
-        LISTEN(7778),
         "grep -E '^Cap(Eff|Prm|Bnd|Amb):' /proc/self/status | awk '{ print $2 }' | sort -u",
         'nft flush ruleset 2>/dev/null || echo flush-refused',
         "echo 'table inet errand_egress { }' | nft -f - 2>/dev/null || echo replace-refused",
         'unshare --user --map-root-user nft flush ruleset 2>/dev/null; echo "unshare: $?"',
-        `perl -e '${TRY}' 127.0.0.1,7778`,
       ].join('\n'),
       { network: true },
     );
@@ -97,7 +78,6 @@ describe('setup network: the egress filter', { skip: skipNetwork }, () => {
     // A user namespace of its own (where one may be made) holds a network namespace of its own:
     // flushing that leaves the sandbox's filter as it was.
     assert.match(lines[3] ?? '', /^unshare: \d+$/);
-    assert.equal(lines[4], '127.0.0.1,7778 No route to host');
   });
 
   test("the ruleset in the sandbox's namespace refuses every non-public range and the host's networks", async (t) => {
@@ -154,9 +134,10 @@ describe('setup network: the egress filter', { skip: skipNetwork }, () => {
       const family = a.family === 'IPv6' ? 'ipv6' : 'ipv4';
       assert.ok(refused.check(a.address, family), `the host's own ${a.address} is not refused`);
     }
-    // What passes first: DNS to pasta's resolver mapping, and IPv6's neighbour discovery with
-    // pasta, and the refusals' own ICMP answers; nothing else.
+    // What passes first: the namespace's own loopback, DNS to pasta's resolver mapping, IPv6's
+    // neighbour discovery with pasta, and the refusals' own ICMP answers; nothing else.
     assert.deepEqual(rules.accepted, [
+      'meta oifname lo',
       'ip daddr 169.254.1.1 udp dport 53',
       'icmpv6 type nd-router-solicit,nd-neighbor-solicit,nd-neighbor-advert',
       'icmp type destination-unreachable',
@@ -164,6 +145,90 @@ describe('setup network: the egress filter', { skip: skipNetwork }, () => {
     ]);
     assert.deepEqual(rules.chains, ['filter output policy accept']);
   });
+});
+
+/** `host,port[,udp]` for TRY, at the port the outside's servers listen on. */
+const at = (host: string, udp = false) => `${host},${PORT}${udp ? ',udp' : ''}`;
+
+describe("setup network, seen from a network of the test's own", {
+  skip: skipNetwork || skipOutside,
+}, () => {
+  for (const user of ['root', 'nobody'] as const) {
+    test(`${user}: every address of the host's but a public one is refused at once, where a server of the test listens`, async (t) => {
+      const targets = [
+        // The internet (a public address the outside routes to itself): reached, TCP and UDP.
+        at(OUTSIDE.public),
+        at(OUTSIDE.public, true),
+        at(OUTSIDE.public6),
+        at(OUTSIDE.public6, true),
+        // Each with a server of the test: the host's other, private network; its link-local
+        // cloud metadata address; a network of its interfaces with public-looking addresses.
+        // Without the filter each answers. And its gateway, where what is sent goes into the
+        // outside's discarding interface (without the filter: timed out).
+        at(OUTSIDE.lan),
+        at(OUTSIDE.lan, true),
+        at(OUTSIDE.lan6),
+        at(OUTSIDE.metadata),
+        at(OUTSIDE.hostPublic),
+        at(OUTSIDE.gateway),
+        // The sandbox's own loopback and its copy of the host's address: its own, where nothing
+        // listens; the host's servers there are out of reach, filter or not.
+        at('127.0.0.1'),
+        at(OUTSIDE.own),
+      ];
+      const r = await runOutside(`perl -e '${TRY}' ${targets.join(' ')}`, user);
+      if ('skipped' in r) return t.skip(r.skipped);
+      assert.equal(
+        r.output,
+        [
+          `${at(OUTSIDE.public)} answered`,
+          `${at(OUTSIDE.public, true)} answered`,
+          `${at(OUTSIDE.public6)} answered`,
+          `${at(OUTSIDE.public6, true)} answered`,
+          `${at(OUTSIDE.lan)} No route to host`,
+          `${at(OUTSIDE.lan, true)} Operation not permitted`,
+          `${at(OUTSIDE.lan6)} Permission denied`,
+          `${at(OUTSIDE.metadata)} No route to host`,
+          `${at(OUTSIDE.hostPublic)} No route to host`,
+          `${at(OUTSIDE.gateway)} No route to host`,
+          `${at('127.0.0.1')} Connection refused`,
+          `${at(OUTSIDE.own)} Connection refused`,
+          '',
+        ].join('\n'),
+      );
+      assert.deepEqual(r.reached, [
+        `${OUTSIDE.public} tcp`,
+        `${OUTSIDE.public} udp`,
+        `${OUTSIDE.public6} tcp`,
+        `${OUTSIDE.public6} udp`,
+      ]);
+    });
+
+    test(`${user}: after the command's attempts to flush or replace the filter, the host's network is refused still`, async (t) => {
+      const r = await runOutside(
+        [
+          'nft flush ruleset 2>/dev/null || echo flush-refused',
+          "echo 'table inet errand_egress { }' | nft -f - 2>/dev/null || echo replace-refused",
+          'nft delete table inet errand_egress 2>/dev/null || echo delete-refused',
+          'unshare --user --map-root-user nft flush ruleset 2>/dev/null; echo "unshare: $?"',
+          `perl -e '${TRY}' ${at(OUTSIDE.lan)} ${at(OUTSIDE.public)}`,
+        ].join('\n'),
+        user,
+      );
+      if ('skipped' in r) return t.skip(r.skipped);
+      const lines = r.output.split('\n');
+      assert.deepEqual(lines.slice(0, 3), ['flush-refused', 'replace-refused', 'delete-refused']);
+      // A user namespace of its own (where one may be made) holds a network namespace of its
+      // own: flushing that leaves the sandbox's filter as it was.
+      assert.match(lines[3] ?? '', /^unshare: \d+$/);
+      assert.deepEqual(lines.slice(4), [
+        `${at(OUTSIDE.lan)} No route to host`,
+        `${at(OUTSIDE.public)} answered`,
+        '',
+      ]);
+      assert.deepEqual(r.reached, [`${OUTSIDE.public} tcp`]);
+    });
+  }
 });
 
 type Expr = Record<string, unknown>;
@@ -182,7 +247,11 @@ function loadedRules(json: string): { refused: string[]; accepted: string[]; cha
     if (!rule) continue;
     const matches = rule.expr.filter((e) => 'match' in e).map((e) => e.match as Expr);
     const words = matches.map((m) => {
-      const left = (m.left as { payload: Expr }).payload;
+      // A packet's field (`ip daddr`) or its metadata (`meta oifname`).
+      const left = m.left as { payload?: Expr; meta?: Expr };
+      const field = left.payload
+        ? `${left.payload.protocol} ${left.payload.field}`
+        : `meta ${left.meta?.key}`;
       const right = m.right as unknown;
       const value =
         typeof right === 'string' || typeof right === 'number'
@@ -190,7 +259,7 @@ function loadedRules(json: string): { refused: string[]; accepted: string[]; cha
           : 'prefix' in (right as Expr)
             ? `${(right as { prefix: Expr }).prefix.addr}/${(right as { prefix: Expr }).prefix.len}`
             : ((right as { set: string[] }).set ?? []).join(',');
-      return `${left.protocol} ${left.field} ${value}`;
+      return `${field} ${value}`;
     });
     if (rule.expr.some((e) => 'reject' in e)) {
       assert.equal(matches.length, 1, JSON.stringify(rule));

@@ -1,6 +1,7 @@
 // Shared by the sandbox tests: whether real bubblewrap runs here (the tests skip with its
 // reason when not), and a run of one command in a checkout with test-sized limits.
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { DEFAULT_LIMITS, type SandboxLimits } from '../../src/projects/limits.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
 import {
@@ -65,4 +66,24 @@ export async function hostProcesses(...argv: string[]): Promise<number[]> {
     }
   }
   return out;
+}
+
+/**
+ * Whether a user other than the owner may read the clone once it is reachable: its root and
+ * test files world-readable and its directories world-searchable (a umask of 077 makes none).
+ */
+export async function readableByOthers(repo: string): Promise<boolean> {
+  const checks: [string, number][] = [
+    [repo, 0o005],
+    [join(repo, 'test/sandbox'), 0o005],
+    [join(repo, 'test/sandbox/as-user.ts'), 0o004],
+    [join(repo, 'test/sandbox/outside-run.ts'), 0o004],
+    [join(repo, 'src/sandbox/sandbox.ts'), 0o004],
+    [join(repo, 'node_modules'), 0o005],
+  ];
+  for (const [file, bits] of checks) {
+    const info = await stat(file).catch(() => undefined);
+    if (!info || (info.mode & bits) !== bits) return false;
+  }
+  return true;
 }
