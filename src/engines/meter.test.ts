@@ -6,7 +6,7 @@ import { type MeteredCall, meterAnswer, type StepReport, TurnMeter } from './met
 
 const SSE = 'text/event-stream; charset=utf-8';
 const JSON_TYPE = 'application/json';
-const REQUEST = { bytes: 4000, maxOutputTokens: 500 };
+const REQUEST = { bytes: 4000, maxOutputTokens: 500, removed: [] };
 
 const answerOf = (api: ModelApi, contentType: string, extra: Partial<ObservedAnswer> = {}) => ({
   api,
@@ -173,7 +173,10 @@ describe('the model call meter', () => {
     // No answer at all, for a request that set no output limit (Codex sets none): 128k.
     assert.deepEqual(
       meter(
-        answerOf('responses', '', { status: 0, request: { bytes: 9, maxOutputTokens: undefined } }),
+        answerOf('responses', '', {
+          status: 0,
+          request: { bytes: 9, maxOutputTokens: undefined, removed: [] },
+        }),
         '',
       ).call,
       { tokens: tokens(9, 128_000), source: 'estimate', status: 0 },
@@ -304,5 +307,42 @@ describe("a turn's model calls", () => {
     assert.equal(meter.admit(billable), undefined);
     meter.observe(answerOf('messages', JSON_TYPE, { status: 529 })).end();
     assert.deepEqual(steps, [{ step: 1, usage: { ...tokens(0, 0), costUsd: 0 }, status: 529 }]);
+  });
+});
+
+describe('what the proxy removed', () => {
+  it("is told once a turn, each on the step of the first call it was removed from, the vendor's refusals included", () => {
+    const steps: StepReport[] = [];
+    const meter = new TurnMeter({
+      maxSteps: 10,
+      job: undefined,
+      month: undefined,
+      priced: (t) => ({ ...t, costUsd: 0 }),
+      onStep: (s) => steps.push(s),
+      onStop: () => {},
+    });
+    const call = (removed: ObservedAnswer['request']['removed'], status = 200) => {
+      const o = meter.observe(
+        answerOf('responses', JSON_TYPE, { status, request: { ...REQUEST, removed } }),
+      );
+      o.data(Buffer.from(JSON.stringify({ usage: { input_tokens: 1, output_tokens: 1 } })));
+      o.end();
+    };
+    call(['mcp', 'web_search']);
+    call(['web_search']);
+    call(['service_tier', 'web_search'], 529);
+    call([]);
+    call(['mcp', 'service_tier', 'web_search']);
+    assert.deepEqual(
+      steps.map((s) => [s.step, s.removed]),
+      [
+        [1, ['mcp', 'web_search']],
+        [2, undefined],
+        [3, ['service_tier']],
+        [4, undefined],
+        [5, undefined],
+      ],
+    );
+    assert.ok(!('removed' in (steps[1] ?? {})), 'a step with nothing new says nothing');
   });
 });

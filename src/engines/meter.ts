@@ -3,7 +3,8 @@
 // vendor bills from it, whatever the engine reports and whenever it reports it (Anthropic
 // Messages, OpenAI Responses and chat completions, each streamed or whole), and prices what it
 // cannot read as the most the request could have used. The proxy asks it before each call
-// whether the turn's step limit and budgets leave room for it.
+// whether the turn's step limit and budgets leave room for it, and the meter's steps tell the
+// turn what the proxy removed from its requests.
 
 import { isRecord } from '../client/records.ts';
 import { formatUsd } from '../client/words.ts';
@@ -15,6 +16,7 @@ import type {
   ProxyCall,
   ProxyRefusal,
 } from '../sandbox/model-proxy.ts';
+import type { Removed } from '../sandbox/model-request.ts';
 
 /** A whole JSON answer is read up to this size; no real answer comes near it. */
 const MAX_JSON_BYTES = 16 * 1024 * 1024;
@@ -233,6 +235,12 @@ export interface StepReport {
   estimated?: true;
   /** The vendor's error status: the call was refused there and used nothing. */
   status?: number;
+  /**
+   * What the model proxy removed from this call's request (a tool the vendor would have run, a
+   * parameter that makes it act), each told once a turn: on the step of the first call it was
+   * removed from.
+   */
+  removed?: readonly Removed[];
 }
 
 export interface TurnMeterOptions {
@@ -267,6 +275,8 @@ export class TurnMeter {
   #usage: TokenUsage = { ...NO_TOKENS };
   #turnUsd = 0;
   #limit: Limit | undefined;
+  /** What the proxy removed that a step has told already. */
+  readonly #told = new Set<Removed>();
 
   constructor(options: TurnMeterOptions) {
     this.#options = options;
@@ -306,10 +316,12 @@ export class TurnMeter {
 
   /** The model proxy's observer for a billable call's answer. */
   observe(answer: ObservedAnswer): AnswerObserver {
-    return meterAnswer(answer, (call) => this.#record(call));
+    return meterAnswer(answer, (call) => this.#record(call, answer.request.removed));
   }
 
-  #record(call: MeteredCall): void {
+  #record(call: MeteredCall, removed: readonly Removed[]): void {
+    const untold = removed.filter((what) => !this.#told.has(what));
+    for (const what of untold) this.#told.add(what);
     this.#usage = addTokens(this.#usage, call.tokens);
     const usage = this.#options.priced(call.tokens);
     if (usage.costUsd !== null) this.#turnUsd += usage.costUsd;
@@ -319,6 +331,7 @@ export class TurnMeter {
       usage,
       ...(call.source === 'estimate' ? { estimated: true as const } : {}),
       ...(call.source === 'error' ? { status: call.status } : {}),
+      ...(untold.length > 0 ? { removed: untold } : {}),
     });
     this.#checkBudgets();
   }

@@ -1,12 +1,13 @@
 // The model proxy: the one way out of an engine's sandbox. An HTTP server of Errand's on a Unix
 // socket, in a directory only this process's user can enter, that forwards an exact list of the
 // model API's endpoints to the vendor with the project's key added, and refuses everything else.
-// Each call's body is read (bounded) and made to name the job's model and to ask for its usage;
-// a call waits for one of a few slots, is admitted by the turn (its step limit, its budgets) just
-// before it goes out, and its answer is observed to the end, so that every call forwarded is
-// counted and metered. The key lives in this process only: never in the sandbox's files,
-// arguments or environment, never in a log line or an error the client reads. Answers stream
-// back unbuffered, so server-sent events arrive chunk by chunk.
+// Each call's body is read (bounded) and written anew (model-request.ts: the job's model, only
+// the tools the engine runs itself, nothing the vendor would do for it); a call waits for one of
+// a few slots, is admitted by the turn (its step limit, its budgets) just before it goes out,
+// and its answer is observed to the end, so that every call forwarded is counted and metered.
+// The key lives in this process only: never in the sandbox's files, arguments or environment,
+// never in a log line or an error the client reads. Answers stream back unbuffered, so
+// server-sent events arrive chunk by chunk.
 import { mkdtemp, rm } from 'node:fs/promises';
 import {
   createServer,
@@ -19,7 +20,7 @@ import {
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isRecord } from '../client/records.ts';
+import { type PreparedBody, prepareBody, type Removed } from './model-request.ts';
 
 /**
  * The model APIs the proxy speaks, as far as their request bodies go: Anthropic's Messages and
@@ -109,8 +110,11 @@ export interface ObservedAnswer {
   contentType: string;
   /** The answer's Content-Encoding, '' when it has none. */
   contentEncoding: string;
-  /** The request as forwarded: its size, and the output tokens it allowed when it set a limit. */
-  request: { bytes: number; maxOutputTokens: number | undefined };
+  /**
+   * The request as forwarded: its size, the output tokens it allowed when it set a limit, and
+   * what the proxy removed from it (tools the vendor would run, parameters that make it act).
+   */
+  request: { bytes: number; maxOutputTokens: number | undefined; removed: readonly Removed[] };
 }
 
 /** Sees one answer's body; `end` is called once, when the answer ended or was cut. */
@@ -291,7 +295,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, route: Route): 
   try {
     const raw = await readBody(req);
     if (raw === undefined) return tooLarge(req, res);
-    const prepared = prepare(endpoint.api, raw, route.model);
+    const prepared = prepareBody(endpoint.api, raw, route.model);
     if ('code' in prepared)
       return refuse(req, res, prepared.status, prepared.code, prepared.message);
     const billable = endpoint.api !== 'count_tokens';
@@ -345,66 +349,13 @@ function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
   });
 }
 
-interface Prepared {
-  body: Buffer;
-  maxOutputTokens: number | undefined;
-}
-
-/**
- * The body as forwarded: parsed and written anew (so the vendor reads exactly what Errand read:
- * no second `model` key), naming the job's model, and for a streamed chat completion asking for
- * its usage; a background response, which would run on after the turn unmetered, is refused.
- */
-function prepare(api: ModelApi, raw: Buffer, model: string): Prepared | ProxyRefusal {
-  let body: unknown;
-  try {
-    body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));
-  } catch {
-    return { status: 400, code: 'bad_body', message: 'the body is not JSON in UTF-8' };
-  }
-  if (!isRecord(body)) {
-    return { status: 400, code: 'bad_body', message: 'the body is not a JSON object' };
-  }
-  body.model = model;
-  if (api === 'chat' && body.stream === true) {
-    const options = isRecord(body.stream_options) ? body.stream_options : {};
-    body.stream_options = { ...options, include_usage: true };
-  }
-  if (api === 'responses' && body.background !== undefined && body.background !== false) {
-    return {
-      status: 400,
-      code: 'background_not_allowed',
-      message: 'background responses run on after the turn, where they cannot be metered',
-    };
-  }
-  return { body: Buffer.from(JSON.stringify(body)), maxOutputTokens: maxOutputTokens(api, body) };
-}
-
-/** The output tokens a request allows in all, when it sets a limit. */
-function maxOutputTokens(api: ModelApi, body: Record<string, unknown>): number | undefined {
-  const count = (value: unknown) =>
-    typeof value === 'number' && Number.isInteger(value) && value > 0 ? value : undefined;
-  switch (api) {
-    case 'messages':
-      return count(body.max_tokens);
-    case 'responses':
-      return count(body.max_output_tokens);
-    case 'chat': {
-      const each = count(body.max_completion_tokens) ?? count(body.max_tokens);
-      return each === undefined ? undefined : each * (count(body.n) ?? 1);
-    }
-    case 'count_tokens':
-      return 0;
-  }
-}
-
 /** Sends the prepared call and passes its answer back; settles once the observer saw its end. */
 function forward(
   req: IncomingMessage,
   res: ServerResponse,
   route: Route,
   endpoint: ProxyEndpoint & { query: string },
-  prepared: Prepared,
+  prepared: PreparedBody,
 ): Promise<void> {
   const billable = endpoint.api !== 'count_tokens';
   const base = route.upstream.pathname.replace(/\/+$/, '');
@@ -423,7 +374,11 @@ function forward(
           status,
           contentType: String(answer?.headers['content-type'] ?? ''),
           contentEncoding: String(answer?.headers['content-encoding'] ?? ''),
-          request: { bytes: prepared.body.length, maxOutputTokens: prepared.maxOutputTokens },
+          request: {
+            bytes: prepared.body.length,
+            maxOutputTokens: prepared.maxOutputTokens,
+            removed: prepared.removed,
+          },
         })
       : undefined;
   const send = route.upstream.protocol === 'https:' ? httpsRequest : httpRequest;

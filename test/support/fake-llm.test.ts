@@ -94,6 +94,127 @@ describe('fake LLM: strictness', () => {
   });
 });
 
+describe('fake LLM: what Errand never sends', () => {
+  const openAi = { authorization: `Bearer ${KEY}` };
+  const anthropic = { 'x-api-key': KEY, 'anthropic-version': '2023-06-01' };
+  const messages = [{ role: 'user', content: 'hi' }];
+  const cases: [string, Record<string, string>, Record<string, unknown>, RegExp][] = [
+    [
+      '/v1/messages',
+      anthropic,
+      { max_tokens: 9, messages, tools: [{ type: 'web_search_20250305', name: 'web_search' }] },
+      /a tool the vendor runs: "web_search_20250305"/,
+    ],
+    [
+      '/v1/messages',
+      anthropic,
+      { max_tokens: 9, messages, mcp_servers: [{ type: 'url', url: 'https://x.example' }] },
+      /mcp_servers: the vendor would act on it/,
+    ],
+    ['/v1/messages', anthropic, { max_tokens: 9, messages, speed: 'fast' }, /a premium speed/],
+    [
+      '/v1/messages',
+      anthropic,
+      {
+        max_tokens: 9,
+        messages: [
+          { role: 'user', content: [{ type: 'image', source: { type: 'url', url: 'https://x' } }] },
+        ],
+      },
+      /content the vendor would fetch/,
+    ],
+    [
+      '/v1/responses',
+      openAi,
+      { input: 'hi', tools: [{ type: 'tool_search' }] },
+      /a tool the vendor runs: "tool_search"/,
+    ],
+    [
+      '/v1/responses',
+      openAi,
+      {
+        input: [
+          {
+            type: 'tool_search_output',
+            call_id: 'c',
+            tools: [{ type: 'mcp', server_url: 'https://x.example' }],
+          },
+        ],
+      },
+      /a tool the vendor runs: "mcp"/,
+    ],
+    ['/v1/responses', openAi, { input: 'hi', previous_response_id: 'r' }, /previous_response_id/],
+    ['/v1/responses', openAi, { input: 'hi', service_tier: 'priority' }, /a premium tier/],
+    [
+      '/v1/chat/completions',
+      openAi,
+      { messages, web_search_options: {} },
+      /web_search_options: the vendor would act on it/,
+    ],
+    [
+      '/v1/chat/completions',
+      openAi,
+      {
+        messages: [
+          { role: 'user', content: [{ type: 'image_url', image_url: { url: 'https://x' } }] },
+        ],
+      },
+      /content the vendor would fetch/,
+    ],
+  ];
+
+  it('reports a request that asks the vendor to act for the client, for each protocol', async () => {
+    for (const [path, headers, body, problem] of cases) {
+      fake.reset();
+      const r = await post(path, JSON.stringify({ model: 'm1', ...body }), headers);
+      assert.equal(r.status, 400, `${path} ${JSON.stringify(body)}`);
+      assert.match(fake.unexpected.join('\n'), problem);
+    }
+  });
+
+  it('answers the client-run tools of each protocol, and inline content', async () => {
+    fake.script(reply('a'), reply('b'), reply('c'));
+    const image = 'data:image/png;base64,iVBORw0KGgo=';
+    const r1 = await post(
+      '/v1/messages',
+      JSON.stringify({
+        model: 'm1',
+        max_tokens: 9,
+        messages,
+        tools: [
+          { name: 'Read', input_schema: { type: 'object' } },
+          { type: 'bash_20250124', name: 'bash' },
+        ],
+      }),
+      anthropic,
+    );
+    const r2 = await post(
+      '/v1/responses',
+      JSON.stringify({
+        model: 'm1',
+        input: [{ role: 'user', content: [{ type: 'input_image', image_url: image }] }],
+        tools: [
+          { type: 'function', name: 'f', parameters: {} },
+          { type: 'custom', name: 'apply_patch' },
+          { type: 'tool_search', execution: 'client' },
+        ],
+      }),
+      openAi,
+    );
+    const r3 = await post(
+      '/v1/chat/completions',
+      JSON.stringify({
+        model: 'm1',
+        messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: image } }] }],
+        tools: [{ type: 'function', function: { name: 'f', parameters: {} } }],
+      }),
+      openAi,
+    );
+    assert.deepEqual([r1.status, r2.status, r3.status], [200, 200, 200]);
+    fake.assertDone();
+  });
+});
+
 describe('fake LLM: protocols', () => {
   it('streams OpenAI chunks with tool-call deltas, usage and [DONE]', async () => {
     fake.script(

@@ -2,6 +2,8 @@
 // Anthropic messages, streaming and not) on 127.0.0.1, so the real AI SDK providers can be tested over
 // loopback. It answers from a queue the test gives, records every request, and reports anything
 // a real vendor would reject or the test did not script through `unexpected` / `assertDone()`.
+// A request that asks the vendor to act for the client (a tool the vendor runs, its MCP connector,
+// content it would fetch from a URL, state stored there) is unexpected too: Errand never sends one.
 // It counts a prompt's tokens deterministically (a quarter of its characters), can enforce a
 // context window and refuse a longer prompt in the vendor's words, and reports prompt-cache hits
 // the way each vendor caches: OpenAI the common prefix with the previous request of the same
@@ -368,11 +370,91 @@ function checkBody(protocol: Protocol, body: unknown, models: string[]): string 
   if (typeof body.model !== 'string' || !models.includes(body.model)) {
     return `unknown model ${JSON.stringify(body.model)}`;
   }
+  const acts = vendorActs(protocol, body);
+  if (acts) return acts;
   if (protocol === 'responses') return checkResponsesInput(body);
   if (!Array.isArray(body.messages) || body.messages.length === 0) return 'no messages';
   return protocol === 'openai'
     ? checkOpenAiMessages(body.messages)
     : checkAnthropicBody(body, body.messages);
+}
+
+/** Parameters with which the vendor acts beyond answering, or bills beyond the tokens. */
+const VENDOR_ACTS: Record<Protocol, readonly string[]> = {
+  anthropic: ['mcp_servers', 'container'],
+  responses: ['previous_response_id', 'conversation', 'prompt', 'context_management'],
+  openai: ['web_search_options', 'plugins'],
+};
+
+/**
+ * What in a request the vendor would do for the client rather than answer: a tool not run by
+ * the client (Anthropic: untyped, `custom` or one of its client-run tools; OpenAI: functions and
+ * custom tools, Responses' local shell and client-run tool search), a parameter of VENDOR_ACTS,
+ * a premium speed or tier, a background response, or content by URL, file id or item reference.
+ */
+function vendorActs(protocol: Protocol, body: Record<string, unknown>): string | undefined {
+  const clientRun = (tool: unknown): boolean => {
+    if (!isRecord(tool)) return false;
+    if (protocol === 'anthropic') {
+      return (
+        tool.type === undefined ||
+        tool.type === 'custom' ||
+        /^(bash|text_editor|computer|memory)_\d{8}$/.test(String(tool.type))
+      );
+    }
+    if (tool.type === 'function' || tool.type === 'custom') return true;
+    if (protocol !== 'responses') return false;
+    if (tool.type === 'namespace')
+      return (Array.isArray(tool.tools) ? tool.tools : []).every(clientRun);
+    return (
+      tool.type === 'local_shell' || (tool.type === 'tool_search' && tool.execution === 'client')
+    );
+  };
+  const searched =
+    protocol === 'responses' && Array.isArray(body.input)
+      ? body.input.flatMap((item) =>
+          isRecord(item) && item.type === 'tool_search_output' && Array.isArray(item.tools)
+            ? item.tools
+            : [],
+        )
+      : [];
+  for (const tool of [...(Array.isArray(body.tools) ? body.tools : []), ...searched]) {
+    if (!clientRun(tool)) {
+      return `a tool the vendor runs: ${JSON.stringify(isRecord(tool) ? tool.type : tool)}`;
+    }
+  }
+  const choice = body.tool_choice;
+  if (isRecord(choice) && protocol !== 'anthropic') {
+    if (!['function', 'custom', 'allowed_tools'].includes(String(choice.type))) {
+      return `a tool_choice the vendor runs: ${JSON.stringify(choice.type)}`;
+    }
+  }
+  for (const name of VENDOR_ACTS[protocol]) {
+    if (body[name] !== undefined) return `${name}: the vendor would act on it`;
+  }
+  if (body.speed !== undefined && body.speed !== 'standard') return 'a premium speed';
+  if (['priority', 'fast', 'scale'].includes(String(body.service_tier))) return 'a premium tier';
+  if (body.background === true) return 'a background response';
+  const edits = isRecord(body.context_management) ? body.context_management.edits : undefined;
+  if (Array.isArray(edits) && edits.some((e) => isRecord(e) && /^compact/.test(String(e.type)))) {
+    return 'compaction at the vendor';
+  }
+  const fetched = (value: unknown): boolean => {
+    if (Array.isArray(value)) return value.some(fetched);
+    if (!isRecord(value)) return false;
+    if (value.type === 'url' || value.file_id !== undefined || value.type === 'item_reference') {
+      return true;
+    }
+    for (const [key, field] of Object.entries(value)) {
+      const url = isRecord(field) ? field.url : field;
+      if (/_url$/.test(key) && !String(url).startsWith('data:')) return true;
+    }
+    return [value.content, value.output, value.source].some(fetched);
+  };
+  if (fetched(body.messages) || fetched(body.input) || fetched(body.system)) {
+    return 'content the vendor would fetch or look up';
+  }
+  return undefined;
 }
 
 function checkOpenAiMessages(messages: unknown[]): string | undefined {
