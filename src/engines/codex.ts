@@ -41,6 +41,9 @@ function configuration(setup: { model: { id: string }; proxyOrigin: string }): s
     // plugins from GitHub (git ls-remote) at start.
     ['analytics.enabled', 'false'],
     ['features.plugins', 'false'],
+    // A search the vendor runs for it would reach the internet: the model proxy strips the
+    // tool from every request, and so the model is not offered a tool that is never there.
+    ['web_search', '"disabled"'],
   ];
 }
 
