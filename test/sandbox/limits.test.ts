@@ -395,7 +395,7 @@ describe('as an ordinary user', { skip }, () => {
         // where pasta does not work for root either, not for nobody.
         network: skipNetwork
           ? 'unavailable'
-          : '65534\ndefault-route\ndev-null-writable\nloopback-refused\nno-capabilities\nflush-refused\nstill-refused\nname-resolved\n',
+          : '65534\ndefault-route\ndev-null-writable\nloopback-refused\nno-capabilities\nflush-refused\nstill-refused\nname-resolved\nsecret-read\n',
         available: true,
         processLimit: 'rlimit',
         // Not root: no memory cgroup of its own (the start-up line says so).
