@@ -111,6 +111,7 @@ describe('review page', () => {
       async (type, data) => {
         emitted.push({ type, ...(data ? { data } : {}) });
       },
+      (text) => text,
     );
     assert.ok(prLink, 'a review on a plain remote gives no link');
     assert.deepEqual(emitted, [{ type: 'review.updated', data: { url: prLink } }]);

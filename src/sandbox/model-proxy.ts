@@ -1,8 +1,8 @@
 // The model proxy: the one way out of an engine's sandbox. An HTTP server of Errand's on a Unix
 // socket, in a directory only this process's user can enter, that forwards an exact list of the
 // model API's endpoints to the vendor with the project's key added, and refuses everything else.
-// Each call's body is read (bounded) and made to name the job's model and to ask for its usage;
-// a call waits for one of a few slots, is admitted by the turn (its step limit, its budgets) just
+// Each call's body is read (bounded), scrubbed of the turn's secrets, and made to name the job's
+// model and to ask for its usage; a call waits for one of a few slots, is admitted by the turn (its step limit, its budgets) just
 // before it goes out, and its answer is observed to the end, so that every call forwarded is
 // counted and metered. The key lives in this process only: never in the sandbox's files,
 // arguments or environment, never in a log line or an error the client reads. Answers stream
@@ -20,6 +20,7 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isRecord } from '../client/records.ts';
+import { scrubDeep } from '../secrets/scrub.ts';
 
 /**
  * The model APIs the proxy speaks, as far as their request bodies go: Anthropic's Messages and
@@ -99,6 +100,11 @@ export interface ModelProxyOptions {
   observe: (answer: ObservedAnswer) => AnswerObserver;
   /** Where the socket's private directory is made (default: the system's temporary directory). */
   parentDir?: string;
+  /**
+   * Applied to every string of a request's body before it is forwarded (keys too): the turn's
+   * secrets scrubbed, so that no value an engine's shell printed reaches the model.
+   */
+  scrub?: (text: string) => string;
 }
 
 /** A forwarded call's answer as an observer is offered it. */
@@ -181,6 +187,7 @@ interface Route {
   model: string;
   admit: ModelProxyOptions['admit'];
   observe: ModelProxyOptions['observe'];
+  scrub: ((text: string) => string) | undefined;
   slots: Slots;
 }
 
@@ -261,6 +268,7 @@ function routeOf(options: ModelProxyOptions): Route {
     model: options.model,
     admit: options.admit,
     observe: options.observe,
+    scrub: options.scrub,
     slots: new Slots(inFlight),
   };
 }
@@ -291,7 +299,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, route: Route): 
   try {
     const raw = await readBody(req);
     if (raw === undefined) return tooLarge(req, res);
-    const prepared = prepare(endpoint.api, raw, route.model);
+    const prepared = prepare(endpoint.api, raw, route.model, route.scrub);
     if ('code' in prepared)
       return refuse(req, res, prepared.status, prepared.code, prepared.message);
     const billable = endpoint.api !== 'count_tokens';
@@ -352,16 +360,23 @@ interface Prepared {
 
 /**
  * The body as forwarded: parsed and written anew (so the vendor reads exactly what Errand read:
- * no second `model` key), naming the job's model, and for a streamed chat completion asking for
- * its usage; a background response, which would run on after the turn unmetered, is refused.
+ * no second `model` key), scrubbed of the turn's secrets, naming the job's model, and for a
+ * streamed chat completion asking for its usage; a background response, which would run on
+ * after the turn unmetered, is refused.
  */
-function prepare(api: ModelApi, raw: Buffer, model: string): Prepared | ProxyRefusal {
+function prepare(
+  api: ModelApi,
+  raw: Buffer,
+  model: string,
+  scrub: ((text: string) => string) | undefined,
+): Prepared | ProxyRefusal {
   let body: unknown;
   try {
     body = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(raw));
   } catch {
     return { status: 400, code: 'bad_body', message: 'the body is not JSON in UTF-8' };
   }
+  if (scrub) body = scrubDeep(body, scrub);
   if (!isRecord(body)) {
     return { status: 400, code: 'bad_body', message: 'the body is not a JSON object' };
   }
