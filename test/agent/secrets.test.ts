@@ -6,12 +6,14 @@
 // pushed, and the turn fails naming the secret.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/log.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import { secretForms } from '../../src/secrets/scrub.ts';
+import { startFakeGitHub } from '../support/fake-github.ts';
 import {
   type FakeLlm,
   type RecordedRequest,
@@ -20,11 +22,14 @@ import {
   toolCalls,
 } from '../support/fake-llm.ts';
 import {
+  git,
   makeOrigin,
+  makeServedRepo,
   makeTempDir,
   type Origin,
   processesContaining,
   removeDir,
+  startGitHttpServer,
 } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService } from '../support/service.ts';
@@ -34,6 +39,7 @@ const OPENAI_KEY = 'sk-test-openai-secrets-41c9e2';
 const NPM_TOKEN = `npm_${randomBytes(18).toString('hex')}`;
 /** For the agent's commands too. */
 const LICENSE_KEY = `lic-${randomBytes(12).toString('base64url')}-"quoted" $x`;
+const FORGE_TOKEN = 'ghp_secretstesttoken0123456789abcdef';
 const sha = (text: string) => createHash('sha256').update(text).digest('hex');
 
 const sandbox = await checkSandbox();
@@ -233,5 +239,54 @@ describe('project secrets in turns', { skip }, () => {
     // The agent saw the file's name in the changes, never its value.
     for (const request of llm.requests) assert.deepEqual(leaks(JSON.stringify(request.body)), []);
     assert.deepEqual(leaks(await traces(projectId, jobId)), []);
+  });
+
+  test('the pull request’s title and body hold no value, though the prompt and the reply did', async () => {
+    const root = path.join(tmp, 'served');
+    const bare = await makeServedRepo(root, tmp);
+    const gitServer = await startGitHttpServer({
+      projectRoot: root,
+      authorization: `Basic ${Buffer.from(`x-access-token:${FORGE_TOKEN}`).toString('base64')}`,
+    });
+    const gh = await startFakeGitHub({ repos: ['acme/app'], token: FORGE_TOKEN });
+    try {
+      const created = await svc.request('POST', '/v2/admin/projects', {
+        body: {
+          name: 'on github',
+          repository: `${gitServer.url}/acme/app.git`,
+          forge: 'github',
+          forgeUrl: gh.apiUrl,
+          forgeToken: FORGE_TOKEN,
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      const projectId = created.json.id as string;
+      const put = await svc.request('PUT', `/v2/admin/projects/${projectId}/secrets/NPM_TOKEN`, {
+        body: { value: NPM_TOKEN },
+      });
+      assert.equal(put.status, 201, put.text);
+      llm.script(
+        toolCalls([{ name: 'write_file', input: { path: 'notes.md', content: 'Notes\n' } }]),
+        // A reply that holds the value: the model may have put one together from pieces.
+        reply(`Add notes about ${NPM_TOKEN}\n\nThe token ${NPM_TOKEN} is not written down.`),
+      );
+      const jobId = await createJob(svc, projectId, `Add notes; the token is ${NPM_TOKEN}`);
+      const job = await until(projectId, jobId, 'completed');
+      const pr = gh.pullRequests('acme/app')[0];
+      assert.ok(pr, 'no pull request was opened');
+      assert.equal(job.prLink, pr.htmlUrl);
+      assert.equal(pr.title, 'Add notes about [secret NPM_TOKEN]');
+      assert.match(pr.body ?? '', /the token is \[secret NPM_TOKEN\]/);
+      assert.match(pr.body ?? '', /The token \[secret NPM_TOKEN\] is not written down/);
+      assert.deepEqual(leaks(`${pr.title}\n${pr.body}`), []);
+      assert.deepEqual(leaks(JSON.stringify(gh.requests)), []);
+      // Nor the commit that was pushed.
+      assert.deepEqual(leaks(git(bare, 'log', '--format=%B', `errand/${jobId}`)), []);
+      assert.deepEqual(leaks(await traces(projectId, jobId)), []);
+      gh.assertNoUnexpected();
+    } finally {
+      await gh.close();
+      await gitServer.close();
+    }
   });
 });
