@@ -10,8 +10,11 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { turnContext } from '../../src/jobs/lifecycle.ts';
+import { TurnFailedError } from '../../src/jobs/runner.ts';
 import { createLogger } from '../../src/log.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import { seal } from '../../src/secrets/box.ts';
 import { secretForms } from '../../src/secrets/scrub.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
 import {
@@ -288,5 +291,33 @@ describe('project secrets in turns', { skip }, () => {
       await gh.close();
       await gitServer.close();
     }
+  });
+
+  test('a secret sealed with another key fails the turn naming it, before anything runs', async () => {
+    const { id: projectId } = await svc.createProject({ repository: origin.url, ref: 'main' });
+    await svc.service.ctx.db
+      .insertInto('project_secrets')
+      .values({
+        project_id: projectId,
+        name: 'OLD_TOKEN',
+        sealed_value: seal('the key of another Errand', NPM_TOKEN),
+      })
+      .execute();
+    const jobId = await createJob(svc, projectId, 'Anything');
+    const job = await until(projectId, jobId, 'failed');
+    assert.equal(
+      job.error,
+      'secret OLD_TOKEN cannot be opened: ERRAND_SECRET_KEY on this worker is not the key it was stored with; set it again',
+    );
+    assert.equal(llm.requests.length, 0, 'the model was asked');
+    const types = (await events(projectId, jobId)).map((e) => e.type);
+    assert.ok(!types.includes('workspace.ready'), types.join(','));
+    // A failure no retry mends: the turn is not retried when retries are allowed.
+    const row = await svc.service.ctx.db
+      .selectFrom('jobs')
+      .selectAll()
+      .where('id', '=', jobId)
+      .executeTakeFirstOrThrow();
+    await assert.rejects(turnContext(svc.service.ctx, row, 1), TurnFailedError);
   });
 });
