@@ -376,7 +376,13 @@ function prepare(
   } catch {
     return { status: 400, code: 'bad_body', message: 'the body is not JSON in UTF-8' };
   }
-  if (scrub) body = scrubDeep(body, scrub);
+  try {
+    if (scrub) body = scrubDeep(body, scrub);
+  } catch (err) {
+    // JSON.parse reads any depth; the scrub's walk takes a frame a level.
+    if (!(err instanceof RangeError)) throw err;
+    return { status: 400, code: 'bad_body', message: 'the body is nested too deeply' };
+  }
   if (!isRecord(body)) {
     return { status: 400, code: 'bad_body', message: 'the body is not a JSON object' };
   }
