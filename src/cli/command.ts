@@ -99,6 +99,11 @@ export function defineCommand<const O extends OptionDefs>(def: {
   options: O;
   summary: string;
   details?: string;
+  /**
+   * What an argument beyond `args` is refused with, instead of a message that quotes it (a
+   * secret's value typed where it does not belong stays off the screen).
+   */
+  unexpected?: string;
   run(input: CommandInput<O>): Promise<number>;
 }): Command {
   const args = def.args ?? [];
@@ -109,7 +114,7 @@ export function defineCommand<const O extends OptionDefs>(def: {
     summary: def.summary,
     details: def.details,
     async run(argv: string[], io: Io): Promise<number> {
-      const values = parse(argv, def.options, args);
+      const values = parse(argv, def.options, args, def.unexpected);
       // parse() returns values of exactly these options, so they are this command's Values.
       return def.run({ values: values.values as Values<O>, args: values.positionals, io });
     },
@@ -178,12 +183,18 @@ export function optionText(name: string, def: OptionDef): string {
  * Parses and checks a command line against a definition: the options, the number of
  * arguments, the required options and the choices (`either`). --help ends it with HelpRequested.
  */
-function parse(argv: string[], options: OptionDefs, args: readonly string[]): Parsed {
+function parse(
+  argv: string[],
+  options: OptionDefs,
+  args: readonly string[],
+  unexpected?: string,
+): Parsed {
   const parsed = parseStrict(argv, options);
   if (parsed.values.help) throw new HelpRequested();
   const [missing] = args.slice(parsed.positionals.length);
   if (missing) throw new UsageError(`missing ${missing.replaceAll('"', '')}`);
   const extra = parsed.positionals[args.length];
+  if (extra !== undefined && unexpected !== undefined) throw new UsageError(unexpected);
   if (extra !== undefined) {
     const quoted = args.at(-1)?.startsWith('"');
     const last = args.at(-1)?.replaceAll('"', '').toLowerCase();

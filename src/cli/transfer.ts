@@ -38,10 +38,10 @@ export const importCommand = defineCommand({
 of --data-dir. It applies the migrations, then loads everything in one transaction, or nothing;
 it refuses a database that holds any project, key or job, and a file of a newer Errand. Keys
 keep working; turns that were queued or running and pending webhook deliveries are queued again.
-Forge credentials and webhook secrets open only with the secret key of the exporting side: set
-ERRAND_SECRET_KEY to it (the secret.key of its data directory) for the import and for every
-Errand process afterwards, or copy that file into the new data directory. For the embedded
-mode, also copy admin.key, which the CLI reads.
+Forge credentials, webhook secrets and project secrets open only with the secret key of the
+exporting side: set ERRAND_SECRET_KEY to it (the secret.key of its data directory) for the
+import and for every Errand process afterwards, or copy that file into the new data directory.
+For the embedded mode, also copy admin.key, which the CLI reads.
 
 Projects on local repositories (a path or file:// URL) work where local repositories are
 allowed: the embedded mode, or ERRAND_ALLOW_LOCAL_REPOS=true. Into a PostgreSQL server without

@@ -18,6 +18,7 @@ import {
   checkJob,
   checkList,
   checkRecord,
+  checkSecret,
   type Delivery,
   type DeliveryPage,
   type ForgeWebhookSecret,
@@ -27,6 +28,8 @@ import {
   type JobStatus,
   notA,
   type Project,
+  type Secret,
+  type SetSecretInput,
   type UpdateProjectInput,
   type UpdateWebhookInput,
   type Webhook,
@@ -49,6 +52,9 @@ export type {
   JobEventPage,
   JobStatus,
   Project,
+  Secret,
+  SecretExposure,
+  SetSecretInput,
   UpdateProjectInput,
   UpdateWebhookInput,
   Webhook,
@@ -420,6 +426,47 @@ export class ErrandClient {
     });
   }
 
+  // ---- Secrets of a project (an admin key) -------------------------------------------------
+
+  /** The project's secrets by name, with their exposure and times; never a value. */
+  async listSecrets(options: CallOptions = {}): Promise<Secret[]> {
+    const what = 'listSecrets';
+    const { value, status } = await this.#http.call(this.#secretsPath(options), {
+      method: 'GET',
+      signal: options.signal,
+      what,
+    });
+    const list = isRecord(value) ? value.secrets : undefined;
+    if (!Array.isArray(list)) throw notA(what, 'a list of secrets', status);
+    return list.map((item: unknown) => checkSecret(item, what, status));
+  }
+
+  /**
+   * Creates the secret or replaces its value and exposure ("setup" when not given); `created`
+   * says which. The value is never returned by any call.
+   */
+  async setSecret(
+    name: string,
+    input: SetSecretInput,
+    options: CallOptions = {},
+  ): Promise<{ secret: Secret; created: boolean }> {
+    const what = 'setSecret';
+    const { value, status } = await this.#http.call(
+      `${this.#secretsPath(options)}/${segment(name, 'name')}`,
+      { method: 'PUT', body: input, signal: options.signal, what },
+    );
+    return { secret: checkSecret(value, what, status), created: status === 201 };
+  }
+
+  /** Removes the secret: turns that start from now on do not get it. */
+  async deleteSecret(name: string, options: CallOptions = {}): Promise<void> {
+    const response = await this.#http.request(
+      `${this.#secretsPath(options)}/${segment(name, 'name')}`,
+      { method: 'DELETE', signal: options.signal, what: 'deleteSecret' },
+    );
+    await response.body?.cancel();
+  }
+
   // ---- Paths and answers ---------------------------------------------------------------------
 
   #project(options: CallOptions): string {
@@ -439,6 +486,10 @@ export class ErrandClient {
 
   #webhooksPath(options: CallOptions): string {
     return `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/webhooks`;
+  }
+
+  #secretsPath(options: CallOptions): string {
+    return `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/secrets`;
   }
 
   #webhookPath(webhookId: string, options: CallOptions): string {

@@ -1,6 +1,6 @@
-// errand/client: the typed client of Errand's API (jobs, and projects, keys and webhooks with
-// an admin key), for other Node projects (built to dist/client/ by `npm run build:client`) and
-// for Errand's own CLI and MCP server.
+// errand/client: the typed client of Errand's API (jobs, and projects, keys, webhooks and
+// secrets with an admin key), for other Node projects (built to dist/client/ by `npm run
+// build:client`) and for Errand's own CLI and MCP server.
 export {
   type ApiKey,
   type CallOptions,
@@ -20,6 +20,9 @@ export {
   type JobEventPage,
   type JobStatus,
   type Project,
+  type Secret,
+  type SecretExposure,
+  type SetSecretInput,
   TERMINAL_STATUSES,
   type UpdateProjectInput,
   type UpdateWebhookInput,

@@ -1754,6 +1754,192 @@ export interface paths {
       };
     };
   };
+  '/v2/admin/projects/{id}/secrets/{name}': {
+    /**
+     * Set secret
+     * @description Creates the secret, or replaces its value and exposure. Sealed with the server’s secret key (needs ERRAND_SECRET_KEY); never returned. Names the sandbox or a program’s loader reads first (PATH, HOME, LD_*, GIT_*, ERRAND_*, …) are refused.
+     */
+    put: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+          /** @description The secret’s name, as an environment variable’s: capitals, digits and underscores, not a digit first (NPM_TOKEN). */
+          name: string;
+        };
+      };
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @description The secret's value: 8 characters to 16384 bytes (UTF-8). Never shown again. */
+            value: string;
+            /**
+             * @description setup (the default): the setup and maintenance commands only. commands: also the agent’s commands and an engine’s shell. Never a model.
+             * @enum {string}
+             */
+            exposure?: 'setup' | 'commands';
+          };
+        };
+      };
+      responses: {
+        /** @description Replaced. */
+        200: {
+          content: {
+            'application/json': components['schemas']['Secret'];
+          };
+        };
+        /** @description Created. */
+        201: {
+          content: {
+            'application/json': components['schemas']['Secret'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The project already has 50 secrets. */
+        409: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is too large. */
+        413: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is not JSON. */
+        415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /**
+     * Delete secret
+     * @description Removes the secret: turns that start from now on do not get it.
+     */
+    delete: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+          /** @description The secret’s name, as an environment variable’s: capitals, digits and underscores, not a digit first (NPM_TOKEN). */
+          name: string;
+        };
+      };
+      responses: {
+        /** @description Deleted. */
+        204: {
+          content: never;
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/secrets': {
+    /** List secrets */
+    get: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The project’s secrets by name, without their values. */
+        200: {
+          content: {
+            'application/json': {
+              secrets: components['schemas']['Secret'][];
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
 }
 
 export type webhooks = Record<string, never>;
@@ -1830,6 +2016,20 @@ export interface components {
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
+      updatedAt: string;
+    };
+    /** @description A project secret, without its value. */
+    Secret: {
+      /** @description The environment variable commands read it from. */
+      name: string;
+      /** @enum {string} */
+      exposure: 'setup' | 'commands';
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When its value and exposure were last set.
+       */
       updatedAt: string;
     };
     /** @description An agent job. */

@@ -61,6 +61,18 @@ export type DeliveryPage = JsonBody<
 /** One delivery of an event to an endpoint, with its attempts. */
 export type Delivery = DeliveryPage['deliveries'][number];
 
+/** A project secret: its name, exposure and times, never its value. */
+export type Secret = components['schemas']['Secret'];
+export type SecretExposure = Secret['exposure'];
+export type SetSecretInput = RequestJson<paths['/v2/admin/projects/{id}/secrets/{name}']['put']>;
+
+/** A secret record: an object with a string name, the mark of a secret the admin API answers. */
+export function checkSecret(value: unknown, what: string, status: number): Secret {
+  if (!isRecord(value) || typeof value.name !== 'string' || typeof value.exposure !== 'string')
+    throw notA(what, 'a secret', status);
+  return value as Secret;
+}
+
 /** Where polling stops: the job will not change without a new prompt. */
 export const TERMINAL_STATUSES: readonly JobStatus[] = Object.freeze([
   'completed',

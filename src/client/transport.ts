@@ -15,7 +15,7 @@ export interface ClientOptions {
 }
 
 export interface CallInit {
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   body?: unknown;
   headers?: Record<string, string>;
   signal?: AbortSignal | undefined;

@@ -21,6 +21,7 @@ import { errorPage, signInPage } from './layout.ts';
 import { registerProjectRoutes } from './project-routes.ts';
 import { type Form, sendPage, wantsHtml } from './requests.ts';
 import { registerReviewPage } from './review.ts';
+import { registerSecretRoutes } from './secret-routes.ts';
 import {
   endSession,
   readSession,
@@ -172,5 +173,6 @@ async function pages(scope: FastifyInstance, ctx: AppContext, streams: EventStre
     registerKeyRoutes(signedIn, ctx);
     registerWebhookRoutes(signedIn, ctx);
     registerForgeWebhookRoutes(signedIn, ctx);
+    registerSecretRoutes(signedIn, ctx);
   });
 }

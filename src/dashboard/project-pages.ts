@@ -187,7 +187,13 @@ export function settingsPage(
   principal: Principal,
   project: ProjectRecord,
   month: MonthUsage,
-  form: { values: ProjectForm; error?: string | undefined; saved?: boolean },
+  form: {
+    values: ProjectForm;
+    error?: string | undefined;
+    saved?: boolean;
+    /** The project's secrets (secret-pages.ts), below its settings. */
+    secrets: SafeHtml;
+  },
 ): string {
   return page(
     { title: `Settings of ${project.name}`, principal },
@@ -197,6 +203,7 @@ ${monthSpend(project, month)}
 ${projectFields(form.values, project)}
 <button type="submit">Save</button>
 </form>
+${form.secrets}
 <p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
 <p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>
 <p><a href="/projects/${project.id}/forge-webhook">Comments and labels on the forge (its webhook)</a></p>`,

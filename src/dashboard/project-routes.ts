@@ -19,6 +19,7 @@ import {
 } from '../projects/service.ts';
 import { projectsPage, projectValues, settingsPage } from './project-pages.ts';
 import { admin, type Form, given, parse, sendPage, session } from './requests.ts';
+import { projectSecretsSection } from './secret-routes.ts';
 
 /** The admin API's create body from the new-project form. */
 function createFields(form: Form): ProjectFields {
@@ -173,21 +174,23 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
   const thisMonth = async (id: string): Promise<MonthUsage> =>
     spent(await monthUsage(ctx, [id]), id);
 
-  pages.get<{ Params: { id: string }; Querystring: { saved?: string } }>(
-    '/projects/:id/settings',
-    async (request, reply) => {
-      const principal = admin(request);
-      const current = await project(request.params.id);
-      return sendPage(
-        reply,
-        200,
-        settingsPage(principal, current, await thisMonth(current.id), {
-          values: projectValues(current),
-          saved: request.query.saved === '1',
-        }),
-      );
-    },
-  );
+  pages.get<{
+    Params: { id: string };
+    Querystring: { saved?: string; secret?: string; deleted?: string };
+  }>('/projects/:id/settings', async (request, reply) => {
+    const principal = admin(request);
+    const current = await project(request.params.id);
+    const { secret, deleted } = request.query;
+    return sendPage(
+      reply,
+      200,
+      settingsPage(principal, current, await thisMonth(current.id), {
+        values: projectValues(current),
+        saved: request.query.saved === '1',
+        secrets: await projectSecretsSection(ctx, current, { saved: secret, deleted }),
+      }),
+    );
+  });
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
     '/projects/:id/settings',
@@ -207,6 +210,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
           settingsPage(principal, current, await thisMonth(current.id), {
             values,
             error: err.message,
+            secrets: await projectSecretsSection(ctx, current),
           }),
         );
       }

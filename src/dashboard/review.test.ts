@@ -84,7 +84,7 @@ describe('review page', () => {
       .where('job_id', '=', id)
       .where('seq', '=', 1)
       .executeTakeFirstOrThrow();
-    const { project, earlier } = await turnContext(ctx, job, 1);
+    const { project, secrets, earlier } = await turnContext(ctx, job, 1);
     const emitted: { type: string; data?: Record<string, unknown> }[] = [];
     const { prLink } = await review(
       { ...ctx.config, publicUrl: svc.url },
@@ -93,6 +93,7 @@ describe('review page', () => {
         job,
         turn,
         project,
+        secrets,
         earlier,
         signal: new AbortController().signal,
         emit: async () => {},
@@ -110,6 +111,7 @@ describe('review page', () => {
       async (type, data) => {
         emitted.push({ type, ...(data ? { data } : {}) });
       },
+      (text) => text,
     );
     assert.ok(prLink, 'a review on a plain remote gives no link');
     assert.deepEqual(emitted, [{ type: 'review.updated', data: { url: prLink } }]);

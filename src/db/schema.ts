@@ -271,6 +271,16 @@ interface IdempotencyKeysTable {
   created_at: Timestamp;
 }
 
+/** A project's secret (projects/secrets.ts): its value sealed with the secret key. */
+interface ProjectSecretsTable {
+  project_id: string;
+  name: string;
+  sealed_value: string;
+  exposure: Generated<'setup' | 'commands'>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -287,6 +297,7 @@ export interface Database {
   forge_events: ForgeEventsTable;
   forge_replies: ForgeRepliesTable;
   forge_refusals: ForgeRefusalsTable;
+  project_secrets: ProjectSecretsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

@@ -107,6 +107,10 @@ export interface EngineTurnInput {
   monthBudget: TurnBudget | undefined;
   /** The model calls the turn may make (ERRAND_MAX_STEPS), counted by the model proxy. */
   maxSteps: number;
+  /** The project's secrets for the engine's process, which its shell inherits. */
+  secretEnv: Readonly<Record<string, string>>;
+  /** Removes secret values from a text: every request the engine sends the model, at the proxy. */
+  scrub: (text: string) => string;
 }
 
 export interface EngineTurnResult {
@@ -170,6 +174,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     model: modelId,
     admit: (call) => meter.admit(call),
     observe: (answer) => meter.observe(answer),
+    scrub: input.scrub,
   });
   await input.emit('engine.started', {
     engine: engine.name,
@@ -205,6 +210,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       signal: AbortSignal.any([signal, stop.signal]),
       env: invocation.env,
       stdin: invocation.stdin,
+      secretEnv: input.secretEnv,
       readOnlyBinds: [engine.dir],
       home,
       modelProxy: { socketPath: proxy.socketPath, port: PROXY_PORT },

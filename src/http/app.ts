@@ -16,6 +16,7 @@ import { observeResponse } from './observe.ts';
 import { registerDocs, registerOpenApi } from './openapi.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
+import { registerAdminSecretRoutes } from './routes/admin-secrets.ts';
 import { registerAdminWebhookRoutes } from './routes/admin-webhooks.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
@@ -122,6 +123,7 @@ export async function buildApp(
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
     registerAdminWebhookRoutes(scope, ctx);
+    registerAdminSecretRoutes(scope, ctx);
   });
   await registerDocs(app);
   return app;

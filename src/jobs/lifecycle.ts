@@ -4,10 +4,11 @@
 // (inTransition). A test (lifecycle.test.ts) fails if another module writes these tables.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
+import { SecretUnavailableError, type TurnSecret, turnSecrets } from '../projects/secrets.ts';
 import type { JobsContext } from './context.ts';
 import { shownTrigger } from './create.ts';
 import { JOB_VIEW_COLUMNS } from './record.ts';
-import type { EarlierTurn, TurnOutput } from './runner.ts';
+import { type EarlierTurn, TurnFailedError, type TurnOutput } from './runner.ts';
 import { addToMonth, usagePlus, usedAnything } from './spend.ts';
 import {
   insertEvents,
@@ -372,20 +373,23 @@ export async function recordReviewDiff(
 }
 
 /**
- * What a turn works from besides its prompt: the job's project as it is now, and the job's
- * earlier finished turns in order (their conversation, and their prompts and summaries for the
- * pull request's body).
+ * What a turn works from besides its prompt: the job's project as it is now, its secrets, and
+ * the job's earlier finished turns in order (their conversation, and their prompts and summaries
+ * for the pull request's body). A secret that cannot be opened fails the turn.
  */
 export async function turnContext(
-  ctx: Pick<JobsContext, 'db'>,
+  ctx: Pick<JobsContext, 'db' | 'config'>,
   job: JobRow,
   seq: number,
-): Promise<{ project: ProjectRow; earlier: EarlierTurn[] }> {
+): Promise<{ project: ProjectRow; secrets: TurnSecret[]; earlier: EarlierTurn[] }> {
   const project = await ctx.db
     .selectFrom('projects')
     .selectAll()
     .where('id', '=', job.project_id)
     .executeTakeFirstOrThrow();
+  const secrets = await turnSecrets(ctx, project.id).catch((err: unknown) => {
+    throw err instanceof SecretUnavailableError ? new TurnFailedError(err.message) : err;
+  });
   const earlier = await ctx.db
     .selectFrom('turns')
     .select(['seq', 'prompt', 'summary', 'messages'])
@@ -396,6 +400,7 @@ export async function turnContext(
     .execute();
   return {
     project,
+    secrets,
     earlier: earlier.map((t) => ({
       seq: t.seq,
       prompt: t.prompt,

@@ -3,6 +3,7 @@
 // (src/turns/pipeline.ts) implements it without reading the database; tests pass scripted
 // runners to exercise the queue and the job model around it.
 import type { JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
+import type { TurnSecret } from '../projects/secrets.ts';
 import type { TokenUsage } from './usage.ts';
 
 /** One of the job's earlier finished turns. */
@@ -19,6 +20,11 @@ export interface TurnInput {
   turn: TurnRow;
   /** The job's project as it is now: its forge settings apply to this turn. */
   project: ProjectRow;
+  /**
+   * The project's secrets, opened: its commands get them by exposure, and every value is
+   * scrubbed from what the turn stores, shows, sends to a model or pushes.
+   */
+  secrets: readonly TurnSecret[];
   /** The job's earlier finished turns, in order: the conversation so far. */
   earlier: EarlierTurn[];
   /** Aborted when the job is archived, the worker shuts down, or the turn's claim is lost. */

@@ -106,11 +106,12 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
   let outcome: TurnOutcome = 'interrupted';
   let failure: unknown;
   try {
-    const { project, earlier } = await turnContext(ctx, started.job, seq);
+    const { project, secrets, earlier } = await turnContext(ctx, started.job, seq);
     const output = await runner.run({
       job: started.job,
       turn: started.turn,
       project,
+      secrets,
       earlier,
       signal,
       emit,

@@ -103,6 +103,11 @@ export interface PlanInput {
   forwarder?: { socketPath: string; port: number; node: string; source: string };
   /** The command's stderr kept apart from its stdout (not joined to it). */
   separateStderr: boolean;
+  /**
+   * Descriptor the wrapper reads the secrets' script (secretScript) from, after the forwarder
+   * started and just before the command: their values are on no command line.
+   */
+  secretsFd?: number;
 }
 
 export class InvalidRunError extends Error {
@@ -123,29 +128,40 @@ function insideCwd(checkout: string, cwd: string): string {
 }
 
 // In the sandbox: the egress filter loaded (if it is loaded here), the forwarder started and
-// listening (if any), stderr joined to stdout (one pipe, arrival order kept) unless kept apart,
-// the start signalled and that descriptor closed so the command cannot hold or misuse it, then
-// the command runs as the same process (without a capability left, where the filter was loaded
-// here), so its exit ends the sandbox's init and with it every process left (the forwarder too).
-// Positional parameters: $1 the command; with a forwarder $2 node, $3 its script, $4 the
-// port, $5 the socket. A filter or forwarder that fails leaves its message on stderr, before
-// the start.
+// listening (if any), the secrets read into the environment (if any), stderr joined to stdout
+// (one pipe, arrival order kept) unless kept apart, the start signalled and that descriptor
+// closed so the command cannot hold or misuse it, then the command runs as the same process
+// (without a capability left, where the filter was loaded here), so its exit ends the sandbox's
+// init and with it every process left (the forwarder too). Positional parameters: $1 the
+// command; with a forwarder $2 node, $3 its script, $4 the port, $5 the socket. A filter or
+// forwarder that fails leaves its message on stderr, before the start.
 function wrapper(
   fd: number,
   forwarder: boolean,
   separateStderr: boolean,
   egress: PlanInput['egress'],
+  secretsFd: number | undefined,
 ): string {
   const steps: string[] = [];
   if (egress !== undefined) {
     steps.push(`${quote(egress.nft)} -f - <&${egress.fd} || exit 125`, `exec ${egress.fd}<&-`);
   }
   if (forwarder) {
+    const closed = secretsFd === undefined ? '' : ` ${secretsFd}<&-`;
     steps.push(
       `mkfifo ${FORWARDER_FIFO}`,
-      `"$2" -e "$3" "$4" "$5" </dev/null >${FORWARDER_FIFO} ${fd}>&- &`,
+      `"$2" -e "$3" "$4" "$5" </dev/null >${FORWARDER_FIFO} ${fd}>&-${closed} &`,
       `read -r ready <${FORWARDER_FIFO} || { echo "the model proxy's forwarder did not start" >&2; exit 125; }`,
       `rm -f ${FORWARDER_FIFO}`,
+    );
+  }
+  if (secretsFd !== undefined) {
+    // Errand's own script of `export NAME='value'` lines (secretScript), read whole first.
+    steps.push(
+      `secrets=$(cat <&${secretsFd}) || { echo "the secrets could not be read" >&2; exit 125; }`,
+      `exec ${secretsFd}<&-`,
+      'eval "$secrets"',
+      'unset secrets',
     );
   }
   if (!separateStderr) steps.push('exec 2>&1');
@@ -165,16 +181,41 @@ function quote(text: string): string {
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+function checkEnv(name: string, value: string): void {
+  if (!ENV_NAME.test(name))
+    throw new InvalidRunError(`environment name ${JSON.stringify(name)} is not valid`);
+  if (value.includes('\0'))
+    throw new InvalidRunError(`environment value of ${name} contains a NUL byte`);
+}
+
 function extraEnv(env: Readonly<Record<string, string>>): string[] {
   const args: string[] = [];
   for (const [name, value] of Object.entries(env)) {
-    if (!ENV_NAME.test(name))
-      throw new InvalidRunError(`environment name ${JSON.stringify(name)} is not valid`);
-    if (value.includes('\0'))
-      throw new InvalidRunError(`environment value of ${name} contains a NUL byte`);
+    checkEnv(name, value);
     args.push('--setenv', name, value);
   }
   return args;
+}
+
+/** The variables the sandbox sets itself (bwrapArgs): no secret replaces them. */
+const OWN_ENV = new Set(['PATH', 'HOME', 'LANG', 'TERM', 'TMPDIR']);
+
+/**
+ * The shell script that exports `secrets` (SandboxRun.secretEnv), for the wrapper to read from
+ * its descriptor: every value one quoted word. A name the sandbox or `env` (an engine's own
+ * variables) sets keeps their value. Empty when there is nothing to export.
+ */
+export function secretScript(
+  secrets: Readonly<Record<string, string>>,
+  env: Readonly<Record<string, string>>,
+): string {
+  let script = '';
+  for (const [name, value] of Object.entries(secrets)) {
+    checkEnv(name, value);
+    if (OWN_ENV.has(name) || Object.hasOwn(env, name)) continue;
+    script += `export ${name}=${quote(value)}\n`;
+  }
+  return script;
 }
 
 export async function bwrapArgs(input: PlanInput): Promise<string[]> {
@@ -304,7 +345,13 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '--',
     '/bin/sh',
     '-c',
-    wrapper(input.startedFd, forwarder !== undefined, input.separateStderr, input.egress),
+    wrapper(
+      input.startedFd,
+      forwarder !== undefined,
+      input.separateStderr,
+      input.egress,
+      input.secretsFd,
+    ),
     'sh',
     input.command,
     ...(forwarder === undefined

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxLimits } from '../projects/limits.ts';
-import { bwrapArgs, InvalidRunError, SANDBOX_PATH } from './args.ts';
+import { bwrapArgs, InvalidRunError, SANDBOX_PATH, secretScript } from './args.ts';
 import { type CgroupPlaces, RunCgroup } from './cgroup.ts';
 import { diskUsage, MeasureError } from './disk.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
@@ -82,7 +82,11 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     };
   }
   let args: string[];
+  let secrets = '';
+  // The next descriptor after the network's and the filter's, when there are secrets.
+  const secretsFd = BLOCK_FD + (run.network ? 2 : 0) + (filterInside ? 1 : 0);
   try {
+    secrets = run.secretEnv ? secretScript(run.secretEnv, run.env ?? {}) : '';
     args = await bwrapArgs({
       checkout: run.checkout,
       cwd: run.cwd,
@@ -112,6 +116,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
           }
         : {}),
       separateStderr: separate,
+      ...(secrets ? { secretsFd } : {}),
     });
   } catch (err) {
     if (err instanceof InvalidRunError) throw new SandboxError(err.message);
@@ -163,6 +168,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         'pipe',
         ...(run.network ? (['pipe', 'pipe'] as const) : []),
         ...(filterInside ? (['pipe'] as const) : []),
+        ...(secrets ? (['pipe'] as const) : []),
       ],
       env: { PATH: SANDBOX_PATH },
       // Not the service's directory: the host shell would export it as PWD.
@@ -179,11 +185,16 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         Writable | undefined,
         Writable | undefined,
       ];
-    // bwrap reads the first to its end while it builds the sandbox, nft the second before the
-    // command; a sandbox that failed first closes them, which is its own error, not this one.
+    // By descriptor, not by place in the list: the secrets' pipe may take the filter's place.
+    const secretsPipe = secrets ? (child.stdio[secretsFd] as Writable) : undefined;
+    const filterPipe = filterInside ? egressPipe : undefined;
+    // bwrap reads the first to its end while it builds the sandbox, nft the second and the
+    // wrapper the third before the command; a sandbox that failed first closes them, which is
+    // its own error, not this one.
     for (const [pipe, text] of [
       [resolvPipe, resolvConf],
-      [egressPipe, ruleset],
+      [filterPipe, ruleset],
+      [secretsPipe, secrets],
     ] as const) {
       pipe?.on('error', () => {});
       pipe?.end(text);

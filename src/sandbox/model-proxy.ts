@@ -1,13 +1,13 @@
 // The model proxy: the one way out of an engine's sandbox. An HTTP server of Errand's on a Unix
 // socket, in a directory only this process's user can enter, that forwards an exact list of the
 // model API's endpoints to the vendor with the project's key added, and refuses everything else.
-// Each call's body is read (bounded) and written anew (model-request.ts: the job's model, only
-// the tools the engine runs itself, nothing the vendor would do for it); a call waits for one of
-// a few slots, is admitted by the turn (its step limit, its budgets) just before it goes out,
-// and its answer is observed to the end, so that every call forwarded is counted and metered.
-// The key lives in this process only: never in the sandbox's files, arguments or environment,
-// never in a log line or an error the client reads. Answers stream back unbuffered, so
-// server-sent events arrive chunk by chunk.
+// Each call's body is read (bounded) and written anew (model-request.ts: scrubbed of the turn's
+// secrets, the job's model, only the tools the engine runs itself, nothing the vendor would do
+// for it); a call waits for one of a few slots, is admitted by the turn (its step limit, its
+// budgets) just before it goes out, and its answer is observed to the end, so that every call
+// forwarded is counted and metered. The key lives in this process only: never in the sandbox's
+// files, arguments or environment, never in a log line or an error the client reads. Answers
+// stream back unbuffered, so server-sent events arrive chunk by chunk.
 import { mkdtemp, rm } from 'node:fs/promises';
 import {
   createServer,
@@ -100,6 +100,11 @@ export interface ModelProxyOptions {
   observe: (answer: ObservedAnswer) => AnswerObserver;
   /** Where the socket's private directory is made (default: the system's temporary directory). */
   parentDir?: string;
+  /**
+   * Applied to every string of a request's body before it is forwarded (keys too): the turn's
+   * secrets scrubbed, so that no value an engine's shell printed reaches the model.
+   */
+  scrub?: (text: string) => string;
 }
 
 /** A forwarded call's answer as an observer is offered it. */
@@ -185,6 +190,7 @@ interface Route {
   model: string;
   admit: ModelProxyOptions['admit'];
   observe: ModelProxyOptions['observe'];
+  scrub: ((text: string) => string) | undefined;
   slots: Slots;
 }
 
@@ -265,6 +271,7 @@ function routeOf(options: ModelProxyOptions): Route {
     model: options.model,
     admit: options.admit,
     observe: options.observe,
+    scrub: options.scrub,
     slots: new Slots(inFlight),
   };
 }
@@ -295,7 +302,7 @@ async function handle(req: IncomingMessage, res: ServerResponse, route: Route): 
   try {
     const raw = await readBody(req);
     if (raw === undefined) return tooLarge(req, res);
-    const prepared = prepareBody(endpoint.api, raw, route.model);
+    const prepared = prepareBody(endpoint.api, raw, route.model, route.scrub);
     if ('code' in prepared)
       return refuse(req, res, prepared.status, prepared.code, prepared.message);
     const billable = endpoint.api !== 'count_tokens';

@@ -3,6 +3,7 @@
 // the vendor act for the engine (search the web, fetch a URL, run code, call an MCP server, read
 // state stored at the vendor) or bill beyond the tokens it reports is removed or refused here.
 import { isRecord } from '../client/records.ts';
+import { scrubDeep } from '../secrets/scrub.ts';
 import type { ModelApi, ProxyRefusal } from './model-proxy.ts';
 
 /**
@@ -122,6 +123,7 @@ export function prepareBody(
   api: ModelApi,
   raw: Buffer,
   model: string,
+  scrub?: (text: string) => string,
 ): PreparedBody | ProxyRefusal {
   let body: unknown;
   try {
@@ -133,7 +135,11 @@ export function prepareBody(
     return { status: 400, code: 'bad_body', message: 'the body is not a JSON object' };
   }
   try {
-    return rewrite(api, body, model);
+    // The turn's secrets, wherever a string of the body holds one (what the engine's shell
+    // printed, a file it read): the model never receives a value.
+    const scrubbed = scrub ? scrubDeep(body, scrub) : body;
+    if (!isRecord(scrubbed)) throw new Error('a scrubbed object is an object');
+    return rewrite(api, scrubbed, model);
   } catch (err) {
     // JSON.parse reads any depth; walking the body and writing it anew take a frame a level.
     if (!(err instanceof RangeError)) throw err;

@@ -53,6 +53,13 @@ export interface SandboxRun {
    * Never a secret: an engine's key stays in the model proxy.
    */
   env?: Readonly<Record<string, string>>;
+  /**
+   * Secrets for the command's environment (a project's, by exposure), over the sandbox's own
+   * variables but never over the sandbox's PATH, HOME, LANG, TERM, TMPDIR or `env` (an engine's
+   * own win). On no command line and in no file: the sandbox's wrapper reads them from a pipe
+   * just before the command starts, so bwrap's argv and environment hold none of them.
+   */
+  secretEnv?: Readonly<Record<string, string>>;
   /** Host paths (absolute: a directory or a file) mounted read-only at the same path inside. */
   readOnlyBinds?: readonly string[];
   /**

@@ -10,7 +10,7 @@ import { bareReviewLink, reviewLink } from '../jobs/review-link.ts';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../jobs/runner.ts';
 import type { ForgeKind } from '../projects/forge.ts';
 import type { GitAuth } from '../repository/auth.ts';
-import { headerSecrets } from '../secrets/scrub.ts';
+import { headerSecrets, type ScrubSecret } from '../secrets/scrub.ts';
 import { GitError } from '../workspace/errors.ts';
 import { type Checkout, diffAgainst, type WorkspaceConfig } from '../workspace/index.ts';
 
@@ -36,7 +36,7 @@ function publicBaseUrl(config: Config): string {
 export async function turnForge(
   forges: Forges,
   input: TurnInput,
-  secrets: string[],
+  secrets: ScrubSecret[],
 ): Promise<TurnForge> {
   const { job, project, signal } = input;
   // The job keeps the repository it was created with; the forge settings are the project's now.
@@ -59,8 +59,9 @@ export async function turnForge(
 
 /**
  * After a push: keeps the job's review diff current and opens or updates the job's one
- * pull request. The pull request is looked up by head branch before one is created, so a
- * turn retried after a crash finds the one it opened.
+ * pull request, its title and body scrubbed of secrets (the prompts are in them). The pull
+ * request is looked up by head branch before one is created, so a turn retried after a crash
+ * finds the one it opened.
  */
 export async function review(
   config: Config,
@@ -70,6 +71,7 @@ export async function review(
   checkout: Checkout,
   summary: string,
   emit: Emit,
+  scrub: (text: string) => string,
 ): Promise<Pick<TurnOutput, 'prLink' | 'prNumber'>> {
   const { job, turn, signal } = input;
   const diff = await diffAgainst(workspace, {
@@ -87,19 +89,22 @@ export async function review(
   }
   // Everyone who reads the pull request reads this link: it opens the page only to a reader
   // signed in to the dashboard who may see the job.
-  const body = pullRequestBody(input, summary, bareReviewLink(publicBaseUrl(config), job.id));
+  const body = scrub(
+    pullRequestBody(input, summary, bareReviewLink(publicBaseUrl(config), job.id)),
+  );
   const existing = await forge.client.findPullRequest(job.branch, signal);
   if (existing) {
     const pr = await forge.client.updatePullRequest(existing.number, { body }, signal);
     await emit('pull_request.updated', { forge: forge.kind, number: pr.number, url: pr.url });
     return { prLink: pr.url, prNumber: pr.number };
   }
-  const title =
+  const title = scrub(
     summary
       .split('\n')[0]
       ?.replace(/^#+\s*/, '')
       .trim()
-      .slice(0, 200) || turn.prompt.slice(0, 72);
+      .slice(0, 200) || turn.prompt.slice(0, 72),
+  );
   const created = await forge.client.createPullRequest(
     { head: job.branch, base: job.ref, title, body, draft: forge.project.draft_pull_requests },
     signal,
@@ -139,14 +144,15 @@ function pullRequestBody(input: TurnInput, summary: string, reviewUrl: string): 
 /**
  * Upstream failures become retryable or final turn errors, with credentials scrubbed out. Git
  * refused with the forge's token (a revoked or under-privileged token) is said as a forge
- * failure: which forge, and what the token needs, as the forge's own API failures are.
+ * failure: which forge, and what the token needs, as the forge's own API failures are. Any
+ * other error's message is scrubbed too: it becomes the job's error and a log line.
  */
 export function asTurnError(
   err: unknown,
   scrub: (text: string) => string,
   forge: TurnForge | undefined,
 ): unknown {
-  if (!(err instanceof ExternalError)) return err;
+  if (!(err instanceof ExternalError)) return scrubbedError(err, scrub);
   if (err instanceof GitError && err.code === 'auth' && forge?.auth && forge.provider) {
     const { name, tokenPermissions } = forge.provider;
     return new TurnFailedError(
@@ -161,4 +167,19 @@ export function asTurnError(
     transient: true,
     ...(err.retryAfterSeconds !== undefined ? { retryAfterSeconds: err.retryAfterSeconds } : {}),
   });
+}
+
+/**
+ * `err` as it is when its message holds no secret; otherwise the same kind of error with the
+ * message scrubbed, and nothing else of it (its stack and cause repeat the message).
+ */
+function scrubbedError(err: unknown, scrub: (text: string) => string): unknown {
+  if (typeof err === 'string') return scrub(err);
+  if (!(err instanceof Error)) return err;
+  const message = scrub(err.message);
+  if (message === err.message) return err;
+  if (err instanceof TurnFailedError) return new TurnFailedError(message);
+  const clean = new Error(message);
+  clean.name = err.name;
+  return clean;
 }

@@ -13,6 +13,7 @@ import {
   type SetupNote,
   setupNote,
 } from '../agent/prompt.ts';
+import { scrubbedModel } from '../agent/scrubbed-model.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
@@ -31,7 +32,7 @@ import type { Metrics } from '../metrics/metrics.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { projectCommandLimits } from '../projects/service.ts';
 import { runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
-import { scrubSecrets } from '../secrets/scrub.ts';
+import { type ScrubSecret, scrubDeep, scrubSecrets, secretScrubber } from '../secrets/scrub.ts';
 import {
   changedFiles,
   commitAll,
@@ -44,6 +45,7 @@ import {
 } from '../workspace/index.ts';
 import { commitMessage, landedCommit } from './commits.ts';
 import { asTurnError, type Emit, review, type TurnForge, turnForge } from './forge.ts';
+import { refuseSecretsInPush, secretEnv, secretScrubForms } from './secrets.ts';
 
 export interface TurnPipelineDeps {
   config: Config;
@@ -95,10 +97,12 @@ export class TurnPipeline implements TurnRunner {
   async #run(input: TurnInput, lease: JobLease): Promise<TurnOutput> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
-    const secrets = [...config.secrets];
+    // Errand's own, the project's (in every form, by name) and, once known, the forge's.
+    const secrets: ScrubSecret[] = [...config.secrets, ...secretScrubForms(input.secrets)];
     const scrub = (text: string) => storable(scrubSecrets(text, secrets));
+    // String by string: a value's JSON escaping cannot hide it, nor scrubbing break the JSON.
     const scrubbed = <T>(value: T): T =>
-      JSON.parse(scrubSecrets(JSON.stringify(value, storableStrings), secrets)) as T;
+      scrubDeep(JSON.parse(JSON.stringify(value, storableStrings)) as T, secretScrubber(secrets));
     // Tools of one step run in parallel; the chain keeps the log in the order events happened.
     let chain: Promise<void> = Promise.resolve();
     const emit = (type: string, data: Record<string, unknown> = {}): Promise<void> => {
@@ -139,6 +143,7 @@ export class TurnPipeline implements TurnRunner {
           checkout,
           landed.summary,
           emit,
+          scrub,
         );
         return {
           summary: landed.summary,
@@ -159,7 +164,7 @@ export class TurnPipeline implements TurnRunner {
       const result =
         input.project.engine === 'errand'
           ? await this.#agent(input, checkout.dir, emit, commands, secrets)
-          : await this.#engine(input, input.project.engine, checkout.dir, emit);
+          : await this.#engine(input, input.project.engine, checkout.dir, emit, secrets);
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
@@ -170,11 +175,18 @@ export class TurnPipeline implements TurnRunner {
       }
       await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
       signal.throwIfAborted();
-      const message = commitMessage(summary, job.id, turn.seq, turn.prompt);
+      const message = commitMessage(summary, job.id, turn.seq, scrub(turn.prompt));
       const sha = await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
       if (!sha) return { summary, messages, usage, commitSha: null };
       await emit('commit', { sha, subject: message.split('\n')[0] });
       signal.throwIfAborted();
+      await refuseSecretsInPush(this.#workspace, {
+        dir: checkout.dir,
+        base: checkout.headCommit,
+        head: sha,
+        secrets: input.secrets,
+        signal,
+      });
       await pushBranch(this.#workspace, {
         dir: checkout.dir,
         repository: job.repository,
@@ -183,7 +195,16 @@ export class TurnPipeline implements TurnRunner {
         signal,
       });
       await emit('push', { branch: job.branch, sha });
-      const reviewed = await review(config, this.#workspace, input, forge, checkout, summary, emit);
+      const reviewed = await review(
+        config,
+        this.#workspace,
+        input,
+        forge,
+        checkout,
+        summary,
+        emit,
+        scrub,
+      );
       return { summary, messages, usage, commitSha: sha, ...reviewed };
     } catch (err) {
       if (err instanceof BudgetExceededError)
@@ -202,7 +223,7 @@ export class TurnPipeline implements TurnRunner {
     input: TurnInput,
     dir: string,
     emit: Emit,
-    secrets: readonly string[],
+    secrets: readonly ScrubSecret[],
   ): Promise<TurnCommands | undefined> {
     const { project, signal } = input;
     if (!project.commands_enabled) return undefined;
@@ -229,6 +250,7 @@ export class TurnPipeline implements TurnRunner {
       limits,
       network,
       signal,
+      secretEnv: secretEnv(input.secrets, 'setup'),
     });
     signal.throwIfAborted();
     const tail = outputTail(result.output);
@@ -256,7 +278,7 @@ export class TurnPipeline implements TurnRunner {
     dir: string,
     emit: Emit,
     commands: TurnCommands | undefined,
-    secrets: readonly string[],
+    secrets: readonly ScrubSecret[],
   ): Promise<Awaited<ReturnType<typeof runAgentTurn>>> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
@@ -270,12 +292,14 @@ export class TurnPipeline implements TurnRunner {
         signal,
         emit,
         secrets,
+        secretEnv: secretEnv(input.secrets, 'commands'),
       });
     }
     const { models } = this.#deps;
     const info = models.info(job.model);
     return runAgentTurn({
-      model: models.resolve(job.model),
+      // Whatever a tool read or the prompt holds, the model gets no secret value.
+      model: scrubbedModel(models.resolve(job.model), secretScrubber(secrets)),
       system: buildSystemPrompt({
         ...(repoInstructions ? { repoInstructions } : {}),
         repository: job.repository,
@@ -331,6 +355,7 @@ export class TurnPipeline implements TurnRunner {
     name: InstallableEngine,
     dir: string,
     emit: Emit,
+    secrets: readonly ScrubSecret[],
   ): Promise<{ summary: string; usage: TokenUsage; turnMessages: unknown[] }> {
     const { job, turn, project, signal } = input;
     const { config, models, metrics } = this.#deps;
@@ -367,6 +392,9 @@ export class TurnPipeline implements TurnRunner {
       budget: await this.#deps.jobBudgetLeft(job),
       monthBudget: await this.#deps.monthBudgetLeft(job),
       maxSteps: config.agent.maxSteps,
+      // The engine's shell inherits them; its requests to the model are scrubbed at the proxy.
+      secretEnv: secretEnv(input.secrets, 'commands'),
+      scrub: secretScrubber(secrets),
     });
     return {
       summary: result.summary,

@@ -22,6 +22,8 @@ export interface GitRunOptions {
   /** Exit codes that are answers, not failures (`diff --quiet` returns 1). */
   okCodes?: readonly number[];
   maxStdoutBytes?: number;
+  /** Hands stdout on as it arrives instead of keeping it (the result's stdout is then empty). */
+  onStdout?: (chunk: Buffer) => void;
   /** Names the operation in errors, e.g. `fetch from https://host/repo.git`. */
   action?: string;
   /** Also classify stdout (push --porcelain reports rejections there). */
@@ -159,6 +161,10 @@ export function runGit(
     let spawnError: Error | undefined;
 
     child.stdout?.on('data', (chunk: Buffer) => {
+      if (opts.onStdout) {
+        opts.onStdout(chunk);
+        return;
+      }
       if (stdoutBytes >= maxStdout) {
         stdoutTruncated = true;
         return;

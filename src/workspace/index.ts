@@ -8,4 +8,5 @@ export { engineStateDir } from './layout.ts';
 export { withJobLock } from './lock.ts';
 export { pushBranch } from './push.ts';
 export { type Janitor, startJanitor, workspaceUsage } from './retention.ts';
+export { secretInNewObjects } from './secret-scan.ts';
 export type { Checkout, JobLease, WorkspaceConfig } from './types.ts';

@@ -12,6 +12,8 @@ import { Webhook } from 'standardwebhooks';
 import { loadMigrations } from '../../src/db/migrate.ts';
 import type { WebhookPayload } from '../../src/events/webhooks/outbox.ts';
 import type { KeyRecord } from '../../src/keys/service.ts';
+import { turnSecrets } from '../../src/projects/secrets.ts';
+import { open } from '../../src/secrets/box.ts';
 import {
   createEmbeddedDataDir,
   createTestDatabase,
@@ -31,8 +33,11 @@ import { type HttpResult, http, startTestService, waitFor } from '../support/ser
 import { Receiver } from '../webhooks/receiver.ts';
 
 const LLM_KEY = 'sk-test-transfer-5e1f0c3b';
+/** A project secret's value: it crosses sealed, and opens on the other side with the same key. */
+const PROJECT_SECRET = 'npm-transfer-secret-7c1b95e0a4';
 const TABLES = [
   'projects',
+  'project_secrets',
   'api_keys',
   'webhooks',
   'jobs',
@@ -139,6 +144,7 @@ describe('errand export and import', () => {
   let startedOrder: number[] = [];
   let before_: {
     projects: unknown;
+    secrets: unknown;
     keys: Omit<KeyRecord, 'lastUsedAt'>[];
     webhooks: unknown;
     jobs: unknown[];
@@ -204,6 +210,14 @@ describe('errand export and import', () => {
         'webhook create',
       );
       hookSecret = (JSON.parse(hook.text) as { secret: string }).secret;
+      expectStatus(
+        await call('PUT', `/v2/admin/projects/${projectId}/secrets/NPM_TOKEN`, {
+          value: PROJECT_SECRET,
+          exposure: 'commands',
+        }),
+        201,
+        'secret set',
+      );
       jobIds = [];
       for (const prompt of ['first job', 'second job']) {
         const job = expectStatus(
@@ -226,6 +240,7 @@ describe('errand export and import', () => {
       const jobPath = (id: string) => `/v2/agent/${projectId}/job/${id}`;
       before_ = {
         projects: (await call('GET', '/v2/admin/projects')).json.projects,
+        secrets: JSON.parse((await call('GET', `/v2/admin/projects/${projectId}/secrets`)).text),
         keys: ((await call('GET', '/v2/admin/keys')).json.keys ?? []).map(
           ({ lastUsedAt, ...k }) => k,
         ),
@@ -256,7 +271,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+          `^exported \\d+ projects, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -293,10 +308,26 @@ describe('errand export and import', () => {
     assert.ok(!JSON.stringify(lines).includes(adminKey), 'the admin key is in the file');
     assert.ok(!JSON.stringify(lines).includes(projectKey), 'a project key is in the file');
     assert.ok(!JSON.stringify(lines).includes(hookSecret.slice(6)), 'a webhook secret is in clear');
+    assert.ok(!JSON.stringify(lines).includes(PROJECT_SECRET), 'a project secret is in clear');
+    const sealed = rest.find((l) => l.table === 'project_secrets')?.row as
+      | { sealed_value: string; name: string; exposure: string }
+      | undefined;
+    assert.equal(sealed?.name, 'NPM_TOKEN');
+    assert.equal(sealed?.exposure, 'commands');
+    assert.equal(open(secretKey, sealed?.sealed_value ?? ''), PROJECT_SECRET);
     const tables = rest.map((l) => String(l.table));
     assert.deepEqual(
       [...new Set(tables)],
-      ['projects', 'api_keys', 'webhooks', 'jobs', 'turns', 'events', 'webhook_deliveries'],
+      [
+        'projects',
+        'project_secrets',
+        'api_keys',
+        'webhooks',
+        'jobs',
+        'turns',
+        'events',
+        'webhook_deliveries',
+      ],
     );
     const counts: Record<string, number> = {};
     for (const t of tables) counts[t] = (counts[t] ?? 0) + 1;
@@ -334,7 +365,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -358,6 +389,14 @@ describe('errand export and import', () => {
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
         before_.webhooks,
       );
+      // The project's secret: listed as before, and a turn here opens it with the source's key.
+      assert.deepEqual(
+        JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/secrets`)).text),
+        before_.secrets,
+      );
+      assert.deepEqual(await turnSecrets(api.service.ctx, projectId), [
+        { name: 'NPM_TOKEN', value: PROJECT_SECRET, exposure: 'commands' },
+      ]);
       for (const [i, id] of jobIds.entries()) {
         // Both keys work as before: the project key and the admin key of the old data directory.
         const byProject = await api.request('GET', jobPath(id), { key: projectKey });
@@ -527,6 +566,26 @@ describe('errand export and import', () => {
       /holds sealed secrets .* no secret key is set here: set ERRAND_SECRET_KEY/,
       'no secret key',
     );
+    // Project secrets alone are sealed values too: a file whose only ones they are needs the key.
+    const onlySecrets = await variant('only-secrets.jsonl', (ls) => {
+      const rows = ls.slice(1, -1).filter((l) => {
+        const { table, row } = JSON.parse(l) as { table: string; row: Record<string, unknown> };
+        return (table === 'projects' && row.forge_secret === null) || table === 'project_secrets';
+      });
+      const counts: Record<string, number> = {};
+      for (const l of rows) {
+        const { table } = JSON.parse(l) as { table: string };
+        counts[table] = (counts[table] ?? 0) + 1;
+      }
+      assert.equal(counts.project_secrets, 1);
+      return [ls[0] ?? '', ...rows, JSON.stringify({ end: true, rows: counts })];
+    });
+    await refusedHere(
+      ['import', onlySecrets],
+      { ERRAND_ALLOW_LOCAL_REPOS: 'true' },
+      /holds sealed secrets \(forge credentials, webhook signing secrets or project secrets\), which open only with the key they were sealed with, and no secret key is set here/,
+      'project secrets without a key',
+    );
 
     // From stdin (`gunzip -c … | errand import -`): a cut one is refused, a whole one loads.
     const cut = await errandReading(
@@ -548,7 +607,7 @@ describe('errand export and import', () => {
     const again = await errand(['import', file], { DATABASE_URL: url, ...key });
     refused(
       again,
-      /the database already holds \d+ projects, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events and 2 webhook deliveries: import needs an empty database/,
+      /the database already holds \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events and 2 webhook deliveries: import needs an empty database/,
       'a non-empty database',
     );
     assert.deepEqual(await contents(url), held);

@@ -168,4 +168,37 @@ describe('typed client: the admin API', () => {
     // Every webhook call is in a project: without one it is refused before any request.
     await assert.rejects(admin.listWebhooks(), TypeError);
   });
+
+  test('secrets: set (created, then replaced), list without values, delete; refusals typed', async () => {
+    const project = await admin.createProject({
+      name: 'with secrets',
+      repository: svc.database.dataDir,
+    });
+    const secrets = new ErrandClient({
+      baseUrl: svc.url,
+      apiKey: svc.adminKey,
+      projectId: project.id,
+    });
+    const value = 'typed-client-secret-value-7f3e';
+    const first = await secrets.setSecret('NPM_TOKEN', { value });
+    assert.equal(first.created, true);
+    assert.equal(first.secret.name, 'NPM_TOKEN');
+    assert.equal(first.secret.exposure, 'setup');
+    const second = await secrets.setSecret('NPM_TOKEN', { value, exposure: 'commands' });
+    assert.equal(second.created, false);
+    assert.equal(second.secret.exposure, 'commands');
+    const listed = await secrets.listSecrets();
+    assert.deepEqual(listed, [second.secret]);
+    assert.ok(!JSON.stringify(listed).includes(value));
+    const reserved = await expectError(secrets.setSecret('LD_PRELOAD', { value }));
+    assert.equal(reserved.code, 'bad_request');
+    assert.match(reserved.serverMessage ?? '', /LD_PRELOAD is reserved/);
+    assert.ok(!reserved.message.includes(value));
+    await secrets.deleteSecret('NPM_TOKEN');
+    assert.deepEqual(await secrets.listSecrets(), []);
+    const gone = await expectError(secrets.deleteSecret('NPM_TOKEN'));
+    assert.equal(gone.code, 'not_found');
+    await assert.rejects(admin.listSecrets(), TypeError);
+    await assert.rejects(secrets.setSecret('', { value }), TypeError);
+  });
 });

@@ -107,6 +107,14 @@ try {
     ],
     createdAt: new Date(at + 60_000),
   });
+  for (const [name, exposure] of [
+    ['NPM_TOKEN', 'setup'],
+    ['LICENSE_KEY', 'commands'],
+  ] as const) {
+    await svc.request('PUT', `/v2/admin/projects/${project.id}/secrets/${name}`, {
+      body: { value: `screenshot-value-of-${name}`, exposure },
+    });
+  }
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -134,8 +142,16 @@ try {
       await page.getByRole('button', { name: 'Create key' }).click();
       await page.locator('#new-key').waitFor();
       await shot('api-keys');
+      // A secret set through the form: the settings page lands on its section.
       await page.goto(`${svc.url}/projects/${project.id}/settings`);
+      await page.getByLabel('Secret name').fill('SENTRY_AUTH_TOKEN');
+      await page.getByLabel('Secret value').fill('screenshot-sentry-token');
+      await page.getByRole('button', { name: 'Set secret' }).click();
+      await page.getByRole('status').getByText('Secret SENTRY_AUTH_TOKEN set.').waitFor();
       await shot('project-settings');
+      await page
+        .locator('section[aria-labelledby="secrets"]')
+        .screenshot({ path: path.join(out, `project-secrets-${width}-${scheme}.png`) });
       await page.goto(`${svc.url}/projects/${project.id}/webhooks`);
       await shot('webhooks');
       await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);

@@ -79,6 +79,9 @@ const ERRAND_OPERATIONS = [
   'get /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries',
   'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver',
   'post /v2/admin/projects/{id}/forge-webhook-secret',
+  'put /v2/admin/projects/{id}/secrets/{name}',
+  'get /v2/admin/projects/{id}/secrets',
+  'delete /v2/admin/projects/{id}/secrets/{name}',
   'post /v2/forges/{projectId}/webhook',
 ];
 
@@ -211,6 +214,7 @@ describe('OpenAPI document', () => {
       'Error',
       'Key',
       'Project',
+      'Secret',
       'Webhook',
     ]);
     const created = operation(doc, 'post /v2/agent/{projectId}/job').responses['201'];
@@ -229,6 +233,7 @@ describe('OpenAPI document', () => {
         'The endpoint, without its secret.',
         'Webhook',
       ],
+      ['put /v2/admin/projects/{id}/secrets/{name}', '201', 'Created.', 'Secret'],
     ] as const) {
       const answer = operation(doc, route).responses[status];
       assert.equal(answer?.description, description, route);

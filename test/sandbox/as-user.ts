@@ -64,9 +64,12 @@ const networked =
           'nft flush ruleset 2>/dev/null || echo flush-refused',
           // Through the resolver pasta maps to the host's.
           'getent ahostsv4 registry.npmjs.org >/dev/null && echo name-resolved',
+          // A secret, on the descriptor after the network's and the filter's.
+          '[ "$SETUP_SECRET" = as-user-secret-0123 ] && echo secret-read',
         ].join('; '),
         limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20 },
         network: true,
+        secretEnv: { SETUP_SECRET: 'as-user-secret-0123' },
         signal: new AbortController().signal,
       })
     : null;

@@ -53,12 +53,14 @@ export function captureOutput(child: ChildProcess): {
 /**
  * Runs `errand ARGS` as a user runs it against a running service and resolves once it has
  * exited: the environment holds only PATH, the service's URL and its data directory (where the
- * CLI finds the admin key), then `env`; the working directory is the data directory.
+ * CLI finds the admin key), then `env`; the working directory is the data directory. `input`,
+ * when given, is its stdin, which then ends.
  */
 export function runCli(
   svc: { url: string; database: { dataDir: string } },
   args: string[],
   env: Record<string, string> = {},
+  input?: string,
 ): Promise<Run> {
   const child = spawn(process.execPath, [MAIN, ...args], {
     env: {
@@ -69,7 +71,9 @@ export function runCli(
     },
     cwd: svc.database.dataDir,
   });
-  return captureOutput(child).done;
+  const done = captureOutput(child).done;
+  if (input !== undefined) child.stdin?.end(input);
+  return done;
 }
 
 /** Starts `errand worker` and resolves once it has said it started. */

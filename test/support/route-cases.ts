@@ -118,26 +118,29 @@ export interface Snapshot {
   rateLimits: string[];
   webhooks: string[];
   idempotencyKeys: string[];
+  secrets: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
 
 export async function snapshot(svc: TestService): Promise<Snapshot> {
   const db = svc.service.ctx.db;
-  const [projects, keys, jobs, turns, rateLimits, webhooks, idempotencyKeys] = await Promise.all([
-    db.selectFrom('projects').selectAll().orderBy('id').execute(),
-    db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
-    db.selectFrom('jobs').selectAll().orderBy('id').execute(),
-    db
-      .selectFrom('turns')
-      .select(['job_id', 'seq', 'prompt'])
-      .orderBy('job_id')
-      .orderBy('seq')
-      .execute(),
-    db.selectFrom('rate_limits').selectAll().orderBy('project_id').orderBy('operation').execute(),
-    db.selectFrom('webhooks').selectAll().orderBy('id').execute(),
-    db.selectFrom('idempotency_keys').selectAll().orderBy('project_id').orderBy('key').execute(),
-  ]);
+  const [projects, keys, jobs, turns, rateLimits, webhooks, idempotencyKeys, secrets] =
+    await Promise.all([
+      db.selectFrom('projects').selectAll().orderBy('id').execute(),
+      db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
+      db.selectFrom('jobs').selectAll().orderBy('id').execute(),
+      db
+        .selectFrom('turns')
+        .select(['job_id', 'seq', 'prompt'])
+        .orderBy('job_id')
+        .orderBy('seq')
+        .execute(),
+      db.selectFrom('rate_limits').selectAll().orderBy('project_id').orderBy('operation').execute(),
+      db.selectFrom('webhooks').selectAll().orderBy('id').execute(),
+      db.selectFrom('idempotency_keys').selectAll().orderBy('project_id').orderBy('key').execute(),
+      db.selectFrom('project_secrets').selectAll().orderBy('project_id').orderBy('name').execute(),
+    ]);
   return {
     projects: projects.map(
       (p) => `${p.id} ${p.name} ${p.repository} ${p.ref} ${p.model} ${iso(p.updated_at)}`,
@@ -156,6 +159,9 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     ),
     idempotencyKeys: idempotencyKeys.map(
       (k) => `${k.project_id} ${k.key} ${k.fingerprint} ${k.status} ${iso(k.created_at)}`,
+    ),
+    secrets: secrets.map(
+      (r) => `${r.project_id} ${r.name} ${r.sealed_value} ${r.exposure} ${iso(r.updated_at)}`,
     ),
   };
 }
@@ -241,7 +247,7 @@ export interface PathIds {
 }
 
 export interface RouteSpec {
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** 'project' routes live under /v2/agent/{projectId}; 'admin' routes need an admin key. */
   scope: 'project' | 'admin';
   path(ids: PathIds): string;
@@ -348,7 +354,7 @@ export function authCases(spec: RouteSpec, fixture: () => RouteFixture): void {
       assert.match(res.json.error ?? '', /revoked/);
     });
 
-    if (spec.method === 'POST')
+    if (spec.method === 'POST' || spec.method === 'PUT')
       test('authentication comes before the body is read', async () => {
         const fx = fixture();
         const res = await unchanged(fx.svc, () =>

@@ -8,7 +8,7 @@ import { type Tool, tool } from 'ai';
 import { z } from 'zod';
 import type { SandboxLimits } from '../../projects/limits.ts';
 import { runSandboxed, type SandboxResult } from '../../sandbox/sandbox.ts';
-import { scrubSecrets } from '../../secrets/scrub.ts';
+import { type ScrubSecret, scrubSecrets } from '../../secrets/scrub.ts';
 import { oneLine } from '../../text.ts';
 import type { ToolResult } from './context.ts';
 import { quote, realRootOf, resolvePath, ToolError } from './paths.ts';
@@ -33,7 +33,9 @@ export interface RunCommandOptions {
   /** Records command.started and command.finished; the caller scrubs secrets out of events. */
   emit: (type: string, data: Record<string, unknown>) => Promise<void>;
   /** Values never shown to the model, should a command's output hold one. */
-  secrets: readonly string[];
+  secrets: readonly ScrubSecret[];
+  /** The project's secrets for the agent's commands (exposure "commands"), in their environment. */
+  secretEnv?: Readonly<Record<string, string>>;
 }
 
 const inputSchema = z.object({
@@ -123,6 +125,7 @@ export async function runCommand(
     network: false,
     signal,
     outputCap: COMMAND_OUTPUT_CAP,
+    ...(opts.secretEnv ? { secretEnv: opts.secretEnv } : {}),
   });
   await opts.emit('command.finished', {
     command: input.command,

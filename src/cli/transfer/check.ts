@@ -21,12 +21,18 @@ import {
 
 /** Sealed values kept from the file to try the importing side's key on. */
 const MAX_SEALED_SAMPLES = 20;
+/** The columns of each table that hold values sealed with the secret key. */
+const SEALED_COLUMNS: Partial<Record<TableName, readonly string[]>> = {
+  projects: ['forge_secret', 'forge_webhook_secret'],
+  webhooks: ['secret', 'previous_secret'],
+  project_secrets: ['sealed_value'],
+};
 
 /** What the first reading of a file found: it is whole, and what it asks of the database. */
 export interface CheckedFile {
   header: ExportHeader;
   counts: RowCounts;
-  /** Sealed values of the file (forge credentials, webhook secrets), to try a key on. */
+  /** Sealed values of the file (forge credentials, webhook and project secrets), to try a key on. */
   sealed: string[];
   /** Whether turns or webhook deliveries are to be queued again. */
   requeue: boolean;
@@ -72,10 +78,9 @@ export async function checkExportFile(file: string, name = file): Promise<Checke
       }
       const { table, row } = rowLine(line, name, lineNo);
       counts[table] = (counts[table] ?? 0) + 1;
-      for (const column of ['forge_secret', 'forge_webhook_secret', 'secret', 'previous_secret']) {
+      for (const column of SEALED_COLUMNS[table] ?? []) {
         const value = row[column];
-        if (typeof value === 'string' && (table === 'projects' || table === 'webhooks'))
-          if (sealed.length < MAX_SEALED_SAMPLES) sealed.push(value);
+        if (typeof value === 'string' && sealed.length < MAX_SEALED_SAMPLES) sealed.push(value);
       }
       if (table === 'projects')
         projects.push({
@@ -185,13 +190,13 @@ export function checkSecretKey(
   const hint = `set ERRAND_SECRET_KEY to the secret key of the Errand that exported it (the contents of the secret.key file in its data directory, or its ERRAND_SECRET_KEY)${where}`;
   if (!secretKey)
     throw new CliError(
-      `${file} holds sealed secrets (forge credentials or webhook signing secrets), which open only with the key they were sealed with, and no secret key is set here: ${hint}. Nothing was imported`,
+      `${file} holds sealed secrets (forge credentials, webhook signing secrets or project secrets), which open only with the key they were sealed with, and no secret key is set here: ${hint}. Nothing was imported`,
     );
   // Opening is the proof; the header's fingerprint only names the key that is needed. One value
   // that opens is enough: a database whose key was changed may hold older ones that never do.
   if (!checked.sealed.some((value) => opens(secretKey, value)))
     throw new CliError(
-      `${file} holds sealed secrets (forge credentials or webhook signing secrets) that the secret key here (fingerprint ${keyFingerprint(secretKey)}) cannot open; they were sealed with ${source ? `the key of fingerprint ${source}` : 'another key'}: ${hint}. Nothing was imported`,
+      `${file} holds sealed secrets (forge credentials, webhook signing secrets or project secrets) that the secret key here (fingerprint ${keyFingerprint(secretKey)}) cannot open; they were sealed with ${source ? `the key of fingerprint ${source}` : 'another key'}: ${hint}. Nothing was imported`,
     );
 }
 

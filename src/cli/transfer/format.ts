@@ -29,6 +29,12 @@ interface TableSpec {
  */
 export const TABLES: readonly TableSpec[] = [
   { name: 'projects', order: 'id', noun: ['project', 'projects'] },
+  // Sealed as they are stored: they open only with the exporting side's secret key.
+  {
+    name: 'project_secrets',
+    order: 'project_id, name',
+    noun: ['project secret', 'project secrets'],
+  },
   { name: 'api_keys', order: 'id', noun: ['API key', 'API keys'] },
   { name: 'webhooks', order: 'id', noun: ['webhook endpoint', 'webhook endpoints'] },
   { name: 'jobs', order: 'id', noun: ['job', 'jobs'] },
@@ -70,7 +76,10 @@ export interface ExportHeader {
   errandVersion: string;
   /** The highest migration applied to the exported database. */
   migration: number;
-  /** Which secret key sealed the file's forge credentials and webhook secrets; null: none set. */
+  /**
+   * Which secret key sealed the file's forge credentials, webhook secrets and project secrets;
+   * null: none set.
+   */
   secretKeyFingerprint: string | null;
 }
 

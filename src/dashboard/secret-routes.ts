@@ -1,0 +1,118 @@
+// The routes of a project's secrets on the dashboard, for admin sessions only: the form that
+// sets one, and the delete confirmation. They call the secrets service the admin API calls; a
+// refusal is shown on the settings page with its message, the value never filled in again.
+import type { FastifyInstance } from 'fastify';
+import type { AppContext } from '../context.ts';
+import { AppError } from '../errors.ts';
+import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
+import {
+  deleteSecret,
+  listSecrets,
+  putSecret,
+  SECRET_EXPOSURES,
+  type SecretExposure,
+} from '../projects/secrets.ts';
+import { getProject, type ProjectRecord, toProjectRecord } from '../projects/service.ts';
+import type { SafeHtml } from './html.ts';
+import { projectValues, settingsPage } from './project-pages.ts';
+import { admin, type Form, sendPage } from './requests.ts';
+import { deleteSecretPage, type SecretsForm, secretsSection } from './secret-pages.ts';
+
+/**
+ * The secrets section of `project`'s settings page, as it is now. The notices come from the
+ * page's address: each is shown only when the list bears it out, so a link cannot make one up.
+ */
+export async function projectSecretsSection(
+  ctx: AppContext,
+  project: ProjectRecord,
+  form: SecretsForm = {},
+): Promise<SafeHtml> {
+  const secrets = await listSecrets(ctx, project.id);
+  const listed = (name: string | undefined) => secrets.some((s) => s.name === name);
+  return secretsSection(project, secrets, {
+    ...form,
+    saved: listed(form.saved) ? form.saved : undefined,
+    deleted:
+      form.deleted && /^[A-Z_][A-Z0-9_]*$/.test(form.deleted) && !listed(form.deleted)
+        ? form.deleted
+        : undefined,
+  });
+}
+
+function exposureOf(value: string | undefined): SecretExposure {
+  const exposure = SECRET_EXPOSURES.find((e) => e === (value || 'setup'));
+  if (!exposure)
+    throw new AppError('bad_request', `"exposure" must be one of ${SECRET_EXPOSURES.join(', ')}`);
+  return exposure;
+}
+
+export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): void {
+  const project = async (id: string) => toProjectRecord(ctx, await getProject(ctx, id));
+  const month = async (id: string): Promise<MonthUsage> => {
+    const usage = (await monthUsage(ctx, [id])).get(id);
+    if (!usage) throw new Error(`no month's usage for ${id}`);
+    return usage;
+  };
+  const settings = (id: string, query: string) => `/projects/${id}/settings?${query}#secrets`;
+
+  pages.post<{ Params: { id: string }; Body: Form | undefined }>(
+    '/projects/:id/secrets',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const form = request.body ?? {};
+      const name = (form.name ?? '').trim();
+      try {
+        // The value exactly as typed: spaces around it may be part of it.
+        await putSecret(ctx, current.id, name, {
+          value: form.value ?? '',
+          exposure: exposureOf(form.exposure),
+        });
+        return reply.redirect(settings(current.id, `secret=${encodeURIComponent(name)}`), 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        const secrets = await projectSecretsSection(ctx, current, {
+          error: err.message,
+          values: { name, exposure: form.exposure },
+        });
+        return sendPage(
+          reply,
+          err.status,
+          settingsPage(principal, current, await month(current.id), {
+            values: projectValues(current),
+            secrets,
+          }),
+        );
+      }
+    },
+  );
+
+  const secretOf = async (projectId: string, name: string) => {
+    const secret = (await listSecrets(ctx, projectId)).find((s) => s.name === name);
+    if (!secret) throw new AppError('not_found', `project ${projectId} has no secret ${name}`);
+    return secret;
+  };
+
+  pages.get<{ Params: { id: string; name: string } }>(
+    '/projects/:id/secrets/:name/delete',
+    async (request, reply) => {
+      const principal = admin(request);
+      const current = await project(request.params.id);
+      const secret = await secretOf(current.id, request.params.name);
+      return sendPage(reply, 200, deleteSecretPage(principal, current, secret));
+    },
+  );
+
+  pages.post<{ Params: { id: string; name: string } }>(
+    '/projects/:id/secrets/:name/delete',
+    async (request, reply) => {
+      admin(request);
+      const current = await project(request.params.id);
+      await deleteSecret(ctx, current.id, request.params.name);
+      return reply.redirect(
+        settings(current.id, `deleted=${encodeURIComponent(request.params.name)}`),
+        303,
+      );
+    },
+  );
+}

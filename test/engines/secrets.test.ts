@@ -1,0 +1,162 @@
+// A project's secrets with each engine's real CLI in the real sandbox, against a fake of its
+// model API over loopback: the engine's shell tool reads a secret of exposure "commands" from
+// its environment (never one of exposure "setup"), and what it printed reaches the model only
+// scrubbed, by the model proxy: no request the fake received holds a value in any form. An
+// engine not installed in ERRAND_ENGINES_DIR is skipped with the command that installs it.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { after, afterEach, before, describe, test } from 'node:test';
+import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
+import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import { secretForms } from '../../src/secrets/scrub.ts';
+import {
+  type FakeLlm,
+  type FakeToolCall,
+  reply,
+  startFakeLlm,
+  toolCalls,
+} from '../support/fake-llm.ts';
+import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { createJob, untilStatus } from '../support/jobs.ts';
+import { startTestService, type TestService } from '../support/service.ts';
+
+const ENGINES_DIR = process.env.ERRAND_ENGINES_DIR ?? '/var/cache/errand-ci/engines';
+const COMMAND_TOKEN = `cmd_${randomBytes(16).toString('hex')}`;
+const SETUP_ONLY = `setup_${randomBytes(16).toString('hex')}`;
+
+interface EngineCase {
+  engine: InstallableEngine;
+  model: string;
+  vendorModel: string;
+  env: (llmUrl: string, key: string) => Record<string, string>;
+  /** The engine's own tool call that runs `command` in the checkout. */
+  run: (command: string) => FakeToolCall;
+}
+
+const CASES: EngineCase[] = [
+  {
+    engine: 'claude-code',
+    model: 'anthropic:claude-sonnet-4-5',
+    vendorModel: 'claude-sonnet-4-5',
+    env: (url, key) => ({ ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: `${url}/v1` }),
+    run: (command) => ({ name: 'Bash', input: { command, description: 'run it' } }),
+  },
+  {
+    engine: 'codex',
+    model: 'openai:gpt-5.5',
+    vendorModel: 'gpt-5.5',
+    env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
+    run: (command) => ({ name: 'exec_command', input: { cmd: command, yield_time_ms: 30_000 } }),
+  },
+  {
+    engine: 'opencode',
+    model: 'openai:gpt-4.1',
+    vendorModel: 'gpt-4.1',
+    env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
+    run: (command) => ({ name: 'bash', input: { command, description: 'run it' } }),
+  },
+];
+
+const sandbox = await checkSandbox();
+
+/** The forms of either value in `text` (empty: none). */
+function leaks(text: string): string[] {
+  return [...secretForms(COMMAND_TOKEN), ...secretForms(SETUP_ONLY)].filter((f) =>
+    text.includes(f),
+  );
+}
+
+for (const c of CASES) {
+  const installed = await installedEngine({ enginesDir: ENGINES_DIR }, c.engine);
+  const skip = !sandbox.available
+    ? `bubblewrap does not work here: ${sandbox.reason}`
+    : !installed
+      ? `${c.engine} is not installed in ${ENGINES_DIR}: run \`errand engine install ${c.engine}\` with ERRAND_ENGINES_DIR=${ENGINES_DIR}`
+      : false;
+  if (skip) process.stdout.write(`# ${c.engine} secrets tests skipped: ${skip}\n`);
+
+  describe(`engine ${c.engine} with secrets`, { skip }, () => {
+    const key = `sk-${c.engine}-secrets-0a1b2c3d4e5f`;
+    let tmp: string;
+    let origin: Origin;
+    let llm: FakeLlm;
+    let svc: TestService;
+    let projectId: string;
+
+    before(async () => {
+      tmp = await makeTempDir(`engine-secrets-${c.engine}`);
+      origin = await makeOrigin(tmp);
+      llm = await startFakeLlm({ apiKey: key, models: [c.vendorModel] });
+      svc = await startTestService({
+        env: {
+          ...c.env(llm.url, key),
+          ERRAND_MODEL: c.model,
+          ERRAND_ENGINES_DIR: ENGINES_DIR,
+          ERRAND_TURN_RETRIES: '0',
+          ERRAND_SECRET_KEY: 'test-secret-key-for-engine-secrets',
+        },
+      });
+      const created = await svc.request('POST', '/v2/admin/projects', {
+        body: {
+          name: c.engine,
+          repository: origin.url,
+          model: c.model,
+          engine: c.engine,
+          // OpenCode does not start with less.
+          commandMemoryMb: 2048,
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      projectId = created.json.id as string;
+      for (const [name, value, exposure] of [
+        ['COMMAND_TOKEN', COMMAND_TOKEN, 'commands'],
+        ['SETUP_ONLY', SETUP_ONLY, 'setup'],
+      ] as const) {
+        const res = await svc.request('PUT', `/v2/admin/projects/${projectId}/secrets/${name}`, {
+          body: { value, exposure },
+        });
+        assert.equal(res.status, 201, res.text);
+      }
+    });
+    after(async () => {
+      await svc?.close();
+      await llm?.close();
+      await removeDir(tmp);
+    });
+    afterEach(() => {
+      try {
+        llm.assertDone();
+      } finally {
+        llm.reset();
+      }
+    });
+
+    test('its shell reads a commands secret, never a setup one; the model gets neither', async () => {
+      llm.script(
+        toolCalls([
+          c.run(
+            'echo "cmd=[$COMMAND_TOKEN] setup=[$SETUP_ONLY]"; printf %s "$COMMAND_TOKEN" | base64; echo',
+          ),
+        ]),
+        reply('Nothing to change'),
+      );
+      const jobId = await createJob(svc, projectId, 'Show the environment');
+      const job = await untilStatus(svc, projectId, jobId, 'completed', {
+        failFast: true,
+        timeoutMs: 120_000,
+      });
+      // The command's output, as the model read it: the value was there, and was scrubbed.
+      const second = JSON.stringify(llm.requests[1]?.body);
+      assert.match(
+        second,
+        /cmd=\[\[secret COMMAND_TOKEN\]\] setup=\[\]/,
+        `the command's output is not in the next request (${llm.unexpected.join('; ')})`,
+      );
+      for (const request of llm.requests) {
+        assert.deepEqual(leaks(JSON.stringify(request.body)), [], `request ${request.index}`);
+      }
+      const events = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`);
+      assert.deepEqual(leaks(events.text + JSON.stringify(job)), []);
+    });
+  });
+}
