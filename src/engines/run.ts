@@ -201,7 +201,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
         ...input.limits,
         memoryMb: Math.max(input.limits.memoryMb, definition.minimumMemoryMb ?? 0),
       },
-      network: false,
+      network: 'none',
       signal: AbortSignal.any([signal, stop.signal]),
       env: invocation.env,
       stdin: invocation.stdin,

@@ -227,7 +227,7 @@ export class TurnPipeline implements TurnRunner {
       cwd: dir,
       command,
       limits,
-      network,
+      network: network ? 'open' : 'none',
       signal,
     });
     signal.throwIfAborted();

@@ -16,7 +16,7 @@ const run = (command: string, processes = DEFAULT_LIMITS.processes) =>
     cwd: checkout,
     command,
     limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20, processes },
-    network: false,
+    network: 'none',
     signal: new AbortController().signal,
   });
 
@@ -66,7 +66,7 @@ const networked =
           'getent ahostsv4 registry.npmjs.org >/dev/null && echo name-resolved',
         ].join('; '),
         limits: { ...DEFAULT_LIMITS, timeoutSeconds: 20 },
-        network: true,
+        network: 'open',
         signal: new AbortController().signal,
       })
     : null;

@@ -229,7 +229,7 @@ describe('the network', { skip }, () => {
         'awk \'$2 == "00000000" { print "default-route " $1 }\' /proc/net/route',
         "timeout 15 bash -c 'echo > /dev/tcp/registry.npmjs.org/443' && echo registry-connected",
       ].join('; '),
-      { network: true },
+      { network: 'open' },
     );
     assert.doesNotMatch(r.output, /^connected$/m, r.output);
     assert.doesNotMatch(r.output, /^gateway-connected$/m, r.output);
@@ -265,7 +265,7 @@ describe('the network', { skip }, () => {
   }, async () => {
     const stop = new AbortController();
     const r = await run(checkout, 'echo started; exec sleep 987', {
-      network: true,
+      network: 'open',
       signal: stop.signal,
       onStdoutLine: (line) => {
         if (line === 'started') stop.abort();

@@ -120,7 +120,7 @@ export async function runCommand(
     cwd: cwd.real,
     command: input.command,
     limits: { ...opts.limits, timeoutSeconds },
-    network: false,
+    network: 'none',
     signal,
     outputCap: COMMAND_OUTPUT_CAP,
   });
