@@ -5,9 +5,97 @@
 // syntax, the presets and the matching are said here, below the sandbox, so that the project
 // service refuses a bad pattern when it is saved, with the same rules the proxy applies.
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
+import type { Updateable } from 'kysely';
+import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
+import { AppError } from '../errors.ts';
+
+export const SETUP_NETWORK_MODES = ['none', 'allowlist', 'open'] as const;
+export const COMMANDS_NETWORK_MODES = ['none', 'allowlist'] as const;
+type SetupNetworkMode = (typeof SETUP_NETWORK_MODES)[number];
+type CommandsNetworkMode = (typeof COMMANDS_NETWORK_MODES)[number];
+
+/** A project's network policy as the admin API shows and takes it. */
+export interface NetworkPolicy {
+  /** The setup command's network. */
+  setup: SetupNetworkMode;
+  /** The network of the agent's run_command, and of an engine's whole sandbox. */
+  commands: CommandsNetworkMode;
+  /** The patterns of the allowlist (`host`, `*.domain`, `host:port`, `@preset`), as given. */
+  allow: string[];
+}
+
+/** A change of the policy as an update gives it: a part left out is kept. */
+export interface NetworkChange {
+  setup?: SetupNetworkMode | undefined;
+  commands?: CommandsNetworkMode | undefined;
+  allow?: string[] | undefined;
+}
+
+type NetworkColumns = Pick<
+  Updateable<ProjectsTable>,
+  'network_setup' | 'network_commands' | 'network_allow'
+>;
+
+/** A project's policy, as stored. */
+export function projectNetwork(row: ProjectRow): NetworkPolicy {
+  return { setup: row.network_setup, commands: row.network_commands, allow: row.network_allow };
+}
+
+/** The network of a project's commands (run_command, an engine's sandbox): its mode and patterns. */
+export function commandsNetwork(row: ProjectRow): CommandsNetwork {
+  return { mode: row.network_commands, allow: row.network_allow };
+}
+
+/** What a project's commands may reach, as the agent's run_command and an engine take it. */
+export interface CommandsNetwork {
+  mode: CommandsNetworkMode;
+  /** The patterns, as stored; read when each run starts. */
+  allow: readonly string[];
+}
+
+/**
+ * The policy's part of a project record: `network`, and `setupNetwork` as older clients read it,
+ * true exactly when the setup network is "open" (what `setupNetwork: true` sets).
+ */
+export function networkRecord(row: ProjectRow): { setupNetwork: boolean; network: NetworkPolicy } {
+  return { setupNetwork: row.network_setup === 'open', network: projectNetwork(row) };
+}
+
+/**
+ * The columns a create or update body changes: `network`'s parts given, or the older
+ * `setupNetwork` (true: setup "open", false: "none"); both at once are refused. The patterns'
+ * syntax is the body schema's to check (network-schema.ts).
+ */
+export function networkChanges(body: {
+  setupNetwork?: boolean | undefined;
+  network?: NetworkChange | undefined;
+}): NetworkColumns {
+  const { setupNetwork, network } = body;
+  if (setupNetwork !== undefined && network !== undefined) {
+    throw new AppError(
+      'bad_request',
+      'give "network" or the older "setupNetwork" (true is network.setup "open"), not both',
+    );
+  }
+  const out: NetworkColumns = {};
+  if (setupNetwork !== undefined) out.network_setup = setupNetwork ? 'open' : 'none';
+  if (network?.setup !== undefined) out.network_setup = network.setup;
+  if (network?.commands !== undefined) out.network_commands = network.commands;
+  if (network?.allow !== undefined) out.network_allow = network.allow.map((p) => p.trim());
+  return out;
+}
+
+/** The network columns of a new project's row: those its body gave (the others default). */
+export function networkColumns(changes: NetworkColumns): NetworkColumns {
+  const out: NetworkColumns = {};
+  if (changes.network_setup !== undefined) out.network_setup = changes.network_setup;
+  if (changes.network_commands !== undefined) out.network_commands = changes.network_commands;
+  if (changes.network_allow !== undefined) out.network_allow = changes.network_allow;
+  return out;
+}
 
 /** At most this many patterns in a project's allowlist, each at most PATTERN_MAX_CHARS long. */
-const ALLOW_MAX_PATTERNS = 100;
+export const ALLOW_MAX_PATTERNS = 100;
 const PATTERN_MAX_CHARS = 260;
 
 /**
