@@ -191,6 +191,11 @@ export function parsePattern(text: string): HostPattern[] | { error: string } {
       'would allow every host: name the hosts (a setup command may have "open" instead)',
     );
   }
+  if (/[/?#]/.test(given) || given.indexOf('@') > 0) {
+    return refuse(
+      'must be a host, not a URL or a path: give the host alone (with :port if not 443)',
+    );
+  }
   if (given.startsWith('@')) {
     const hosts = NETWORK_PRESETS[given];
     if (hosts === undefined) {
