@@ -2,6 +2,7 @@
 // domain, a port or the default one), what is refused when a project is saved and why, the
 // presets, and the ranges of addresses that are never reached.
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 import {
   type HostPattern,
@@ -77,6 +78,15 @@ describe('network patterns: matching', () => {
     }
   });
 
+  test("docs/sandbox.md's table of presets says each preset's hosts, and no other preset", async () => {
+    const doc = await readFile(new URL('../../docs/sandbox.md', import.meta.url), 'utf8');
+    const rows = [...doc.matchAll(/^\| `(@[a-z]+)` \| ([^|]+) \|/gm)].map(([, name, hosts]) => [
+      name,
+      [...(hosts ?? '').matchAll(/`([^`]+)`/g)].map((m) => m[1]),
+    ]);
+    assert.deepEqual(Object.fromEntries(rows), NETWORK_PRESETS);
+  });
+
   test('an empty list allows nothing', () => {
     assert.ok(!isAllowed(parsed(), 'registry.npmjs.org', 443, 443));
   });
@@ -89,8 +99,9 @@ describe('network patterns: refused when saved, naming the pattern', () => {
     assert.match(refusal('*.org'), /would allow a whole top-level domain/);
     assert.match(refusal('a*.example.org'), /may hold \* only as its whole first label/);
     assert.match(refusal('*.*.example.org'), /may hold \* only as its whole first label/);
-    assert.match(refusal('https://registry.npmjs.org'), /is not a host name|port/);
-    assert.match(refusal('registry.npmjs.org/path'), /is not a host name/);
+    assert.match(refusal('https://registry.npmjs.org'), /must be a host, not a URL or a path/);
+    assert.match(refusal('registry.npmjs.org/path'), /must be a host, not a URL or a path/);
+    assert.match(refusal('user@registry.npmjs.org'), /must be a host, not a URL or a path/);
     assert.match(refusal('registry.npmjs.org:0'), /port that is not a number from 1 to 65535/);
     assert.match(refusal('registry.npmjs.org:65536'), /port that is not a number/);
     assert.match(refusal('registry.npmjs.org:443:1'), /IPv6 address in brackets/);
