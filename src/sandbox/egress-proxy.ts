@@ -330,6 +330,8 @@ async function forward(proxy: Proxy, req: IncomingMessage, res: ServerResponse):
     return answer(req, res, 502, `${host}:${port} could not be reached (${upstream.error})`);
   }
   const socket = upstream.socket;
+  // The client went away while the proxy connected: so does this connection.
+  if (res.destroyed) return void socket.destroy();
   proxy.sockets.add(socket);
   socket.once('close', () => proxy.sockets.delete(socket));
   const headers: OutgoingHttpHeaders = withoutHopByHop(req.headers);
@@ -343,14 +345,10 @@ async function forward(proxy: Proxy, req: IncomingMessage, res: ServerResponse):
       // The connection already made to the checked address: nothing is resolved again.
       createConnection: () => socket,
     },
-    (answer) => {
-      res.writeHead(
-        answer.statusCode ?? 502,
-        answer.statusMessage,
-        withoutHopByHop(answer.headers),
-      );
-      answer.pipe(res);
-      answer.on('error', () => res.destroy());
+    (reply) => {
+      res.writeHead(reply.statusCode ?? 502, reply.statusMessage, withoutHopByHop(reply.headers));
+      reply.pipe(res);
+      reply.on('error', () => res.destroy());
     },
   );
   outgoing.setTimeout(IDLE_MS, () => outgoing.destroy());
