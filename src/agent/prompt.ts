@@ -34,7 +34,8 @@ export function buildSystemPrompt(input: {
     ? `
 
 Checking your work:
-- run_command runs a shell command in the repository, in a sandbox without network. Before you
+- run_command runs a shell command in the repository, in a sandbox (its description says what
+  network it has, if any). Before you
   finish, run the repository's checks: the tests, linters and type checks its instructions below
   name, or else those its manifest or build files define (package.json scripts, Makefile,
   pyproject.toml, Cargo.toml, go.mod and the like). Run the relevant ones, not a full rebuild of

@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
 import { formatUsd } from '../client/words.ts';
 import { ENGINE_NAMES } from '../projects/engine.ts';
+import { COMMANDS_NETWORK_MODES } from '../projects/network.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
   boolFlag,
@@ -19,6 +20,7 @@ import { CliError, EXIT, UsageError } from './errors.ts';
 const FORGE = 'FORGE';
 const COMMANDS = 'COMMANDS';
 const BUDGETS = 'BUDGETS';
+const NETWORK = 'NETWORK';
 const FORGE_WEBHOOK = 'FORGE_WEBHOOK';
 
 /** The options both create and update take, after name and repo. */
@@ -39,7 +41,14 @@ const SETTINGS = {
   'forge-label': { type: 'string', value: 'LABEL', group: FORGE_WEBHOOK },
   commands: { type: 'string', value: 'true|false', group: COMMANDS },
   'setup-command': { type: 'string', value: 'CMD', group: COMMANDS },
-  'setup-network': { type: 'string', value: 'true|false', group: COMMANDS },
+  'setup-network': {
+    type: 'string',
+    // true and false: the older on/off setting, "open" and "none".
+    choices: ['none', 'allowlist', 'open', 'true', 'false'],
+    group: NETWORK,
+  },
+  'commands-network': { type: 'string', choices: COMMANDS_NETWORK_MODES, group: NETWORK },
+  allow: { type: 'string', value: 'PATTERNS', group: NETWORK },
   'command-timeout': { type: 'string', value: 'S', group: COMMANDS },
   'command-cpu': { type: 'string', value: 'S', group: COMMANDS },
   'command-memory': { type: 'string', value: 'MB', group: COMMANDS },
@@ -61,8 +70,6 @@ function commandFields(values: SettingValues): UpdateProjectInput {
   if (commands !== undefined) body.commandsEnabled = commands;
   // An empty command removes it.
   if (values['setup-command'] !== undefined) body.setupCommand = values['setup-command'] || null;
-  const network = boolFlag(values['setup-network'], 'setup-network');
-  if (network !== undefined) body.setupNetwork = network;
   const limits = [
     ['command-timeout', 'commandTimeoutSeconds'],
     ['command-cpu', 'commandCpuSeconds'],
@@ -77,6 +84,19 @@ function commandFields(values: SettingValues): UpdateProjectInput {
     body[field] = value === 'default' ? null : wholeNumber(value, flag);
   }
   return body;
+}
+
+/** The network policy given as flags: each part given is sent, the others kept by the server. */
+function networkFields(values: SettingValues): UpdateProjectInput {
+  const network: NonNullable<UpdateProjectInput['network']> = {};
+  const setup = values['setup-network'];
+  if (setup !== undefined) {
+    network.setup = setup === 'true' ? 'open' : setup === 'false' ? 'none' : setup;
+  }
+  if (values['commands-network'] !== undefined) network.commands = values['commands-network'];
+  // Comma- or space-separated; '' empties the list. The server checks each pattern.
+  if (values.allow !== undefined) network.allow = values.allow.split(/[\s,]+/).filter(Boolean);
+  return Object.keys(network).length > 0 ? { network } : {};
 }
 
 /** The budgets given as flags: US dollars, or `default` or '' for none. */
@@ -125,7 +145,7 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
   if (values['forge-label'] !== undefined) body.forgeLabel = values['forge-label'];
   const drafts = boolFlag(values['draft-prs'], 'draft-prs');
   if (drafts !== undefined) body.draftPullRequests = drafts;
-  Object.assign(body, commandFields(values), budgetFields(values));
+  Object.assign(body, commandFields(values), networkFields(values), budgetFields(values));
   const appId = values['github-app-id'];
   const keyFile = values['github-app-key-file'];
   const installationId = values['github-installation-id'];
@@ -148,7 +168,15 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
 }
 
 function summary(verb: string, p: Project): string {
-  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${budgets(p)})`;
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${network(p)}${budgets(p)})`;
+}
+
+/** The network policy, where the project has one. */
+function network(p: Project): string {
+  const { setup, commands, allow } = p.network;
+  if (setup === 'none' && commands === 'none') return '';
+  const list = allow.length > 0 ? ` (${allow.join(', ')})` : '';
+  return `; network: setup ${setup}, commands ${commands}${setup === 'allowlist' || commands === 'allowlist' ? list : ''}`;
 }
 
 function budgets(p: Project): string {
@@ -252,6 +280,8 @@ export const projects: Family = {
       "comments and labels on the forge: the secret its webhook signs with ('' removes it; 'errand project forge-webhook ID' makes one), the @handle comments mention and the label that makes an issue a job (both 'errand' by default)",
     [COMMANDS]:
       "--setup-command '' removes the command; a limit given as 'default' returns to the sandbox's default",
+    [NETWORK]:
+      "what commands may reach: the setup command's network (none, allowlist or open), the agent's and an engine's (none or allowlist), and the allowlist's patterns, comma-separated (host, *.domain, host:port, or a preset: @npm, @pypi, @github, …; '' empties it)",
     [BUDGETS]:
       "US dollars at the model's list prices, for all turns of one job and for a calendar month (UTC); 'default' or '' removes a budget; a budget needs a model whose prices are known",
   },

@@ -668,12 +668,27 @@ export interface paths {
             forgeLabel?: string;
             /** @description Open pull requests as drafts. */
             draftPullRequests?: boolean;
-            /** @description Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true. */
+            /** @description Give the agent the run_command tool (the repository's commands in a sandbox, with the network of network.commands); offered only where the sandbox works. Default true. */
             commandsEnabled?: boolean;
             /** @description A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none). */
             setupCommand?: string | null;
-            /** @description Give setupCommand outbound network access, never to the worker's loopback (default false); the agent's commands never have it. */
+            /** @description The older way to say network.setup: true is "open", false "none". Not together with network. */
             setupNetwork?: boolean;
+            /** @description What the project's commands may reach. Each part given is changed, the others kept (none, none and [] for a new project). Not together with setupNetwork. */
+            network?: {
+              /**
+               * @description The setup command's network: "none" (none at all), "allowlist" (HTTP and HTTPS to the hosts of "allow" only, through Errand's egress proxy), or "open" (any public address, never a private one or the worker's own).
+               * @enum {string}
+               */
+              setup?: 'none' | 'allowlist' | 'open';
+              /**
+               * @description The network of the agent's run_command and of an engine's whole sandbox: "none" or "allowlist". An engine reaches its model through Errand either way.
+               * @enum {string}
+               */
+              commands?: 'none' | 'allowlist';
+              /** @description The hosts "allowlist" lets through: "registry.example.com" (port 443 for HTTPS, 80 for plain HTTP), "*.example.com" (the names below it, not example.com itself), "host:port", or a preset (@npm, @yarn, @pypi, @crates, @go, @github, @rubygems, @packagist, @maven). Loopback, private, link-local and reserved addresses are refused whatever a name resolves to. */
+              allow?: string[];
+            };
             /** @description Wall time of one command, the longest timeout the agent may ask for (1 to 3600; null: the default). */
             commandTimeoutSeconds?: number | null;
             /** @description CPU time of one command (1 to 3600; null: the default). */
@@ -831,12 +846,27 @@ export interface paths {
             forgeLabel?: string;
             /** @description Open pull requests as drafts. */
             draftPullRequests?: boolean;
-            /** @description Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true. */
+            /** @description Give the agent the run_command tool (the repository's commands in a sandbox, with the network of network.commands); offered only where the sandbox works. Default true. */
             commandsEnabled?: boolean;
             /** @description A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none). */
             setupCommand?: string | null;
-            /** @description Give setupCommand outbound network access, never to the worker's loopback (default false); the agent's commands never have it. */
+            /** @description The older way to say network.setup: true is "open", false "none". Not together with network. */
             setupNetwork?: boolean;
+            /** @description What the project's commands may reach. Each part given is changed, the others kept (none, none and [] for a new project). Not together with setupNetwork. */
+            network?: {
+              /**
+               * @description The setup command's network: "none" (none at all), "allowlist" (HTTP and HTTPS to the hosts of "allow" only, through Errand's egress proxy), or "open" (any public address, never a private one or the worker's own).
+               * @enum {string}
+               */
+              setup?: 'none' | 'allowlist' | 'open';
+              /**
+               * @description The network of the agent's run_command and of an engine's whole sandbox: "none" or "allowlist". An engine reaches its model through Errand either way.
+               * @enum {string}
+               */
+              commands?: 'none' | 'allowlist';
+              /** @description The hosts "allowlist" lets through: "registry.example.com" (port 443 for HTTPS, 80 for plain HTTP), "*.example.com" (the names below it, not example.com itself), "host:port", or a preset (@npm, @yarn, @pypi, @crates, @go, @github, @rubygems, @packagist, @maven). Loopback, private, link-local and reserved addresses are refused whatever a name resolves to. */
+              allow?: string[];
+            };
             /** @description Wall time of one command, the longest timeout the agent may ask for (1 to 3600; null: the default). */
             commandTimeoutSeconds?: number | null;
             /** @description CPU time of one command (1 to 3600; null: the default). */
@@ -1195,6 +1225,7 @@ export interface paths {
               | 'turn.finished'
               | 'turn.failed'
               | 'pull_request.opened'
+              | 'network.denied'
             )[];
             /** @description A note to recognise the endpoint by (null clears it). */
             description?: string | null;
@@ -1222,6 +1253,7 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'network.denied'
               )[];
               description: string | null;
               enabled: boolean;
@@ -1404,6 +1436,7 @@ export interface paths {
               | 'turn.finished'
               | 'turn.failed'
               | 'pull_request.opened'
+              | 'network.denied'
             )[];
             /** @description A note to recognise the endpoint by (null clears it). */
             description?: string | null;
@@ -1509,6 +1542,7 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'network.denied'
               )[];
               description: string | null;
               enabled: boolean;
@@ -1610,7 +1644,8 @@ export interface paths {
                   | 'turn.started'
                   | 'turn.finished'
                   | 'turn.failed'
-                  | 'pull_request.opened';
+                  | 'pull_request.opened'
+                  | 'network.denied';
                 /** @enum {string} */
                 state: 'pending' | 'delivered' | 'failed';
                 attempts: {
@@ -1702,7 +1737,8 @@ export interface paths {
                 | 'turn.started'
                 | 'turn.finished'
                 | 'turn.failed'
-                | 'pull_request.opened';
+                | 'pull_request.opened'
+                | 'network.denied';
               /** @enum {string} */
               state: 'pending' | 'delivered' | 'failed';
               attempts: {
@@ -1997,7 +2033,23 @@ export interface components {
       draftPullRequests: boolean;
       commandsEnabled: boolean;
       setupCommand: string | null;
+      /** @description Whether network.setup is "open" (kept for clients of the older setting). */
       setupNetwork: boolean;
+      /** @description What the project's commands may reach. */
+      network: {
+        /**
+         * @description The setup command's network: "none" (none at all), "allowlist" (HTTP and HTTPS to the hosts of "allow" only, through Errand's egress proxy), or "open" (any public address, never a private one or the worker's own).
+         * @enum {string}
+         */
+        setup: 'none' | 'allowlist' | 'open';
+        /**
+         * @description The network of the agent's run_command and of an engine's whole sandbox: "none" or "allowlist". An engine reaches its model through Errand either way.
+         * @enum {string}
+         */
+        commands: 'none' | 'allowlist';
+        /** @description The hosts "allowlist" lets through: "registry.example.com" (port 443 for HTTPS, 80 for plain HTTP), "*.example.com" (the names below it, not example.com itself), "host:port", or a preset (@npm, @yarn, @pypi, @crates, @go, @github, @rubygems, @packagist, @maven). Loopback, private, link-local and reserved addresses are refused whatever a name resolves to. */
+        allow: string[];
+      };
       commandTimeoutSeconds: number;
       commandCpuSeconds: number;
       commandMemoryMb: number;
@@ -2106,6 +2158,7 @@ export interface components {
         | 'turn.finished'
         | 'turn.failed'
         | 'pull_request.opened'
+        | 'network.denied'
       )[];
       description: string | null;
       enabled: boolean;

@@ -151,6 +151,13 @@ function commandEnd(d: Record<string, unknown>): EventWords {
   return output ? { text, detail: { label: 'Output', text: output } } : { text };
 }
 
+/** A setup's network as setup.started names it ("open", "allowlist"; true in older events). */
+function setupNetworkWords(network: unknown): string {
+  if (network === true || network === 'open') return ' (with network)';
+  if (network === 'allowlist') return ' (network: allowlist)';
+  return '';
+}
+
 /** The event's words: by its type, in the data's own words where it has them. */
 export function eventWords(event: EventFacts): EventWords {
   const d = isRecord(event.data) ? event.data : {};
@@ -202,7 +209,17 @@ export function eventWords(event: EventFacts): EventWords {
         text: `commands are off: ${[str(d.reason), str(d.howToFix)].filter(Boolean).join('; ')}`,
       };
     case 'setup.started':
-      return { text: `${str(d.command) ?? ''}${d.network === true ? ' (with network)' : ''}` };
+      return { text: `${str(d.command) ?? ''}${setupNetworkWords(d.network)}` };
+    case 'network.denied': {
+      const host = str(d.host) ?? '?';
+      const where = `${host.includes(':') ? `[${host}]` : host}:${num(d.port) ?? '?'}`;
+      return {
+        text:
+          d.reason === 'private address'
+            ? `${where} refused: it resolves to a private address`
+            : `${where} refused: not in the project's network allowlist`,
+      };
+    }
     case 'command.started':
       return { text: str(d.command) ?? '' };
     case 'command.finished':

@@ -4,6 +4,7 @@ import { formatUsd } from '../client/words.ts';
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import type { EngineName } from '../projects/engine.ts';
+import { NETWORK_PRESETS } from '../projects/network.ts';
 import type { ProjectRecord } from '../projects/service.ts';
 import { html, type SafeHtml } from './html.ts';
 import { monthSpend } from './job-pages.ts';
@@ -116,6 +117,36 @@ const COMMAND_LIMITS = [
   ['commandDiskMb', 'Checkout growth per command', 'MB'],
 ] as const;
 
+/** Each network mode with its words, for the selects. */
+const SETUP_NETWORKS = [
+  ['none', 'None'],
+  ['allowlist', 'Only the hosts of the allowlist (HTTP and HTTPS)'],
+  ['open', 'Any public address (never the worker or its network)'],
+] as const;
+const COMMANDS_NETWORKS = SETUP_NETWORKS.slice(0, 2);
+
+/** The network policy: a select for the setup command, one for commands, the patterns. */
+function networkFields(values: ProjectForm): SafeHtml {
+  const v = (name: string) => values[name] ?? '';
+  const select = (name: string, modes: readonly (readonly [string, string])[]) =>
+    modes.map(
+      ([mode, label]) =>
+        html`<option value="${mode}" ${(v(name) || 'none') === mode ? html`selected` : ''}>${label}</option>`,
+    );
+  return html`<label for="networkSetup">Network of the setup command</label>
+    <select id="networkSetup" name="networkSetup">${select('networkSetup', SETUP_NETWORKS)}</select>
+    <label for="networkCommands">Network of the agent's commands (and of an engine)</label>
+    <select id="networkCommands" name="networkCommands">${select('networkCommands', COMMANDS_NETWORKS)}</select>
+    <label for="networkAllow">Allowlist</label>
+    <textarea id="networkAllow" name="networkAllow" rows="4" aria-describedby="allow-help"
+      placeholder="@npm&#10;npm.example.com">${v('networkAllow')}</textarea>
+    <p id="allow-help" class="help">One pattern a line: <code>registry.example.com</code> (HTTPS on
+    443, HTTP on 80), <code>*.example.com</code> (the names below it), <code>host:port</code>, or a
+    preset: ${Object.keys(NETWORK_PRESETS).join(', ')}. Reached through Errand's proxy, never a
+    private address or the worker's own; each refusal is a <code>network.denied</code> event of
+    the job.</p>`;
+}
+
 function commandFields(values: ProjectForm): SafeHtml {
   const v = (name: string) => values[name] ?? '';
   return html`<fieldset>
@@ -123,18 +154,14 @@ function commandFields(values: ProjectForm): SafeHtml {
     <label class="check"><input type="checkbox" name="commandsEnabled" value="1" ${
       v('commandsEnabled') === '1' ? html`checked` : ''
     } aria-describedby="commands-help"> Let the agent run commands (tests, linters, builds)</label>
-    <p id="commands-help" class="help">In a sandbox without network, where the server has
+    <p id="commands-help" class="help">In a sandbox with the network below, where the server has
     bubblewrap; elsewhere the agent works with the file tools only.</p>
     <label for="setupCommand">Setup command</label>
     <input id="setupCommand" name="setupCommand" maxlength="2000" value="${v('setupCommand')}"
       placeholder="e.g. npm ci (empty: none)" aria-describedby="setup-help">
     <p id="setup-help" class="help">Run in the sandbox before the agent each time a turn prepares
     the workspace; its result is shown to the agent.</p>
-    <label class="check"><input type="checkbox" name="setupNetwork" value="1" ${
-      v('setupNetwork') === '1' ? html`checked` : ''
-    } aria-describedby="network-help"> Give the setup command network access</label>
-    <p id="network-help" class="help">Outbound only, through a network of its own: the internet
-    and the worker's network, never services on the worker's 127.0.0.1.</p>
+    ${networkFields(values)}
     ${COMMAND_LIMITS.map(
       ([name, label, unit]) => html`<label for="${name}">${label} (${unit})</label>
     <input id="${name}" name="${name}" inputmode="numeric" value="${v(name)}" placeholder="empty: the default">`,
@@ -224,7 +251,9 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     draftPullRequests: project.draftPullRequests ? '1' : '',
     commandsEnabled: project.commandsEnabled ? '1' : '',
     setupCommand: project.setupCommand ?? '',
-    setupNetwork: project.setupNetwork ? '1' : '',
+    networkSetup: project.network.setup,
+    networkCommands: project.network.commands,
+    networkAllow: project.network.allow.join('\n'),
     ...Object.fromEntries(COMMAND_LIMITS.map(([name]) => [name, String(project[name])])),
     jobBudgetUsd: project.jobBudgetUsd === null ? '' : String(project.jobBudgetUsd),
     monthlyBudgetUsd: project.monthlyBudgetUsd === null ? '' : String(project.monthlyBudgetUsd),

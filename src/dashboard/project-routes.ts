@@ -37,8 +37,20 @@ function createFields(form: Form): ProjectFields {
     ]),
     draftPullRequests: form.draftPullRequests === '1',
     ...commandFields(form, undefined),
+    ...networkFields(form),
     ...budgetFields(form),
   });
+}
+
+/** The network policy of a project form: the two modes and the patterns, one a line. */
+function networkFields(form: Form): Record<string, unknown> {
+  return {
+    network: {
+      setup: given(form, 'networkSetup') ?? 'none',
+      commands: given(form, 'networkCommands') ?? 'none',
+      allow: (form.networkAllow ?? '').split(/[\s,]+/).filter(Boolean),
+    },
+  };
 }
 
 /** The budgets of a project form: an empty field is no budget. */
@@ -69,7 +81,6 @@ const LIMIT_FIELDS = [
 function commandFields(form: Form, current: ProjectRecord | undefined): Record<string, unknown> {
   const body: Record<string, unknown> = {
     commandsEnabled: form.commandsEnabled === '1',
-    setupNetwork: form.setupNetwork === '1',
     setupCommand: given(form, 'setupCommand') ?? null,
   };
   for (const name of LIMIT_FIELDS) {
@@ -91,6 +102,7 @@ function updateFields(form: Form, current: ProjectRecord): ProjectFields {
     repository: form.repository ?? '',
     draftPullRequests: form.draftPullRequests === '1',
     ...commandFields(form, current),
+    ...networkFields(form),
     ...budgetFields(form),
   };
   for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {

@@ -24,7 +24,11 @@ export interface ProjectsTable {
   draft_pull_requests: Generated<boolean>;
   commands_enabled: Generated<boolean>;
   setup_command: string | null;
-  setup_network: Generated<boolean>;
+  /** The network policy (src/projects/network.ts, migration 0022). */
+  network_setup: Generated<'none' | 'allowlist' | 'open'>;
+  network_commands: Generated<'none' | 'allowlist'>;
+  /** The allowlist's patterns as given (a preset's hosts are read when a run starts). */
+  network_allow: Generated<string[]>;
   /** The command limits; null: DEFAULT_LIMITS (projects/limits.ts). */
   command_timeout_seconds: number | null;
   command_cpu_seconds: number | null;

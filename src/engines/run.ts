@@ -13,6 +13,7 @@ import type { EarlierTurn } from '../jobs/runner.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import type { TokenUsage, Usage } from '../jobs/usage.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
+import type { CommandsNetwork } from '../projects/network.ts';
 import { ENDPOINTS, type ProxyEndpoint, startModelProxy } from '../sandbox/model-proxy.ts';
 import {
   makeDirectory,
@@ -20,7 +21,7 @@ import {
   replaceFile,
   UnsafeFileError,
 } from '../sandbox/safe-files.ts';
-import { runSandboxed } from '../sandbox/sandbox.ts';
+import { runNetwork, runSandboxed } from '../sandbox/sandbox.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
@@ -111,6 +112,11 @@ export interface EngineTurnInput {
   secretEnv: Readonly<Record<string, string>>;
   /** Removes secret values from a text: every request the engine sends the model, at the proxy. */
   scrub: (text: string) => string;
+  /**
+   * What the sandbox may reach besides the model proxy (default: nothing): with an allowlist,
+   * the engine and every command it runs reach those hosts through the egress proxy.
+   */
+  network?: CommandsNetwork | undefined;
 }
 
 export interface EngineTurnResult {
@@ -196,6 +202,12 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     for (const { type, ...data } of reader.read(line)) deliver(type, data);
   };
 
+  // Refusals go in order with the engine's own events.
+  const egress = runNetwork(
+    input.network?.mode ?? 'none',
+    input.network?.allow ?? [],
+    async (type, data) => deliver(type, data),
+  );
   let result: Awaited<ReturnType<typeof runSandboxed>>;
   try {
     result = await runSandboxed({
@@ -206,7 +218,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
         ...input.limits,
         memoryMb: Math.max(input.limits.memoryMb, definition.minimumMemoryMb ?? 0),
       },
-      network: false,
+      network: egress.network,
       signal: AbortSignal.any([signal, stop.signal]),
       env: invocation.env,
       stdin: invocation.stdin,
@@ -219,6 +231,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   } finally {
     await proxy.close();
   }
+  await egress.settled();
   await chain;
   if (reader.sessionId) await writeSession(input.stateDir, engine.name, reader.sessionId);
   signal.throwIfAborted();

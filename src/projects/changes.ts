@@ -10,6 +10,7 @@ import { validateRepositoryUrl } from '../repository/url.ts';
 import { seal } from '../secrets/box.ts';
 import { type EngineInstalls, type EngineName, engineModelRefusal } from './engine.ts';
 import { type ForgeCredentials, type ForgeKind, type ForgeTargets, projectForge } from './forge.ts';
+import { type NetworkChange, networkChanges } from './network.ts';
 import { checkRepository, localRepositoryExists } from './repository.ts';
 import { forgeTokenEnvRefusal } from './token-env.ts';
 
@@ -51,7 +52,10 @@ export interface ProjectFields {
   draftPullRequests?: boolean | undefined;
   commandsEnabled?: boolean | undefined;
   setupCommand?: string | null | undefined;
+  /** The older way to say network.setup: true is "open", false "none". */
   setupNetwork?: boolean | undefined;
+  /** The network policy; a part not given is left as it is. */
+  network?: NetworkChange | undefined;
   /** A limit; null returns it to the sandbox's default. */
   commandTimeoutSeconds?: number | null | undefined;
   commandCpuSeconds?: number | null | undefined;
@@ -116,7 +120,7 @@ export async function toChanges(
   if (b.commandsEnabled !== undefined) changes.commands_enabled = b.commandsEnabled;
   // A blank command is no command: stored as null so the pipeline has one case to skip.
   if (b.setupCommand !== undefined) changes.setup_command = b.setupCommand?.trim() || null;
-  if (b.setupNetwork !== undefined) changes.setup_network = b.setupNetwork;
+  Object.assign(changes, networkChanges(b));
   if (b.commandTimeoutSeconds !== undefined)
     changes.command_timeout_seconds = b.commandTimeoutSeconds;
   if (b.commandCpuSeconds !== undefined) changes.command_cpu_seconds = b.commandCpuSeconds;

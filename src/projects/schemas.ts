@@ -5,6 +5,7 @@ import { z } from 'zod';
 import type { ProjectFields } from './changes.ts';
 import { ENGINE_NAMES } from './engine.ts';
 import { FORGE_KINDS, type ForgeKind } from './forge.ts';
+import { networkField } from './network-schema.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
 
 /** A string field whose refusals name it. */
@@ -137,7 +138,7 @@ const fields = {
   commandsEnabled: z
     .boolean({ error: '"commandsEnabled" must be a boolean' })
     .describe(
-      "Give the agent the run_command tool (the repository's commands in a sandbox, no network); offered only where the sandbox works. Default true.",
+      "Give the agent the run_command tool (the repository's commands in a sandbox, with the network of network.commands); offered only where the sandbox works. Default true.",
     ),
   setupCommand: z
     .string({ error: SETUP_COMMAND })
@@ -149,8 +150,9 @@ const fields = {
   setupNetwork: z
     .boolean({ error: '"setupNetwork" must be a boolean' })
     .describe(
-      "Give setupCommand outbound network access, never to the worker's loopback (default false); the agent's commands never have it.",
+      'The older way to say network.setup: true is "open", false "none". Not together with network.',
     ),
+  network: networkField,
   commandTimeoutSeconds: limit(
     'commandTimeoutSeconds',
     COMMAND_LIMIT_RANGES.commandTimeoutSeconds.min,
@@ -228,6 +230,7 @@ export const projectUpdateBody = z.strictObject(
     commandsEnabled: fields.commandsEnabled.optional(),
     setupCommand: fields.setupCommand.optional(),
     setupNetwork: fields.setupNetwork.optional(),
+    network: fields.network.optional(),
     commandTimeoutSeconds: fields.commandTimeoutSeconds.optional(),
     commandCpuSeconds: fields.commandCpuSeconds.optional(),
     commandMemoryMb: fields.commandMemoryMb.optional(),

@@ -24,8 +24,9 @@ export const MAX_SECRETS_PER_PROJECT = 50;
 
 /**
  * Names a secret may not have, because the sandbox, its shell or a program's loader reads them
- * before the command does: the sandbox's own variables, the shell's start-up and parsing, the
- * dynamic loader and locale, runtimes' options that load code, git's and Errand's own.
+ * before the command does: the sandbox's own variables (its egress proxy's too), the shell's
+ * start-up and parsing, the dynamic loader and locale, runtimes' options that load code, git's
+ * and Errand's own.
  */
 const RESERVED_NAMES: ReadonlySet<string> = new Set([
   'PATH',
@@ -59,6 +60,13 @@ const RESERVED_NAMES: ReadonlySet<string> = new Set([
   'PERLLIB',
   'RUBYOPT',
   'RUBYLIB',
+  // The egress proxy's, which the sandbox sets for a run with an allowlist.
+  'HTTP_PROXY',
+  'HTTPS_PROXY',
+  'ALL_PROXY',
+  'NO_PROXY',
+  'YARN_HTTP_PROXY',
+  'YARN_HTTPS_PROXY',
 ]);
 /** Prefixes of reserved names: LD_PRELOAD, LC_ALL, BASH_ENV, PYTHONPATH, GIT_DIR, ERRAND_… */
 const RESERVED_PREFIXES = ['LD_', 'LC_', 'BASH_', 'PYTHON', 'GIT_', 'ERRAND_'] as const;

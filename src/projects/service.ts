@@ -9,6 +9,7 @@ import { isId, newId, randomBase62 } from '../ids.ts';
 import { type ProjectFields, type ProjectsContext, toChanges } from './changes.ts';
 import { projectForge } from './forge.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
+import { networkColumns, networkRecord } from './network.ts';
 
 /**
  * A project as the admin API shows it: the OpenAPI component, generated from the route's
@@ -59,7 +60,7 @@ export function toProjectRecord(
     draftPullRequests: row.draft_pull_requests,
     commandsEnabled: row.commands_enabled,
     setupCommand: row.setup_command,
-    setupNetwork: row.setup_network,
+    ...networkRecord(row),
     commandTimeoutSeconds: limits.timeoutSeconds,
     commandCpuSeconds: limits.cpuSeconds,
     commandMemoryMb: limits.memoryMb,
@@ -122,7 +123,7 @@ export async function createProject(
         ? { commands_enabled: changes.commands_enabled }
         : {}),
       setup_command: changes.setup_command ?? null,
-      ...(changes.setup_network !== undefined ? { setup_network: changes.setup_network } : {}),
+      ...networkColumns(changes),
       command_timeout_seconds: changes.command_timeout_seconds ?? null,
       command_cpu_seconds: changes.command_cpu_seconds ?? null,
       command_memory_mb: changes.command_memory_mb ?? null,
@@ -180,7 +181,9 @@ export const PROJECT_COLUMNS = [
   'draft_pull_requests',
   'commands_enabled',
   'setup_command',
-  'setup_network',
+  'network_setup',
+  'network_commands',
+  'network_allow',
   'command_timeout_seconds',
   'command_cpu_seconds',
   'command_memory_mb',

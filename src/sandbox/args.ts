@@ -11,8 +11,8 @@ export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 const HOME = '/tmp/home';
 /** The size of /dev/shm, as a container runtime's default. */
 const SHM_BYTES = 64 * 1024 * 1024;
-/** Where the model proxy's socket is mounted, for the forwarder (SandboxRun.modelProxy). */
-const MODEL_SOCKET = '/run/errand/model.sock';
+/** Where the forwarder's sockets are mounted: `<name>.sock` (model.sock, egress.sock). */
+const SOCKET_DIR = '/run/errand';
 /** The forwarder's ready line arrives through this FIFO in the sandbox's private /tmp. */
 const FORWARDER_FIFO = '/tmp/.errand-forwarder';
 
@@ -99,8 +99,11 @@ export interface PlanInput {
   readOnlyBinds?: readonly string[];
   /** A host directory mounted writable as HOME, instead of an empty one in /tmp. */
   home?: string;
-  /** The model proxy's socket to mount, and the forwarder to start on 127.0.0.1:port. */
-  forwarder?: { socketPath: string; port: number; node: string; source: string };
+  /**
+   * The forwarder to start: Errand's Node and its script, listening on 127.0.0.1 at each route's
+   * port and piping to the route's socket, which is mounted at /run/errand/<name>.sock.
+   */
+  forwarder?: { node: string; source: string; routes: readonly ForwarderRoute[] };
   /** The command's stderr kept apart from its stdout (not joined to it). */
   separateStderr: boolean;
   /**
@@ -108,6 +111,14 @@ export interface PlanInput {
    * started and just before the command: their values are on no command line.
    */
   secretsFd?: number;
+}
+
+/** One port of the forwarder and the socket of Errand's it leads to (a proxy's). */
+export interface ForwarderRoute {
+  /** The socket's name inside: /run/errand/<name>.sock. */
+  name: string;
+  socketPath: string;
+  port: number;
 }
 
 export class InvalidRunError extends Error {
@@ -133,8 +144,8 @@ function insideCwd(checkout: string, cwd: string): string {
 // closed so the command cannot hold or misuse it, then the command runs as the same process
 // (without a capability left, where the filter was loaded here), so its exit ends the sandbox's
 // init and with it every process left (the forwarder too). Positional parameters: $1 the
-// command; with a forwarder $2 node, $3 its script, $4 the port, $5 the socket. A filter or
-// forwarder that fails leaves its message on stderr, before the start.
+// command; with a forwarder $2 node, $3 its script, then a port and a socket for each of its
+// routes. A filter or forwarder that fails leaves its message on stderr, before the start.
 function wrapper(
   fd: number,
   forwarder: boolean,
@@ -150,8 +161,8 @@ function wrapper(
     const closed = secretsFd === undefined ? '' : ` ${secretsFd}<&-`;
     steps.push(
       `mkfifo ${FORWARDER_FIFO}`,
-      `"$2" -e "$3" "$4" "$5" </dev/null >${FORWARDER_FIFO} ${fd}>&-${closed} &`,
-      `read -r ready <${FORWARDER_FIFO} || { echo "the model proxy's forwarder did not start" >&2; exit 125; }`,
+      `(n=$2 s=$3; shift 3; exec "$n" -e "$s" "$@") </dev/null >${FORWARDER_FIFO} ${fd}>&-${closed} &`,
+      `read -r ready <${FORWARDER_FIFO} || { echo "the forwarder to Errand's proxies did not start" >&2; exit 125; }`,
       `rm -f ${FORWARDER_FIFO}`,
     );
   }
@@ -294,24 +305,7 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     args.push('--ro-bind', path, path);
   }
   const { forwarder } = input;
-  if (forwarder !== undefined) {
-    if (!Number.isInteger(forwarder.port) || forwarder.port < 1 || forwarder.port > 65_535) {
-      throw new InvalidRunError('the model proxy port must be a whole number from 1 to 65535');
-    }
-    const socket = await lstat(forwarder.socketPath).catch(() => null);
-    if (socket === null || !socket.isSocket()) {
-      throw new InvalidRunError('the model proxy socket does not exist');
-    }
-    // A Unix socket takes connections through a read-only mount too.
-    args.push(
-      '--ro-bind',
-      forwarder.socketPath,
-      MODEL_SOCKET,
-      '--ro-bind',
-      forwarder.node,
-      forwarder.node,
-    );
-  }
+  if (forwarder !== undefined) args.push(...(await forwarderMounts(forwarder)));
   const gitDir = join(input.checkout, '.git');
   if (await lstat(gitDir).catch(() => null)) {
     // After the checkout's bind, so it covers it: hooks and config cannot be planted.
@@ -356,9 +350,40 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     input.command,
     ...(forwarder === undefined
       ? []
-      : [forwarder.node, forwarder.source, String(forwarder.port), MODEL_SOCKET]),
+      : [
+          forwarder.node,
+          forwarder.source,
+          ...forwarder.routes.flatMap((r) => [String(r.port), `${SOCKET_DIR}/${r.name}.sock`]),
+        ]),
   );
   return args;
+}
+
+/** The forwarder's node and each route's socket, mounted read-only, once each is checked. */
+async function forwarderMounts(forwarder: NonNullable<PlanInput['forwarder']>): Promise<string[]> {
+  const { routes } = forwarder;
+  if (routes.length === 0) throw new InvalidRunError('the forwarder needs a route');
+  const args: string[] = [];
+  for (const route of routes) {
+    if (!Number.isInteger(route.port) || route.port < 1 || route.port > 65_535) {
+      throw new InvalidRunError(
+        `the ${route.name} proxy port must be a whole number from 1 to 65535`,
+      );
+    }
+    if (!/^[a-z]+$/.test(route.name))
+      throw new InvalidRunError('a route name is lower-case letters');
+    const socket = await lstat(route.socketPath).catch(() => null);
+    if (socket === null || !socket.isSocket()) {
+      throw new InvalidRunError(`the ${route.name} proxy socket does not exist`);
+    }
+    // A Unix socket takes connections through a read-only mount too.
+    args.push('--ro-bind', route.socketPath, `${SOCKET_DIR}/${route.name}.sock`);
+  }
+  const distinct = (values: readonly unknown[]) => new Set(values).size === values.length;
+  if (!distinct(routes.map((r) => r.port)) || !distinct(routes.map((r) => r.name))) {
+    throw new InvalidRunError("the forwarder's routes need distinct ports and names");
+  }
+  return [...args, '--ro-bind', forwarder.node, forwarder.node];
 }
 
 /**

@@ -5,30 +5,13 @@
 // maps passes, and the namespace's own loopback, which stays inside. The command holds no
 // capability over that namespace, so it cannot change them.
 import { spawn } from 'node:child_process';
+import { BlockList, isIPv6 } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { NON_PUBLIC_RANGES } from '../projects/network.ts';
 import { SANDBOX_PATH } from './args.ts';
 
 export const HOW_TO_INSTALL_NFT =
   'install the nftables package, which provides nft (Debian/Ubuntu: apt-get install nftables; Fedora: dnf install nftables)';
-
-/** Never public addresses: refused whatever the host's routes say. */
-const REFUSED_RANGES: readonly string[] = [
-  '0.0.0.0/8', // "this network"; connecting to 0.0.0.0 reaches the local host
-  '10.0.0.0/8',
-  '100.64.0.0/10', // CGNAT: a provider's shared space, often its internal services
-  '127.0.0.0/8',
-  '169.254.0.0/16', // link-local: the cloud metadata service (169.254.169.254)
-  '172.16.0.0/12',
-  '192.168.0.0/16',
-  '224.0.0.0/4', // multicast
-  '240.0.0.0/4', // reserved, and the LAN's broadcast 255.255.255.255
-  '::/128',
-  '::1/128',
-  'fc00::/7', // unique local
-  'fe80::/10', // link-local
-  'fec0::/10', // the old site-local
-  'ff00::/8', // multicast
-];
 
 /**
  * The networks of the host's interfaces (its own addresses, its gateway, its LAN), read now:
@@ -43,6 +26,25 @@ function hostNetworks(): string[] {
     }
   }
   return [...out];
+}
+
+/**
+ * Every network a sandbox's traffic may not reach, read now: the ranges that are never public
+ * and the host's own networks. The one list both the setup network's filter and the egress
+ * proxy (egress-proxy.ts) refuse.
+ */
+function refusedNetworks(): string[] {
+  return [...NON_PUBLIC_RANGES, ...hostNetworks()];
+}
+
+/** The same list as a BlockList, for checking addresses (an IPv4-mapped IPv6 one as its IPv4). */
+export function refusedAddresses(): BlockList {
+  const list = new BlockList();
+  for (const network of refusedNetworks()) {
+    const [base = '', length = ''] = network.split('/');
+    list.addSubnet(base, Number(length), isIPv6(base) ? 'ipv6' : 'ipv4');
+  }
+  return list;
 }
 
 /**
@@ -71,8 +73,7 @@ export function egressRuleset(resolver: string): string {
     // command has no raw sockets (no CAP_NET_RAW), and nothing refused can reach it to answer.
     '    icmp type destination-unreachable accept',
     '    icmpv6 type destination-unreachable accept',
-    ...REFUSED_RANGES.map(refuse),
-    ...hostNetworks().map(refuse),
+    ...refusedNetworks().map(refuse),
     '  }',
     '}',
     '',

@@ -7,9 +7,16 @@ import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { SandboxLimits } from '../projects/limits.ts';
-import { bwrapArgs, InvalidRunError, SANDBOX_PATH, secretScript } from './args.ts';
+import {
+  bwrapArgs,
+  type ForwarderRoute,
+  InvalidRunError,
+  SANDBOX_PATH,
+  secretScript,
+} from './args.ts';
 import { type CgroupPlaces, RunCgroup } from './cgroup.ts';
 import { diskUsage, MeasureError } from './disk.ts';
+import { startEgressProxy } from './egress-proxy.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
 import {
   attachNetwork,
@@ -48,15 +55,63 @@ export interface Ready {
   prlimit: string;
   /** Where each run's control groups are made, per controller (none where there is no place). */
   cgroups: CgroupPlaces;
-  /** The user-mode network: its tools where it works (setup commands with `network`). */
+  /** The user-mode network: its tools where it works (runs with network 'open'). */
   network: { tools: NetworkTools | null; status: NetworkStatus };
 }
 
+/** Where a run with an allowlist reaches the egress proxy: http://127.0.0.1:<port>. */
+const EGRESS_PROXY_PORT = 3128;
+
+/**
+ * One run; with an allowlist, its egress proxy started first and closed once the run is over,
+ * every tunnel through it cut then.
+ */
 export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxResult> {
+  if (typeof run.network !== 'object') return confined(ready, run, undefined);
+  checkLimits(run.limits);
+  const { allow, onDenied } = run.network;
+  const proxy = await startEgressProxy({ allow, onDenied });
+  try {
+    return await confined(ready, run, {
+      name: 'egress',
+      socketPath: proxy.socketPath,
+      port: EGRESS_PROXY_PORT,
+    });
+  } finally {
+    await proxy.close();
+  }
+}
+
+/**
+ * What a command with an allowlist is given to find the egress proxy: the variables curl, git,
+ * npm, pip, cargo, Go and most HTTP clients read (curl reads only the lower-case http_proxy),
+ * Yarn's own, and NO_PROXY for the sandbox's own loopback, where an engine's model proxy is.
+ */
+function proxyEnv(port: number): Record<string, string> {
+  const url = `http://127.0.0.1:${port}`;
+  const local = 'localhost,127.0.0.1,::1';
+  return {
+    HTTP_PROXY: url,
+    HTTPS_PROXY: url,
+    http_proxy: url,
+    https_proxy: url,
+    YARN_HTTP_PROXY: url,
+    YARN_HTTPS_PROXY: url,
+    NO_PROXY: local,
+    no_proxy: local,
+  };
+}
+
+async function confined(
+  ready: Ready,
+  run: SandboxRun,
+  egress: ForwarderRoute | undefined,
+): Promise<SandboxResult> {
   const started = performance.now();
   checkLimits(run.limits);
   const network = ready.network;
-  if (run.network && network.tools === null) {
+  const open = run.network === 'open';
+  if (open && network.tools === null) {
     const why = network.status.available
       ? 'unavailable'
       : `${network.status.reason} (${network.status.howToFix})`;
@@ -64,8 +119,8 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
   }
   // Root loads the egress filter from outside; another user's sandbox owns its network
   // namespace (one user namespace), and loads it inside before the command.
-  const filterInside = run.network && !isRoot();
-  const ruleset = run.network ? runEgressRuleset() : '';
+  const filterInside = open && !isRoot();
+  const ruleset = open ? runEgressRuleset() : '';
   const separate = run.onStdoutLine !== undefined;
   const cap = run.outputCap ?? DEFAULT_OUTPUT_CAP;
   const output = new CappedOutput(cap);
@@ -81,6 +136,10 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       durationMs: 0,
     };
   }
+  const routes: ForwarderRoute[] = [
+    ...(run.modelProxy ? [{ name: 'model', ...run.modelProxy }] : []),
+    ...(egress ? [egress] : []),
+  ];
   let args: string[];
   let secrets = '';
   // The next descriptor after the network's and the filter's, when there are secrets.
@@ -96,24 +155,20 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
       prlimit: ready.prlimit,
       infoFd: INFO_FD,
       startedFd: STARTED_FD,
-      ...(run.network
+      ...(open
         ? { blockFd: BLOCK_FD, resolvConfFd: RESOLV_CONF_FD, flatUserns: filterInside }
         : {}),
       ...(filterInside && network.tools
         ? { egress: { fd: EGRESS_FD, nft: network.tools.nft, setpriv: network.tools.setpriv } }
         : {}),
       scratchBytes: run.limits.fileSizeMb * MB,
-      ...(run.env ? { env: run.env } : {}),
+      ...(run.env || egress
+        ? { env: { ...run.env, ...(egress ? proxyEnv(egress.port) : {}) } }
+        : {}),
       ...(run.readOnlyBinds ? { readOnlyBinds: run.readOnlyBinds } : {}),
       ...(run.home !== undefined ? { home: run.home } : {}),
-      ...(run.modelProxy
-        ? {
-            forwarder: {
-              ...run.modelProxy,
-              node: process.execPath,
-              source: FORWARDER_SOURCE,
-            },
-          }
+      ...(routes.length > 0
+        ? { forwarder: { node: process.execPath, source: FORWARDER_SOURCE, routes } }
         : {}),
       separateStderr: separate,
       ...(secrets ? { secretsFd } : {}),
@@ -131,7 +186,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
   // Where the probe found a place for them, a run never goes without its groups. Tasks: plus
   // two for bwrap itself and its init, and one for the forwarder.
   const cgroup = await RunCgroup.create(ready.cgroups, {
-    tasks: run.limits.processes + 2 + (run.modelProxy ? 1 : 0),
+    tasks: run.limits.processes + 2 + (routes.length > 0 ? 1 : 0),
     memoryBytes: run.limits.memoryMb * MB,
   }).catch((err: unknown) => {
     throw new SandboxError(
@@ -154,7 +209,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
     ...args,
   ];
 
-  const resolvConf = run.network ? await sandboxResolvConf() : '';
+  const resolvConf = open ? await sandboxResolvConf() : '';
   let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
   try {
     // Only a PATH: bwrap's own environment (readable in /proc by the host's user) holds nothing
@@ -166,7 +221,7 @@ export async function execute(ready: Ready, run: SandboxRun): Promise<SandboxRes
         'pipe',
         'pipe',
         'pipe',
-        ...(run.network ? (['pipe', 'pipe'] as const) : []),
+        ...(open ? (['pipe', 'pipe'] as const) : []),
         ...(filterInside ? (['pipe'] as const) : []),
         ...(secrets ? (['pipe'] as const) : []),
       ],

@@ -52,7 +52,7 @@ export async function probe(
       tools: null,
     },
   };
-  const trial = await trialRun(ready, false);
+  const trial = await trialRun(ready, 'none');
   if (trial !== null) {
     // A run that started and failed points at the namespaces; one that could not start says.
     const { message, started } = trial;
@@ -111,7 +111,7 @@ async function probeNetwork(
   const tools: NetworkTools = { pasta, setpriv, nsenter, nft };
   const failed = await trialRun(
     { ...ready, network: { status: { available: true, pasta }, tools } },
-    true,
+    'open',
   );
   if (failed !== null) {
     return {
@@ -129,7 +129,7 @@ async function probeNetwork(
 /** A trivial confined run: null when it worked, else what went wrong and whether it started. */
 async function trialRun(
   ready: Ready,
-  network: boolean,
+  network: 'none' | 'open',
 ): Promise<{ message: string; started: boolean } | null> {
   const dir = await mkdtemp(join(tmpdir(), 'errand-sandbox-probe-'));
   try {

@@ -1,7 +1,7 @@
 // The line a process that runs turns logs at start about the sandbox: where it cannot run, why
 // and how to enable it, since the agent then works without its run_command tool; and more where
 // a run's memory is bounded per process only (no memory cgroup), or where setup commands cannot
-// have their network (pasta or nft missing or not working).
+// have an open network (pasta or nft missing or not working).
 import type { Logger } from '../log.ts';
 import type { SandboxStatus } from './sandbox.ts';
 
@@ -45,7 +45,7 @@ export function reportSandboxStatus(log: Logger, status: SandboxStatus): void {
   if (status.available && !status.network.available) {
     log.warn(
       { reason: status.network.reason, howToFix: status.network.howToFix },
-      'setup network unavailable: setup commands of projects with setupNetwork fail',
+      'setup network unavailable: setup commands of projects whose network.setup is open fail',
     );
   }
 }

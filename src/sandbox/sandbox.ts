@@ -3,6 +3,8 @@
 // service environment or data, bounded in time, CPU, memory, processes and file size, and
 // nothing of it left running afterwards. Where bubblewrap cannot run, nothing runs at all.
 import type { SandboxLimits } from '../projects/limits.ts';
+import { type HostPattern, parseAllowList } from '../projects/network.ts';
+import type { EgressDenial } from './egress-proxy.ts';
 import { execute, type Ready, SandboxError } from './execute.ts';
 import { probe } from './probe.ts';
 
@@ -22,7 +24,7 @@ export type SandboxStatus =
        * writable memory controller).
        */
       memoryLimit: 'cgroup' | 'rlimit';
-      /** The user-mode network setup commands get with `network` (pasta), or why there is none. */
+      /** The user-mode network of network 'open' (pasta), or why there is none. */
       network: NetworkStatus;
     }
   | { available: false; reason: string; howToFix: string };
@@ -30,6 +32,18 @@ export type SandboxStatus =
 export type NetworkStatus =
   | { available: true; pasta: string }
   | { available: false; reason: string; howToFix: string };
+
+/**
+ * A run's network. 'none': its own loopback only (a new network namespace). 'open': outbound
+ * access through a user-mode network (pasta) to public addresses only (egress.ts). An allowlist:
+ * its own loopback and the egress proxy (egress-proxy.ts), which lets through HTTP and HTTPS to
+ * the hosts `allow` names only, reached at EGRESS_PROXY_PORT with HTTP_PROXY and HTTPS_PROXY set
+ * for it; each refusal is told to `onDenied`.
+ */
+type SandboxNetwork =
+  | 'none'
+  | 'open'
+  | { allow: readonly HostPattern[]; onDenied: (denial: EgressDenial) => void };
 
 export interface SandboxRun {
   /** The job's checkout (absolute): the only writable place; its .git read-only. */
@@ -39,11 +53,8 @@ export interface SandboxRun {
   /** Run as `sh -c <command>`, in the checkout mounted at /workspace. */
   command: string;
   limits: SandboxLimits;
-  /**
-   * false: no network at all (a new network namespace, loopback only). true: outbound access
-   * through a user-mode network (pasta) to public addresses only (egress.ts).
-   */
-  network: boolean;
+  /** What the command may reach beyond its own loopback (SandboxNetwork). */
+  network: SandboxNetwork;
   /** Aborting (job archived, turn ended) kills everything at once. */
   signal: AbortSignal;
   /** Characters kept (default 30_000): head and tail, with a note of what was cut. */
@@ -70,7 +81,7 @@ export interface SandboxRun {
   /**
    * The model proxy (startModelProxy): its socket is mounted into the sandbox and a forwarder
    * inside listens on 127.0.0.1:`port` before the command starts, so the command reaches the
-   * model API at http://127.0.0.1:<port> with no other way out (set network: false).
+   * model API at http://127.0.0.1:<port> (with network 'none', its only way out).
    */
   modelProxy?: { socketPath: string; port: number };
   /** Written to the command's stdin, which is then closed (default: stdin is /dev/null). */
@@ -107,6 +118,50 @@ export interface SandboxResult {
    */
   memoryExceeded?: { limitMb: number };
   durationMs: number;
+}
+
+/** A run's network under a project's policy, and the refusals it told. */
+export interface RunNetwork {
+  network: SandboxNetwork;
+  /** Waits for the `network.denied` events of the run; throws the first that failed. */
+  settled(): Promise<void>;
+}
+
+/**
+ * The network of one run under a project's policy mode ('none', 'open', or 'allowlist' with the
+ * project's patterns). Each refusal of the run's egress proxy is emitted as it happens, as a
+ * `network.denied` event naming the host, the port and why (the proxy tells each host and port
+ * once a run).
+ */
+export function runNetwork(
+  mode: 'none' | 'open' | 'allowlist',
+  allow: readonly string[],
+  emit: (type: string, data: Record<string, unknown>) => Promise<void>,
+): RunNetwork {
+  if (mode !== 'allowlist') return { network: mode, settled: async () => {} };
+  const patterns = parseAllowList(allow);
+  // The project service takes no pattern the parser refuses: one stored otherwise is a bug.
+  if ('error' in patterns)
+    throw new SandboxError(`the network allowlist is not valid: ${patterns.error}`);
+  const pending: Promise<void>[] = [];
+  let failed: { error: unknown } | undefined;
+  return {
+    network: {
+      allow: patterns,
+      onDenied: (denial) => {
+        // Caught at once (an emit may fail while the run goes on) and thrown by settled().
+        pending.push(
+          emit('network.denied', { ...denial }).catch((error: unknown) => {
+            failed ??= { error };
+          }),
+        );
+      },
+    },
+    async settled() {
+      await Promise.all(pending);
+      if (failed) throw failed.error;
+    },
+  };
 }
 
 let cached: Promise<{ status: SandboxStatus; ready: Ready | null }> | undefined;

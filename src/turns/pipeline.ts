@@ -30,8 +30,9 @@ import { readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
+import { commandsNetwork, projectNetwork } from '../projects/network.ts';
 import { projectCommandLimits } from '../projects/service.ts';
-import { runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
+import { runNetwork, runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
 import { type ScrubSecret, scrubDeep, scrubSecrets, secretScrubber } from '../secrets/scrub.ts';
 import {
   changedFiles,
@@ -235,23 +236,25 @@ export class TurnPipeline implements TurnRunner {
     const limits = projectCommandLimits(project);
     const command = project.setup_command;
     if (!command) return { limits, setup: undefined };
-    const network = project.setup_network;
-    if (network && !status.network.available) {
+    const { setup: network, allow } = projectNetwork(project);
+    if (network === 'open' && !status.network.available) {
       // Run without it, the setup would fail in ways that hide the cause.
       throw new TurnFailedError(
         `the setup command needs the network, which this worker cannot give it: ${status.network.reason} (${status.network.howToFix})`,
       );
     }
     await emit('setup.started', { command, network });
+    const egress = runNetwork(network, allow, emit);
     const result = await runSandboxed({
       checkout: dir,
       cwd: dir,
       command,
       limits,
-      network,
+      network: egress.network,
       signal,
       secretEnv: secretEnv(input.secrets, 'setup'),
     });
+    await egress.settled();
     signal.throwIfAborted();
     const tail = outputTail(result.output);
     await emit('setup.finished', {
@@ -293,6 +296,7 @@ export class TurnPipeline implements TurnRunner {
         emit,
         secrets,
         secretEnv: secretEnv(input.secrets, 'commands'),
+        network: commandsNetwork(input.project),
       });
     }
     const { models } = this.#deps;
@@ -395,6 +399,7 @@ export class TurnPipeline implements TurnRunner {
       // The engine's shell inherits them; its requests to the model are scrubbed at the proxy.
       secretEnv: secretEnv(input.secrets, 'commands'),
       scrub: secretScrubber(secrets),
+      network: commandsNetwork(project),
     });
     return {
       summary: result.summary,

@@ -14,6 +14,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import { CONNECT } from '../sandbox/support.ts';
 import { sessionCookie } from '../support/dashboard.ts';
 import {
   type FakeLlm,
@@ -346,6 +347,71 @@ describe('run_command', { skip }, () => {
     }
   });
 
+  test("with an allowlist, the setup command and run_command reach Errand's egress proxy and nothing else; each refusal is a network.denied event in its place", async () => {
+    const host = await listenLoopback();
+    try {
+      // Targets that send nothing off the machine: a name no pattern allows (never resolved),
+      // and an allowed name that resolves to the host's loopback, where a server listens.
+      const probe = (...targets: string[]) => `perl -e '${CONNECT}' ${targets.join(' ')}`;
+      const setup = `${probe('evil.errand.test:443', `localhost:${host.port}`)}; env | grep -c '^HTTPS_PROXY='`;
+      const project = await svc.createProject({ repository: origin.url, ref: 'main' });
+      const network = {
+        setup: 'allowlist',
+        commands: 'allowlist',
+        allow: ['@npm', `localhost:${host.port}`],
+      };
+      assert.equal((await patch(project.id, { setupCommand: setup, network })).status, 200);
+      llm.script(
+        toolCalls([{ name: 'run_command', input: { command: probe('other.errand.test:443') } }]),
+        reply('Checked the network'),
+      );
+      const jobId = await create('Check the network', project.id);
+      await until(jobId, 'completed', project.id);
+      const log = await events(jobId, project.id);
+      const kinds = ['setup.started', 'setup.finished', 'command.started', 'command.finished'];
+      assert.deepEqual(
+        log
+          .filter((e) => e.type === 'network.denied' || kinds.includes(e.type))
+          .map((e) =>
+            e.type === 'network.denied' ? `${e.data.host}:${e.data.port} ${e.data.reason}` : e.type,
+          ),
+        [
+          'setup.started',
+          'evil.errand.test:443 not allowed',
+          `localhost:${host.port} private address`,
+          'setup.finished',
+          'command.started',
+          'other.errand.test:443 not allowed',
+          'command.finished',
+        ],
+      );
+      assert.equal(log.find((e) => e.type === 'setup.started')?.data.network, 'allowlist');
+      assert.equal(
+        log.find((e) => e.type === 'setup.finished')?.data.outputTail,
+        `evil.errand.test:443 HTTP/1.1 403 Forbidden\nlocalhost:${host.port} HTTP/1.1 403 Forbidden\n1\n`,
+      );
+      assert.equal(host.connections(), 0);
+      // The model is told what the network reaches, presets spelled out, and sees the refusal.
+      const body = llm.requests[0]?.body as
+        | { tools?: { function?: { description?: string } }[] }
+        | undefined;
+      const tools = body?.tools;
+      const description = tools?.map((t) => t.function?.description ?? '').join('\n') ?? '';
+      assert.match(
+        description,
+        new RegExp(
+          `to these hosts only: registry\\.npmjs\\.org, localhost:${host.port} \\(a refused host answers 403\\)`,
+        ),
+      );
+      assert.match(
+        toolResults(llm.requests[1]).at(-1) ?? '',
+        /other\.errand\.test:443 HTTP\/1\.1 403 Forbidden/,
+      );
+    } finally {
+      host.server.close();
+    }
+  });
+
   test('a project with commands off offers no run_command, mentions none, and runs no setup', async () => {
     const project = await svc.createProject({ repository: origin.url, ref: 'main' });
     const off = await patch(project.id, { commandsEnabled: false, setupCommand: 'echo setup' });
@@ -450,6 +516,77 @@ describe('run_command', { skip }, () => {
     );
   });
 
+  test('project network settings: defaults, partial updates, the older setupNetwork, and 400s naming the field or pattern', async () => {
+    const created = await svc.request('POST', '/v2/admin/projects', {
+      body: {
+        name: 'network',
+        repository: origin.url,
+        network: { setup: 'allowlist', allow: ['@npm', ' npm.example.com:8443 '] },
+      },
+    });
+    assert.equal(created.status, 201, created.text);
+    const id = String(created.json.id);
+    const network = async () => {
+      const json = (await svc.request('GET', `/v2/admin/projects/${id}`)).json;
+      return { network: json.network, setupNetwork: json.setupNetwork };
+    };
+    // What is not given is the default; patterns are kept as given, trimmed.
+    assert.deepEqual(await network(), {
+      network: { setup: 'allowlist', commands: 'none', allow: ['@npm', 'npm.example.com:8443'] },
+      setupNetwork: false,
+    });
+    // A part given alone changes that part only.
+    assert.equal((await patch(id, { network: { commands: 'allowlist' } })).status, 200);
+    assert.deepEqual((await network()).network, {
+      setup: 'allowlist',
+      commands: 'allowlist',
+      allow: ['@npm', 'npm.example.com:8443'],
+    });
+    // The older setting: true is an open setup network, and reads back as such.
+    assert.equal((await patch(id, { setupNetwork: true })).status, 200);
+    assert.deepEqual(await network(), {
+      network: { setup: 'open', commands: 'allowlist', allow: ['@npm', 'npm.example.com:8443'] },
+      setupNetwork: true,
+    });
+    assert.equal((await patch(id, { setupNetwork: false })).status, 200);
+    assert.equal((await network()).network?.setup, 'none');
+    const before = await network();
+
+    const refusals: Array<[Record<string, unknown>, RegExp]> = [
+      [{ network: 'open' }, /"network" must be an object of "setup", "commands" and "allow"/],
+      [{ network: { setup: 'all' } }, /"network.setup" must be one of none, allowlist, open/],
+      [{ network: { commands: 'open' } }, /"network.commands" must be one of none, allowlist/],
+      [{ network: { allow: '@npm' } }, /"network.allow" must be a list of at most 100 patterns/],
+      [{ network: { allow: [443] } }, /"network.allow" must be a list/],
+      [
+        { network: { allow: ['@npm', 'https://evil.example.com/x'] } },
+        /invalid "network.allow\[1\]": pattern "https:\/\/evil.example.com\/x"/,
+      ],
+      [{ network: { allow: ['*.com'] } }, /pattern "\*.com" would allow a whole top-level domain/],
+      [{ network: { allow: ['@nmp'] } }, /pattern "@nmp" is no preset; the presets are @npm/],
+      [
+        { network: { allow: ['10.0.0.5:8081'] } },
+        /pattern "10.0.0.5:8081" names an address of 10.0.0.0\/8, which is never reached/,
+      ],
+      [{ network: { other: true } }, /unknown field "network.other"/],
+      [
+        { setupNetwork: true, network: { commands: 'none' } },
+        /give "network" or the older "setupNetwork"/,
+      ],
+    ];
+    for (const [body, message] of refusals) {
+      const res = await patch(id, body);
+      assert.equal(res.status, 400, JSON.stringify(body));
+      assert.match(String(res.json.error), message, JSON.stringify(body));
+    }
+    assert.deepEqual(await network(), before, 'a refused update wrote something');
+    const refusedCreate = await svc.request('POST', '/v2/admin/projects', {
+      body: { name: 'bad', repository: origin.url, network: { allow: ['*'] } },
+    });
+    assert.equal(refusedCreate.status, 400);
+    assert.match(String(refusedCreate.json.error), /pattern "\*" would allow every host/);
+  });
+
   test('the CLI sets the command settings with flags', async () => {
     const cli = (args: string[]) => runCli(svc, args, { ERRAND_API_KEY: svc.adminKey });
     const made = await cli([
@@ -508,7 +645,10 @@ describe('run_command', { skip }, () => {
       'default',
     ]);
     assert.equal(updated.code, 0, updated.stderr);
-    assert.match(updated.stdout, /updated project prj_\w+ .*commands on\)/);
+    assert.match(
+      updated.stdout,
+      /updated project prj_\w+ .*commands on; network: setup open, commands none\)/,
+    );
     const now = (await svc.request('GET', `/v2/admin/projects/${id}`)).json;
     assert.equal(now.commandsEnabled, true);
     assert.equal(now.setupCommand, null);
@@ -517,7 +657,46 @@ describe('run_command', { skip }, () => {
 
     const bad = await cli(['project', 'update', id, '--setup-network', 'maybe']);
     assert.equal(bad.code === 0, false);
-    assert.match(bad.stderr, /--setup-network must be true or false/);
+    assert.match(bad.stderr, /--setup-network must be one of none, allowlist, open, true, false/);
+
+    // The network policy: each flag one part, the others kept.
+    const net = await cli([
+      'project',
+      'update',
+      id,
+      '--setup-network',
+      'allowlist',
+      '--allow',
+      '@npm, npm.example.com:8443',
+      '--json',
+    ]);
+    assert.equal(net.code, 0, net.stderr);
+    assert.deepEqual((JSON.parse(net.stdout) as ApiBody).network, {
+      setup: 'allowlist',
+      commands: 'none',
+      allow: ['@npm', 'npm.example.com:8443'],
+    });
+    const commandsNet = await cli(['project', 'update', id, '--commands-network', 'allowlist']);
+    assert.equal(commandsNet.code, 0, commandsNet.stderr);
+    assert.match(
+      commandsNet.stdout,
+      /network: setup allowlist, commands allowlist \(@npm, npm\.example\.com:8443\)/,
+    );
+    const emptied = await cli(['project', 'update', id, '--allow', '', '--json']);
+    assert.deepEqual((JSON.parse(emptied.stdout) as ApiBody).network, {
+      setup: 'allowlist',
+      commands: 'allowlist',
+      allow: [],
+    });
+    const badPattern = await cli(['project', 'update', id, '--allow', 'a*.example.org']);
+    assert.equal(badPattern.code === 0, false);
+    assert.match(
+      badPattern.stderr,
+      /pattern "a\*\.example\.org" may hold \* only as its whole first label/,
+    );
+    const badMode = await cli(['project', 'update', id, '--commands-network', 'open']);
+    assert.equal(badMode.code === 0, false);
+    assert.match(badMode.stderr, /--commands-network must be one of none, allowlist/);
     const range = await cli(['project', 'update', id, '--command-memory', '1']);
     assert.equal(range.code === 0, false);
     assert.match(range.stderr, /"commandMemoryMb" must be a whole number from 64 to 65536/);
@@ -566,7 +745,9 @@ describe('run_command', { skip }, () => {
     // defaults (not pinned), a changed one is stored, an emptied one is the default.
     const saved = await post({
       setupCommand: 'make setup',
-      setupNetwork: '1',
+      networkSetup: 'allowlist',
+      networkCommands: 'allowlist',
+      networkAllow: '@npm\r\nnpm.example.com:8443\r\n',
       commandTimeoutSeconds: String(DEFAULT_LIMITS.timeoutSeconds),
       commandCpuSeconds: '30',
       commandMemoryMb: '',
@@ -582,12 +763,26 @@ describe('run_command', { skip }, () => {
       .executeTakeFirstOrThrow();
     assert.equal(stored.commands_enabled, false);
     assert.equal(stored.setup_command, 'make setup');
-    assert.equal(stored.setup_network, true);
+    assert.equal(stored.network_setup, 'allowlist');
+    assert.equal(stored.network_commands, 'allowlist');
+    assert.deepEqual(stored.network_allow, ['@npm', 'npm.example.com:8443']);
+    // Shown again as saved.
+    const again = await http(svc.url, 'GET', settings, {
+      headers: { accept: 'text/html', cookie },
+    });
+    assert.match(again.text, /<option value="allowlist" selected>Only the hosts of the allowlist/);
+    assert.match(again.text, />@npm\nnpm\.example\.com:8443<\/textarea>/);
     assert.equal(stored.command_timeout_seconds, null);
     assert.equal(stored.command_cpu_seconds, 30);
     assert.equal(stored.command_memory_mb, null);
     assert.equal(stored.command_disk_mb, 10240);
 
+    const badPattern = await post({
+      networkSetup: 'allowlist',
+      networkAllow: '@npm\nbad pattern!',
+    });
+    assert.equal(badPattern.status, 400);
+    assert.match(badPattern.text, /pattern &quot;pattern!&quot; is not a host name/);
     const refused = await post({ commandsEnabled: '1', commandProcesses: 'many' });
     assert.equal(refused.status, 400);
     assert.match(

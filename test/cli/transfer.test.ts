@@ -684,6 +684,50 @@ describe('errand export and import', () => {
     }
   });
 
+  test('an export made before the network policy: a project with setup_network keeps an open setup network', async () => {
+    const target = await fresh();
+    const url = target.databaseUrl ?? '';
+    // As Errand wrote projects before migration 0022: setup_network, no network columns.
+    const old = path.join(tmp, 'before-network.jsonl');
+    const rows = (await readFile(file, 'utf8')).split('\n').filter((l) => l !== '');
+    await writeFile(
+      old,
+      `${rows
+        .map((line) => {
+          const parsed = JSON.parse(line) as { table?: string; row?: Record<string, unknown> };
+          if (parsed.table !== 'projects' || !parsed.row) return line;
+          const { network_setup: _, network_commands: __, network_allow: ___, ...row } = parsed.row;
+          return JSON.stringify({
+            ...parsed,
+            row: { ...row, setup_network: row.id === projectId },
+          });
+        })
+        .join('\n')}\n`,
+      { mode: 0o600 },
+    );
+    ok(
+      await errand(['import', old], {
+        DATABASE_URL: url,
+        ERRAND_SECRET_KEY: secretKey,
+        ERRAND_ALLOW_LOCAL_REPOS: 'true',
+      }),
+      'import of an export without the network policy',
+    );
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      const projects = await client.query<{ id: string; network_setup: string }>(
+        'SELECT id, network_setup FROM projects',
+      );
+      assert.ok(projects.rows.length > 1);
+      for (const row of projects.rows) {
+        assert.equal(row.network_setup, row.id === projectId ? 'open' : 'none', row.id);
+      }
+    } finally {
+      await client.end();
+    }
+  });
+
   test('into a new embedded data directory: refused without the source key, then the keys work', async () => {
     const target = await createEmbeddedDataDir();
     dbs.push(target);

@@ -84,6 +84,19 @@ describe('words', () => {
         'claude-code 2.1.332, resuming session sess-1',
       ],
       ['setup.started', { command: 'npm ci', network: true }, 'npm ci (with network)'],
+      ['setup.started', { command: 'npm ci', network: 'open' }, 'npm ci (with network)'],
+      ['setup.started', { command: 'npm ci', network: 'allowlist' }, 'npm ci (network: allowlist)'],
+      ['setup.started', { command: 'npm ci', network: 'none' }, 'npm ci'],
+      [
+        'network.denied',
+        { host: 'evil.example.com', port: 443, reason: 'not allowed' },
+        "evil.example.com:443 refused: not in the project's network allowlist",
+      ],
+      [
+        'network.denied',
+        { host: '::1', port: 80, reason: 'private address' },
+        '[::1]:80 refused: it resolves to a private address',
+      ],
       ['setup.finished', { command: 'npm ci', exitCode: 0, timedOut: false }, 'exit 0: npm ci'],
       ['tool.call', { id: 'c', name: 'read_file', summary: 'read_file(a)' }, 'read_file(a)'],
       [

@@ -26,6 +26,7 @@ import { type InstallableEngine, installedEngine } from '../../src/engines/catal
 import { CLAUDE_CODE_REMOVED_TOOLS } from '../../src/engines/claude-code.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import { CONNECT } from '../sandbox/support.ts';
 import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
 import {
   dynamic,
@@ -577,6 +578,41 @@ for (const c of CASES) {
         await readFile(path.join(stateOf(jobId), 'home', 'errand-home.txt'), 'utf8'),
         'in-home\n',
       );
+    });
+
+    test("with commands on an allowlist: the engine still reaches its model through Errand's model proxy, its commands reach the egress proxy, and a refusal is a network.denied event", async () => {
+      const patched = await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
+        body: { network: { commands: 'allowlist', allow: ['@npm'] } },
+      });
+      assert.equal(patched.status, 200, patched.text);
+      try {
+        // A name no pattern allows: refused by the proxy before anything is resolved or sent.
+        llm.script(
+          toolCalls([
+            c.run(
+              `perl -e '${CONNECT}' evil.errand.test:443 && echo "proxy=$HTTPS_PROXY no=$NO_PROXY"`,
+            ),
+          ]),
+          reply('Checked the network'),
+        );
+        const jobId = await createJob(svc, projectId, 'Check the network');
+        // Every model call of the engine went to the model proxy on 127.0.0.1 (NO_PROXY), or
+        // the job could not have completed: the egress proxy refuses loopback.
+        await until(jobId, 'completed');
+        const output = JSON.stringify(llm.requests[1]?.body);
+        assert.match(output, /evil\.errand\.test:443 HTTP\/1\.1 403 Forbidden/);
+        assert.match(output, /proxy=http:\/\/127\.0\.0\.1:3128 no=localhost,127\.0\.0\.1,::1/);
+        const denied = (await events(jobId)).filter((e) => e.type === 'network.denied');
+        assert.deepEqual(
+          denied.map((e) => e.data),
+          [{ host: 'evil.errand.test', port: 443, reason: 'not allowed' }],
+        );
+      } finally {
+        const restored = await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
+          body: { network: { commands: 'none', allow: [] } },
+        });
+        assert.equal(restored.status, 200, restored.text);
+      }
     });
 
     test('what the engine plants in its HOME is never followed, written through or waited on: links to host files, a second name, a FIFO; nor what a state directory of the old layout holds', async () => {

@@ -54,7 +54,7 @@ describe('setup network: the egress filter', { skip: skipNetwork }, () => {
     // on 127.0.0.1 works), and nothing reaches the host's.
     const targets = ['127.0.0.1,7777', '::1,7777', `${own},7777`];
     const r = await run(checkout, `${LISTEN(7777)}; perl -e '${TRY}' ${targets.join(' ')}`, {
-      network: true,
+      network: 'open',
     });
     assert.equal(
       r.output,
@@ -71,7 +71,7 @@ describe('setup network: the egress filter', { skip: skipNetwork }, () => {
         "echo 'table inet errand_egress { }' | nft -f - 2>/dev/null || echo replace-refused",
         'unshare --user --map-root-user nft flush ruleset 2>/dev/null; echo "unshare: $?"',
       ].join('\n'),
-      { network: true },
+      { network: 'open' },
     );
     const lines = r.output.split('\n');
     assert.deepEqual(lines.slice(0, 3), ['0000000000000000', 'flush-refused', 'replace-refused']);
@@ -84,7 +84,7 @@ describe('setup network: the egress filter', { skip: skipNetwork }, () => {
     if (process.getuid?.() !== 0) return t.skip("needs root to enter the sandbox's namespace");
     const seconds = `${3000 + Math.floor(Math.random() * 1000)}.${randomBytes(3).readUIntBE(0, 3)}`;
     const stop = new AbortController();
-    const running = run(checkout, `sleep ${seconds}`, { network: true, signal: stop.signal });
+    const running = run(checkout, `sleep ${seconds}`, { network: 'open', signal: stop.signal });
     let listed: string;
     try {
       let pid: number | undefined;

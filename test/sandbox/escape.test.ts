@@ -55,17 +55,6 @@ after(async () => {
   if (root) await removeDir(root);
 });
 
-/** The host's IPv4 default gateway, from /proc/net/route (little-endian hex). */
-async function defaultGateway(): Promise<string> {
-  const routes = await readFile('/proc/net/route', 'utf8');
-  const hex = routes
-    .split('\n')
-    .map((line) => line.split('\t'))
-    .find((fields) => fields[1] === '00000000')?.[2];
-  assert.ok(hex, 'the host has no IPv4 default route');
-  return [3, 2, 1, 0].map((i) => Number.parseInt(hex.slice(i * 2, i * 2 + 2), 16)).join('.');
-}
-
 /** Asserts no output line carries any secret this test planted. */
 function assertNoSecret(output: string) {
   for (const secret of [ENV_SECRET, MODEL_KEY, FILE_SECRET]) {
@@ -212,30 +201,26 @@ describe('the network', { skip }, () => {
     received.length = 0;
   });
 
-  test("on (setup commands): outbound works, the host's loopback and PostgreSQL do not", {
+  // What the setup network reaches beyond the machine (a public address and a name, never the
+  // gateway, the LAN or the cloud metadata service) is shown from a network of the test's own
+  // (egress.test.ts, resolver.test.ts), so that no test sends a packet off the machine. Here,
+  // where nothing leaves it: the sandbox's own loopback is all 127.0.0.1 leads to.
+  test("on (setup commands): an interface with a default route; the host's loopback and PostgreSQL are out of reach", {
     skip: skipNetwork,
   }, async () => {
     const acceptedBefore = accepted;
-    // pasta gives the sandbox the host's own default gateway.
-    const gateway = await defaultGateway();
     const r = await run(
       checkout,
       [
         connect(),
-        // The gateway's address is the host's loopback only where pasta maps it (--no-map-gw).
-        `timeout 5 bash -c "echo hello-from-sandbox > /dev/tcp/${gateway}/${port}" && echo gateway-connected`,
         "bash -c 'echo > /dev/tcp/127.0.0.1/5432' && echo postgres-connected",
-        // The network itself: an interface with a default route, DNS, and the npm registry.
         'awk \'$2 == "00000000" { print "default-route " $1 }\' /proc/net/route',
-        "timeout 15 bash -c 'echo > /dev/tcp/registry.npmjs.org/443' && echo registry-connected",
       ].join('; '),
-      { network: true },
+      { network: 'open' },
     );
     assert.doesNotMatch(r.output, /^connected$/m, r.output);
-    assert.doesNotMatch(r.output, /^gateway-connected$/m, r.output);
     assert.doesNotMatch(r.output, /^postgres-connected$/m, r.output);
     assert.match(r.output, /^default-route (?!lo$)\S+$/m, r.output);
-    assert.match(r.output, /^registry-connected$/m, r.output);
     // PostgreSQL does listen on the host's loopback: unreachable from the sandbox, not absent.
     const pg = createConnection(5432, '127.0.0.1');
     const listening = await new Promise<boolean>((resolve) => {
@@ -265,7 +250,7 @@ describe('the network', { skip }, () => {
   }, async () => {
     const stop = new AbortController();
     const r = await run(checkout, 'echo started; exec sleep 987', {
-      network: true,
+      network: 'open',
       signal: stop.signal,
       onStdoutLine: (line) => {
         if (line === 'started') stop.abort();

@@ -396,7 +396,7 @@ describe('as an ordinary user', { skip }, () => {
         // where pasta does not work for root either, not for nobody.
         network: skipNetwork
           ? 'unavailable'
-          : '65534\ndefault-route\ndev-null-writable\nown-loopback\nno-capabilities\nflush-refused\nname-resolved\nsecret-read\n',
+          : '65534\ndefault-route\ndev-null-writable\nown-loopback\nno-capabilities\nflush-refused\nsecret-read\n',
         available: true,
         processLimit: 'rlimit',
         // Not root: no memory cgroup of its own (the start-up line says so).

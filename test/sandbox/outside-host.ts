@@ -1,10 +1,12 @@
 // Run by outside.ts as root in the outside's namespaces (not a test file itself): the host of
 // the sandbox there. Its servers (TCP and UDP on each address, a resolver on its loopback's port
-// 53) record what reaches them while the runner, a child of its own (as nobody where asked),
-// runs one setup command with network. Prints one JSON report: the command's output, what
-// reached a server, the names asked.
+// 53, and where asked a fake npm registry over HTTPS) record what reaches them while the runner,
+// a child of its own (as nobody where asked), runs one command. Prints one JSON report: the
+// command's output and the refusals told, what reached a server, the names asked.
 import { spawn } from 'node:child_process';
 import { createSocket } from 'node:dgram';
+import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
 import { createServer } from 'node:net';
 
 interface Spec {
@@ -13,6 +15,8 @@ interface Spec {
   listen: string[];
   port: number;
   names: Record<string, string>;
+  /** A fake npm registry on `address`:443 knowing `name`, with a certificate for its host. */
+  registry?: { address: string; cert: string; key: string; name: string };
 }
 
 if (process.argv[2] === undefined) throw new Error('usage: outside-host.ts <spec as JSON>');
@@ -80,6 +84,48 @@ async function tcp(address: string, port: number): Promise<void> {
   closers.push(() => server.close());
 }
 
+/**
+ * The fake registry: the package's document at /<name>, 404 for anything else. Each request is
+ * recorded as `address https METHOD path`; an unexpected one fails the command's npm call.
+ */
+async function registry(spec: NonNullable<Spec['registry']>): Promise<void> {
+  const PACKAGE = spec.name;
+  const server = createHttpsServer(
+    { cert: readFileSync(spec.cert), key: readFileSync(spec.key) },
+    (req, res) => {
+      reached.push(`${spec.address} https ${req.method} ${req.url}`);
+      if (req.method !== 'GET' || req.url !== `/${PACKAGE}`) {
+        res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"Not found"}');
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          _id: PACKAGE,
+          name: PACKAGE,
+          'dist-tags': { latest: '1.2.3' },
+          versions: {
+            '1.2.3': {
+              name: PACKAGE,
+              version: '1.2.3',
+              dist: {
+                tarball: `https://registry.npmjs.org/${PACKAGE}/-/${PACKAGE}-1.2.3.tgz`,
+                shasum: '0000000000000000000000000000000000000000',
+              },
+            },
+          },
+          time: { '1.2.3': '2026-01-01T00:00:00.000Z' },
+        }),
+      );
+    },
+  );
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(443, spec.address, () => resolve());
+  });
+  closers.push(() => server.close());
+}
+
+if (spec.registry) await registry(spec.registry);
 const resolver = await udp('127.0.0.1', 53, (query, peer) => {
   resolver.send(answer(query), peer.port, peer.address);
 });
@@ -110,4 +156,5 @@ if (code !== 0) {
   process.stderr.write(`the runner exited with ${code}\n`);
   process.exit(1);
 }
-process.stdout.write(JSON.stringify({ output, reached: [...new Set(reached)].sort(), asked }));
+const ran = JSON.parse(output) as { output: string; denied: unknown[] };
+process.stdout.write(JSON.stringify({ ...ran, reached: [...new Set(reached)].sort(), asked }));

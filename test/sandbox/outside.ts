@@ -1,11 +1,13 @@
-// A host of the test's own for setup commands with network ("the outside"): network and mount
+// A host of the test's own for commands with network ("the outside"): network and mount
 // namespaces whose only interfaces but loopback discard whatever is sent through them (dummy, or
 // ifb where the kernel has no dummy), with private, link-local and public-looking addresses, a
-// server of the test on each, and a fake resolver on its loopback. The sandbox's pasta, started
-// there, takes it for the host: a refusal is proven by a connection that would reach a server of
-// the test without the filter, and no packet can leave the machine, whatever the filter does.
+// server of the test on each, a fake resolver on its loopback, and where asked a fake npm
+// registry on a public-looking address that the resolver gives for registry.npmjs.org. The
+// sandbox's pasta, or its egress proxy, started there, takes it for the host: a refusal is proven
+// by a connection that would reach a server of the test without it, and no packet can leave the
+// machine, whatever the filter or the proxy does.
 import { execFile } from 'node:child_process';
-import { access, chmod, copyFile, mkdir, writeFile } from 'node:fs/promises';
+import { access, chmod, copyFile, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { makeTempDir, removeDir } from '../support/git.ts';
@@ -48,17 +50,39 @@ const LISTENING: readonly string[] = [
   OUTSIDE.public6,
 ];
 
-/** The names the outside's resolver knows: a public one, and one that rebinds to the host's LAN. */
+/**
+ * The names the outside's resolver knows: a public one, one that rebinds to the host's LAN, one
+ * that resolves to loopback, and the npm registry's, at the outside's public address.
+ */
 export const NAMES = {
   public: 'errand-public-check.test',
   rebinding: 'errand-rebinding-check.test',
+  loopback: 'errand-loopback-check.test',
+  registry: 'registry.npmjs.org',
 } as const;
 
 /** The outside resolver's A records. */
 const RECORDS: Readonly<Record<string, string>> = {
   [NAMES.public]: OUTSIDE.public,
   [NAMES.rebinding]: OUTSIDE.lan,
+  [NAMES.loopback]: '127.0.0.1',
+  [NAMES.registry]: OUTSIDE.public,
 };
+
+/** The one package the outside's fake npm registry knows: version 1.2.3. */
+export const NPM_PACKAGE = 'errand-egress-check';
+
+/** What a run on the outside gets beside its command. */
+export interface OutsideOptions {
+  /** The run's network (default 'open'): 'none', 'open', or an allowlist of patterns. */
+  network?: 'none' | 'open' | { allow: string[] };
+  /**
+   * A fake npm registry on the outside's public address at 443 (TLS, with a certificate of a
+   * CA of the test, which is at /workspace/ca.pem in the sandbox), and npm from this clone
+   * ($NODE $NPM).
+   */
+  npm?: boolean;
+}
 
 /** The outside's /etc/resolv.conf, as systemd-resolved writes it: a resolver on its loopback. */
 const HOST_RESOLV_CONF =
@@ -147,6 +171,8 @@ if (skipOutside) console.log(`# the outside network of the egress tests: ${skipO
 export interface OutsideReport {
   /** The command's output. */
   output: string;
+  /** The network.denied events of the run, in order. */
+  denied: Record<string, unknown>[];
   /** What reached a server of the outside, as `address tcp|udp`, sorted. */
   reached: string[];
   /** The names the outside's resolver was asked. */
@@ -161,6 +187,7 @@ export interface OutsideReport {
 export async function runOutside(
   command: string,
   user: 'root' | 'nobody',
+  options: OutsideOptions = {},
 ): Promise<OutsideReport | { skipped: string }> {
   if ('why' in probed) throw new Error(`the outside cannot be made: ${probed.why}`);
   const repo = new URL('../..', import.meta.url).pathname;
@@ -169,6 +196,8 @@ export async function runOutside(
     const resolv = join(dir, 'resolv.conf');
     await writeFile(resolv, HOST_RESOLV_CONF);
     await mkdir(join(dir, 'checkout', '.git'), { recursive: true });
+    const registry = options.npm ? await registryCertificate(dir) : undefined;
+    if (registry) await writeFile(join(dir, 'checkout', 'ca.pem'), await readFile(registry.ca));
     let runner: string[] = [process.execPath, join(repo, 'test/sandbox/outside-run.ts')];
     let view = '';
     if (user === 'nobody') {
@@ -209,11 +238,21 @@ export async function runOutside(
         process.execPath,
         join(repo, 'test/sandbox/outside-host.ts'),
         JSON.stringify({
-          runner: [...runner, join(dir, 'checkout'), command],
+          runner: [...runner, join(dir, 'checkout'), command, JSON.stringify(options)],
           home: dir,
           listen: LISTENING,
           port: PORT,
           names: RECORDS,
+          ...(registry
+            ? {
+                registry: {
+                  address: OUTSIDE.public,
+                  cert: registry.cert,
+                  key: registry.key,
+                  name: NPM_PACKAGE,
+                },
+              }
+            : {}),
         }),
       ],
       { env: { PATH }, cwd: dir, timeout: 120_000 },
@@ -222,4 +261,68 @@ export async function runOutside(
   } finally {
     await removeDir(dir);
   }
+}
+
+/**
+ * A CA of the test's and a certificate it signed for registry.npmjs.org (OpenSSL, P-256, a day),
+ * made in `dir`: the fake registry serves it, and npm in the sandbox trusts only that CA.
+ */
+async function registryCertificate(
+  dir: string,
+): Promise<{ ca: string; cert: string; key: string }> {
+  const openssl = async (...args: string[]) =>
+    execFileP('openssl', args, { cwd: dir, env: { PATH } });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  await openssl(
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=errand test CA',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign',
+  );
+  await openssl(
+    'req',
+    '-new',
+    ...ec,
+    '-keyout',
+    'registry.key',
+    '-out',
+    'registry.csr',
+    '-subj',
+    `/CN=${NAMES.registry}`,
+    '-addext',
+    `subjectAltName=DNS:${NAMES.registry}`,
+  );
+  await openssl(
+    'x509',
+    '-req',
+    '-in',
+    'registry.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-copy_extensions',
+    'copy',
+    '-out',
+    'registry.pem',
+  );
+  return {
+    ca: join(dir, 'ca.pem'),
+    cert: join(dir, 'registry.pem'),
+    key: join(dir, 'registry.key'),
+  };
 }

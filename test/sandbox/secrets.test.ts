@@ -100,8 +100,8 @@ describe('secrets in the sandbox', { skip }, () => {
 describe('secrets with the setup network', { skip: skipNetwork }, () => {
   test('delivered beside the network’s descriptors, none left open', async () => {
     const command = 'printf %s "$NPM_TOKEN" | sha256sum; ls /proc/self/fd';
-    const baseline = await run(checkout, command, { network: true });
-    const r = await run(checkout, command, { network: true, secretEnv: { NPM_TOKEN: TOKEN } });
+    const baseline = await run(checkout, command, { network: 'open' });
+    const r = await run(checkout, command, { network: 'open', secretEnv: { NPM_TOKEN: TOKEN } });
     assert.equal(r.exitCode, 0, r.output);
     assert.equal(r.output, baseline.output.replace(sha(''), sha(TOKEN)));
   });

@@ -124,7 +124,7 @@ describe('sandbox status', () => {
     assert.equal(second?.level, 40);
     assert.equal(
       second?.msg,
-      'setup network unavailable: setup commands of projects with setupNetwork fail',
+      'setup network unavailable: setup commands of projects whose network.setup is open fail',
     );
     assert.equal(second?.reason, 'pasta not found on PATH');
     assert.equal(second?.howToFix, 'install passt');

@@ -25,6 +25,21 @@ export const skipNetwork: false | string =
     : false);
 export const sandbox = status;
 
+/**
+ * A Perl script (Perl is part of every Debian system) that asks the proxy in $HTTPS_PROXY to
+ * CONNECT to each `host:port` of its arguments and prints `host:port` and the proxy's status line.
+ */
+export const CONNECT = [
+  'use IO::Socket::IP;',
+  'my ($ph, $pp) = $ENV{HTTPS_PROXY} =~ m{^http://([^:/]+):(\\d+)$} or die "no HTTPS_PROXY\\n";',
+  'for (@ARGV) {',
+  '  my $s = IO::Socket::IP->new(PeerHost => $ph, PeerPort => $pp, Timeout => 5)',
+  '    or do { print "$_ $@\\n"; next };',
+  '  print $s "CONNECT $_ HTTP/1.1\\r\\nHost: $_\\r\\n\\r\\n";',
+  '  my $line = <$s> // "no answer"; $line =~ s/\\r?\\n$//; print "$_ $line\\n";',
+  '}',
+].join(' ');
+
 export const TEST_LIMITS: SandboxLimits = { ...DEFAULT_LIMITS, timeoutSeconds: 20 };
 
 export function run(
@@ -37,7 +52,7 @@ export function run(
     cwd: checkout,
     command,
     limits: TEST_LIMITS,
-    network: false,
+    network: 'none',
     signal: new AbortController().signal,
     ...extra,
   });

@@ -1,13 +1,15 @@
 // run_command: the agent runs one of the repository's commands (its tests, linters, build)
-// with `sh -c` in the job's checkout, confined by the sandbox (src/sandbox/): no network, only
-// the checkout writable, the project's limits. It is built per turn and offered only where the
+// with `sh -c` in the job's checkout, confined by the sandbox (src/sandbox/): no network but the
+// hosts of the project's allowlist where it has one, only the checkout writable, the project's
+// limits. It is built per turn and offered only where the
 // project allows commands and the sandbox works; nothing here ever runs a command unconfined.
 
 import { stat } from 'node:fs/promises';
 import { type Tool, tool } from 'ai';
 import { z } from 'zod';
 import type { SandboxLimits } from '../../projects/limits.ts';
-import { runSandboxed, type SandboxResult } from '../../sandbox/sandbox.ts';
+import { type CommandsNetwork, NETWORK_PRESETS } from '../../projects/network.ts';
+import { runNetwork, runSandboxed, type SandboxResult } from '../../sandbox/sandbox.ts';
 import { type ScrubSecret, scrubSecrets } from '../../secrets/scrub.ts';
 import { oneLine } from '../../text.ts';
 import type { ToolResult } from './context.ts';
@@ -36,6 +38,8 @@ export interface RunCommandOptions {
   secrets: readonly ScrubSecret[];
   /** The project's secrets for the agent's commands (exposure "commands"), in their environment. */
   secretEnv?: Readonly<Record<string, string>>;
+  /** What commands may reach (default: nothing); each refusal is a `network.denied` event. */
+  network?: CommandsNetwork | undefined;
 }
 
 const inputSchema = z.object({
@@ -58,17 +62,33 @@ const inputSchema = z.object({
 
 export type RunCommandInput = z.output<typeof inputSchema>;
 
-function runCommandDescription(limits: SandboxLimits): string {
+function runCommandDescription(
+  limits: SandboxLimits,
+  network: CommandsNetwork | undefined,
+): string {
   return (
     "Run a shell command in the repository (sh -c, in the repository root unless 'cwd' is " +
     'given) and get its exit code and output (stdout and stderr together). Use it to run the ' +
-    "repository's tests, linters, type checks and builds. It runs in a sandbox: no network, " +
+    `repository's tests, linters, type checks and builds. It runs in a sandbox: ${networkWords(network)}, ` +
     'only the repository is writable (and not its .git folder), nothing outside it is visible, ' +
     `and each command is stopped after ${limits.timeoutSeconds} s. Files it writes in the ` +
     'repository are committed like your own edits, so clean up anything you do not mean to ' +
     `commit. Output over ${COMMAND_OUTPUT_CAP.toLocaleString('en-US')} characters keeps its ` +
     'start and end; pipe long output through tail or grep.'
   );
+}
+
+/**
+ * The network, as the model is told it: none, or HTTP and HTTPS to the allowlist's hosts through
+ * the proxy the environment names (the patterns as the project gives them, a preset's hosts
+ * spelled out), so that it neither tries what cannot work nor takes a refusal for an outage.
+ */
+function networkWords(network: CommandsNetwork | undefined): string {
+  if (network === undefined || network.mode === 'none') return 'no network';
+  const hosts = network.allow.flatMap((p) => NETWORK_PRESETS[p.toLowerCase()] ?? [p]);
+  return hosts.length === 0
+    ? 'no network (an HTTP proxy is set in its environment, but it lets no host through)'
+    : `no network but HTTP and HTTPS, through the proxy set in its environment (HTTP_PROXY, HTTPS_PROXY), to these hosts only: ${hosts.join(', ')} (a refused host answers 403)`;
 }
 
 export function summarizeRunCommand(args: ToolArgs): string {
@@ -79,7 +99,7 @@ export function summarizeRunCommand(args: ToolArgs): string {
 /** The run_command tool for one turn, as the agent loop takes it. */
 export function createRunCommandTool(opts: RunCommandOptions): Tool {
   return tool({
-    description: runCommandDescription(opts.limits),
+    description: runCommandDescription(opts.limits, opts.network),
     inputSchema,
     execute: (input, { abortSignal }): Promise<ToolResult> => {
       const signal = abortSignal ? AbortSignal.any([opts.signal, abortSignal]) : opts.signal;
@@ -116,17 +136,19 @@ export async function runCommand(
   const timeoutSeconds = asked === undefined ? max : Math.min(asked, max);
 
   await opts.emit('command.started', { command: input.command, cwd: cwd.display });
+  const egress = runNetwork(opts.network?.mode ?? 'none', opts.network?.allow ?? [], opts.emit);
   const result = await runSandboxed({
     // Both real paths: the sandbox places the folder by its path relative to the checkout.
     checkout: cwd.root,
     cwd: cwd.real,
     command: input.command,
     limits: { ...opts.limits, timeoutSeconds },
-    network: false,
+    network: egress.network,
     signal,
     outputCap: COMMAND_OUTPUT_CAP,
     ...(opts.secretEnv ? { secretEnv: opts.secretEnv } : {}),
   });
+  await egress.settled();
   await opts.emit('command.finished', {
     command: input.command,
     exitCode: result.exitCode,

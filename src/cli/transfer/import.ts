@@ -23,6 +23,7 @@ import {
   keyFileSecret,
   lines,
   type RowCounts,
+  type RowLine,
   rowLine,
   TABLES,
   type TableName,
@@ -170,7 +171,7 @@ async function loadRows(
       continue;
     }
     if (line.startsWith('{"end"')) break;
-    const { table, row, text } = rowLine(line, name, lineNo);
+    const { table, row, text } = asStoredNow(rowLine(line, name, lineNo));
     if (
       batch &&
       (batch.table !== table || batch.texts.length >= BATCH_ROWS || batch.bytes >= BATCH_BYTES)
@@ -184,6 +185,22 @@ async function loadRows(
   }
   await flush();
   return counts;
+}
+
+/**
+ * A row of an export of an older Errand as this one stores it: a project's setup_network of
+ * before migration 0022, which the import would leave out as a column it no longer has, becomes
+ * its network.setup ('open' for true). The row's text is kept as written otherwise.
+ */
+function asStoredNow(line: RowLine): RowLine {
+  const { table, row, text } = line;
+  if (table !== 'projects' || !('setup_network' in row) || 'network_setup' in row) return line;
+  const setup = row.setup_network === true ? 'open' : 'none';
+  return {
+    table,
+    row: { ...row, network_setup: setup },
+    text: `${text.slice(0, -1)},"network_setup":"${setup}"}`,
+  };
 }
 
 /** Moves every serial column's sequence past the values the import wrote (events.seq). */

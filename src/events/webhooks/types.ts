@@ -13,6 +13,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'turn.finished',
   'turn.failed',
   'pull_request.opened',
+  // A host the project's network allowlist refused: what a user may want to add (issue 30).
+  'network.denied',
 ] as const;
 
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];

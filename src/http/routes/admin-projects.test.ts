@@ -64,6 +64,7 @@ const PROJECT_FIELDS = [
   'model',
   'monthlyBudgetUsd',
   'name',
+  'network',
   'ref',
   'repository',
   'setupCommand',
@@ -127,6 +128,7 @@ describe('admin project routes', () => {
       assert.equal(project.commandsEnabled, true);
       assert.equal(project.setupCommand, null);
       assert.equal(project.setupNetwork, false);
+      assert.deepEqual(project.network, { setup: 'none', commands: 'none', allow: [] });
       assert.equal(project.commandTimeoutSeconds, DEFAULT_LIMITS.timeoutSeconds);
       assert.equal(project.commandCpuSeconds, DEFAULT_LIMITS.cpuSeconds);
       assert.equal(project.commandMemoryMb, DEFAULT_LIMITS.memoryMb);

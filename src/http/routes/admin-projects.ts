@@ -10,6 +10,7 @@ import { forgeWebhookUrl } from '../../events/forge-deliveries.ts';
 import { forgeProviders } from '../../forges/registry.ts';
 import { ENGINE_NAMES } from '../../projects/engine.ts';
 import { FORGE_KINDS, type ForgeKind } from '../../projects/forge.ts';
+import { networkRecordField } from '../../projects/network-schema.ts';
 import { projectCreateBody, projectUpdateBody } from '../../projects/schemas.ts';
 import {
   createProject,
@@ -49,7 +50,10 @@ const projectRecord = z
     draftPullRequests: z.boolean(),
     commandsEnabled: z.boolean(),
     setupCommand: z.string().nullable(),
-    setupNetwork: z.boolean(),
+    setupNetwork: z
+      .boolean()
+      .describe('Whether network.setup is "open" (kept for clients of the older setting).'),
+    network: networkRecordField,
     commandTimeoutSeconds: z.number().int(),
     commandCpuSeconds: z.number().int(),
     commandMemoryMb: z.number().int(),
