@@ -30,11 +30,13 @@ describe('dashboard: a project engine', { skip: browserSkipReason }, () => {
     await signIn(page, svc.url, svc.adminKey);
 
     // A new project: Errand's own is selected until another is chosen.
-    assert.equal(await page.getByLabel('Engine').inputValue(), 'errand');
+    assert.equal(await page.getByLabel('Engine', { exact: true }).inputValue(), 'errand');
     await page.getByLabel('Name', { exact: true }).fill('on codex');
     await page.getByLabel('Repository').fill(svc.database.dataDir);
     await page.getByLabel('Default model').fill('anthropic:claude-sonnet-4-5');
-    await page.getByLabel('Engine').selectOption({ label: 'Codex (openai: models)' });
+    await page
+      .getByLabel('Engine', { exact: true })
+      .selectOption({ label: 'Codex (openai: models)' });
     await page.getByRole('button', { name: 'Create project' }).click();
     await page
       .getByRole('alert')
@@ -43,7 +45,7 @@ describe('dashboard: a project engine', { skip: browserSkipReason }, () => {
       )
       .waitFor();
     // The form keeps the choice.
-    assert.equal(await page.getByLabel('Engine').inputValue(), 'codex');
+    assert.equal(await page.getByLabel('Engine', { exact: true }).inputValue(), 'codex');
     const none = await svc.request('GET', '/v2/admin/projects');
     assert.deepEqual(none.json.projects, []);
     await page.getByLabel('Default model').fill('openai:gpt-5');
@@ -55,8 +57,8 @@ describe('dashboard: a project engine', { skip: browserSkipReason }, () => {
 
     // The settings show it; another engine that is not installed is refused with the command.
     await page.goto(`${svc.url}/projects/${project?.id}/settings`);
-    assert.equal(await page.getByLabel('Engine').inputValue(), 'codex');
-    await page.getByLabel('Engine').selectOption('opencode');
+    assert.equal(await page.getByLabel('Engine', { exact: true }).inputValue(), 'codex');
+    await page.getByLabel('Engine', { exact: true }).selectOption('opencode');
     await page.getByRole('button', { name: 'Save' }).click();
     await page
       .getByRole('alert')
@@ -67,12 +69,12 @@ describe('dashboard: a project engine', { skip: browserSkipReason }, () => {
     const kept = await svc.request('GET', `/v2/admin/projects/${project?.id}`);
     assert.equal(kept.json.engine, 'codex');
 
-    await page.getByLabel('Engine').selectOption('errand');
+    await page.getByLabel('Engine', { exact: true }).selectOption('errand');
     await page.getByRole('button', { name: 'Save' }).click();
     await page.getByRole('status').getByText('Saved.').waitFor();
     const saved = await svc.request('GET', `/v2/admin/projects/${project?.id}`);
     assert.equal(saved.json.engine, 'errand');
-    assert.equal(await page.getByLabel('Engine').inputValue(), 'errand');
+    assert.equal(await page.getByLabel('Engine', { exact: true }).inputValue(), 'errand');
     await context.close();
   });
 });
