@@ -15,6 +15,7 @@ import {
   secretScript,
 } from './args.ts';
 import { type CgroupPlaces, RunCgroup } from './cgroup.ts';
+import { inheritedDescriptors, withInheritedClosed } from './descriptors.ts';
 import { diskUsage, MeasureError } from './disk.ts';
 import { startEgressProxy } from './egress-proxy.ts';
 import { FORWARDER_SOURCE } from './forwarder.ts';
@@ -143,7 +144,7 @@ async function confined(
   let args: string[];
   let secrets = '';
   // The next descriptor after the network's and the filter's, when there are secrets.
-  const secretsFd = BLOCK_FD + (run.network ? 2 : 0) + (filterInside ? 1 : 0);
+  const secretsFd = BLOCK_FD + (open ? 2 : 0) + (filterInside ? 1 : 0);
   try {
     secrets = run.secretEnv ? secretScript(run.secretEnv, run.env ?? {}) : '';
     args = await bwrapArgs({
@@ -210,21 +211,25 @@ async function confined(
   ];
 
   const resolvConf = open ? await sandboxResolvConf() : '';
+  const inherited = await inheritedDescriptors();
   let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
   try {
     // Only a PATH: bwrap's own environment (readable in /proc by the host's user) holds nothing
     // of the service's, and --clearenv gives the command none of it either.
     const child = spawn(file, argv, {
-      stdio: [
-        run.stdin === undefined ? 'ignore' : 'pipe',
-        'pipe',
-        'pipe',
-        'pipe',
-        'pipe',
-        ...(open ? (['pipe', 'pipe'] as const) : []),
-        ...(filterInside ? (['pipe'] as const) : []),
-        ...(secrets ? (['pipe'] as const) : []),
-      ],
+      stdio: withInheritedClosed(
+        [
+          run.stdin === undefined ? 'ignore' : 'pipe',
+          'pipe',
+          'pipe',
+          'pipe',
+          'pipe',
+          ...(open ? (['pipe', 'pipe'] as const) : []),
+          ...(filterInside ? (['pipe'] as const) : []),
+          ...(secrets ? (['pipe'] as const) : []),
+        ],
+        inherited,
+      ),
       env: { PATH: SANDBOX_PATH },
       // Not the service's directory: the host shell would export it as PWD.
       cwd: '/',

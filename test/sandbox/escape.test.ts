@@ -3,11 +3,13 @@
 // another job's clone), secrets in this process's environment, a loopback TCP server, writes
 // outside the checkout and into its .git.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createConnection, createServer, type Server } from 'node:net';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { prepareCheckout } from '../../src/workspace/checkout.ts';
 import { git, makeOrigin, makeTempDir, removeDir, testConfig } from '../support/git.ts';
@@ -128,6 +130,30 @@ describe('reading the service', { skip }, () => {
       );
     }
     assert.equal((await running).exitCode, 0);
+  });
+
+  test('a descriptor Errand inherited (open, without close-on-exec) does not reach the command', async () => {
+    // A child Errand with a pipe on descriptor 40, as a supervisor may leave one open.
+    const stdio: ('ignore' | 'pipe' | 'inherit')[] = ['ignore', 'pipe', 'inherit'];
+    while (stdio.length < 40) stdio.push('ignore');
+    stdio.push('pipe');
+    const child = spawn(
+      process.execPath,
+      [new URL('./inherited-child.ts', import.meta.url).pathname, checkout],
+      { stdio },
+    );
+    const through: Buffer[] = [];
+    const leak = (child.stdio as unknown as Readable[])[40];
+    assert.ok(leak);
+    leak.on('data', (chunk: Buffer) => through.push(chunk));
+    const out: Buffer[] = [];
+    child.stdout?.on('data', (chunk: Buffer) => out.push(chunk));
+    const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+    const output = Buffer.concat(out).toString();
+    assert.equal(code, 0, output);
+    assert.equal(Buffer.concat(through).toString(), '', 'the command wrote into the pipe');
+    // Still a descriptor of the command's (bubblewrap hands it on), but /dev/null, read-only.
+    assert.equal(output, '/dev/null\n');
   });
 
   test('nothing of the host but the system: no /home, /root, /sys, /work, /var, /run', async () => {
