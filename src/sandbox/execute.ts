@@ -234,20 +234,18 @@ async function confined(
       // Not the service's directory: the host shell would export it as PWD.
       cwd: '/',
     });
-    const [stdin, stdout, stderr, info, startedPipe, blockPipe, resolvPipe, egressPipe] =
-      child.stdio as unknown as [
-        Writable | null,
-        Readable,
-        Readable,
-        Readable,
-        Readable,
-        Writable | undefined,
-        Writable | undefined,
-        Writable | undefined,
-      ];
-    // By descriptor, not by place in the list: the secrets' pipe may take the filter's place.
-    const secretsPipe = secrets ? (child.stdio[secretsFd] as Writable) : undefined;
-    const filterPipe = filterInside ? egressPipe : undefined;
+    // By descriptor and by what the run has, never by the list's length: past its own
+    // descriptors the list holds /dev/null or nothing for the inherited ones.
+    const pipes = child.stdio as unknown as (Readable | Writable | null)[];
+    const stdin = pipes[0] as Writable | null;
+    const stdout = pipes[1] as Readable;
+    const stderr = pipes[2] as Readable;
+    const info = pipes[INFO_FD] as Readable;
+    const startedPipe = pipes[STARTED_FD] as Readable;
+    const blockPipe = open ? (pipes[BLOCK_FD] as Writable) : undefined;
+    const resolvPipe = open ? (pipes[RESOLV_CONF_FD] as Writable) : undefined;
+    const secretsPipe = secrets ? (pipes[secretsFd] as Writable) : undefined;
+    const filterPipe = filterInside ? (pipes[EGRESS_FD] as Writable) : undefined;
     // bwrap reads the first to its end while it builds the sandbox, nft the second and the
     // wrapper the third before the command; a sandbox that failed first closes them, which is
     // its own error, not this one.
