@@ -1,5 +1,7 @@
 // The one place that reads the environment. Every setting has one name, one default and
 // one parser here; flags from the command line override the environment.
+import { createHash } from 'node:crypto';
+import { hostname } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 
@@ -45,6 +47,14 @@ const envSchema = z.object({
   ERRAND_WORKSPACE_MAX_MIRRORS: int(1, 100_000).default(50),
   ERRAND_WORKSPACE_GC_HOURS: decimal(0, 24 * 366).default(24),
   ERRAND_WORKSPACE_JANITOR_SECONDS: decimal(0.05, 86_400).default(300),
+  ERRAND_ENVIRONMENT_CACHE_MB: int(0, 100_000_000).optional(),
+  ERRAND_WORKER_NAME: z
+    .string()
+    .regex(
+      /^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$/,
+      'must be 1 to 100 letters, digits, ".", "_", ":" or "-"',
+    )
+    .optional(),
   ERRAND_GIT_AUTHOR_NAME: z.string().min(1).max(200).default('Errand'),
   ERRAND_GIT_AUTHOR_EMAIL: z.string().min(3).max(200).default('errand@localhost'),
   ANTHROPIC_API_KEY: z.string().min(1).optional(),
@@ -132,6 +142,16 @@ export interface Config {
     /** Each mirror is repacked at most this often. */
     gcIntervalSeconds: number;
     janitorIntervalMs: number;
+  };
+  /** Environment snapshots (src/environments/): where they are kept and how much disk they take. */
+  environments: {
+    /**
+     * This worker's name in the environments table: ERRAND_WORKER_NAME, else the host's name and
+     * a digest of the data directory (two data directories on one host are two workers).
+     */
+    worker: string;
+    /** ERRAND_ENVIRONMENT_CACHE_MB; undefined: a default from the data directory's disk size. */
+    cacheMb: number | undefined;
   };
   /** Provider credentials and endpoints, for the model registry. */
   models: ModelSettings;
@@ -309,6 +329,10 @@ export function loadConfig(
       gcIntervalSeconds: e.ERRAND_WORKSPACE_GC_HOURS * 3600,
       janitorIntervalMs: Math.round(e.ERRAND_WORKSPACE_JANITOR_SECONDS * 1000),
     },
+    environments: {
+      worker: e.ERRAND_WORKER_NAME ?? defaultWorkerName(dataDir),
+      cacheMb: e.ERRAND_ENVIRONMENT_CACHE_MB,
+    },
     models: {
       anthropic: { apiKey: e.ANTHROPIC_API_KEY, baseURL: e.ANTHROPIC_BASE_URL },
       openai: { apiKey: e.OPENAI_API_KEY, baseURL: e.OPENAI_BASE_URL },
@@ -352,4 +376,14 @@ export function loadConfig(
       projectId: e.ERRAND_PROJECT,
     },
   };
+}
+
+/** The host's name and a digest of the data directory: each data directory keeps its own snapshots. */
+function defaultWorkerName(dataDir: string): string {
+  const digest = createHash('sha256').update(dataDir).digest('hex').slice(0, 8);
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._-]/g, '-')
+      .slice(0, 80) || 'host';
+  return `${host}:${digest}`;
 }

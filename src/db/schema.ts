@@ -24,6 +24,10 @@ export interface ProjectsTable {
   draft_pull_requests: Generated<boolean>;
   commands_enabled: Generated<boolean>;
   setup_command: string | null;
+  /** Run after an environment is restored instead of the setup (migration 0023); null: none. */
+  maintenance_command: string | null;
+  /** Globs of the files whose content keys an environment; null: the common lock files. */
+  environment_key_files: string[] | null;
   /** The network policy (src/projects/network.ts, migration 0022). */
   network_setup: Generated<'none' | 'allowlist' | 'open'>;
   network_commands: Generated<'none' | 'allowlist'>;
@@ -285,6 +289,23 @@ interface ProjectSecretsTable {
   updated_at: Timestamp;
 }
 
+/** A snapshot of a project's environment kept by one worker (src/environments/, 0023). */
+interface EnvironmentsTable {
+  project_id: string;
+  /** The snapshot's key: the setup, its network and secrets' names, and the key files' content. */
+  key: string;
+  /** The worker that keeps it (config.environments.worker). */
+  worker: string;
+  /** bigint: PostgreSQL's driver gives it as a string. */
+  size_bytes: ColumnType<string, string | number, string | number>;
+  files: number;
+  build_ms: number;
+  /** The commit the setup ran on. */
+  base_commit: string;
+  created_at: Timestamp;
+  last_used_at: Timestamp;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -302,6 +323,7 @@ export interface Database {
   forge_replies: ForgeRepliesTable;
   forge_refusals: ForgeRefusalsTable;
   project_secrets: ProjectSecretsTable;
+  environments: EnvironmentsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

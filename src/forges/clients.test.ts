@@ -32,6 +32,8 @@ function project(fields: Partial<ProjectRow> = {}): ProjectRow {
     draft_pull_requests: false,
     commands_enabled: true,
     setup_command: null,
+    maintenance_command: null,
+    environment_key_files: null,
     network_setup: 'none',
     network_commands: 'none',
     network_allow: [],

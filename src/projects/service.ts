@@ -181,6 +181,8 @@ export const PROJECT_COLUMNS = [
   'draft_pull_requests',
   'commands_enabled',
   'setup_command',
+  'maintenance_command',
+  'environment_key_files',
   'network_setup',
   'network_commands',
   'network_allow',

@@ -18,6 +18,7 @@ import type { Database } from '../db/schema.ts';
 import type { TurnMessage } from '../jobs/context.ts';
 import type { Logger } from '../log.ts';
 import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
+import { ENVIRONMENT_BUILD_QUEUE, EnvironmentBuildQueue } from './environment-builds.ts';
 import { FORGE_EVENT_QUEUE, ForgeEventQueue } from './forge-events.ts';
 import { ensureQueue, insertAll, workEach } from './work.ts';
 
@@ -76,6 +77,8 @@ export class TurnQueue {
   readonly deliveries: DeliveryQueue;
   /** The queue of forge webhook events, on the same pg-boss instance (forge-events.ts). */
   readonly forgeEvents: ForgeEventQueue;
+  /** The queue of environment builds, on the same pg-boss instance (environment-builds.ts). */
+  readonly environmentBuilds: EnvironmentBuildQueue;
   #reaper: NodeJS.Timeout | undefined;
   #reaping: Promise<void> = Promise.resolve();
   #reapBusy = false;
@@ -87,12 +90,14 @@ export class TurnQueue {
     log: Logger,
     deliveries: DeliveryQueue,
     forgeEvents: ForgeEventQueue,
+    environmentBuilds: EnvironmentBuildQueue,
   ) {
     this.#boss = boss;
     this.#db = db;
     this.#log = log;
     this.deliveries = deliveries;
     this.forgeEvents = forgeEvents;
+    this.environmentBuilds = environmentBuilds;
   }
 
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
@@ -127,7 +132,8 @@ export class TurnQueue {
     await ensureQueue(boss, TURN_QUEUE, options);
     const deliveries = await DeliveryQueue.create(boss, config);
     const forgeEvents = await ForgeEventQueue.create(boss, config);
-    const queue = new TurnQueue(boss, handle.db, log, deliveries, forgeEvents);
+    const environmentBuilds = await EnvironmentBuildQueue.create(boss, config);
+    const queue = new TurnQueue(boss, handle.db, log, deliveries, forgeEvents, environmentBuilds);
     queue.#reaper = setInterval(() => {
       // A check slower than the interval (a database under load) is not stacked on.
       if (queue.#reapBusy) return;
@@ -151,14 +157,14 @@ export class TurnQueue {
     // `policy` lets PostgreSQL use pg-boss's partial index of running strict-FIFO entries.
     const dead = await sql<{ name: string; id: string; retry_count: number }>`
       SELECT name, id, retry_count FROM pgboss.job
-      WHERE name IN (${TURN_QUEUE}, ${DELIVERY_QUEUE}, ${FORGE_EVENT_QUEUE})
+      WHERE name IN (${TURN_QUEUE}, ${DELIVERY_QUEUE}, ${FORGE_EVENT_QUEUE}, ${ENVIRONMENT_BUILD_QUEUE})
         AND policy = 'key_strict_fifo'
         AND state = 'active'
         AND heartbeat_seconds IS NOT NULL
         AND heartbeat_on + heartbeat_seconds * interval '1 second' < pgboss.job_now()
       LIMIT 100`.execute(this.#db);
     let count = 0;
-    for (const name of [TURN_QUEUE, DELIVERY_QUEUE, FORGE_EVENT_QUEUE]) {
+    for (const name of [TURN_QUEUE, DELIVERY_QUEUE, FORGE_EVENT_QUEUE, ENVIRONMENT_BUILD_QUEUE]) {
       const claims = dead.rows
         .filter((r) => r.name === name)
         .map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
