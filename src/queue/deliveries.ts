@@ -15,7 +15,7 @@ import type { Config } from '../config.ts';
 import type { Database } from '../db/schema.ts';
 import { ensureQueue, insertAll, workEach } from './work.ts';
 
-export const DELIVERY_QUEUE = 'webhooks';
+const DELIVERY_QUEUE = 'webhooks';
 
 /** The longest wait between two attempts of a delivery. */
 const MAX_RETRY_DELAY_SECONDS = 3600;

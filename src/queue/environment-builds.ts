@@ -8,7 +8,7 @@ import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import { ensureQueue, workEach } from './work.ts';
 
-export const ENVIRONMENT_BUILD_QUEUE = 'environment-builds';
+const ENVIRONMENT_BUILD_QUEUE = 'environment-builds';
 
 /** Why a build was asked for: shown in its events and logs. */
 export type EnvironmentBuildReason = 'created' | 'settings' | 'base-moved' | 'rebuild';

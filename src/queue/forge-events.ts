@@ -12,7 +12,7 @@ import type { Database } from '../db/schema.ts';
 import type { ForgeEvent } from '../forges/events.ts';
 import { ensureQueue, insertAll, workEach } from './work.ts';
 
-export const FORGE_EVENT_QUEUE = 'forge-events';
+const FORGE_EVENT_QUEUE = 'forge-events';
 
 export interface ForgeEventMessage {
   projectId: string;

@@ -5,24 +5,27 @@
 //
 // Retries: pg-boss retries an entry at once (no retry delay of its own), so a turn whose worker
 // died is taken up again as soon as the death is noticed; the backoff of real transient
-// failures is Errand's, set by `retryLater`. A death is noticed by `reapDeadClaims`, which
-// every process runs each second, rather than by pg-boss's own check, which rides on its
-// monitoring pass (every `monitorIntervalSeconds`, a whole-table count of the queue, shared by
-// all processes) and so added up to 10 s. Measured death→pickup: bench/worker-death.
+// failures is Errand's, set by `retryLater`. A death is noticed by pg-boss's own supervision:
+// its monitoring pass fails every entry whose heartbeat is older than its queue's
+// `heartbeatSeconds`. That pass runs at most once per `monitorIntervalSeconds` across all
+// processes (a claim on its queue row), in a process's supervision tick every
+// `superviseIntervalSeconds`; both are one second here (see `start`). Errand reads and writes
+// pg-boss only through its public API, never its tables. Measured death→pickup:
+// bench/worker-death.
 import { randomBytes } from 'node:crypto';
-import { type Kysely, sql, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { fromKysely, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import type { TurnMessage } from '../jobs/context.ts';
 import type { Logger } from '../log.ts';
-import { DELIVERY_QUEUE, DeliveryQueue } from './deliveries.ts';
-import { ENVIRONMENT_BUILD_QUEUE, EnvironmentBuildQueue } from './environment-builds.ts';
-import { FORGE_EVENT_QUEUE, ForgeEventQueue } from './forge-events.ts';
+import { DeliveryQueue } from './deliveries.ts';
+import { EnvironmentBuildQueue } from './environment-builds.ts';
+import { ForgeEventQueue } from './forge-events.ts';
 import { ensureQueue, insertAll, workEach } from './work.ts';
 
-export const TURN_QUEUE = 'turns';
+const TURN_QUEUE = 'turns';
 
 let lastMs = 0;
 let sequence = 0;
@@ -50,9 +53,6 @@ function orderedId(): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-/** How often each process looks for turns whose worker stopped sending heartbeats. */
-const REAP_INTERVAL_MS = 1_000;
-
 /** A turn as the queue delivers it: the message, its claim, and a signal of a lost claim. */
 export type TurnEntry = JobWithMetadata<TurnMessage>;
 
@@ -69,32 +69,25 @@ function affected(response: object): number {
 }
 
 export class TurnQueue {
-  // Private: no pg-boss object or query on its tables leaves src/queue/.
+  // Private: no pg-boss object leaves src/queue/, and nothing queries pg-boss's tables.
   readonly #boss: PgBoss;
   readonly #db: Kysely<Database>;
-  readonly #log: Logger;
   /** The webhook delivery queue, on the same pg-boss instance (deliveries.ts). */
   readonly deliveries: DeliveryQueue;
   /** The queue of forge webhook events, on the same pg-boss instance (forge-events.ts). */
   readonly forgeEvents: ForgeEventQueue;
   /** The queue of environment builds, on the same pg-boss instance (environment-builds.ts). */
   readonly environmentBuilds: EnvironmentBuildQueue;
-  #reaper: NodeJS.Timeout | undefined;
-  #reaping: Promise<void> = Promise.resolve();
-  #reapBusy = false;
-  #reapFailing = false;
 
   constructor(
     boss: PgBoss,
     db: Kysely<Database>,
-    log: Logger,
     deliveries: DeliveryQueue,
     forgeEvents: ForgeEventQueue,
     environmentBuilds: EnvironmentBuildQueue,
   ) {
     this.#boss = boss;
     this.#db = db;
-    this.#log = log;
     this.deliveries = deliveries;
     this.forgeEvents = forgeEvents;
     this.environmentBuilds = environmentBuilds;
@@ -103,8 +96,14 @@ export class TurnQueue {
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
     const boss = new PgBoss({
       ...handle.connection,
-      superviseIntervalSeconds: 2,
-      monitorIntervalSeconds: 10,
+      // A dead worker's entry is failed (and so retried) by the monitoring pass, which is gated
+      // by both intervals: at one second each, its turn is handed back at most about a second
+      // after its heartbeat expired. Each pass also refreshes the queues' counts, a scan of the
+      // job table; pg-boss itself defers that scan (not the heartbeat check) when it grows long
+      // enough to hold back vacuum. pg-boss has no option to check heartbeats more often than it
+      // counts the queues, so the count comes along at the same pace.
+      superviseIntervalSeconds: 1,
+      monitorIntervalSeconds: 1,
       useListenNotify: true,
       migrate: true,
       // Its own pool beside Errand's: a few connections for fetching, completing and sending.
@@ -133,65 +132,7 @@ export class TurnQueue {
     const deliveries = await DeliveryQueue.create(boss, config);
     const forgeEvents = await ForgeEventQueue.create(boss, config);
     const environmentBuilds = await EnvironmentBuildQueue.create(boss, config);
-    const queue = new TurnQueue(boss, handle.db, log, deliveries, forgeEvents, environmentBuilds);
-    queue.#reaper = setInterval(() => {
-      // A check slower than the interval (a database under load) is not stacked on.
-      if (queue.#reapBusy) return;
-      queue.#reapBusy = true;
-      queue.#reaping = queue.#reapOnce().finally(() => {
-        queue.#reapBusy = false;
-      });
-    }, REAP_INTERVAL_MS);
-    queue.#reaper.unref();
-    return queue;
-  }
-
-  /**
-   * Hands back to the queue every running turn (and webhook delivery) whose worker's heartbeat
-   * is older than the queue's `heartbeatSeconds`: pg-boss's own condition for a dead worker,
-   * checked every second instead of every monitoring pass. The entry is failed for the attempt
-   * that was read (a worker that claimed it again meanwhile keeps its claim) and is ready for
-   * any worker after its queue's retry delay: none for turns. Returns how many were handed back.
-   */
-  async reapDeadClaims(): Promise<number> {
-    // `policy` lets PostgreSQL use pg-boss's partial index of running strict-FIFO entries.
-    const dead = await sql<{ name: string; id: string; retry_count: number }>`
-      SELECT name, id, retry_count FROM pgboss.job
-      WHERE name IN (${TURN_QUEUE}, ${DELIVERY_QUEUE}, ${FORGE_EVENT_QUEUE}, ${ENVIRONMENT_BUILD_QUEUE})
-        AND policy = 'key_strict_fifo'
-        AND state = 'active'
-        AND heartbeat_seconds IS NOT NULL
-        AND heartbeat_on + heartbeat_seconds * interval '1 second' < pgboss.job_now()
-      LIMIT 100`.execute(this.#db);
-    let count = 0;
-    for (const name of [TURN_QUEUE, DELIVERY_QUEUE, FORGE_EVENT_QUEUE, ENVIRONMENT_BUILD_QUEUE]) {
-      const claims = dead.rows
-        .filter((r) => r.name === name)
-        .map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
-      if (claims.length === 0) continue;
-      const result = await this.#boss.fail(name, claims, {
-        message: 'job heartbeat timeout: its worker stopped',
-      });
-      count += affected(result);
-    }
-    return count;
-  }
-
-  async #reapOnce(): Promise<void> {
-    try {
-      const count = await this.reapDeadClaims();
-      if (count > 0)
-        this.#log.warn(
-          { count },
-          'turns or deliveries of a stopped worker handed back to the queue',
-        );
-      if (this.#reapFailing) this.#log.info('dead worker check works again');
-      this.#reapFailing = false;
-    } catch (err) {
-      // Once per outage: the check runs every second and the database's own errors say more.
-      if (!this.#reapFailing) this.#log.error({ err }, 'dead worker check failed');
-      this.#reapFailing = true;
-    }
+    return new TurnQueue(boss, handle.db, deliveries, forgeEvents, environmentBuilds);
   }
 
   /**
@@ -234,6 +175,15 @@ export class TurnQueue {
     await this.#boss.offWork(TURN_QUEUE, { wait: true });
   }
 
+  /**
+   * The state of a turn's queue entry (`created`, `retry`, `active`, `completed`, `cancelled`,
+   * `failed`), or undefined when the queue no longer has it.
+   */
+  async entryState(queueId: string): Promise<TurnEntry['state'] | undefined> {
+    const [entry] = await this.#boss.findJobs<TurnMessage>(TURN_QUEUE, { id: queueId });
+    return entry?.state;
+  }
+
   /** Deletes an entry, e.g. a failed one that would hold back its job's later turns. */
   async remove(queueId: string): Promise<void> {
     await this.#boss.deleteJob(TURN_QUEUE, queueId);
@@ -271,8 +221,6 @@ export class TurnQueue {
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#reaper);
-    await this.#reaping;
     await this.#boss.stop({ graceful: true, timeout: 10_000, close: true });
   }
 }

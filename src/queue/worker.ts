@@ -23,7 +23,7 @@ import { jobStatus } from '../jobs/states.ts';
 import { addTokens, NO_TOKENS, readUsage, type TokenUsage, type Usage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, TurnOutcome } from '../metrics/metrics.ts';
-import { TURN_QUEUE, type TurnEntry, type TurnQueue } from './queue.ts';
+import type { TurnEntry, TurnQueue } from './queue.ts';
 import { TurnReport } from './turn-report.ts';
 
 /** What the worker uses of the application context (src/context.ts). */
@@ -50,6 +50,8 @@ export interface WorkerOptions {
 }
 
 const SWEEP_INTERVAL_MS = 10_000;
+/** The states of a queue entry that no worker will take up again (see sweep). */
+const ORPHANED: ReadonlySet<string> = new Set(['failed', 'cancelled', 'completed']);
 /** The progress events that carry a model call's usage: a step, and a compaction's summary. */
 const MODEL_CALLS: ReadonlySet<string> = new Set(['model.step', 'context.compacted']);
 const MAX_RETRY_AFTER_SECONDS = 300;
@@ -67,8 +69,13 @@ export async function startWorker(
     }
   });
   let sweeping = Promise.resolve();
+  let cursor: SweepCursor | undefined;
   const timer = setInterval(() => {
-    sweeping = sweep(ctx).catch((err: unknown) => ctx.log.error({ err }, 'sweep failed'));
+    sweeping = sweep(ctx, cursor)
+      .then((next) => {
+        cursor = next;
+      })
+      .catch((err: unknown) => ctx.log.error({ err }, 'sweep failed'));
   }, SWEEP_INTERVAL_MS);
   timer.unref();
   return {
@@ -197,33 +204,50 @@ async function settleFailure(
   return 'failed';
 }
 
-interface Orphan {
-  job_id: string;
+/** Where a sweep goes on from: the last turn the sweep before it looked up. */
+interface SweepCursor {
+  jobId: string;
   seq: number;
-  queue_id: string | null;
-  queue_state: string | null;
 }
+
+/**
+ * How many unsettled turns one sweep looks up. pg-boss's public API finds entries by one id at
+ * a time (`findJobs`), not many, so a sweep asks once per turn; a larger backlog is gone
+ * through over several sweeps, each going on where the one before it stopped.
+ */
+const SWEEP_BATCH = 100;
 
 /**
  * Settles turns the queue has given up on: a worker that died on every attempt leaves its
  * entry `failed`, which would also hold back the job's later turns (strict FIFO per job).
  * Such a turn fails with a message, and its queue entry is removed to free the job's queue.
+ * A turn whose entry is gone, cancelled or completed while the turn is unsettled is failed
+ * the same way. Looks at up to SWEEP_BATCH turns after `after`, in key order; returns where
+ * the next sweep goes on from, or undefined when it reached the last turn.
  */
-export async function sweep(ctx: WorkerContext): Promise<void> {
-  const orphans = await sql<Orphan>`
-    SELECT t.job_id, t.seq, t.queue_id, q.state AS queue_state
-    FROM turns t
-    LEFT JOIN pgboss.job q ON q.name = ${TURN_QUEUE} AND q.id::text = t.queue_id
-    WHERE t.state IN ('queued', 'running')
-      AND t.created_at < now() - interval '15 seconds'
-      AND (q.id IS NULL OR q.state IN ('failed', 'cancelled', 'completed'))
-    LIMIT 100`.execute(ctx.db);
-  for (const orphan of orphans.rows) {
-    const failed = await failOrphan(ctx, orphan.job_id, orphan.seq);
-    if (failed)
-      ctx.log.warn({ jobId: orphan.job_id, turn: orphan.seq }, 'gave up an orphaned turn');
-    if (orphan.queue_id && orphan.queue_state === 'failed') {
-      await ctx.queue.remove(orphan.queue_id);
-    }
+export async function sweep(
+  ctx: WorkerContext,
+  after?: SweepCursor,
+): Promise<SweepCursor | undefined> {
+  const turns = await ctx.db
+    .selectFrom('turns')
+    .select(['job_id', 'seq', 'queue_id'])
+    .where('state', 'in', ['queued', 'running'])
+    .where('created_at', '<', sql<Date>`now() - interval '15 seconds'`)
+    .$if(after !== undefined, (q) =>
+      q.where(sql<boolean>`(job_id, seq) > (${after?.jobId}, ${after?.seq})`),
+    )
+    .orderBy('job_id')
+    .orderBy('seq')
+    .limit(SWEEP_BATCH)
+    .execute();
+  for (const turn of turns) {
+    const entry = turn.queue_id ? await ctx.queue.entryState(turn.queue_id) : undefined;
+    if (entry !== undefined && !ORPHANED.has(entry)) continue;
+    const failed = await failOrphan(ctx, turn.job_id, turn.seq);
+    if (failed) ctx.log.warn({ jobId: turn.job_id, turn: turn.seq }, 'gave up an orphaned turn');
+    if (turn.queue_id && entry === 'failed') await ctx.queue.remove(turn.queue_id);
   }
+  const last = turns.at(-1);
+  return turns.length === SWEEP_BATCH && last ? { jobId: last.job_id, seq: last.seq } : undefined;
 }
