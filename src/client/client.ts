@@ -81,6 +81,15 @@ export interface EventsOptions extends CallOptions {
   after?: number;
 }
 
+export interface StreamOptions extends EventsOptions {
+  /**
+   * How long to wait before opening a dropped stream again: `firstMs`, doubled after each
+   * attempt in a row that fails, up to `maxMs` (default 500 and 5000 ms); a Retry-After from
+   * Errand wins.
+   */
+  retryDelay?: { firstMs: number; maxMs: number };
+}
+
 /** The most events one page of the log holds. */
 const EVENT_PAGE = 500;
 
@@ -207,7 +216,7 @@ export class ErrandClient {
    */
   async *events(
     jobId: string,
-    options: EventsOptions = {},
+    options: StreamOptions = {},
   ): AsyncGenerator<JobEvent, void, undefined> {
     yield* streamEvents(this.#http, `${this.#jobPath(jobId, options)}/events`, jobId, options);
   }

@@ -31,11 +31,17 @@ export async function* streamEvents(
   transport: Transport,
   path: string,
   jobId: string,
-  options: { after?: number | undefined; signal?: AbortSignal | undefined },
+  options: {
+    after?: number | undefined;
+    signal?: AbortSignal | undefined;
+    retryDelay?: { firstMs: number; maxMs: number } | undefined;
+  },
 ): AsyncGenerator<JobEvent, void, undefined> {
+  const firstMs = options.retryDelay?.firstMs ?? POLL_FIRST_MS;
+  const maxMs = options.retryDelay?.maxMs ?? POLL_MAX_MS;
   let last = options.after ?? 0;
   let failures = 0;
-  let delay = POLL_FIRST_MS;
+  let delay = firstMs;
   // Ends the request when the loop is left early (break, return) as well as on abort.
   const local = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, local.signal]) : local.signal;
@@ -55,7 +61,7 @@ export async function* streamEvents(
         if (!(err instanceof ErrandError) || !err.transient || ++failures > STREAM_RECONNECTS)
           throw err;
         await pause(err, delay, signal);
-        delay = Math.min(delay * 2, POLL_MAX_MS);
+        delay = Math.min(delay * 2, maxMs);
         continue;
       }
       if (response.status === 204) return;
@@ -84,7 +90,7 @@ export async function* streamEvents(
           if (event.seq <= last) continue;
           last = event.seq;
           failures = 0;
-          delay = POLL_FIRST_MS;
+          delay = firstMs;
           terminal = TERMINAL_EVENTS.has(event.type);
           progressed = true;
           yield event;
@@ -95,7 +101,7 @@ export async function* streamEvents(
         // The connection dropped mid-stream: open it again after the last event seen.
         if (++failures > STREAM_RECONNECTS) throw networkError('events', transport.base, err);
         await sleep(delay, signal).catch(() => {});
-        delay = Math.min(delay * 2, POLL_MAX_MS);
+        delay = Math.min(delay * 2, maxMs);
         continue;
       }
       if (terminal) return;
@@ -109,7 +115,7 @@ export async function* streamEvents(
           { code: 'invalid_response', status: response.status },
         );
       await sleep(delay, signal).catch(() => {});
-      delay = Math.min(delay * 2, POLL_MAX_MS);
+      delay = Math.min(delay * 2, maxMs);
     }
   } finally {
     local.abort();

@@ -23,6 +23,7 @@ export {
   type Secret,
   type SecretExposure,
   type SetSecretInput,
+  type StreamOptions,
   TERMINAL_STATUSES,
   type UpdateProjectInput,
   type UpdateWebhookInput,

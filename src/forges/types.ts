@@ -92,6 +92,11 @@ export interface ForgeClientOptions {
   credentials: ForgeCredentials;
   /** For tests and proxies; defaults to the global fetch. */
   fetch?: typeof globalThis.fetch;
+  /**
+   * The clock, in milliseconds like `Date.now` (the default), that short-lived credentials (a
+   * GitHub App's installation tokens) are judged stale by; tests move it instead of waiting.
+   */
+  now?: () => number;
 }
 
 /** A forge: its clients, and (ForgeDeliveries) what its webhook deliveries mean. */

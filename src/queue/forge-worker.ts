@@ -60,7 +60,11 @@ export async function startForgeWorker(
       unsubscribe();
       await ctx.queue.forgeEvents.stopWork();
       await missed;
-      await Promise.allSettled(answering);
+      if (answering.size > 0) {
+        // Said, so that a stop held by a slow forge is seen for what it is.
+        ctx.log.info({ answers: answering.size }, 'stopping waits for the forge answers under way');
+        await Promise.allSettled(answering);
+      }
     },
   };
 }

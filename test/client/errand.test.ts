@@ -281,7 +281,8 @@ describe('typed client against Errand', () => {
     });
     try {
       const job = await client.createJob({ prompt: 'gate cut' });
-      const stream = collect(proxied.events(job.id));
+      // Short waits between attempts, so that several are refused during the cut.
+      const stream = collect(proxied.events(job.id, { retryDelay: { firstMs: 20, maxMs: 100 } }));
       await runner.step(job.id, 'before the cut');
       const before = await stream.until(3);
       const seen = before.length;
@@ -289,7 +290,10 @@ describe('typed client against Errand', () => {
       await proxy.down('refuse');
       await runner.step(job.id, 'during the cut 1');
       await runner.step(job.id, 'during the cut 2');
-      await new Promise((resolve) => setTimeout(resolve, 1200));
+      const refused = () => exchanges.filter((e) => e.status === 0).length;
+      await waitFor('three refused attempts to reopen the stream', async () =>
+        refused() >= 3 ? true : undefined,
+      );
       await proxy.up();
       await stream.until(seen + 2);
       await runner.step(job.id, 'after the cut');
@@ -323,10 +327,7 @@ describe('typed client against Errand', () => {
         String(stream.events[seen - 1]?.seq),
         'reopened after the last event seen before the cut',
       );
-      assert.ok(
-        exchanges.some((e) => e.status === 0),
-        'a refused attempt during the cut was retried',
-      );
+      assert.ok(refused() >= 3, 'a refused attempt during the cut was retried');
     } finally {
       await proxy.close();
     }

@@ -6,10 +6,12 @@
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { formatUsd } from '../../src/client/words.ts';
 import { ERRAND_MARKER } from '../../src/forges/intake/text.ts';
 import type { JobRecord } from '../../src/jobs/record.ts';
+import { createLogger } from '../../src/log.ts';
 import { type ForgeWorker, startForgeWorker } from '../../src/queue/forge-worker.ts';
 import { getPage, sessionCookie } from '../support/dashboard.ts';
 import { startFakeGitea } from '../support/fake-gitea.ts';
@@ -715,6 +717,24 @@ for (const c of cases) {
         return t.skip(
           'one forge worker for every forge: tested on GitHub, whose fake can hold a request',
         );
+      // The same service, again, with its log watched for the line that says its stop waits.
+      let stopWaits = () => {};
+      const waiting = new Promise<'waiting'>((resolve) => {
+        stopWaits = () => resolve('waiting');
+      });
+      const sink = new Writable({
+        write(chunk, _encoding, done) {
+          if (String(chunk).includes('stopping waits for the forge answers')) stopWaits();
+          done();
+        },
+      });
+      await svc.stop();
+      svc = await startTestService({
+        env: serviceEnv(),
+        database: svc.database,
+        adminKey: svc.adminKey,
+        log: createLogger('info', sink),
+      });
       const issue = forge.openIssue('Add a changelog', 'Start one.');
       llm.script(
         toolCalls([
@@ -726,12 +746,12 @@ for (const c of cases) {
       queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
       // The turn has ended and its answer is at the forge, which does not answer yet.
       await held.arrived;
-      let stopped = false;
-      const stopping = svc.stop().then(() => {
-        stopped = true;
-      });
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      assert.equal(stopped, false, 'the service stopped before its answer was given');
+      const stopping = svc.stop().then(() => 'stopped' as const);
+      assert.equal(
+        await Promise.race([stopping, waiting]),
+        'waiting',
+        'the service stopped before its answer was given',
+      );
       held.release();
       await stopping;
       assert.ok(

@@ -176,7 +176,21 @@ describe('PostgreSQL outage: the API', () => {
       });
       try {
         const running = migrate(handle);
-        await sleep(1_000);
+        // The fact, not a pause: the migration's session has waited on the lock for three
+        // statement timeouts and waits still. A migration bound by the timeout fails first.
+        const waitedPastTimeout = waitFor('the migration to wait on the lock', async () => {
+          const { rows } = await holder.query(
+            `SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objid = 7281001
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                AND clock_timestamp() - a.query_start > interval '600 milliseconds'`,
+          );
+          return rows.length > 0 ? true : undefined;
+        });
+        await Promise.race([
+          waitedPastTimeout,
+          running.then(() => assert.fail('the migration ran while the lock was held')),
+        ]);
         await holder.query('SELECT pg_advisory_unlock(7281001)');
         const applied = await running;
         assert.ok(applied.length > 0, 'no migration was applied');

@@ -5,9 +5,16 @@
 // Anything it does not support, or a real Gitea would ignore but is probably a mistake (an
 // unknown field or query parameter), lands in `unexpected`; `assertNoUnexpected()` throws.
 
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import {
+  type ForgeExchange,
+  isRecord,
+  pageOf,
+  type RecordedForgeRequest,
+  safeDecode,
+  startRecordingForge,
+  tickingClock,
+} from './fake-forge-server.ts';
 import { giteaDeliverer } from './forge-deliveries.ts';
 
 type Deliver = ReturnType<typeof giteaDeliverer>;
@@ -99,15 +106,7 @@ export interface FakeGiteaReaction {
 
 export type FakeGiteaPermission = 'owner' | 'admin' | 'write' | 'read' | 'none';
 
-export interface RecordedGiteaRequest {
-  method: string;
-  /** Decoded path below the host, e.g. `/api/v1/repos/owner/repo/pulls`. */
-  path: string;
-  query: Record<string, string>;
-  headers: Record<string, string | string[] | undefined>;
-  body: unknown;
-  status: number;
-}
+export type RecordedGiteaRequest = RecordedForgeRequest;
 
 export interface FakeGitea {
   /** `http://127.0.0.1:<port>` plus basePath: where repositories' web pages and git live. */
@@ -262,15 +261,7 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     comments.push(comment);
     return comment;
   };
-  let requests: RecordedGiteaRequest[] = [];
-  let unexpected: string[] = [];
-  let failures: Array<{ status: number; headers: Record<string, string>; body: unknown }> = [];
-  let clock = Date.parse('2025-01-01T00:00:00Z');
-  // A clock that ticks a second per event, so "recently updated" orders are well defined.
-  const now = () => {
-    clock += 1000;
-    return new Date(clock).toISOString();
-  };
+  const now = tickingClock();
   let url = '';
   const swagger = () => `${url}/api/swagger`;
   const apiError = (message: string) => ({ message, url: swagger() });
@@ -339,52 +330,7 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     return repo;
   }
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const raw = await readBody(req);
-    const target = new URL(req.url ?? '/', 'http://fake');
-    const record: RecordedGiteaRequest = {
-      method: req.method ?? '',
-      path: safeDecode(target.pathname),
-      query: Object.fromEntries(target.searchParams),
-      headers: { ...req.headers },
-      body: undefined,
-      status: 0,
-    };
-    requests.push(record);
-    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      record.status = status;
-      res.writeHead(status, { 'content-type': 'application/json;charset=utf-8', ...headers });
-      res.end(JSON.stringify(body));
-    };
-    const problem = (text: string) => {
-      unexpected.push(`${record.method} ${target.pathname}${target.search}: ${text}`);
-    };
-    const refuse = (text: string) => {
-      problem(text);
-      send(404, apiError('not found'));
-    };
-
-    if (raw.length > 0) {
-      if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
-        return refuse('body without content-type application/json');
-      }
-      try {
-        record.body = JSON.parse(raw);
-      } catch (err) {
-        return send(422, apiError(`[]: ${String(err)}`));
-      }
-    }
-
-    const failure = failures.shift();
-    if (failure) {
-      return send(
-        failure.status,
-        failure.body ?? apiError(`fake failure ${failure.status}`),
-        failure.headers,
-      );
-    }
-
-    if (!target.pathname.startsWith(`${apiPrefix}/`)) return refuse('not an API v1 path');
+  const route = ({ req, target, record, send, problem, refuse }: ForgeExchange) => {
     const auth = authenticate(req, options.token);
     if (auth === 'missing') return send(401, apiError('token is required'));
     if (auth === 'wrong') return send(401, apiError('invalid username, password or token'));
@@ -542,9 +488,6 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
         return send(422, apiError(`[State]: invalid state ${state}`));
       }
       if (!SORTS.has(sort)) problem(`unknown sort ${sort}`);
-      const limitParam = Number(target.searchParams.get('limit') ?? DEFAULT_PAGE_SIZE);
-      const limit = Math.min(MAX_PAGE_SIZE, limitParam > 0 ? limitParam : DEFAULT_PAGE_SIZE);
-      const page = Math.max(1, Number(target.searchParams.get('page') ?? 1) || 1);
       const matching = pulls
         .filter((p) => p.repoId === repo.id)
         .filter((p) => state === 'all' || p.state === state)
@@ -554,8 +497,12 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
           if (sort === 'leastupdate') return a.updatedAt.localeCompare(b.updatedAt) || a.id - b.id;
           return b.id - a.id;
         });
-      const slice = matching.slice((page - 1) * limit, page * limit);
-      return send(200, slice.map(toJson), { 'x-total-count': String(matching.length) });
+      const { items } = pageOf(matching, target.searchParams, {
+        param: 'limit',
+        default: DEFAULT_PAGE_SIZE,
+        max: MAX_PAGE_SIZE,
+      });
+      return send(200, items.map(toJson), { 'x-total-count': String(matching.length) });
     }
 
     function create(repo: RepoState, body: Record<string, unknown>) {
@@ -630,17 +577,18 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     return pr;
   };
 
-  const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      unexpected.push(`fake failed: ${String(err)}`);
-      if (!res.headersSent) res.writeHead(500);
-      res.end();
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as AddressInfo).port;
-  url = `http://127.0.0.1:${port}${basePath}`;
+  const server = await startRecordingForge(
+    {
+      name: 'fake Gitea',
+      contentType: 'application/json;charset=utf-8',
+      apiPrefix,
+      notFound: () => apiError('not found'),
+      notJson: (err) => ({ status: 422, body: apiError(`[]: ${String(err)}`) }),
+      failure: (status) => apiError(`fake failure ${status}`),
+    },
+    route,
+  );
+  url = `${server.origin}${basePath}`;
 
   const repoOrThrow = (path: string): RepoState => {
     const repo = repos.get(path.toLowerCase());
@@ -672,10 +620,10 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       },
     }),
     get requests() {
-      return requests;
+      return server.requests;
     },
     get unexpected() {
-      return unexpected;
+      return server.unexpected;
     },
     pulls(repoPath) {
       const repo = repoPath === undefined ? undefined : repoOrThrow(repoPath);
@@ -738,30 +686,18 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
         .filter((r) => r.repoPath === `${repo.owner}/${repo.name}`)
         .map((r) => ({ ...r }));
     },
-    failNext(status, headers = {}, body) {
-      failures.push({ status, headers, body });
-    },
-    assertNoUnexpected() {
-      if (unexpected.length > 0) {
-        throw new Error(`fake Gitea saw unexpected requests:\n${unexpected.join('\n')}`);
-      }
-    },
+    failNext: server.failNext,
+    assertNoUnexpected: server.assertNoUnexpected,
     reset() {
       pulls = [];
       issues.length = 0;
       comments.length = 0;
       reactions.length = 0;
       permissions.clear();
-      requests = [];
-      unexpected = [];
-      failures = [];
+      server.forget();
       nextId = 1;
     },
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
+    close: server.close,
   };
 }
 
@@ -792,22 +728,4 @@ function checkStrings(body: Record<string, unknown>, keys: string[]): string | u
   return wrong.length > 0
     ? `[]: json: cannot unmarshal into Go struct field of type string: ${wrong.join(', ')}`
     : undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -10,11 +10,16 @@ import {
   randomBytes,
   verify,
 } from 'node:crypto';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
-import type { AddressInfo } from 'node:net';
+import {
+  assertNoneUnexpected,
+  type ForgeRequest,
+  type HoldMatch,
+  pageOf,
+  startFakeForgeServer,
+} from './fake-forge-server.ts';
 import { githubDeliverer } from './forge-deliveries.ts';
 
 type Deliver = ReturnType<typeof githubDeliverer>;
@@ -40,6 +45,12 @@ export interface FakeGitHubOptions {
   enterprise?: boolean;
   /** The login the token acts as: the author of the comments and reactions it makes. */
   tokenUser?: string;
+  /**
+   * The fake's clock, in milliseconds like `Date.now` (the default): what installation tokens
+   * expire by, JWTs are checked against, and times and rate limit resets are written in. A test
+   * moves it instead of waiting for a token to expire.
+   */
+  now?: () => number;
 }
 
 /** A repository permission as GitHub reports it (maintain and triage as role names). */
@@ -129,7 +140,7 @@ export interface FakeGitHub {
    * Holds the next request that `matches` before it is answered, until `release`: a forge slow
    * to answer. `arrived` resolves when the request has come (its body read).
    */
-  holdNext(matches: (request: { method: string; path: string; body: string }) => boolean): {
+  holdNext(matches: HoldMatch): {
     arrived: Promise<void>;
     release: () => void;
   };
@@ -438,13 +449,9 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const appKey = options.app ? createPublicKey(options.app.publicKey) : undefined;
   const requests: RecordedRequest[] = [];
   const unexpected: RecordedRequest[] = [];
-  const holds: {
-    matches: (request: { method: string; path: string; body: string }) => boolean;
-    arrive: () => void;
-    released: Promise<void>;
-    release: () => void;
-    taken: boolean;
-  }[] = [];
+  const clock = options.now ?? Date.now;
+  // Requests that made the fake itself fail: a bug of the fake, reported as unexpected.
+  const crashes: string[] = [];
   const installationTokens: { token: string; expiresAt: Date; revoked: boolean }[] = [];
   const pulls: StoredPull[] = [];
   const counters = new Map<string, number>();
@@ -489,8 +496,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     issue_url: `${origin}${prefix}/repos/${c.repo}/issues/${c.number}`,
     body: c.body,
     user: userJson(c.author),
-    created_at: isoSeconds(new Date()),
-    updated_at: isoSeconds(new Date()),
+    created_at: isoSeconds(new Date(clock())),
+    updated_at: isoSeconds(new Date(clock())),
     author_association: 'COLLABORATOR',
   });
   const reviewCommentJson = (c: FakeComment) => {
@@ -508,8 +515,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       ...(c.inReplyTo === null ? {} : { in_reply_to_id: c.inReplyTo }),
       user: userJson(c.author),
       body: c.body,
-      created_at: isoSeconds(new Date()),
-      updated_at: isoSeconds(new Date()),
+      created_at: isoSeconds(new Date(clock())),
+      updated_at: isoSeconds(new Date(clock())),
       html_url: c.htmlUrl,
       pull_request_url: pull,
       author_association: 'COLLABORATOR',
@@ -537,7 +544,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         node_id: `REA_fake${reactions.indexOf(reaction)}`,
         user: userJson(tokenUser),
         content: reaction.content,
-        created_at: isoSeconds(new Date()),
+        created_at: isoSeconds(new Date(clock())),
       },
     };
   };
@@ -716,12 +723,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         if (query.base) list = list.filter((p) => p.base === query.base);
         const ascending = query.direction === 'asc';
         list = [...list].sort((a, b) => (ascending ? a.number - b.number : b.number - a.number));
-        const perPage = Math.min(100, Number(query.per_page ?? 30));
-        const page = Math.max(1, Number(query.page ?? 1));
-        return {
-          status: 200,
-          body: list.slice((page - 1) * perPage, page * perPage).map((p) => pullJson(p, false)),
-        };
+        const { items } = pageOf(list, new URLSearchParams(query), {
+          param: 'per_page',
+          default: 30,
+          max: 100,
+        });
+        return { status: 200, body: items.map((p) => pullJson(p, false)) };
       },
     },
     {
@@ -776,7 +783,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
           ]);
         }
         const number = nextNumber(repo);
-        const now = new Date();
+        const now = new Date(clock());
         const pull: StoredPull = {
           repo,
           number,
@@ -822,7 +829,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         if (typeof input.base === 'string') pull.base = input.base;
         if (input.state === 'closed' && pull.state === 'open') {
           pull.state = 'closed';
-          pull.closedAt = new Date();
+          pull.closedAt = new Date(clock());
         } else if (input.state === 'open' && pull.state === 'closed') {
           if (pull.merged)
             return validationFailed([
@@ -835,7 +842,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
           pull.state = 'open';
           pull.closedAt = null;
         }
-        pull.updatedAt = new Date();
+        pull.updatedAt = new Date(clock());
         return { status: 200, body: pullJson(pull, true) };
       },
     },
@@ -845,7 +852,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       handle: () => {
         const ttl = options.app?.tokenTtlSeconds ?? 3600;
         const token = `ghs_${randomBytes(27).toString('base64url').replace(/[-_]/g, 'x').slice(0, 36)}`;
-        const expiresAt = new Date(Date.now() + ttl * 1000);
+        const expiresAt = new Date(clock() + ttl * 1000);
         installationTokens.push({ token, expiresAt, revoked: false });
         return {
           status: 201,
@@ -887,7 +894,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     }
     if (options.token !== undefined && credential === options.token) return { kind: 'token' };
     const minted = installationTokens.find((t) => t.token === credential);
-    if (minted && !minted.revoked && minted.expiresAt.getTime() > Date.now())
+    if (minted && !minted.revoked && minted.expiresAt.getTime() > clock())
       return { kind: 'installation' };
     return { kind: 'invalid', error: failure(401, 'Bad credentials') };
   }
@@ -915,7 +922,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       Buffer.from(signature, 'base64url'),
     );
     if (!valid) return 'A JSON web token could not be decoded';
-    const now = Math.floor(Date.now() / 1000);
+    const now = Math.floor(clock() / 1000);
     if (!Number.isInteger(claims.iat) || !Number.isInteger(claims.exp)) {
       return "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued.";
     }
@@ -1015,30 +1022,17 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       : undefined;
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const chunks: Buffer[] = [];
-    for await (const chunk of req) chunks.push(chunk as Buffer);
-    const text = Buffer.concat(chunks).toString('utf8');
-    const url = new URL(req.url ?? '/', origin);
+  function handle({ req, method, target, text }: ForgeRequest, res: ServerResponse): void {
     const query: Record<string, string> = {};
     const duplicated: string[] = [];
-    for (const [name, value] of url.searchParams) {
+    for (const [name, value] of target.searchParams) {
       if (name in query) duplicated.push(name);
       query[name] = value;
-    }
-    const method = req.method ?? 'GET';
-    const hold = holds.find(
-      (h) => !h.taken && h.matches({ method, path: url.pathname, body: text }),
-    );
-    if (hold) {
-      hold.taken = true;
-      hold.arrive();
-      await hold.released;
     }
     const record: RecordedRequest = {
       index: requests.length,
       method,
-      path: url.pathname,
+      path: target.pathname,
       query,
       headers: req.headers,
       body: undefined,
@@ -1058,7 +1052,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       'x-github-request-id': `FAKE:${record.index}`,
       'x-ratelimit-limit': '5000',
       'x-ratelimit-remaining': '4999',
-      'x-ratelimit-reset': String(Math.floor(Date.now() / 1000) + 3600),
+      'x-ratelimit-reset': String(Math.floor(clock() / 1000) + 3600),
       'x-ratelimit-resource': 'core',
       ...answer.headers,
     };
@@ -1151,15 +1145,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     return answer;
   }
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      res.writeHead(500, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ message: `fake-github crashed: ${String(err)}` }));
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const server = await startFakeForgeServer(handle, (err) => crashes.push(String(err)));
+  origin = server.origin;
 
   return {
     url: origin,
@@ -1215,7 +1202,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     merge(repo, number) {
       const pull = findPull(repos.get(repo.toLowerCase()) ?? repo, String(number));
       if (!pull) throw new Error(`fake-github: no pull request ${repo}#${number}`);
-      const now = new Date();
+      const now = new Date(clock());
       Object.assign(pull, {
         state: 'closed',
         merged: true,
@@ -1231,18 +1218,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         ...(opts?.message === undefined ? {} : { message: opts.message }),
       });
     },
-    holdNext(matches) {
-      let arrive = () => {};
-      let release = () => {};
-      const arrived = new Promise<void>((resolve) => {
-        arrive = resolve;
-      });
-      const released = new Promise<void>((resolve) => {
-        release = resolve;
-      });
-      holds.push({ matches, arrive, released, release, taken: false });
-      return { arrived, release };
-    },
+    holdNext: server.holdNext,
     revokeInstallationTokens() {
       for (const t of installationTokens) t.revoked = true;
     },
@@ -1299,19 +1275,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         .map((r) => ({ ...r }));
     },
     assertNoUnexpected() {
-      if (unexpected.length === 0) return;
-      const lines = unexpected.map((r) => `  ${r.method} ${r.path} → ${r.status}: ${r.unexpected}`);
-      throw new Error(
-        `fake-github received ${unexpected.length} unexpected request(s):\n${lines.join('\n')}`,
-      );
+      assertNoneUnexpected('fake-github', [
+        ...unexpected.map((r) => `${r.method} ${r.path} → ${r.status}: ${r.unexpected}`),
+        ...crashes.map((err) => `the fake failed: ${err}`),
+      ]);
     },
-    async close() {
-      // Nothing stays held once the fake is gone.
-      for (const hold of holds.splice(0)) hold.release();
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
+    close: server.close,
   };
 }
 

@@ -4,9 +4,16 @@
 // Anything it does not support, or a real GitLab would ignore but is probably a mistake (an
 // unknown field or query parameter), lands in `unexpected`; `assertNoUnexpected()` throws.
 
-import { once } from 'node:events';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import {
+  type ForgeExchange,
+  isRecord,
+  pageOf,
+  type RecordedForgeRequest,
+  safeDecode,
+  startRecordingForge,
+  tickingClock,
+} from './fake-forge-server.ts';
 import { gitlabDeliverer } from './forge-deliveries.ts';
 
 type Deliver = ReturnType<typeof gitlabDeliverer>;
@@ -77,16 +84,7 @@ export interface FakeAward {
   user: string;
 }
 
-export interface RecordedGitLabRequest {
-  method: string;
-  /** Decoded path below the host, e.g. `/api/v4/projects/group/sub/project/merge_requests`. */
-  path: string;
-  rawPath: string;
-  query: Record<string, string>;
-  headers: Record<string, string | string[] | undefined>;
-  body: unknown;
-  status: number;
-}
+export type RecordedGitLabRequest = RecordedForgeRequest;
 
 export interface FakeGitLab {
   /** `http://127.0.0.1:<port>` plus basePath: where projects' web pages and git live. */
@@ -265,15 +263,7 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     on === 'issues'
       ? issues.some((i) => i.projectPath === project.path && i.iid === iid)
       : mrs.some((m) => m.projectId === project.id && m.iid === iid);
-  let requests: RecordedGitLabRequest[] = [];
-  let unexpected: string[] = [];
-  let failures: Array<{ status: number; headers: Record<string, string>; body: unknown }> = [];
-  let clock = Date.parse('2025-01-01T00:00:00Z');
-  // A clock that ticks a second per event, so "recently updated" orders are well defined.
-  const now = () => {
-    clock += 1000;
-    return new Date(clock).toISOString();
-  };
+  const now = tickingClock();
   let url = '';
 
   const findProject = (ref: string): ProjectState | undefined => {
@@ -315,60 +305,7 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     };
   };
 
-  const handle = async (req: IncomingMessage, res: ServerResponse) => {
-    const raw = await readBody(req);
-    const target = new URL(req.url ?? '/', 'http://fake');
-    const record: RecordedGitLabRequest = {
-      method: req.method ?? '',
-      path: safeDecode(target.pathname),
-      rawPath: target.pathname,
-      query: Object.fromEntries(target.searchParams),
-      headers: { ...req.headers },
-      body: undefined,
-      status: 0,
-    };
-    requests.push(record);
-    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
-      record.status = status;
-      const text = typeof body === 'string' ? body : JSON.stringify(body);
-      res.writeHead(status, {
-        'content-type': typeof body === 'string' ? 'text/plain' : 'application/json',
-        ...headers,
-      });
-      res.end(text);
-    };
-    const problem = (text: string) => {
-      unexpected.push(`${record.method} ${record.rawPath}${target.search}: ${text}`);
-    };
-    const refuse = (text: string) => {
-      problem(text);
-      send(404, { error: '404 Not Found' });
-    };
-
-    if (raw.length > 0) {
-      if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) {
-        return refuse('body without content-type application/json');
-      }
-      try {
-        record.body = JSON.parse(raw);
-      } catch {
-        return send(400, {
-          error: 'The provided content-type "application/json" is not valid JSON',
-        });
-      }
-    }
-
-    const failure = failures.shift();
-    if (failure) {
-      const body =
-        failure.body ??
-        (failure.status === 429
-          ? 'Retry later'
-          : { message: `${failure.status} ${REASONS[failure.status] ?? 'Error'}` });
-      return send(failure.status, body, failure.headers);
-    }
-
-    if (!target.pathname.startsWith(`${apiPrefix}/`)) return refuse('not an API v4 path');
+  const route = ({ req, target, record, send, problem, refuse }: ForgeExchange) => {
     if (!authenticated(req, options.token)) return send(401, { message: '401 Unauthorized' });
 
     // Split before decoding: the project id is the full path with its slashes encoded.
@@ -419,15 +356,17 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
           return send(400, { error: 'state does not have a valid value' });
         }
         const source = target.searchParams.get('source_branch');
-        const perPage = Math.min(100, Number(target.searchParams.get('per_page') ?? 20) || 20);
-        const page = Math.max(1, Number(target.searchParams.get('page') ?? 1) || 1);
         const matching = mrs
           .filter((mr) => mr.projectId === project.id)
           .filter((mr) => state === 'all' || mr.state === state)
           .filter((mr) => source === null || mr.sourceBranch === source)
           .sort((a, b) => b.id - a.id);
-        const slice = matching.slice((page - 1) * perPage, page * perPage);
-        return send(200, slice.map(toJson), {
+        const { items, page, perPage } = pageOf(matching, target.searchParams, {
+          param: 'per_page',
+          default: 20,
+          max: 100,
+        });
+        return send(200, items.map(toJson), {
           'x-total': String(matching.length),
           'x-page': String(page),
           'x-per-page': String(perPage),
@@ -640,17 +579,22 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     return mr;
   };
 
-  const server: Server = createServer((req, res) => {
-    handle(req, res).catch((err: unknown) => {
-      unexpected.push(`fake failed: ${String(err)}`);
-      if (!res.headersSent) res.writeHead(500);
-      res.end();
-    });
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as AddressInfo).port;
-  url = `http://127.0.0.1:${port}${basePath}`;
+  const server = await startRecordingForge(
+    {
+      name: 'fake GitLab',
+      contentType: 'application/json',
+      apiPrefix,
+      notFound: () => ({ error: '404 Not Found' }),
+      notJson: () => ({
+        status: 400,
+        body: { error: 'The provided content-type "application/json" is not valid JSON' },
+      }),
+      failure: (status) =>
+        status === 429 ? 'Retry later' : { message: `${status} ${REASONS[status] ?? 'Error'}` },
+    },
+    route,
+  );
+  url = `${server.origin}${basePath}`;
 
   const projectOrThrow = (path: string): ProjectState => {
     const project = findProject(path);
@@ -691,10 +635,10 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       },
     }),
     get requests() {
-      return requests;
+      return server.requests;
     },
     get unexpected() {
-      return unexpected;
+      return server.unexpected;
     },
     mergeRequests(projectPath) {
       const project = projectPath === undefined ? undefined : projectOrThrow(projectPath);
@@ -757,29 +701,17 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       const project = projectOrThrow(projectPath);
       return awards.filter((a) => a.projectPath === project.path).map((a) => ({ ...a }));
     },
-    failNext(status, headers = {}, body) {
-      failures.push({ status, headers, body });
-    },
-    assertNoUnexpected() {
-      if (unexpected.length > 0) {
-        throw new Error(`fake GitLab saw unexpected requests:\n${unexpected.join('\n')}`);
-      }
-    },
+    failNext: server.failNext,
+    assertNoUnexpected: server.assertNoUnexpected,
     reset() {
       mrs = [];
       issues.length = 0;
       notes.length = 0;
       awards.length = 0;
-      requests = [];
-      unexpected = [];
-      failures = [];
+      server.forget();
       nextId = 1;
     },
-    async close() {
-      server.closeAllConnections();
-      server.close();
-      await once(server, 'close');
-    },
+    close: server.close,
   };
 }
 
@@ -804,22 +736,4 @@ function lengthErrors(body: Record<string, unknown>): Record<string, string[]> |
     errors.description = [`is too long (maximum is ${MAX_DESCRIPTION} characters)`];
   }
   return Object.keys(errors).length > 0 ? errors : undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function safeDecode(text: string): string {
-  try {
-    return decodeURIComponent(text);
-  } catch {
-    return text;
-  }
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

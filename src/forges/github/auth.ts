@@ -32,6 +32,7 @@ export interface GitHubAppTokenOptions {
   failure(err: unknown): Error;
   /** What an answer without a usable token becomes. */
   unexpected(): Error;
+  /** The clock a cached token's age is read on, in milliseconds; default `Date.now`. */
   now?: () => number;
 }
 

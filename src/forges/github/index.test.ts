@@ -212,20 +212,25 @@ describe('GitHub App', () => {
   });
 
   test('refreshes the installation token before it expires', async () => {
-    // 2-second tokens: the client refreshes them halfway, the fake refuses them after 2 s.
+    // 2-second tokens: the client refreshes them halfway, the fake refuses them after 2 s. The
+    // client and the fake read one clock, which the test moves.
+    let skew = 0;
+    const now = () => Date.now() + skew;
     const gh = await start({
       token: undefined,
       app: { appId: '42', installationId: '7', publicKey: keys.publicKey, tokenTtlSeconds: 2 },
+      now,
     });
     const client = createGitHubClient({
       apiUrl: gh.apiUrl,
       repository,
       credentials: { githubApp: app() },
+      now,
     });
     await client.findPullRequest('errand/a');
     await client.findPullRequest('errand/a');
     assert.equal(gh.installationTokens.length, 1);
-    await new Promise((resolve) => setTimeout(resolve, 1100));
+    skew += 1100;
     await client.findPullRequest('errand/a');
     assert.equal(gh.installationTokens.length, 2);
     const last = gh.requests.at(-1);

@@ -427,6 +427,7 @@ function tokenSource(
       request,
       failure: (err) => toForgeError(err, exchange),
       unexpected: () => unexpectedAnswer(exchange),
+      now: options.now,
     });
   }
   if (token) return staticToken(token);
