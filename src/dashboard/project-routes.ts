@@ -8,6 +8,7 @@ import { jobCounts } from '../jobs/read.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import type { ProjectFields } from '../projects/changes.ts';
+import { afterProjectCreated, afterProjectUpdated } from '../projects/environment-builds.ts';
 import { projectCreateBody, projectUpdateBody } from '../projects/schemas.ts';
 import {
   createProject,
@@ -168,7 +169,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
     const principal = admin(request);
     const form = request.body ?? {};
     try {
-      await createProject(ctx, createFields(form));
+      await afterProjectCreated(ctx, await createProject(ctx, createFields(form)));
       return reply.redirect('/projects', 303);
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -211,7 +212,8 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       const current = await project(request.params.id);
       const form = request.body ?? {};
       try {
-        await updateProject(ctx, current.id, updateFields(form, current));
+        const { before, row } = await updateProject(ctx, current.id, updateFields(form, current));
+        await afterProjectUpdated(ctx, before, row);
         return reply.redirect(`/projects/${current.id}/settings?saved=1`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;

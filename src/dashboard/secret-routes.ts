@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
+import { afterSecretChanged } from '../projects/environment-builds.ts';
 import {
   deleteSecret,
   listSecrets,
@@ -68,6 +69,7 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
           value: form.value ?? '',
           exposure: exposureOf(form.exposure),
         });
+        await afterSecretChanged(ctx, current.id);
         return reply.redirect(settings(current.id, `secret=${encodeURIComponent(name)}`), 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -109,6 +111,7 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
       admin(request);
       const current = await project(request.params.id);
       await deleteSecret(ctx, current.id, request.params.name);
+      await afterSecretChanged(ctx, current.id);
       return reply.redirect(
         settings(current.id, `deleted=${encodeURIComponent(request.params.name)}`),
         303,
