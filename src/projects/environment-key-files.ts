@@ -4,14 +4,16 @@
 // saved by the same rules the runtime relies on: relative, inside the checkout, bounded.
 
 /**
- * The lock files of npm, pnpm, yarn, pip, uv, poetry, pipenv, cargo, go, bundler and composer,
- * anywhere in the tree: what a setup that installs dependencies reads.
+ * The lock files of npm, pnpm, yarn, bun, pip, uv, poetry, pipenv, cargo, go, bundler and
+ * composer, anywhere in the tree (`**` matches no directory too): what a setup that installs
+ * dependencies reads.
  */
 export const DEFAULT_ENVIRONMENT_KEY_FILES: readonly string[] = Object.freeze([
   '**/package-lock.json',
   '**/npm-shrinkwrap.json',
   '**/pnpm-lock.yaml',
   '**/yarn.lock',
+  '**/bun.lock',
   '**/requirements*.txt',
   '**/uv.lock',
   '**/poetry.lock',
@@ -39,12 +41,12 @@ export function environmentKeyFileRefusal(glob: string): string | undefined {
     return `a glob is at most ${MAX_ENVIRONMENT_KEY_FILE_CHARS} characters`;
   // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused
   if (/[\u0000-\u001f\u007f]/.test(glob))
-    return `${JSON.stringify(glob)} holds a control character`;
+    return `glob ${JSON.stringify(glob)} holds a control character`;
   if (glob.includes('\\'))
-    return `${JSON.stringify(glob)} holds a backslash: separate directories with /`;
+    return `glob ${JSON.stringify(glob)} holds a backslash: separate directories with /`;
   if (glob.startsWith('/') || glob.startsWith('~'))
-    return `${JSON.stringify(glob)} is absolute: give a path relative to the repository's root, as **/package-lock.json`;
+    return `glob ${JSON.stringify(glob)} is absolute: give a path relative to the repository's root, as **/package-lock.json`;
   if (glob.split('/').some((segment) => segment === '..'))
-    return `${JSON.stringify(glob)} leaves the checkout (..): give a path inside the repository`;
+    return `glob ${JSON.stringify(glob)} leaves the checkout (..): give a path inside the repository`;
   return undefined;
 }
