@@ -4,6 +4,7 @@
 import type { Io } from './cli/command.ts';
 import { runCli } from './cli/dispatch.ts';
 import { engines } from './cli/engines.ts';
+import { environments } from './cli/environments.ts';
 import { CliError, EXIT, UsageError } from './cli/errors.ts';
 import type { Section } from './cli/help.ts';
 import { jobs } from './cli/jobs.ts';
@@ -31,7 +32,7 @@ const SECTIONS: readonly Section[] = [
   },
   {
     title: `Administration (client of the admin API at ERRAND_URL, ${ADMIN_KEY}; all take --json)`,
-    items: [projects, keys, webhooks, secrets],
+    items: [projects, keys, webhooks, secrets, environments],
   },
 ];
 

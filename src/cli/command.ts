@@ -55,7 +55,10 @@ export interface CommandInput<O extends OptionDefs> {
 export interface Command {
   /** The words that run it: "serve", "job create". */
   readonly name: string;
-  /** Its positional arguments, each required, as the usage writes them: ID, "PROMPT". */
+  /**
+   * Its positional arguments, as the usage writes them: ID, "PROMPT", or [KEY] for one that
+   * may be left out (after the others).
+   */
   readonly args: readonly string[];
   /** Its options, in the order the usage shows them; any other is an unknown option here. */
   readonly options: OptionDefs;
@@ -191,7 +194,8 @@ function parse(
 ): Parsed {
   const parsed = parseStrict(argv, options);
   if (parsed.values.help) throw new HelpRequested();
-  const [missing] = args.slice(parsed.positionals.length);
+  // An argument written [KEY] may be left out; the others come first and must be given.
+  const [missing] = args.filter((a) => !a.startsWith('[')).slice(parsed.positionals.length);
   if (missing) throw new UsageError(`missing ${missing.replaceAll('"', '')}`);
   const extra = parsed.positionals[args.length];
   if (extra !== undefined && unexpected !== undefined) throw new UsageError(unexpected);

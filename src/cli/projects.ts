@@ -22,6 +22,7 @@ const COMMANDS = 'COMMANDS';
 const BUDGETS = 'BUDGETS';
 const NETWORK = 'NETWORK';
 const FORGE_WEBHOOK = 'FORGE_WEBHOOK';
+const ENVIRONMENT = 'ENVIRONMENT';
 
 /** The options both create and update take, after name and repo. */
 const SETTINGS = {
@@ -41,6 +42,8 @@ const SETTINGS = {
   'forge-label': { type: 'string', value: 'LABEL', group: FORGE_WEBHOOK },
   commands: { type: 'string', value: 'true|false', group: COMMANDS },
   'setup-command': { type: 'string', value: 'CMD', group: COMMANDS },
+  'maintenance-command': { type: 'string', value: 'CMD', group: ENVIRONMENT },
+  'key-files': { type: 'string', value: 'GLOBS', group: ENVIRONMENT },
   'setup-network': {
     type: 'string',
     // true and false: the older on/off setting, "open" and "none".
@@ -70,6 +73,12 @@ function commandFields(values: SettingValues): UpdateProjectInput {
   if (commands !== undefined) body.commandsEnabled = commands;
   // An empty command removes it.
   if (values['setup-command'] !== undefined) body.setupCommand = values['setup-command'] || null;
+  if (values['maintenance-command'] !== undefined)
+    body.maintenanceCommand = values['maintenance-command'] || null;
+  const keyFiles = values['key-files'];
+  // 'default': the common lock files; '': none. The server checks each glob.
+  if (keyFiles !== undefined)
+    body.environmentKeyFiles = keyFiles.trim() === 'default' ? null : splitGlobs(keyFiles);
   const limits = [
     ['command-timeout', 'commandTimeoutSeconds'],
     ['command-cpu', 'commandCpuSeconds'],
@@ -84,6 +93,26 @@ function commandFields(values: SettingValues): UpdateProjectInput {
     body[field] = value === 'default' ? null : wholeNumber(value, flag);
   }
   return body;
+}
+
+/**
+ * Globs given as one flag: separated by commas or white space, except a comma inside braces,
+ * which is the glob's own (`deps/{a,b}.lock`).
+ */
+function splitGlobs(text: string): string[] {
+  const globs: string[] = [];
+  let glob = '';
+  let depth = 0;
+  for (const c of text) {
+    if (c === '{') depth += 1;
+    else if (c === '}') depth = Math.max(0, depth - 1);
+    if ((c === ',' && depth === 0) || /\s/.test(c)) {
+      if (glob) globs.push(glob);
+      glob = '';
+    } else glob += c;
+  }
+  if (glob) globs.push(glob);
+  return globs;
 }
 
 /** The network policy given as flags: each part given is sent, the others kept by the server. */
@@ -168,7 +197,7 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
 }
 
 function summary(verb: string, p: Project): string {
-  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${network(p)}${budgets(p)})`;
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${p.maintenanceCommand ? ' and a maintenance command' : ''}${network(p)}${budgets(p)})`;
 }
 
 /** The network policy, where the project has one. */
@@ -280,6 +309,8 @@ export const projects: Family = {
       "comments and labels on the forge: the secret its webhook signs with ('' removes it; 'errand project forge-webhook ID' makes one), the @handle comments mention and the label that makes an issue a job (both 'errand' by default)",
     [COMMANDS]:
       "--setup-command '' removes the command; a limit given as 'default' returns to the sandbox's default",
+    [ENVIRONMENT]:
+      "the environment, what the setup command leaves in the checkout and later turns restore: the command run after a restore ('' removes it), and the globs of the files whose content keys it, comma-separated ('default': the common lock files; '': none). See errand environment",
     [NETWORK]:
       "what commands may reach: the setup command's network (none, allowlist or open), the agent's and an engine's (none or allowlist), and the allowlist's patterns, comma-separated (host, *.domain, host:port, or a preset: @npm, @pypi, @github, …; '' empties it)",
     [BUDGETS]:

@@ -14,6 +14,7 @@ import {
   type CreateJobInput,
   type CreateProjectInput,
   type CreateWebhookInput,
+  checkEnvironment,
   checkEvent,
   checkJob,
   checkList,
@@ -21,6 +22,7 @@ import {
   checkSecret,
   type Delivery,
   type DeliveryPage,
+  type Environment,
   type ForgeWebhookSecret,
   isRecord,
   type Job,
@@ -46,6 +48,7 @@ export type {
   CreateWebhookInput,
   Delivery,
   DeliveryPage,
+  Environment,
   ForgeWebhookSecret,
   Job,
   JobEvent,
@@ -476,6 +479,47 @@ export class ErrandClient {
     await response.body?.cancel();
   }
 
+  // ---- Environments of a project (an admin key) --------------------------------------------
+
+  /** The snapshots of the project's environment its workers keep, the one used last first. */
+  async listEnvironments(options: CallOptions = {}): Promise<Environment[]> {
+    const what = 'listEnvironments';
+    const { value, status } = await this.#http.call(this.#environmentsPath(options), {
+      method: 'GET',
+      signal: options.signal,
+      what,
+    });
+    const list = isRecord(value) ? value.environments : undefined;
+    if (!Array.isArray(list)) throw notA(what, 'a list of environments', status);
+    return list.map((item: unknown) => checkEnvironment(item, what, status));
+  }
+
+  /**
+   * Drops the project's environments on every worker: all of them, or those of `key` (a
+   * `not_found` error when there are none). Returns how many were dropped.
+   */
+  async deleteEnvironments(key?: string, options: CallOptions = {}): Promise<number> {
+    const what = 'deleteEnvironments';
+    const path = this.#environmentsPath(options);
+    const { value, status } = await this.#http.call(
+      key === undefined ? path : `${path}/${segment(key, 'key')}`,
+      { method: 'DELETE', signal: options.signal, what },
+    );
+    if (!isRecord(value) || typeof value.deleted !== 'number')
+      throw notA(what, 'a count of dropped environments', status);
+    return value.deleted;
+  }
+
+  /** Asks for the project's environment to be built again in the background. */
+  async rebuildEnvironment(options: CallOptions = {}): Promise<void> {
+    const response = await this.#http.request(`${this.#environmentsPath(options)}/rebuild`, {
+      method: 'POST',
+      signal: options.signal,
+      what: 'rebuildEnvironment',
+    });
+    await response.body?.cancel();
+  }
+
   // ---- Paths and answers ---------------------------------------------------------------------
 
   #project(options: CallOptions): string {
@@ -499,6 +543,10 @@ export class ErrandClient {
 
   #secretsPath(options: CallOptions): string {
     return `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/secrets`;
+  }
+
+  #environmentsPath(options: CallOptions): string {
+    return `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/environments`;
   }
 
   #webhookPath(webhookId: string, options: CallOptions): string {

@@ -1,6 +1,6 @@
-// errand/client: the typed client of Errand's API (jobs, and projects, keys, webhooks and
-// secrets with an admin key), for other Node projects (built to dist/client/ by `npm run
-// build:client`) and for Errand's own CLI and MCP server.
+// errand/client: the typed client of Errand's API (jobs, and projects, keys, webhooks, secrets
+// and environments with an admin key), for other Node projects (built to dist/client/ by `npm
+// run build:client`) and for Errand's own CLI and MCP server.
 export {
   type ApiKey,
   type CallOptions,
@@ -12,6 +12,7 @@ export {
   type CreateWebhookInput,
   type Delivery,
   type DeliveryPage,
+  type Environment,
   ErrandClient,
   type EventsOptions,
   type ForgeWebhookSecret,

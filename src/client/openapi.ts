@@ -670,8 +670,12 @@ export interface paths {
             draftPullRequests?: boolean;
             /** @description Give the agent the run_command tool (the repository's commands in a sandbox, with the network of network.commands); offered only where the sandbox works. Default true. */
             commandsEnabled?: boolean;
-            /** @description A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none). */
+            /** @description A shell command run in the sandbox to prepare the checkout, e.g. npm ci (null: none). What it leaves in the checkout is kept as the project's environment, restored by later turns instead of running it again while the setup command, its network, the secrets' names and the key files stay the same. */
             setupCommand?: string | null;
+            /** @description A shell command run in the sandbox after the environment is restored, instead of the setup command, e.g. npm run build (null: none). It gets the setup's network and secrets; changing it does not build the environment again. */
+            maintenanceCommand?: string | null;
+            /** @description Globs of the files, relative to the repository's root, whose content keys the environment: a change to one builds it again (null: the common lock files, **\/package-lock.json, **\/npm-shrinkwrap.json, **\/pnpm-lock.yaml, **\/yarn.lock, **\/bun.lock, **\/requirements*.txt, **\/uv.lock, **\/poetry.lock, **\/Pipfile.lock, **\/Cargo.lock, **\/go.sum, **\/Gemfile.lock, **\/composer.lock; []: none, the setup command alone keys it). At most 50, each at most 200 characters, without .. or a leading /. */
+            environmentKeyFiles?: string[] | null;
             /** @description The older way to say network.setup: true is "open", false "none". Not together with network. */
             setupNetwork?: boolean;
             /** @description What the project's commands may reach. Each part given is changed, the others kept (none, none and [] for a new project). Not together with setupNetwork. */
@@ -848,8 +852,12 @@ export interface paths {
             draftPullRequests?: boolean;
             /** @description Give the agent the run_command tool (the repository's commands in a sandbox, with the network of network.commands); offered only where the sandbox works. Default true. */
             commandsEnabled?: boolean;
-            /** @description A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none). */
+            /** @description A shell command run in the sandbox to prepare the checkout, e.g. npm ci (null: none). What it leaves in the checkout is kept as the project's environment, restored by later turns instead of running it again while the setup command, its network, the secrets' names and the key files stay the same. */
             setupCommand?: string | null;
+            /** @description A shell command run in the sandbox after the environment is restored, instead of the setup command, e.g. npm run build (null: none). It gets the setup's network and secrets; changing it does not build the environment again. */
+            maintenanceCommand?: string | null;
+            /** @description Globs of the files, relative to the repository's root, whose content keys the environment: a change to one builds it again (null: the common lock files, **\/package-lock.json, **\/npm-shrinkwrap.json, **\/pnpm-lock.yaml, **\/yarn.lock, **\/bun.lock, **\/requirements*.txt, **\/uv.lock, **\/poetry.lock, **\/Pipfile.lock, **\/Cargo.lock, **\/go.sum, **\/Gemfile.lock, **\/composer.lock; []: none, the setup command alone keys it). At most 50, each at most 200 characters, without .. or a leading /. */
+            environmentKeyFiles?: string[] | null;
             /** @description The older way to say network.setup: true is "open", false "none". Not together with network. */
             setupNetwork?: boolean;
             /** @description What the project's commands may reach. Each part given is changed, the others kept (none, none and [] for a new project). Not together with setupNetwork. */
@@ -1976,6 +1984,210 @@ export interface paths {
       };
     };
   };
+  '/v2/admin/projects/{id}/environments': {
+    /**
+     * List environments
+     * @description The snapshots of the project’s environment that its workers keep, the one used last first.
+     */
+    get: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The project’s environments. */
+        200: {
+          content: {
+            'application/json': {
+              environments: components['schemas']['Environment'][];
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /**
+     * Delete environments
+     * @description Drops every snapshot of the project, on every worker: the next turn runs the setup command again (or the next background build does).
+     */
+    delete: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description Dropped. */
+        200: {
+          content: {
+            'application/json': {
+              /** @description How many snapshots were dropped, on every worker. */
+              deleted: number;
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/environments/{key}': {
+    /**
+     * Delete environment
+     * @description Drops the snapshots of one key, on every worker that keeps one.
+     */
+    delete: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+          /** @description The environment’s key. */
+          key: string;
+        };
+      };
+      responses: {
+        /** @description Dropped. */
+        200: {
+          content: {
+            'application/json': {
+              /** @description How many snapshots were dropped, on every worker. */
+              deleted: number;
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/environments/rebuild': {
+    /**
+     * Rebuild environment
+     * @description Asks for the project’s environment to be built in the background, by running its setup command on the base ref. Refused for a project without a setup command.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The build was queued. */
+        202: {
+          content: {
+            'application/json': {
+              /**
+               * @description A worker will build it.
+               * @enum {boolean}
+               */
+              queued: true;
+            };
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
 }
 
 export type webhooks = Record<string, never>;
@@ -1990,6 +2202,28 @@ export interface components {
       code: string;
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
+    };
+    /** @description A snapshot of what a project’s setup command left in the checkout, kept by one worker. */
+    Environment: {
+      /** @description What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content. */
+      key: string;
+      /** @description The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own. */
+      worker: string;
+      /** @description What its files take on the worker’s disk, in bytes. */
+      sizeBytes: number;
+      /** @description How many files and directories it holds. */
+      files: number;
+      /** @description How long the setup command took to build it. */
+      buildMs: number;
+      /** @description The commit the setup command ran on. */
+      baseCommit: string;
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When a turn last restored it (its build, until then); the least recently used go first when the cache is full.
+       */
+      lastUsedAt: string;
     };
     /** @description An API key, without its secret. */
     Key: {
@@ -2033,6 +2267,10 @@ export interface components {
       draftPullRequests: boolean;
       commandsEnabled: boolean;
       setupCommand: string | null;
+      /** @description Run after the environment is restored, instead of the setup command (null: none). */
+      maintenanceCommand: string | null;
+      /** @description The globs of the files whose content keys the environment (null: the common lock files, **\/package-lock.json, **\/npm-shrinkwrap.json, **\/pnpm-lock.yaml, **\/yarn.lock, **\/bun.lock, **\/requirements*.txt, **\/uv.lock, **\/poetry.lock, **\/Pipfile.lock, **\/Cargo.lock, **\/go.sum, **\/Gemfile.lock, **\/composer.lock). */
+      environmentKeyFiles: string[] | null;
       /** @description Whether network.setup is "open" (kept for clients of the older setting). */
       setupNetwork: boolean;
       /** @description What the project's commands may reach. */

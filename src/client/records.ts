@@ -73,6 +73,16 @@ export function checkSecret(value: unknown, what: string, status: number): Secre
   return value as Secret;
 }
 
+/** A snapshot of a project's environment, kept by one worker. */
+export type Environment = components['schemas']['Environment'];
+
+/** An environment record: an object with a string key and worker. */
+export function checkEnvironment(value: unknown, what: string, status: number): Environment {
+  if (!isRecord(value) || typeof value.key !== 'string' || typeof value.worker !== 'string')
+    throw notA(what, 'an environment', status);
+  return value as Environment;
+}
+
 /** Where polling stops: the job will not change without a new prompt. */
 export const TERMINAL_STATUSES: readonly JobStatus[] = Object.freeze([
   'completed',

@@ -111,6 +111,27 @@ export function formatUsd(usd: number | null | undefined): string {
   return `$${usd.toFixed(2)}`;
 }
 
+/** A size for a reader, in powers of 1024: `812 B`, `1.4 MB`, `312 MB`, `2.1 GB`. */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KB', 'MB', 'GB', 'TB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  const shown = unit === 0 || value >= 100 ? Math.round(value) : Number(value.toFixed(1));
+  return `${shown} ${units[unit]}`;
+}
+
+/** A duration for a reader: `850 ms`, `4.2 s`, `1 min 5 s`. */
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${Number((ms / 1000).toFixed(1))} s`;
+  const seconds = Math.round(ms / 1000);
+  return `${Math.floor(seconds / 60)} min ${seconds % 60} s`;
+}
+
 /** A job's or a turn's usage (the API's Usage) in one line: `12,345 tokens in (…) · $0.0421`. */
 export function usageLine(usage: Job['usage']): string {
   const n = (x: number) => x.toLocaleString('en-US');

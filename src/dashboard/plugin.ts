@@ -13,6 +13,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
 import type { EventStreams } from '../events/streams.ts';
+import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { registerForgeWebhookRoutes } from './forge-webhook-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
@@ -174,5 +175,6 @@ async function pages(scope: FastifyInstance, ctx: AppContext, streams: EventStre
     registerWebhookRoutes(signedIn, ctx);
     registerForgeWebhookRoutes(signedIn, ctx);
     registerSecretRoutes(signedIn, ctx);
+    registerEnvironmentRoutes(signedIn, ctx);
   });
 }

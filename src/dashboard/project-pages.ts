@@ -159,8 +159,24 @@ function commandFields(values: ProjectForm): SafeHtml {
     <label for="setupCommand">Setup command</label>
     <input id="setupCommand" name="setupCommand" maxlength="2000" value="${v('setupCommand')}"
       placeholder="e.g. npm ci (empty: none)" aria-describedby="setup-help">
-    <p id="setup-help" class="help">Run in the sandbox before the agent each time a turn prepares
-    the workspace; its result is shown to the agent.</p>
+    <p id="setup-help" class="help">Run in the sandbox to prepare the checkout, with the secrets;
+    what it leaves there (<code>node_modules</code>, <code>.venv</code>…) is kept as the
+    project's environment and restored by later turns instead of running it again. Its result
+    is shown to the agent.</p>
+    <label for="maintenanceCommand">Maintenance command</label>
+    <input id="maintenanceCommand" name="maintenanceCommand" maxlength="2000"
+      value="${v('maintenanceCommand')}" placeholder="e.g. npm run build (empty: none)"
+      aria-describedby="maintenance-help">
+    <p id="maintenance-help" class="help">Run after the environment is restored, instead of the
+    setup command: what must follow the job's own changes. Changing it rebuilds nothing.</p>
+    <label for="environmentKeyFiles">Key files of the environment</label>
+    <textarea id="environmentKeyFiles" name="environmentKeyFiles" rows="3"
+      aria-describedby="key-files-help"
+      placeholder="empty: the common lock files">${v('environmentKeyFiles')}</textarea>
+    <p id="key-files-help" class="help">One glob a line, from the repository's root
+    (<code>package-lock.json</code>, <code>services/*/go.sum</code>): a change to one of these
+    files builds the environment again. Empty: the lock files of npm, pnpm, yarn, bun, pip,
+    uv, poetry, pipenv, cargo, go, bundler and composer, anywhere in the tree.</p>
     ${networkFields(values)}
     ${COMMAND_LIMITS.map(
       ([name, label, unit]) => html`<label for="${name}">${label} (${unit})</label>
@@ -220,6 +236,8 @@ export function settingsPage(
     saved?: boolean;
     /** The project's secrets (secret-pages.ts), below its settings. */
     secrets: SafeHtml;
+    /** The project's environments (environment-pages.ts), below its secrets. */
+    environments: SafeHtml;
   },
 ): string {
   return page(
@@ -231,6 +249,7 @@ ${projectFields(form.values, project)}
 <button type="submit">Save</button>
 </form>
 ${form.secrets}
+${form.environments}
 <p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
 <p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>
 <p><a href="/projects/${project.id}/forge-webhook">Comments and labels on the forge (its webhook)</a></p>`,
@@ -251,6 +270,8 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     draftPullRequests: project.draftPullRequests ? '1' : '',
     commandsEnabled: project.commandsEnabled ? '1' : '',
     setupCommand: project.setupCommand ?? '',
+    maintenanceCommand: project.maintenanceCommand ?? '',
+    environmentKeyFiles: (project.environmentKeyFiles ?? []).join('\n'),
     networkSetup: project.network.setup,
     networkCommands: project.network.commands,
     networkAllow: project.network.allow.join('\n'),

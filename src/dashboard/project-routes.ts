@@ -8,6 +8,7 @@ import { jobCounts } from '../jobs/read.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import type { ProjectFields } from '../projects/changes.ts';
+import { afterProjectCreated, afterProjectUpdated } from '../projects/environment-builds.ts';
 import { projectCreateBody, projectUpdateBody } from '../projects/schemas.ts';
 import {
   createProject,
@@ -17,9 +18,9 @@ import {
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
-import { projectsPage, projectValues, settingsPage } from './project-pages.ts';
+import { projectsPage } from './project-pages.ts';
 import { admin, type Form, given, parse, sendPage, session } from './requests.ts';
-import { projectSecretsSection } from './secret-routes.ts';
+import { projectSettingsPage } from './settings-page.ts';
 
 /** The admin API's create body from the new-project form. */
 function createFields(form: Form): ProjectFields {
@@ -65,6 +66,18 @@ function budgetFields(form: Form): Record<string, unknown> {
   return body;
 }
 
+/**
+ * The key files of a project form, one glob a line; none is the default (null). The schema
+ * checks each glob, naming it.
+ */
+function keyFiles(form: Form): string[] | null {
+  const globs = (form.environmentKeyFiles ?? '')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter(Boolean);
+  return globs.length > 0 ? globs : null;
+}
+
 const LIMIT_FIELDS = [
   'commandTimeoutSeconds',
   'commandCpuSeconds',
@@ -82,7 +95,13 @@ function commandFields(form: Form, current: ProjectRecord | undefined): Record<s
   const body: Record<string, unknown> = {
     commandsEnabled: form.commandsEnabled === '1',
     setupCommand: given(form, 'setupCommand') ?? null,
+    maintenanceCommand: given(form, 'maintenanceCommand') ?? null,
   };
+  const globs = keyFiles(form);
+  // An empty field shows both the default (null) and no key files ([], set through the API):
+  // saved empty, the latter is kept.
+  if (!(globs === null && current?.environmentKeyFiles?.length === 0))
+    body.environmentKeyFiles = globs;
   for (const name of LIMIT_FIELDS) {
     const value = given(form, name);
     // The schema refuses what is not a whole number in range, naming the field.
@@ -168,7 +187,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
     const principal = admin(request);
     const form = request.body ?? {};
     try {
-      await createProject(ctx, createFields(form));
+      await afterProjectCreated(ctx, await createProject(ctx, createFields(form)));
       return reply.redirect('/projects', 303);
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -183,23 +202,27 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
 
   const project = async (id: string): Promise<ProjectRecord> =>
     toProjectRecord(ctx, await getProject(ctx, id));
-  const thisMonth = async (id: string): Promise<MonthUsage> =>
-    spent(await monthUsage(ctx, [id]), id);
 
   pages.get<{
     Params: { id: string };
-    Querystring: { saved?: string; secret?: string; deleted?: string };
+    Querystring: {
+      saved?: string;
+      secret?: string;
+      deleted?: string;
+      rebuilt?: string;
+      dropped?: string;
+    };
   }>('/projects/:id/settings', async (request, reply) => {
     const principal = admin(request);
     const current = await project(request.params.id);
-    const { secret, deleted } = request.query;
+    const { secret, deleted, rebuilt, dropped } = request.query;
     return sendPage(
       reply,
       200,
-      settingsPage(principal, current, await thisMonth(current.id), {
-        values: projectValues(current),
+      await projectSettingsPage(ctx, principal, current, {
         saved: request.query.saved === '1',
-        secrets: await projectSecretsSection(ctx, current, { saved: secret, deleted }),
+        secrets: { saved: secret, deleted },
+        environments: { rebuilt: rebuilt === '1', dropped },
       }),
     );
   });
@@ -211,7 +234,8 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       const current = await project(request.params.id);
       const form = request.body ?? {};
       try {
-        await updateProject(ctx, current.id, updateFields(form, current));
+        const { before, row } = await updateProject(ctx, current.id, updateFields(form, current));
+        await afterProjectUpdated(ctx, before, row);
         return reply.redirect(`/projects/${current.id}/settings?saved=1`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -219,11 +243,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
         return sendPage(
           reply,
           err.status,
-          settingsPage(principal, current, await thisMonth(current.id), {
-            values,
-            error: err.message,
-            secrets: await projectSecretsSection(ctx, current),
-          }),
+          await projectSettingsPage(ctx, principal, current, { values, error: err.message }),
         );
       }
     },

@@ -4,7 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
-import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
+import { afterSecretChanged } from '../projects/environment-builds.ts';
 import {
   deleteSecret,
   listSecrets,
@@ -12,32 +12,10 @@ import {
   SECRET_EXPOSURES,
   type SecretExposure,
 } from '../projects/secrets.ts';
-import { getProject, type ProjectRecord, toProjectRecord } from '../projects/service.ts';
-import type { SafeHtml } from './html.ts';
-import { projectValues, settingsPage } from './project-pages.ts';
+import { getProject, toProjectRecord } from '../projects/service.ts';
 import { admin, type Form, sendPage } from './requests.ts';
-import { deleteSecretPage, type SecretsForm, secretsSection } from './secret-pages.ts';
-
-/**
- * The secrets section of `project`'s settings page, as it is now. The notices come from the
- * page's address: each is shown only when the list bears it out, so a link cannot make one up.
- */
-export async function projectSecretsSection(
-  ctx: AppContext,
-  project: ProjectRecord,
-  form: SecretsForm = {},
-): Promise<SafeHtml> {
-  const secrets = await listSecrets(ctx, project.id);
-  const listed = (name: string | undefined) => secrets.some((s) => s.name === name);
-  return secretsSection(project, secrets, {
-    ...form,
-    saved: listed(form.saved) ? form.saved : undefined,
-    deleted:
-      form.deleted && /^[A-Z_][A-Z0-9_]*$/.test(form.deleted) && !listed(form.deleted)
-        ? form.deleted
-        : undefined,
-  });
-}
+import { deleteSecretPage } from './secret-pages.ts';
+import { projectSettingsPage } from './settings-page.ts';
 
 function exposureOf(value: string | undefined): SecretExposure {
   const exposure = SECRET_EXPOSURES.find((e) => e === (value || 'setup'));
@@ -48,11 +26,6 @@ function exposureOf(value: string | undefined): SecretExposure {
 
 export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): void {
   const project = async (id: string) => toProjectRecord(ctx, await getProject(ctx, id));
-  const month = async (id: string): Promise<MonthUsage> => {
-    const usage = (await monthUsage(ctx, [id])).get(id);
-    if (!usage) throw new Error(`no month's usage for ${id}`);
-    return usage;
-  };
   const settings = (id: string, query: string) => `/projects/${id}/settings?${query}#secrets`;
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
@@ -68,19 +41,15 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
           value: form.value ?? '',
           exposure: exposureOf(form.exposure),
         });
+        await afterSecretChanged(ctx, current.id);
         return reply.redirect(settings(current.id, `secret=${encodeURIComponent(name)}`), 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
-        const secrets = await projectSecretsSection(ctx, current, {
-          error: err.message,
-          values: { name, exposure: form.exposure },
-        });
         return sendPage(
           reply,
           err.status,
-          settingsPage(principal, current, await month(current.id), {
-            values: projectValues(current),
-            secrets,
+          await projectSettingsPage(ctx, principal, current, {
+            secrets: { error: err.message, values: { name, exposure: form.exposure } },
           }),
         );
       }
@@ -109,6 +78,7 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
       admin(request);
       const current = await project(request.params.id);
       await deleteSecret(ctx, current.id, request.params.name);
+      await afterSecretChanged(ctx, current.id);
       return reply.redirect(
         settings(current.id, `deleted=${encodeURIComponent(request.params.name)}`),
         303,

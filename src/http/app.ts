@@ -14,6 +14,7 @@ import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
 import { observeResponse } from './observe.ts';
 import { registerDocs, registerOpenApi } from './openapi.ts';
+import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerAdminSecretRoutes } from './routes/admin-secrets.ts';
@@ -124,6 +125,7 @@ export async function buildApp(
     registerAdminKeyRoutes(scope, ctx);
     registerAdminWebhookRoutes(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
+    registerAdminEnvironmentRoutes(scope, ctx);
   });
   await registerDocs(app);
   return app;

@@ -52,6 +52,10 @@ export interface ProjectFields {
   draftPullRequests?: boolean | undefined;
   commandsEnabled?: boolean | undefined;
   setupCommand?: string | null | undefined;
+  /** Run after an environment is restored, instead of the setup command. */
+  maintenanceCommand?: string | null | undefined;
+  /** Globs of the files whose content keys the environment; null: the common lock files. */
+  environmentKeyFiles?: string[] | null | undefined;
   /** The older way to say network.setup: true is "open", false "none". */
   setupNetwork?: boolean | undefined;
   /** The network policy; a part not given is left as it is. */
@@ -120,6 +124,12 @@ export async function toChanges(
   if (b.commandsEnabled !== undefined) changes.commands_enabled = b.commandsEnabled;
   // A blank command is no command: stored as null so the pipeline has one case to skip.
   if (b.setupCommand !== undefined) changes.setup_command = b.setupCommand?.trim() || null;
+  if (b.maintenanceCommand !== undefined)
+    changes.maintenance_command = b.maintenanceCommand?.trim() || null;
+  // A glob given twice keys nothing more: kept once, in the order given.
+  if (b.environmentKeyFiles !== undefined)
+    changes.environment_key_files =
+      b.environmentKeyFiles === null ? null : [...new Set(b.environmentKeyFiles)];
   Object.assign(changes, networkChanges(b));
   if (b.commandTimeoutSeconds !== undefined)
     changes.command_timeout_seconds = b.commandTimeoutSeconds;

@@ -4,6 +4,12 @@
 import { z } from 'zod';
 import type { ProjectFields } from './changes.ts';
 import { ENGINE_NAMES } from './engine.ts';
+import {
+  DEFAULT_ENVIRONMENT_KEY_FILES,
+  environmentKeyFileRefusal,
+  MAX_ENVIRONMENT_KEY_FILE_CHARS,
+  MAX_ENVIRONMENT_KEY_FILES,
+} from './environment-key-files.ts';
 import { FORGE_KINDS, type ForgeKind } from './forge.ts';
 import { networkField } from './network-schema.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
@@ -64,6 +70,25 @@ const FORGE_HANDLE =
 const FORGE_LABEL = '"forgeLabel" must be 1 to 100 characters';
 
 const SETUP_COMMAND = '"setupCommand" must be a string of at most 2000 characters, or null';
+const MAINTENANCE_COMMAND =
+  '"maintenanceCommand" must be a string of at most 2000 characters, or null';
+const KEY_FILES = `"environmentKeyFiles" must be a list of at most ${MAX_ENVIRONMENT_KEY_FILES} globs (strings of 1 to ${MAX_ENVIRONMENT_KEY_FILE_CHARS} characters), or null for the common lock files`;
+
+/** The key files: each glob trimmed, then checked by the rules the runtime relies on. */
+const environmentKeyFiles = z
+  .array(z.string({ error: KEY_FILES }).trim(), { error: KEY_FILES })
+  .max(MAX_ENVIRONMENT_KEY_FILES, { error: KEY_FILES })
+  .superRefine((globs, ctx) => {
+    globs.forEach((glob, at) => {
+      const refusal = environmentKeyFileRefusal(glob);
+      // Named by validation.ts as `invalid "environmentKeyFiles[2]": …`.
+      if (refusal) ctx.addIssue({ code: 'custom', path: [at], message: refusal });
+    });
+  })
+  .nullable()
+  .describe(
+    `Globs of the files, relative to the repository's root, whose content keys the environment: a change to one builds it again (null: the common lock files, ${DEFAULT_ENVIRONMENT_KEY_FILES.join(', ')}; []: none, the setup command alone keys it). At most ${MAX_ENVIRONMENT_KEY_FILES}, each at most ${MAX_ENVIRONMENT_KEY_FILE_CHARS} characters, without .. or a leading /.`,
+  );
 
 const fields = {
   name: text('name')
@@ -145,8 +170,16 @@ const fields = {
     .max(2000, { error: SETUP_COMMAND })
     .nullable()
     .describe(
-      'A shell command run in the sandbox before the agent whenever a turn prepares the workspace, e.g. npm ci (null: none).',
+      "A shell command run in the sandbox to prepare the checkout, e.g. npm ci (null: none). What it leaves in the checkout is kept as the project's environment, restored by later turns instead of running it again while the setup command, its network, the secrets' names and the key files stay the same.",
     ),
+  maintenanceCommand: z
+    .string({ error: MAINTENANCE_COMMAND })
+    .max(2000, { error: MAINTENANCE_COMMAND })
+    .nullable()
+    .describe(
+      "A shell command run in the sandbox after the environment is restored, instead of the setup command, e.g. npm run build (null: none). It gets the setup's network and secrets; changing it does not build the environment again.",
+    ),
+  environmentKeyFiles,
   setupNetwork: z
     .boolean({ error: '"setupNetwork" must be a boolean' })
     .describe(
@@ -229,6 +262,8 @@ export const projectUpdateBody = z.strictObject(
     draftPullRequests: fields.draftPullRequests.optional(),
     commandsEnabled: fields.commandsEnabled.optional(),
     setupCommand: fields.setupCommand.optional(),
+    maintenanceCommand: fields.maintenanceCommand.optional(),
+    environmentKeyFiles: fields.environmentKeyFiles.optional(),
     setupNetwork: fields.setupNetwork.optional(),
     network: fields.network.optional(),
     commandTimeoutSeconds: fields.commandTimeoutSeconds.optional(),

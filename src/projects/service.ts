@@ -60,6 +60,8 @@ export function toProjectRecord(
     draftPullRequests: row.draft_pull_requests,
     commandsEnabled: row.commands_enabled,
     setupCommand: row.setup_command,
+    maintenanceCommand: row.maintenance_command,
+    environmentKeyFiles: row.environment_key_files,
     ...networkRecord(row),
     commandTimeoutSeconds: limits.timeoutSeconds,
     commandCpuSeconds: limits.cpuSeconds,
@@ -123,6 +125,8 @@ export async function createProject(
         ? { commands_enabled: changes.commands_enabled }
         : {}),
       setup_command: changes.setup_command ?? null,
+      maintenance_command: changes.maintenance_command ?? null,
+      environment_key_files: changes.environment_key_files ?? null,
       ...networkColumns(changes),
       command_timeout_seconds: changes.command_timeout_seconds ?? null,
       command_cpu_seconds: changes.command_cpu_seconds ?? null,
@@ -139,20 +143,24 @@ export async function createProject(
     .executeTakeFirstOrThrow();
 }
 
-/** Applies an update body; jobs already created keep the repository and ref they started with. */
+/**
+ * Applies an update body; jobs already created keep the repository and ref they started with.
+ * Returns the project as it was (`before`, what the environment's build compares) and is.
+ */
 export async function updateProject(
   ctx: ProjectsContext,
   projectId: string,
   body: ProjectFields,
-): Promise<ProjectRow> {
-  const current = await getProject(ctx, projectId);
-  const changes = await toChanges(ctx, body, current);
-  return ctx.db
+): Promise<{ before: ProjectRow; row: ProjectRow }> {
+  const before = await getProject(ctx, projectId);
+  const changes = await toChanges(ctx, body, before);
+  const row = await ctx.db
     .updateTable('projects')
     .set({ ...changes, updated_at: sql`now()` })
     .where('id', '=', projectId)
     .returningAll()
     .executeTakeFirstOrThrow();
+  return { before, row };
 }
 
 export async function listProjects(ctx: ProjectsContext): Promise<ProjectRow[]> {

@@ -5,6 +5,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
   eventWords,
+  formatBytes,
+  formatMs,
   formatUsd,
   JOB_STATUSES,
   statusLine,
@@ -183,6 +185,21 @@ describe('words', () => {
       [0, 0.004, 0.5, 12, null].map((usd) => formatUsd(usd)),
       ['$0.00', '$0.0040', '$0.5000', '$12.00', 'unknown'],
     );
+  });
+
+  test('sizes in powers of 1024 and durations, as an environment is shown', () => {
+    assert.deepEqual(
+      [0, 812, 1024, 1536, 327_155_712, 6_442_450_945, 5 * 1024 ** 4].map(formatBytes),
+      ['0 B', '812 B', '1 KB', '1.5 KB', '312 MB', '6 GB', '5 TB'],
+    );
+    assert.deepEqual([0, 850, 4210, 59_999, 65_000, 3_600_000].map(formatMs), [
+      '0 ms',
+      '850 ms',
+      '4.2 s',
+      '60 s',
+      '1 min 5 s',
+      '60 min 0 s',
+    ]);
   });
 
   test("a command's output is a detail, not part of its line", () => {

@@ -115,6 +115,56 @@ try {
       body: { value: `screenshot-value-of-${name}`, exposure },
     });
   }
+  // The environment the workers keep: as a worker writes its rows once a snapshot is kept.
+  await svc.request('PATCH', `/v2/admin/projects/${project.id}`, {
+    body: {
+      setupCommand: 'npm ci',
+      maintenanceCommand: 'npm run build',
+      network: { setup: 'allowlist', allow: ['@npm'] },
+    },
+  });
+  const hour = 3_600_000;
+  for (const [key, worker, sizeBytes, files, buildMs, usedHoursAgo] of [
+    [
+      '9c1e5a7f03b2d4e6a8c0b1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2',
+      'build-1:4be1c2d3',
+      412_316_860,
+      38_412,
+      71_350,
+      0.2,
+    ],
+    [
+      '9c1e5a7f03b2d4e6a8c0b1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d0e1f2',
+      'build-2:77a0f9e1',
+      412_318_020,
+      38_412,
+      68_940,
+      1.5,
+    ],
+    [
+      '3f0d8b2a6c4e1f7a9b5d3c1e0f2a4b6c8d0e2f4a6b8c0d2e4f6a8b0c2d4e6f8a',
+      'build-1:4be1c2d3',
+      398_770_112,
+      37_905,
+      74_020,
+      30,
+    ],
+  ] as const) {
+    await ctx.db
+      .insertInto('environments')
+      .values({
+        project_id: project.id,
+        key,
+        worker,
+        size_bytes: sizeBytes,
+        files,
+        build_ms: buildMs,
+        base_commit: head,
+        created_at: new Date(Date.now() - (usedHoursAgo + 2) * hour),
+        last_used_at: new Date(Date.now() - usedHoursAgo * hour),
+      })
+      .execute();
+  }
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -152,6 +202,9 @@ try {
       await page
         .locator('section[aria-labelledby="secrets"]')
         .screenshot({ path: path.join(out, `project-secrets-${width}-${scheme}.png`) });
+      await page
+        .locator('section[aria-labelledby="environments"]')
+        .screenshot({ path: path.join(out, `project-environments-${width}-${scheme}.png`) });
       await page.goto(`${svc.url}/projects/${project.id}/webhooks`);
       await shot('webhooks');
       await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);

@@ -82,6 +82,10 @@ const ERRAND_OPERATIONS = [
   'put /v2/admin/projects/{id}/secrets/{name}',
   'get /v2/admin/projects/{id}/secrets',
   'delete /v2/admin/projects/{id}/secrets/{name}',
+  'get /v2/admin/projects/{id}/environments',
+  'delete /v2/admin/projects/{id}/environments',
+  'delete /v2/admin/projects/{id}/environments/{key}',
+  'post /v2/admin/projects/{id}/environments/rebuild',
   'post /v2/forges/{projectId}/webhook',
 ];
 
@@ -211,6 +215,7 @@ describe('OpenAPI document', () => {
     // Only components a path refers to: no unused copies.
     assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), [
       'AgentJob',
+      'Environment',
       'Error',
       'Key',
       'Project',

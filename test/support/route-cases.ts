@@ -3,6 +3,7 @@
 // Route files add only what is particular to their route.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { mintKey } from '../../src/keys/format.ts';
 import type { ProjectRecord } from '../../src/projects/service.ts';
@@ -119,28 +120,49 @@ export interface Snapshot {
   webhooks: string[];
   idempotencyKeys: string[];
   secrets: string[];
+  environments: string[];
+  /** The environment builds asked for, from the build queue. */
+  environmentBuilds: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
 
 export async function snapshot(svc: TestService): Promise<Snapshot> {
   const db = svc.service.ctx.db;
-  const [projects, keys, jobs, turns, rateLimits, webhooks, idempotencyKeys, secrets] =
-    await Promise.all([
-      db.selectFrom('projects').selectAll().orderBy('id').execute(),
-      db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
-      db.selectFrom('jobs').selectAll().orderBy('id').execute(),
-      db
-        .selectFrom('turns')
-        .select(['job_id', 'seq', 'prompt'])
-        .orderBy('job_id')
-        .orderBy('seq')
-        .execute(),
-      db.selectFrom('rate_limits').selectAll().orderBy('project_id').orderBy('operation').execute(),
-      db.selectFrom('webhooks').selectAll().orderBy('id').execute(),
-      db.selectFrom('idempotency_keys').selectAll().orderBy('project_id').orderBy('key').execute(),
-      db.selectFrom('project_secrets').selectAll().orderBy('project_id').orderBy('name').execute(),
-    ]);
+  const [
+    projects,
+    keys,
+    jobs,
+    turns,
+    rateLimits,
+    webhooks,
+    idempotencyKeys,
+    secrets,
+    environments,
+    environmentBuilds,
+  ] = await Promise.all([
+    db.selectFrom('projects').selectAll().orderBy('id').execute(),
+    db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
+    db.selectFrom('jobs').selectAll().orderBy('id').execute(),
+    db
+      .selectFrom('turns')
+      .select(['job_id', 'seq', 'prompt'])
+      .orderBy('job_id')
+      .orderBy('seq')
+      .execute(),
+    db.selectFrom('rate_limits').selectAll().orderBy('project_id').orderBy('operation').execute(),
+    db.selectFrom('webhooks').selectAll().orderBy('id').execute(),
+    db.selectFrom('idempotency_keys').selectAll().orderBy('project_id').orderBy('key').execute(),
+    db.selectFrom('project_secrets').selectAll().orderBy('project_id').orderBy('name').execute(),
+    db
+      .selectFrom('environments')
+      .selectAll()
+      .orderBy('project_id')
+      .orderBy('key')
+      .orderBy('worker')
+      .execute(),
+    environmentBuildRequests(svc),
+  ]);
   return {
     projects: projects.map(
       (p) => `${p.id} ${p.name} ${p.repository} ${p.ref} ${p.model} ${iso(p.updated_at)}`,
@@ -163,7 +185,21 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     secrets: secrets.map(
       (r) => `${r.project_id} ${r.name} ${r.sealed_value} ${r.exposure} ${iso(r.updated_at)}`,
     ),
+    environments: environments.map(
+      (r) => `${r.project_id} ${r.key} ${r.worker} ${r.size_bytes} ${iso(r.last_used_at)}`,
+    ),
+    environmentBuilds: environmentBuilds.map((r) => `${r.projectId} ${r.reason}`),
   };
+}
+
+/** The environment builds asked for so far, oldest first, as the build queue holds them. */
+export async function environmentBuildRequests(
+  svc: TestService,
+): Promise<{ projectId: string; reason: string }[]> {
+  const { rows } = await sql<{ data: { projectId: string; reason: string } }>`
+    SELECT data FROM pgboss.job WHERE name = 'environment-builds'
+    ORDER BY created_on, id`.execute(svc.service.ctx.db);
+  return rows.map((row) => row.data);
 }
 
 /** Runs `act` and asserts that it changed nothing the API stores. */

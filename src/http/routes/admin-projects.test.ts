@@ -55,12 +55,14 @@ const PROJECT_FIELDS = [
   'createdAt',
   'draftPullRequests',
   'engine',
+  'environmentKeyFiles',
   'forge',
   'forgeHandle',
   'forgeLabel',
   'forgeWebhookSecretSet',
   'id',
   'jobBudgetUsd',
+  'maintenanceCommand',
   'model',
   'monthlyBudgetUsd',
   'name',
@@ -127,6 +129,8 @@ describe('admin project routes', () => {
       // Commands: on, no setup, no network, the sandbox's default limits.
       assert.equal(project.commandsEnabled, true);
       assert.equal(project.setupCommand, null);
+      assert.equal(project.maintenanceCommand, null);
+      assert.equal(project.environmentKeyFiles, null);
       assert.equal(project.setupNetwork, false);
       assert.deepEqual(project.network, { setup: 'none', commands: 'none', allow: [] });
       assert.equal(project.commandTimeoutSeconds, DEFAULT_LIMITS.timeoutSeconds);

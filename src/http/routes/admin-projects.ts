@@ -1,7 +1,8 @@
 // Admin API for projects: POST /v2/admin/projects, GET /v2/admin/projects,
 // GET /v2/admin/projects/{id}, PATCH /v2/admin/projects/{id}. The body schemas check each
 // field's shape; the project service checks what needs the server's settings or the stored
-// project (repository access, forge token variables, credentials).
+// project (repository access, forge token variables, credentials). A create or update that
+// changes what the environment is built from asks for a build once it has committed.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -9,6 +10,8 @@ import type { AppContext } from '../../context.ts';
 import { forgeWebhookUrl } from '../../events/forge-deliveries.ts';
 import { forgeProviders } from '../../forges/registry.ts';
 import { ENGINE_NAMES } from '../../projects/engine.ts';
+import { afterProjectCreated, afterProjectUpdated } from '../../projects/environment-builds.ts';
+import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../../projects/environment-key-files.ts';
 import { FORGE_KINDS, type ForgeKind } from '../../projects/forge.ts';
 import { networkRecordField } from '../../projects/network-schema.ts';
 import { projectCreateBody, projectUpdateBody } from '../../projects/schemas.ts';
@@ -50,6 +53,18 @@ const projectRecord = z
     draftPullRequests: z.boolean(),
     commandsEnabled: z.boolean(),
     setupCommand: z.string().nullable(),
+    maintenanceCommand: z
+      .string()
+      .nullable()
+      .describe(
+        'Run after the environment is restored, instead of the setup command (null: none).',
+      ),
+    environmentKeyFiles: z
+      .array(z.string())
+      .nullable()
+      .describe(
+        `The globs of the files whose content keys the environment (null: the common lock files, ${DEFAULT_ENVIRONMENT_KEY_FILES.join(', ')}).`,
+      ),
     setupNetwork: z
       .boolean()
       .describe('Whether network.setup is "open" (kept for clients of the older setting).'),
@@ -108,8 +123,11 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         },
       },
     },
-    async (request, reply) =>
-      reply.code(201).send(toProjectRecord(ctx, await createProject(ctx, request.body))),
+    async (request, reply) => {
+      const row = await createProject(ctx, request.body);
+      await afterProjectCreated(ctx, row);
+      return reply.code(201).send(toProjectRecord(ctx, row));
+    },
   );
   typed.get(
     '/v2/admin/projects',
@@ -153,8 +171,11 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
         },
       },
     },
-    async (request) =>
-      toProjectRecord(ctx, await updateProject(ctx, request.params.id, request.body)),
+    async (request) => {
+      const { before, row } = await updateProject(ctx, request.params.id, request.body);
+      await afterProjectUpdated(ctx, before, row);
+      return toProjectRecord(ctx, row);
+    },
   );
   typed.post(
     '/v2/admin/projects/:id/forge-webhook-secret',

@@ -1,11 +1,13 @@
 // Admin API for a project's secrets, under /v2/admin/projects/{id}/secrets: PUT one by name
 // (create or replace), list them, delete one. A value goes in and never comes out: the answers
 // carry names, exposures and times. The schemas check the body's shape; the secrets service
-// checks the name, the value and what needs the server (ERRAND_SECRET_KEY, the project).
+// checks the name, the value and what needs the server (ERRAND_SECRET_KEY, the project). The
+// setup command gets every secret: a change asks for the environment to be built again.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { afterSecretChanged } from '../../projects/environment-builds.ts';
 import {
   deleteSecret,
   listSecrets,
@@ -90,6 +92,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
         request.params.name,
         request.body,
       );
+      await afterSecretChanged(ctx, request.params.id);
       return reply.code(created ? 201 : 200).send(secret);
     },
   );
@@ -127,6 +130,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
     },
     async (request, reply) => {
       await deleteSecret(ctx, request.params.id, request.params.name);
+      await afterSecretChanged(ctx, request.params.id);
       return reply.code(204).send(null);
     },
   );

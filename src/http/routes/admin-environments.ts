@@ -1,0 +1,123 @@
+// Admin API for a project's environments, under /v2/admin/projects/{id}/environments: list the
+// snapshots the workers keep, drop them (all, or one key on every worker), and ask for a rebuild
+// in the background. The workers build, restore and bound them (src/environments/).
+import type { FastifyInstance } from 'fastify';
+import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import type { AppContext } from '../../context.ts';
+import { rebuildEnvironment } from '../../projects/environment-builds.ts';
+import { deleteEnvironments, listEnvironments } from '../../projects/environments.ts';
+import { errors, json } from '../../responses.ts';
+
+const environmentRecord = z
+  .object({
+    key: z
+      .string()
+      .describe(
+        'What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content.',
+      ),
+    worker: z
+      .string()
+      .describe('The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own.'),
+    sizeBytes: z.number().int().describe('What its files take on the worker’s disk, in bytes.'),
+    files: z.number().int().describe('How many files and directories it holds.'),
+    buildMs: z.number().int().describe('How long the setup command took to build it.'),
+    baseCommit: z.string().describe('The commit the setup command ran on.'),
+    createdAt: z.iso.datetime(),
+    lastUsedAt: z.iso
+      .datetime()
+      .describe(
+        'When a turn last restored it (its build, until then); the least recently used go first when the cache is full.',
+      ),
+  })
+  .meta({
+    id: 'Environment',
+    description:
+      'A snapshot of what a project’s setup command left in the checkout, kept by one worker.',
+  });
+
+const id = z.string().describe('The project id (prj_ and 20 characters).');
+const projectParams = z.object({ id });
+const keyParams = z.object({ id, key: z.string().describe('The environment’s key.') });
+const dropped = z.object({
+  deleted: z.number().int().describe('How many snapshots were dropped, on every worker.'),
+});
+
+const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
+const base = '/v2/admin/projects/:id/environments';
+
+export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const typed = app.withTypeProvider<ZodTypeProvider>();
+  typed.get(
+    base,
+    {
+      schema: {
+        ...admin,
+        summary: 'List environments',
+        description:
+          'The snapshots of the project’s environment that its workers keep, the one used last first.',
+        params: projectParams,
+        response: {
+          200: json(
+            'The project’s environments.',
+            z.object({ environments: z.array(environmentRecord) }),
+          ),
+          ...errors(401, 403, 404, 503),
+        },
+      },
+    },
+    async (request) => ({ environments: await listEnvironments(ctx, request.params.id) }),
+  );
+  typed.delete(
+    base,
+    {
+      schema: {
+        ...admin,
+        summary: 'Delete environments',
+        description:
+          'Drops every snapshot of the project, on every worker: the next turn runs the setup command again (or the next background build does).',
+        params: projectParams,
+        response: { 200: json('Dropped.', dropped), ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => ({ deleted: await deleteEnvironments(ctx, request.params.id) }),
+  );
+  typed.delete(
+    `${base}/:key`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Delete environment',
+        description: 'Drops the snapshots of one key, on every worker that keeps one.',
+        params: keyParams,
+        response: { 200: json('Dropped.', dropped), ...errors(401, 403, 404, 503) },
+      },
+    },
+    async (request) => ({
+      deleted: await deleteEnvironments(ctx, request.params.id, request.params.key),
+    }),
+  );
+  typed.post(
+    `${base}/rebuild`,
+    {
+      schema: {
+        ...admin,
+        summary: 'Rebuild environment',
+        description:
+          'Asks for the project’s environment to be built in the background, by running its setup command on the base ref. Refused for a project without a setup command.',
+        params: projectParams,
+        response: {
+          202: json(
+            'The build was queued.',
+            z.object({ queued: z.literal(true).describe('A worker will build it.') }),
+          ),
+          ...errors(400, 401, 403, 404, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      await rebuildEnvironment(ctx, request.params.id);
+      return reply.code(202).send({ queued: true });
+    },
+  );
+}
