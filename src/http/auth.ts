@@ -3,7 +3,7 @@
 // refusals, 401, then 403, then 404, is keys/access.ts's.
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
-import { ReadBatcher } from '../db/batch.ts';
+import { Batcher } from '../db/batch.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError, databaseUnavailable } from '../errors.ts';
 import { isId } from '../ids.ts';
@@ -131,18 +131,18 @@ const READ_TIMEOUT_MS = 10_000;
 /**
  * The polling hot path: the key, the project's existence and the job are read by one query,
  * with the same answers, in the same order of precedence, as requireProject followed by
- * getJob (401, 403, 404 project, 404 job). Concurrent reads share that query (ReadBatcher).
+ * getJob (401, 403, 404 project, 404 job). Concurrent reads share that query (Batcher).
  */
 export class AuthorizedJobReader {
   readonly #keys: KeyChecker;
-  readonly #batcher: ReadBatcher<JobReadItem, KeyAndJobRow>;
+  readonly #batcher: Batcher<JobReadItem, KeyAndJobRow>;
 
   constructor(ctx: AppContext, keys: KeyChecker, readTimeoutMs = READ_TIMEOUT_MS) {
     this.#keys = keys;
     // One statement in flight: the reads that arrive while it runs all go into the next one,
     // as in a group commit. In the benchmark this gave larger batches and more reads per CPU
     // second than two or more. A full batch of 500 reads takes about 6 ms on the bench machine.
-    this.#batcher = new ReadBatcher(
+    this.#batcher = new Batcher(
       (items) =>
         ctx.prepared<KeyAndJobRow>('errand_read_jobs', READ_JOBS_SQL, [
           items.map((item) => item.projectId),
@@ -172,7 +172,7 @@ export class AuthorizedJobReader {
     knownVersion?: string,
   ): Promise<VersionedJob> {
     const keyHash = this.#keys.hashOf(header);
-    const row = await this.#batcher.read({
+    const row = await this.#batcher.submit({
       // Only well-formed ids reach the statement: one bad value (a NUL byte, say) would fail
       // every read batched with it.
       projectId: isId('prj', projectId) ? projectId : '',
