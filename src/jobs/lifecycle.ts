@@ -1,7 +1,8 @@
 // The transitions a worker makes as it runs a turn (start, finish, retry, fail it) and the
-// progress a turn records; with transaction.ts, create.ts, accept.ts and service.ts, the only code that
-// writes the jobs, turns and events tables. One function per transition, each one transaction
-// (inTransition). A test (lifecycle.test.ts) fails if another module writes these tables.
+// progress a turn records; with transaction.ts, create.ts, accept.ts and service.ts, the only
+// code that writes the jobs, turns and events tables. One function per transition, each one
+// transaction (inTransition). A test (lifecycle.test.ts) fails if another module writes these
+// tables.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
 import { SecretUnavailableError, type TurnSecret, turnSecrets } from '../projects/secrets.ts';
