@@ -1,9 +1,9 @@
-// ReadBatcher: concurrent reads share one statement, each gets its own answer, failures reach
+// Batcher: concurrent reads share one statement, each gets its own answer, failures reach
 // exactly the reads of the failed statement, and no read is answered by a statement that was
 // sent before the read was asked for.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ReadBatcher } from './batch.ts';
+import { Batcher } from './batch.ts';
 
 /** A runner that records each call and answers when the test releases it. */
 function gatedRunner<I, O>(answer: (item: I, call: number) => O) {
@@ -41,11 +41,11 @@ async function until(check: () => boolean): Promise<void> {
   assert.ok(check(), 'condition not reached');
 }
 
-describe('ReadBatcher', () => {
+describe('Batcher', () => {
   test('reads asked for together share one statement, each gets its own answer', async () => {
     const runner = gatedRunner((n: number) => n * 10);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 2, timeout: LONG });
-    const reads = [3, 1, 4, 1, 5].map((n) => batcher.read(n));
+    const batcher = new Batcher(runner.run, { maxItems: 100, maxInFlight: 2, timeout: LONG });
+    const reads = [3, 1, 4, 1, 5].map((n) => batcher.submit(n));
     await until(() => runner.calls.length === 1);
     assert.deepEqual(runner.calls[0]?.items, [3, 1, 4, 1, 5]);
     runner.calls[0]?.release();
@@ -54,8 +54,8 @@ describe('ReadBatcher', () => {
 
   test('a single read is sent at once, alone', async () => {
     const runner = gatedRunner((n: number) => n + 1);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 1, timeout: LONG });
-    const read = batcher.read(41);
+    const batcher = new Batcher(runner.run, { maxItems: 100, maxInFlight: 1, timeout: LONG });
+    const read = batcher.submit(41);
     await until(() => runner.calls.length === 1);
     runner.calls[0]?.release();
     assert.equal(await read, 42);
@@ -64,8 +64,8 @@ describe('ReadBatcher', () => {
 
   test('maxItems splits a burst; maxInFlight bounds the statements running at once', async () => {
     const runner = gatedRunner((n: number) => n);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 3, maxInFlight: 2, timeout: LONG });
-    const reads = Array.from({ length: 8 }, (_, i) => batcher.read(i));
+    const batcher = new Batcher(runner.run, { maxItems: 3, maxInFlight: 2, timeout: LONG });
+    const reads = Array.from({ length: 8 }, (_, i) => batcher.submit(i));
     await until(() => runner.calls.length === 2);
     await turn();
     await turn();
@@ -85,10 +85,10 @@ describe('ReadBatcher', () => {
     // The answer carries the number of the statement that read it: a read must never get the
     // answer of a statement sent before the read was asked for (it could predate a revocation).
     const runner = gatedRunner((n: number, call: number) => ({ n, call }));
-    const batcher = new ReadBatcher(runner.run, { maxItems: 100, maxInFlight: 2, timeout: LONG });
-    const first = batcher.read(1);
+    const batcher = new Batcher(runner.run, { maxItems: 100, maxInFlight: 2, timeout: LONG });
+    const first = batcher.submit(1);
     await until(() => runner.calls.length === 1);
-    const second = batcher.read(2);
+    const second = batcher.submit(2);
     await until(() => runner.calls.length === 2);
     runner.calls[0]?.release();
     runner.calls[1]?.release();
@@ -98,8 +98,8 @@ describe('ReadBatcher', () => {
 
   test('a failed statement rejects its own reads only; the next statement runs', async () => {
     const runner = gatedRunner((n: number) => n);
-    const batcher = new ReadBatcher(runner.run, { maxItems: 2, maxInFlight: 2, timeout: LONG });
-    const reads = [1, 2, 3].map((n) => batcher.read(n));
+    const batcher = new Batcher(runner.run, { maxItems: 2, maxInFlight: 2, timeout: LONG });
+    const reads = [1, 2, 3].map((n) => batcher.submit(n));
     await until(() => runner.calls.length === 2);
     runner.calls[0]?.fail(new Error('connection lost'));
     runner.calls[1]?.release();
@@ -108,54 +108,54 @@ describe('ReadBatcher', () => {
       settled.map((s) => (s.status === 'fulfilled' ? s.value : (s.reason as Error).message)),
       ['connection lost', 'connection lost', 3],
     );
-    const later = batcher.read(4);
+    const later = batcher.submit(4);
     await until(() => runner.calls.length === 3);
     runner.calls[2]?.release();
     assert.equal(await later, 4);
   });
 
   test('a statement answering the wrong number of rows rejects its reads', async () => {
-    const batcher = new ReadBatcher(async (items: readonly number[]) => items.slice(1), {
+    const batcher = new Batcher(async (items: readonly number[]) => items.slice(1), {
       maxItems: 10,
       maxInFlight: 1,
       timeout: LONG,
     });
-    const reads = [1, 2].map((n) => batcher.read(n));
+    const reads = [1, 2].map((n) => batcher.submit(n));
     for (const read of reads) {
       await assert.rejects(read, /answered 1 results for 2 items/);
     }
   });
 
   test('a runner that throws synchronously rejects its reads instead of escaping', async () => {
-    const batcher = new ReadBatcher<number, number>(
+    const batcher = new Batcher<number, number>(
       () => {
         throw new Error('bad statement');
       },
       { maxItems: 10, maxInFlight: 1, timeout: LONG },
     );
-    await assert.rejects(batcher.read(1), /bad statement/);
-    await assert.rejects(batcher.read(2), /bad statement/);
+    await assert.rejects(batcher.submit(1), /bad statement/);
+    await assert.rejects(batcher.submit(2), /bad statement/);
   });
 
   test('a statement that does not answer in time fails its reads and frees its slot', async () => {
     const runner = gatedRunner((n: number) => n);
-    const batcher = new ReadBatcher(runner.run, {
+    const batcher = new Batcher(runner.run, {
       maxItems: 10,
       maxInFlight: 1,
       timeout: { ms: 50, error: () => new Error('the database did not answer in time') },
     });
-    const hung = [1, 2].map((n) => batcher.read(n));
+    const hung = [1, 2].map((n) => batcher.submit(n));
     await until(() => runner.calls.length === 1);
     for (const read of hung) {
       await assert.rejects(read, /did not answer in time/);
     }
     // The slot is free again: the next read gets its own statement and its answer.
-    const next = batcher.read(3);
+    const next = batcher.submit(3);
     await until(() => runner.calls.length === 2);
     assert.deepEqual(runner.calls[1]?.items, [3]);
     // The hung statement answering late changes nothing, and still only one runs at a time.
     runner.calls[0]?.release();
-    const third = batcher.read(4);
+    const third = batcher.submit(4);
     for (let i = 0; i < 5; i++) await turn();
     assert.equal(runner.calls.length, 2, 'a second statement started while one was running');
     runner.calls[1]?.release();
@@ -168,16 +168,16 @@ describe('ReadBatcher', () => {
   test('refuses limits below 1', () => {
     const run = async (items: readonly number[]) => items;
     assert.throws(
-      () => new ReadBatcher(run, { maxItems: 0, maxInFlight: 1, timeout: LONG }),
+      () => new Batcher(run, { maxItems: 0, maxInFlight: 1, timeout: LONG }),
       RangeError,
     );
     assert.throws(
-      () => new ReadBatcher(run, { maxItems: 1, maxInFlight: 0, timeout: LONG }),
+      () => new Batcher(run, { maxItems: 1, maxInFlight: 0, timeout: LONG }),
       RangeError,
     );
     const instant = { ms: 0, error: LONG.error };
     assert.throws(
-      () => new ReadBatcher(run, { maxItems: 1, maxInFlight: 1, timeout: instant }),
+      () => new Batcher(run, { maxItems: 1, maxInFlight: 1, timeout: instant }),
       RangeError,
     );
   });

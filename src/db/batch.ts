@@ -1,21 +1,23 @@
-// Groups concurrent single-row reads into one statement. Under load, the fixed cost of a
-// statement (a socket write and read on each side, PostgreSQL's per-statement work) is most of
-// the cost of a small read; paying it once per event-loop turn instead of once per request is
-// what lets polling scale. Every read still runs in a statement sent after it was asked for,
-// so a client never sees a state older than its request (a key revoked before the request is
-// refused, a job changed before the request is seen changed).
+// Groups concurrent calls into batches, each run by one call of a batch function: the polling
+// reads share one statement (http/auth.ts), the creates of jobs one transaction
+// (jobs/create.ts). Under load, the fixed cost of a statement or a commit (a socket write and
+// read on each side, PostgreSQL's per-statement work, a WAL flush) is most of the cost of a
+// small read or write; paying it once per batch instead of once per request is what lets them
+// scale. Every call still runs in a batch started after it was made, so a client never sees a
+// state older than its request (a key revoked before the request is refused, a job changed
+// before the request is seen changed).
 
-/** Runs one statement for a batch; answers one result per item, in the items' order. */
+/** Runs one batch; answers one result per item, in the items' order. */
 export type BatchRunner<I, O> = (items: readonly I[]) => Promise<readonly O[]>;
 
 export interface BatchOptions {
-  /** Most items in one statement. */
+  /** Most items in one batch. */
   maxItems: number;
-  /** Most statements in flight at once; items wait for a free one. */
+  /** Most batches in flight at once; items wait for a free one. */
   maxInFlight: number;
   /**
-   * A statement not answered in this time fails its reads with `error()` and frees its slot,
-   * so a connection that hangs (a dead peer without a reset) cannot hold every later read.
+   * A batch not answered in this time fails its items with `error()` and frees its slot, so a
+   * connection that hangs (a dead peer without a reset) cannot hold every later item.
    */
   timeout: { ms: number; error: () => Error };
 }
@@ -26,7 +28,7 @@ interface Waiter<I, O> {
   reject: (err: unknown) => void;
 }
 
-export class ReadBatcher<I, O> {
+export class Batcher<I, O> {
   readonly #run: BatchRunner<I, O>;
   readonly #opts: BatchOptions;
   #pending: Waiter<I, O>[] = [];
@@ -41,7 +43,8 @@ export class ReadBatcher<I, O> {
     this.#opts = opts;
   }
 
-  read(item: I): Promise<O> {
+  /** Adds `item` to the next batch; answers its result once that batch has run. */
+  submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
       this.#pending.push({ item, resolve, reject });
       this.#schedule();
@@ -50,7 +53,7 @@ export class ReadBatcher<I, O> {
 
   /**
    * Flushes after the current I/O phase, so that the requests parsed from all sockets that were
-   * readable together share one statement; at low load this adds no waiting beyond that phase.
+   * readable together share one batch; at low load this adds no waiting beyond that phase.
    */
   #schedule(): void {
     if (this.#scheduled || this.#inFlight >= this.#opts.maxInFlight) return;
@@ -83,9 +86,7 @@ export class ReadBatcher<I, O> {
       // A run that settles after the timeout is ignored: the race is already decided.
       results = await Promise.race([this.#run(batch.map((w) => w.item)), timedOut]);
       if (results.length !== batch.length) {
-        throw new Error(
-          `batched read answered ${results.length} results for ${batch.length} items`,
-        );
+        throw new Error(`batch answered ${results.length} results for ${batch.length} items`);
       }
     } catch (err) {
       for (const w of batch) w.reject(err);

@@ -1,17 +1,30 @@
-// Accepting prompts: new jobs with their first turn, and follow-up turns, each turn written
-// with its queue entry in the transaction that accepts it (a 201/200 means the prompt is
-// durable). A job's create, the API's hot write, shares its transaction with the creates that
-// arrive with it (createJobBatched).
-import type { Transaction } from 'kysely';
-import { ReadBatcher } from '../db/batch.ts';
-import type { Database, JobOrigin, TurnTrigger } from '../db/schema.ts';
+// Creating a job, the API's hot write, from the request to the answer: the input is checked,
+// then one transaction takes the project's rate limit and budget and writes the job, its first
+// turn, the turn's queue entry and the job's events (a 201 means the prompt is durable). The
+// creates that arrive together share their transaction, and a few transactions run at once.
+import { sql } from 'kysely';
+import { Batcher } from '../db/batch.ts';
+import type { JobOrigin, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import { consumeAll, RateLimitedError, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
+import { newId } from '../ids.ts';
+import { countUses, RateLimitedError } from '../ratelimit/ratelimit.ts';
+import { type Accepted, accepted, checkModel, type Replayed, stored } from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
-import { BudgetExhaustedError, refuseSpentMonths } from './spend.ts';
+import { BudgetExhaustedError, type SpentMonth, spentMonthRefusal, spentMonths } from './spend.ts';
 import { inTransition, type TransitionScope } from './transaction.ts';
-import type { Transition } from './transitions.ts';
+
+/** What a create may say: the prompt, and the model and ref it starts from (else the project's). */
+export interface NewJob {
+  prompt: string;
+  model?: string | undefined;
+  baseRef?: string | undefined;
+  /** The forge issue the job is made from (src/forges/intake/). */
+  origin?: JobOrigin | undefined;
+  /** The forge event that asked for it. */
+  trigger?: TurnTrigger | undefined;
+}
 
 /** A new job as createJob decided it, with its first prompt. */
 export interface NewJobRow {
@@ -29,137 +42,81 @@ export interface NewJobRow {
   trigger?: TurnTrigger | undefined;
 }
 
-/** A prompt accepted as a turn of a job. */
-export interface NewTurn {
-  jobId: string;
-  seq: number;
-  prompt: string;
-  trigger?: TurnTrigger | undefined;
-}
-
-/** A created job, and what its project's rate limit has left. */
-export interface CreatedJob {
-  job: JobView;
-  rateLimit: RateLimitState | undefined;
-}
-
 /**
- * Creates jobs in the caller's transaction: each job, its `job.created` event (with the
- * webhook deliveries it asks for), its first turn and the turn's queue entry, and the rate
- * limit's count, a few statements for all of them together. Throws RateLimitedError, or
- * BudgetExhaustedError, writing nothing the transaction keeps, when one project's creates
- * would pass its rate limit or its month's budget is spent.
+ * Creates a job with its first turn. With an Idempotency-Key, the key is claimed first, in the
+ * transaction that creates the job and stores the key's response: a retry after the commit
+ * gets that response; none can find the job made and the key missing, or the reverse. Without
+ * one, the create shares its transaction with the creates that arrive with it.
  */
-export async function insertJobs(
-  ctx: Pick<JobsContext, 'queue' | 'config'>,
-  scope: TransitionScope,
-  jobs: readonly NewJobRow[],
-): Promise<CreatedJob[]> {
-  const { trx } = scope;
-  const perProject = new Map<string, number>();
-  for (const job of jobs) perProject.set(job.projectId, (perProject.get(job.projectId) ?? 0) + 1);
-  await refuseSpentMonths(
-    trx,
-    jobs.map((job) => ({ projectId: job.projectId, monthlyBudgetUsd: job.monthlyBudgetUsd })),
-  );
-  const limits = await consumeAll(trx, inLockOrder(perProject), 'create', {
-    limit: ctx.config.rateLimits.create,
-    windowSeconds: ctx.config.rateLimits.windowSeconds,
-  });
-  const rows = await trx
-    .insertInto('jobs')
-    .values(
-      jobs.map((job) => ({
-        id: job.id,
-        project_id: job.projectId,
-        status: 'active' as const,
-        repository: job.repository,
-        ref: job.ref,
-        branch: `errand/${job.id}`,
-        model: job.model,
-        turn_count: 1,
-        origin: job.origin ? JSON.stringify(job.origin) : null,
-      })),
-    )
-    .returning(JOB_VIEW_COLUMNS)
-    .execute();
-  // RETURNING gives no order: the jobs are matched by id.
-  const byId = new Map(rows.map((row) => [row.id, row]));
-  const created = jobs.map((job) => {
-    const row = byId.get(job.id);
-    if (!row) throw new Error(`job ${job.id} was not written`);
-    return row;
-  });
-  await writeTurns(
-    ctx,
-    trx,
-    jobs.map((job) => ({ jobId: job.id, seq: 1, prompt: job.prompt, trigger: job.trigger })),
-  );
-  await scope.recordAll(
-    created.flatMap((job, i) => [
-      {
-        type: 'job.created',
-        jobId: job.id,
-        turn: null,
-        status: 'active',
-        data: { job: toJobRecord(job) },
-      },
-      // `created` is in the order of `jobs`.
-      accepted({ jobId: job.id, seq: 1, trigger: jobs[i]?.trigger }),
-    ]),
-  );
-  // Each job's own view of the count: its project's count after the statement, less the
-  // project's creates that come after it.
-  const seen = new Map<string, number>();
-  return created.map((job) => {
-    const nth = (seen.get(job.project_id) ?? 0) + 1;
-    seen.set(job.project_id, nth);
-    const after = limits?.get(job.project_id);
-    return {
-      job,
-      rateLimit: after && {
-        ...after,
-        remaining: after.remaining + (perProject.get(job.project_id) ?? 1) - nth,
-      },
-    };
+export function createJob(ctx: JobsContext, project: ProjectRow, job: NewJob): Promise<Accepted>;
+export function createJob(
+  ctx: JobsContext,
+  project: ProjectRow,
+  job: NewJob,
+  idempotency: IdempotentRequest | undefined,
+): Promise<Accepted | Replayed>;
+export async function createJob(
+  ctx: JobsContext,
+  project: ProjectRow,
+  { prompt, model: asked, baseRef, origin, trigger }: NewJob,
+  idempotency?: IdempotentRequest,
+): Promise<Accepted | Replayed> {
+  // The model a new job runs on: the one asked for, else the project's, else the server's. One
+  // that cannot be used is refused here, with what to set, rather than failing the job later.
+  const model = asked ?? project.model ?? ctx.models.defaultId;
+  checkModel(ctx, project, model);
+  const row: NewJobRow = {
+    id: newId('job'),
+    projectId: project.id,
+    repository: project.repository,
+    ref: baseRef ?? project.ref,
+    model,
+    prompt,
+    monthlyBudgetUsd: project.monthly_budget_usd,
+    origin,
+    trigger,
+  };
+  if (!idempotency) return createJobBatched(ctx, row);
+  return inTransition(ctx, async (scope) => {
+    const replayed = await claimKey(scope.trx, idempotency);
+    if (replayed) return { replayed };
+    // After the claim: a replay answers as the first request did, whatever changed since.
+    const [created] = await writeJobs(ctx, scope, [row]);
+    if (!created) throw new Error('the job was not created');
+    await saveResponse(scope.trx, idempotency, stored(201, created.job));
+    return created;
   });
 }
-
-/** An error PostgreSQL answered for a statement: its transaction wrote nothing. */
-function answeredError(err: unknown): boolean {
-  return (
-    typeof err === 'object' &&
-    err !== null &&
-    'severity' in err &&
-    'code' in err &&
-    typeof err.code === 'string'
-  );
-}
-
-type Outcome = { ok: CreatedJob } | { error: unknown };
 
 type CreateContext = Pick<JobsContext, 'db' | 'queue' | 'transitions' | 'config'>;
 
-const batchers = new WeakMap<CreateContext, ReadBatcher<NewJobRow, Outcome>>();
+type Outcome = { ok: Accepted } | { error: unknown };
+
+const batchers = new WeakMap<CreateContext, Batcher<NewJobRow, Outcome>>();
 
 /** Most creates in one transaction; larger groups wait for the next. */
 const MAX_CREATES = 64;
 
 /**
- * Creates a job (insertJobs) in a transaction of its own, which concurrent creates share: the
- * creates that arrive while one transaction runs go into the next one together, with one
- * commit (a group commit, as the polling reads share their statement, db/batch.ts). The commit
- * waits for the disk, so one commit per create bounded their rate. A transaction of several
- * that fails with an answer (a rate limit used up, a month's budget spent, a project deleted
- * meanwhile) wrote nothing, and each of its creates runs again alone, so that every answer is
- * its own.
+ * Most create transactions at once. One at a time left the service and PostgreSQL idle while
+ * its statements and its commit travelled; the creates that arrive meanwhile still share the
+ * next transaction, as in a group commit.
  */
-export async function createJobBatched(ctx: CreateContext, job: NewJobRow): Promise<CreatedJob> {
+const CREATES_IN_FLIGHT = 4;
+
+/**
+ * Creates a job (writeJobs) in a transaction that the creates arriving with it share: one
+ * commit for all of them (the commit waits for the disk, so one per create bounded their rate).
+ * A transaction of several that fails with an answer (a rate limit used up, a month's budget
+ * spent, a project deleted meanwhile) wrote nothing, and each of its creates runs again alone,
+ * so that every answer is its own.
+ */
+export async function createJobBatched(ctx: CreateContext, job: NewJobRow): Promise<Accepted> {
   let batcher = batchers.get(ctx);
   if (!batcher) {
-    batcher = new ReadBatcher((jobs) => createTogether(ctx, jobs), {
+    batcher = new Batcher((jobs) => createTogether(ctx, jobs), {
       maxItems: MAX_CREATES,
-      maxInFlight: 1,
+      maxInFlight: CREATES_IN_FLIGHT,
       // A bound for the batch only when the pool's own bounds (getting a connection, each
       // statement) did not answer first: a transaction PostgreSQL never answered. Its creates
       // may still commit, as any write whose answer is lost; an Idempotency-Key retries safely.
@@ -178,14 +135,14 @@ export async function createJobBatched(ctx: CreateContext, job: NewJobRow): Prom
     });
     batchers.set(ctx, batcher);
   }
-  const outcome = await batcher.read(job);
+  const outcome = await batcher.submit(job);
   if ('error' in outcome) throw outcome.error;
   return outcome.ok;
 }
 
 async function createTogether(ctx: CreateContext, jobs: readonly NewJobRow[]): Promise<Outcome[]> {
   try {
-    const created = await inTransition(ctx, (scope) => insertJobs(ctx, scope, jobs));
+    const created = await inTransition(ctx, (scope) => writeJobs(ctx, scope, jobs));
     return created.map((ok) => ({ ok }));
   } catch (err) {
     // Without the database's answer (a connection lost) the transaction may have committed,
@@ -199,71 +156,125 @@ async function createTogether(ctx: CreateContext, jobs: readonly NewJobRow[]): P
   }
 }
 
-/**
- * A transaction's rate-limit counts, ordered by project id: two API processes' transactions
- * that count the same projects lock their counters in the same order, so neither waits for the
- * other in a deadlock.
- */
-function inLockOrder(counts: Map<string, number>): [string, number][] {
-  return [...counts].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+/** An error PostgreSQL answered for a statement: its transaction wrote nothing. */
+function answeredError(err: unknown): boolean {
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    'severity' in err &&
+    'code' in err &&
+    typeof err.code === 'string'
+  );
 }
 
+/** A row of the create's statement: a job it wrote, or, when it wrote none, only `spent`. */
+type WrittenRow = {
+  /** The projects whose month's budget is spent; null when none is. */
+  spent: SpentMonth[] | null;
+  /** The job's project's rate-limit count after this statement; null when unlimited. */
+  counted: number | null;
+} & (JobView | { [K in keyof JobView]: null });
+
 /**
- * Accepts prompts as turns of jobs, in the caller's transaction, which has created the jobs or
- * locked them.
+ * Writes jobs in the caller's transaction, in three statements whatever their number: the
+ * turns' queue entries (pg-boss's insert, in the transaction); one statement that reads the
+ * projects' spent months, counts the creates against their rate limits and writes the jobs and
+ * their first turns, or, when a month is spent or a limit used up, writes none; and the
+ * `job.created` events (with the webhook deliveries their hooks write). Throws
+ * BudgetExhaustedError or RateLimitedError when it wrote none.
  */
-export async function acceptTurns(
-  ctx: Pick<JobsContext, 'queue'>,
+async function writeJobs(
+  ctx: Pick<JobsContext, 'queue' | 'config'>,
   scope: TransitionScope,
-  turns: readonly NewTurn[],
-): Promise<void> {
-  await writeTurns(ctx, scope.trx, turns);
-  await scope.recordAll(turns.map(accepted));
-}
-
-/**
- * A turn's acceptance: announced, with no event of its own (the job's record says so; a forge
- * event that asked for it is told again by the turn's `turn.started`).
- */
-function accepted(turn: Pick<NewTurn, 'jobId' | 'seq' | 'trigger'>): Transition {
-  return {
-    type: 'turn.accepted',
-    jobId: turn.jobId,
-    turn: turn.seq,
-    status: 'active',
-    data: turn.trigger ? { trigger: shownTrigger(turn.trigger) } : {},
-  };
-}
-
-/** What the job's events say of the forge event that asked for a turn: never where Errand answers. */
-export function shownTrigger(trigger: TurnTrigger): Record<string, string> {
-  return { forge: trigger.forge, kind: trigger.kind, url: trigger.url, author: trigger.author };
-}
-
-/**
- * Writes turns and their queue entries. The entries are written first so that each turn row is
- * written once, with its queue id; no worker can see an entry before the transaction commits.
- */
-async function writeTurns(
-  ctx: Pick<JobsContext, 'queue'>,
-  trx: Transaction<Database>,
-  turns: readonly NewTurn[],
-): Promise<void> {
+  jobs: readonly NewJobRow[],
+): Promise<Accepted[]> {
+  const { trx } = scope;
+  const now = new Date();
+  const spent = spentMonths(
+    jobs.map((job) => ({ projectId: job.projectId, monthlyBudgetUsd: job.monthlyBudgetUsd })),
+    now,
+  );
+  const perProject = new Map<string, number>();
+  for (const job of jobs) perProject.set(job.projectId, (perProject.get(job.projectId) ?? 0) + 1);
+  // By project id: two transactions that count the same projects lock their counters in the
+  // same order.
+  const uses = [...perProject].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const limit = countUses(uses, 'create', {
+    limit: ctx.config.rateLimits.create,
+    windowSeconds: ctx.config.rateLimits.windowSeconds,
+  });
+  // The queue entries first, so that each turn row is written once, with its queue id; no
+  // worker sees an entry before the transaction commits, nor one of a create refused below.
   const queueIds = await ctx.queue.enqueueAll(
     trx,
-    turns.map(({ jobId, seq }) => ({ jobId, seq })),
+    jobs.map((job) => ({ jobId: job.id, seq: 1 })),
   );
-  await trx
-    .insertInto('turns')
-    .values(
-      turns.map(({ jobId, seq, prompt, trigger }, i) => ({
-        job_id: jobId,
-        seq,
-        prompt,
-        state: 'queued' as const,
-        queue_id: queueIds[i] ?? null,
-        trigger: trigger ? JSON.stringify(trigger) : null,
-      })),
+  const column = <T>(pick: (job: NewJobRow, i: number) => T) => jobs.map(pick);
+  const { rows } = await sql<WrittenRow>`
+    WITH spent AS (
+      ${spent ?? sql`SELECT NULL::text AS project_id, NULL::double precision AS cost_usd, NULL::double precision AS budget WHERE false`}
+    ), counted AS (
+      ${limit.statement ?? sql`SELECT NULL::text AS project_id, NULL::integer AS count WHERE false`}
+    ), accepted AS (
+      SELECT NOT EXISTS (SELECT 1 FROM spent)
+        AND (SELECT count(*) FROM counted) = ${limit.projects} AS ok
+    ), input AS (
+      SELECT i.* FROM unnest(
+          ${column((j) => j.id)}::text[], ${column((j) => j.projectId)}::text[],
+          ${column((j) => j.repository)}::text[], ${column((j) => j.ref)}::text[],
+          ${column((j) => j.model)}::text[],
+          ${column((j) => (j.origin ? JSON.stringify(j.origin) : null))}::jsonb[],
+          ${column((j) => j.prompt)}::text[], ${column((_, i) => queueIds[i] ?? null)}::text[],
+          ${column((j) => (j.trigger ? JSON.stringify(j.trigger) : null))}::jsonb[])
+        WITH ORDINALITY AS i(id, project_id, repository, ref, model, origin, prompt, queue_id,
+          trigger, n)
+      WHERE (SELECT ok FROM accepted)
+    ), job AS (
+      INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin)
+      SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1, origin
+      FROM input ORDER BY n
+      RETURNING ${sql.join(JOB_VIEW_COLUMNS.map((c) => sql.ref(c)))}
+    ), turn AS (
+      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger)
+      SELECT id, 1, prompt, 'queued', queue_id, trigger FROM input ORDER BY n
     )
-    .execute();
+    SELECT (SELECT json_agg(spent) FROM spent) AS spent, counted.count AS counted, job.*
+    FROM (SELECT) AS answer
+    LEFT JOIN job ON true
+    LEFT JOIN counted ON counted.project_id = job.project_id`.execute(trx);
+  const refusedFor = rows[0]?.spent?.[0];
+  if (refusedFor) throw spentMonthRefusal(refusedFor, now);
+  // RETURNING gives no order: the jobs are matched by id.
+  const byId = new Map<string, { job: JobView; counted: number | null }>();
+  for (const { spent: _, counted, ...job } of rows)
+    if (job.id !== null) byId.set(job.id, { job, counted });
+  if (byId.size === 0) throw limit.refusal();
+  const created = jobs.map((job) => {
+    const written = byId.get(job.id);
+    if (!written) throw new Error(`job ${job.id} was not written`);
+    return written;
+  });
+  await scope.recordAll(
+    created.flatMap(({ job }, i) => [
+      {
+        type: 'job.created',
+        jobId: job.id,
+        turn: null,
+        status: 'active',
+        data: { job: toJobRecord(job) },
+      },
+      // `created` is in the order of `jobs`.
+      accepted({ jobId: job.id, seq: 1, trigger: jobs[i]?.trigger }),
+    ]),
+  );
+  // Each job's own view of the count: its project's count after the statement, less the
+  // project's creates that come after it.
+  const seen = new Map<string, number>();
+  return created.map(({ job, counted }) => {
+    const nth = (seen.get(job.project_id) ?? 0) + 1;
+    seen.set(job.project_id, nth);
+    const count =
+      counted === null ? undefined : counted - (perProject.get(job.project_id) ?? 1) + nth;
+    return { job, rateLimit: count === undefined ? undefined : limit.stateAt(count) };
+  });
 }

@@ -1,12 +1,13 @@
 // The transitions a worker makes as it runs a turn (start, finish, retry, fail it) and the
-// progress a turn records; with transaction.ts, create.ts and service.ts, the only code that
-// writes the jobs, turns and events tables. One function per transition, each one transaction
-// (inTransition). A test (lifecycle.test.ts) fails if another module writes these tables.
+// progress a turn records; with transaction.ts, create.ts, accept.ts and service.ts, the only
+// code that writes the jobs, turns and events tables. One function per transition, each one
+// transaction (inTransition). A test (lifecycle.test.ts) fails if another module writes these
+// tables.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
 import { SecretUnavailableError, type TurnSecret, turnSecrets } from '../projects/secrets.ts';
+import { shownTrigger } from './accept.ts';
 import type { JobsContext } from './context.ts';
-import { shownTrigger } from './create.ts';
 import { JOB_VIEW_COLUMNS } from './record.ts';
 import { type EarlierTurn, TurnFailedError, type TurnOutput } from './runner.ts';
 import { addToMonth, usagePlus, usedAnything } from './spend.ts';

@@ -3,128 +3,19 @@
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
-import type { JobOrigin, JobStatus, ProjectRow, TurnTrigger } from '../db/schema.ts';
+import type { JobStatus, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import {
-  claimKey,
-  type IdempotentRequest,
-  type StoredResponse,
-  saveResponse,
-} from '../idempotency/keys.ts';
-import { isId, newId } from '../ids.ts';
-import { engineModelRefusal } from '../projects/engine.ts';
-import { consume, type RateLimitState } from '../ratelimit/ratelimit.ts';
+import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
+import { isId } from '../ids.ts';
+import { consume } from '../ratelimit/ratelimit.ts';
+import { type Accepted, acceptTurns, checkModel, type Replayed, stored } from './accept.ts';
 import type { JobsContext } from './context.ts';
-import { acceptTurns, createJobBatched, insertJobs, type NewJobRow } from './create.ts';
-import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
+import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 import { refuseSpentJob, refuseSpentMonths } from './spend.ts';
 import { inTransition, recordStatus } from './transaction.ts';
 
-export interface Accepted {
-  job: JobView;
-  rateLimit: RateLimitState | undefined;
-}
-
-/**
- * What a request with an Idempotency-Key whose first request committed gets instead: that
- * request's response, to send again. Nothing was changed and no rate limit was used.
- */
-export interface Replayed {
-  replayed: StoredResponse;
-}
-
-/** The response a keyed request stores: the status and the JSON text its route sends. */
-function stored(status: number, job: JobView): StoredResponse {
-  return { status, body: JSON.stringify(toJobRecord(job)) };
-}
-
-/**
- * The model a new job runs on: the one asked for, else the project's, else the server's. A
- * model that cannot be resolved (unknown provider, missing key) is refused here, with what to
- * set, rather than failing the job later.
- */
-function modelFor(ctx: JobsContext, project: ProjectRow, asked?: string): string {
-  const model = asked ?? project.model ?? ctx.models.defaultId;
-  checkModel(ctx, project, model);
-  return model;
-}
-
-/**
- * Refuses a model that cannot be used, and on a project with a budget one whose prices are
- * unknown: its spend could not be counted, so the budget could not hold it.
- */
-function checkModel(ctx: JobsContext, project: ProjectRow, model: string): void {
-  const check = ctx.models.check(model);
-  if (!check.ok) throw new AppError('model_unavailable', check.message);
-  const refusal = engineModelRefusal(project.engine, model);
-  if (refusal !== undefined)
-    throw new AppError(
-      'model_unavailable',
-      `${refusal} (the engine of project ${project.id}): ask for such a model, or change the project's engine`,
-    );
-  const budgets = [
-    ...(project.job_budget_usd !== null ? ['jobBudgetUsd'] : []),
-    ...(project.monthly_budget_usd !== null ? ['monthlyBudgetUsd'] : []),
-  ];
-  if (budgets.length > 0 && ctx.models.info(model).prices === undefined)
-    throw new AppError(
-      'model_unavailable',
-      `model '${model}' has no known price, and project ${project.id} has a budget (${budgets.join(', ')}) that could not hold it: give its prices in the server's ERRAND_MODEL_CATALOG file, or use a model whose prices are known`,
-    );
-}
-
-/** What a create may say: the prompt, and the model and ref it starts from (else the project's). */
-export interface NewJob {
-  prompt: string;
-  model?: string | undefined;
-  baseRef?: string | undefined;
-  /** The forge issue the job is made from (src/forges/intake/). */
-  origin?: JobOrigin | undefined;
-  /** The forge event that asked for it. */
-  trigger?: TurnTrigger | undefined;
-}
-
-/**
- * With an Idempotency-Key, the key is claimed first, in the transaction that creates the job
- * and stores the key's response: a retry after the commit gets that response; none can find
- * the job made and the key missing, or the reverse.
- */
-export function createJob(ctx: JobsContext, project: ProjectRow, job: NewJob): Promise<Accepted>;
-export function createJob(
-  ctx: JobsContext,
-  project: ProjectRow,
-  job: NewJob,
-  idempotency: IdempotentRequest | undefined,
-): Promise<Accepted | Replayed>;
-export async function createJob(
-  ctx: JobsContext,
-  project: ProjectRow,
-  { prompt, model: asked, baseRef, origin, trigger }: NewJob,
-  idempotency?: IdempotentRequest,
-): Promise<Accepted | Replayed> {
-  const draft = (model: string): NewJobRow => ({
-    id: newId('job'),
-    projectId: project.id,
-    repository: project.repository,
-    ref: baseRef ?? project.ref,
-    model,
-    prompt,
-    monthlyBudgetUsd: project.monthly_budget_usd,
-    origin,
-    trigger,
-  });
-  // The common case shares its transaction with the creates that arrive with it.
-  if (!idempotency) return createJobBatched(ctx, draft(modelFor(ctx, project, asked)));
-  return inTransition(ctx, async (scope) => {
-    const replayed = await claimKey(scope.trx, idempotency);
-    if (replayed) return { replayed };
-    // After the claim: a replay answers as the first request did, whatever changed since.
-    const [created] = await insertJobs(ctx, scope, [draft(modelFor(ctx, project, asked))]);
-    if (!created) throw new Error('the job was not created');
-    await saveResponse(scope.trx, idempotency, stored(201, created.job));
-    return created;
-  });
-}
+// Creating a job, the hot write, reads top-down in its own module.
+export { createJob } from './create.ts';
 
 /** With an Idempotency-Key, as createJob: the key is claimed first, in the same transaction. */
 export function sendMessage(

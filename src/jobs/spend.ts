@@ -147,6 +147,45 @@ export interface BudgetedProject {
   monthlyBudgetUsd: number | null;
 }
 
+/** A project whose monthly budget is spent, as spentMonths finds it. */
+export interface SpentMonth {
+  project_id: string;
+  cost_usd: number;
+  budget: number;
+}
+
+/**
+ * The projects among these that have spent their monthly budget this month (UTC), as a query
+ * the caller runs in its transaction, alone (refuseSpentMonths) or in a WITH clause of its own
+ * statement (a job's create). Undefined when none of them has a monthly budget: nothing to read.
+ */
+export function spentMonths(
+  projects: readonly BudgetedProject[],
+  now: Date = new Date(),
+): RawBuilder<SpentMonth> | undefined {
+  const budgets = new Map<string, number>();
+  for (const p of projects)
+    if (p.monthlyBudgetUsd !== null) budgets.set(p.projectId, p.monthlyBudgetUsd);
+  if (budgets.size === 0) return undefined;
+  const { start } = monthOf(now);
+  return sql<SpentMonth>`
+    SELECT s.project_id, s.cost_usd, b.budget
+    FROM project_spend s
+    JOIN unnest(${[...budgets.keys()]}::text[], ${[...budgets.values()]}::double precision[])
+      AS b(project_id, budget) ON b.project_id = s.project_id
+    WHERE s.month = ${start.toISOString().slice(0, 10)}::date AND s.cost_usd >= b.budget`;
+}
+
+/** The refusal of new work on a project whose month spentMonths found spent. */
+export function spentMonthRefusal(spent: SpentMonth, now: Date = new Date()): BudgetExhaustedError {
+  const { start, end } = monthOf(now);
+  const seconds = Math.max(1, Math.ceil((end.getTime() - now.getTime()) / 1000));
+  return new BudgetExhaustedError(
+    `project ${spent.project_id} has spent ${formatUsd(spent.cost_usd)} of its monthly budget of ${formatUsd(spent.budget)} (monthlyBudgetUsd) in ${monthName(start)} (UTC): no new jobs or follow-ups until the month ends or the budget is raised`,
+    seconds,
+  );
+}
+
 /**
  * Refuses, with BudgetExhaustedError, when one of these projects has spent its monthly budget
  * this month (UTC). Read in the caller's transaction, which then writes nothing. Projects
@@ -157,26 +196,10 @@ export async function refuseSpentMonths(
   projects: readonly BudgetedProject[],
   now: Date = new Date(),
 ): Promise<void> {
-  const budgets = new Map<string, number>();
-  for (const p of projects)
-    if (p.monthlyBudgetUsd !== null) budgets.set(p.projectId, p.monthlyBudgetUsd);
-  if (budgets.size === 0) return;
-  const { start, end } = monthOf(now);
-  const rows = await trx
-    .selectFrom('project_spend')
-    .select(['project_id', 'cost_usd'])
-    .where('project_id', 'in', [...budgets.keys()])
-    .where('month', '=', sql<Date>`${start.toISOString().slice(0, 10)}::date`)
-    .execute();
-  for (const row of rows) {
-    const budget = budgets.get(row.project_id);
-    if (budget === undefined || row.cost_usd < budget) continue;
-    const seconds = Math.max(1, Math.ceil((end.getTime() - now.getTime()) / 1000));
-    throw new BudgetExhaustedError(
-      `project ${row.project_id} has spent ${formatUsd(row.cost_usd)} of its monthly budget of ${formatUsd(budget)} (monthlyBudgetUsd) in ${monthName(start)} (UTC): no new jobs or follow-ups until the month ends or the budget is raised`,
-      seconds,
-    );
-  }
+  const query = spentMonths(projects, now);
+  if (!query) return;
+  const [spent] = (await query.execute(trx)).rows;
+  if (spent) throw spentMonthRefusal(spent, now);
 }
 
 /**

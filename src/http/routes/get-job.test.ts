@@ -296,7 +296,7 @@ describe('GET /v2/agent/{projectId}/job/{id}', () => {
     authCases(spec, fixture);
 
     test('reads that arrive together share one statement, and each gets its own answer', async () => {
-      // Polling reads are batched (ReadBatcher): a batch mixing keys, projects and jobs must
+      // Polling reads are batched (Batcher): a batch mixing keys, projects and jobs must
       // give every read exactly the answer it would get alone.
       const { ctx } = svc.service;
       let statements = 0;
