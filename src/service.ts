@@ -11,6 +11,7 @@ import { dashboard } from './dashboard/plugin.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { engineInstalls } from './engines/catalog.ts';
+import { Environments } from './environments/environments.ts';
 import { webhookOutbox } from './events/webhooks/outbox.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
@@ -125,6 +126,13 @@ export async function startService(
       notifications,
       metrics,
       engines: engineInstalls(config),
+      environments: new Environments({
+        config,
+        db: handle.db,
+        log,
+        metrics,
+        workspace: workspaceConfig(config),
+      }),
     };
     // The job core calls its listeners, not the reverse: the outbox writes each event's
     // webhook deliveries in the event's transaction, in every process that records events.
@@ -281,6 +289,7 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
     forges,
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
     monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
+    environments: ctx.environments,
   });
 }
 

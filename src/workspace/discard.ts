@@ -31,6 +31,28 @@ export async function discardDir(path: string): Promise<boolean> {
 
 // Folders this process is removing right now: a sweep of leftovers leaves them alone.
 const discarding = new Set<string>();
+const background = new Set<Promise<void>>();
+
+/**
+ * Removes a `.trash-` folder in the background (the caller renamed it aside already). One that
+ * cannot be removed now stays for the janitor's sweep of leftovers, which tries again.
+ */
+export function discardLater(aside: string): void {
+  if (!basename(aside).startsWith(TRASH_PREFIX)) throw new Error(`not a trash folder: ${aside}`);
+  discarding.add(aside);
+  const done = rm(aside, { recursive: true, force: true, maxRetries: 3 })
+    .catch(() => {})
+    .finally(() => {
+      discarding.delete(aside);
+      background.delete(done);
+    });
+  background.add(done);
+}
+
+/** Resolves when the background removals started so far have ended (tests, benchmarks). */
+export async function discardsSettled(): Promise<void> {
+  await Promise.all([...background]);
+}
 
 /** Removes a `.trash-` folder a crash left behind, unless this process is removing it now. */
 export async function removeTrash(path: string): Promise<void> {
