@@ -29,6 +29,7 @@ import { createLogger, type Logger } from './log.ts';
 import { databaseSampler } from './metrics/database.ts';
 import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
+import { type EnvironmentWorker, startEnvironmentWorker } from './queue/environment-worker.ts';
 import { type ForgeWorker, startForgeWorker } from './queue/forge-worker.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
@@ -36,6 +37,7 @@ import { pruneCounters } from './ratelimit/ratelimit.ts';
 import { reportSandboxStatus } from './sandbox/report.ts';
 import { sandboxStatus } from './sandbox/sandbox.ts';
 import { ensureSecretKeyFile } from './secrets/key-file.ts';
+import { EnvironmentBuilder } from './turns/environment-build.ts';
 import { TurnPipeline, workspaceConfig } from './turns/pipeline.ts';
 import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts';
 
@@ -91,6 +93,7 @@ export async function startService(
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let forgeWorker: ForgeWorker | undefined;
+  let environmentWorker: EnvironmentWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
     handle.connection,
@@ -106,6 +109,7 @@ export async function startService(
     await janitor?.stop();
     await deliveryWorker?.stop();
     await forgeWorker?.stop();
+    await environmentWorker?.stop();
     await queue?.stop();
     await handle.close();
   };
@@ -163,6 +167,16 @@ export async function startService(
         turnEnded: (jobId) => reclaim(jobId),
       });
       upkeep = startUpkeep(ctx);
+      // Environments are built ahead of jobs on the machines that run them.
+      environmentWorker = await startEnvironmentWorker(
+        ctx,
+        new EnvironmentBuilder({
+          config,
+          log,
+          forges: ctx.forges,
+          environments: ctx.environments,
+        }),
+      );
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.

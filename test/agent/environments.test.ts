@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { lstat, mkdir, readdir, readFile, rm, symlink } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import { discardsSettled } from '../../src/workspace/discard.ts';
 import {
@@ -213,6 +214,65 @@ describe('environment snapshots in turns', { skip }, () => {
     const snapshot = x.envDir('snapshots', projectId, String(built.key), 'tree', 'node_modules');
     assert.equal(await readFile(path.join(snapshot, 'dep', 'index.js'), 'utf8'), 'original\n');
     assert.equal(await readFile(path.join(snapshot, 'dep', 'other.js'), 'utf8'), 'keep\n');
+  });
+
+  test('the build worker builds before any job; the first job restores; a second request builds nothing', async () => {
+    const projectId = await x.project(SETUP);
+    const { queue } = h.svc.service.ctx;
+    await queue.environmentBuilds.request(projectId, 'created');
+    const deadline = Date.now() + 90_000;
+    while ((await x.rows(projectId)).length === 0) {
+      assert.ok(Date.now() < deadline, 'no environment was built');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const [row] = await x.rows(projectId);
+    assert.equal(row?.base_commit, h.origin.head('main'));
+    assert.equal(await x.runs(projectId), 1);
+    await x.settled();
+    const [, log] = await x.job(projectId, 'cat node_modules/dep/index.js');
+    assert.ok(!log.some((e) => e.type.startsWith('setup.')), 'the setup ran in the job');
+    const restored = log.find((e) => e.type === 'environment.restored')?.data ?? {};
+    assert.equal(restored.key, row?.key);
+    assert.equal(restored.from, 'spare');
+    assert.match(lastToolResult(h.llm.requests.at(-1)), /original/);
+    // Asked again: this worker has it, nothing runs (the setup would count a second run).
+    await queue.environmentBuilds.request(projectId, 'rebuild');
+    const open = async () =>
+      (
+        await sql<{ n: number }>`SELECT count(*)::int AS n FROM pgboss.job
+          WHERE name = 'environment-builds' AND singleton_key = ${projectId}
+            AND state <> 'completed'`.execute(h.svc.service.ctx.db)
+      ).rows[0]?.n ?? 0;
+    while ((await open()) > 0) {
+      assert.ok(Date.now() < deadline, 'the second build request never ended');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal(await x.runs(projectId), 1, 'the second request ran the setup');
+  });
+
+  test('the maintenance command runs after a restore, with the setup’s HOME; the model is told', async () => {
+    const projectId = await x.project(SETUP);
+    await h.svc.service.ctx.db
+      .updateTable('projects')
+      .set({ maintenance_command: 'echo m >> node_modules/dep/maintained && echo maintained-ok' })
+      .where('id', '=', projectId)
+      .execute();
+    const [, first] = await x.job(projectId, 'true');
+    assert.ok(!first.some((e) => e.type.startsWith('maintenance.')), 'maintenance after a build');
+    const [, second] = await x.job(projectId, 'cat node_modules/dep/maintained');
+    const kinds = second.map((e) => e.type);
+    assert.ok(
+      kinds.indexOf('environment.restored') < kinds.indexOf('maintenance.started') &&
+        kinds.indexOf('maintenance.finished') < kinds.indexOf('tool.call'),
+      kinds.join(','),
+    );
+    const finished = second.find((e) => e.type === 'maintenance.finished')?.data ?? {};
+    assert.equal(finished.exitCode, 0);
+    assert.equal(finished.outputTail, 'maintained-ok\n');
+    assert.match(lastToolResult(h.llm.requests.at(-1)), /\n\nm\n$/);
+    const note = userText(h.llm.requests.at(-1));
+    assert.match(note, /Then its maintenance command ran: it succeeded/);
+    assert.match(note, /maintained-ok/);
   });
 
   test('a changed lock file runs the setup again, with the package cache of the last run', async () => {
