@@ -14,6 +14,7 @@ const LAYERS = [
   // use (JobsContext, ProjectsContext, WorkerContext) and so never import it.
   ['context.ts'],
   ['queue', 'turns'],
+  ['environments'], // a project's environment snapshots: restored or built for turns and builds
   ['agent', 'engines', 'sandbox', 'workspace', 'forges'],
   ['metrics'],
   ['jobs', 'projects', 'keys'],

@@ -3,6 +3,7 @@
 // `node bench/api/run.ts --help`.
 import { main as apiBench } from './api/run.ts';
 import { main as contextBench } from './context/run.ts';
+import { main as environmentsBench } from './environments/run.ts';
 import { main as perfBench } from './perf/run.ts';
 import { main as streamsBench } from './streams/run.ts';
 import { main as workerDeathBench } from './worker-death/run.ts';
@@ -14,6 +15,8 @@ try {
   process.stdout.write(`\n${markdown}\n`);
   await workerDeathBench([]);
   await streamsBench([]);
+  // Issue 30's restore and follow-up figures (a 60 s setup runs once).
+  process.stdout.write(`\n${await environmentsBench()}\n`);
   // Issue 21's figures with the scripted model; rewrites its table in docs/benchmarks.md.
   await contextBench([]);
   // Issue 19's figures next to their limits; rewrites its table in docs/benchmarks.md.

@@ -3,6 +3,7 @@
 import type { ModelRegistry } from './agent/models.ts';
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
+import type { Environments } from './environments/environments.ts';
 import type { Forges } from './forges/clients.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
 import type { EventNotifications } from './jobs/notifications.ts';
@@ -39,4 +40,6 @@ export interface AppContext {
   metrics: Metrics;
   /** The agent engines installed on this machine (src/engines/catalog.ts). */
   engines: EngineInstalls;
+  /** This worker's environment snapshots (src/environments/): what turns restore or build. */
+  environments: Environments;
 }

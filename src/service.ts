@@ -11,6 +11,7 @@ import { dashboard } from './dashboard/plugin.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { engineInstalls } from './engines/catalog.ts';
+import { Environments } from './environments/environments.ts';
 import { webhookOutbox } from './events/webhooks/outbox.ts';
 import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
 import { Forges } from './forges/clients.ts';
@@ -28,6 +29,7 @@ import { createLogger, type Logger } from './log.ts';
 import { databaseSampler } from './metrics/database.ts';
 import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
+import { type EnvironmentWorker, startEnvironmentWorker } from './queue/environment-worker.ts';
 import { type ForgeWorker, startForgeWorker } from './queue/forge-worker.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
@@ -35,6 +37,7 @@ import { pruneCounters } from './ratelimit/ratelimit.ts';
 import { reportSandboxStatus } from './sandbox/report.ts';
 import { sandboxStatus } from './sandbox/sandbox.ts';
 import { ensureSecretKeyFile } from './secrets/key-file.ts';
+import { EnvironmentBuilder } from './turns/environment-build.ts';
 import { TurnPipeline, workspaceConfig } from './turns/pipeline.ts';
 import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts';
 
@@ -90,6 +93,7 @@ export async function startService(
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let forgeWorker: ForgeWorker | undefined;
+  let environmentWorker: EnvironmentWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
     handle.connection,
@@ -105,6 +109,7 @@ export async function startService(
     await janitor?.stop();
     await deliveryWorker?.stop();
     await forgeWorker?.stop();
+    await environmentWorker?.stop();
     await queue?.stop();
     await handle.close();
   };
@@ -125,6 +130,13 @@ export async function startService(
       notifications,
       metrics,
       engines: engineInstalls(config),
+      environments: new Environments({
+        config,
+        db: handle.db,
+        log,
+        metrics,
+        workspace: workspaceConfig(config),
+      }),
     };
     // The job core calls its listeners, not the reverse: the outbox writes each event's
     // webhook deliveries in the event's transaction, in every process that records events.
@@ -155,6 +167,16 @@ export async function startService(
         turnEnded: (jobId) => reclaim(jobId),
       });
       upkeep = startUpkeep(ctx);
+      // Environments are built ahead of jobs on the machines that run them.
+      environmentWorker = await startEnvironmentWorker(
+        ctx,
+        new EnvironmentBuilder({
+          config,
+          log,
+          forges: ctx.forges,
+          environments: ctx.environments,
+        }),
+      );
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.
@@ -281,6 +303,7 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
     forges,
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
     monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
+    environments: ctx.environments,
   });
 }
 

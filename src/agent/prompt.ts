@@ -14,14 +14,23 @@ export const REPO_INSTRUCTIONS_MAX_BYTES = 32 * 1024;
 
 const INSTRUCTION_FILES = ['.errand/AGENTS.md', 'AGENTS.md'];
 
-/** How the project's setup command went before this turn, for the model. */
-export interface SetupNote {
+/** How one of the project's environment commands (setup, maintenance) went, for the model. */
+export interface SetupRun {
   command: string;
   exitCode: number | null;
   timedOut: boolean;
   /** The end of its output. */
   outputTail: string;
 }
+
+/**
+ * How the project's environment was made before this turn: its setup command ran, or a snapshot
+ * of an earlier run of it was restored (src/environments/), then its maintenance command ran
+ * if it has one.
+ */
+export type SetupNote =
+  | (SetupRun & { restored?: false })
+  | { restored: true; command: string; maintenance?: SetupRun | undefined };
 
 export function buildSystemPrompt(input: {
   repoInstructions?: string | undefined;
@@ -87,25 +96,40 @@ ${own}
 </repository-instructions>`;
 }
 
-/** How the project's setup command went, as a note sent with the turn's prompt. */
+/** How the project's environment was made, as a note sent with the turn's prompt. */
 export function setupNote(setup: SetupNote): string {
-  const outcome = setup.timedOut
-    ? 'it was stopped at its time limit'
-    : setup.exitCode === 0
-      ? 'it succeeded (exit code 0)'
-      : setup.exitCode === null
-        ? 'it was killed (a limit stopped it)'
-        : `it failed with exit code ${setup.exitCode}`;
-  const failed = setup.exitCode !== 0 || setup.timedOut;
-  return `[Errand: before this turn the project's setup command ran in the sandbox: ${outcome}.${
-    failed
-      ? ' Checks that need what it sets up may fail for that reason; say so in your summary if they do.'
-      : ''
+  if (setup.restored === true) {
+    const restored = `[Errand: before this turn the project's environment was restored from a snapshot of an earlier run of its setup command (the same command and lock files); the setup command did not run again.`;
+    const command = `<setup-command>${setup.command}</setup-command>`;
+    if (!setup.maintenance) return `${restored}\n${command}]`;
+    return `${restored} Then its maintenance command ran: ${commandOutcome(setup.maintenance)}\n${command}
+<maintenance-command>${setup.maintenance.command}</maintenance-command>
+<maintenance-output-tail>
+${setup.maintenance.outputTail.trim() || '(no output)'}
+</maintenance-output-tail>]`;
   }
+  return `[Errand: before this turn the project's setup command ran in the sandbox: ${commandOutcome(setup)}
 <setup-command>${setup.command}</setup-command>
 <setup-output-tail>
 ${setup.outputTail.trim() || '(no output)'}
 </setup-output-tail>]`;
+}
+
+/** How a command went, and what failing means for the turn's checks. */
+function commandOutcome(run: SetupRun): string {
+  const outcome = run.timedOut
+    ? 'it was stopped at its time limit'
+    : run.exitCode === 0
+      ? 'it succeeded (exit code 0)'
+      : run.exitCode === null
+        ? 'it was killed (a limit stopped it)'
+        : `it failed with exit code ${run.exitCode}`;
+  const failed = run.exitCode !== 0 || run.timedOut;
+  return `${outcome}.${
+    failed
+      ? ' Checks that need what it sets up may fail for that reason; say so in your summary if they do.'
+      : ''
+  }`;
 }
 
 /**

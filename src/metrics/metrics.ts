@@ -32,6 +32,11 @@ export class Metrics {
   readonly oldestQueuedSeconds: Gauge;
   readonly workspaceBytes: Gauge<'kind'>;
   readonly workspaceCount: Gauge<'kind'>;
+  readonly environmentRestores: Counter<'result'>;
+  readonly environmentRestoreDuration: Histogram<'from'>;
+  readonly environmentBuilds: Counter<'outcome'>;
+  readonly environmentBytes: Gauge<'kind'>;
+  readonly environmentSnapshots: Gauge;
   readonly databaseUp: Gauge;
   readonly webhookDeliveries: Counter<'outcome'>;
   readonly webhookAttemptDuration: Histogram<'result'>;
@@ -134,6 +139,36 @@ export class Metrics {
       name: 'errand_workspace_bytes',
       help: "Disk used by this machine's workspaces: job clones (jobs) and project mirrors (mirrors)",
       labelNames: ['kind'],
+      registers,
+    });
+    this.environmentRestores = new Counter({
+      name: 'errand_environment_restores_total',
+      help: "Turns with a setup command by whether this worker had the environment's snapshot: hit (restored) or miss (the setup ran)",
+      labelNames: ['result'],
+      registers,
+    });
+    this.environmentRestoreDuration = new Histogram({
+      name: 'errand_environment_restore_seconds',
+      help: 'Time to put a snapshot into a checkout, by source: a ready spare copy (spare) or a copy made while the turn waited (copy)',
+      labelNames: ['from'],
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    });
+    this.environmentBuilds = new Counter({
+      name: 'errand_environment_builds_total',
+      help: 'Setup runs that could make a snapshot, by outcome: kept, not_kept (it held a setup-only secret, or was larger than the cache) or failed (the setup did not exit 0)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.environmentBytes = new Gauge({
+      name: 'errand_environment_bytes',
+      help: "Disk used by this worker's environments: snapshots, their spare copies (spares) and the projects' package caches (homes)",
+      labelNames: ['kind'],
+      registers,
+    });
+    this.environmentSnapshots = new Gauge({
+      name: 'errand_environment_snapshots',
+      help: 'Environment snapshots this worker keeps',
       registers,
     });
     this.workspaceCount = new Gauge({

@@ -38,9 +38,22 @@ export async function turnForge(
   input: TurnInput,
   secrets: ScrubSecret[],
 ): Promise<TurnForge> {
-  const { job, project, signal } = input;
   // The job keeps the repository it was created with; the forge settings are the project's now.
-  const forge = forges.client(project, job.repository);
+  return repositoryForge(forges, input.project, input.job.repository, input.signal, secrets);
+}
+
+/**
+ * The project's forge client and git's header for `repository`; the credentials' values are
+ * added to `secrets`, to be scrubbed.
+ */
+export async function repositoryForge(
+  forges: Forges,
+  project: ProjectRow,
+  repository: string,
+  signal: AbortSignal,
+  secrets: ScrubSecret[],
+): Promise<TurnForge> {
+  const forge = forges.client(project, repository);
   const { provider, client, credentials } = forge;
   if (!provider)
     return { kind: forge.kind, project, provider: undefined, client: undefined, auth: undefined };
@@ -48,11 +61,11 @@ export async function turnForge(
     if (value) secrets.push(value);
   const gitAuth = await client.gitAuth(signal);
   let auth: GitAuth | undefined;
-  if (gitAuth && /^https?:\/\//.test(job.repository)) {
+  if (gitAuth && /^https?:\/\//.test(repository)) {
     // A GitHub App's installation token is in no other secret: only the header holds it.
     secrets.push(...headerSecrets(gitAuth.header));
     // Scoped to the repository's own origin, whatever prefix the provider suggests.
-    auth = { urlPrefix: `${new URL(job.repository).origin}/`, header: gitAuth.header };
+    auth = { urlPrefix: `${new URL(repository).origin}/`, header: gitAuth.header };
   }
   return { kind: forge.kind, project, provider, client, auth };
 }

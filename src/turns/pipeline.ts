@@ -15,10 +15,10 @@ import {
 } from '../agent/prompt.ts';
 import { scrubbedModel } from '../agent/scrubbed-model.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
-import { outputTail } from '../agent/tools/run-command.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
 import { runEngineTurn } from '../engines/run.ts';
+import type { Environments } from '../environments/environments.ts';
 import type { Forges } from '../forges/clients.ts';
 import {
   TurnFailedError,
@@ -30,11 +30,12 @@ import { readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
-import { commandsNetwork, projectNetwork } from '../projects/network.ts';
+import { commandsNetwork } from '../projects/network.ts';
 import { projectCommandLimits } from '../projects/service.ts';
-import { runNetwork, runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
+import { sandboxStatus } from '../sandbox/sandbox.ts';
 import { type ScrubSecret, scrubDeep, scrubSecrets, secretScrubber } from '../secrets/scrub.ts';
 import {
+  type Checkout,
   changedFiles,
   commitAll,
   engineStateDir,
@@ -61,6 +62,8 @@ export interface TurnPipelineDeps {
   jobBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
   /** The project's monthly budget and what it spent this month; undefined without one. */
   monthBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
+  /** This worker's environment snapshots: restored, or built by the setup command. */
+  environments: Environments;
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
@@ -160,7 +163,7 @@ export class TurnPipeline implements TurnRunner {
         };
       }
 
-      const commands = await this.#commands(input, checkout.dir, emit, secrets);
+      const commands = await this.#commands(input, checkout, emit, secrets);
       // Everything around the agent is Errand's whichever engine the project runs.
       const result =
         input.project.engine === 'errand'
@@ -215,14 +218,15 @@ export class TurnPipeline implements TurnRunner {
   }
 
   /**
-   * Whether this turn offers run_command, and the project's setup command run for it. The
-   * setup runs at every turn, not only on a new clone: each turn's checkout is reset to a
-   * pristine tree (ignored files too), which removes what an earlier setup installed. Where
-   * the sandbox does not work nothing runs: the turn says why and goes on with the file tools.
+   * Whether this turn offers run_command, and the project's environment made for it: each
+   * turn's checkout is reset to a pristine tree (ignored files too), which removes what an
+   * earlier setup installed, so the environment's snapshot is restored, or the setup command
+   * runs and its result is kept (src/environments/). Where the sandbox does not work nothing
+   * runs: the turn says why and goes on with the file tools.
    */
   async #commands(
     input: TurnInput,
-    dir: string,
+    checkout: Checkout,
     emit: Emit,
     secrets: readonly ScrubSecret[],
   ): Promise<TurnCommands | undefined> {
@@ -234,46 +238,16 @@ export class TurnPipeline implements TurnRunner {
       return undefined;
     }
     const limits = projectCommandLimits(project);
-    const command = project.setup_command;
-    if (!command) return { limits, setup: undefined };
-    const { setup: network, allow } = projectNetwork(project);
-    if (network === 'open' && !status.network.available) {
-      // Run without it, the setup would fail in ways that hide the cause.
-      throw new TurnFailedError(
-        `the setup command needs the network, which this worker cannot give it: ${status.network.reason} (${status.network.howToFix})`,
-      );
-    }
-    await emit('setup.started', { command, network });
-    const egress = runNetwork(network, allow, emit);
-    const result = await runSandboxed({
-      checkout: dir,
-      cwd: dir,
-      command,
+    const setup = await this.#deps.environments.prepare({
+      project,
+      secrets: input.secrets,
+      dir: checkout.dir,
+      baseCommit: checkout.headCommit,
       limits,
-      network: egress.network,
+      emit,
       signal,
-      secretEnv: secretEnv(input.secrets, 'setup'),
     });
-    await egress.settled();
-    signal.throwIfAborted();
-    const tail = outputTail(result.output);
-    await emit('setup.finished', {
-      command,
-      exitCode: result.exitCode,
-      ...(result.signal ? { signal: result.signal } : {}),
-      durationMs: result.durationMs,
-      timedOut: result.timedOut,
-      outputTail: tail,
-    });
-    return {
-      limits,
-      setup: {
-        command,
-        exitCode: result.exitCode,
-        timedOut: result.timedOut,
-        outputTail: scrubSecrets(tail, secrets),
-      },
-    };
+    return { limits, setup: setup && scrubNote(setup, secrets) };
   }
 
   async #agent(
@@ -429,6 +403,19 @@ function engineLimits(limits: SandboxLimits, timeoutSeconds: number): SandboxLim
     ...limits,
     timeoutSeconds,
     cpuSeconds: Math.max(limits.cpuSeconds, timeoutSeconds),
+  };
+}
+
+/** The note of the environment's commands with their output's secrets scrubbed. */
+function scrubNote(setup: SetupNote, secrets: readonly ScrubSecret[]): SetupNote {
+  if (setup.restored !== true) {
+    return { ...setup, outputTail: scrubSecrets(setup.outputTail, secrets) };
+  }
+  if (!setup.maintenance) return setup;
+  const { maintenance } = setup;
+  return {
+    ...setup,
+    maintenance: { ...maintenance, outputTail: scrubSecrets(maintenance.outputTail, secrets) },
   };
 }
 

@@ -8,6 +8,7 @@ import { GitError } from './errors.ts';
 import { type GitRunOptions, gitOut, runGit } from './git.ts';
 import { exists, STAGING_PREFIX } from './layout.ts';
 import type { WorkspaceConfig } from './types.ts';
+import { moveUntrackedAside } from './untracked.ts';
 
 export async function ensureJobClone(
   cfg: WorkspaceConfig,
@@ -66,6 +67,9 @@ export async function resetJobClone(
     await rm(join(dir, '.git', 'index.lock'), { force: true });
     await checkBorrows(dir, mirror);
     discarded = await saveUnpushed(cfg, repo, branch, target);
+    // The last turn's restored environment (node_modules…) goes in a rename per entry and is
+    // deleted in the background: git's clean would take seconds over its many files.
+    await moveUntrackedAside(cfg, dir, signal);
   }
   await runGit(
     cfg,

@@ -4,6 +4,7 @@
 
 export { prepareCheckout } from './checkout.ts';
 export { changedFiles, commitAll, diffAgainst } from './commit.ts';
+export { removeCheckout } from './discard.ts';
 export { engineStateDir } from './layout.ts';
 export { withJobLock } from './lock.ts';
 export { pushBranch } from './push.ts';

@@ -72,7 +72,7 @@ interface Needle {
  * so an occurrence covers exactly one window of 4 bytes at a position that is a multiple of 4,
  * starting 0 to 3 bytes into it: only those windows are looked up, and a hit is compared whole.
  */
-class NeedleFinder {
+export class NeedleFinder {
   readonly #table = new Map<number, Needle[]>();
   /** Bytes kept from one chunk for the next: what an occurrence that straddles them needs. */
   readonly #keep: number;

@@ -238,6 +238,7 @@ export async function redeliverTurn(
     forges: ctx.forges,
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
     monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
+    environments: ctx.environments,
   });
   const output = await runner.run({
     job,
