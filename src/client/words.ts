@@ -124,6 +124,17 @@ export function formatBytes(bytes: number): string {
   return `${shown} ${units[unit]}`;
 }
 
+/** An environment event's snapshot: `38,412 files, 393 MB`. */
+function environmentSize(d: Record<string, unknown>): string {
+  const files = num(d.files);
+  const bytes = num(d.bytes);
+  const parts = [
+    files === undefined ? undefined : `${files.toLocaleString('en-US')} files`,
+    bytes === undefined ? undefined : formatBytes(bytes),
+  ].filter((part): part is string => part !== undefined);
+  return parts.length > 0 ? `environment (${parts.join(', ')})` : 'environment';
+}
+
 /** A duration for a reader: `850 ms`, `4.2 s`, `1 min 5 s`. */
 export function formatMs(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -241,10 +252,21 @@ export function eventWords(event: EventFacts): EventWords {
             : `${where} refused: not in the project's network allowlist`,
       };
     }
+    case 'maintenance.started':
+      return { text: `${str(d.command) ?? ''}${setupNetworkWords(d.network)}` };
+    case 'environment.restored':
+      return {
+        text: `${environmentSize(d)} restored in ${formatMs(num(d.ms) ?? 0)}${d.from === 'copy' ? ' (copied: no spare was ready)' : ''}`,
+      };
+    case 'environment.built':
+      return { text: `${environmentSize(d)} kept after the setup` };
+    case 'environment.not_kept':
+      return { text: `not kept: ${str(d.reason) ?? 'unknown reason'}` };
     case 'command.started':
       return { text: str(d.command) ?? '' };
     case 'command.finished':
     case 'setup.finished':
+    case 'maintenance.finished':
       return commandEnd(d);
     case 'tool.call':
       return { text: str(d.summary) ?? str(d.title) ?? str(d.name) ?? '' };

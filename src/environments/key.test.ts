@@ -6,13 +6,9 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { git, makeTempDir, removeDir, testConfig, writeFiles } from '../../test/support/git.ts';
+import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../projects/environment-key-files.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
-import {
-  DEFAULT_ENVIRONMENT_KEY_FILES,
-  environmentKey,
-  type KeyedProject,
-  keyFilePathspecs,
-} from './key.ts';
+import { environmentKey, type KeyedProject, keyFilePathspecs } from './key.ts';
 
 describe('environmentKey', () => {
   let tmp: string;
@@ -91,11 +87,11 @@ describe('environmentKey', () => {
     assert.equal(await key({ environment_key_files: [] }), none);
   });
 
-  it('makes git pathspecs: a name matches anywhere, a path from the top', () => {
-    assert.ok(DEFAULT_ENVIRONMENT_KEY_FILES.includes('package-lock.json'));
-    assert.ok(DEFAULT_ENVIRONMENT_KEY_FILES.includes('go.sum'));
-    assert.deepEqual(keyFilePathspecs(['yarn.lock', '/a/b.lock', 'x/**/c.lock']), [
-      ':(glob,top)**/yarn.lock',
+  it('makes git pathspecs from the top of the tree; the defaults match at any depth', () => {
+    assert.ok(DEFAULT_ENVIRONMENT_KEY_FILES.includes('**/package-lock.json'));
+    assert.ok(DEFAULT_ENVIRONMENT_KEY_FILES.includes('**/go.sum'));
+    assert.deepEqual(keyFilePathspecs(['yarn.lock', 'a/b.lock', 'x/**/c.lock']), [
+      ':(glob,top)yarn.lock',
       ':(glob,top)a/b.lock',
       ':(glob,top)x/**/c.lock',
     ]);

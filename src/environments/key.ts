@@ -6,30 +6,10 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { ProjectRow } from '../db/schema.ts';
+import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../projects/environment-key-files.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
 import { runGit } from '../workspace/git.ts';
 import type { WorkspaceConfig } from '../workspace/index.ts';
-
-/**
- * The key files of a project that names none (`environmentKeyFiles` null): the lock files of
- * npm, pnpm, yarn, bun, pip, pipenv, uv, poetry, cargo, go, bundler and composer, anywhere in
- * the tree. A name without a slash matches in every directory, as in .gitignore.
- */
-export const DEFAULT_ENVIRONMENT_KEY_FILES: readonly string[] = [
-  'package-lock.json',
-  'npm-shrinkwrap.json',
-  'pnpm-lock.yaml',
-  'yarn.lock',
-  'bun.lock',
-  'requirements*.txt',
-  'Pipfile.lock',
-  'uv.lock',
-  'poetry.lock',
-  'Cargo.lock',
-  'go.sum',
-  'Gemfile.lock',
-  'composer.lock',
-];
 
 /** What of a project goes into its environment's key. */
 export type KeyedProject = Pick<
@@ -41,14 +21,12 @@ export type KeyedProject = Pick<
 const KEY_VERSION = 1;
 
 /**
- * git pathspecs for the globs: glob magic (`*` stops at a slash, `**` crosses them); a glob
- * without a slash matches at any depth, one with a slash from the top of the tree.
+ * git pathspecs for the globs, each from the top of the tree (the API refuses a leading / and
+ * ..): glob magic, where `*` stops at a slash and a `**` segment crosses any number of
+ * directories.
  */
 export function keyFilePathspecs(globs: readonly string[]): string[] {
-  return globs.map((glob) => {
-    const path = glob.replace(/^\/+/, '');
-    return `:(glob,top)${glob.includes('/') ? path : `**/${path}`}`;
-  });
+  return globs.map((glob) => `:(glob,top)${glob}`);
 }
 
 /** The key of the environment the project's setup makes in the checkout `dir` (its HEAD). */

@@ -1,9 +1,10 @@
 // The environment build queue on pg-boss, beside the turn queue and on the same instance: a
 // project's environment (src/environments/) built in the background, so that the first job
 // after a change starts warm. Requested when a project is created or its environment settings
-// change, when its base ref moves, and by an admin's rebuild. `key_strict_fifo` keyed by
-// project: one build of a project at a time; the builder finds a snapshot that is already
-// there and builds nothing.
+// change, and by an admin's rebuild. `stately` keyed by project: one build of a project runs at a
+// time and at most one more waits, which reads the project's settings when it starts, so a burst
+// of changes is one build after the running one; a failed build holds back none after it. The
+// builder finds a snapshot that is already there and builds nothing.
 import type { JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import { ensureQueue, workEach } from './work.ts';
@@ -29,23 +30,31 @@ export class EnvironmentBuildQueue {
 
   /** Creates the queue, or brings its options up to date, on TurnQueue.start's pg-boss. */
   static async create(boss: PgBoss, config: Config): Promise<EnvironmentBuildQueue> {
-    await ensureQueue(boss, ENVIRONMENT_BUILD_QUEUE, {
-      heartbeatSeconds: config.turn.heartbeatSeconds,
-      // A build runs the project's setup, bounded like a turn's.
-      expireInSeconds: config.turn.timeoutSeconds + 120,
-      retryLimit: 2,
-      retryDelay: 30,
-      retryBackoff: true,
-      deleteAfterSeconds: 7 * 86_400,
-    });
+    await ensureQueue(
+      boss,
+      ENVIRONMENT_BUILD_QUEUE,
+      {
+        heartbeatSeconds: config.turn.heartbeatSeconds,
+        // A build runs the project's setup, bounded like a turn's.
+        expireInSeconds: config.turn.timeoutSeconds + 120,
+        retryLimit: 2,
+        retryDelay: 30,
+        retryBackoff: true,
+        deleteAfterSeconds: 7 * 86_400,
+      },
+      'stately',
+    );
     return new EnvironmentBuildQueue(boss);
   }
 
-  /** Asks for a build of the project's environment. Throws when the queue refused it. */
+  /**
+   * Asks for a build of the project's environment. A build of it already waiting is the answer
+   * too (pg-boss's `send` then writes nothing and gives no id): it has not started, so it reads
+   * the settings this request was made for. Throws when the queue could not be written.
+   */
   async request(projectId: string, reason: EnvironmentBuildReason): Promise<void> {
     const message: EnvironmentBuildMessage = { projectId, reason };
-    const id = await this.#boss.send(ENVIRONMENT_BUILD_QUEUE, message, { singletonKey: projectId });
-    if (!id) throw new Error(`the queue refused an environment build of project ${projectId}`);
+    await this.#boss.send(ENVIRONMENT_BUILD_QUEUE, message, { singletonKey: projectId });
   }
 
   /**

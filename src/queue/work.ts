@@ -11,22 +11,24 @@ import {
 } from 'pg-boss';
 import type { Database } from '../db/schema.ts';
 
-/** Creates the strict-FIFO queue `name`, or updates its options when it exists. */
+/**
+ * Creates the queue `name`, strict FIFO per key unless another `policy` is given, or updates its
+ * options when it exists (a queue's policy is fixed when it is created).
+ */
 export async function ensureQueue(
   boss: PgBoss,
   name: string,
   options: QueueOptions,
+  policy: 'key_strict_fifo' | 'stately' = 'key_strict_fifo',
 ): Promise<void> {
   if (await boss.getQueue(name)) {
     await boss.updateQueue(name, options);
     return;
   }
-  await boss
-    .createQueue(name, { ...options, policy: 'key_strict_fifo' })
-    .catch(async (err: unknown) => {
-      // Another process created it between our check and our create.
-      if (!(await boss.getQueue(name))) throw err;
-    });
+  await boss.createQueue(name, { ...options, policy }).catch(async (err: unknown) => {
+    // Another process created it between our check and our create.
+    if (!(await boss.getQueue(name))) throw err;
+  });
 }
 
 /**

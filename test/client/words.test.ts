@@ -100,6 +100,32 @@ describe('words', () => {
         '[::1]:80 refused: it resolves to a private address',
       ],
       ['setup.finished', { command: 'npm ci', exitCode: 0, timedOut: false }, 'exit 0: npm ci'],
+      [
+        'environment.restored',
+        { key: 'k', ms: 67, from: 'spare', files: 38412, bytes: 412_000_000 },
+        'environment (38,412 files, 393 MB) restored in 67 ms',
+      ],
+      [
+        'environment.restored',
+        { key: 'k', ms: 4200, from: 'copy', files: 2, bytes: 10 },
+        'environment (2 files, 10 B) restored in 4.2 s (copied: no spare was ready)',
+      ],
+      [
+        'environment.built',
+        { key: 'k', ms: 61_000, setupMs: 60_000, files: 3, bytes: 2048 },
+        'environment (3 files, 2 KB) kept after the setup',
+      ],
+      [
+        'environment.not_kept',
+        { key: 'k', reason: 'the setup command did not succeed' },
+        'not kept: the setup command did not succeed',
+      ],
+      ['maintenance.started', { command: 'npm run build', network: 'none' }, 'npm run build'],
+      [
+        'maintenance.finished',
+        { command: 'npm run build', exitCode: 0, timedOut: false },
+        'exit 0: npm run build',
+      ],
       ['tool.call', { id: 'c', name: 'read_file', summary: 'read_file(a)' }, 'read_file(a)'],
       [
         'tool.result',
