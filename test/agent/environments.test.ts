@@ -98,12 +98,22 @@ function helpers(h: Harness) {
     (await events(projectId, jobId)).map((e) => e.type);
   const until = (projectId: string, jobId: string, status = 'completed') =>
     untilStatus(svc, projectId, jobId, status, { timeoutMs: 90_000 });
+  /**
+   * A project with `setupCommand`, set in the database: through the API it would ask for a
+   * background build (tested in src/http/routes/admin-projects.environment.test.ts), which the
+   * worker here would run beside each test's first job. The build worker's test asks for one.
+   */
   const project = async (setupCommand: string, extra: Record<string, unknown> = {}) => {
     const { id } = await svc.createProject({ repository: h.origin.url, ref: 'main' });
-    const patched = await svc.request('PATCH', `/v2/admin/projects/${id}`, {
-      body: { setupCommand, ...extra },
-    });
-    assert.equal(patched.status, 200, patched.text);
+    if (Object.keys(extra).length > 0) {
+      const patched = await svc.request('PATCH', `/v2/admin/projects/${id}`, { body: extra });
+      assert.equal(patched.status, 200, patched.text);
+    }
+    await svc.service.ctx.db
+      .updateTable('projects')
+      .set({ setup_command: setupCommand })
+      .where('id', '=', id)
+      .execute();
     return id;
   };
   /** A job whose one turn runs `command` and ends; its events. */

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Run, runCli } from '../support/process.ts';
-import { environmentBuildRequests } from '../support/route-cases.ts';
+import { takeEnvironmentBuildRequests } from '../support/route-cases.ts';
 import { type ApiBody, startTestService, type TestService } from '../support/service.ts';
 
 const KEY = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
@@ -42,8 +42,8 @@ describe('errand environment', () => {
         last_used_at: new Date(lastUsed),
       })
       .execute();
-  const builds = async (id = projectId) =>
-    (await environmentBuildRequests(svc)).filter((b) => b.projectId === id).map((b) => b.reason);
+  /** The builds asked for the project since the last look (the queue keeps one waiting). */
+  const builds = (id = projectId) => takeEnvironmentBuildRequests(svc, id);
 
   test('project create and update: the maintenance command and the key files', async () => {
     const made = ok(
@@ -76,10 +76,11 @@ describe('errand environment', () => {
     assert.match(text.stdout, /with a setup command and a maintenance command/);
     const read = async () => (await svc.request('GET', `/v2/admin/projects/${projectId}`)).json;
     assert.equal((await read()).environmentKeyFiles, null);
+    assert.deepEqual(await builds(), ['settings']);
     ok(await cli(['project', 'update', projectId, '--key-files', '', '--maintenance-command', '']));
     assert.deepEqual((await read()).environmentKeyFiles, []);
     assert.equal((await read()).maintenanceCommand, null);
-    assert.deepEqual(await builds(), ['created', 'settings', 'settings']);
+    assert.deepEqual(await builds(), ['settings']);
 
     const bad = await cli(['project', 'update', projectId, '--key-files', 'go.sum,../x.lock']);
     assert.equal(bad.code, 1, bad.stderr);
@@ -138,11 +139,12 @@ describe('errand environment', () => {
   });
 
   test('rebuild: a build asked for; refused for a project without a setup command', async () => {
+    await builds();
     assert.equal(
       ok(await cli(['environment', 'rebuild', ...project()])).stdout,
       'a rebuild was requested: a worker builds it in the background\n',
     );
-    assert.equal((await builds()).at(-1), 'rebuild');
+    assert.deepEqual(await builds(), ['rebuild']);
     const plain = await svc.createProject({ name: 'no setup' });
     const refused = await cli(['environment', 'rebuild', '--project', plain.id]);
     assert.equal(refused.code, 1);

@@ -202,6 +202,27 @@ export async function environmentBuildRequests(
   return rows.map((row) => row.data);
 }
 
+/**
+ * The reasons of the environment builds asked for `projectId` since the last call, oldest first:
+ * read and taken off the queue, so that each request shows. (The queue keeps one waiting build
+ * per project: a request made while one waits is that one, and writes nothing.)
+ */
+export async function takeEnvironmentBuildRequests(
+  svc: TestService,
+  projectId: string,
+): Promise<string[]> {
+  const { rows } = await sql<{ reason: string }>`
+    WITH taken AS (
+      DELETE FROM pgboss.job
+      WHERE name = 'environment-builds' AND data->>'projectId' = ${projectId}
+      RETURNING data, created_on, id
+    )
+    SELECT data->>'reason' AS reason FROM taken ORDER BY created_on, id`.execute(
+    svc.service.ctx.db,
+  );
+  return rows.map((row) => row.reason);
+}
+
 /** Runs `act` and asserts that it changed nothing the API stores. */
 export async function unchanged<T>(svc: TestService, act: () => Promise<T>): Promise<T> {
   const before = await snapshot(svc);

@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import {
   assertError,
-  environmentBuildRequests,
+  takeEnvironmentBuildRequests,
   unchanged,
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
@@ -49,11 +49,8 @@ describe("a project's environment settings", () => {
   };
   const patch = (id: string, fields: Record<string, unknown>) =>
     svc.request('PATCH', `/v2/admin/projects/${id}`, { body: fields });
-  /** The reasons of the builds asked for `projectId`, oldest first. */
-  const builds = async (projectId: string) =>
-    (await environmentBuildRequests(svc))
-      .filter((b) => b.projectId === projectId)
-      .map((b) => b.reason);
+  /** The reasons of the builds asked for `projectId` since the last look, oldest first. */
+  const builds = (projectId: string) => takeEnvironmentBuildRequests(svc, projectId);
 
   describe('maintenanceCommand and environmentKeyFiles', () => {
     test('none by default; set, shown, trimmed, kept by an update that does not name them, reset by null', async () => {
@@ -177,12 +174,15 @@ describe("a project's environment settings", () => {
 
     test('an update asks for one when what the setup runs with changes, not otherwise', async () => {
       const project = await create({ setupCommand: 'npm ci' });
-      const expect = ['created'];
+      assert.deepEqual(await builds(project.id), ['created']);
       const step = async (fields: Record<string, unknown>, asks: boolean) => {
         const res = await patch(project.id, fields);
         assert.equal(res.status, 200, res.text);
-        if (asks) expect.push('settings');
-        assert.deepEqual(await builds(project.id), expect, JSON.stringify(fields));
+        assert.deepEqual(
+          await builds(project.id),
+          asks ? ['settings'] : [],
+          JSON.stringify(fields),
+        );
       };
       await step({ name: 'renamed', commandTimeoutSeconds: 120 }, false);
       // The maintenance command runs after a restore: it is not what the environment is.
@@ -209,22 +209,20 @@ describe("a project's environment settings", () => {
         svc.request('PUT', `/v2/admin/projects/${id}/secrets/${name}`, {
           body: { value: `value-of-${name}-${crypto.randomUUID()}`, exposure },
         });
+      assert.deepEqual(await builds(project.id), ['created']);
       assert.equal((await put(project.id, 'NPM_TOKEN', 'setup')).status, 201);
+      assert.deepEqual(await builds(project.id), ['settings']);
       assert.equal((await put(project.id, 'NPM_TOKEN', 'setup')).status, 200);
+      assert.deepEqual(await builds(project.id), ['settings']);
       // The setup command gets every secret, whatever its exposure.
       assert.equal((await put(project.id, 'LICENSE_KEY', 'commands')).status, 201);
+      assert.deepEqual(await builds(project.id), ['settings']);
       const deleted = await svc.request(
         'DELETE',
         `/v2/admin/projects/${project.id}/secrets/NPM_TOKEN`,
       );
       assert.equal(deleted.status, 204, deleted.text);
-      assert.deepEqual(await builds(project.id), [
-        'created',
-        'settings',
-        'settings',
-        'settings',
-        'settings',
-      ]);
+      assert.deepEqual(await builds(project.id), ['settings']);
       assert.equal((await put(plain.id, 'NPM_TOKEN', 'setup')).status, 201);
       assert.deepEqual(await builds(plain.id), []);
       // A refused secret changes nothing and asks for nothing.
@@ -275,7 +273,7 @@ describe("a project's environment settings", () => {
       }
       const after = await patch(project.id, { setupCommand: 'npm ci' });
       assert.equal(after.status, 200, after.text);
-      assert.deepEqual(await builds(project.id), ['created', 'settings']);
+      assert.deepEqual(await builds(project.id), ['settings']);
     });
   });
 });
