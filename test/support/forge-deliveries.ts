@@ -52,7 +52,10 @@ export type ForgeDelivery =
    * default one when not given), or its deletion.
    */
   | { type: 'push'; ref: string; after?: string; deleted?: boolean; author?: FakeUser }
-  /** An event Errand does not read (GitHub: a star; GitLab and Gitea: a push, as their tests send). */
+  /**
+   * An event Errand takes no action on: GitHub a star; GitLab and Gitea the push of `main` their
+   * Test button sends, which asks for nothing of a project without a setup command.
+   */
   | { type: 'unused' };
 
 /** The commit a push names when the test gives none. */
