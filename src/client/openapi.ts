@@ -102,7 +102,7 @@ export interface paths {
   '/v2/forges/{projectId}/webhook': {
     /**
      * Forge webhook
-     * @description Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. Each event is taken once, by what the forge signed that names it (a comment's, review's or note's id; an issue, its label and the issue's time of change), never by the delivery id header, which no signature covers: a redelivery, or the same signed body under another delivery id, is acknowledged (200, duplicate) and not acted on twice.
+     * @description Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. Each event is taken once, by what the forge signed that names it (a comment's, review's or note's id; an issue, its label and the issue's time of change), never by the delivery id header, which no signature covers: a redelivery, or the same signed body under another delivery id, is acknowledged (200, duplicate) and not acted on twice. A push to the project's base ref (a branch, not deleted) asks for a background build of the project's environment when it has a setup command and runs commands (202, build); a redelivered push asks again, which builds nothing twice (at most one build of a project waits, and a snapshot already there is not built again). Other pushes are ignored (200).
      */
     post: {
       parameters: {
@@ -117,24 +117,24 @@ export interface paths {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); ignored: a ping, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.
                * @enum {string}
                */
-              outcome: 'queued' | 'duplicate' | 'ignored';
+              outcome: 'queued' | 'duplicate' | 'build' | 'ignored';
               /** @description How many events were queued. */
               events: number;
             };
           };
         };
-        /** @description The events were queued. */
+        /** @description The events were queued, or a build of the project's environment was asked for. */
         202: {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); ignored: a ping, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.
                * @enum {string}
                */
-              outcome: 'queued' | 'duplicate' | 'ignored';
+              outcome: 'queued' | 'duplicate' | 'build' | 'ignored';
               /** @description How many events were queued. */
               events: number;
             };

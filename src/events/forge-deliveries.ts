@@ -2,14 +2,19 @@
 // project's webhook secret by its forge's provider, read into ForgeEvents, and queued for the
 // forge-events worker with each event recorded by what the forge signed that names it (its
 // key), in one transaction: the answer is quick (the work is the worker's), and an event that
-// comes again, under its delivery id or any other, is acknowledged and not queued again.
+// comes again, under its delivery id or any other, is acknowledged and not queued again. A push
+// is no such event: one that moved the project's base ref asks for a build of its environment,
+// nothing recorded or queued for the forge-events worker.
 import type { AppContext } from '../context.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { type DeliveryHeaders, MalformedDeliveryError } from '../forges/deliveries.ts';
+import type { ForgePush } from '../forges/events.ts';
 import { recordReceived } from '../forges/intake/records.ts';
+import { sameRepository } from '../forges/intake/text.ts';
 import { forgeProviders } from '../forges/registry.ts';
 import type { ForgeProvider } from '../forges/types.ts';
+import { afterBaseMoved } from '../projects/environment-builds.ts';
 import { projectForge } from '../projects/forge.ts';
 import { findProject } from '../projects/service.ts';
 import { open } from '../secrets/box.ts';
@@ -24,6 +29,8 @@ type DeliveryOutcome =
   | 'queued'
   /** Every event of it was recorded before: acknowledged, nothing queued again. */
   | 'duplicate'
+  /** A push that moved the project's base ref: a build of its environment asked for. */
+  | 'build'
   /** A ping, or an event Errand has no use for: nothing recorded or queued. */
   | 'ignored';
 
@@ -105,9 +112,57 @@ export async function verifyDelivery(
   return { project, provider };
 }
 
+/** What `read` makes of a delivery, or the 400 of a payload its forge does not send. */
+function readPayload<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof MalformedDeliveryError) throw new AppError('bad_request', err.message);
+    throw err;
+  }
+}
+
+/**
+ * Whether the push moved the project's base ref: the branch `ref` names (`main`, or in full
+ * `refs/heads/main`) pushed to a commit. A tag, another branch and a deletion move nothing,
+ * and neither does a push to another repository than the project's (one webhook secret may be
+ * given to several).
+ */
+function movesBaseRef(project: ProjectRow, push: ForgePush): boolean {
+  if (push.after === null || !push.ref.startsWith('refs/heads/')) return false;
+  const base = project.ref.startsWith('refs/') ? project.ref : `refs/heads/${project.ref}`;
+  return push.ref === base && sameRepository(push.repositoryUrl, project.repository);
+}
+
+/**
+ * A push: a build of the project's environment when it moved the base ref and the project has
+ * one to build. Not recorded: a redelivery asks again, and that is harmless (at most one build
+ * of a project waits, and a builder that has the snapshot builds nothing). A queue that
+ * refuses is logged, and the push answered as ignored: the next turn finds the new key anyway.
+ */
+async function takePush(
+  ctx: AppContext,
+  project: ProjectRow,
+  push: ForgePush,
+): Promise<ReceivedDelivery> {
+  const log = ctx.log.child({ projectId: project.id });
+  const fields = { forge: push.forge, deliveryId: push.deliveryId, ref: push.ref };
+  if (!movesBaseRef(project, push)) {
+    log.debug(fields, "forge push ignored: it did not move the project's base ref");
+    return { outcome: 'ignored', events: 0 };
+  }
+  if (!(await afterBaseMoved(ctx, project))) {
+    log.debug(fields, 'forge push ignored: no environment build was asked for');
+    return { outcome: 'ignored', events: 0 };
+  }
+  log.info({ ...fields, after: push.after }, 'forge push: environment build asked for');
+  return { outcome: 'build', events: 0 };
+}
+
 /**
  * Reads a verified delivery's parsed body into events and queues those not recorded before,
  * recording them, in one transaction: a delivery whose events were all recorded queues nothing.
+ * A push is taken apart (takePush).
  */
 export async function queueDelivery(
   ctx: AppContext,
@@ -117,13 +172,9 @@ export async function queueDelivery(
 ): Promise<ReceivedDelivery> {
   const log = ctx.log.child({ projectId: project.id });
   const forge = provider.id;
-  let events: ReturnType<typeof provider.readDelivery>;
-  try {
-    events = provider.readDelivery(headers, body);
-  } catch (err) {
-    if (err instanceof MalformedDeliveryError) throw new AppError('bad_request', err.message);
-    throw err;
-  }
+  const push = readPayload(() => provider.readPush(headers, body));
+  if (push) return takePush(ctx, project, push);
+  const events = readPayload(() => provider.readDelivery(headers, body));
   const first = events[0];
   if (!first) {
     log.debug({ forge }, 'forge delivery ignored: an event Errand does not read');

@@ -4,7 +4,7 @@
 // forge's signature and reads its payloads into ForgeEvents (events.ts).
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type { ForgeEvent, ForgeThread } from './events.ts';
+import type { ForgeEvent, ForgePush, ForgeThread } from './events.ts';
 
 /** A request's headers, names in lower case (Node's IncomingHttpHeaders). */
 export type DeliveryHeaders = Readonly<Record<string, string | string[] | undefined>>;
@@ -24,6 +24,11 @@ export interface ForgeDeliveries {
    * MalformedDeliveryError when the payload is not what the forge sends for its event.
    */
   readDelivery(headers: DeliveryHeaders, body: unknown): ForgeEvent[];
+  /**
+   * The push a verified delivery is, or null when it is no push of a branch or tag. Throws
+   * MalformedDeliveryError when the payload is not what the forge sends for a push.
+   */
+  readPush(headers: DeliveryHeaders, body: unknown): ForgePush | null;
 }
 
 /** A signed delivery whose payload is not the shape its forge sends for the event it names. */
@@ -106,4 +111,31 @@ export function parsePayload<T extends z.ZodType>(
   throw new MalformedDeliveryError(
     `the ${event} delivery is not what the forge sends: ${where}: ${issue?.message ?? 'invalid'}`,
   );
+}
+
+/** A commit id of zeros (SHA-1 or SHA-256 length): what forges give as `after` of a deletion. */
+const NO_COMMIT = /^0+$/;
+
+/** A push payload as GitHub and Gitea/Forgejo give it alike (GitHub alone says `deleted`). */
+const webPushSchema = z.object({
+  ref: z.string(),
+  after: z.string(),
+  deleted: z.boolean().optional(),
+  repository: z.object({ html_url: z.string() }),
+});
+
+/** A GitHub or Gitea/Forgejo `push` payload as a ForgePush. */
+export function webPush(base: Pick<ForgePush, 'forge' | 'deliveryId'>, body: unknown): ForgePush {
+  const p = parsePayload(webPushSchema, body, 'push');
+  return {
+    ...base,
+    repositoryUrl: p.repository.html_url,
+    ref: p.ref,
+    after: p.deleted === true ? null : pushedCommit(p.after),
+  };
+}
+
+/** The commit a push left its ref at: null for zeros, which name no commit (a deletion). */
+export function pushedCommit(after: string | null | undefined): string | null {
+  return after && !NO_COMMIT.test(after) ? after : null;
 }

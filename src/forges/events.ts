@@ -2,7 +2,8 @@
 // endpoint verifies a delivery, reads it into a ForgeEvent with the forge provider's
 // `readDelivery`, and queues it; the forge-events worker decides what it starts (a follow-up,
 // a job, a polite refusal) and answers on the forge. Deliveries Errand has no use for read as
-// null and are acknowledged without being queued.
+// null and are acknowledged without being queued. A push (ForgePush) is read apart: it starts
+// no job and is never queued, it may only ask for a build of the project's environment.
 import type { ForgeKind } from '../projects/forge.ts';
 
 export interface ForgeActor {
@@ -104,3 +105,20 @@ export interface ForgeLabelEvent extends ForgeEventBase {
 }
 
 export type ForgeEvent = ForgeCommentEvent | ForgeLabelEvent;
+
+/**
+ * A push to a branch or a tag (GitHub and Gitea/Forgejo `push`, GitLab `Push Hook`), which the
+ * endpoint reads to see whether the project's base ref moved. Not a ForgeEvent: it is neither
+ * recorded nor queued, and asks for nothing a second delivery of it could do twice.
+ */
+export interface ForgePush {
+  forge: Exclude<ForgeKind, 'git'>;
+  /** The delivery's id, as ForgeEvent's: for the log. */
+  deliveryId: string;
+  /** The repository pushed to, as the forge names it in its payload (see ForgeEvent). */
+  repositoryUrl: string;
+  /** The full ref pushed: `refs/heads/<branch>` for a branch, `refs/tags/<tag>` for a tag. */
+  ref: string;
+  /** The commit the ref points at after the push; null when the push deleted it. */
+  after: string | null;
+}

@@ -1,7 +1,8 @@
 // When a project's environment is to be built again in the background, as the admin API and the
 // dashboard ask after a change has committed: a project created with a setup command, an update
 // of what the setup runs with (the command, its network, the key files), a secret set or
-// removed (the setup gets every secret), and an admin's rebuild. The build queue
+// removed (the setup gets every secret), a push that moved the project's base ref (the forge's
+// webhook), and an admin's rebuild. The build queue
 // (src/queue/environment-builds.ts) is seen here through the one method used, so that this
 // layer does not import the queue's.
 import type { Db } from '../db/database.ts';
@@ -10,8 +11,8 @@ import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
 import type { Logger } from '../log.ts';
 
-/** Why a build is asked for from here; the queue knows one more, a moved base ref. */
-type EnvironmentRequestReason = 'created' | 'settings' | 'rebuild';
+/** Why a build is asked for. */
+type EnvironmentRequestReason = 'created' | 'settings' | 'base-moved' | 'rebuild';
 
 interface EnvironmentRequestContext {
   db: Db;
@@ -40,21 +41,24 @@ function environmentSettingsChanged(before: ProjectRow, after: ProjectRow): bool
 }
 
 /**
- * Asks for a build of the project's environment. The change it follows has committed, so a
- * refusal of the queue is logged, never thrown: the next turn builds the environment anyway.
+ * Asks for a build of the project's environment; false when the queue refused. The change it
+ * follows has committed, so a refusal is logged, never thrown: the next turn builds the
+ * environment anyway.
  */
 async function requestBuild(
   ctx: EnvironmentRequestContext,
   projectId: string,
   reason: EnvironmentRequestReason,
-): Promise<void> {
+): Promise<boolean> {
   try {
     await ctx.queue.environmentBuilds.request(projectId, reason);
+    return true;
   } catch (err) {
     ctx.log.warn(
       { projectId, reason, err: err instanceof Error ? err.message : String(err) },
       'environment build request failed',
     );
+    return false;
   }
 }
 
@@ -98,6 +102,21 @@ export async function afterSecretChanged(
       return undefined;
     });
   if (row?.setup_command) await requestBuild(ctx, projectId, 'settings');
+}
+
+/**
+ * After a push moved the project's base ref: a build when the project has a setup command and
+ * runs commands (without them no turn runs the setup, so there is no environment to keep).
+ * True when one was asked for. A push delivered twice asks twice, which is harmless: a build
+ * already waiting is the answer to the second, and a builder that has the snapshot builds
+ * nothing.
+ */
+export async function afterBaseMoved(
+  ctx: EnvironmentRequestContext,
+  row: ProjectRow,
+): Promise<boolean> {
+  if (!row.setup_command || !row.commands_enabled) return false;
+  return requestBuild(ctx, row.id, 'base-moved');
 }
 
 /**

@@ -61,6 +61,7 @@ describe('dashboard: forge webhook page', () => {
       'Issues',
       'Pull request review comments',
       'Pull request reviews',
+      'Pushes',
     ])
       assert.ok(res.text.includes(`<li>${event}</li>`), event);
     assert.match(res.text, /<strong>none<\/strong>: every delivery is refused/);

@@ -47,8 +47,27 @@ export type ForgeDelivery =
   | { type: 'review'; pull: number; body: string; author?: FakeUser }
   /** A label added to an issue; `others` are labels the issue had already. */
   | { type: 'labeled'; issue: FakeIssue; label: string; others?: string[]; author?: FakeUser }
-  /** An event Errand does not read (a star, a push). */
+  /**
+   * A push of `ref` (`refs/heads/<branch>` or `refs/tags/<tag>`) to the commit `after` (a
+   * default one when not given), or its deletion.
+   */
+  | { type: 'push'; ref: string; after?: string; deleted?: boolean; author?: FakeUser }
+  /**
+   * An event Errand takes no action on: GitHub a star; GitLab and Gitea the push of `main` their
+   * Test button sends, which asks for nothing of a project without a setup command.
+   */
   | { type: 'unused' };
+
+/** The commit a push names when the test gives none. */
+const PUSHED = 'a1b2c3d4e5f60718293a4b5c6d7e8f9012345678';
+/** The commit a pushed ref was at before. */
+const PREVIOUS = 'f0e1d2c3b4a5968778695a4b3c2d1e0f98765432';
+/** What forges give as `before` of a new ref and `after` of a deleted one. */
+const ZEROS = '0000000000000000000000000000000000000000';
+
+/** A push's `after` as its forge says it: zeros for a deletion. */
+const pushedAfter = (push: { after?: string; deleted?: boolean }) =>
+  push.deleted ? ZEROS : (push.after ?? PUSHED);
 
 export interface DeliveryOptions {
   /** The repository the event is for; default the fake's first. */
@@ -313,6 +332,28 @@ export function githubDeliverer(source: DeliverySource) {
           headers: headers('star'),
           payload: { action: 'created', starred_at: now, repository, sender },
         };
+      case 'push': {
+        const after = pushedAfter(delivery);
+        return {
+          event: 'push',
+          headers: headers('push'),
+          payload: {
+            ref: delivery.ref,
+            before: PREVIOUS,
+            after,
+            repository,
+            pusher: { name: author.login, email: `${author.login}@users.noreply.github.com` },
+            sender,
+            created: false,
+            deleted: delivery.deleted === true,
+            forced: false,
+            base_ref: null,
+            compare: `${repository.html_url}/compare/${after.slice(0, 12)}`,
+            commits: [],
+            head_commit: null,
+          },
+        };
+      }
       case 'comment':
       case 'issue-comment': {
         const pull =
@@ -663,28 +704,42 @@ export function gitlabDeliverer(source: DeliverySource & { projectId(path: strin
         url: mr.web_url,
       };
     };
+    /** A Push Hook, or a Tag Push Hook for a tag; a deletion has zeros and no checkout_sha. */
+    const pushHook = (push: { ref: string; after?: string; deleted?: boolean }): Built => {
+      const tag = push.ref.startsWith('refs/tags/');
+      const event = tag ? 'Tag Push Hook' : 'Push Hook';
+      const after = pushedAfter(push);
+      return {
+        event,
+        headers: headers(event),
+        payload: {
+          object_kind: tag ? 'tag_push' : 'push',
+          event_name: tag ? 'tag_push' : 'push',
+          before: push.deleted ? PREVIOUS : ZEROS,
+          after,
+          ref: push.ref,
+          ref_protected: push.ref === 'refs/heads/main',
+          checkout_sha: push.deleted ? null : after,
+          user_id: author.id,
+          user_username: user.username,
+          project_id: projectId,
+          project,
+          commits: [],
+          total_commits_count: 0,
+          repository,
+        },
+      };
+    };
     switch (delivery.type) {
       case 'ping':
       case 'unused':
-        // GitLab's "Test" button and pushes send a Push Hook, which Errand does not read.
-        return {
-          event: 'Push Hook',
-          headers: headers('Push Hook'),
-          payload: {
-            object_kind: 'push',
-            event_name: 'push',
-            before: '0000000000000000000000000000000000000000',
-            after: '1111111111111111111111111111111111111111',
-            ref: 'refs/heads/main',
-            user_id: author.id,
-            user_username: user.username,
-            project_id: projectId,
-            project,
-            commits: [],
-            total_commits_count: 0,
-            repository,
-          },
-        };
+        // GitLab's "Test" button sends a push of the default branch.
+        return pushHook({
+          ref: 'refs/heads/main',
+          after: '1111111111111111111111111111111111111111',
+        });
+      case 'push':
+        return pushHook(delivery);
       case 'comment':
       case 'review':
       case 'review-comment': {
@@ -912,26 +967,33 @@ export function giteaDeliverer(source: DeliverySource & { forgejo?: boolean }) {
         is_pull: isPull,
       };
     };
+    /** A push; Gitea's payload has no `deleted`: a deletion's `after` is zeros. */
+    const pushEvent = (push: { ref: string; after?: string; deleted?: boolean }): Built => ({
+      event: 'push',
+      headers: headers('push', 'push'),
+      payload: {
+        ref: push.ref,
+        before: push.deleted ? PREVIOUS : ZEROS,
+        after: pushedAfter(push),
+        compare_url: '',
+        commits: [],
+        total_commits: 0,
+        head_commit: null,
+        repository,
+        pusher: sender,
+        sender,
+      },
+    });
     switch (delivery.type) {
       case 'ping':
       case 'unused':
-        // Gitea's "Test Delivery" sends a push event, which Errand does not read.
-        return {
-          event: 'push',
-          headers: headers('push', 'push'),
-          payload: {
-            ref: 'refs/heads/main',
-            before: '0000000000000000000000000000000000000000',
-            after: '1111111111111111111111111111111111111111',
-            compare_url: '',
-            commits: [],
-            total_commits: 0,
-            head_commit: null,
-            repository,
-            pusher: sender,
-            sender,
-          },
-        };
+        // Gitea's "Test Delivery" sends a push of the default branch.
+        return pushEvent({
+          ref: 'refs/heads/main',
+          after: '1111111111111111111111111111111111111111',
+        });
+      case 'push':
+        return pushEvent(delivery);
       case 'comment':
       case 'review-comment': {
         // A single comment on a line is a pull request comment too: the payload does not

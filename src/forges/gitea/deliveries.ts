@@ -2,7 +2,8 @@
 // X-Gitea-Signature (Forgejo: X-Forgejo-Signature too), identified by X-Gitea-Delivery. The
 // event is read from X-Gitea-Event-Type, which names it exactly; X-Gitea-Event gives only its
 // family (a review comment and a comment both say `issue_comment`... or `pull_request_comment`)
-// and is the fallback of versions without the former.
+// and is the fallback of versions without the former. A `push` is read apart, for whether the
+// project's base ref moved.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
@@ -14,6 +15,7 @@ import {
   header,
   hmacSha256Hex,
   parsePayload,
+  webPush,
   webThread,
   webThreadFields,
 } from '../deliveries.ts';
@@ -158,11 +160,27 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
 }
 
 export const giteaDeliveries: ForgeDeliveries = {
-  webhookEvents: ['Issue Label', 'Issue Comment', 'Pull Request Comment', 'Pull Request Reviewed'],
+  webhookEvents: [
+    'Issue Label',
+    'Issue Comment',
+    'Pull Request Comment',
+    'Pull Request Reviewed',
+    'Push',
+  ],
   verifyDelivery(headers, body, secret) {
     const signature =
       header(headers, 'x-forgejo-signature') || header(headers, 'x-gitea-signature');
     return signature !== '' && equalSecret(signature.toLowerCase(), hmacSha256Hex(secret, body));
   },
   readDelivery: read,
+  readPush(headers, body) {
+    if (eventOf(headers) !== 'push') return null;
+    return webPush(
+      {
+        forge: 'gitea',
+        deliveryId: deliveryIdOf(headers, ['x-forgejo-delivery', 'x-gitea-delivery'], body),
+      },
+      body,
+    );
+  },
 };

@@ -2,7 +2,8 @@
 // X-Hub-Signature-256, named by X-GitHub-Event, identified by X-GitHub-Delivery. Errand reads
 // four events: a comment on an issue or a pull request's conversation (`issue_comment`), a
 // comment on a line of a pull request (`pull_request_review_comment`), a review's body
-// (`pull_request_review`) and a label added to an issue (`issues` labeled).
+// (`pull_request_review`) and a label added to an issue (`issues` labeled); and a `push`, for
+// whether the project's base ref moved.
 import { z } from 'zod';
 import {
   type DeliveryHeaders,
@@ -14,6 +15,7 @@ import {
   hmacSha256Hex,
   MalformedDeliveryError,
   parsePayload,
+  webPush,
   webThread,
   webThreadFields,
 } from '../deliveries.ts';
@@ -183,6 +185,7 @@ export const githubDeliveries: ForgeDeliveries = {
     'Issues',
     'Pull request review comments',
     'Pull request reviews',
+    'Pushes',
   ],
   verifyDelivery(headers, body, secret) {
     const signature = header(headers, 'x-hub-signature-256');
@@ -193,4 +196,11 @@ export const githubDeliveries: ForgeDeliveries = {
     );
   },
   readDelivery: read,
+  readPush(headers, body) {
+    if (header(headers, 'x-github-event') !== 'push') return null;
+    return webPush(
+      { forge: 'github', deliveryId: deliveryIdOf(headers, ['x-github-delivery'], body) },
+      body,
+    );
+  },
 };

@@ -2,7 +2,7 @@
 // is no signature), named by X-Gitlab-Event, identified by Idempotency-Key (X-Gitlab-Event-UUID
 // before GitLab 17.4). Errand reads
 // notes (comments) on issues and merge requests, diff notes on a line among them, and issue
-// updates that add labels.
+// updates that add labels; and a push (`Push Hook`), for whether the project's base ref moved.
 import { z } from 'zod';
 import {
   type DeliveryHeaders,
@@ -12,12 +12,14 @@ import {
   type ForgeDeliveries,
   header,
   parsePayload,
+  pushedCommit,
 } from '../deliveries.ts';
 import type {
   ForgeActor,
   ForgeEvent,
   ForgeLabelEvent,
   ForgeLineAnchor,
+  ForgePush,
   ForgeThread,
 } from '../events.ts';
 
@@ -77,6 +79,15 @@ const issueSchema = z.object({
       labels: z.object({ previous: labelListSchema, current: labelListSchema }).optional(),
     })
     .optional(),
+});
+
+// A branch deleted comes with `after` all zeros and no `checkout_sha`.
+const pushSchema = z.object({
+  object_kind: z.literal('push'),
+  ref: z.string(),
+  after: z.string(),
+  checkout_sha: z.string().nullable().optional(),
+  project: projectSchema,
 });
 
 function actor(user: z.infer<typeof userSchema>): ForgeActor {
@@ -170,13 +181,15 @@ function readIssue(base: { forge: 'gitlab'; deliveryId: string }, body: unknown)
     );
 }
 
+/**
+ * Idempotency-Key (GitLab 17.4 and later) is the same on every retry and resend of an event;
+ * X-Gitlab-Event-UUID is the id of older versions.
+ */
+const idOf = (headers: DeliveryHeaders, body: unknown) =>
+  deliveryIdOf(headers, ['idempotency-key', 'x-gitlab-event-uuid'], body);
+
 function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
-  const base = {
-    forge: 'gitlab' as const,
-    // Idempotency-Key (GitLab 17.4 and later) is the same on every retry and resend of an event;
-    // X-Gitlab-Event-UUID is the id of older versions.
-    deliveryId: deliveryIdOf(headers, ['idempotency-key', 'x-gitlab-event-uuid'], body),
-  };
+  const base = { forge: 'gitlab' as const, deliveryId: idOf(headers, body) };
   switch (header(headers, 'x-gitlab-event')) {
     case 'Note Hook':
     case 'Confidential Note Hook':
@@ -190,10 +203,22 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
 }
 
 export const gitlabDeliveries: ForgeDeliveries = {
-  webhookEvents: ['Comments', 'Issues events'],
+  webhookEvents: ['Comments', 'Issues events', 'Push events'],
   verifyDelivery(headers, _body, secret) {
     const token = header(headers, 'x-gitlab-token');
     return token !== '' && equalSecret(token, secret);
   },
   readDelivery: read,
+  // A tag's push is a Tag Push Hook, with a ref of its own: no branch moved.
+  readPush(headers, body): ForgePush | null {
+    if (header(headers, 'x-gitlab-event') !== 'Push Hook') return null;
+    const p = parsePayload(pushSchema, body, 'Push Hook');
+    return {
+      forge: 'gitlab',
+      deliveryId: idOf(headers, body),
+      repositoryUrl: p.project.web_url,
+      ref: p.ref,
+      after: p.checkout_sha === null ? null : pushedCommit(p.after),
+    };
+  },
 };

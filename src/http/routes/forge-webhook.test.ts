@@ -4,7 +4,8 @@
 // a missing, wrong or tampered signature, another project's secret, an unknown project
 // and a project without a secret are one 401 that stores nothing; a body that is not JSON or
 // not the forge's shape is a 400 that stores nothing; a ping or an unused event is a 200 that
-// queues nothing. And the settings behind it: the secret, chosen or made, shown once.
+// queues nothing (pushes: forge-webhook.push.test.ts). And the settings behind it: the secret,
+// chosen or made, shown once.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
@@ -594,6 +595,8 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
         'Issues',
         'Pull request review comments',
         'Pull request reviews',
+        // The base ref's pushes, for the environment's background build.
+        'Pushes',
       ]);
       assert.equal(body.project?.forgeWebhookSecretSet, true);
       const secret = body.secret ?? '';

@@ -16,9 +16,9 @@ const MAX_DELIVERY_BYTES = 5 * 1024 * 1024;
 
 const answer = z.object({
   outcome: z
-    .enum(['queued', 'duplicate', 'ignored'])
+    .enum(['queued', 'duplicate', 'build', 'ignored'])
     .describe(
-      'queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); ignored: a ping, or an event Errand has no use for.',
+      "queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.",
     ),
   events: z.number().int().describe('How many events were queued.'),
 });
@@ -59,13 +59,15 @@ export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext
           tags: ['forges'],
           summary: 'Forge webhook',
           description:
-            "Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. Each event is taken once, by what the forge signed that names it (a comment's, review's or note's id; an issue, its label and the issue's time of change), never by the delivery id header, which no signature covers: a redelivery, or the same signed body under another delivery id, is acknowledged (200, duplicate) and not acted on twice.",
+            "Where the project's forge sends webhook deliveries (Content-Type: application/json). Authenticated by the forge's signature with the project's forgeWebhookSecret: GitHub X-Hub-Signature-256, GitLab X-Gitlab-Token, Gitea/Forgejo X-Gitea-Signature or X-Forgejo-Signature. An unknown project, a project without a secret and a bad or missing signature are all the same 401. Each event is taken once, by what the forge signed that names it (a comment's, review's or note's id; an issue, its label and the issue's time of change), never by the delivery id header, which no signature covers: a redelivery, or the same signed body under another delivery id, is acknowledged (200, duplicate) and not acted on twice. A push to the project's base ref (a branch, not deleted) asks for a background build of the project's environment when it has a setup command and runs commands (202, build); a redelivered push asks again, which builds nothing twice (at most one build of a project waits, and a snapshot already there is not built again). Other pushes are ignored (200).",
           params: z.object({ projectId: z.string().describe('The project id.') }),
           response: {
             200: answer.describe(
               'Events taken before, or an event Errand has no use for: nothing queued.',
             ),
-            202: answer.describe('The events were queued.'),
+            202: answer.describe(
+              "The events were queued, or a build of the project's environment was asked for.",
+            ),
             ...errors(400, 401, 413, 415, 503),
           },
         },
@@ -79,7 +81,8 @@ export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext
           );
         const verified = await verifyDelivery(ctx, request.params.projectId, request.headers, raw);
         const result = await queueDelivery(ctx, verified, request.headers, parseDelivery(raw));
-        return reply.code(result.outcome === 'queued' ? 202 : 200).send(result);
+        const accepted = result.outcome === 'queued' || result.outcome === 'build';
+        return reply.code(accepted ? 202 : 200).send(result);
       },
     );
   });
