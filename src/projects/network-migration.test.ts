@@ -42,7 +42,7 @@ describe('migration 0022 on projects made before it', () => {
         INSERT INTO projects (id, name, repository, ref, setup_command, setup_network)
         VALUES (${id}, 'p', '/srv/app', 'main', 'npm ci', ${network})`.execute(db);
     }
-    assert.deepEqual(await migrate(handle), ['0022_network']);
+    assert.equal((await migrate(handle))[0], '0022_network');
     const rows = await db
       .selectFrom('projects')
       .select(['id', 'network_setup', 'network_commands', 'network_allow'])
