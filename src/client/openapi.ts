@@ -951,66 +951,6 @@ export interface paths {
       };
     };
   };
-  '/v2/admin/projects/{id}/forge-webhook-secret': {
-    /**
-     * Make a forge webhook secret
-     * @description Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.
-     */
-    post: {
-      parameters: {
-        path: {
-          /** @description The project id (prj_ and 20 characters). */
-          id: string;
-        };
-      };
-      responses: {
-        /** @description The new secret, shown this once. */
-        200: {
-          content: {
-            'application/json': {
-              /** @description The new secret, to paste into the forge's webhook form: shown in this response only. */
-              secret: string;
-              /** @description The payload URL to give the forge. */
-              url: string;
-              /** @description The events to select in the forge's webhook form. */
-              events: string[];
-              project: components['schemas']['Project'];
-            };
-          };
-        };
-        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
-        400: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
-        401: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
-        403: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Not found, or of another project. */
-        404: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
-        503: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
-  };
   '/v2/admin/keys': {
     /** List API keys */
     get: {
@@ -1133,6 +1073,66 @@ export interface paths {
         200: {
           content: {
             'application/json': components['schemas']['Key'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/forge-webhook-secret': {
+    /**
+     * Make a forge webhook secret
+     * @description Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The new secret, shown this once. */
+        200: {
+          content: {
+            'application/json': {
+              /** @description The new secret, to paste into the forge's webhook form: shown in this response only. */
+              secret: string;
+              /** @description The payload URL to give the forge. */
+              url: string;
+              /** @description The events to select in the forge's webhook form. */
+              events: string[];
+              project: components['schemas']['Project'];
+            };
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
           };
         };
         /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
@@ -2203,41 +2203,6 @@ export interface components {
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
     };
-    /** @description A snapshot of what a project’s setup command left in the checkout, kept by one worker. */
-    Environment: {
-      /** @description What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content. */
-      key: string;
-      /** @description The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own. */
-      worker: string;
-      /** @description What its files take on the worker’s disk, in bytes. */
-      sizeBytes: number;
-      /** @description How many files and directories it holds. */
-      files: number;
-      /** @description How long the setup command took to build it. */
-      buildMs: number;
-      /** @description The commit the setup command ran on. */
-      baseCommit: string;
-      /** Format: date-time */
-      createdAt: string;
-      /**
-       * Format: date-time
-       * @description When a turn last restored it (its build, until then); the least recently used go first when the cache is full.
-       */
-      lastUsedAt: string;
-    };
-    /** @description An API key, without its secret. */
-    Key: {
-      id: string;
-      name: string | null;
-      /** @description The first characters of the key, to recognise it. */
-      start: string;
-      projectId: string | null;
-      admin: boolean;
-      /** Format: date-time */
-      createdAt: string;
-      lastUsedAt: string | null;
-      revokedAt: string | null;
-    };
     /** @description A project. */
     Project: {
       id: string;
@@ -2306,20 +2271,6 @@ export interface components {
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
-      updatedAt: string;
-    };
-    /** @description A project secret, without its value. */
-    Secret: {
-      /** @description The environment variable commands read it from. */
-      name: string;
-      /** @enum {string} */
-      exposure: 'setup' | 'commands';
-      /** Format: date-time */
-      createdAt: string;
-      /**
-       * Format: date-time
-       * @description When its value and exposure were last set.
-       */
       updatedAt: string;
     };
     /** @description An agent job. */
@@ -2405,6 +2356,55 @@ export interface components {
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
+      updatedAt: string;
+    };
+    /** @description A snapshot of what a project’s setup command left in the checkout, kept by one worker. */
+    Environment: {
+      /** @description What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content. */
+      key: string;
+      /** @description The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own. */
+      worker: string;
+      /** @description What its files take on the worker’s disk, in bytes. */
+      sizeBytes: number;
+      /** @description How many files and directories it holds. */
+      files: number;
+      /** @description How long the setup command took to build it. */
+      buildMs: number;
+      /** @description The commit the setup command ran on. */
+      baseCommit: string;
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When a turn last restored it (its build, until then); the least recently used go first when the cache is full.
+       */
+      lastUsedAt: string;
+    };
+    /** @description An API key, without its secret. */
+    Key: {
+      id: string;
+      name: string | null;
+      /** @description The first characters of the key, to recognise it. */
+      start: string;
+      projectId: string | null;
+      admin: boolean;
+      /** Format: date-time */
+      createdAt: string;
+      lastUsedAt: string | null;
+      revokedAt: string | null;
+    };
+    /** @description A project secret, without its value. */
+    Secret: {
+      /** @description The environment variable commands read it from. */
+      name: string;
+      /** @enum {string} */
+      exposure: 'setup' | 'commands';
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When its value and exposure were last set.
+       */
       updatedAt: string;
     };
   };

@@ -6,20 +6,20 @@
 // project's base ref moved.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import type { ForgeActor, ForgeEvent } from '../../../forges/events.ts';
 import {
-  type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
   eventKey,
-  type ForgeDeliveries,
   header,
   hmacSha256Hex,
+  type PayloadReader,
   parsePayload,
+  type RequestHeaders,
   webPush,
   webThread,
   webThreadFields,
-} from '../deliveries.ts';
-import type { ForgeActor, ForgeEvent } from '../events.ts';
+} from './shared.ts';
 
 const userSchema = z.object({ id: z.number(), login: z.string() });
 const repositorySchema = z.object({ html_url: z.string() });
@@ -65,7 +65,7 @@ function actor(user: z.infer<typeof userSchema>): ForgeActor {
 }
 
 /** The event's exact name: X-Forgejo-Event-Type or X-Gitea-Event-Type, else the family. */
-function eventOf(headers: DeliveryHeaders): string {
+function eventOf(headers: RequestHeaders): string {
   for (const name of [
     'x-forgejo-event-type',
     'x-gitea-event-type',
@@ -78,7 +78,7 @@ function eventOf(headers: DeliveryHeaders): string {
   return '';
 }
 
-function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
   const event = eventOf(headers);
   const base = {
     forge: 'gitea' as const,
@@ -159,7 +159,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
   return [];
 }
 
-export const giteaDeliveries: ForgeDeliveries = {
+export const giteaPayloads: PayloadReader = {
   webhookEvents: [
     'Issue Label',
     'Issue Comment',
@@ -167,12 +167,12 @@ export const giteaDeliveries: ForgeDeliveries = {
     'Pull Request Reviewed',
     'Push',
   ],
-  verifyDelivery(headers, body, secret) {
+  verifySignature(headers, body, secret) {
     const signature =
       header(headers, 'x-forgejo-signature') || header(headers, 'x-gitea-signature');
     return signature !== '' && equalSecret(signature.toLowerCase(), hmacSha256Hex(secret, body));
   },
-  readDelivery: read,
+  readEvents: read,
   readPush(headers, body) {
     if (eventOf(headers) !== 'push') return null;
     return webPush(

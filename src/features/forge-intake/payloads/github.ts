@@ -5,21 +5,21 @@
 // (`pull_request_review`) and a label added to an issue (`issues` labeled); and a `push`, for
 // whether the project's base ref moved.
 import { z } from 'zod';
+import type { ForgeActor, ForgeEvent } from '../../../forges/events.ts';
 import {
-  type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
   eventKey,
-  type ForgeDeliveries,
   header,
   hmacSha256Hex,
-  MalformedDeliveryError,
+  MalformedPayloadError,
+  type PayloadReader,
   parsePayload,
+  type RequestHeaders,
   webPush,
   webThread,
   webThreadFields,
-} from '../deliveries.ts';
-import type { ForgeActor, ForgeEvent } from '../events.ts';
+} from './shared.ts';
 
 // Only the fields Errand reads; GitHub's payloads carry many more.
 const userSchema = z.object({ login: z.string(), id: z.number(), type: z.string() });
@@ -78,7 +78,7 @@ function actor(user: z.infer<typeof userSchema>): ForgeActor {
   return { login: user.login, id: String(user.id), bot: user.type === 'Bot' };
 }
 
-function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
   const event = header(headers, 'x-github-event');
   const base = {
     forge: 'github' as const,
@@ -157,7 +157,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       const p = parsePayload(issuesSchema, body, event);
       if (p.action !== 'labeled') return [];
       if (!p.label)
-        throw new MalformedDeliveryError(
+        throw new MalformedPayloadError(
           'the issues delivery is not what the forge sends: label: an issue labeled names its label',
         );
       return [
@@ -179,7 +179,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
   }
 }
 
-export const githubDeliveries: ForgeDeliveries = {
+export const githubPayloads: PayloadReader = {
   webhookEvents: [
     'Issue comments',
     'Issues',
@@ -187,7 +187,7 @@ export const githubDeliveries: ForgeDeliveries = {
     'Pull request reviews',
     'Pushes',
   ],
-  verifyDelivery(headers, body, secret) {
+  verifySignature(headers, body, secret) {
     const signature = header(headers, 'x-hub-signature-256');
     if (!signature.startsWith('sha256=')) return false;
     return equalSecret(
@@ -195,7 +195,7 @@ export const githubDeliveries: ForgeDeliveries = {
       hmacSha256Hex(secret, body),
     );
   },
-  readDelivery: read,
+  readEvents: read,
   readPush(headers, body) {
     if (header(headers, 'x-github-event') !== 'push') return null;
     return webPush(

@@ -7,9 +7,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import { queueDelivery, verifyDelivery } from '../../events/forge-deliveries.ts';
+import { findBodyProblem } from '../../http/nul.ts';
 import { errors } from '../../responses.ts';
-import { findBodyProblem } from '../nul.ts';
+import { receiveRequest, verifyRequest } from './receive.ts';
 
 /** The largest delivery taken: forges' payloads of a comment or an issue are tens of kB. */
 const MAX_DELIVERY_BYTES = 5 * 1024 * 1024;
@@ -79,8 +79,8 @@ export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext
             'unsupported_media_type',
             'the delivery must be JSON (Content-Type: application/json)',
           );
-        const verified = await verifyDelivery(ctx, request.params.projectId, request.headers, raw);
-        const result = await queueDelivery(ctx, verified, request.headers, parseDelivery(raw));
+        const verified = await verifyRequest(ctx, request.params.projectId, request.headers, raw);
+        const result = await receiveRequest(ctx, verified, request.headers, parseDelivery(raw));
         const accepted = result.outcome === 'queued' || result.outcome === 'build';
         return reply.code(accepted ? 202 : 200).send(result);
       },
