@@ -1,5 +1,5 @@
-// Forge webhooks in: a delivery to POST /v2/forges/{projectId}/webhook is checked against the
-// project's webhook secret by its forge's provider, read into ForgeEvents, and queued for the
+// Forge webhooks in: a request to POST /v2/forges/{projectId}/webhook is checked against the
+// project's webhook secret by its forge's payload reader, read into ForgeEvents, and queued for the
 // forge-events worker with each event recorded by what the forge signed that names it (its
 // key), in one transaction: the answer is quick (the work is the worker's), and an event that
 // comes again, under its delivery id or any other, is acknowledged and not queued again. A push
@@ -22,7 +22,7 @@ import {
 import { recordReceived } from './records.ts';
 import { sameRepository } from './text.ts';
 
-/** Where a project's forge sends its deliveries, under `base`, the address users reach Errand at. */
+/** Where a project's forge sends its webhook requests, under `base`, the address users reach Errand at. */
 export function forgeWebhookUrl(base: string, projectId: string): string {
   return `${base.replace(/\/+$/, '')}/v2/forges/${encodeURIComponent(projectId)}/webhook`;
 }
@@ -44,7 +44,7 @@ export interface ReceivedRequest {
 }
 
 /**
- * One answer for every delivery that is not let in, whatever the reason: the endpoint has no
+ * One answer for every request that is not let in, whatever the reason: the endpoint has no
  * API key, so telling "no such project" from "wrong signature" would let anyone list projects.
  * The log says which it was.
  */
@@ -63,7 +63,7 @@ export interface VerifiedRequest {
 }
 
 /**
- * Checks that the delivery's bytes were signed (GitLab: carry the token) with the project's
+ * Checks that the request's bytes were signed (GitLab: carry the token) with the project's
  * webhook secret; throws the AppError it is answered with otherwise.
  */
 export async function verifyRequest(
@@ -102,7 +102,7 @@ export async function verifyRequest(
   try {
     secret = open(ctx.config.secretKey, project.forge_webhook_secret);
   } catch (err) {
-    // Sealed with another key: the server's setting is wrong, not the forge's delivery.
+    // Sealed with another key: the server's setting is wrong, not the forge's request.
     log.error({ err }, 'forge delivery refused: the webhook secret cannot be read');
     throw new AppError(
       'unavailable',
@@ -116,7 +116,7 @@ export async function verifyRequest(
   return { project, forge: forge.kind, reader };
 }
 
-/** What `read` makes of a delivery, or the 400 of a payload its forge does not send. */
+/** What `read` makes of a request, or the 400 of a payload its forge does not send. */
 function readPayload<T>(read: () => T): T {
   try {
     return read();
@@ -164,8 +164,8 @@ async function takePush(
 }
 
 /**
- * Reads a verified delivery's parsed body into events and queues those not recorded before,
- * recording them, in one transaction: a delivery whose events were all recorded queues nothing.
+ * Reads a verified request's parsed body into events and queues those not recorded before,
+ * recording them, in one transaction: a request whose events were all recorded queues nothing.
  * A push is taken apart (takePush).
  */
 export async function receiveRequest(

@@ -1,7 +1,7 @@
 // Works off the forge-events queue in the processes that run turns: each event goes to the
-// forge intake (src/features/forge-intake/), which accepts turns and answers on the forge. The turns it
-// accepted are answered when they end: at once by the process that ends them (it hears the
-// transition), and by a periodic pass for those a stopped process never answered.
+// intake (intake.ts), which accepts turns and answers on the forge. The turns it accepted are
+// answered when they end: at once by the process that ends them (it hears the transition), and
+// by a periodic pass for those a stopped process never answered.
 
 import type { TurnQueue } from '../../queue/queue.ts';
 import { ForgeIntake, type IntakeContext, type IntakeOptions } from './intake.ts';

@@ -39,7 +39,7 @@ const headers = (family: string, type?: string) => ({
   'x-gitea-delivery': 'g-1',
 });
 
-describe('Gitea and Forgejo deliveries', () => {
+describe('Gitea and Forgejo webhook payloads', () => {
   test('the signature: Gitea’s, Forgejo’s, wrong secret, changed body, missing', () => {
     const body = Buffer.from('{"action":"created"}');
     const hex = createHmac('sha256', SECRET).update(body).digest('hex');

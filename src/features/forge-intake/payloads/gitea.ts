@@ -1,4 +1,4 @@
-// Gitea's and Forgejo's webhook deliveries: signed with the hex HMAC-SHA256 of the body in
+// Gitea's and Forgejo's webhook requests: signed with the hex HMAC-SHA256 of the body in
 // X-Gitea-Signature (Forgejo: X-Forgejo-Signature too), identified by X-Gitea-Delivery. The
 // event is read from X-Gitea-Event-Type, which names it exactly; X-Gitea-Event gives only its
 // family (a review comment and a comment both say `issue_comment`... or `pull_request_comment`)
@@ -49,7 +49,7 @@ const reviewSchema = z.object({
 const issueLabelSchema = z.object({
   action: z.string(),
   // The issue's id and its time of change name a change of its labels (Gitea updates the time
-  // at each): the same delivery sent again is one event, a later change another.
+  // at each): the same request sent again is one event, a later change another.
   issue: issueSchema.extend({ id: z.number(), updated_at: z.string() }),
   sender: userSchema,
   repository: repositorySchema,

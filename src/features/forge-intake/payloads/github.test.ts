@@ -20,7 +20,7 @@ const headers = (event: string) => ({ 'x-github-event': event, 'x-github-deliver
 const sign = (body: Buffer, secret = SECRET) =>
   `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 
-describe('GitHub deliveries', () => {
+describe('GitHub webhook payloads', () => {
   test('the signature: good, wrong secret, changed body, missing, not sha256', () => {
     const body = Buffer.from('{"zen":"Keep it logically awesome."}');
     const verify = (signature: string | undefined, bytes = body) =>

@@ -1,4 +1,4 @@
-// GitHub's webhook deliveries (github.com and GitHub Enterprise Server alike): signed with
+// GitHub's webhook requests (github.com and GitHub Enterprise Server alike): signed with
 // X-Hub-Signature-256, named by X-GitHub-Event, identified by X-GitHub-Delivery. Errand reads
 // four events: a comment on an issue or a pull request's conversation (`issue_comment`), a
 // comment on a line of a pull request (`pull_request_review_comment`), a review's body
@@ -67,7 +67,7 @@ const reviewSchema = z.object({
 const issuesSchema = z.object({
   action: z.string(),
   // The issue's id and its time of change name a labelling: adding the label again later is
-  // another event, the same delivery sent again is not.
+  // another event, the same request sent again is not.
   issue: issueSchema.extend({ id: z.number(), updated_at: z.string() }),
   label: z.object({ name: z.string() }).optional(),
   sender: userSchema,
@@ -134,7 +134,7 @@ function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
     case 'pull_request_review': {
       const p = parsePayload(reviewSchema, body, event);
       // A review without a body (an approval, or line comments only) says nothing to read here:
-      // its line comments come as their own deliveries.
+      // its line comments come as requests of their own.
       if (p.action !== 'submitted' || !p.review.body) return [];
       return [
         {

@@ -49,7 +49,7 @@ function note(
   };
 }
 
-describe('GitLab deliveries', () => {
+describe('GitLab webhook payloads', () => {
   test('the token: the same, another, missing', () => {
     const body = Buffer.from('{}');
     assert.equal(

@@ -1,4 +1,4 @@
-// GitLab's webhook deliveries: authenticated by the secret token itself (X-Gitlab-Token, there
+// GitLab's webhook requests: authenticated by the secret token itself (X-Gitlab-Token, there
 // is no signature), named by X-Gitlab-Event, identified by Idempotency-Key (X-Gitlab-Event-UUID
 // before GitLab 17.4). Errand reads
 // notes (comments) on issues and merge requests, diff notes on a line among them, and issue
@@ -72,7 +72,7 @@ const issueSchema = z.object({
   user: userSchema,
   project: projectSchema,
   // The issue's id and its time of change name a change of its labels: adding a label again
-  // later is another event, the same delivery sent again is not.
+  // later is another event, the same request sent again is not.
   object_attributes: itemSchema.extend({ id: z.number(), updated_at: z.string() }),
   changes: z
     .object({
