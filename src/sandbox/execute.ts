@@ -27,7 +27,7 @@ import {
 } from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
 import { descendants, signalAll } from './processes.ts';
-import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
+import type { NetworkStatus, SandboxResult, SandboxRun } from './types.ts';
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
 export class SandboxError extends Error {
