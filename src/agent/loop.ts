@@ -1,6 +1,6 @@
 // One agent turn: the AI SDK tool loop over the job's history and a new prompt, under step,
-// output-token, wall-time and cost budgets, with its context kept under the model's window by a
-// TurnContext (context.ts). It reports progress as events and turns every way a turn can fail
+// output-token, wall-time and cost budgets, with its conversation kept under the model's window
+// by a Conversation (conversation.ts). It reports progress as events and turns every way a turn can fail
 // into one of three errors: BudgetExceededError, ModelError (model-errors.ts), or an AbortError.
 
 import {
@@ -16,7 +16,7 @@ import {
 import { errorMessage } from '../errors.ts';
 import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
 import { oneLine } from '../text.ts';
-import { type Compaction, isContextOverflow, TurnContext, tokenUsage } from './context.ts';
+import { type Compaction, Conversation, isWindowOverflow, tokenUsage } from './conversation.ts';
 import { classifyModelError, overflowError } from './model-errors.ts';
 import { describeToolOutput } from './tool-output.ts';
 import { summarizeToolArgs } from './tools/index.ts';
@@ -65,9 +65,9 @@ export type AgentTurnInput = {
   budgets: TurnBudgets;
   signal: AbortSignal;
   onEvent: (event: AgentEvent) => Promise<void> | void;
-  /** The model's context window and prompt caching (see context.ts). */
-  context?: {
-    /** The model's context window in tokens; DEFAULT_CONTEXT_TOKENS when unknown. */
+  /** How the conversation is kept under the model's window, and prompt caching (conversation.ts). */
+  conversation?: {
+    /** The model's context window in tokens; DEFAULT_WINDOW_TOKENS when unknown. */
     windowTokens?: number | undefined;
     /** OpenAI's prompt cache key: the job's id, so its requests share a cache. */
     cacheKey?: string | undefined;
@@ -157,7 +157,7 @@ class Turn {
   readonly #summarizeArgs: NonNullable<AgentTurnInput['summarizeArgs']>;
   readonly #summarizeResult: NonNullable<AgentTurnInput['summarizeResult']>;
   readonly #maxRetries: number;
-  readonly #context: TurnContext;
+  readonly #conversation: Conversation;
   // Our own controller, not AbortSignal.timeout, so that a timeout can be told apart from the
   // caller's cancel and a failing event sink can stop the loop too.
   readonly #stop = new AbortController();
@@ -165,7 +165,7 @@ class Turn {
   readonly #abortSignal: AbortSignal;
   #timedOut = false;
   readonly #completed: ModelMessage[] = [];
-  /** Messages of finished steps the context has not been given yet. */
+  /** Messages of finished steps the conversation has not been given yet. */
   #pending: ModelMessage[] = [];
   #usage: TokenUsage = { ...NO_TOKENS };
   #stepCount = 0;
@@ -188,16 +188,16 @@ class Turn {
           ],
         }
       : { role: 'user', content: input.prompt };
-    this.#context = new TurnContext({
+    this.#conversation = new Conversation({
       model: input.model,
       system: input.system,
       tools: input.tools,
       history: input.history,
       user: userMessage,
-      windowTokens: input.context?.windowTokens,
+      windowTokens: input.conversation?.windowTokens,
       maxOutputTokens: budgets.maxOutputTokens,
-      managed: input.context?.managed ?? true,
-      cacheKey: input.context?.cacheKey,
+      managed: input.conversation?.managed ?? true,
+      cacheKey: input.conversation?.cacheKey,
       maxRetries: this.#maxRetries,
       describeCall: this.#summarizeArgs,
     });
@@ -231,7 +231,7 @@ class Turn {
   }
 
   /**
-   * The SDK's loop, run again from a compacted context once after a refusal for length at the
+   * The SDK's loop, run again from a compacted conversation once after a refusal for length at the
    * same step; how its last run ended.
    */
   async run(): Promise<SegmentEnd> {
@@ -243,15 +243,16 @@ class Turn {
       if (signal.aborted) throw abortError(signal.reason);
       this.throwIfSinkFailed();
       if (this.#timedOut) break;
-      if (end.kind === 'finished' || !isContextOverflow(end.error)) break;
+      if (end.kind === 'finished' || !isWindowOverflow(end.error)) break;
       // Refused for its length: compact and send the same step again, once.
-      if (!(this.#input.context?.managed ?? true) || recoveredAtStep === this.#stepCount) break;
+      if (!(this.#input.conversation?.managed ?? true) || recoveredAtStep === this.#stepCount)
+        break;
       recoveredAtStep = this.#stepCount;
-      this.#context.append(this.#pending);
+      this.#conversation.append(this.#pending);
       this.#pending = [];
       let recovery: Compaction | undefined;
       try {
-        recovery = await this.#context.recover(end.error, this.#abortSignal);
+        recovery = await this.#conversation.recover(end.error, this.#abortSignal);
       } catch (error) {
         end = { kind: 'failed', error };
         break;
@@ -276,13 +277,13 @@ class Turn {
     }
     if (end.kind === 'failed') {
       const error = end.error;
-      if (isContextOverflow(error)) throw overflowError(error, model, this.#context);
+      if (isWindowOverflow(error)) throw overflowError(error, model, this.#conversation);
       throw classifyModelError(error, model);
     }
     if (end.finishReason === 'length') {
       throw new BudgetExceededError(
         'outputTokens',
-        `the model's reply reached the ${this.#context.outputTokens}-token output limit before it ` +
+        `the model's reply reached the ${this.#conversation.outputTokens}-token output limit before it ` +
           `finished; raise ${BUDGET_SETTINGS.outputTokens} or ask for a smaller change`,
         this.#partial(),
       );
@@ -323,35 +324,37 @@ class Turn {
   }
 
   #partial(): PartialTurn {
-    this.#context.append(this.#pending);
+    this.#conversation.append(this.#pending);
     this.#pending = [];
     return {
       responseMessages: [...this.#completed],
-      turnMessages: this.#context.stored(),
+      turnMessages: this.#conversation.stored(),
       usage: { ...this.#usage },
       steps: this.#stepCount,
     };
   }
 
-  /** One run of the SDK's tool loop, from the context's messages, for the steps left. */
+  /** One run of the SDK's tool loop, from the conversation's messages, for the steps left. */
   async #segment(): Promise<SegmentEnd> {
-    const context = this.#context;
+    const conversation = this.#conversation;
     let streamError: unknown;
     let finished = false;
     const result = streamText({
       model: this.#input.model,
-      instructions: context.instructions(),
-      messages: context.messages(),
+      instructions: conversation.instructions(),
+      messages: conversation.messages(),
       tools: this.#input.tools,
       stopWhen: [isStepCount(this.#input.budgets.maxSteps - this.#stepCount), this.overBudget],
-      maxOutputTokens: context.outputTokens,
+      maxOutputTokens: conversation.outputTokens,
       maxRetries: this.#maxRetries,
       abortSignal: this.#abortSignal,
-      ...(context.providerOptions() ? { providerOptions: context.providerOptions() } : {}),
+      ...(conversation.providerOptions()
+        ? { providerOptions: conversation.providerOptions() }
+        : {}),
       prepareStep: async () => {
         const added = this.#pending;
         this.#pending = [];
-        const request = await context.prepare(added, this.#abortSignal);
+        const request = await conversation.prepare(added, this.#abortSignal);
         await this.#compacted(request.compaction);
         return { messages: request.messages };
       },
@@ -360,7 +363,7 @@ class Turn {
       // Called before the next step is prepared and the stop conditions are checked (the
       // stream's parts may come later): the count and the cost must be known by then.
       onStepEnd: (step) => {
-        context.observe(step.usage);
+        conversation.observe(step.usage);
         this.#spend(tokenUsage(step.usage));
         this.#completed.push(...step.response.messages);
         this.#pending.push(...step.response.messages);
