@@ -181,7 +181,7 @@ for (const protocol of ['openai', 'anthropic'] as const) {
           return reply(sawBoth ? 'ok' : 'bad');
         }),
       );
-      const { input, events } = setup(protocol, { tools: createRepoTools(repo.ctx) });
+      const { input, events } = setup(protocol, { tools: createRepoTools(repo.run) });
       const result = await runAgentTurn(input);
       assert.equal(result.summary, 'ok');
       const results = events.flatMap((e) =>

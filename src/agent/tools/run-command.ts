@@ -13,9 +13,9 @@ import { runNetwork, runSandboxed } from '../../sandbox/sandbox.ts';
 import type { SandboxResult } from '../../sandbox/types.ts';
 import { type ScrubSecret, scrubSecrets } from '../../secrets/scrub.ts';
 import { oneLine } from '../../text.ts';
-import type { ToolResult } from './context.ts';
 import { quote, realRootOf, resolvePath, ToolError } from './paths.ts';
 import type { ToolArgs } from './tool.ts';
+import type { ToolResult } from './tool-run.ts';
 
 export const RUN_COMMAND = 'run_command';
 
