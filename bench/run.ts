@@ -2,7 +2,7 @@
 // disturb each other's figures if run at once). For options, run one directly, e.g.
 // `node bench/api/run.ts --help`.
 import { main as apiBench } from './api/run.ts';
-import { main as contextBench } from './context/run.ts';
+import { main as conversationBench } from './conversation/run.ts';
 import { main as environmentsBench } from './environments/run.ts';
 import { main as perfBench } from './perf/run.ts';
 import { main as streamsBench } from './streams/run.ts';
@@ -18,7 +18,7 @@ try {
   // Issue 30's restore and follow-up figures (a 60 s setup runs once).
   process.stdout.write(`\n${await environmentsBench()}\n`);
   // Issue 21's figures with the scripted model; rewrites its table in docs/benchmarks.md.
-  await contextBench([]);
+  await conversationBench([]);
   // Issue 19's figures next to their limits; rewrites its table in docs/benchmarks.md.
   await perfBench([]);
   process.exit(0);

@@ -181,7 +181,7 @@ for (const protocol of ['openai', 'anthropic'] as const) {
           return reply(sawBoth ? 'ok' : 'bad');
         }),
       );
-      const { input, events } = setup(protocol, { tools: createRepoTools(repo.ctx) });
+      const { input, events } = setup(protocol, { tools: createRepoTools(repo.run) });
       const result = await runAgentTurn(input);
       assert.equal(result.summary, 'ok');
       const results = events.flatMap((e) =>
@@ -468,7 +468,7 @@ describe('runAgentTurn: the context window, prompt caches and the job budget', (
         }),
         history: longHistory(),
         prompt: 'And now the fourth',
-        context: { windowTokens: 50_000 },
+        conversation: { windowTokens: 50_000 },
       });
       const result = await runAgentTurn(input);
       assert.equal(result.summary, 'Done again');
@@ -537,7 +537,7 @@ describe('runAgentTurn: the context window, prompt caches and the job budget', (
     );
     const files = { 'big.txt': 'b'.repeat(12_000) };
     const { input, events } = setup('openai', {
-      context: { cacheKey: 'job_abc' },
+      conversation: { cacheKey: 'job_abc' },
       tools: {
         read_file: tool({
           description: 'Read a file',

@@ -1,6 +1,6 @@
 // One agent turn: the AI SDK tool loop over the job's history and a new prompt, under step,
-// output-token, wall-time and cost budgets, with its context kept under the model's window by a
-// TurnContext (context.ts). It reports progress as events and turns every way a turn can fail
+// output-token, wall-time and cost budgets, with its conversation kept under the model's window
+// by a Conversation (conversation.ts). It reports progress as events and turns every way a turn can fail
 // into one of three errors: BudgetExceededError, ModelError (model-errors.ts), or an AbortError.
 
 import {
@@ -9,13 +9,14 @@ import {
   type LanguageModel,
   type ModelMessage,
   streamText,
+  type TextStreamPart,
   type ToolSet,
   type UserModelMessage,
 } from 'ai';
 import { errorMessage } from '../errors.ts';
 import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
 import { oneLine } from '../text.ts';
-import { type Compaction, isContextOverflow, TurnContext, tokenUsage } from './context.ts';
+import { type Compaction, Conversation, isWindowOverflow, tokenUsage } from './conversation.ts';
 import { classifyModelError, overflowError } from './model-errors.ts';
 import { describeToolOutput } from './tool-output.ts';
 import { summarizeToolArgs } from './tools/index.ts';
@@ -64,9 +65,9 @@ export type AgentTurnInput = {
   budgets: TurnBudgets;
   signal: AbortSignal;
   onEvent: (event: AgentEvent) => Promise<void> | void;
-  /** The model's context window and prompt caching (see context.ts). */
-  context?: {
-    /** The model's context window in tokens; DEFAULT_CONTEXT_TOKENS when unknown. */
+  /** How the conversation is kept under the model's window, and prompt caching (conversation.ts). */
+  conversation?: {
+    /** The model's context window in tokens; DEFAULT_WINDOW_TOKENS when unknown. */
     windowTokens?: number | undefined;
     /** OpenAI's prompt cache key: the job's id, so its requests share a cache. */
     cacheKey?: string | undefined;
@@ -124,119 +125,237 @@ type SegmentEnd =
   | { kind: 'failed'; error: unknown };
 
 export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
-  const { budgets, signal } = input;
+  const { signal } = input;
   // A bare id string would make the SDK route the call through its hosted gateway.
   if (typeof input.model === 'string') {
     throw new TypeError('runAgentTurn needs a model made by resolveModel, not a model id');
   }
   signal.throwIfAborted();
-  const summarizeArgs = input.summarizeArgs ?? summarizeToolArgs;
-  const summarizeResult = input.summarizeResult ?? ((_name, output) => describeToolOutput(output));
-  const maxRetries = input.maxRetries ?? 3;
+  const turn = new Turn(input);
+  try {
+    if (turn.overBudget()) throw turn.costError();
+    const end = await turn.run();
+    turn.stopClock();
+    return turn.outcome(end);
+  } catch (error) {
+    // The SDK rejects its result promises with the abort reason; report the cause instead.
+    if (signal.aborted) throw abortError(signal.reason);
+    turn.throwIfSinkFailed();
+    throw error;
+  } finally {
+    turn.stopClock();
+  }
+}
 
-  const userMessage: UserModelMessage = input.note
-    ? {
-        role: 'user',
-        content: [
-          { type: 'text', text: input.prompt },
-          { type: 'text', text: input.note },
-        ],
-      }
-    : { role: 'user', content: input.prompt };
-  const context = new TurnContext({
-    model: input.model,
-    system: input.system,
-    tools: input.tools,
-    history: input.history,
-    user: userMessage,
-    windowTokens: input.context?.windowTokens,
-    maxOutputTokens: budgets.maxOutputTokens,
-    managed: input.context?.managed ?? true,
-    cacheKey: input.context?.cacheKey,
-    maxRetries,
-    describeCall: summarizeArgs,
-  });
-
+/**
+ * One turn under way: its conversation, what it has spent and its steps so far, its clock, and
+ * the events it reports. A failing event sink or the time budget stops it through its own
+ * controller.
+ */
+class Turn {
+  readonly #input: AgentTurnInput;
+  readonly #summarizeArgs: NonNullable<AgentTurnInput['summarizeArgs']>;
+  readonly #summarizeResult: NonNullable<AgentTurnInput['summarizeResult']>;
+  readonly #maxRetries: number;
+  readonly #conversation: Conversation;
   // Our own controller, not AbortSignal.timeout, so that a timeout can be told apart from the
   // caller's cancel and a failing event sink can stop the loop too.
-  const stop = new AbortController();
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    stop.abort(new DOMException('turn time budget elapsed', 'TimeoutError'));
-  }, budgets.timeoutMs);
-  const abortSignal = AbortSignal.any([signal, stop.signal]);
+  readonly #stop = new AbortController();
+  readonly #timer: NodeJS.Timeout;
+  readonly #abortSignal: AbortSignal;
+  #timedOut = false;
+  readonly #completed: ModelMessage[] = [];
+  /** Messages of finished steps the conversation has not been given yet. */
+  #pending: ModelMessage[] = [];
+  #usage: TokenUsage = { ...NO_TOKENS };
+  #stepCount = 0;
+  #spentUsd: number;
+  #sinkError: { error: unknown } | undefined;
 
-  const completed: ModelMessage[] = [];
-  /** Messages of finished steps the context has not been given yet. */
-  let pending: ModelMessage[] = [];
-  let usage: TokenUsage = { ...NO_TOKENS };
-  let stepCount = 0;
-  let spentUsd = input.budget?.spentUsd ?? 0;
-  const overBudget = () => input.budget !== undefined && spentUsd >= input.budget.limitUsd;
-  let sinkError: { error: unknown } | undefined;
+  constructor(input: AgentTurnInput) {
+    this.#input = input;
+    const { budgets } = input;
+    this.#summarizeArgs = input.summarizeArgs ?? summarizeToolArgs;
+    this.#summarizeResult =
+      input.summarizeResult ?? ((_name, output) => describeToolOutput(output));
+    this.#maxRetries = input.maxRetries ?? 3;
+    const userMessage: UserModelMessage = input.note
+      ? {
+          role: 'user',
+          content: [
+            { type: 'text', text: input.prompt },
+            { type: 'text', text: input.note },
+          ],
+        }
+      : { role: 'user', content: input.prompt };
+    this.#conversation = new Conversation({
+      model: input.model,
+      system: input.system,
+      tools: input.tools,
+      history: input.history,
+      user: userMessage,
+      windowTokens: input.conversation?.windowTokens,
+      maxOutputTokens: budgets.maxOutputTokens,
+      managed: input.conversation?.managed ?? true,
+      cacheKey: input.conversation?.cacheKey,
+      maxRetries: this.#maxRetries,
+      describeCall: this.#summarizeArgs,
+    });
+    this.#timer = setTimeout(() => {
+      this.#timedOut = true;
+      this.#stop.abort(new DOMException('turn time budget elapsed', 'TimeoutError'));
+    }, budgets.timeoutMs);
+    this.#abortSignal = AbortSignal.any([input.signal, this.#stop.signal]);
+    this.#spentUsd = input.budget?.spentUsd ?? 0;
+  }
 
-  const emit = async (event: AgentEvent) => {
-    try {
-      await input.onEvent(event);
-    } catch (error) {
-      sinkError ??= { error };
-      stop.abort(error);
-    }
-  };
-  // A function, so that TypeScript does not take sinkError for unchanged between awaits.
-  const throwIfSinkFailed = () => {
-    if (sinkError) throw sinkError.error;
-  };
-  const spend = (u: TokenUsage) => {
-    usage = addTokens(usage, u);
-    const cost = input.budget?.costOf(u);
-    if (cost) spentUsd += cost;
-  };
-  const compacted = async (compaction: Compaction | undefined) => {
-    if (!compaction) return;
-    spend(compaction.usage);
-    await emit({ type: 'context.compacted', ...compaction });
-  };
-  const partial = (): PartialTurn => {
-    context.append(pending);
-    pending = [];
-    return {
-      responseMessages: [...completed],
-      turnMessages: context.stored(),
-      usage: { ...usage },
-      steps: stepCount,
-    };
-  };
-  const costError = () => {
-    const budget = input.budget as CostBudget;
+  readonly overBudget = (): boolean =>
+    this.#input.budget !== undefined && this.#spentUsd >= this.#input.budget.limitUsd;
+
+  stopClock(): void {
+    clearTimeout(this.#timer);
+  }
+
+  throwIfSinkFailed(): void {
+    if (this.#sinkError) throw this.#sinkError.error;
+  }
+
+  costError(): BudgetExceededError {
+    const budget = this.#input.budget as CostBudget;
     return new BudgetExceededError(
       'cost',
-      `the job reached its budget of ${formatUsd(budget.limitUsd)} (it has spent ${formatUsd(spentUsd)}); ` +
+      `the job reached its budget of ${formatUsd(budget.limitUsd)} (it has spent ${formatUsd(this.#spentUsd)}); ` +
         `raise ${BUDGET_SETTINGS.cost} or split the task`,
-      partial(),
+      this.#partial(),
     );
-  };
+  }
 
-  /** One run of the SDK's tool loop, from the context's messages, for the steps left. */
-  const runSegment = async (): Promise<SegmentEnd> => {
+  /**
+   * The SDK's loop, run again from a compacted conversation once after a refusal for length at the
+   * same step; how its last run ended.
+   */
+  async run(): Promise<SegmentEnd> {
+    const { signal } = this.#input;
+    let recoveredAtStep = -1;
+    let end: SegmentEnd;
+    for (;;) {
+      end = await this.#segment();
+      if (signal.aborted) throw abortError(signal.reason);
+      this.throwIfSinkFailed();
+      if (this.#timedOut) break;
+      if (end.kind === 'finished' || !isWindowOverflow(end.error)) break;
+      // Refused for its length: compact and send the same step again, once.
+      if (!(this.#input.conversation?.managed ?? true) || recoveredAtStep === this.#stepCount)
+        break;
+      recoveredAtStep = this.#stepCount;
+      this.#conversation.append(this.#pending);
+      this.#pending = [];
+      let recovery: Compaction | undefined;
+      try {
+        recovery = await this.#conversation.recover(end.error, this.#abortSignal);
+      } catch (error) {
+        end = { kind: 'failed', error };
+        break;
+      }
+      if (!recovery) break;
+      await this.#compacted(recovery);
+      this.throwIfSinkFailed();
+    }
+    return end;
+  }
+
+  /** The turn's result, or the error that says which budget or failure ended it. */
+  outcome(end: SegmentEnd): TurnResult {
+    const { budgets, model } = this.#input;
+    if (this.#timedOut && end.kind === 'failed') {
+      throw new BudgetExceededError(
+        'time',
+        `the turn ran out of its ${formatDuration(budgets.timeoutMs)} time budget; ` +
+          `raise ${BUDGET_SETTINGS.time} or split the task`,
+        this.#partial(),
+      );
+    }
+    if (end.kind === 'failed') {
+      const error = end.error;
+      if (isWindowOverflow(error)) throw overflowError(error, model, this.#conversation);
+      throw classifyModelError(error, model);
+    }
+    if (end.finishReason === 'length') {
+      throw new BudgetExceededError(
+        'outputTokens',
+        `the model's reply reached the ${this.#conversation.outputTokens}-token output limit before it ` +
+          `finished; raise ${BUDGET_SETTINGS.outputTokens} or ask for a smaller change`,
+        this.#partial(),
+      );
+    }
+    // Tool calls in the last step mean the loop stopped on a budget, not on an answer.
+    if (end.toolCalls > 0 && this.overBudget()) throw this.costError();
+    if (end.toolCalls > 0 && this.#stepCount >= budgets.maxSteps) {
+      throw new BudgetExceededError(
+        'steps',
+        `the turn used its ${budgets.maxSteps} steps without finishing; ` +
+          `raise ${BUDGET_SETTINGS.steps} or split the task`,
+        this.#partial(),
+      );
+    }
+    const turn = this.#partial();
+    return { summary: end.text.trim(), ...turn, finishReason: end.finishReason };
+  }
+
+  async #emit(event: AgentEvent): Promise<void> {
+    try {
+      await this.#input.onEvent(event);
+    } catch (error) {
+      this.#sinkError ??= { error };
+      this.#stop.abort(error);
+    }
+  }
+
+  #spend(u: TokenUsage): void {
+    this.#usage = addTokens(this.#usage, u);
+    const cost = this.#input.budget?.costOf(u);
+    if (cost) this.#spentUsd += cost;
+  }
+
+  async #compacted(compaction: Compaction | undefined): Promise<void> {
+    if (!compaction) return;
+    this.#spend(compaction.usage);
+    await this.#emit({ type: 'context.compacted', ...compaction });
+  }
+
+  #partial(): PartialTurn {
+    this.#conversation.append(this.#pending);
+    this.#pending = [];
+    return {
+      responseMessages: [...this.#completed],
+      turnMessages: this.#conversation.stored(),
+      usage: { ...this.#usage },
+      steps: this.#stepCount,
+    };
+  }
+
+  /** One run of the SDK's tool loop, from the conversation's messages, for the steps left. */
+  async #segment(): Promise<SegmentEnd> {
+    const conversation = this.#conversation;
     let streamError: unknown;
     let finished = false;
     const result = streamText({
-      model: input.model,
-      instructions: context.instructions(),
-      messages: context.messages(),
-      tools: input.tools,
-      stopWhen: [isStepCount(budgets.maxSteps - stepCount), overBudget],
-      maxOutputTokens: context.outputTokens,
-      maxRetries,
-      abortSignal,
-      ...(context.providerOptions() ? { providerOptions: context.providerOptions() } : {}),
+      model: this.#input.model,
+      instructions: conversation.instructions(),
+      messages: conversation.messages(),
+      tools: this.#input.tools,
+      stopWhen: [isStepCount(this.#input.budgets.maxSteps - this.#stepCount), this.overBudget],
+      maxOutputTokens: conversation.outputTokens,
+      maxRetries: this.#maxRetries,
+      abortSignal: this.#abortSignal,
+      ...(conversation.providerOptions()
+        ? { providerOptions: conversation.providerOptions() }
+        : {}),
       prepareStep: async () => {
-        const added = pending;
-        pending = [];
-        const request = await context.prepare(added, abortSignal);
-        await compacted(request.compaction);
+        const added = this.#pending;
+        this.#pending = [];
+        const request = await conversation.prepare(added, this.#abortSignal);
+        await this.#compacted(request.compaction);
         return { messages: request.messages };
       },
       // Errors arrive as stream parts below; without this the SDK also prints them.
@@ -244,63 +363,20 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
       // Called before the next step is prepared and the stop conditions are checked (the
       // stream's parts may come later): the count and the cost must be known by then.
       onStepEnd: (step) => {
-        context.observe(step.usage);
-        spend(tokenUsage(step.usage));
-        completed.push(...step.response.messages);
-        pending.push(...step.response.messages);
+        conversation.observe(step.usage);
+        this.#spend(tokenUsage(step.usage));
+        this.#completed.push(...step.response.messages);
+        this.#pending.push(...step.response.messages);
       },
     });
 
     for await (const part of result.stream) {
-      switch (part.type) {
-        case 'tool-call':
-          await emit({
-            type: 'tool.call',
-            id: part.toolCallId,
-            name: part.toolName,
-            summary: summarizeArgs(part.toolName, part.input),
-          });
-          break;
-        case 'tool-result':
-          await emit({
-            type: 'tool.result',
-            id: part.toolCallId,
-            name: part.toolName,
-            ...summarizeResult(part.toolName, part.output),
-          });
-          break;
-        case 'tool-error':
-          await emit({
-            type: 'tool.result',
-            id: part.toolCallId,
-            name: part.toolName,
-            ok: false,
-            summary: oneLine(errorMessage(part.error)),
-          });
-          break;
-        case 'finish-step': {
-          stepCount++;
-          const step = tokenUsage(part.usage);
-          await emit({
-            type: 'model.step',
-            step: stepCount,
-            finishReason: part.finishReason,
-            usage: step,
-          });
-          break;
-        }
-        case 'finish':
-          finished = true;
-          break;
-        case 'error':
-          streamError ??= part.error;
-          break;
-        default:
-          break;
-      }
+      if (part.type === 'finish') finished = true;
+      else if (part.type === 'error') streamError ??= part.error;
+      else await this.#report(part);
     }
     if (streamError !== undefined || !finished) {
-      return { kind: 'failed', error: streamError ?? abortSignal.reason };
+      return { kind: 'failed', error: streamError ?? this.#abortSignal.reason };
     }
     const finalStep = await result.finalStep;
     return {
@@ -309,76 +385,50 @@ export async function runAgentTurn(input: AgentTurnInput): Promise<TurnResult> {
       text: finalStep.text,
       toolCalls: finalStep.toolCalls.length,
     };
-  };
+  }
 
-  try {
-    if (overBudget()) throw costError();
-    let recoveredAtStep = -1;
-    let end: SegmentEnd;
-    for (;;) {
-      end = await runSegment();
-      if (signal.aborted) throw abortError(signal.reason);
-      throwIfSinkFailed();
-      if (timedOut) break;
-      if (end.kind === 'finished' || !isContextOverflow(end.error)) break;
-      // Refused for its length: compact and send the same step again, once.
-      if (!(input.context?.managed ?? true) || recoveredAtStep === stepCount) break;
-      recoveredAtStep = stepCount;
-      context.append(pending);
-      pending = [];
-      let recovery: Compaction | undefined;
-      try {
-        recovery = await context.recover(end.error, abortSignal);
-      } catch (error) {
-        end = { kind: 'failed', error };
+  /** A tool's call and result and a model step's end, as events; other parts tell nothing. */
+  async #report(part: TextStreamPart<ToolSet>): Promise<void> {
+    switch (part.type) {
+      case 'tool-call':
+        await this.#emit({
+          type: 'tool.call',
+          id: part.toolCallId,
+          name: part.toolName,
+          summary: this.#summarizeArgs(part.toolName, part.input),
+        });
+        break;
+      case 'tool-result':
+        await this.#emit({
+          type: 'tool.result',
+          id: part.toolCallId,
+          name: part.toolName,
+          ...this.#summarizeResult(part.toolName, part.output),
+        });
+        break;
+      case 'tool-error':
+        await this.#emit({
+          type: 'tool.result',
+          id: part.toolCallId,
+          name: part.toolName,
+          ok: false,
+          summary: oneLine(errorMessage(part.error)),
+        });
+        break;
+      case 'finish-step': {
+        this.#stepCount++;
+        const step = tokenUsage(part.usage);
+        await this.#emit({
+          type: 'model.step',
+          step: this.#stepCount,
+          finishReason: part.finishReason,
+          usage: step,
+        });
         break;
       }
-      if (!recovery) break;
-      await compacted(recovery);
-      throwIfSinkFailed();
+      default:
+        break;
     }
-
-    clearTimeout(timer);
-    if (timedOut && end.kind === 'failed') {
-      throw new BudgetExceededError(
-        'time',
-        `the turn ran out of its ${formatDuration(budgets.timeoutMs)} time budget; ` +
-          `raise ${BUDGET_SETTINGS.time} or split the task`,
-        partial(),
-      );
-    }
-    if (end.kind === 'failed') {
-      const error = end.error;
-      if (isContextOverflow(error)) throw overflowError(error, input.model, context);
-      throw classifyModelError(error, input.model);
-    }
-    if (end.finishReason === 'length') {
-      throw new BudgetExceededError(
-        'outputTokens',
-        `the model's reply reached the ${context.outputTokens}-token output limit before it ` +
-          `finished; raise ${BUDGET_SETTINGS.outputTokens} or ask for a smaller change`,
-        partial(),
-      );
-    }
-    // Tool calls in the last step mean the loop stopped on a budget, not on an answer.
-    if (end.toolCalls > 0 && overBudget()) throw costError();
-    if (end.toolCalls > 0 && stepCount >= budgets.maxSteps) {
-      throw new BudgetExceededError(
-        'steps',
-        `the turn used its ${budgets.maxSteps} steps without finishing; ` +
-          `raise ${BUDGET_SETTINGS.steps} or split the task`,
-        partial(),
-      );
-    }
-    const turn = partial();
-    return { summary: end.text.trim(), ...turn, finishReason: end.finishReason };
-  } catch (error) {
-    // The SDK rejects its result promises with the abort reason; report the cause instead.
-    if (signal.aborted) throw abortError(signal.reason);
-    throwIfSinkFailed();
-    throw error;
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -7,7 +7,7 @@ import { ExternalError } from '../errors.ts';
 import { parseRetryAfter } from '../retry-after.ts';
 import { maskKeyShapes } from '../secrets/scrub.ts';
 import { oneLine } from '../text.ts';
-import type { TurnContext } from './context.ts';
+import type { Conversation } from './conversation.ts';
 import { describeModel } from './models.ts';
 
 /** A failure of the model provider; `transient` says whether a later retry can help. */
@@ -27,12 +27,12 @@ export class ModelError extends ExternalError {
 export function overflowError(
   error: unknown,
   model: LanguageModel,
-  context: TurnContext,
+  conversation: Conversation,
 ): ModelError {
   const { id } = describeModel(model);
   return new ModelError(
     `model '${id}' refused the request as longer than its context window ` +
-      `(${context.policy.windowTokens} tokens as Errand knows it), even after compacting the ` +
+      `(${conversation.policy.windowTokens} tokens as Errand knows it), even after compacting the ` +
       `conversation: ${providerMessage(RetryError.isInstance(error) ? error.lastError : error)}; ` +
       "set the model's contextTokens in ERRAND_MODEL_CATALOG if it is smaller, or ask for a smaller step",
     { transient: false, status: 400, cause: error },

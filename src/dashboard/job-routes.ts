@@ -37,47 +37,76 @@ function excerpt(prompt: string): string {
   return line.length > 140 ? `${line.slice(0, 139)}…` : line;
 }
 
+/** A page of the project's jobs, with the start of each one's prompt. */
+async function jobList(
+  ctx: AppContext,
+  projectId: string,
+  query: { status?: string | undefined; cursor?: string | undefined },
+) {
+  const status = query.status
+    ? (JOB_STATUSES.find((s) => s === query.status) ??
+      (() => {
+        throw new AppError('bad_request', `"status" must be one of ${JOB_STATUSES.join(', ')}`);
+      })())
+    : undefined;
+  const listed = await listJobs(ctx, projectId, {
+    limit: JOBS_PER_PAGE,
+    status,
+    cursor: query.cursor || undefined,
+  });
+  const prompts = await firstPrompts(
+    ctx,
+    listed.jobs.map((job) => job.id),
+  );
+  return {
+    items: listed.jobs.map((job) => ({
+      job: toJobRecord(job),
+      prompt: excerpt(prompts.get(job.id) ?? ''),
+    })),
+    status,
+    nextCursor: listed.nextCursor,
+    now: Date.now(),
+  };
+}
+
+async function spentThisMonth(ctx: AppContext, projectId: string): Promise<MonthUsage> {
+  const month = (await monthUsage(ctx, [projectId])).get(projectId);
+  if (!month) throw new Error(`no month's usage for ${projectId}`);
+  return month;
+}
+
+/** A job's page: its turns, its first events and its review diff. */
+async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
+  const job = toJobRecord(await getJob(ctx, projectId, jobId));
+  const turns = await listTurns(ctx, job.id);
+  const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
+  const review = await getReviewDiff(ctx, job.id);
+  return {
+    job,
+    turns: turns.map((turn) => ({
+      seq: turn.seq,
+      state: turn.state,
+      prompt: turn.prompt,
+      summaryHtml: turn.summary ? renderMarkdown(turn.summary) : undefined,
+      error: turn.error,
+      usage: readUsage(turn.usage) ?? null,
+      createdAt: turn.created_at.toISOString(),
+      startedAt: turn.started_at?.toISOString() ?? null,
+      finishedAt: turn.finished_at?.toISOString() ?? null,
+    })),
+    events: events.map((event) => eventView(toEventRecord(event))),
+    diffHtml: review
+      ? html`${review.truncated ? html`<p class="muted">The diff is cut off at the end.</p>` : ''}${new SafeHtml(renderDiff(parseDiff(review.diff)))}`
+          .value
+      : undefined,
+  };
+}
+
 export function registerJobRoutes(
   pages: FastifyInstance,
   ctx: AppContext,
   streams: EventStreams,
 ): void {
-  const jobList = async (
-    projectId: string,
-    query: { status?: string | undefined; cursor?: string | undefined },
-  ) => {
-    const status = query.status
-      ? (JOB_STATUSES.find((s) => s === query.status) ??
-        (() => {
-          throw new AppError('bad_request', `"status" must be one of ${JOB_STATUSES.join(', ')}`);
-        })())
-      : undefined;
-    const listed = await listJobs(ctx, projectId, {
-      limit: JOBS_PER_PAGE,
-      status,
-      cursor: query.cursor || undefined,
-    });
-    const prompts = await firstPrompts(
-      ctx,
-      listed.jobs.map((job) => job.id),
-    );
-    return {
-      items: listed.jobs.map((job) => ({
-        job: toJobRecord(job),
-        prompt: excerpt(prompts.get(job.id) ?? ''),
-      })),
-      status,
-      nextCursor: listed.nextCursor,
-      now: Date.now(),
-    };
-  };
-
-  const spentThisMonth = async (projectId: string): Promise<MonthUsage> => {
-    const month = (await monthUsage(ctx, [projectId])).get(projectId);
-    if (!month) throw new Error(`no month's usage for ${projectId}`);
-    return month;
-  };
-
   pages.get<{
     Params: { id: string };
     Querystring: { status?: string; cursor?: string; created?: string };
@@ -90,8 +119,8 @@ export function registerJobRoutes(
       jobsPage(
         principal,
         toProjectRecord(ctx, row),
-        await spentThisMonth(row.id),
-        await jobList(row.id, request.query),
+        await spentThisMonth(ctx, row.id),
+        await jobList(ctx, row.id, request.query),
         { created: created && isId('job', created) ? created : undefined },
       ),
     );
@@ -114,8 +143,8 @@ export function registerJobRoutes(
           jobsPage(
             principal,
             toProjectRecord(ctx, row),
-            await spentThisMonth(row.id),
-            await jobList(row.id, {}),
+            await spentThisMonth(ctx, row.id),
+            await jobList(ctx, row.id, {}),
             { prompt, error: err.message },
           ),
         );
@@ -123,37 +152,11 @@ export function registerJobRoutes(
     },
   );
 
-  const jobDetail = async (projectId: string, jobId: string) => {
-    const job = toJobRecord(await getJob(ctx, projectId, jobId));
-    const turns = await listTurns(ctx, job.id);
-    const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
-    const review = await getReviewDiff(ctx, job.id);
-    return {
-      job,
-      turns: turns.map((turn) => ({
-        seq: turn.seq,
-        state: turn.state,
-        prompt: turn.prompt,
-        summaryHtml: turn.summary ? renderMarkdown(turn.summary) : undefined,
-        error: turn.error,
-        usage: readUsage(turn.usage) ?? null,
-        createdAt: turn.created_at.toISOString(),
-        startedAt: turn.started_at?.toISOString() ?? null,
-        finishedAt: turn.finished_at?.toISOString() ?? null,
-      })),
-      events: events.map((event) => eventView(toEventRecord(event))),
-      diffHtml: review
-        ? html`${review.truncated ? html`<p class="muted">The diff is cut off at the end.</p>` : ''}${new SafeHtml(renderDiff(parseDiff(review.diff)))}`
-            .value
-        : undefined,
-    };
-  };
-
   type JobParams = { Params: { id: string; jobId: string } };
 
   pages.get<JobParams>('/projects/:id/jobs/:jobId', async (request, reply) => {
     const { principal, row } = await visibleProject(ctx, request, request.params.id);
-    const detail = await jobDetail(row.id, request.params.jobId);
+    const detail = await jobDetail(ctx, row.id, request.params.jobId);
     return sendPage(reply, 200, jobPage(principal, toProjectRecord(ctx, row), detail.job, detail));
   });
 
@@ -211,7 +214,7 @@ export function registerJobRoutes(
         return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
-        const detail = await jobDetail(row.id, request.params.jobId);
+        const detail = await jobDetail(ctx, row.id, request.params.jobId);
         return sendPage(
           reply,
           err.status,

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { TokenUsage } from '../jobs/usage.ts';
-import type { ModelApi, ObservedAnswer } from '../sandbox/model-proxy.ts';
+import type { ObservedAnswer } from '../sandbox/model-proxy.ts';
+import type { ModelApi } from '../sandbox/model-request.ts';
 import { type MeteredCall, meterAnswer, type StepReport, TurnMeter } from './meter.ts';
 
 const SSE = 'text/event-stream; charset=utf-8';

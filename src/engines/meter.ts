@@ -9,14 +9,8 @@
 import { isRecord } from '../client/records.ts';
 import { formatUsd } from '../client/words.ts';
 import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage.ts';
-import type {
-  AnswerObserver,
-  ModelApi,
-  ObservedAnswer,
-  ProxyCall,
-  ProxyRefusal,
-} from '../sandbox/model-proxy.ts';
-import type { Removed } from '../sandbox/model-request.ts';
+import type { AnswerObserver, ObservedAnswer, ProxyCall } from '../sandbox/model-proxy.ts';
+import type { ModelApi, ProxyRefusal, Removed } from '../sandbox/model-request.ts';
 
 /** A whole JSON answer is read up to this size; no real answer comes near it. */
 const MAX_JSON_BYTES = 16 * 1024 * 1024;

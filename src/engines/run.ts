@@ -22,11 +22,12 @@ import {
   UnsafeFileError,
 } from '../sandbox/safe-files.ts';
 import { runNetwork, runSandboxed } from '../sandbox/sandbox.ts';
+import type { SandboxResult } from '../sandbox/types.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import type { EngineDefinition } from './engine.ts';
+import type { EngineDefinition, StreamReader } from './engine.ts';
 import { type TurnBudget, TurnMeter } from './meter.ts';
 import { opencode } from './opencode.ts';
 
@@ -132,45 +133,18 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   const modelId = input.model.slice(colon + 1);
   const api = PROVIDER_APIS[provider];
   if (!api) throw new TurnFailedError(`engine ${engine.name} cannot run model '${input.model}'`);
-
-  await mkdir(input.stateDir, { recursive: true, mode: 0o700 });
-  const home = join(input.stateDir, HOME_DIR);
-  // Where a state directory of the old layout (all of it the engine's HOME) has something else
-  // in its place, that goes: what the sandbox sees must be a directory of its own.
-  await makeDirectory(home);
-  const previous = await readSession(input.stateDir, engine.name);
-  const resume = previous?.session;
-  const prompt = resume ? input.prompt : withHistory(input.prompt, input.earlier);
-  const invocation = definition.invocation({
-    bin: engine.bin,
-    workspace: input.checkout,
-    model: { provider, id: modelId },
-    proxyOrigin: `http://127.0.0.1:${PROXY_PORT}`,
-    prompt,
-    resume,
-    title: oneLine(input.prompt, 60),
-  });
+  const { home, resume, invocation } = await prepare(input, definition, { provider, id: modelId });
 
   // The turn's limits stop the engine: its own controller, so that they can be told apart from
   // the caller's cancel.
   const stop = new AbortController();
-  let chain: Promise<void> = Promise.resolve();
-  let sinkError: { error: unknown } | undefined;
-  /** Emits in arrival order; a failed emit stops the engine and fails the turn. */
-  const deliver = (type: string, data: Record<string, unknown>) => {
-    chain = chain
-      .then(() => input.emit(type, data))
-      .catch((error: unknown) => {
-        sinkError ??= { error };
-        stop.abort();
-      });
-  };
+  const events = new OrderedEvents(input.emit, stop);
   const meter = new TurnMeter({
     maxSteps: input.maxSteps,
     job: input.budget,
     month: input.monthBudget,
     priced: input.priced,
-    onStep: (step) => deliver('model.step', { ...step }),
+    onStep: (step) => events.deliver('model.step', { ...step }),
     onStop: () => stop.abort(),
   });
   const proxy = await startModelProxy({
@@ -190,25 +164,13 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   });
 
   const reader = definition.reader();
-  const onLine = (text: string) => {
-    let line: unknown;
-    try {
-      line = JSON.parse(text);
-    } catch {
-      // Engines print the odd line of plain text (warnings) on stdout too.
-      return;
-    }
-    if (!isRecord(line)) return;
-    for (const { type, ...data } of reader.read(line)) deliver(type, data);
-  };
-
   // Refusals go in order with the engine's own events.
   const egress = runNetwork(
     input.network?.mode ?? 'none',
     input.network?.allow ?? [],
-    async (type, data) => deliver(type, data),
+    async (type, data) => events.deliver(type, data),
   );
-  let result: Awaited<ReturnType<typeof runSandboxed>>;
+  let result: SandboxResult;
   try {
     result = await runSandboxed({
       checkout: input.checkout,
@@ -226,30 +188,114 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       readOnlyBinds: [engine.dir],
       home,
       modelProxy: { socketPath: proxy.socketPath, port: PROXY_PORT },
-      onStdoutLine: onLine,
+      onStdoutLine: (text) => readLine(reader, text, events),
     });
   } finally {
     await proxy.close();
   }
   await egress.settled();
-  await chain;
+  await events.drained();
   if (reader.sessionId) await writeSession(input.stateDir, engine.name, reader.sessionId);
   signal.throwIfAborted();
-  if (sinkError) throw sinkError.error;
-  if (meter.stopped) throw new TurnFailedError(`${meter.stopped}; ${engine.name} was stopped`);
+  events.throwIfFailed();
+  return outcome(engine.name, input.limits, result, reader, meter);
+}
+
+/**
+ * The job's engine state made ready (its HOME a directory of its own) and the engine's command:
+ * resuming the session the state holds, or else told of the job's earlier turns.
+ */
+async function prepare(
+  input: EngineTurnInput,
+  definition: EngineDefinition,
+  model: { provider: string; id: string },
+) {
+  await mkdir(input.stateDir, { recursive: true, mode: 0o700 });
+  const home = join(input.stateDir, HOME_DIR);
+  // Where a state directory of the old layout (all of it the engine's HOME) has something else
+  // in its place, that goes: what the sandbox sees must be a directory of its own.
+  await makeDirectory(home);
+  const previous = await readSession(input.stateDir, input.engine.name);
+  const resume = previous?.session;
+  const prompt = resume ? input.prompt : withHistory(input.prompt, input.earlier);
+  const invocation = definition.invocation({
+    bin: input.engine.bin,
+    workspace: input.checkout,
+    model,
+    proxyOrigin: `http://127.0.0.1:${PROXY_PORT}`,
+    prompt,
+    resume,
+    title: oneLine(input.prompt, 60),
+  });
+  return { home, resume, invocation };
+}
+
+/** The turn's events, emitted in arrival order; a failed emit stops the engine and fails the turn. */
+class OrderedEvents {
+  readonly #emit: EngineTurnInput['emit'];
+  readonly #stop: AbortController;
+  #chain: Promise<void> = Promise.resolve();
+  #sinkError: { error: unknown } | undefined;
+
+  constructor(emit: EngineTurnInput['emit'], stop: AbortController) {
+    this.#emit = emit;
+    this.#stop = stop;
+  }
+
+  deliver(type: string, data: Record<string, unknown>): void {
+    this.#chain = this.#chain
+      .then(() => this.#emit(type, data))
+      .catch((error: unknown) => {
+        this.#sinkError ??= { error };
+        this.#stop.abort();
+      });
+  }
+
+  /** Once every event delivered so far has been emitted (or failed). */
+  async drained(): Promise<void> {
+    await this.#chain;
+  }
+
+  throwIfFailed(): void {
+    if (this.#sinkError) throw this.#sinkError.error;
+  }
+}
+
+/** One line of the engine's stdout: its events, if it is a line of the engine's JSON stream. */
+function readLine(reader: StreamReader, text: string, events: OrderedEvents): void {
+  let line: unknown;
+  try {
+    line = JSON.parse(text);
+  } catch {
+    // Engines print the odd line of plain text (warnings) on stdout too.
+    return;
+  }
+  if (!isRecord(line)) return;
+  for (const { type, ...data } of reader.read(line)) events.deliver(type, data);
+}
+
+/** The turn's summary and usage, or why it failed: a limit reached, or the engine's error. */
+function outcome(
+  name: InstallableEngine,
+  limits: SandboxLimits,
+  result: SandboxResult,
+  reader: StreamReader,
+  meter: TurnMeter,
+): EngineTurnResult {
+  if (meter.stopped) throw new TurnFailedError(`${meter.stopped}; ${name} was stopped`);
   if (result.timedOut) {
     throw new TurnFailedError(
-      `the turn ran out of its ${input.limits.timeoutSeconds} s time budget; raise ERRAND_TURN_TIMEOUT_SECONDS or split the task; ${engine.name} was stopped`,
+      `the turn ran out of its ${limits.timeoutSeconds} s time budget; raise ERRAND_TURN_TIMEOUT_SECONDS or split the task; ${name} was stopped`,
     );
   }
   if (result.diskExceeded) {
     throw new TurnFailedError(
-      `${engine.name} wrote more than the checkout's limit of ${result.diskExceeded.limitMb} MB; it was stopped`,
+      `${name} wrote more than the checkout's limit of ${result.diskExceeded.limitMb} MB; it was stopped`,
     );
   }
   if (result.memoryExceeded) {
     throw new TurnFailedError(
-      `${engine.name} ran out of its ${result.memoryExceeded.limitMb} MB of memory (the project's commandMemoryMb); it was stopped`,
+      `${name} ran out of its ${result.memoryExceeded.limitMb} MB of memory (the project's commandMemoryMb); it was stopped`,
     );
   }
   if (result.exitCode !== 0 || reader.error !== undefined || reader.summary === undefined) {
@@ -259,7 +305,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
         `it exited with ${result.exitCode ?? result.signal} without a final message`);
     // A refused key or an unknown model will not change on a retry; anything else may.
     const final = /\b(401|403|404|authentication|unauthorized|permission|not found)\b/i.test(why);
-    const message = `${engine.name} failed: ${oneLine(why, 500)}`;
+    const message = `${name} failed: ${oneLine(why, 500)}`;
     if (final) throw new TurnFailedError(message);
     throw new ExternalError('model', message, { transient: true });
   }

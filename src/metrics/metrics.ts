@@ -14,198 +14,174 @@ export type Sampler = () => Promise<void>;
 /** How a turn attempt ended: done, failed for good, retried later, handed back undecided, or stopped by an archive. */
 export type TurnOutcome = 'done' | 'failed' | 'retried' | 'interrupted' | 'archived';
 
-export class Metrics {
-  readonly registry = new Registry();
-  readonly httpRequests: Counter<'method' | 'route' | 'status'>;
-  readonly httpDuration: Histogram<'method' | 'route' | 'status'>;
-  readonly turns: Counter<'outcome'>;
-  readonly turnDuration: Histogram<'outcome'>;
-  readonly modelCalls: Counter<'provider'>;
-  readonly modelTokens: Counter<'provider' | 'kind'>;
-  readonly modelCost: Counter<'provider' | 'model'>;
-  readonly modelUnpriced: Counter<'provider' | 'model'>;
-  readonly modelErrors: Counter<'provider'>;
-  readonly forgeCalls: Counter<'forge'>;
-  readonly forgeErrors: Counter<'forge'>;
-  readonly jobs: Gauge<'status'>;
-  readonly queuedTurns: Gauge;
-  readonly oldestQueuedSeconds: Gauge;
-  readonly workspaceBytes: Gauge<'kind'>;
-  readonly workspaceCount: Gauge<'kind'>;
-  readonly environmentRestores: Counter<'result'>;
-  readonly environmentRestoreDuration: Histogram<'from'>;
-  readonly environmentBuilds: Counter<'outcome'>;
-  readonly environmentBytes: Gauge<'kind'>;
-  readonly environmentSnapshots: Gauge;
-  readonly databaseUp: Gauge;
-  readonly webhookDeliveries: Counter<'outcome'>;
-  readonly webhookAttemptDuration: Histogram<'result'>;
-  readonly eventStreams: Gauge;
-  readonly eventStreamBuffered: Gauge;
-  readonly #samplers: Sampler[] = [];
+/** A registry with Node's process metrics (CPU, memory, event loop, handles), named errand_*. */
+function withDefaultMetrics(registry: Registry): Registry {
+  collectDefaultMetrics({
+    register: registry,
+    prefix: 'errand_',
+    eventLoopMonitoringPrecision: 20,
+  });
+  return registry;
+}
 
-  constructor() {
-    const registers = [this.registry];
-    collectDefaultMetrics({
-      register: this.registry,
-      prefix: 'errand_',
-      eventLoopMonitoringPrecision: 20,
-    });
-    this.httpRequests = new Counter({
-      name: 'errand_http_requests_total',
-      help: 'HTTP requests answered, by route template and status',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
-    this.httpDuration = new Histogram({
-      name: 'errand_http_request_duration_seconds',
-      help: 'Time from the request to the end of its response',
-      labelNames: ['method', 'route', 'status'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
-    this.turns = new Counter({
-      name: 'errand_turns_total',
-      help: 'Turn attempts by outcome: done, failed (for good), retried (after a backoff), interrupted (handed back to the queue), archived',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.turnDuration = new Histogram({
-      name: 'errand_turn_duration_seconds',
-      help: 'Wall time of a turn attempt, by outcome',
-      labelNames: ['outcome'],
-      buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600],
-      registers,
-    });
-    this.modelCalls = new Counter({
-      name: 'errand_model_calls_total',
-      help: 'Model calls (agent steps) by provider',
-      labelNames: ['provider'],
-      registers,
-    });
-    this.modelTokens = new Counter({
-      name: 'errand_model_tokens_total',
-      help: 'Model tokens by provider and kind: input (all of it), output, and of the input cache_read (served from the prompt cache) and cache_write (written to it)',
-      labelNames: ['provider', 'kind'],
-      registers,
-    });
-    this.modelCost = new Counter({
-      name: 'errand_model_cost_usd_total',
-      help: "Estimated cost of model calls in US dollars, at the model's list prices, by provider and model (calls of a model without a known price are not in it: see errand_model_unpriced_calls_total)",
-      labelNames: ['provider', 'model'],
-      registers,
-    });
-    this.modelUnpriced = new Counter({
-      name: 'errand_model_unpriced_calls_total',
-      help: 'Model calls whose cost is unknown (the model has no known price), by provider and model',
-      labelNames: ['provider', 'model'],
-      registers,
-    });
-    this.modelErrors = new Counter({
-      name: 'errand_model_errors_total',
-      help: 'Turn attempts that ended in a model error, by provider',
-      labelNames: ['provider'],
-      registers,
-    });
-    this.forgeCalls = new Counter({
-      name: 'errand_forge_calls_total',
-      help: 'Forge API calls by forge',
-      labelNames: ['forge'],
-      registers,
-    });
-    this.forgeErrors = new Counter({
-      name: 'errand_forge_errors_total',
-      help: 'Forge API calls that failed (network error or an answer of 4xx/5xx), by forge',
-      labelNames: ['forge'],
-      registers,
-    });
-    this.jobs = new Gauge({
-      name: 'errand_jobs',
-      help: 'Jobs by status (read from the database at scrape time)',
-      labelNames: ['status'],
-      registers,
-    });
-    this.queuedTurns = new Gauge({
-      name: 'errand_turns_queued',
-      help: 'Turns accepted and not started yet',
-      registers,
-    });
-    this.oldestQueuedSeconds = new Gauge({
-      name: 'errand_turn_oldest_queued_age_seconds',
-      help: 'Age of the oldest turn not started yet (0 when none)',
-      registers,
-    });
-    this.workspaceBytes = new Gauge({
-      name: 'errand_workspace_bytes',
-      help: "Disk used by this machine's workspaces: job clones (jobs) and project mirrors (mirrors)",
-      labelNames: ['kind'],
-      registers,
-    });
-    this.environmentRestores = new Counter({
-      name: 'errand_environment_restores_total',
-      help: "Turns with a setup command by whether this worker had the environment's snapshot: hit (restored) or miss (the setup ran)",
-      labelNames: ['result'],
-      registers,
-    });
-    this.environmentRestoreDuration = new Histogram({
-      name: 'errand_environment_restore_seconds',
-      help: 'Time to put a snapshot into a checkout, by source: a ready spare copy (spare) or a copy made while the turn waited (copy)',
-      labelNames: ['from'],
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
-    this.environmentBuilds = new Counter({
-      name: 'errand_environment_builds_total',
-      help: 'Setup runs that could make a snapshot, by outcome: kept, not_kept (it held a setup-only secret, or was larger than the cache) or failed (the setup did not exit 0)',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.environmentBytes = new Gauge({
-      name: 'errand_environment_bytes',
-      help: "Disk used by this worker's environments: snapshots, their spare copies (spares) and the projects' package caches (homes)",
-      labelNames: ['kind'],
-      registers,
-    });
-    this.environmentSnapshots = new Gauge({
-      name: 'errand_environment_snapshots',
-      help: 'Environment snapshots this worker keeps',
-      registers,
-    });
-    this.workspaceCount = new Gauge({
-      name: 'errand_workspaces',
-      help: "Job clones (jobs) and project mirrors (mirrors) on this machine's disk",
-      labelNames: ['kind'],
-      registers,
-    });
-    this.databaseUp = new Gauge({
-      name: 'errand_database_up',
-      help: '1 when the last scrape could read the database in time, else 0',
-      registers,
-    });
-    this.webhookDeliveries = new Counter({
-      name: 'errand_webhook_deliveries_total',
-      help: 'Webhook deliveries handled, by outcome: delivered, retried (an attempt failed), failed (given up, or the webhook disabled), skipped (nothing left to send)',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.webhookAttemptDuration = new Histogram({
-      name: 'errand_webhook_attempt_duration_seconds',
-      help: 'Time of a webhook delivery attempt, from connect to the answer, by result (ok: 2xx, error)',
-      labelNames: ['result'],
-      buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers,
-    });
-    this.eventStreams = new Gauge({
-      name: 'errand_event_streams',
-      help: 'Live event streams (Server-Sent Events) open on this process',
-      registers,
-    });
-    this.eventStreamBuffered = new Gauge({
-      name: 'errand_event_stream_buffered_bytes',
-      help: 'Bytes written to open event streams that their readers have not taken yet',
-      registers,
-    });
-  }
+export class Metrics {
+  // Registered in this order, after the process's default metrics.
+  readonly registry = withDefaultMetrics(new Registry());
+  readonly httpRequests: Counter<'method' | 'route' | 'status'> = new Counter({
+    name: 'errand_http_requests_total',
+    help: 'HTTP requests answered, by route template and status',
+    labelNames: ['method', 'route', 'status'],
+    registers: [this.registry],
+  });
+  readonly httpDuration: Histogram<'method' | 'route' | 'status'> = new Histogram({
+    name: 'errand_http_request_duration_seconds',
+    help: 'Time from the request to the end of its response',
+    labelNames: ['method', 'route', 'status'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly turns: Counter<'outcome'> = new Counter({
+    name: 'errand_turns_total',
+    help: 'Turn attempts by outcome: done, failed (for good), retried (after a backoff), interrupted (handed back to the queue), archived',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly turnDuration: Histogram<'outcome'> = new Histogram({
+    name: 'errand_turn_duration_seconds',
+    help: 'Wall time of a turn attempt, by outcome',
+    labelNames: ['outcome'],
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600],
+    registers: [this.registry],
+  });
+  readonly modelCalls: Counter<'provider'> = new Counter({
+    name: 'errand_model_calls_total',
+    help: 'Model calls (agent steps) by provider',
+    labelNames: ['provider'],
+    registers: [this.registry],
+  });
+  readonly modelTokens: Counter<'provider' | 'kind'> = new Counter({
+    name: 'errand_model_tokens_total',
+    help: 'Model tokens by provider and kind: input (all of it), output, and of the input cache_read (served from the prompt cache) and cache_write (written to it)',
+    labelNames: ['provider', 'kind'],
+    registers: [this.registry],
+  });
+  readonly modelCost: Counter<'provider' | 'model'> = new Counter({
+    name: 'errand_model_cost_usd_total',
+    help: "Estimated cost of model calls in US dollars, at the model's list prices, by provider and model (calls of a model without a known price are not in it: see errand_model_unpriced_calls_total)",
+    labelNames: ['provider', 'model'],
+    registers: [this.registry],
+  });
+  readonly modelUnpriced: Counter<'provider' | 'model'> = new Counter({
+    name: 'errand_model_unpriced_calls_total',
+    help: 'Model calls whose cost is unknown (the model has no known price), by provider and model',
+    labelNames: ['provider', 'model'],
+    registers: [this.registry],
+  });
+  readonly modelErrors: Counter<'provider'> = new Counter({
+    name: 'errand_model_errors_total',
+    help: 'Turn attempts that ended in a model error, by provider',
+    labelNames: ['provider'],
+    registers: [this.registry],
+  });
+  readonly forgeCalls: Counter<'forge'> = new Counter({
+    name: 'errand_forge_calls_total',
+    help: 'Forge API calls by forge',
+    labelNames: ['forge'],
+    registers: [this.registry],
+  });
+  readonly forgeErrors: Counter<'forge'> = new Counter({
+    name: 'errand_forge_errors_total',
+    help: 'Forge API calls that failed (network error or an answer of 4xx/5xx), by forge',
+    labelNames: ['forge'],
+    registers: [this.registry],
+  });
+  readonly jobs: Gauge<'status'> = new Gauge({
+    name: 'errand_jobs',
+    help: 'Jobs by status (read from the database at scrape time)',
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
+  readonly queuedTurns: Gauge = new Gauge({
+    name: 'errand_turns_queued',
+    help: 'Turns accepted and not started yet',
+    registers: [this.registry],
+  });
+  readonly oldestQueuedSeconds: Gauge = new Gauge({
+    name: 'errand_turn_oldest_queued_age_seconds',
+    help: 'Age of the oldest turn not started yet (0 when none)',
+    registers: [this.registry],
+  });
+  readonly workspaceBytes: Gauge<'kind'> = new Gauge({
+    name: 'errand_workspace_bytes',
+    help: "Disk used by this machine's workspaces: job clones (jobs) and project mirrors (mirrors)",
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+  readonly environmentRestores: Counter<'result'> = new Counter({
+    name: 'errand_environment_restores_total',
+    help: "Turns with a setup command by whether this worker had the environment's snapshot: hit (restored) or miss (the setup ran)",
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly environmentRestoreDuration: Histogram<'from'> = new Histogram({
+    name: 'errand_environment_restore_seconds',
+    help: 'Time to put a snapshot into a checkout, by source: a ready spare copy (spare) or a copy made while the turn waited (copy)',
+    labelNames: ['from'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly environmentBuilds: Counter<'outcome'> = new Counter({
+    name: 'errand_environment_builds_total',
+    help: 'Setup runs that could make a snapshot, by outcome: kept, not_kept (it held a setup-only secret, or was larger than the cache) or failed (the setup did not exit 0)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly environmentBytes: Gauge<'kind'> = new Gauge({
+    name: 'errand_environment_bytes',
+    help: "Disk used by this worker's environments: snapshots, their spare copies (spares) and the projects' package caches (homes)",
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+  readonly environmentSnapshots: Gauge = new Gauge({
+    name: 'errand_environment_snapshots',
+    help: 'Environment snapshots this worker keeps',
+    registers: [this.registry],
+  });
+  readonly workspaceCount: Gauge<'kind'> = new Gauge({
+    name: 'errand_workspaces',
+    help: "Job clones (jobs) and project mirrors (mirrors) on this machine's disk",
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
+  readonly databaseUp: Gauge = new Gauge({
+    name: 'errand_database_up',
+    help: '1 when the last scrape could read the database in time, else 0',
+    registers: [this.registry],
+  });
+  readonly webhookDeliveries: Counter<'outcome'> = new Counter({
+    name: 'errand_webhook_deliveries_total',
+    help: 'Webhook deliveries handled, by outcome: delivered, retried (an attempt failed), failed (given up, or the webhook disabled), skipped (nothing left to send)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly webhookAttemptDuration: Histogram<'result'> = new Histogram({
+    name: 'errand_webhook_attempt_duration_seconds',
+    help: 'Time of a webhook delivery attempt, from connect to the answer, by result (ok: 2xx, error)',
+    labelNames: ['result'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly eventStreams: Gauge = new Gauge({
+    name: 'errand_event_streams',
+    help: 'Live event streams (Server-Sent Events) open on this process',
+    registers: [this.registry],
+  });
+  readonly eventStreamBuffered: Gauge = new Gauge({
+    name: 'errand_event_stream_buffered_bytes',
+    help: 'Bytes written to open event streams that their readers have not taken yet',
+    registers: [this.registry],
+  });
+  readonly #samplers: Sampler[] = [];
 
   /** Adds a reading taken at every scrape (database gauges, workspace disk use). */
   sample(sampler: Sampler): void {

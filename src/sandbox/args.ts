@@ -231,7 +231,13 @@ export function secretScript(
 
 export async function bwrapArgs(input: PlanInput): Promise<string[]> {
   const cwd = insideCwd(input.checkout, input.cwd);
-  const args: string[] = [
+  const isolated = isolation(input);
+  return [...isolated, ...(await mounts(input)), ...limitedCommand(input, cwd)];
+}
+
+/** The namespaces, capabilities and environment: nothing of the host's but what is named. */
+function isolation(input: PlanInput): string[] {
+  return [
     // A new user, PID, IPC, UTS, cgroup and network namespace; a user namespace always, even
     // for root, so the command has no capability anywhere.
     '--unshare-all',
@@ -264,6 +270,14 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     '/tmp',
     ...extraEnv(input.env ?? {}),
   ];
+}
+
+/**
+ * The sandbox's file system: the system read-only, its own /proc, /dev, /tmp and HOME, the
+ * checkout writable with its .git read-only, and then the root and /dev made read-only.
+ */
+async function mounts(input: PlanInput): Promise<string[]> {
+  const args: string[] = [];
   for (const dir of SYSTEM_DIRS) {
     const info = await lstat(dir).catch(() => null);
     if (info === null) continue;
@@ -312,14 +326,21 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
     args.push('--ro-bind', gitDir, join(WORKSPACE, '.git'));
     for (const objects of await borrowedObjects(gitDir)) args.push('--ro-bind', objects, objects);
   }
-  const { limits } = input;
-  const mb = 1024 * 1024;
   args.push(
     '--remount-ro',
     '/dev',
     // The root is bwrap's own tmpfs holding the mount points: read-only too, once they exist.
     '--remount-ro',
     '/',
+  );
+  return args;
+}
+
+/** Where the command starts, and the command itself under its resource limits and wrapper. */
+function limitedCommand(input: PlanInput, cwd: string): string[] {
+  const { limits, forwarder } = input;
+  const mb = 1024 * 1024;
+  return [
     '--chdir',
     cwd,
     '--info-fd',
@@ -355,8 +376,7 @@ export async function bwrapArgs(input: PlanInput): Promise<string[]> {
           forwarder.source,
           ...forwarder.routes.flatMap((r) => [String(r.port), `${SOCKET_DIR}/${r.name}.sock`]),
         ]),
-  );
-  return args;
+  ];
 }
 
 /** The forwarder's node and each route's socket, mounted read-only, once each is checked. */

@@ -2,7 +2,7 @@
 // there are some), its output kept, its network attached and filtered, its checkout measured,
 // and the whole of it ended on a timeout, an abort, an OOM kill or a checkout grown past its
 // bound.
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import type { Readable, Writable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -27,7 +27,7 @@ import {
 } from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
 import { descendants, signalAll } from './processes.ts';
-import type { NetworkStatus, SandboxResult, SandboxRun } from './sandbox.ts';
+import type { NetworkStatus, SandboxResult, SandboxRun } from './types.ts';
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
 export class SandboxError extends Error {
@@ -103,12 +103,19 @@ function proxyEnv(port: number): Record<string, string> {
   };
 }
 
-async function confined(
-  ready: Ready,
-  run: SandboxRun,
-  egress: ForwarderRoute | undefined,
-): Promise<SandboxResult> {
-  const started = performance.now();
+/** How a run is confined, worked out from the run alone before anything starts. */
+interface Shape {
+  /** network 'open': the user-mode network, its egress filter, and a block until it is up. */
+  open: boolean;
+  /** The egress filter loaded inside the sandbox rather than from outside (not root). */
+  filterInside: boolean;
+  ruleset: string;
+  /** stdout and stderr kept apart (onStdoutLine). */
+  separate: boolean;
+  cap: number;
+}
+
+function shapeOf(ready: Ready, run: SandboxRun): Shape {
   checkLimits(run.limits);
   const network = ready.network;
   const open = run.network === 'open';
@@ -118,36 +125,42 @@ async function confined(
       : `${network.status.reason} (${network.status.howToFix})`;
     throw new SandboxError(`the user-mode network for setup commands is unavailable: ${why}`);
   }
-  // Root loads the egress filter from outside; another user's sandbox owns its network
-  // namespace (one user namespace), and loads it inside before the command.
-  const filterInside = open && !isRoot();
-  const ruleset = open ? runEgressRuleset() : '';
-  const separate = run.onStdoutLine !== undefined;
-  const cap = run.outputCap ?? DEFAULT_OUTPUT_CAP;
-  const output = new CappedOutput(cap);
-  if (run.signal.aborted) {
-    return {
-      exitCode: null,
-      signal: null,
-      timedOut: false,
-      aborted: true,
-      output: '',
-      outputTruncated: false,
-      ...(separate ? { stderr: '' } : {}),
-      durationMs: 0,
-    };
-  }
+  return {
+    open,
+    // Root loads the egress filter from outside; another user's sandbox owns its network
+    // namespace (one user namespace), and loads it inside before the command.
+    filterInside: open && !isRoot(),
+    ruleset: open ? runEgressRuleset() : '',
+    separate: run.onStdoutLine !== undefined,
+    cap: run.outputCap ?? DEFAULT_OUTPUT_CAP,
+  };
+}
+
+/** bwrap's command line for the run, and the secrets its wrapper reads from a descriptor. */
+interface Command {
+  args: string[];
+  secrets: string;
+  secretsFd: number;
+  /** The forwarder's routes into the sandbox (the model proxy, the egress proxy). */
+  routes: ForwarderRoute[];
+}
+
+async function commandOf(
+  ready: Ready,
+  run: SandboxRun,
+  egress: ForwarderRoute | undefined,
+  { open, filterInside, separate }: Shape,
+): Promise<Command> {
+  const network = ready.network;
   const routes: ForwarderRoute[] = [
     ...(run.modelProxy ? [{ name: 'model', ...run.modelProxy }] : []),
     ...(egress ? [egress] : []),
   ];
-  let args: string[];
-  let secrets = '';
   // The next descriptor after the network's and the filter's, when there are secrets.
   const secretsFd = BLOCK_FD + (open ? 2 : 0) + (filterInside ? 1 : 0);
   try {
-    secrets = run.secretEnv ? secretScript(run.secretEnv, run.env ?? {}) : '';
-    args = await bwrapArgs({
+    const secrets = run.secretEnv ? secretScript(run.secretEnv, run.env ?? {}) : '';
+    const args = await bwrapArgs({
       checkout: run.checkout,
       cwd: run.cwd,
       command: run.command,
@@ -174,10 +187,52 @@ async function confined(
       separateStderr: separate,
       ...(secrets ? { secretsFd } : {}),
     });
+    return { args, secrets, secretsFd, routes };
   } catch (err) {
     if (err instanceof InvalidRunError) throw new SandboxError(err.message);
     throw err;
   }
+}
+
+/**
+ * A host shell that then becomes bwrap: it makes the run the first choice of any OOM killer
+ * that looks beyond the run's own group (the host's, or a bound on Errand's group), before
+ * Errand, and joins the run's groups, so not one fork of the command happens outside them.
+ */
+function hostArgv(bwrap: string, args: readonly string[], cgroup: RunCgroup | null): string[] {
+  const procsFiles = cgroup?.procsFiles ?? [];
+  return [
+    '-c',
+    'echo 1000 > /proc/self/oom_score_adj || exit 125; n=$1; shift; ' +
+      'while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
+    'sh',
+    String(procsFiles.length),
+    ...procsFiles,
+    bwrap,
+    ...args,
+  ];
+}
+
+async function confined(
+  ready: Ready,
+  run: SandboxRun,
+  egress: ForwarderRoute | undefined,
+): Promise<SandboxResult> {
+  const started = performance.now();
+  const shape = shapeOf(ready, run);
+  if (run.signal.aborted) {
+    return {
+      exitCode: null,
+      signal: null,
+      timedOut: false,
+      aborted: true,
+      output: '',
+      outputTruncated: false,
+      ...(shape.separate ? { stderr: '' } : {}),
+      durationMs: 0,
+    };
+  }
+  const command = await commandOf(ready, run, egress, shape);
   const grown = run.home === undefined ? [run.checkout] : [run.checkout, run.home];
   const baseline = await diskUsage(grown).catch((err: unknown) => {
     throw new SandboxError(
@@ -187,256 +242,237 @@ async function confined(
   // Where the probe found a place for them, a run never goes without its groups. Tasks: plus
   // two for bwrap itself and its init, and one for the forwarder.
   const cgroup = await RunCgroup.create(ready.cgroups, {
-    tasks: run.limits.processes + 2 + (routes.length > 0 ? 1 : 0),
+    tasks: run.limits.processes + 2 + (command.routes.length > 0 ? 1 : 0),
     memoryBytes: run.limits.memoryMb * MB,
   }).catch((err: unknown) => {
     throw new SandboxError(
       `the run's control group could not be made: ${err instanceof Error ? err.message : String(err)}`,
     );
   });
-  // A host shell that then becomes bwrap: it makes the run the first choice of any OOM killer
-  // that looks beyond the run's own group (the host's, or a bound on Errand's group), before
-  // Errand, and joins the run's groups, so not one fork of the command happens outside them.
-  const procsFiles = cgroup?.procsFiles ?? [];
-  const file = '/bin/sh';
-  const argv = [
-    '-c',
-    'echo 1000 > /proc/self/oom_score_adj || exit 125; n=$1; shift; ' +
-      'while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; n=$((n-1)); done; exec "$@"',
-    'sh',
-    String(procsFiles.length),
-    ...procsFiles,
-    ready.bwrap,
-    ...args,
-  ];
-
-  const resolvConf = open ? await sandboxResolvConf() : '';
+  const resolvConf = shape.open ? await sandboxResolvConf() : '';
   const inherited = await inheritedDescriptors();
-  let attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
+  const watch = new RunWatch(ready.network.tools, run, shape, cgroup, grown, baseline);
   try {
-    // Only a PATH: bwrap's own environment (readable in /proc by the host's user) holds nothing
-    // of the service's, and --clearenv gives the command none of it either.
-    const child = spawn(file, argv, {
-      stdio: withInheritedClosed(
-        [
-          run.stdin === undefined ? 'ignore' : 'pipe',
-          'pipe',
-          'pipe',
-          'pipe',
-          'pipe',
-          ...(open ? (['pipe', 'pipe'] as const) : []),
-          ...(filterInside ? (['pipe'] as const) : []),
-          ...(secrets ? (['pipe'] as const) : []),
-        ],
-        inherited,
-      ),
-      env: { PATH: SANDBOX_PATH },
-      // Not the service's directory: the host shell would export it as PWD.
-      cwd: '/',
-    });
-    // By descriptor and by what the run has, never by the list's length: past its own
-    // descriptors the list holds /dev/null or nothing for the inherited ones.
-    const pipes = child.stdio as unknown as (Readable | Writable | null)[];
-    const stdin = pipes[0] as Writable | null;
-    const stdout = pipes[1] as Readable;
-    const stderr = pipes[2] as Readable;
-    const info = pipes[INFO_FD] as Readable;
-    const startedPipe = pipes[STARTED_FD] as Readable;
-    const blockPipe = open ? (pipes[BLOCK_FD] as Writable) : undefined;
-    const resolvPipe = open ? (pipes[RESOLV_CONF_FD] as Writable) : undefined;
-    const secretsPipe = secrets ? (pipes[secretsFd] as Writable) : undefined;
-    const filterPipe = filterInside ? (pipes[EGRESS_FD] as Writable) : undefined;
+    const child = spawnSandbox(ready.bwrap, run, shape, command, cgroup, inherited);
+    const pipes = pipesOf(child, run, shape, command);
     // bwrap reads the first to its end while it builds the sandbox, nft the second and the
     // wrapper the third before the command; a sandbox that failed first closes them, which is
     // its own error, not this one.
     for (const [pipe, text] of [
-      [resolvPipe, resolvConf],
-      [filterPipe, ruleset],
-      [secretsPipe, secrets],
+      [pipes.resolvConf, resolvConf],
+      [pipes.filter, shape.ruleset],
+      [pipes.secrets, command.secrets],
     ] as const) {
       pipe?.on('error', () => {});
       pipe?.end(text);
     }
-    if (stdin !== null && run.stdin !== undefined) {
+    if (pipes.stdin !== null && run.stdin !== undefined) {
       // A command that never reads its input closes the pipe early: not an error of the run.
-      stdin.on('error', () => {});
-      stdin.end(run.stdin);
+      pipes.stdin.on('error', () => {});
+      pipes.stdin.end(run.stdin);
     }
-    const diagnostics = new CappedOutput(separate ? cap : DIAGNOSTICS_CAP);
-    let callbackError: unknown;
-    const lines = separate ? new LineSplitter() : null;
-    const deliver = (line: string) => {
-      if (callbackError !== undefined || run.onStdoutLine === undefined) return;
-      try {
-        run.onStdoutLine(line);
-      } catch (err) {
-        callbackError = err;
-        void killAll();
-      }
-    };
-    stdout.on('data', (chunk: Buffer) => {
-      output.write(chunk);
-      if (lines) for (const line of lines.push(chunk)) deliver(line);
-    });
-    stderr.on('data', (chunk: Buffer) => diagnostics.write(chunk));
-    let infoText = '';
-    let commandStarted = false;
-    let networkError: string | null = null;
-    let timedOut = false;
-    let aborted = false;
-    let killedWith: NodeJS.Signals | null = null;
-    let exited = false;
-    let diskExceeded: { grownMb: number; limitMb: number } | undefined;
-    let memoryExceeded: { limitMb: number } | undefined;
-    const sandboxInit = (): number | null => {
-      const match = /"child-pid"\s*:\s*(\d+)/.exec(infoText);
-      return match ? Number(match[1]) : null;
-    };
-    const killAll = async () => {
-      killedWith = 'SIGKILL';
-      // The init's death tears down its PID namespace: the kernel kills every process in it.
-      const init = sandboxInit();
-      if (init !== null) signalAll([init], 'SIGKILL');
-      if (child.pid !== undefined) signalAll([child.pid], 'SIGKILL');
-      if (cgroup) signalAll(await cgroup.pids(), 'SIGKILL');
-    };
-    info.on('data', (chunk: Buffer) => {
-      if (infoText.length < 64_000) infoText += chunk.toString('utf8');
-      const init = sandboxInit();
-      if (init === null || blockPipe === undefined || attached !== undefined) return;
-      const tools = network.tools;
-      if (tools === null) return;
-      // The sandbox waits on the block descriptor until its network is up.
-      attached = attachNetwork(tools, init, filterInside ? null : ruleset).then(
-        (net) => {
-          blockPipe.on('error', () => {});
-          blockPipe.end('1');
-          return net;
-        },
-        (err: unknown) => {
-          networkError = err instanceof Error ? err.message : String(err);
-          void killAll();
-          return null;
-        },
-      );
-    });
-    startedPipe.on('data', () => {
-      commandStarted = true;
-      void watchDisk();
-    });
+    const [code, signal] = await watch.until(child, pipes);
+    return await watch.result(code, signal, started);
+  } finally {
+    await watch.detach();
+    await cgroup?.remove();
+  }
+}
 
-    let graceTimer: NodeJS.Timeout | undefined;
-    const terminate = async () => {
-      const init = sandboxInit();
-      const pids = init === null ? [] : await descendants(init);
-      if (cgroup) pids.push(...(await cgroup.pids()));
-      if (exited) return;
-      signalAll(
-        pids.filter((p) => p !== init && p !== child.pid),
-        'SIGTERM',
-      );
-      graceTimer = setTimeout(() => void killAll(), TERM_GRACE_MS);
-    };
-    const overLimit = (bytes: number) => {
-      const grownMb = Math.ceil(Math.max(0, bytes - baseline) / MB);
-      const limitMb = run.limits.diskMb;
-      return grownMb > limitMb ? { grownMb, limitMb } : undefined;
-    };
-    // While the command runs: measured now and then (never more than a fifth of the time spent
-    // measuring), and stopped at once past the bound. A walk that trips over a file the command
-    // is just removing still counts what it saw.
-    const watching = new AbortController();
-    const watchDisk = async () => {
-      let pause = DISK_CHECK_MS;
-      while (!exited) {
-        try {
-          await sleep(pause, undefined, { signal: watching.signal });
-        } catch {
-          return;
-        }
-        const before = performance.now();
-        const bytes = await diskUsage(grown).catch((err: unknown) =>
-          err instanceof MeasureError ? err.partial : null,
-        );
-        if (exited) return;
-        const over = bytes === null ? undefined : overLimit(bytes);
-        if (over) {
-          diskExceeded = over;
-          await killAll();
-          return;
-        }
-        pause = Math.max(DISK_CHECK_MS, 5 * (performance.now() - before));
-      }
-    };
-    // The kernel kills one process of a run out of memory (v1; all of them in v2): the whole
-    // run is stopped at once, rather than left to go on without it.
-    const watchMemory = async () => {
-      while (!exited && cgroup?.bindsMemory) {
-        try {
-          await sleep(OOM_CHECK_MS, undefined, { signal: watching.signal });
-        } catch {
-          return;
-        }
-        if ((await cgroup.oomKills()) > 0 && !exited) {
-          memoryExceeded = { limitMb: run.limits.memoryMb };
-          await killAll();
-          return;
-        }
-      }
-    };
-    void watchMemory();
+function spawnSandbox(
+  bwrap: string,
+  run: SandboxRun,
+  { open, filterInside }: Shape,
+  { args, secrets }: Command,
+  cgroup: RunCgroup | null,
+  inherited: readonly number[],
+): ChildProcess {
+  // Only a PATH: bwrap's own environment (readable in /proc by the host's user) holds nothing
+  // of the service's, and --clearenv gives the command none of it either.
+  return spawn('/bin/sh', hostArgv(bwrap, args, cgroup), {
+    stdio: withInheritedClosed(
+      [
+        run.stdin === undefined ? 'ignore' : 'pipe',
+        'pipe',
+        'pipe',
+        'pipe',
+        'pipe',
+        ...(open ? (['pipe', 'pipe'] as const) : []),
+        ...(filterInside ? (['pipe'] as const) : []),
+        ...(secrets ? (['pipe'] as const) : []),
+      ],
+      inherited,
+    ),
+    env: { PATH: SANDBOX_PATH },
+    // Not the service's directory: the host shell would export it as PWD.
+    cwd: '/',
+  });
+}
+
+/** The sandbox's descriptors, each by what it carries. */
+interface Pipes {
+  stdin: Writable | null;
+  stdout: Readable;
+  stderr: Readable;
+  /** bwrap's JSON about the sandbox: its init's PID. */
+  info: Readable;
+  /** Written to once the command starts. */
+  started: Readable;
+  /** Held until the run's network is up. */
+  block: Writable | undefined;
+  resolvConf: Writable | undefined;
+  secrets: Writable | undefined;
+  filter: Writable | undefined;
+}
+
+function pipesOf(
+  child: ChildProcess,
+  run: SandboxRun,
+  { open, filterInside }: Shape,
+  { secrets, secretsFd }: Command,
+): Pipes {
+  // By descriptor and by what the run has, never by the list's length: past its own
+  // descriptors the list holds /dev/null or nothing for the inherited ones.
+  const pipes = child.stdio as unknown as (Readable | Writable | null)[];
+  return {
+    stdin: run.stdin === undefined ? null : (pipes[0] as Writable | null),
+    stdout: pipes[1] as Readable,
+    stderr: pipes[2] as Readable,
+    info: pipes[INFO_FD] as Readable,
+    started: pipes[STARTED_FD] as Readable,
+    block: open ? (pipes[BLOCK_FD] as Writable) : undefined,
+    resolvConf: open ? (pipes[RESOLV_CONF_FD] as Writable) : undefined,
+    secrets: secrets ? (pipes[secretsFd] as Writable) : undefined,
+    filter: filterInside ? (pipes[EGRESS_FD] as Writable) : undefined,
+  };
+}
+
+/**
+ * One started run watched to its end: its output kept, its network attached once the sandbox's
+ * init is known, and the whole of it stopped on a timeout, an abort, a checkout grown past its
+ * bound or an OOM kill; then what it did, as a result.
+ */
+class RunWatch {
+  readonly #tools: NetworkTools | null;
+  readonly #run: SandboxRun;
+  readonly #shape: Shape;
+  readonly #cgroup: RunCgroup | null;
+  readonly #grown: readonly string[];
+  readonly #baseline: number;
+  readonly #output: CappedOutput;
+  readonly #diagnostics: CappedOutput;
+  readonly #lines: LineSplitter | null;
+  readonly #watching = new AbortController();
+  #child: ChildProcess | undefined;
+  #attached: Promise<{ stop: () => Promise<void> } | null> | undefined;
+  #callbackError: unknown;
+  #infoText = '';
+  #commandStarted = false;
+  #networkError: string | null = null;
+  #timedOut = false;
+  #aborted = false;
+  #killedWith: NodeJS.Signals | null = null;
+  #exited = false;
+  #graceTimer: NodeJS.Timeout | undefined;
+  #diskExceeded: { grownMb: number; limitMb: number } | undefined;
+  #memoryExceeded: { limitMb: number } | undefined;
+
+  constructor(
+    tools: NetworkTools | null,
+    run: SandboxRun,
+    shape: Shape,
+    cgroup: RunCgroup | null,
+    grown: readonly string[],
+    baseline: number,
+  ) {
+    this.#tools = tools;
+    this.#run = run;
+    this.#shape = shape;
+    this.#cgroup = cgroup;
+    this.#grown = grown;
+    this.#baseline = baseline;
+    this.#output = new CappedOutput(shape.cap);
+    this.#diagnostics = new CappedOutput(shape.separate ? shape.cap : DIAGNOSTICS_CAP);
+    this.#lines = shape.separate ? new LineSplitter() : null;
+  }
+
+  /** Watches the run until its process has closed (and its init is gone): its code and signal. */
+  async until(child: ChildProcess, pipes: Pipes): Promise<[number | null, NodeJS.Signals | null]> {
+    this.#child = child;
+    pipes.stdout.on('data', (chunk: Buffer) => {
+      this.#output.write(chunk);
+      if (this.#lines) for (const line of this.#lines.push(chunk)) this.#deliver(line);
+    });
+    pipes.stderr.on('data', (chunk: Buffer) => this.#diagnostics.write(chunk));
+    pipes.info.on('data', (chunk: Buffer) => this.#onInfo(chunk, pipes.block));
+    pipes.started.on('data', () => {
+      this.#commandStarted = true;
+      void this.#watchDisk();
+    });
+    void this.#watchMemory();
+    const run = this.#run;
     const timer = setTimeout(() => {
-      timedOut = true;
-      void terminate();
+      this.#timedOut = true;
+      void this.#terminate();
     }, run.limits.timeoutSeconds * 1000);
     const onAbort = () => {
       // During a timeout's grace too: an abort does not wait.
-      if (!timedOut) aborted = true;
-      void killAll();
+      if (!this.#timedOut) this.#aborted = true;
+      void this.#killAll();
     };
     run.signal.addEventListener('abort', onAbort, { once: true });
 
-    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>(
-      (resolve, reject) => {
-        child.once('error', reject);
-        child.once('close', (c, s) => resolve([c, s]));
-      },
-    ).finally(() => {
-      exited = true;
-      watching.abort();
+    const closed = await new Promise<[number | null, NodeJS.Signals | null]>((resolve, reject) => {
+      child.once('error', reject);
+      child.once('close', (c, s) => resolve([c, s]));
+    }).finally(() => {
+      this.#exited = true;
+      this.#watching.abort();
       clearTimeout(timer);
-      clearTimeout(graceTimer);
+      clearTimeout(this.#graceTimer);
       run.signal.removeEventListener('abort', onAbort);
     });
 
     // After a kill the init may still be reaping its namespace (its descriptors already
     // closed): the run is over only once it is gone, and with it every process it held.
-    const init = sandboxInit();
+    const init = this.#sandboxInit();
     if (init !== null) await gone(init);
-    if (lines) for (const line of lines.end()) deliver(line);
-    if (callbackError !== undefined) throw callbackError;
+    if (this.#lines) for (const line of this.#lines.end()) this.#deliver(line);
+    if (this.#callbackError !== undefined) throw this.#callbackError;
+    return closed;
+  }
 
-    if (!commandStarted && !timedOut && !aborted) {
-      if (networkError !== null) {
-        throw new SandboxError(`the user-mode network failed to start: ${networkError}`);
+  /** What the run did, once it is over: its bounds checked a last time. */
+  async result(
+    code: number | null,
+    signal: NodeJS.Signals | null,
+    started: number,
+  ): Promise<SandboxResult> {
+    const run = this.#run;
+    const cgroup = this.#cgroup;
+    if (!this.#commandStarted && !this.#timedOut && !this.#aborted) {
+      if (this.#networkError !== null) {
+        throw new SandboxError(`the user-mode network failed to start: ${this.#networkError}`);
       }
-      const why = diagnostics.finish().text.trim() || `bwrap exited with ${code ?? signal}`;
+      const why = this.#diagnostics.finish().text.trim() || `bwrap exited with ${code ?? signal}`;
       throw new SandboxError(`sandbox failed to start: ${why}`);
     }
     // Nothing runs any more: this measurement is exact, and one that fails counts against it.
-    if (diskExceeded === undefined && commandStarted) {
-      const bytes = await diskUsage(grown).catch((err: unknown) => {
+    if (this.#diskExceeded === undefined && this.#commandStarted) {
+      const bytes = await diskUsage(this.#grown).catch((err: unknown) => {
         throw new SandboxError(
           `the checkout could not be measured after the run: ${err instanceof Error ? err.message : String(err)}`,
         );
       });
-      diskExceeded = overLimit(bytes);
+      this.#diskExceeded = this.#overLimit(bytes);
     }
-    if (memoryExceeded === undefined && cgroup !== null && (await cgroup.oomKills()) > 0) {
-      memoryExceeded = { limitMb: run.limits.memoryMb };
+    if (this.#memoryExceeded === undefined && cgroup !== null && (await cgroup.oomKills()) > 0) {
+      this.#memoryExceeded = { limitMb: run.limits.memoryMb };
     }
-    const text = output.finish();
-    const killed = killedWith !== null;
+    const diskExceeded = this.#diskExceeded;
+    const memoryExceeded = this.#memoryExceeded;
+    const text = this.#output.finish();
+    const killed = this.#killedWith !== null;
     const stopped = killed ? '; the command was stopped' : '';
     const note =
       (diskExceeded === undefined
@@ -447,20 +483,133 @@ async function confined(
         : `\n[errand: the command ran out of its ${memoryExceeded.limitMb} MB of memory; ${killed ? 'it was stopped' : 'the kernel killed a process of it'}]\n`);
     return {
       exitCode: killed ? null : code,
-      signal: killed ? killedWith : signal,
-      timedOut,
-      aborted,
+      signal: killed ? this.#killedWith : signal,
+      timedOut: this.#timedOut,
+      aborted: this.#aborted,
       output: text.text + note,
       outputTruncated: text.truncated,
-      ...(separate ? { stderr: diagnostics.finish().text } : {}),
+      ...(this.#shape.separate ? { stderr: this.#diagnostics.finish().text } : {}),
       ...(diskExceeded ? { diskExceeded } : {}),
       ...(memoryExceeded ? { memoryExceeded } : {}),
       durationMs: Math.round(performance.now() - started),
     };
-  } finally {
-    const net = await attached;
+  }
+
+  /** Takes the run's network down, once it has come up (or failed to). */
+  async detach(): Promise<void> {
+    const net = await this.#attached;
     await net?.stop();
-    await cgroup?.remove();
+  }
+
+  #deliver(line: string): void {
+    if (this.#callbackError !== undefined || this.#run.onStdoutLine === undefined) return;
+    try {
+      this.#run.onStdoutLine(line);
+    } catch (err) {
+      this.#callbackError = err;
+      void this.#killAll();
+    }
+  }
+
+  #sandboxInit(): number | null {
+    const match = /"child-pid"\s*:\s*(\d+)/.exec(this.#infoText);
+    return match ? Number(match[1]) : null;
+  }
+
+  #onInfo(chunk: Buffer, blockPipe: Writable | undefined): void {
+    if (this.#infoText.length < 64_000) this.#infoText += chunk.toString('utf8');
+    const init = this.#sandboxInit();
+    if (init === null || blockPipe === undefined || this.#attached !== undefined) return;
+    const tools = this.#tools;
+    if (tools === null) return;
+    // The sandbox waits on the block descriptor until its network is up.
+    this.#attached = attachNetwork(
+      tools,
+      init,
+      this.#shape.filterInside ? null : this.#shape.ruleset,
+    ).then(
+      (net) => {
+        blockPipe.on('error', () => {});
+        blockPipe.end('1');
+        return net;
+      },
+      (err: unknown) => {
+        this.#networkError = err instanceof Error ? err.message : String(err);
+        void this.#killAll();
+        return null;
+      },
+    );
+  }
+
+  async #killAll(): Promise<void> {
+    this.#killedWith = 'SIGKILL';
+    // The init's death tears down its PID namespace: the kernel kills every process in it.
+    const init = this.#sandboxInit();
+    if (init !== null) signalAll([init], 'SIGKILL');
+    if (this.#child?.pid !== undefined) signalAll([this.#child.pid], 'SIGKILL');
+    if (this.#cgroup) signalAll(await this.#cgroup.pids(), 'SIGKILL');
+  }
+
+  async #terminate(): Promise<void> {
+    const init = this.#sandboxInit();
+    const pids = init === null ? [] : await descendants(init);
+    if (this.#cgroup) pids.push(...(await this.#cgroup.pids()));
+    if (this.#exited) return;
+    signalAll(
+      pids.filter((p) => p !== init && p !== this.#child?.pid),
+      'SIGTERM',
+    );
+    this.#graceTimer = setTimeout(() => void this.#killAll(), TERM_GRACE_MS);
+  }
+
+  #overLimit(bytes: number): { grownMb: number; limitMb: number } | undefined {
+    const grownMb = Math.ceil(Math.max(0, bytes - this.#baseline) / MB);
+    const limitMb = this.#run.limits.diskMb;
+    return grownMb > limitMb ? { grownMb, limitMb } : undefined;
+  }
+
+  // While the command runs: measured now and then (never more than a fifth of the time spent
+  // measuring), and stopped at once past the bound. A walk that trips over a file the command
+  // is just removing still counts what it saw.
+  async #watchDisk(): Promise<void> {
+    let pause = DISK_CHECK_MS;
+    while (!this.#exited) {
+      try {
+        await sleep(pause, undefined, { signal: this.#watching.signal });
+      } catch {
+        return;
+      }
+      const before = performance.now();
+      const bytes = await diskUsage(this.#grown).catch((err: unknown) =>
+        err instanceof MeasureError ? err.partial : null,
+      );
+      if (this.#exited) return;
+      const over = bytes === null ? undefined : this.#overLimit(bytes);
+      if (over) {
+        this.#diskExceeded = over;
+        await this.#killAll();
+        return;
+      }
+      pause = Math.max(DISK_CHECK_MS, 5 * (performance.now() - before));
+    }
+  }
+
+  // The kernel kills one process of a run out of memory (v1; all of them in v2): the whole
+  // run is stopped at once, rather than left to go on without it.
+  async #watchMemory(): Promise<void> {
+    const cgroup = this.#cgroup;
+    while (!this.#exited && cgroup?.bindsMemory) {
+      try {
+        await sleep(OOM_CHECK_MS, undefined, { signal: this.#watching.signal });
+      } catch {
+        return;
+      }
+      if ((await cgroup.oomKills()) > 0 && !this.#exited) {
+        this.#memoryExceeded = { limitMb: this.#run.limits.memoryMb };
+        await this.#killAll();
+        return;
+      }
+    }
   }
 }
 

@@ -20,13 +20,13 @@ import {
 import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type PreparedBody, prepareBody, type Removed } from './model-request.ts';
-
-/**
- * The model APIs the proxy speaks, as far as their request bodies go: Anthropic's Messages and
- * its token counting, OpenAI's Responses and chat completions.
- */
-export type ModelApi = 'messages' | 'count_tokens' | 'responses' | 'chat';
+import {
+  type ModelApi,
+  type PreparedBody,
+  type ProxyRefusal,
+  prepareBody,
+  type Removed,
+} from './model-request.ts';
 
 /** One endpoint forwarded: a POST with a JSON body, to exactly this path. */
 export interface ProxyEndpoint {
@@ -58,14 +58,6 @@ export interface ProxyCall {
   api: ModelApi;
   /** Whether the vendor bills it: every model call but counting tokens. */
   billable: boolean;
-}
-
-/** Why a call is not forwarded, as the client is answered. */
-export interface ProxyRefusal {
-  status: number;
-  /** A machine code, e.g. `step_limit`. */
-  code: string;
-  message: string;
 }
 
 export interface ModelProxyOptions {

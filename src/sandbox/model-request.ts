@@ -4,7 +4,20 @@
 // state stored at the vendor) or bill beyond the tokens it reports is removed or refused here.
 import { isRecord } from '../client/records.ts';
 import { scrubDeep } from '../secrets/scrub.ts';
-import type { ModelApi, ProxyRefusal } from './model-proxy.ts';
+
+/**
+ * The model APIs the proxy speaks, as far as their request bodies go: Anthropic's Messages and
+ * its token counting, OpenAI's Responses and chat completions.
+ */
+export type ModelApi = 'messages' | 'count_tokens' | 'responses' | 'chat';
+
+/** Why a call is not forwarded, as the client is answered. */
+export interface ProxyRefusal {
+  status: number;
+  /** A machine code, e.g. `step_limit`. */
+  code: string;
+  message: string;
+}
 
 /**
  * What the proxy removes from a request, as the turn is told of it. A closed list: a tool is

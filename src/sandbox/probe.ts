@@ -11,7 +11,7 @@ import { findCgroupPlaces } from './cgroup.ts';
 import { HOW_TO_INSTALL_NFT } from './egress.ts';
 import { execute, isRoot, type Ready } from './execute.ts';
 import { HOW_TO_INSTALL_PASTA, type NetworkTools } from './network.ts';
-import type { SandboxStatus } from './sandbox.ts';
+import type { SandboxStatus } from './types.ts';
 
 const HOW_TO_INSTALL =
   'install the bubblewrap package (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)';

@@ -3,7 +3,7 @@
 // a run's memory is bounded per process only (no memory cgroup), or where setup commands cannot
 // have an open network (pasta or nft missing or not working).
 import type { Logger } from '../log.ts';
-import type { SandboxStatus } from './sandbox.ts';
+import type { SandboxStatus } from './types.ts';
 
 const HOW_TO_MEMORY_CGROUP =
   'run the worker as root where the memory controller is writable (cgroup v1 at ' +

@@ -3,7 +3,7 @@
 // request. Every step is safe to repeat: a turn retried after a crash finds its pushed commit
 // and does not redo it. It reads no database: the project and the conversation come in its
 // input, and what it records goes through the input's callbacks.
-import { jobHistory } from '../agent/context.ts';
+import { jobHistory } from '../agent/conversation.ts';
 import { BudgetExceededError, type CostBudget, runAgentTurn } from '../agent/loop.ts';
 import { ModelError } from '../agent/model-errors.ts';
 import type { ModelRegistry } from '../agent/models.ts';
@@ -293,7 +293,7 @@ export class TurnPipeline implements TurnRunner {
         maxOutputTokens: config.agent.maxOutputTokens,
         timeoutMs: config.turn.timeoutSeconds * 1000,
       },
-      context: { windowTokens: info.contextTokens, cacheKey: job.id },
+      conversation: { windowTokens: info.contextTokens, cacheKey: job.id },
       // A model whose prices are unknown cannot be held to a budget (the settings say so).
       budget: info.prices ? await this.#budget(job) : undefined,
       signal,

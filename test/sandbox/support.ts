@@ -4,12 +4,8 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS, type SandboxLimits } from '../../src/projects/limits.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
-import {
-  runSandboxed,
-  type SandboxResult,
-  type SandboxRun,
-  sandboxStatus,
-} from '../../src/sandbox/sandbox.ts';
+import { runSandboxed, sandboxStatus } from '../../src/sandbox/sandbox.ts';
+import type { SandboxResult, SandboxRun } from '../../src/sandbox/types.ts';
 
 const status = await sandboxStatus();
 /** false where the sandbox works; otherwise why not, printed as the tests' skip reason. */

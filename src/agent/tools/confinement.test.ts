@@ -72,7 +72,7 @@ function assertRefused(repo: TestRepo, label: string, out: string): void {
 
 test('no tool reads, writes, moves or deletes anything outside the checkout or in .git', async (t) => {
   const repo = await hostileRepo(t);
-  const tools = createRepoTools(repo.ctx);
+  const tools = createRepoTools(repo.run);
   const outsideBefore = await snapshot(repo.outside);
   const gitBefore = await snapshot(path.join(repo.root, '.git'));
 
@@ -126,7 +126,7 @@ test('no tool reads, writes, moves or deletes anything outside the checkout or i
 test('list_files and search never show what is outside the checkout or in .git', async (t) => {
   const repo = await hostileRepo(t);
   await fs.appendFile(path.join(repo.root, '.git', 'config'), '# SENTINEL in git config\n');
-  const tools = createRepoTools(repo.ctx);
+  const tools = createRepoTools(repo.run);
 
   const listing = await call(tools, 'list_files', {});
   assert.deepEqual(listing.split('\n'), [
@@ -161,7 +161,7 @@ test('list_files and search never show what is outside the checkout or in .git',
 
 test('error results never carry host paths, even for plain filesystem errors', async (t) => {
   const repo = await hostileRepo(t);
-  const tools = createRepoTools(repo.ctx);
+  const tools = createRepoTools(repo.run);
   const results = {
     'read missing': await call(tools, 'read_file', { path: 'missing/file.ts' }),
     'write under a file': await call(tools, 'write_file', { path: 'src/a.ts/child', content: 'x' }),

@@ -2,9 +2,9 @@
 
 import * as fs from 'node:fs/promises';
 import { z } from 'zod';
-import { runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, resolvePath, ToolError } from './paths.ts';
 import { type RepoTool, repoPath } from './tool.ts';
+import { runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 
 const inputSchema = z.object({ path: repoPath });
 
@@ -18,9 +18,9 @@ export const deleteFileTool: RepoTool<typeof inputSchema> = {
   summarize: (a) => `delete_file ${a.str('path') ?? '?'}`,
 };
 
-async function deleteFile(ctx: ToolContext, input: DeleteFileInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const target = await resolvePath(ctx.root, input.path);
+async function deleteFile(run: ToolRun, input: DeleteFileInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const target = await resolvePath(run.root, input.path);
     // A symlink is removed itself, never the file it points to.
     const stat = await fs.lstat(target.entry);
     if (stat.isDirectory() || target.entryRel === '') {
@@ -29,7 +29,7 @@ async function deleteFile(ctx: ToolContext, input: DeleteFileInput): Promise<Too
       );
     }
     await fs.unlink(target.entry);
-    ctx.onFileChanged?.(target.entryRel);
+    run.onFileChanged?.(target.entryRel);
     return {
       title: `Deleted ${quote(target.entryRel)}`,
       text: `Deleted ${quote(target.entryRel)}.`,

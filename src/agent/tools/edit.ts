@@ -3,11 +3,11 @@
 
 import * as fs from 'node:fs/promises';
 import { z } from 'zod';
-import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { describeTarget, readNoFollow, writeNoFollow } from './files.ts';
 import { quote, resolvePath, ToolError } from './paths.ts';
 import { countNewlines, formatBytes, looksBinary } from './text.ts';
 import { type RepoTool, repoPath } from './tool.ts';
+import { limitsOf, runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 
 const inputSchema = z.object({
   path: repoPath,
@@ -29,16 +29,16 @@ export const editFileTool: RepoTool<typeof inputSchema> = {
   summarize: (a) => `edit_file ${a.str('path') ?? '?'}`,
 };
 
-async function editFile(ctx: ToolContext, input: EditFileInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const { writeMaxBytes } = limitsOf(ctx);
+async function editFile(run: ToolRun, input: EditFileInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const { writeMaxBytes } = limitsOf(run);
     if (input.old === '') {
       throw new ToolError('old is empty; to create a file or replace all of it use write_file');
     }
     if (input.old === input.new) {
       throw new ToolError('old and new are identical; nothing to change');
     }
-    const target = await resolvePath(ctx.root, input.path);
+    const target = await resolvePath(run.root, input.path);
     const shown = quote(target.display);
     const stat = await fs.stat(target.real);
     if (stat.isDirectory()) throw new ToolError(`${shown} is a directory`);
@@ -84,7 +84,7 @@ async function editFile(ctx: ToolContext, input: EditFileInput): Promise<ToolRes
       );
     }
     await writeNoFollow(target.real, result, 0);
-    ctx.onFileChanged?.(target.rel);
+    run.onFileChanged?.(target.rel);
     const from = lineAt(result, first);
     const title = `Edited ${describeTarget(target)}`;
     if (replacement === '') return { title, text: `${title}: removed the text at line ${from}.` };

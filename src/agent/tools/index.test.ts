@@ -11,7 +11,7 @@ const options = { toolCallId: 'call-1', messages: [], context: {} };
 describe('createRepoTools', () => {
   test('defines the seven tools with a description and an object input schema', async (t) => {
     const repo = await makeRepo(t);
-    const tools = createRepoTools(repo.ctx);
+    const tools = createRepoTools(repo.run);
     assert.deepEqual(Object.keys(tools).sort(), [
       'delete_file',
       'edit_file',
@@ -36,7 +36,7 @@ describe('createRepoTools', () => {
   // model reads the same text as before, through toModelOutput.
   test('execute runs the tool and reports changes', async (t) => {
     const repo = await makeRepo(t, { 'a.txt': 'hello\n' });
-    const tools = createRepoTools(repo.ctx);
+    const tools = createRepoTools(repo.run);
     assert.deepEqual(await tools.read_file?.execute?.({ path: 'a.txt' }, options), {
       ok: true,
       title: "'a.txt' lines 1-1 of 1",
@@ -55,7 +55,7 @@ describe('createRepoTools', () => {
 
   test('a bad call comes back as an error result instead of throwing', async (t) => {
     const repo = await makeRepo(t);
-    const tools = createRepoTools(repo.ctx);
+    const tools = createRepoTools(repo.run);
     assert.deepEqual(await tools.read_file?.execute?.({ path: 'missing.ts' }, options), {
       ok: false,
       title: "'missing.ts' does not exist",
@@ -74,7 +74,7 @@ describe('createRepoTools', () => {
 
   test('the model reads the text of a result, an error flagged as one', async (t) => {
     const repo = await makeRepo(t, { 'a.txt': 'hello\n' });
-    const tools = createRepoTools(repo.ctx);
+    const tools = createRepoTools(repo.run);
     const toModel = tools.read_file?.toModelOutput;
     assert.ok(toModel);
     const input = { path: 'a.txt' };
@@ -94,7 +94,7 @@ describe('createRepoTools', () => {
     const repo = await makeRepo(t, { 'a.txt': 'a' });
     const loop = new AbortController();
     loop.abort();
-    const tools = createRepoTools(repo.ctx);
+    const tools = createRepoTools(repo.run);
     await assert.rejects(
       Promise.resolve(
         tools.read_file?.execute?.({ path: 'a.txt' }, { ...options, abortSignal: loop.signal }),
@@ -102,7 +102,7 @@ describe('createRepoTools', () => {
       { name: 'AbortError' },
     );
     const job = new AbortController();
-    const jobTools = createRepoTools({ ...repo.ctx, signal: job.signal });
+    const jobTools = createRepoTools({ ...repo.run, signal: job.signal });
     const fresh = new AbortController();
     const read = (await jobTools.read_file?.execute?.(
       { path: 'a.txt' },

@@ -3,7 +3,6 @@
 // summarized for progress events).
 
 import { type Tool, tool } from 'ai';
-import { limitsOf, type ToolContext, type ToolResult } from './context.ts';
 import { deleteFileTool } from './delete.ts';
 import { editFileTool } from './edit.ts';
 import { listFilesTool } from './list.ts';
@@ -12,10 +11,11 @@ import { readFileTool } from './read.ts';
 import { RUN_COMMAND, summarizeRunCommand } from './run-command.ts';
 import { searchTool } from './search.ts';
 import { type RepoTool, toolArgs } from './tool.ts';
+import { limitsOf, type ToolResult, type ToolRun } from './tool-run.ts';
 import { writeFileTool } from './write.ts';
 
-export type { ToolContext, ToolResult } from './context.ts';
 export { createRunCommandTool, RUN_COMMAND } from './run-command.ts';
+export type { ToolResult, ToolRun } from './tool-run.ts';
 
 /** Every file tool, in the order the model sees them. */
 const repoTools = [
@@ -28,24 +28,20 @@ const repoTools = [
   moveFileTool,
 ] as const;
 
-export function createRepoTools(ctx: ToolContext): Record<string, Tool> {
-  const limits = limitsOf(ctx);
-  return Object.fromEntries(repoTools.map((t) => [t.name, toSdkTool(t as RepoTool, ctx, limits)]));
+export function createRepoTools(run: ToolRun): Record<string, Tool> {
+  const limits = limitsOf(run);
+  return Object.fromEntries(repoTools.map((t) => [t.name, toSdkTool(t as RepoTool, run, limits)]));
 }
 
-function toSdkTool(
-  repoTool: RepoTool,
-  ctx: ToolContext,
-  limits: ReturnType<typeof limitsOf>,
-): Tool {
+function toSdkTool(repoTool: RepoTool, run: ToolRun, limits: ReturnType<typeof limitsOf>): Tool {
   return tool({
     description: repoTool.description(limits),
     inputSchema: repoTool.inputSchema,
     // The loop's abort signal and the job's signal both cancel a running tool.
     execute: (input, { abortSignal }): Promise<ToolResult> => {
-      const signals = [ctx.signal, abortSignal].filter((s) => s !== undefined);
+      const signals = [run.signal, abortSignal].filter((s) => s !== undefined);
       const signal = signals.length > 1 ? AbortSignal.any(signals) : signals[0];
-      return repoTool.run({ ...ctx, signal }, input);
+      return repoTool.run({ ...run, signal }, input);
     },
     // The model reads the text alone; an error is flagged as one where the provider can say so.
     toModelOutput: ({ output }) => ({

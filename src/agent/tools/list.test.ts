@@ -24,7 +24,7 @@ const lines = (out: string) => out.split('\n');
 describe('list_files', () => {
   test('lists every file, sorted, dotfiles included, .git never', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.deepEqual(lines(await listFiles(repo.ctx, {})), [
+    assert.deepEqual(lines(await listFiles(repo.run, {})), [
       '.github/workflows/ci.yml',
       'README.md',
       'src/agent/loop.test.ts',
@@ -36,22 +36,22 @@ describe('list_files', () => {
 
   test('nested .git folders (submodules, vendored repositories) are not listed either', async (t) => {
     const repo = await makeRepo(t, { 'vendor/lib/.git/config': 'x', 'vendor/lib/a.c': 'x' });
-    assert.deepEqual(lines(await listFiles(repo.ctx, {})), ['vendor/lib/a.c']);
+    assert.deepEqual(lines(await listFiles(repo.run, {})), ['vendor/lib/a.c']);
   });
 
   test('a glob with folders', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.deepEqual(lines(await listFiles(repo.ctx, { pattern: 'src/**/*.ts' })), [
+    assert.deepEqual(lines(await listFiles(repo.run, { pattern: 'src/**/*.ts' })), [
       'src/agent/loop.test.ts',
       'src/agent/loop.ts',
       'src/index.ts',
     ]);
-    assert.deepEqual(lines(await listFiles(repo.ctx, { pattern: 'src/*.ts' })), ['src/index.ts']);
+    assert.deepEqual(lines(await listFiles(repo.run, { pattern: 'src/*.ts' })), ['src/index.ts']);
   });
 
   test('a pattern without a slash matches names at any depth', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.deepEqual(lines(await listFiles(repo.ctx, { pattern: '*.test.ts' })), [
+    assert.deepEqual(lines(await listFiles(repo.run, { pattern: '*.test.ts' })), [
       'src/agent/loop.test.ts',
       'test/a.test.ts',
     ]);
@@ -59,7 +59,7 @@ describe('list_files', () => {
 
   test('a folder path lists everything in it', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.deepEqual(lines(await listFiles(repo.ctx, { pattern: 'src/agent' })), [
+    assert.deepEqual(lines(await listFiles(repo.run, { pattern: 'src/agent' })), [
       'src/agent/loop.test.ts',
       'src/agent/loop.ts',
     ]);
@@ -75,7 +75,7 @@ describe('list_files', () => {
       'keep.log': 'x',
       'dist/out.js': 'x',
     });
-    const out = lines(await listFiles(repo.ctx, {}));
+    const out = lines(await listFiles(repo.run, {}));
     assert.ok(out.includes('keep.log'));
     assert.ok(out.includes('.gitignore'));
     for (const hidden of [
@@ -99,7 +99,7 @@ describe('list_files', () => {
       'other/build/z.js': 'x',
       'other/b.gen.ts': 'x',
     });
-    assert.deepEqual(lines(await listFiles(repo.ctx, {})), [
+    assert.deepEqual(lines(await listFiles(repo.run, {})), [
       '.gitignore',
       'other/build/z.js',
       'pkg/.gitignore',
@@ -112,14 +112,14 @@ describe('list_files', () => {
     const repo = await makeRepo(t, { 'a.txt': 'a', 'local.env': 'x' });
     await fs.mkdir(path.join(repo.root, '.git', 'info'));
     await fs.writeFile(path.join(repo.root, '.git', 'info', 'exclude'), '*.env\n');
-    assert.deepEqual(lines(await listFiles(repo.ctx, {})), ['a.txt']);
+    assert.deepEqual(lines(await listFiles(repo.run, {})), ['a.txt']);
   });
 
   test('marks symlinks and does not walk into symlinked folders', async (t) => {
     const repo = await makeRepo(t, { 'a.txt': 'a' });
     await fs.symlink(repo.outside, path.join(repo.root, 'ext'));
     await fs.symlink('a.txt', path.join(repo.root, 'b.txt'));
-    assert.deepEqual(lines(await listFiles(repo.ctx, {})), [
+    assert.deepEqual(lines(await listFiles(repo.run, {})), [
       'a.txt',
       'b.txt (symlink)',
       'ext (symlink)',
@@ -130,7 +130,7 @@ describe('list_files', () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 12; i++) files[`f${String(i).padStart(2, '0')}.txt`] = 'x';
     const repo = await makeRepo(t, files, { listMaxEntries: 5 });
-    const out = lines(await listFiles(repo.ctx, {}));
+    const out = lines(await listFiles(repo.run, {}));
     assert.deepEqual(out.slice(0, 5), ['f00.txt', 'f01.txt', 'f02.txt', 'f03.txt', 'f04.txt']);
     assert.match(out[5] ?? '', /^\[Showing 5 of 12 matching files\. Use a narrower pattern/);
     assert.equal(out.length, 6);
@@ -138,15 +138,15 @@ describe('list_files', () => {
 
   test('no match is a plain message, an invalid glob an error result', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.match(await listFiles(repo.ctx, { pattern: '*.rs' }), /^No files match '\*\.rs'/);
-    assert.match(await listFiles(repo.ctx, { pattern: 'src/{a,b' }), /^Error: glob .* unclosed/);
+    assert.match(await listFiles(repo.run, { pattern: '*.rs' }), /^No files match '\*\.rs'/);
+    assert.match(await listFiles(repo.run, { pattern: 'src/{a,b' }), /^Error: glob .* unclosed/);
   });
 
   test('a glob cannot reach outside the checkout', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.match(await listFiles(repo.ctx, { pattern: '../**' }), /^No files match/);
-    assert.match(await listFiles(repo.ctx, { pattern: '../outside/*' }), /^No files match/);
-    assert.match(await listFiles(repo.ctx, { pattern: '.git/**' }), /^No files match/);
+    assert.match(await listFiles(repo.run, { pattern: '../**' }), /^No files match/);
+    assert.match(await listFiles(repo.run, { pattern: '../outside/*' }), /^No files match/);
+    assert.match(await listFiles(repo.run, { pattern: '.git/**' }), /^No files match/);
   });
 });
 

@@ -2,9 +2,9 @@
 // and .git/ left out), capped so that a huge tree cannot flood the model's context.
 
 import { z } from 'zod';
-import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, realRootOf } from './paths.ts';
 import type { RepoTool } from './tool.ts';
+import { limitsOf, runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 import { compileGlob, walkFiles } from './walk.ts';
 
 const inputSchema = z.object({
@@ -29,16 +29,16 @@ export const listFilesTool: RepoTool<typeof inputSchema> = {
   summarize: (a) => `list_files ${a.str('pattern') ?? '**/*'}`,
 };
 
-async function listFiles(ctx: ToolContext, input: ListFilesInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const { listMaxEntries } = limitsOf(ctx);
+async function listFiles(run: ToolRun, input: ListFilesInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const { listMaxEntries } = limitsOf(run);
     const pattern = input.pattern?.trim() || '**/*';
     const glob = compileGlob(pattern);
-    const realRoot = await realRootOf(ctx.root);
+    const realRoot = await realRootOf(run.root);
 
     const shown: string[] = [];
     let total = 0;
-    for await (const entry of walkFiles(realRoot, glob, ctx.signal)) {
+    for await (const entry of walkFiles(realRoot, glob, run.signal)) {
       total++;
       if (shown.length < listMaxEntries) {
         shown.push(entry.symlink ? `${entry.rel} (symlink)` : entry.rel);

@@ -4,10 +4,10 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { runTool, type ToolContext, type ToolResult } from './context.ts';
 import { lstatOrUndefined } from './files.ts';
 import { quote, type ResolvedPath, realRootOf, resolvePath, ToolError } from './paths.ts';
 import { type RepoTool, repoPath } from './tool.ts';
+import { runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 
 const inputSchema = z.object({
   from: repoPath.describe('Current path of the file, relative to the repository root.'),
@@ -31,10 +31,10 @@ export const moveFileTool: RepoTool<typeof inputSchema> = {
     `move_file ${a.str('from') ?? '?'} -> ${a.str('to') ?? '?'}${a.flag('overwrite') ? ' (overwrite)' : ''}`,
 };
 
-async function moveFile(ctx: ToolContext, input: MoveFileInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const from = await resolvePath(ctx.root, input.from);
-    const to = await resolvePath(ctx.root, input.to);
+async function moveFile(run: ToolRun, input: MoveFileInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const from = await resolvePath(run.root, input.from);
+    const to = await resolvePath(run.root, input.to);
     const source = await fs.lstat(from.entry);
     if (source.isDirectory() || from.entryRel === '') {
       throw new ToolError(
@@ -57,11 +57,11 @@ async function moveFile(ctx: ToolContext, input: MoveFileInput): Promise<ToolRes
         );
       }
     }
-    if (source.isSymbolicLink()) await checkMovedLink(ctx, from, to);
+    if (source.isSymbolicLink()) await checkMovedLink(run, from, to);
     await fs.mkdir(path.dirname(to.entry), { recursive: true });
     await fs.rename(from.entry, to.entry);
-    ctx.onFileChanged?.(from.entryRel);
-    ctx.onFileChanged?.(to.entryRel);
+    run.onFileChanged?.(from.entryRel);
+    run.onFileChanged?.(to.entryRel);
     const text = `Moved ${quote(from.entryRel)} to ${quote(to.entryRel)}.`;
     return { title: text.slice(0, -1), text };
   });
@@ -69,17 +69,13 @@ async function moveFile(ctx: ToolContext, input: MoveFileInput): Promise<ToolRes
 
 // A relative symlink means something else in another folder: `a/l -> ../x` moved to the root
 // would point outside the checkout, so check where it will point from its new place.
-async function checkMovedLink(
-  ctx: ToolContext,
-  from: ResolvedPath,
-  to: ResolvedPath,
-): Promise<void> {
+async function checkMovedLink(run: ToolRun, from: ResolvedPath, to: ResolvedPath): Promise<void> {
   const linkText = await fs.readlink(from.entry);
   if (path.isAbsolute(linkText)) return;
-  const realRoot = await realRootOf(ctx.root);
+  const realRoot = await realRootOf(run.root);
   const pointsTo = path.relative(realRoot, path.resolve(path.dirname(to.entry), linkText));
   try {
-    await resolvePath(ctx.root, pointsTo.split(path.sep).join('/') || '.');
+    await resolvePath(run.root, pointsTo.split(path.sep).join('/') || '.');
   } catch (err) {
     if (!(err instanceof ToolError)) throw err;
     throw new ToolError(

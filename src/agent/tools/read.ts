@@ -4,10 +4,10 @@
 import { constants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import { z } from 'zod';
-import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, resolvePath, ToolError } from './paths.ts';
 import { binarySniffBytes, looksBinary, scanLines } from './text.ts';
 import { type RepoTool, repoPath } from './tool.ts';
+import { limitsOf, runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 
 const inputSchema = z.object({
   path: repoPath,
@@ -43,9 +43,9 @@ export const readFileTool: RepoTool<typeof inputSchema> = {
   },
 };
 
-async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const limits = limitsOf(ctx);
+async function readFile(run: ToolRun, input: ReadFileInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const limits = limitsOf(run);
     const start = input.startLine ?? 1;
     const end = input.endLine ?? Number.POSITIVE_INFINITY;
     if (!Number.isInteger(start) || start < 1) {
@@ -55,7 +55,7 @@ async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolRes
       throw new ToolError(`endLine must be a whole number no smaller than startLine (${start})`);
     }
 
-    const target = await resolvePath(ctx.root, input.path);
+    const target = await resolvePath(run.root, input.path);
     const shown = quote(target.display);
     const stat = await fs.stat(target.real);
     if (stat.isDirectory()) {
@@ -82,7 +82,7 @@ async function readFile(ctx: ToolContext, input: ReadFileInput): Promise<ToolRes
       const decoder = new TextDecoder();
       const total = await scanLines(file, {
         maxLineBytes: limits.readMaxBytes,
-        signal: ctx.signal,
+        signal: run.signal,
         wants: (n) => n >= start && n <= end && stopped === undefined,
         onLine: (n, line) => {
           if (lines.length >= limits.readMaxLines) {

@@ -9,12 +9,13 @@ import { type Tool, tool } from 'ai';
 import { z } from 'zod';
 import type { SandboxLimits } from '../../projects/limits.ts';
 import { type CommandsNetwork, NETWORK_PRESETS } from '../../projects/network.ts';
-import { runNetwork, runSandboxed, type SandboxResult } from '../../sandbox/sandbox.ts';
+import { runNetwork, runSandboxed } from '../../sandbox/sandbox.ts';
+import type { SandboxResult } from '../../sandbox/types.ts';
 import { type ScrubSecret, scrubSecrets } from '../../secrets/scrub.ts';
 import { oneLine } from '../../text.ts';
-import type { ToolResult } from './context.ts';
 import { quote, realRootOf, resolvePath, ToolError } from './paths.ts';
 import type { ToolArgs } from './tool.ts';
+import type { ToolResult } from './tool-run.ts';
 
 export const RUN_COMMAND = 'run_command';
 

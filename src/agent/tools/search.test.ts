@@ -19,14 +19,14 @@ describe('search: happy path', () => {
   test('reports path:line: text for every match, in path order', async (t) => {
     const repo = await makeRepo(t, tree);
     assert.equal(
-      await searchFiles(repo.ctx, { pattern: 'TODO' }),
+      await searchFiles(repo.run, { pattern: 'TODO' }),
       'docs/guide.md:1: TODO write the guide\nsrc/a.ts:2: // TODO: fix',
     );
   });
 
   test('flags apply; g and y are accepted and dropped', async (t) => {
     const repo = await makeRepo(t, tree);
-    const out = await searchFiles(repo.ctx, { pattern: 'todo', flags: 'gi' });
+    const out = await searchFiles(repo.run, { pattern: 'todo', flags: 'gi' });
     assert.equal(
       out,
       'docs/guide.md:1: TODO write the guide\nsrc/a.ts:2: // TODO: fix\nsrc/b.ts:1: export const b = 2; // todo later',
@@ -36,11 +36,11 @@ describe('search: happy path', () => {
   test('a glob narrows the files searched', async (t) => {
     const repo = await makeRepo(t, tree);
     assert.equal(
-      await searchFiles(repo.ctx, { pattern: 'TODO', glob: '*.ts' }),
+      await searchFiles(repo.run, { pattern: 'TODO', glob: '*.ts' }),
       'src/a.ts:2: // TODO: fix',
     );
     assert.equal(
-      await searchFiles(repo.ctx, { pattern: 'TODO', glob: 'docs/**' }),
+      await searchFiles(repo.run, { pattern: 'TODO', glob: 'docs/**' }),
       'docs/guide.md:1: TODO write the guide',
     );
   });
@@ -48,7 +48,7 @@ describe('search: happy path', () => {
   test('no match is a plain message', async (t) => {
     const repo = await makeRepo(t, tree);
     assert.equal(
-      await searchFiles(repo.ctx, { pattern: 'nothing\\s+here' }),
+      await searchFiles(repo.run, { pattern: 'nothing\\s+here' }),
       'No matches for /nothing\\s+here/ in 3 text files.',
     );
   });
@@ -65,21 +65,21 @@ describe('search: happy path', () => {
     await fs.symlink(repo.sentinel, path.join(repo.root, 'leak.txt'));
     await fs.symlink(repo.outside, path.join(repo.root, 'ext'));
     assert.equal(
-      await searchFiles(repo.ctx, { pattern: 'TODO' }),
+      await searchFiles(repo.run, { pattern: 'TODO' }),
       'docs/guide.md:1: TODO write the guide\nsrc/a.ts:2: // TODO: fix',
     );
   });
 
   test('CRLF files match without the carriage return', async (t) => {
     const repo = await makeRepo(t, { 'win.txt': 'alpha\r\nbeta\r\n' });
-    assert.equal(await searchFiles(repo.ctx, { pattern: 'alpha$' }), 'win.txt:1: alpha');
+    assert.equal(await searchFiles(repo.run, { pattern: 'alpha$' }), 'win.txt:1: alpha');
   });
 });
 
 describe('search: caps', () => {
   test('stops at the match cap and says so', async (t) => {
     const repo = await makeRepo(t, { 'many.txt': 'hit\n'.repeat(50) }, { searchMaxMatches: 7 });
-    const out = (await searchFiles(repo.ctx, { pattern: 'hit' })).split('\n');
+    const out = (await searchFiles(repo.run, { pattern: 'hit' })).split('\n');
     assert.equal(out.length, 8);
     assert.equal(out[6], 'many.txt:7: hit');
     assert.match(out[7] ?? '', /^\[Stopped at 7 matches/);
@@ -88,7 +88,7 @@ describe('search: caps', () => {
   test('long lines are cut around the match', async (t) => {
     const line = `${'a'.repeat(1000)}NEEDLE${'b'.repeat(1000)}`;
     const repo = await makeRepo(t, { 'min.js': `${line}\n` });
-    const out = await searchFiles(repo.ctx, { pattern: 'NEEDLE' });
+    const out = await searchFiles(repo.run, { pattern: 'NEEDLE' });
     const text = out.slice('min.js:1: '.length);
     assert.ok(text.includes('NEEDLE'));
     assert.ok(text.startsWith('…') && text.endsWith('…'));
@@ -102,7 +102,7 @@ describe('search: caps', () => {
       { searchMaxFileBytes: 1000 },
     );
     assert.equal(
-      await searchFiles(repo.ctx, { pattern: 'needle' }),
+      await searchFiles(repo.run, { pattern: 'needle' }),
       'small.txt:1: needle\n[Skipped 1 file larger than 1000 bytes: big.txt.]',
     );
   });
@@ -111,7 +111,7 @@ describe('search: caps', () => {
     const files: Record<string, string> = {};
     for (let i = 0; i < 600; i++) files[`d/f${String(i).padStart(3, '0')}.txt`] = `n ${i}\n`;
     const repo = await makeRepo(t, files, { searchMaxMatches: 1000 });
-    const out = (await searchFiles(repo.ctx, { pattern: '^n \\d+$' })).split('\n');
+    const out = (await searchFiles(repo.run, { pattern: '^n \\d+$' })).split('\n');
     assert.equal(out.length, 600);
     assert.equal(out[599], 'd/f599.txt:1: n 599');
   });
@@ -123,7 +123,7 @@ describe('search: caps', () => {
       { searchRegexTimeoutMs: 200 },
     );
     const started = performance.now();
-    const out = await searchFiles(repo.ctx, { pattern: '^(a+)+$' });
+    const out = await searchFiles(repo.run, { pattern: '^(a+)+$' });
     assert.ok(performance.now() - started < 5000);
     assert.match(
       out,
@@ -136,7 +136,7 @@ describe('search: errors', () => {
   test('an invalid regular expression', async (t) => {
     const repo = await makeRepo(t, tree);
     assert.match(
-      await searchFiles(repo.ctx, { pattern: 'foo(' }),
+      await searchFiles(repo.run, { pattern: 'foo(' }),
       /^Error: invalid regular expression: .*Unterminated group/,
     );
   });
@@ -144,18 +144,18 @@ describe('search: errors', () => {
   test('invalid flags', async (t) => {
     const repo = await makeRepo(t, tree);
     assert.match(
-      await searchFiles(repo.ctx, { pattern: 'x', flags: 'q' }),
+      await searchFiles(repo.run, { pattern: 'x', flags: 'q' }),
       /^Error: invalid regular expression flags 'q'/,
     );
     assert.match(
-      await searchFiles(repo.ctx, { pattern: 'x', flags: 'uv' }),
+      await searchFiles(repo.run, { pattern: 'x', flags: 'uv' }),
       /^Error: invalid regular expression/,
     );
   });
 
   test('an empty pattern', async (t) => {
     const repo = await makeRepo(t, tree);
-    assert.equal(await searchFiles(repo.ctx, { pattern: '' }), 'Error: pattern is empty');
+    assert.equal(await searchFiles(repo.run, { pattern: '' }), 'Error: pattern is empty');
   });
 
   test('a cancelled search throws', async (t) => {
@@ -163,7 +163,7 @@ describe('search: errors', () => {
     const controller = new AbortController();
     controller.abort();
     await assert.rejects(
-      searchFiles({ ...repo.ctx, signal: controller.signal }, { pattern: 'x' }),
+      searchFiles({ ...repo.run, signal: controller.signal }, { pattern: 'x' }),
       {
         name: 'AbortError',
       },

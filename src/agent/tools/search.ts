@@ -5,10 +5,10 @@
 import * as fs from 'node:fs/promises';
 import * as vm from 'node:vm';
 import { z } from 'zod';
-import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { quote, realRootOf, ToolError } from './paths.ts';
 import { formatBytes, looksBinary, plural } from './text.ts';
 import type { RepoTool } from './tool.ts';
+import { limitsOf, runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 import { compileGlob, walkFiles } from './walk.ts';
 
 const inputSchema = z.object({
@@ -79,9 +79,9 @@ const matcher = new vm.Script(`(() => {
   return JSON.stringify(found);
 })()`);
 
-async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const limits = limitsOf(ctx);
+async function searchFiles(run: ToolRun, input: SearchInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const limits = limitsOf(run);
     const flags = checkFlags(input.flags ?? '');
     if (input.pattern === '') throw new ToolError('pattern is empty');
     try {
@@ -91,7 +91,7 @@ async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolRe
     }
     const shownPattern = `/${input.pattern}/${flags}`;
     const glob = compileGlob(input.glob?.trim() || '**');
-    const realRoot = await realRootOf(ctx.root);
+    const realRoot = await realRootOf(run.root);
 
     const context = vm.createContext({
       source: input.pattern,
@@ -106,7 +106,7 @@ async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolRe
     let batch: Batch = { paths: [], texts: [], chars: 0 };
 
     const flush = () => {
-      ctx.signal?.throwIfAborted();
+      run.signal?.throwIfAborted();
       if (batch.texts.length === 0) return;
       context.texts = batch.texts;
       context.remaining = limits.searchMaxMatches - results.length;
@@ -144,7 +144,7 @@ async function searchFiles(ctx: ToolContext, input: SearchInput): Promise<ToolRe
 
     // Reads run a few at a time, ahead of the matching, which still sees files in walk order.
     const ahead: Promise<Loaded>[] = [];
-    for await (const entry of walkFiles(realRoot, glob, ctx.signal)) {
+    for await (const entry of walkFiles(realRoot, glob, run.signal)) {
       // A symlink is either outside the checkout or a second name for a file searched anyway.
       if (entry.symlink) continue;
       ahead.push(load(entry.abs, entry.rel, limits.searchMaxFileBytes));

@@ -7,8 +7,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TestContext } from 'node:test';
 import type { z } from 'zod';
-import type { ToolContext, ToolLimits } from './context.ts';
 import type { RepoTool } from './tool.ts';
+import type { ToolLimits, ToolRun } from './tool-run.ts';
 
 export const sentinelText = 'SENTINEL secret outside the checkout\n';
 export const gitConfigText = '[core]\n\trepositoryformatversion = 0\n';
@@ -21,7 +21,7 @@ export interface TestRepo {
   /** A file outside the checkout that must stay unread and unchanged. */
   sentinel: string;
   changed: string[];
-  ctx: ToolContext;
+  run: ToolRun;
 }
 
 export async function makeRepo(
@@ -43,8 +43,8 @@ export async function makeRepo(
     await fs.writeFile(path.join(root, rel), content);
   }
   const changed: string[] = [];
-  const ctx: ToolContext = { root, limits, onFileChanged: (p) => changed.push(p) };
-  return { base, root, outside, sentinel, changed, ctx };
+  const run: ToolRun = { root, limits, onFileChanged: (p) => changed.push(p) };
+  return { base, root, outside, sentinel, changed, run };
 }
 
 /** Every file under `dir` with its content, to prove a folder was left exactly as it was. */
@@ -67,9 +67,9 @@ export async function snapshot(dir: string): Promise<Record<string, string>> {
  */
 export function modelText<S extends z.ZodType>(
   tool: RepoTool<S>,
-): (ctx: ToolContext, input: z.output<S>) => Promise<string> {
-  return async (ctx, input) => {
-    const result = await tool.run(ctx, input);
+): (run: ToolRun, input: z.output<S>) => Promise<string> {
+  return async (run, input) => {
+    const result = await tool.run(run, input);
     assert.equal(result.text.startsWith('Error: '), !result.ok, `${tool.name}: ${result.text}`);
     assert.ok(result.title !== '' && !result.title.includes('\n'), `${tool.name} title`);
     return result.text;

@@ -3,7 +3,7 @@
 // SDK tools; nothing else needs to know a tool exists.
 
 import { z } from 'zod';
-import type { ToolContext, ToolLimits, ToolResult } from './context.ts';
+import type { ToolLimits, ToolResult, ToolRun } from './tool-run.ts';
 
 export interface RepoTool<S extends z.ZodType = z.ZodType> {
   readonly name: string;
@@ -11,7 +11,7 @@ export interface RepoTool<S extends z.ZodType = z.ZodType> {
   description(limits: ToolLimits): string;
   readonly inputSchema: S;
   /** Never throws for a bad call: refusals come back as `ok: false` results. */
-  run(ctx: ToolContext, input: z.output<S>): Promise<ToolResult>;
+  run(run: ToolRun, input: z.output<S>): Promise<ToolResult>;
   /**
    * The call in a few words for progress events, from the arguments as the model sent them
    * (not yet validated); never file contents.

@@ -5,11 +5,11 @@ import { constants } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { limitsOf, runTool, type ToolContext, type ToolResult } from './context.ts';
 import { describeTarget, statOrUndefined, writeNoFollow } from './files.ts';
 import { quote, resolvePath, ToolError } from './paths.ts';
 import { countNewlines, formatBytes, plural } from './text.ts';
 import { type RepoTool, repoPath } from './tool.ts';
+import { limitsOf, runTool, type ToolResult, type ToolRun } from './tool-run.ts';
 
 const inputSchema = z.object({
   path: repoPath,
@@ -32,9 +32,9 @@ export const writeFileTool: RepoTool<typeof inputSchema> = {
   },
 };
 
-async function writeFile(ctx: ToolContext, input: WriteFileInput): Promise<ToolResult> {
-  return runTool(ctx, async () => {
-    const { writeMaxBytes } = limitsOf(ctx);
+async function writeFile(run: ToolRun, input: WriteFileInput): Promise<ToolResult> {
+  return runTool(run, async () => {
+    const { writeMaxBytes } = limitsOf(run);
     if (typeof input.content !== 'string') throw new ToolError('content must be a string');
     const size = Buffer.byteLength(input.content);
     if (size > writeMaxBytes) {
@@ -42,7 +42,7 @@ async function writeFile(ctx: ToolContext, input: WriteFileInput): Promise<ToolR
         `content is ${formatBytes(size)}; write_file accepts at most ${formatBytes(writeMaxBytes)}`,
       );
     }
-    const target = await resolvePath(ctx.root, input.path);
+    const target = await resolvePath(run.root, input.path);
     const existing = await statOrUndefined(target.real);
     if (existing?.isDirectory() || target.rel === '') {
       throw new ToolError(`${quote(target.display)} is a directory`);
@@ -52,7 +52,7 @@ async function writeFile(ctx: ToolContext, input: WriteFileInput): Promise<ToolR
     }
     await fs.mkdir(path.dirname(target.real), { recursive: true });
     await writeNoFollow(target.real, input.content, constants.O_CREAT);
-    ctx.onFileChanged?.(target.rel);
+    run.onFileChanged?.(target.rel);
     const verb = existing === undefined ? 'Created' : 'Wrote';
     const text = `${verb} ${describeTarget(target)} (${formatBytes(size)}, ${plural(countLines(input.content), 'line')}).`;
     return { title: text.slice(0, -1), text };

@@ -122,6 +122,96 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     secrets: [token],
   });
 
+  const { findPullRequest, createPullRequest, updatePullRequest } = giteaPulls(
+    http,
+    base,
+    repository,
+  );
+
+  async function gitAuth() {
+    // ssh remotes authenticate with the deployment's ssh key; the header is HTTP only.
+    if (repo?.scheme === 'ssh') return undefined;
+    return {
+      urlPrefix: webRoot,
+      // Gitea and Forgejo take an access token as the Basic password with any user name (the
+      // name is ignored once the token matches); older versions refuse `Authorization: token`
+      // on git's paths, so Basic is the one form every version accepts.
+      header: `Authorization: Basic ${Buffer.from(`errand:${token}`).toString('base64')}`,
+    };
+  }
+
+  async function acknowledge(target: CommentRef, signal?: AbortSignal): Promise<void> {
+    // A review's body is no comment and takes no reaction: its pull request gets the 👀.
+    const path =
+      target.where === 'review'
+        ? `${base}/issues/${target.thread.number}/reactions`
+        : `${base}/issues/comments/${encodeURIComponent(target.commentId)}/reactions`;
+    await http.request({
+      method: 'POST',
+      path,
+      body: { content: 'eyes' },
+      schema: reactionSchema,
+      action: `react to a comment on #${target.thread.number}`,
+      signal,
+    });
+  }
+
+  async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
+    // Pull requests are issues to Gitea's comment API.
+    await http.request({
+      method: 'POST',
+      path: `${base}/issues/${thread.number}/comments`,
+      body: { body },
+      schema: commentSchema,
+      action: `comment on #${thread.number}`,
+      signal,
+    });
+  }
+
+  async function canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean> {
+    try {
+      const { data } = await http.request({
+        method: 'GET',
+        path: `${base}/collaborators/${encodeURIComponent(user.login)}/permission`,
+        schema: permissionSchema,
+        action: `read ${user.login}'s permission`,
+        notFound: `${user.login} is not a user of this Gitea`,
+        signal,
+      });
+      return WRITE_PERMISSIONS.has(data.permission);
+    } catch (err) {
+      if (err instanceof ForgeError && err.status === 404) return false;
+      // Gitea tells another user's permission only to an administrator of the repository.
+      if (err instanceof ForgeError && err.status === 403)
+        throw new ForgeError(
+          'gitea',
+          `Gitea refused to tell ${user.login}'s permission on ${repository} (403): the token's user must be an administrator of the repository for Errand to check who may ask it for work`,
+          { transient: false, status: 403 },
+        );
+      throw err;
+    }
+  }
+
+  return {
+    kind: 'gitea',
+    findPullRequest,
+    createPullRequest,
+    updatePullRequest,
+    gitAuth,
+    acknowledge,
+    // Gitea's API answers no comment in its thread: the answer goes in the conversation.
+    reply: (target, body, signal) => comment(target.thread, body, signal),
+    comment,
+    canWrite,
+  };
+}
+
+/** Finding, opening and updating the job's pull request in the repository at `base`. */
+function giteaPulls(
+  http: ForgeHttp,
+  base: string,
+  repository: string,
+): Pick<ForgeClient, 'findPullRequest' | 'createPullRequest' | 'updatePullRequest'> {
   const pullNotFound = (index: number) =>
     `Gitea pull request #${index} not found in ${repository} (404): it was deleted, or the token cannot see the repository.`;
 
@@ -235,82 +325,7 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     return toPullRequest(data);
   }
 
-  async function gitAuth() {
-    // ssh remotes authenticate with the deployment's ssh key; the header is HTTP only.
-    if (repo?.scheme === 'ssh') return undefined;
-    return {
-      urlPrefix: webRoot,
-      // Gitea and Forgejo take an access token as the Basic password with any user name (the
-      // name is ignored once the token matches); older versions refuse `Authorization: token`
-      // on git's paths, so Basic is the one form every version accepts.
-      header: `Authorization: Basic ${Buffer.from(`errand:${token}`).toString('base64')}`,
-    };
-  }
-
-  async function acknowledge(target: CommentRef, signal?: AbortSignal): Promise<void> {
-    // A review's body is no comment and takes no reaction: its pull request gets the 👀.
-    const path =
-      target.where === 'review'
-        ? `${base}/issues/${target.thread.number}/reactions`
-        : `${base}/issues/comments/${encodeURIComponent(target.commentId)}/reactions`;
-    await http.request({
-      method: 'POST',
-      path,
-      body: { content: 'eyes' },
-      schema: reactionSchema,
-      action: `react to a comment on #${target.thread.number}`,
-      signal,
-    });
-  }
-
-  async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
-    // Pull requests are issues to Gitea's comment API.
-    await http.request({
-      method: 'POST',
-      path: `${base}/issues/${thread.number}/comments`,
-      body: { body },
-      schema: commentSchema,
-      action: `comment on #${thread.number}`,
-      signal,
-    });
-  }
-
-  async function canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean> {
-    try {
-      const { data } = await http.request({
-        method: 'GET',
-        path: `${base}/collaborators/${encodeURIComponent(user.login)}/permission`,
-        schema: permissionSchema,
-        action: `read ${user.login}'s permission`,
-        notFound: `${user.login} is not a user of this Gitea`,
-        signal,
-      });
-      return WRITE_PERMISSIONS.has(data.permission);
-    } catch (err) {
-      if (err instanceof ForgeError && err.status === 404) return false;
-      // Gitea tells another user's permission only to an administrator of the repository.
-      if (err instanceof ForgeError && err.status === 403)
-        throw new ForgeError(
-          'gitea',
-          `Gitea refused to tell ${user.login}'s permission on ${repository} (403): the token's user must be an administrator of the repository for Errand to check who may ask it for work`,
-          { transient: false, status: 403 },
-        );
-      throw err;
-    }
-  }
-
-  return {
-    kind: 'gitea',
-    findPullRequest,
-    createPullRequest,
-    updatePullRequest,
-    gitAuth,
-    acknowledge,
-    // Gitea's API answers no comment in its thread: the answer goes in the conversation.
-    reply: (target, body, signal) => comment(target.thread, body, signal),
-    comment,
-    canWrite,
-  };
+  return { findPullRequest, createPullRequest, updatePullRequest };
 }
 
 function isFrom(pr: GiteaPull, head: string): boolean {

@@ -137,6 +137,44 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     return data.data.data;
   }
 
+  const api: GitHubApi = { call, octokit, target, repository };
+  return {
+    kind: 'github',
+    ...githubPulls(api),
+    ...githubComments(api),
+    ...githubPermissions(api),
+    async gitAuth(signal) {
+      const token = await tokens.token(signal);
+      return {
+        urlPrefix: `https://${target.host}/`,
+        header: `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`,
+      };
+    },
+  };
+}
+
+/** One API call of the repository's client: with the current token, its answer parsed. */
+type Call = <T>(
+  ctx: Omit<CallContext, 'repository' | 'auth'>,
+  schema: z.ZodType<T>,
+  run: (headers: { authorization: string }, request: { signal?: AbortSignal }) => Promise<unknown>,
+  signal: AbortSignal | undefined,
+) => Promise<T>;
+
+/** The repository's client as the pull requests and the comments use it. */
+interface GitHubApi {
+  call: Call;
+  octokit: Octokit;
+  target: ReturnType<typeof parseRepository>;
+  repository: string;
+}
+
+/** Finding, opening and updating the job's pull request. */
+function githubPulls(
+  api: GitHubApi,
+): Pick<ForgeClient, 'findPullRequest' | 'createPullRequest' | 'updatePullRequest'> {
+  const { call, octokit, target, repository } = api;
+
   async function findPullRequest(head: string, signal?: AbortSignal): Promise<PullRequest | null> {
     const pulls = await call(
       { action: 'look up the pull request', method: 'GET', path: `/repos/${repository}/pulls` },
@@ -187,30 +225,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     return toPullRequest(pull);
   }
 
-  async function commentOn(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
-    // Pull requests are issues to GitHub's comment API.
-    await call(
-      {
-        action: `comment on #${thread.number}`,
-        method: 'POST',
-        path: `/repos/${repository}/issues/${thread.number}/comments`,
-      },
-      commentSchema,
-      (headers, request) =>
-        octokit.rest.issues.createComment({
-          owner: target.owner,
-          repo: target.repo,
-          issue_number: thread.number,
-          body,
-          headers,
-          request,
-        }),
-      signal,
-    );
-  }
-
   return {
-    kind: 'github',
     findPullRequest,
 
     async createPullRequest(input, signal): Promise<CreatedPullRequest> {
@@ -261,7 +276,36 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
       );
       return toPullRequest(pull);
     },
+  };
+}
 
+/** Reactions, comments and replies on the repository's threads. */
+function githubComments(api: GitHubApi): Pick<ForgeClient, 'acknowledge' | 'reply' | 'comment'> {
+  const { call, octokit, target, repository } = api;
+
+  async function commentOn(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
+    // Pull requests are issues to GitHub's comment API.
+    await call(
+      {
+        action: `comment on #${thread.number}`,
+        method: 'POST',
+        path: `/repos/${repository}/issues/${thread.number}/comments`,
+      },
+      commentSchema,
+      (headers, request) =>
+        octokit.rest.issues.createComment({
+          owner: target.owner,
+          repo: target.repo,
+          issue_number: thread.number,
+          body,
+          headers,
+          request,
+        }),
+      signal,
+    );
+  }
+
+  return {
     async acknowledge(comment: CommentRef, signal?: AbortSignal) {
       const where = { owner: target.owner, repo: target.repo, content: 'eyes' as const };
       if (comment.where === 'line') {
@@ -366,7 +410,13 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     },
 
     comment: commentOn,
+  };
+}
 
+/** Who may write to the repository. */
+function githubPermissions(api: GitHubApi): Pick<ForgeClient, 'canWrite'> {
+  const { call, octokit, target, repository } = api;
+  return {
     async canWrite(user, signal) {
       try {
         const level = await call(
@@ -394,14 +444,6 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
         if (err instanceof ForgeError && err.status === 404) return false;
         throw err;
       }
-    },
-
-    async gitAuth(signal) {
-      const token = await tokens.token(signal);
-      return {
-        urlPrefix: `https://${target.host}/`,
-        header: `Authorization: Basic ${Buffer.from(`x-access-token:${token}`).toString('base64')}`,
-      };
     },
   };
 }

@@ -125,6 +125,113 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     secrets: [token],
   });
 
+  const { findPullRequest, createPullRequest, updatePullRequest } = gitlabMergeRequests(
+    http,
+    project,
+    projectPath,
+  );
+
+  async function gitAuth() {
+    // ssh remotes authenticate with the deployment's ssh key; the header is HTTP only.
+    if (repo?.scheme === 'ssh') return undefined;
+    return {
+      urlPrefix: webRoot,
+      // GitLab accepts any access token as the password over HTTPS; `oauth2` is the user name
+      // it documents, and the only one that also works for OAuth tokens.
+      header: `Authorization: Basic ${Buffer.from(`oauth2:${token}`).toString('base64')}`,
+    };
+  }
+
+  /** The API path of an issue or merge request of the project. */
+  const threadPath = (thread: ThreadRef) =>
+    `${project}/${thread.kind === 'pull-request' ? 'merge_requests' : 'issues'}/${thread.number}`;
+  const threadName = (thread: ThreadRef) =>
+    thread.kind === 'pull-request' ? `merge request !${thread.number}` : `issue #${thread.number}`;
+
+  async function acknowledge(comment: CommentRef, signal?: AbortSignal): Promise<void> {
+    try {
+      await http.request({
+        method: 'POST',
+        path: `${threadPath(comment.thread)}/notes/${encodeURIComponent(comment.commentId)}/award_emoji`,
+        body: { name: 'eyes' },
+        schema: awardSchema,
+        action: `react to a comment on ${threadName(comment.thread)}`,
+        signal,
+      });
+    } catch (err) {
+      // GitLab answers an award the token's user gave already with a 404 that says so (GitHub
+      // and Gitea answer the reaction there): the 👀 is there, as a retry wants it.
+      if (
+        err instanceof ForgeError &&
+        err.status === 404 &&
+        /already been taken/i.test(err.message)
+      )
+        return;
+      throw err;
+    }
+  }
+
+  async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
+    await http.request({
+      method: 'POST',
+      path: `${threadPath(thread)}/notes`,
+      body: { body },
+      schema: noteSchema,
+      action: `comment on ${threadName(thread)}`,
+      signal,
+    });
+  }
+
+  async function reply(target: CommentRef, body: string, signal?: AbortSignal): Promise<void> {
+    if (target.discussionId === null) return comment(target.thread, body, signal);
+    await http.request({
+      method: 'POST',
+      path: `${threadPath(target.thread)}/discussions/${encodeURIComponent(target.discussionId)}/notes`,
+      body: { body },
+      schema: noteSchema,
+      action: `reply in a discussion of ${threadName(target.thread)}`,
+      signal,
+    });
+  }
+
+  async function canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean> {
+    if (!/^\d+$/.test(user.id)) return false;
+    try {
+      const { data } = await http.request({
+        method: 'GET',
+        // `all`: members of the project and of its groups, inherited roles included.
+        path: `${project}/members/all/${user.id}`,
+        schema: memberSchema,
+        action: `read ${user.login}'s role`,
+        notFound: `${user.login} is not a member of ${projectPath}`,
+        signal,
+      });
+      return data.access_level >= DEVELOPER;
+    } catch (err) {
+      if (err instanceof ForgeError && err.status === 404) return false;
+      throw err;
+    }
+  }
+
+  return {
+    kind: 'gitlab',
+    findPullRequest,
+    createPullRequest,
+    updatePullRequest,
+    gitAuth,
+    acknowledge,
+    reply,
+    comment,
+    canWrite,
+  };
+}
+
+/** Finding, opening and updating the job's merge request in the project at `project`. */
+function gitlabMergeRequests(
+  http: ForgeHttp,
+  project: string,
+  projectPath: string,
+): Pick<ForgeClient, 'findPullRequest' | 'createPullRequest' | 'updatePullRequest'> {
   const mergeRequestNotFound = (iid: number) =>
     `GitLab merge request !${iid} not found in ${projectPath} (404): it was deleted, or the token cannot see the project.`;
 
@@ -231,99 +338,7 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     return toPullRequest(data);
   }
 
-  async function gitAuth() {
-    // ssh remotes authenticate with the deployment's ssh key; the header is HTTP only.
-    if (repo?.scheme === 'ssh') return undefined;
-    return {
-      urlPrefix: webRoot,
-      // GitLab accepts any access token as the password over HTTPS; `oauth2` is the user name
-      // it documents, and the only one that also works for OAuth tokens.
-      header: `Authorization: Basic ${Buffer.from(`oauth2:${token}`).toString('base64')}`,
-    };
-  }
-
-  /** The API path of an issue or merge request of the project. */
-  const threadPath = (thread: ThreadRef) =>
-    `${project}/${thread.kind === 'pull-request' ? 'merge_requests' : 'issues'}/${thread.number}`;
-  const threadName = (thread: ThreadRef) =>
-    thread.kind === 'pull-request' ? `merge request !${thread.number}` : `issue #${thread.number}`;
-
-  async function acknowledge(comment: CommentRef, signal?: AbortSignal): Promise<void> {
-    try {
-      await http.request({
-        method: 'POST',
-        path: `${threadPath(comment.thread)}/notes/${encodeURIComponent(comment.commentId)}/award_emoji`,
-        body: { name: 'eyes' },
-        schema: awardSchema,
-        action: `react to a comment on ${threadName(comment.thread)}`,
-        signal,
-      });
-    } catch (err) {
-      // GitLab answers an award the token's user gave already with a 404 that says so (GitHub
-      // and Gitea answer the reaction there): the 👀 is there, as a retry wants it.
-      if (
-        err instanceof ForgeError &&
-        err.status === 404 &&
-        /already been taken/i.test(err.message)
-      )
-        return;
-      throw err;
-    }
-  }
-
-  async function comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void> {
-    await http.request({
-      method: 'POST',
-      path: `${threadPath(thread)}/notes`,
-      body: { body },
-      schema: noteSchema,
-      action: `comment on ${threadName(thread)}`,
-      signal,
-    });
-  }
-
-  async function reply(target: CommentRef, body: string, signal?: AbortSignal): Promise<void> {
-    if (target.discussionId === null) return comment(target.thread, body, signal);
-    await http.request({
-      method: 'POST',
-      path: `${threadPath(target.thread)}/discussions/${encodeURIComponent(target.discussionId)}/notes`,
-      body: { body },
-      schema: noteSchema,
-      action: `reply in a discussion of ${threadName(target.thread)}`,
-      signal,
-    });
-  }
-
-  async function canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean> {
-    if (!/^\d+$/.test(user.id)) return false;
-    try {
-      const { data } = await http.request({
-        method: 'GET',
-        // `all`: members of the project and of its groups, inherited roles included.
-        path: `${project}/members/all/${user.id}`,
-        schema: memberSchema,
-        action: `read ${user.login}'s role`,
-        notFound: `${user.login} is not a member of ${projectPath}`,
-        signal,
-      });
-      return data.access_level >= DEVELOPER;
-    } catch (err) {
-      if (err instanceof ForgeError && err.status === 404) return false;
-      throw err;
-    }
-  }
-
-  return {
-    kind: 'gitlab',
-    findPullRequest,
-    createPullRequest,
-    updatePullRequest,
-    gitAuth,
-    acknowledge,
-    reply,
-    comment,
-    canWrite,
-  };
+  return { findPullRequest, createPullRequest, updatePullRequest };
 }
 
 function fromFork(mr: GitLabMergeRequest): boolean {

@@ -1,12 +1,13 @@
-// The agent's context: what each model request of a turn carries. It keeps every request under
+// The agent's conversation: what each model request of a turn carries. It keeps every request under
 // the model's context window and its prefix stable for prompt caches: tool results are capped as
 // they arrive, old ones are masked in batches, and when that is not enough the older part of the
 // job's conversation is summarised by the model (compaction). What the turn ends with is what it
 // stores for follow-ups (jobHistory rebuilds the conversation from the stored turns).
 //
-// This module is the turn's context itself (TurnContext); its parts are in the context-*.ts
-// modules beside it: the thresholds, the stored history, tool results, compaction's summary and
-// a provider's refusal for length.
+// This module is the turn's conversation itself (Conversation); its parts are in the modules
+// beside it: the thresholds (window-policy.ts), the stored history (history.ts), tool results
+// (tool-results.ts), compaction's summary (compaction-summary.ts) and a provider's refusal for
+// length (window-overflow.ts).
 
 import {
   generateText,
@@ -19,30 +20,30 @@ import {
   type UserModelMessage,
 } from 'ai';
 import { NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
-import { ERRAND, type ErrandMark, inStoredOrder, markOf, withMark } from './context-history.ts';
-import { overflowFacts } from './context-overflow.ts';
-import {
-  CAP_CHARS_PER_TOKEN,
-  type ContextPolicy,
-  contextPolicy,
-  DEFAULT_CONTEXT_TOKENS,
-  MASK_MIN_CHARS,
-  SUMMARY_MAX_TOKENS,
-} from './context-policy.ts';
-import { capAll, isToolResult, outputChars, toolCalls } from './context-results.ts';
 import {
   checkpointText,
   promptOf,
   SUMMARY_INSTRUCTIONS,
   summaryRequest,
   userParts,
-} from './context-summary.ts';
+} from './compaction-summary.ts';
+import { ERRAND, type ErrandMark, inStoredOrder, markOf, withMark } from './history.ts';
+import { capAll, isToolResult, outputChars, toolCalls } from './tool-results.ts';
+import { overflowFacts } from './window-overflow.ts';
+import {
+  CAP_CHARS_PER_TOKEN,
+  DEFAULT_WINDOW_TOKENS,
+  MASK_MIN_CHARS,
+  SUMMARY_MAX_TOKENS,
+  type WindowPolicy,
+  windowPolicy,
+} from './window-policy.ts';
 
-// The context's API for the agent loop, the turn pipeline and the bench, wherever its part lives.
-export { jobHistory } from './context-history.ts';
-export { isContextOverflow, overflowFacts } from './context-overflow.ts';
-export { type ContextPolicy, contextPolicy, DEFAULT_CONTEXT_TOKENS } from './context-policy.ts';
-export { headAndTail } from './context-results.ts';
+// The conversation's API for the agent loop, the turn pipeline and the bench, wherever its part lives.
+export { jobHistory } from './history.ts';
+export { headAndTail } from './tool-results.ts';
+export { isWindowOverflow, overflowFacts } from './window-overflow.ts';
+export { DEFAULT_WINDOW_TOKENS, type WindowPolicy, windowPolicy } from './window-policy.ts';
 
 /** A compaction, as the turn's progress log reports it. */
 export interface Compaction {
@@ -54,13 +55,13 @@ export interface Compaction {
   usage: TokenUsage;
 }
 
-/** What a model request of the turn carries, from TurnContext.prepare. */
+/** What a model request of the turn carries, from Conversation.prepare. */
 export interface PreparedRequest {
   messages: ModelMessage[];
   compaction: Compaction | undefined;
 }
 
-export interface TurnContextOptions {
+export interface ConversationOptions {
   model: LanguageModel;
   system: string;
   tools: ToolSet;
@@ -68,7 +69,7 @@ export interface TurnContextOptions {
   history: ModelMessage[];
   /** This turn's user message. */
   user: UserModelMessage;
-  /** The model's context window; DEFAULT_CONTEXT_TOKENS when the catalog does not know it. */
+  /** The model's context window; DEFAULT_WINDOW_TOKENS when the catalog does not know it. */
   windowTokens: number | undefined;
   /** The configured output limit of one reply. */
   maxOutputTokens: number;
@@ -90,16 +91,16 @@ function providerOf(model: LanguageModel): string {
 }
 
 /**
- * The context of one turn: the messages of its requests, from the job's history and this turn's
+ * The conversation of one turn: the messages of its requests, from the job's history and this turn's
  * prompt to its last step. The agent loop hands it each step's new messages and the usage the
  * provider reported; it answers with what the next request carries.
  */
-export class TurnContext {
-  readonly #opts: TurnContextOptions;
+export class Conversation {
+  readonly #opts: ConversationOptions;
   readonly #provider: string;
   readonly #history: readonly ModelMessage[];
   readonly #toolsChars: number;
-  #policy: ContextPolicy;
+  #policy: WindowPolicy;
   /** The messages as the next request carries them, without cache hints. */
   #messages: ModelMessage[];
   /** Whether this turn's user message was folded into a summary. */
@@ -112,11 +113,11 @@ export class TurnContext {
   #lastChars = 0;
   readonly #charsOf = new WeakMap<ModelMessage, number>();
 
-  constructor(opts: TurnContextOptions) {
+  constructor(opts: ConversationOptions) {
     this.#opts = opts;
     this.#provider = providerOf(opts.model);
     this.#history = opts.history;
-    this.#policy = contextPolicy(opts.windowTokens ?? DEFAULT_CONTEXT_TOKENS, opts.maxOutputTokens);
+    this.#policy = windowPolicy(opts.windowTokens ?? DEFAULT_WINDOW_TOKENS, opts.maxOutputTokens);
     const counted = opts.history.findLast((m) => markOf(m)?.tokensPerChar)?.providerOptions;
     const earlier = (counted?.[ERRAND] as ErrandMark | undefined)?.tokensPerChar;
     if (earlier && earlier > 0) this.#tokensPerChar = earlier;
@@ -129,7 +130,7 @@ export class TurnContext {
       : [...opts.history, opts.user];
   }
 
-  get policy(): ContextPolicy {
+  get policy(): WindowPolicy {
     return this.#policy;
   }
 
@@ -225,7 +226,7 @@ export class TurnContext {
       this.#policy.windowTokens,
       facts.windowTokens ?? Math.floor(sentTokens * 0.9),
     );
-    this.#policy = contextPolicy(window, this.#opts.maxOutputTokens);
+    this.#policy = windowPolicy(window, this.#opts.maxOutputTokens);
     const masked = this.#mask(0, 0);
     const capped = this.#recap();
     const compaction = await this.#compact('overflow', signal);

@@ -1,4 +1,4 @@
-// The agent's context end to end: jobs on a real repository of large files, through the API and
+// The agent's conversation end to end: jobs on a real repository of large files, through the API and
 // real workers, with a scripted model that enforces a 40k-token context window and caches
 // prompts as the vendors do. A job reads far more than the window and completes; it recovers
 // from a refusal for length; ten follow-ups keep working; consecutive requests share their
@@ -42,7 +42,7 @@ const isSummary = (r: RecordedRequest) =>
 /** Words the model thinks aloud with: text no masking can shorten, only a summary. */
 const musing = (n: number, chars: number) => `Step ${n}: `.padEnd(chars, 'thinking. ');
 
-describe('the agent context', () => {
+describe("the agent's conversation", () => {
   let openai: FakeLlm;
   let anthropic: FakeLlm;
   let svc: TestService;
@@ -51,7 +51,7 @@ describe('the agent context', () => {
   let projectId: string;
 
   before(async () => {
-    tmp = await makeTempDir('context');
+    tmp = await makeTempDir('conversation');
     const files: Record<string, string> = { 'README.md': '# Big\n' };
     for (let n = 1; n <= FILES; n++) files[fileName(n)] = bigFile(n);
     origin = await makeOrigin(tmp, files);

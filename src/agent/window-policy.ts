@@ -1,8 +1,8 @@
-// The context's thresholds: how much of a model's window a turn's requests may fill before tool
-// results are capped, masked or compacted. Only numbers here; TurnContext (context.ts) applies them.
+// The conversation's thresholds: how much of a model's window a turn's requests may fill before tool
+// results are capped, masked or compacted. Only numbers here; Conversation (conversation.ts) applies them.
 
 /** The window of a model the catalog does not know: that of most current open-weight models. */
-export const DEFAULT_CONTEXT_TOKENS = 128_000;
+export const DEFAULT_WINDOW_TOKENS = 128_000;
 
 /**
  * The thresholds of one turn, in tokens, from the model's window (docs/turns.md says why):
@@ -16,7 +16,7 @@ export const DEFAULT_CONTEXT_TOKENS = 128_000;
  * - a request that would still pass `compactAt` (80 % of the window, and 95 % of what the reply
  *   leaves) compacts the older history, keeping the last `keepAfterCompaction` tokens of work.
  */
-export interface ContextPolicy {
+export interface WindowPolicy {
   windowTokens: number;
   outputTokens: number;
   resultCapTokens: number;
@@ -26,7 +26,7 @@ export interface ContextPolicy {
   keepAfterCompaction: number;
 }
 
-export function contextPolicy(windowTokens: number, maxOutputTokens: number): ContextPolicy {
+export function windowPolicy(windowTokens: number, maxOutputTokens: number): WindowPolicy {
   const outputTokens = Math.max(1, Math.min(maxOutputTokens, Math.floor(windowTokens / 4)));
   return {
     windowTokens,

@@ -5,18 +5,18 @@ import pg from 'pg';
 import { testServerUrl } from '../../test/support/databases.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm } from '../../test/support/fake-llm.ts';
 import {
-  contextPolicy,
-  DEFAULT_CONTEXT_TOKENS,
+  Conversation,
+  type ConversationOptions,
+  DEFAULT_WINDOW_TOKENS,
   headAndTail,
-  isContextOverflow,
+  isWindowOverflow,
   jobHistory,
   overflowFacts,
-  TurnContext,
-  type TurnContextOptions,
-} from './context.ts';
+  windowPolicy,
+} from './conversation.ts';
 import { resolveModel } from './models.ts';
 
-const KEY = 'fake-key-for-context-tests';
+const KEY = 'fake-key-for-conversation-tests';
 const fake: FakeLlm = await startFakeLlm({ apiKey: KEY, models: ['m'] });
 after(() => fake.close());
 beforeEach(() => fake.reset());
@@ -53,7 +53,7 @@ function options(
     protocol?: 'openai' | 'anthropic';
     managed?: boolean;
   } = {},
-): TurnContextOptions {
+): ConversationOptions {
   const protocol = opts.protocol ?? 'openai';
   return {
     model: resolveModel(`${protocol}:m`, {
@@ -72,8 +72,8 @@ function options(
   };
 }
 
-const turnContext = (opts: Parameters<typeof options>[0] & { windowTokens: number }) =>
-  new TurnContext(options(opts));
+const conversationOf = (opts: Parameters<typeof options>[0] & { windowTokens: number }) =>
+  new Conversation(options(opts));
 
 /** The tool results of a request's messages, by call id. */
 function results(messages: readonly ModelMessage[]): Map<string, string> {
@@ -88,9 +88,9 @@ function results(messages: readonly ModelMessage[]): Map<string, string> {
   return out;
 }
 
-describe('contextPolicy', () => {
+describe('windowPolicy', () => {
   it('derives every threshold from the window', () => {
-    assert.deepEqual(contextPolicy(200_000, 16_000), {
+    assert.deepEqual(windowPolicy(200_000, 16_000), {
       windowTokens: 200_000,
       outputTokens: 16_000,
       resultCapTokens: 25_000,
@@ -100,23 +100,23 @@ describe('contextPolicy', () => {
       keepAfterCompaction: 50_000,
     });
     // A large window: masking and the kept results stop growing with it.
-    const large = contextPolicy(1_000_000, 32_000);
+    const large = windowPolicy(1_000_000, 32_000);
     assert.deepEqual(
       [large.maskAt, large.keepToolTokens, large.compactAt],
       [128_000, 20_000, 800_000],
     );
     // A model the catalog does not know: 128k tokens, the window of most open-weight models.
-    const unknown = new TurnContext({ ...options(), windowTokens: undefined });
-    assert.equal(unknown.policy.windowTokens, DEFAULT_CONTEXT_TOKENS);
-    assert.equal(DEFAULT_CONTEXT_TOKENS, 128_000);
+    const unknown = new Conversation({ ...options(), windowTokens: undefined });
+    assert.equal(unknown.policy.windowTokens, DEFAULT_WINDOW_TOKENS);
+    assert.equal(DEFAULT_WINDOW_TOKENS, 128_000);
     // A small window: the reply gets at most a quarter of it, and compaction leaves room for it.
-    const small = contextPolicy(8_000, 16_000);
+    const small = windowPolicy(8_000, 16_000);
     assert.equal(small.outputTokens, 2_000);
     assert.equal(small.compactAt, 5_700);
   });
 });
 
-describe('TurnContext: caps and masks', () => {
+describe('Conversation: caps and masks', () => {
   it('caps a long tool result to its head and tail, saying which lines to read for the rest', () => {
     const lines = Array.from(
       { length: 5_000 },
@@ -141,13 +141,16 @@ describe('TurnContext: caps and masks', () => {
 
   it("masks old tool results in batches once a request passes half the window, never the latest step's", async () => {
     // 100k window: masking at 50k tokens, keeping the last 10k tokens of results.
-    const ctx = turnContext({ windowTokens: 100_000 });
+    const conversation = conversationOf({ windowTokens: 100_000 });
     const requests: ModelMessage[][] = [];
-    requests.push((await ctx.prepare([], signal)).messages);
+    requests.push((await conversation.prepare([], signal)).messages);
     for (let i = 1; i <= 30; i++) {
-      // 7,000 characters: 2,000 tokens at the context's first guess of 3.5 characters a token.
-      requests.push((await ctx.prepare(read(`c${i}`, 7_000), signal)).messages);
-      assert.ok(ctx.estimate() <= 50_000 + 2_100, `request ${i}: ${ctx.estimate()} tokens`);
+      // 7,000 characters: 2,000 tokens at the conversation's first guess of 3.5 characters a token.
+      requests.push((await conversation.prepare(read(`c${i}`, 7_000), signal)).messages);
+      assert.ok(
+        conversation.estimate() <= 50_000 + 2_100,
+        `request ${i}: ${conversation.estimate()} tokens`,
+      );
       assert.ok(
         results(requests[i] ?? [])
           .get(`c${i}`)
@@ -184,8 +187,8 @@ describe('TurnContext: caps and masks', () => {
   });
 
   it('caps the results of one step together at half the window, as they arrive', async () => {
-    const ctx = turnContext({ windowTokens: 20_000 });
-    await ctx.prepare([], signal);
+    const conversation = conversationOf({ windowTokens: 20_000 });
+    await conversation.prepare([], signal);
     const step: ModelMessage[] = [
       {
         role: 'assistant',
@@ -206,7 +209,7 @@ describe('TurnContext: caps and masks', () => {
         })),
       },
     ];
-    const { messages } = await ctx.prepare(step, signal);
+    const { messages } = await conversation.prepare(step, signal);
     for (const value of results(messages).values()) {
       // 10k tokens for four results: 2.5k tokens (8,750 characters) each, head and tail kept.
       assert.ok(value.length <= 8_750, String(value.length));
@@ -215,17 +218,17 @@ describe('TurnContext: caps and masks', () => {
   });
 
   it('changes nothing when it is not managed (the bench compares with that)', async () => {
-    const ctx = turnContext({ windowTokens: 10_000, managed: false });
-    await ctx.prepare([], signal);
-    for (let i = 0; i < 5; i++) await ctx.prepare(read(`r${i}`, 40_000), signal);
-    const sent = results(ctx.messages());
+    const conversation = conversationOf({ windowTokens: 10_000, managed: false });
+    await conversation.prepare([], signal);
+    for (let i = 0; i < 5; i++) await conversation.prepare(read(`r${i}`, 40_000), signal);
+    const sent = results(conversation.messages());
     assert.equal(sent.size, 5);
     for (const value of sent.values()) assert.equal(value.length, 40_000);
-    assert.equal(ctx.outputTokens, 1_000);
+    assert.equal(conversation.outputTokens, 1_000);
   });
 });
 
-describe('TurnContext: compaction', () => {
+describe('Conversation: compaction', () => {
   const summaryText = 'Read src/a.ts and src/b.ts; the parser lives in src/b.ts. Next: fix it.';
   const isSummaryRequest = (body: unknown) =>
     JSON.stringify(body).includes('You write the working notes of a software engineering agent');
@@ -250,8 +253,12 @@ describe('TurnContext: compaction', () => {
       }),
     );
     // 10k window: compaction past 8k tokens; the history is some 11k.
-    const ctx = turnContext({ windowTokens: 10_000, history, prompt: 'Prompt of turn 4' });
-    const { messages, compaction } = await ctx.prepare([], signal);
+    const conversation = conversationOf({
+      windowTokens: 10_000,
+      history,
+      prompt: 'Prompt of turn 4',
+    });
+    const { messages, compaction } = await conversation.prepare([], signal);
     fake.assertDone();
     assert.ok(compaction, 'compacted');
     assert.equal(compaction.reason, 'threshold');
@@ -280,7 +287,7 @@ describe('TurnContext: compaction', () => {
     assert.deepEqual(recent[3], user('Prompt of turn 4'));
 
     // The turn stores the whole new conversation, and the next turn starts from it.
-    const stored = ctx.stored();
+    const stored = conversation.stored();
     assert.equal(stored.length, messages.length);
     assert.ok(stored.slice(1).every((m, i) => m === messages[i + 1]));
     assert.deepEqual(stored[0]?.providerOptions?.errand, {
@@ -294,23 +301,26 @@ describe('TurnContext: compaction', () => {
 
   it("folds this turn's prompt into the summary when the recent work is this turn's own", async () => {
     fake.scriptAll((req) => (isSummaryRequest(req.body) ? reply(summaryText) : undefined));
-    const ctx = turnContext({
+    const conversation = conversationOf({
       windowTokens: 10_000,
       history: [user('Earlier prompt'), { role: 'assistant', content: 'Earlier answer' }],
       prompt: 'The current prompt',
     });
-    await ctx.prepare([], signal);
+    await conversation.prepare([], signal);
     // Long answers between the reads: the window fills with text that cannot be masked.
     let compactions = 0;
     for (let i = 0; i < 12; i++) {
       const step = read(`s${i}`, 1_500);
       step.unshift({ role: 'assistant', content: `Thinking ${i} ${'w'.repeat(4_000)}` });
-      const { compaction } = await ctx.prepare(step, signal);
+      const { compaction } = await conversation.prepare(step, signal);
       if (compaction) compactions++;
-      assert.ok(ctx.estimate() <= 8_000, `${ctx.estimate()} tokens after step ${i}`);
+      assert.ok(
+        conversation.estimate() <= 8_000,
+        `${conversation.estimate()} tokens after step ${i}`,
+      );
     }
     assert.ok(compactions >= 2, `${compactions} compactions`);
-    const [checkpoint] = ctx.messages();
+    const [checkpoint] = conversation.messages();
     assert.ok(checkpoint?.role === 'user' && Array.isArray(checkpoint.content));
     const parts = checkpoint.content.map((p) => (p.type === 'text' ? p.text : ''));
     assert.match(parts[0] ?? '', /<request n="1">\nEarlier prompt\n<\/request>/);
@@ -324,15 +334,15 @@ describe('TurnContext: compaction', () => {
 describe('the bytes of a request', () => {
   it("sends tool-call arguments in the key order PostgreSQL's jsonb reads them back in", async () => {
     const input = { startLine: 1, path: 'src/a.ts', endLine: 9, é: { zz: 1, b: [{ y: 1, x: 2 }] } };
-    const ctx = turnContext({ windowTokens: 100_000 });
-    await ctx.prepare([], signal);
+    const conversation = conversationOf({ windowTokens: 100_000 });
+    await conversation.prepare([], signal);
     const step = read('k1', 100);
     const call = step[0];
     assert.ok(call?.role === 'assistant' && Array.isArray(call.content));
     const part = call.content[0];
     assert.ok(part?.type === 'tool-call');
     part.input = input;
-    const { messages } = await ctx.prepare(step, signal);
+    const { messages } = await conversation.prepare(step, signal);
     const sent = messages.flatMap((m) =>
       m.role === 'assistant' && Array.isArray(m.content)
         ? m.content.flatMap((p) => (p.type === 'tool-call' ? [p.input] : []))
@@ -434,14 +444,14 @@ describe('a refusal for length', () => {
       ],
     ];
     for (const [error, facts] of cases) {
-      assert.equal(isContextOverflow(error), true, error.message);
+      assert.equal(isWindowOverflow(error), true, error.message);
       assert.deepEqual(overflowFacts(error), facts, error.message);
     }
   });
 
   it('is not any other refusal', () => {
     assert.equal(
-      isContextOverflow(
+      isWindowOverflow(
         refusal(
           400,
           'max_tokens: 10000 > 4096, which is the maximum allowed number of output tokens',
@@ -449,8 +459,8 @@ describe('a refusal for length', () => {
       ),
       false,
     );
-    assert.equal(isContextOverflow(refusal(429, 'maximum context length is 8192 tokens')), false);
-    assert.equal(isContextOverflow(refusal(401, 'invalid x-api-key')), false);
-    assert.equal(isContextOverflow(new Error('prompt is too long')), true);
+    assert.equal(isWindowOverflow(refusal(429, 'maximum context length is 8192 tokens')), false);
+    assert.equal(isWindowOverflow(refusal(401, 'invalid x-api-key')), false);
+    assert.equal(isWindowOverflow(new Error('prompt is too long')), true);
   });
 });

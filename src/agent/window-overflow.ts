@@ -45,7 +45,7 @@ function statusOf(error: unknown): number | undefined {
  * Whether a provider refused a request for being longer than the model's context window: a
  * 400 or 413 whose message says so in one of the providers' wordings.
  */
-export function isContextOverflow(error: unknown): boolean {
+export function isWindowOverflow(error: unknown): boolean {
   const status = statusOf(error);
   if (status !== undefined && status !== 400 && status !== 413) return false;
   const text = errorTexts(error);

@@ -1,4 +1,4 @@
-// Tool results in the context: caps, sizes and calls. A result longer than its cap keeps its
+// Tool results in the conversation: caps, sizes and calls. A result longer than its cap keeps its
 // head and tail, with a note of what was left out.
 
 import type { ModelMessage, ToolResultPart } from 'ai';

@@ -1,9 +1,9 @@
 // Compaction: the summary request and the message that replaces the older history. The model
-// call itself is TurnContext's (context.ts); this module writes what it sends and keeps.
+// call itself is Conversation's (conversation.ts); this module writes what it sends and keeps.
 
 import type { AssistantModelMessage, ModelMessage, UserModelMessage } from 'ai';
-import { markOf } from './context-history.ts';
-import { isToolResult, outputText } from './context-results.ts';
+import { markOf } from './history.ts';
+import { isToolResult, outputText } from './tool-results.ts';
 
 export const SUMMARY_INSTRUCTIONS = `You write the working notes of a software engineering agent whose conversation
 has grown too long for its context window. You are given the older part of that conversation:

@@ -35,7 +35,8 @@ const defaultToolLimits: Readonly<ToolLimits> = {
   writeMaxBytes: 1024 * 1024,
 };
 
-export interface ToolContext {
+/** Where and how a file tool runs: the one thing every tool is given besides its input. */
+export interface ToolRun {
   /** The job's checkout; nothing outside it is read or written. */
   root: string;
   /** Cancels the tool (the turn was cancelled); it then throws rather than returning. */
@@ -46,8 +47,8 @@ export interface ToolContext {
   onFileChanged?: (path: string) => void;
 }
 
-export function limitsOf(ctx: ToolContext): ToolLimits {
-  return { ...defaultToolLimits, ...ctx.limits };
+export function limitsOf(run: ToolRun): ToolLimits {
+  return { ...defaultToolLimits, ...run.limits };
 }
 
 /**
@@ -71,17 +72,14 @@ export interface ToolOutput {
  * Runs one tool call and turns refusals and filesystem errors into an error result. Anything
  * else (a bug, a cancellation) is rethrown: the model cannot fix those.
  */
-export async function runTool(
-  ctx: ToolContext,
-  run: () => Promise<ToolOutput>,
-): Promise<ToolResult> {
-  ctx.signal?.throwIfAborted();
+export async function runTool(run: ToolRun, work: () => Promise<ToolOutput>): Promise<ToolResult> {
+  run.signal?.throwIfAborted();
   try {
-    return { ok: true, ...(await run()) };
+    return { ok: true, ...(await work()) };
   } catch (err) {
     if (err instanceof ToolError) return failed(err.message);
     if (isErrno(err, ...Object.keys(errnoMessages)) || isFsError(err)) {
-      return failed(await describeFsError(ctx, err));
+      return failed(await describeFsError(run, err));
     }
     throw err;
   }
@@ -114,10 +112,10 @@ function isFsError(err: unknown): err is NodeJS.ErrnoException {
 }
 
 // Node's own messages carry absolute host paths; the model only ever sees repository paths.
-async function describeFsError(ctx: ToolContext, err: NodeJS.ErrnoException): Promise<string> {
+async function describeFsError(run: ToolRun, err: NodeJS.ErrnoException): Promise<string> {
   let shown = 'the file';
   if (typeof err.path === 'string') {
-    const realRoot = await realRootOf(ctx.root).catch(() => path.resolve(ctx.root));
+    const realRoot = await realRootOf(run.root).catch(() => path.resolve(run.root));
     const rel = path.relative(realRoot, err.path);
     const inside = rel !== '..' && !rel.startsWith(`..${path.sep}`) && !path.isAbsolute(rel);
     shown = quote(inside ? rel.split(path.sep).join('/') || '.' : path.basename(err.path));

@@ -1,17 +1,17 @@
-// `node bench/context/run.ts`: the agent's context on one long job, with the scripted model of
+// `node bench/conversation/run.ts`: the agent's conversation on one long job, with the scripted model of
 // the tests (test/support/fake-llm.ts, which counts a quarter of a prompt's characters as its
 // tokens, enforces the window and caches prompts as each vendor does). The job is 40 steps over
 // large files of a real repository, then 10 follow-ups, run by the agent loop itself
 // (src/agent/loop.ts) with its real file tools, each turn's stored messages round-tripped through
 // JSON as the database keeps them. It runs once as Errand runs it and once without masking,
 // caching and compaction (the loop's `managed: false`), on the Anthropic and OpenAI protocols, and
-// writes its table into docs/benchmarks.md between the bench:context markers.
+// writes its table into docs/benchmarks.md between the bench:conversation markers.
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { ModelMessage } from 'ai';
 import { costOf, ModelCatalog } from '../../src/agent/catalog.ts';
-import { contextPolicy, jobHistory } from '../../src/agent/context.ts';
+import { jobHistory, windowPolicy } from '../../src/agent/conversation.ts';
 import { runAgentTurn } from '../../src/agent/loop.ts';
 import { resolveModel } from '../../src/agent/models.ts';
 import { buildSystemPrompt } from '../../src/agent/prompt.ts';
@@ -29,7 +29,7 @@ import {
 import { writeFiles } from '../../test/support/git.ts';
 
 const REPO_ROOT = path.resolve(import.meta.dirname, '..', '..');
-const KEY = 'bench-context-key';
+const KEY = 'bench-conversation-key';
 const MODEL = 'bench-model';
 const FILES = 40;
 /** File sizes in KB, in turn: source files from small to the largest a repository keeps. */
@@ -48,12 +48,12 @@ interface Options {
   readme: boolean;
 }
 
-const HELP = `Usage: node bench/context/run.ts [--window 200000] [--max-output-tokens 16000] [--no-readme]
+const HELP = `Usage: node bench/conversation/run.ts [--window 200000] [--max-output-tokens 16000] [--no-readme]
 
 One long job (40 steps over large files, then 10 follow-ups) with the scripted model, as Errand
 runs it and without masking, caching and compaction, on the Anthropic and OpenAI protocols.
-Writes bench/results/context-<time>.json and, unless --no-readme, the table in
-docs/benchmarks.md between the bench:context markers.
+Writes bench/results/conversation-<time>.json and, unless --no-readme, the table in
+docs/benchmarks.md between the bench:conversation markers.
 `;
 
 function parseArgs(argv: string[]): Options | undefined {
@@ -80,7 +80,7 @@ const fileName = (n: number) => `src/module-${String(n).padStart(2, '0')}.ts`;
 
 function fileText(n: number): string {
   const kb = SIZES_KB[(n - 1) % SIZES_KB.length] ?? 32;
-  const lines: string[] = [`// Module ${n}: generated for the context bench.`];
+  const lines: string[] = [`// Module ${n}: generated for the conversation bench.`];
   for (let i = 0; lines.join('\n').length < kb * 1024; i++) {
     lines.push(
       `export function handler_${n}_${i}(input: Input): Output { return run(input, ${i}, 'module-${n}'); }`,
@@ -196,7 +196,7 @@ const isSummary = (r: RecordedRequest) =>
   JSON.stringify(r.body).includes('You write the working notes of a software engineering agent');
 
 async function runJob(protocol: Protocol, managed: boolean, opts: Options): Promise<RunFigures> {
-  const dir = await mkdtemp(path.join(tmpdir(), 'errand-bench-context-'));
+  const dir = await mkdtemp(path.join(tmpdir(), 'errand-bench-conversation-'));
   const files: Record<string, string> = { 'README.md': '# Bench\n' };
   for (let n = 1; n <= FILES; n++) files[fileName(n)] = fileText(n);
   await writeFiles(dir, files);
@@ -241,7 +241,7 @@ async function runJob(protocol: Protocol, managed: boolean, opts: Options): Prom
         tools: createRepoTools({ root: dir }),
         budgets: { maxSteps: 50, maxOutputTokens: opts.maxOutputTokens, timeoutMs: 600_000 },
         signal: new AbortController().signal,
-        context: { windowTokens: opts.window, cacheKey: 'job_bench', managed },
+        conversation: { windowTokens: opts.window, cacheKey: 'job_bench', managed },
         maxRetries: 0,
         onEvent: (e) => {
           if (e.type === 'context.compacted') compactions++;
@@ -349,9 +349,9 @@ function markdown(runs: RunFigures[], opts: Options, started: Date): string {
   const f2 = (n: number) => n.toFixed(2);
   const int = (n: number) => Math.round(n).toLocaleString('en-US');
   const usd = (n: number | null) => (n === null ? 'unknown' : `$${n.toFixed(2)}`);
-  const policy = contextPolicy(opts.window, opts.maxOutputTokens);
+  const policy = windowPolicy(opts.window, opts.maxOutputTokens);
   const lines = [
-    `One long job with the scripted model (\`node bench/context/run.ts\`, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC): ${firstTurn()} (files of 12–100 KB), then 10 follow-ups of 3 steps each (two reads, one edit); a ${int(opts.window)}-token window, ${int(opts.maxOutputTokens)} output tokens a reply; tokens counted as a quarter of the characters of the request as sent. Errand's thresholds at this window: results capped at ${int(policy.resultCapTokens)} tokens, masking past ${int(policy.maskAt)} keeping ${int(policy.keepToolTokens)}, compaction past ${int(policy.compactAt)}. "Without" is the same job with masking, caching hints and compaction off and no window enforced (its requests would be refused past 1.0).`,
+    `One long job with the scripted model (\`node bench/conversation/run.ts\`, ${started.toISOString().slice(0, 16).replace('T', ' ')} UTC): ${firstTurn()} (files of 12–100 KB), then 10 follow-ups of 3 steps each (two reads, one edit); a ${int(opts.window)}-token window, ${int(opts.maxOutputTokens)} output tokens a reply; tokens counted as a quarter of the characters of the request as sent. Errand's thresholds at this window: results capped at ${int(policy.resultCapTokens)} tokens, masking past ${int(policy.maskAt)} keeping ${int(policy.keepToolTokens)}, compaction past ${int(policy.compactAt)}. "Without" is the same job with masking, caching hints and compaction off and no window enforced (its requests would be refused past 1.0).`,
     '',
     '| Figure | Protocol | Errand | Without masking, caching and compaction | Target | Met |',
     '|---|---|---|---|---|---|',
@@ -388,8 +388,8 @@ function markdown(runs: RunFigures[], opts: Options, started: Date): string {
   return lines.join('\n');
 }
 
-const START = '<!-- bench:context:start -->';
-const END = '<!-- bench:context:end -->';
+const START = '<!-- bench:conversation:start -->';
+const END = '<!-- bench:conversation:end -->';
 
 async function writeTable(table: string): Promise<void> {
   const file = path.join(REPO_ROOT, 'docs', 'benchmarks.md');
@@ -412,7 +412,7 @@ export async function main(argv: string[]): Promise<RunFigures[]> {
     for (const managed of [true, false]) {
       const run = await runJob(protocol, managed, opts);
       process.stdout.write(
-        `context ${protocol}${managed ? '' : ' (without)'}: largest ${run.largestShare.toFixed(2)}, cached ${run.cachedShare.toFixed(2)}, uncached ×${run.uncachedMultiple.toFixed(2)}${run.error ? `, error: ${run.error}` : ''}\n`,
+        `conversation ${protocol}${managed ? '' : ' (without)'}: largest ${run.largestShare.toFixed(2)}, cached ${run.cachedShare.toFixed(2)}, uncached ×${run.uncachedMultiple.toFixed(2)}${run.error ? `, error: ${run.error}` : ''}\n`,
       );
       runs.push(run);
     }
@@ -422,7 +422,7 @@ export async function main(argv: string[]): Promise<RunFigures[]> {
   const resultsDir = path.join(REPO_ROOT, 'bench', 'results');
   const resultsFile = path.join(
     resultsDir,
-    `context-${started.toISOString().replaceAll(':', '-').replace('.', '-')}.json`,
+    `conversation-${started.toISOString().replaceAll(':', '-').replace('.', '-')}.json`,
   );
   await writeFile(
     resultsFile,
@@ -431,7 +431,7 @@ export async function main(argv: string[]): Promise<RunFigures[]> {
   if (opts.readme && runs.every((r) => !r.managed || r.completed)) {
     await writeTable(table);
     process.stdout.write(
-      'docs/benchmarks.md: the table between the bench:context markers was updated\n',
+      'docs/benchmarks.md: the table between the bench:conversation markers was updated\n',
     );
   }
   return runs;
@@ -442,7 +442,7 @@ if (import.meta.main) {
     () => process.exit(0),
     (err: unknown) => {
       process.stderr.write(
-        `bench/context: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
+        `bench/conversation: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
       );
       process.exit(1);
     },

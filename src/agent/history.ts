@@ -3,7 +3,7 @@
 // its requests sent it.
 
 import type { JSONValue, ModelMessage } from 'ai';
-import { isToolResult } from './context-results.ts';
+import { isToolResult } from './tool-results.ts';
 
 /** Errand's own marks on stored messages, under providerOptions (no provider reads them). */
 export const ERRAND = 'errand';
