@@ -19,6 +19,8 @@ const LAYERS = [
   ['metrics'],
   ['jobs', 'projects', 'keys'],
   ['idempotency', 'ratelimit'],
+  // The API's records, each declared once as a schema (types, OpenAPI components, client types).
+  ['records'],
   // Shared pieces that import nothing above the database; config.ts's type is read everywhere.
   [
     'config.ts',
