@@ -28,6 +28,7 @@ const LAYERS = [
     'responses.ts',
     'errors.ts',
     'ids.ts',
+    'json.ts',
     'retry-after.ts',
     'version.ts',
     'text.ts',

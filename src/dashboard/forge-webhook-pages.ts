@@ -6,7 +6,7 @@
 import type { ForgeEventOutcome } from '../db/schema.ts';
 import type { ForgeEventRecord } from '../forges/intake/records.ts';
 import type { Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, type SafeHtml } from './html.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 

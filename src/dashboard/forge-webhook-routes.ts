@@ -11,10 +11,10 @@ import { projectUpdateBody } from '../projects/schemas.ts';
 import {
   generateForgeWebhookSecret,
   getProject,
-  type ProjectRecord,
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import {
   type ForgeWebhookView,
   forgeWebhookPage,

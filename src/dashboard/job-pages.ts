@@ -5,8 +5,8 @@ import { type EventFacts, eventWords, formatUsd, usageLine } from '../client/wor
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../projects/service.ts';
 import { JOB_STATUSES, type JobRecord } from '../records/job.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, SafeHtml } from './html.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 

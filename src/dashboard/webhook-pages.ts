@@ -9,7 +9,7 @@ import {
   type WebhookWithSecret,
 } from '../events/webhooks/types.ts';
 import type { Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, type SafeHtml } from './html.ts';
 import { notice, page, when } from './layout.ts';
 

@@ -24,7 +24,8 @@ import {
 } from '../events/webhooks/types.ts';
 import { isId } from '../ids.ts';
 import type { Principal } from '../keys/service.ts';
-import { getProject, type ProjectRecord, toProjectRecord } from '../projects/service.ts';
+import { getProject, toProjectRecord } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { admin, type Form, sendPage } from './requests.ts';
 import {
   DEFAULT_OVERLAP_HOURS,

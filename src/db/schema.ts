@@ -332,3 +332,5 @@ export type EventRow = Selectable<EventsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;
+export type ProjectSecretRow = Selectable<ProjectSecretsTable>;
+export type EnvironmentRow = Selectable<EnvironmentsTable>;
