@@ -2278,8 +2278,30 @@ export interface components {
     Error: {
       /** @description What went wrong, for a person. */
       error: string;
-      /** @description A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, budget_exhausted, unavailable, internal, … */
-      code: string;
+      /**
+       * @description A stable machine code.
+       * @enum {string}
+       */
+      code:
+        | 'bad_request'
+        | 'invalid_json'
+        | 'invalid_prompt'
+        | 'model_unavailable'
+        | 'unauthorized'
+        | 'forbidden'
+        | 'not_found'
+        | 'request_timeout'
+        | 'conflict'
+        | 'idempotency_key_in_flight'
+        | 'idempotency_key_reused'
+        | 'payload_too_large'
+        | 'unsupported_media_type'
+        | 'expectation_failed'
+        | 'header_too_large'
+        | 'rate_limited'
+        | 'budget_exhausted'
+        | 'internal'
+        | 'unavailable';
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
     };
