@@ -1,7 +1,9 @@
 // The layers of src/ (DESIGN.md, "Layout"), checked by `npm run lint`: a module imports only
 // the modules listed after it, so imports run downward and no two folders import each other.
-// Within a row the order is DESIGN's (e.g. the dashboard may use events, not the reverse).
+// Within a row the order is DESIGN's (e.g. the API may use the dashboard, not the reverse).
 // Tests (*.test.ts, test/, bench/) may import any of src/; src/ never imports them.
+// A feature (src/features/<name>/) is one folder across layers: its routes, worker, storage and
+// pages. It may use every layer below it, and of another feature only its index.ts.
 // dependency-cruiser parses TypeScript with swc: TypeScript 7's compiler has no JavaScript API.
 
 /** Top to bottom. A name is a folder of src/ (`cli`) or a file (`main.ts`). */
@@ -9,7 +11,11 @@ const LAYERS = [
   ['main.ts'], // the entry: dispatches `errand <command>`
   ['cli'], // every command; `serve` and `worker` start service.ts
   ['service.ts'], // builds the context and starts what a process runs
-  ['http', 'dashboard', 'events', 'mcp'],
+  // Features sit above the API and the dashboard, whose helpers they use: service.ts wires their
+  // routes and pages in (http/app.ts's ApiRoutes, dashboard/plugin.ts's DashboardPages), so no
+  // layer below imports a feature.
+  ['features'],
+  ['http', 'dashboard', 'mcp'],
   // AppContext, which service.ts builds for the rows above; the rows below declare the part they
   // use (JobsContext, ProjectsContext, WorkerContext) and so never import it.
   ['context.ts'],
@@ -78,6 +84,25 @@ module.exports = {
         'every folder and top-level file of src/ has a place in LAYERS (.dependency-cruiser.cjs)',
       from: { path: UNPLACED, pathNot: TESTS },
       to: {},
+    },
+    {
+      name: 'features: another feature through its index.ts',
+      severity: 'error',
+      comment:
+        "a feature uses another feature only through that feature's index.ts, its public face (src/features/<name>/index.ts)",
+      from: { path: '^src/features/([^/]+)/', pathNot: TESTS },
+      to: {
+        path: '^src/features/',
+        pathNot: ['^src/features/$1/', '^src/features/[^/]+/index\\.ts$'],
+      },
+    },
+    {
+      name: 'features: the rest through index.ts',
+      severity: 'error',
+      comment:
+        'code outside the features uses a feature only through its index.ts (src/features/<name>/index.ts); tests may reach inside',
+      from: { path: '^src/', pathNot: ['^src/features/', TESTS] },
+      to: { path: '^src/features/', pathNot: '^src/features/[^/]+/index\\.ts$' },
     },
     {
       name: 'client: used by its users only',

@@ -7,16 +7,27 @@ import { ModelCatalog, readCatalogFile } from './agent/catalog.ts';
 import { ModelRegistry } from './agent/models.ts';
 import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
-import { dashboard } from './dashboard/plugin.ts';
+import { dashboardWith } from './dashboard/plugin.ts';
 import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { engineInstalls } from './engines/catalog.ts';
 import { Environments } from './environments/environments.ts';
-import { webhookOutbox } from './events/webhooks/outbox.ts';
-import { type DeliveryWorker, startDeliveryWorker } from './events/webhooks/worker.ts';
+import {
+  type ForgeWorker,
+  forgeIntakePages,
+  forgeIntakeRoutes,
+  forgetForgeEvents,
+  forgetRefusals,
+  startForgeWorker,
+} from './features/forge-intake/index.ts';
+import {
+  type DeliveryWorker,
+  startDeliveryWorker,
+  webhookOutbox,
+  webhookPages,
+  webhookRoutes,
+} from './features/webhooks/index.ts';
 import { Forges } from './forges/clients.ts';
-import { forgetForgeEvents } from './forges/intake/records.ts';
-import { forgetRefusals } from './forges/intake/refusals.ts';
 import { buildApp } from './http/app.ts';
 import { purgeExpiredKeys } from './idempotency/keys.ts';
 import { TurnAborts } from './jobs/aborts.ts';
@@ -30,7 +41,6 @@ import { databaseSampler } from './metrics/database.ts';
 import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { type EnvironmentWorker, startEnvironmentWorker } from './queue/environment-worker.ts';
-import { type ForgeWorker, startForgeWorker } from './queue/forge-worker.ts';
 import { TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
 import { pruneCounters } from './ratelimit/ratelimit.ts';
@@ -40,6 +50,11 @@ import { ensureSecretKeyFile } from './secrets/key-file.ts';
 import { EnvironmentBuilder } from './turns/environment-build.ts';
 import { TurnPipeline, workspaceConfig } from './turns/pipeline.ts';
 import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts';
+
+/** The API routes of the features (src/features/), in the order the OpenAPI document lists them. */
+const FEATURE_ROUTES = [forgeIntakeRoutes, webhookRoutes];
+/** The dashboard pages of the features. */
+const FEATURE_PAGES = [webhookPages, forgeIntakePages];
 
 export interface ServiceOptions {
   api: boolean;
@@ -147,7 +162,8 @@ export async function startService(
     }
     let url: string | undefined;
     if (opts.api) {
-      app = await buildApp(ctx, [dashboard]);
+      // The features' routes and pages are handed to the layers that serve them (src/features/).
+      app = await buildApp(ctx, [dashboardWith(FEATURE_PAGES)], FEATURE_ROUTES);
       url = await app.listen({ host: config.host, port: config.port });
     }
     if (opts.worker) {

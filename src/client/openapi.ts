@@ -951,66 +951,6 @@ export interface paths {
       };
     };
   };
-  '/v2/admin/projects/{id}/forge-webhook-secret': {
-    /**
-     * Make a forge webhook secret
-     * @description Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.
-     */
-    post: {
-      parameters: {
-        path: {
-          /** @description The project id (prj_ and 20 characters). */
-          id: string;
-        };
-      };
-      responses: {
-        /** @description The new secret, shown this once. */
-        200: {
-          content: {
-            'application/json': {
-              /** @description The new secret, to paste into the forge's webhook form: shown in this response only. */
-              secret: string;
-              /** @description The payload URL to give the forge. */
-              url: string;
-              /** @description The events to select in the forge's webhook form. */
-              events: string[];
-              project: components['schemas']['Project'];
-            };
-          };
-        };
-        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
-        400: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
-        401: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
-        403: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description Not found, or of another project. */
-        404: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
-        503: {
-          content: {
-            'application/json': components['schemas']['Error'];
-          };
-        };
-      };
-    };
-  };
   '/v2/admin/keys': {
     /** List API keys */
     get: {
@@ -1133,6 +1073,66 @@ export interface paths {
         200: {
           content: {
             'application/json': components['schemas']['Key'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/forge-webhook-secret': {
+    /**
+     * Make a forge webhook secret
+     * @description Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The new secret, shown this once. */
+        200: {
+          content: {
+            'application/json': {
+              /** @description The new secret, to paste into the forge's webhook form: shown in this response only. */
+              secret: string;
+              /** @description The payload URL to give the forge. */
+              url: string;
+              /** @description The events to select in the forge's webhook form. */
+              events: string[];
+              project: components['schemas']['Project'];
+            };
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
           };
         };
         /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */

@@ -4,7 +4,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
-import { type EventStreams, resumeAfter, wantsStream } from '../events/streams.ts';
 import { isId } from '../ids.ts';
 import { listEvents, toEventRecord } from '../jobs/events.ts';
 import { createJobBody, promptBody } from '../jobs/input.ts';
@@ -12,6 +11,7 @@ import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
 import { toJobRecord } from '../jobs/record.ts';
 import { archiveJob, createJob, getJob, listJobs, sendMessage } from '../jobs/service.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
+import { type EventStreams, resumeAfter, wantsStream } from '../jobs/streams.ts';
 import { readUsage } from '../jobs/usage.ts';
 import { toProjectRecord } from '../projects/service.ts';
 import { JOB_STATUSES } from '../records/job.ts';

@@ -1,5 +1,6 @@
 // The dashboard as a Fastify plugin of the API's app, registered by the entry (src/service.ts):
-// the review page, always, and with the dashboard on (not --no-dashboard) the pages at `/`.
+// the review page, always, and with the dashboard on (not --no-dashboard) the pages at `/`,
+// with the features' pages (src/features/) the entry hands in.
 // Pages need a session (src/dashboard/sessions.ts); actions go through the same services and
 // schemas as the admin API, and a refusal is shown on the page with the API's message. Its
 // cookies, security headers, form bodies and files are the @fastify plugins', in this scope only:
@@ -12,9 +13,8 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
-import type { EventStreams } from '../events/streams.ts';
+import type { EventStreams } from '../jobs/streams.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
-import { registerForgeWebhookRoutes } from './forge-webhook-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
 import { registerKeyRoutes } from './key-routes.ts';
@@ -30,13 +30,19 @@ import {
   SESSION_MAX_SECONDS,
   signIn,
 } from './sessions.ts';
-import { registerWebhookRoutes } from './webhook-routes.ts';
 
 export interface DashboardOptions {
   ctx: AppContext;
   /** The live event streams of the API's app: a job's page follows its job on one. */
   streams: EventStreams;
 }
+
+/**
+ * A feature's pages (src/features/), registered in the signed-in scope: its session, Origin
+ * check and headers apply. The features sit above this layer and use its helpers, so the entry
+ * hands them in.
+ */
+export type DashboardPages = (signedIn: FastifyInstance, ctx: AppContext) => void;
 
 // No inline script or style anywhere, so the policy needs no 'unsafe-inline'.
 const CSP = {
@@ -52,14 +58,28 @@ const CSP = {
 
 const ASSETS = fileURLToPath(new URL('./assets/', import.meta.url));
 
-export const dashboard: FastifyPluginAsync<DashboardOptions> = async (app, { ctx, streams }) => {
-  // The review page reads the session too, to link a signed-in reader to the job's page.
-  await app.register(cookie);
-  await registerReviewPage(app, ctx);
-  if (ctx.config.dashboard) await app.register(async (scope) => pages(scope, ctx, streams));
-};
+/** The dashboard with the features' pages. */
+export function dashboardWith(
+  features: readonly DashboardPages[],
+): FastifyPluginAsync<DashboardOptions> {
+  return async (app, { ctx, streams }) => {
+    // The review page reads the session too, to link a signed-in reader to the job's page.
+    await app.register(cookie);
+    await registerReviewPage(app, ctx);
+    if (ctx.config.dashboard)
+      await app.register(async (scope) => pages(scope, ctx, streams, features));
+  };
+}
 
-async function pages(scope: FastifyInstance, ctx: AppContext, streams: EventStreams) {
+/** The dashboard's own pages and the review page, without a feature's. */
+export const dashboard = dashboardWith([]);
+
+async function pages(
+  scope: FastifyInstance,
+  ctx: AppContext,
+  streams: EventStreams,
+  features: readonly DashboardPages[],
+) {
   const publicOrigin = ctx.config.publicUrl ? new URL(ctx.config.publicUrl).origin : undefined;
   const sessionCookie = {
     path: '/',
@@ -172,9 +192,8 @@ async function pages(scope: FastifyInstance, ctx: AppContext, streams: EventStre
     registerProjectRoutes(signedIn, ctx);
     registerJobRoutes(signedIn, ctx, streams);
     registerKeyRoutes(signedIn, ctx);
-    registerWebhookRoutes(signedIn, ctx);
-    registerForgeWebhookRoutes(signedIn, ctx);
     registerSecretRoutes(signedIn, ctx);
     registerEnvironmentRoutes(signedIn, ctx);
+    for (const register of features) register(signedIn, ctx);
   });
 }

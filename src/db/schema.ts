@@ -140,7 +140,7 @@ export interface TurnTrigger {
   replyTo: Record<string, unknown>;
 }
 
-/** Forge replies already made for a turn (src/forges/intake/replies.ts). */
+/** Forge replies already made for a turn (src/features/forge-intake/intake.ts). */
 interface ForgeRepliesTable {
   job_id: string;
   seq: number;
@@ -148,7 +148,7 @@ interface ForgeRepliesTable {
   at: Generated<Date>;
 }
 
-/** Threads where someone without write access was told so, once (src/forges/intake/). */
+/** Threads where someone without write access was told so, once (src/features/forge-intake/). */
 interface ForgeRefusalsTable {
   project_id: string;
   thread: string;
@@ -239,7 +239,7 @@ interface WebhookAttemptsTable {
   latency_ms: number;
 }
 
-/** What became of a forge event Errand was sent, by the event's signed identity (src/forges/intake/records.ts). */
+/** What became of a forge event Errand was sent, by the event's signed identity (src/features/forge-intake/records.ts). */
 export type ForgeEventOutcome = 'queued' | 'accepted' | 'ignored' | 'refused' | 'failed';
 
 /**

@@ -1,7 +1,7 @@
-// What a forge's webhook delivery means to Errand, the same for every forge. The webhook
-// endpoint verifies a delivery, reads it into a ForgeEvent with the forge provider's
-// `readDelivery`, and queues it; the forge-events worker decides what it starts (a follow-up,
-// a job, a polite refusal) and answers on the forge. Deliveries Errand has no use for read as
+// What a forge's webhook request means to Errand, the same for every forge. The forge intake
+// (src/features/forge-intake/) verifies a request, reads it into ForgeEvents with its forge's
+// payload reader, and queues them; its worker decides what each starts (a follow-up, a job, a
+// polite refusal) and answers on the forge. Requests Errand has no use for read as
 // null and are acknowledged without being queued. A push (ForgePush) is read apart: it starts
 // no job and is never queued, it may only ask for a build of the project's environment.
 import type { ForgeKind } from '../projects/forge.ts';

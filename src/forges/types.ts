@@ -6,7 +6,6 @@
 import { ExternalError } from '../errors.ts';
 import type { ForgeCredentials, ForgeKind } from '../projects/forge.ts';
 import type { GitAuth } from '../repository/auth.ts';
-import type { ForgeDeliveries } from './deliveries.ts';
 
 export interface PullRequest {
   /** The forge's number for it (GitHub/Gitea `number`, GitLab `iid`). */
@@ -99,8 +98,11 @@ export interface ForgeClientOptions {
   now?: () => number;
 }
 
-/** A forge: its clients, and (ForgeDeliveries) what its webhook deliveries mean. */
-export interface ForgeProvider extends ForgeDeliveries {
+/**
+ * A forge: its clients. What its webhooks send Errand is read by the forge intake
+ * (src/features/forge-intake/payloads/), one file per forge there.
+ */
+export interface ForgeProvider {
   readonly id: ForgeKind;
   /** How people write its name, e.g. "GitHub". */
   readonly name: string;

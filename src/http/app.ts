@@ -1,11 +1,11 @@
 // The HTTP API: Fastify with one error mapping, authentication hooks and one file per route.
 // What the entry serves beside the API (the dashboard and its review page) comes in as plugins,
-// so this layer knows nothing of them.
+// and the features' routes (src/features/) as ApiRoutes, so this layer knows nothing of them.
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
-import { EventStreams } from '../events/streams.ts';
 import { randomBase62 } from '../ids.ts';
+import { EventStreams } from '../jobs/streams.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { registerMetricsRoute } from '../metrics/http.ts';
 import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
@@ -18,10 +18,8 @@ import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerAdminSecretRoutes } from './routes/admin-secrets.ts';
-import { registerAdminWebhookRoutes } from './routes/admin-webhooks.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
-import { registerForgeWebhook } from './routes/forge-webhook.ts';
 import { registerGetJob } from './routes/get-job.ts';
 import { registerHealth } from './routes/health.ts';
 import { registerListEvents } from './routes/list-events.ts';
@@ -35,9 +33,22 @@ import { serializerCompiler, validatorCompiler } from './schemas.ts';
  */
 export type AppPlugin = FastifyPluginAsync<{ ctx: AppContext; streams: EventStreams }>;
 
+/**
+ * A feature's API routes (src/features/), handed in by the entry: the features sit above this
+ * layer and use its helpers, so it registers them without importing them. Each hook runs in
+ * the scope whose authentication its routes need.
+ */
+export interface ApiRoutes {
+  /** Routes no API key opens (a forge's signed webhook requests): their own check stands in. */
+  open?(app: FastifyInstance, ctx: AppContext): Promise<void>;
+  /** Routes for the admin key, in its scope. */
+  admin?(scope: FastifyInstance, ctx: AppContext): void;
+}
+
 export async function buildApp(
   ctx: AppContext,
   plugins: readonly AppPlugin[] = [],
+  features: readonly ApiRoutes[] = [],
 ): Promise<FastifyInstance> {
   const requestPrefix = randomBase62(10);
   let nextRequest = 0;
@@ -107,8 +118,8 @@ export async function buildApp(
   await registerHealth(app, ctx);
   registerMetricsRoute(app, ctx.config, ctx.metrics);
   registerGetJob(app, new AuthorizedJobReader(ctx, keys));
-  // No API key: the forge's signature authenticates a delivery.
-  await registerForgeWebhook(app, ctx);
+  // No API key: each checks its requests its own way (the forge intake: the forge's signature).
+  for (const feature of features) await feature.open?.(app, ctx);
   // Here, not after the API's routes: the review page keeps its place in the OpenAPI document.
   for (const plugin of plugins) await app.register(plugin, { ctx, streams });
   await app.register(async (scope) => {
@@ -123,7 +134,7 @@ export async function buildApp(
     scope.addHook('onRequest', requireAdmin(keys));
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
-    registerAdminWebhookRoutes(scope, ctx);
+    for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
   });

@@ -20,7 +20,7 @@ export interface NewJob {
   prompt: string;
   model?: string | undefined;
   baseRef?: string | undefined;
-  /** The forge issue the job is made from (src/forges/intake/). */
+  /** The forge issue the job is made from (src/features/forge-intake/). */
   origin?: JobOrigin | undefined;
   /** The forge event that asked for it. */
   trigger?: TurnTrigger | undefined;

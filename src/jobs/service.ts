@@ -31,7 +31,7 @@ export function sendMessage(
   prompt: string,
   idempotency: IdempotentRequest | undefined,
 ): Promise<Accepted | Replayed>;
-/** A follow-up a forge event asked for (src/forges/intake/): the turn records which. */
+/** A follow-up a forge event asked for (src/features/forge-intake/): the turn records which. */
 export function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,

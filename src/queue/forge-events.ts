@@ -1,6 +1,6 @@
 // The forge event queue on pg-boss, beside the turn queue and on the same instance: what a
-// project's forge reported by webhook (src/forges/events.ts), queued by the webhook endpoint in
-// the transaction that records the delivery, and worked off by the forge-events worker. One
+// project's forge reported by webhook (src/forges/events.ts), queued by the forge intake in
+// the transaction that records the events, and worked off by the forge-events worker. One
 // entry per event, `key_strict_fifo` keyed by project and issue or pull request: the events of
 // one thread are taken one after another (a second mention sees the job the first one made),
 // different threads in parallel.
@@ -56,7 +56,7 @@ export class ForgeEventQueue {
 
   /**
    * Enqueues events inside `trx`, in one statement: no worker sees them before the
-   * transaction (which records their delivery) commits. Throws unless every one was written.
+   * transaction (which records them) commits. Throws unless every one was written.
    */
   async enqueueAll(
     trx: Transaction<Database>,

@@ -10,7 +10,7 @@ import { after, afterEach, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { loadMigrations } from '../../src/db/migrate.ts';
-import type { WebhookPayload } from '../../src/events/webhooks/outbox.ts';
+import type { WebhookPayload } from '../../src/features/webhooks/outbox.ts';
 import { turnSecrets } from '../../src/projects/secrets.ts';
 import type { KeyRecord } from '../../src/records/key.ts';
 import { open } from '../../src/secrets/box.ts';

@@ -10,7 +10,7 @@ import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
 import { Webhook } from 'standardwebhooks';
-import type { WebhookRecord } from '../../src/events/webhooks/types.ts';
+import type { WebhookRecord } from '../../src/features/webhooks/types.ts';
 import { createLogger } from '../../src/log.ts';
 import { getPage, postForm, sessionCookie } from '../support/dashboard.ts';
 import { RecordingRunner } from '../support/runners.ts';

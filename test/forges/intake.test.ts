@@ -9,17 +9,17 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { formatUsd } from '../../src/client/words.ts';
-import { ERRAND_MARKER } from '../../src/forges/intake/text.ts';
+import { ERRAND_MARKER } from '../../src/features/forge-intake/text.ts';
+import { type ForgeWorker, startForgeWorker } from '../../src/features/forge-intake/worker.ts';
 import { createLogger } from '../../src/log.ts';
-import { type ForgeWorker, startForgeWorker } from '../../src/queue/forge-worker.ts';
 import type { JobRecord } from '../../src/records/job.ts';
 import { getPage, sessionCookie } from '../support/dashboard.ts';
 import { startFakeGitea } from '../support/fake-gitea.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
 import { startFakeGitLab } from '../support/fake-gitlab.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
-import type { DeliveryAnswer, FakeUser, ForgeDelivery } from '../support/forge-deliveries.ts';
-import { REVIEWER } from '../support/forge-deliveries.ts';
+import type { FakeUser, ForgeRequest, RequestAnswer } from '../support/forge-requests.ts';
+import { REVIEWER } from '../support/forge-requests.ts';
 import {
   type GitHttpServer,
   makeServedRepo,
@@ -45,18 +45,18 @@ interface Said {
   onIssue: boolean;
   body: string;
   /** Whether it answers the comment `commentOf(answer)` in that comment's own thread. */
-  inThreadOf(delivery: DeliveryAnswer): boolean;
+  inThreadOf(delivery: RequestAnswer): boolean;
 }
 
 interface IntakeFake {
   apiUrl: string;
-  deliver(delivery: ForgeDelivery, options?: { repo?: string }): Promise<DeliveryAnswer>;
+  sendWebhook(delivery: ForgeRequest, options?: { repo?: string }): Promise<RequestAnswer>;
   /** Users with and without write access. */
   grant(user: FakeUser, write: boolean): void;
   openIssue(title: string, body: string): { number: number; title: string; body: string };
   said(): Said[];
   /** Whether the comment of this delivery got Errand's 👀 (a review: its pull request did). */
-  acknowledged(delivery: DeliveryAnswer): boolean;
+  acknowledged(delivery: RequestAnswer): boolean;
   pulls(): Array<{ number: number; url: string; body: string }>;
   /** Every request the fake's API was sent, in order. */
   requests(): Array<{ method: string; path: string }>;
@@ -88,11 +88,11 @@ async function openRepoPull(apiUrl: string, authorization: string): Promise<numb
 }
 
 type Payload = Record<string, Record<string, unknown>>;
-const payloadOf = (d: DeliveryAnswer) => d.payload as Payload;
+const payloadOf = (d: RequestAnswer) => d.payload as Payload;
 /** The comment's id in a GitHub or Gitea delivery. */
-const commentId = (d: DeliveryAnswer) => Number(payloadOf(d).comment?.id);
+const commentId = (d: RequestAnswer) => Number(payloadOf(d).comment?.id);
 /** The issue's or pull request's number in a GitHub or Gitea delivery. */
-const threadNumber = (d: DeliveryAnswer) =>
+const threadNumber = (d: RequestAnswer) =>
   Number(payloadOf(d).issue?.number ?? payloadOf(d).pull_request?.number);
 
 const cases: Case[] = [
@@ -104,7 +104,7 @@ const cases: Case[] = [
       const fake = await startFakeGitHub({ repos: ['acme/app', 'acme/other'], token });
       return {
         apiUrl: fake.apiUrl,
-        deliver: (delivery, options) => fake.deliver(webhook(), SECRET, delivery, options),
+        sendWebhook: (delivery, options) => fake.sendWebhook(webhook(), SECRET, delivery, options),
         grant: (user, write) =>
           fake.setPermission('acme/app', user.login, write ? 'write' : 'read'),
         openIssue: (title, body) => {
@@ -153,11 +153,11 @@ const cases: Case[] = [
     gitUser: 'oauth2',
     async start(token, webhook) {
       const fake = await startFakeGitLab({ token, projects: ['acme/app', 'acme/other'] });
-      const note = (d: DeliveryAnswer) => payloadOf(d).object_attributes ?? {};
+      const note = (d: RequestAnswer) => payloadOf(d).object_attributes ?? {};
       return {
         apiUrl: fake.apiUrl,
-        deliver: (delivery, options) => fake.deliver(webhook(), SECRET, delivery, options),
-        // A bot is a project access token's user (forge-deliveries.ts names them so).
+        sendWebhook: (delivery, options) => fake.sendWebhook(webhook(), SECRET, delivery, options),
+        // A bot is a project access token's user (forge-requests.ts names them so).
         grant: (user, write) =>
           fake.addUser(
             { username: user.bot ? `project_12_bot_${user.login}` : user.login, id: user.id },
@@ -206,7 +206,7 @@ const cases: Case[] = [
       const fake = await startFakeGitea({ token, repos: ['acme/app', 'acme/other'] });
       return {
         apiUrl: fake.apiUrl,
-        deliver: (delivery, options) => fake.deliver(webhook(), SECRET, delivery, options),
+        sendWebhook: (delivery, options) => fake.sendWebhook(webhook(), SECRET, delivery, options),
         grant: (user, write) =>
           fake.setPermission(
             'acme/app',
@@ -321,7 +321,7 @@ for (const c of cases) {
         (await jobs()).find((j) => j.origin?.number === number),
       );
     const saidOn = (issue: number) => forge.said().filter((s) => s.onIssue && s.number === issue);
-    const queued = (answer: DeliveryAnswer) => {
+    const queued = (answer: RequestAnswer) => {
       assert.equal(answer.status, 202, answer.text);
       assert.equal(answer.json.outcome, 'queued', answer.text);
     };
@@ -350,7 +350,7 @@ for (const c of cases) {
         ]),
         reply('Rename the heading to Release notes\n\nThe page now says what it is for.'),
       );
-      const comment = await forge.deliver({
+      const comment = await forge.sendWebhook({
         type: 'review-comment',
         pull: pull.number,
         body: '@errand please call it "Release notes"',
@@ -398,7 +398,7 @@ for (const c of cases) {
 
     test('a review’s body is a follow-up too, answered on the pull request', async () => {
       llm.script(reply('Nothing else needs changing\n\nThe notes are complete.'));
-      const review = await forge.deliver({
+      const review = await forge.sendWebhook({
         type: 'review',
         pull: pull.number,
         body: 'Looks good. @errand is anything missing?',
@@ -425,7 +425,7 @@ for (const c of cases) {
           return job.turns === turns && job.status === 'completed' ? job : undefined;
         });
       /** The same signed body under two new delivery ids: acknowledged, nothing queued. */
-      const replayTwice = async (first: DeliveryAnswer) => {
+      const replayTwice = async (first: RequestAnswer) => {
         for (const _ of [1, 2]) {
           const replayed = await first.replay();
           assert.equal(replayed.status, 200, replayed.text);
@@ -434,7 +434,7 @@ for (const c of cases) {
       };
       const turnsBefore = (await turnsOf(jobId)) ?? 0;
       llm.script(reply('Checked the spelling\n\nEvery word is spelt right.'));
-      const comment = await forge.deliver({
+      const comment = await forge.sendWebhook({
         type: 'comment',
         pull: pull.number,
         body: '@errand check the spelling',
@@ -445,7 +445,7 @@ for (const c of cases) {
 
       llm.script(reply('Looked at the label\n\nNothing to change.'));
       const issue = forge.openIssue('Labelled once', 'One job for one label.');
-      const label = await forge.deliver({ type: 'labeled', issue, label: 'errand' });
+      const label = await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' });
       queued(label);
       await replayTwice(label);
       const made = await jobOfIssue(issue.number);
@@ -463,11 +463,15 @@ for (const c of cases) {
       // replays before them have been dealt with.
       llm.script(reply('Sentinel of the pull request'));
       queued(
-        await forge.deliver({ type: 'comment', pull: pull.number, body: '@errand anything else?' }),
+        await forge.sendWebhook({
+          type: 'comment',
+          pull: pull.number,
+          body: '@errand anything else?',
+        }),
       );
       await ended(jobId, turnsBefore + 2);
       llm.script(reply('Sentinel of the issue'));
-      queued(await forge.deliver({ type: 'issue-comment', issue, body: '@errand and now?' }));
+      queued(await forge.sendWebhook({ type: 'issue-comment', issue, body: '@errand and now?' }));
       await ended(made.id as string, 2);
       assert.equal(
         (await jobs()).filter((j) => j.origin?.number === issue.number).length,
@@ -482,7 +486,7 @@ for (const c of cases) {
         reply('Fix the typo\n\nThe word is spelt right now.'),
       );
       const issue = forge.openIssue('Typo in the notes', 'The notes say "teh".');
-      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      queued(await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' }));
       const made = await jobOfIssue(issue.number);
       assert.equal(made.origin?.forge, c.forge);
       assert.equal(made.origin?.title, 'Typo in the notes');
@@ -512,7 +516,7 @@ for (const c of cases) {
       llm.script(reply('Checked the other pages too'));
       const count = (await jobs()).length;
       queued(
-        await forge.deliver({ type: 'issue-comment', issue, body: '@errand check the others' }),
+        await forge.sendWebhook({ type: 'issue-comment', issue, body: '@errand check the others' }),
       );
       await waitFor('the follow-up on the issue to end', async () => {
         const current = (await svc.request('GET', `/v2/agent/${projectId}/job/${made.id}`)).json;
@@ -536,7 +540,7 @@ for (const c of cases) {
         'New people ask how to send changes, every week.',
       );
       const count = (await jobs()).length;
-      const comment = await forge.deliver({
+      const comment = await forge.sendWebhook({
         type: 'issue-comment',
         issue,
         body: '@errand please write a CONTRIBUTING.md for them',
@@ -576,18 +580,22 @@ for (const c of cases) {
     test('another label on an issue whose job is archived makes no job again (Gitea reports every label)', async () => {
       llm.script(reply('Looked into it\n\nNothing to change.'));
       const issue = forge.openIssue('Slow start', 'It takes a minute to start.');
-      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      queued(await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' }));
       const first = await jobOfIssue(issue.number);
       await untilStatus(svc, projectId, first.id as string, 'completed', { failFast: true });
       const archived = await svc.request('POST', `/v2/agent/${projectId}/job/${first.id}/archive`);
       assert.equal(archived.status, 200, archived.text);
       const count = (await jobs()).length;
       // Someone adds `bug`; Gitea's delivery says the issue carries `errand` and `bug`.
-      queued(await forge.deliver({ type: 'labeled', issue, label: 'bug', others: ['errand'] }));
+      queued(await forge.sendWebhook({ type: 'labeled', issue, label: 'bug', others: ['errand'] }));
       // The sentinel: a mention, taken after the label, makes the issue's next job.
       llm.script(reply('Profiled the start'));
       queued(
-        await forge.deliver({ type: 'issue-comment', issue, body: '@errand profile the start' }),
+        await forge.sendWebhook({
+          type: 'issue-comment',
+          issue,
+          body: '@errand profile the start',
+        }),
       );
       const second = await waitFor('the job of the mention', async () =>
         (await jobs()).find((j) => j.origin?.number === issue.number && j.id !== first.id),
@@ -600,7 +608,7 @@ for (const c of cases) {
     test("no write access, a bot, Errand's own comment and another repository change nothing", async () => {
       const issue = forge.openIssue('Add a changelog', 'We need a CHANGELOG.md.');
       const before = (await jobs()).length;
-      const visitor = await forge.deliver({
+      const visitor = await forge.sendWebhook({
         type: 'issue-comment',
         issue,
         body: '@errand do it',
@@ -608,7 +616,7 @@ for (const c of cases) {
       });
       queued(visitor);
       queued(
-        await forge.deliver({
+        await forge.sendWebhook({
           type: 'issue-comment',
           issue,
           body: '@Errand again?',
@@ -616,7 +624,7 @@ for (const c of cases) {
         }),
       );
       queued(
-        await forge.deliver({
+        await forge.sendWebhook({
           type: 'issue-comment',
           issue,
           body: '@errand bot says so',
@@ -625,14 +633,14 @@ for (const c of cases) {
       );
       // Errand's own comment, as a token that is a person's posts it: known by its marker.
       queued(
-        await forge.deliver({
+        await forge.sendWebhook({
           type: 'issue-comment',
           issue,
           body: `${ERRAND_MARKER}\nI was asked by @errand to say so`,
         }),
       );
       queued(
-        await forge.deliver(
+        await forge.sendWebhook(
           { type: 'issue-comment', issue, body: '@errand in another repository' },
           { repo: 'acme/other' },
         ),
@@ -640,7 +648,7 @@ for (const c of cases) {
       // The sentinel: events of one issue are taken in order, so once this one's job exists,
       // every delivery above has been dealt with.
       llm.script(reply('Nothing to do for now.'));
-      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      queued(await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' }));
       const sentinel = await jobOfIssue(issue.number);
       await untilStatus(svc, projectId, sentinel.id as string, 'completed', { failFast: true });
       assert.equal((await jobs()).length, before + 1, 'only the sentinel made a job');
@@ -660,7 +668,7 @@ for (const c of cases) {
     test('a refusal of the service is answered where it was asked', async () => {
       const archived = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/archive`);
       assert.equal(archived.status, 200, archived.text);
-      const comment = await forge.deliver({
+      const comment = await forge.sendWebhook({
         type: 'comment',
         pull: pull.number,
         body: '@errand one more thing',
@@ -695,7 +703,7 @@ for (const c of cases) {
         toolCalls([{ name: 'write_file', input: { path: 'LICENSE', content: 'MIT\n' } }]),
         reply('Add the MIT licence'),
       );
-      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      queued(await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' }));
       const made = await jobOfIssue(issue.number);
       await llm.waitFor((r) => r.index === 0);
       await svc.stop();
@@ -743,7 +751,7 @@ for (const c of cases) {
         reply('Start the changelog'),
       );
       const held = forge.holdNextComment(/Start the changelog/);
-      queued(await forge.deliver({ type: 'labeled', issue, label: 'errand' }));
+      queued(await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' }));
       // The turn has ended and its answer is at the forge, which does not answer yet.
       await held.arrived;
       const stopping = svc.stop().then(() => 'stopped' as const);
@@ -868,7 +876,7 @@ describe('refusals of the service, said on github', () => {
     });
     assert.equal(patched.status, 200, patched.text);
     try {
-      const comment = await forge.deliver({
+      const comment = await forge.sendWebhook({
         type: 'comment',
         pull: pull.number,
         body: '@errand add a second page',
@@ -895,7 +903,7 @@ describe('refusals of the service, said on github', () => {
   test('a labelled issue once the rate limit is used up: the limit and the wait on the issue, no job', async () => {
     const before = (await jobs()).length;
     const issue = forge.openIssue('Add a changelog', 'We need a CHANGELOG.md.');
-    const labelled = await forge.deliver({ type: 'labeled', issue, label: 'errand' });
+    const labelled = await forge.sendWebhook({ type: 'labeled', issue, label: 'errand' });
     assert.equal(labelled.status, 202, labelled.text);
     const answer = await waitFor('the refusal on the issue', async () =>
       forge.said().find((s) => s.onIssue && s.number === issue.number),
@@ -966,7 +974,7 @@ for (const c of cases) {
       });
     const mention = async (issue: { number: number; title: string; body: string }, n = 1) => {
       for (let i = 0; i < n; i++) {
-        const answer = await forge.deliver({
+        const answer = await forge.sendWebhook({
           type: 'issue-comment',
           issue,
           body: `@errand please do it (${i + 1})`,
@@ -993,7 +1001,7 @@ for (const c of cases) {
       // A mention on a pull request no job opened asks for nothing: no question, no answer.
       const pull = await forge.openPull();
       from = forge.requests().length;
-      const onPull = await forge.deliver({
+      const onPull = await forge.sendWebhook({
         type: 'comment',
         pull,
         body: '@errand review this',
@@ -1031,7 +1039,7 @@ for (const c of cases) {
       // Someone with write access is heard all the same: a job, 👀 and its link on the issue.
       const untold = threads.find((t) => refusalsOn(t.number).length === 0);
       assert.ok(untold);
-      const asked = await forge.deliver({
+      const asked = await forge.sendWebhook({
         type: 'issue-comment',
         issue: untold,
         body: '@errand then I ask',

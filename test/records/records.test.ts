@@ -1,5 +1,5 @@
 // Each record the API answers with is built from its rows by one mapping function and declared
-// by one schema (src/records/; the webhook records in src/events/webhooks/types.ts). Here each
+// by one schema (src/records/; the webhook records in src/features/webhooks/types.ts). Here each
 // mapping runs on real rows with every optional part filled, and its result must have exactly
 // the schema's fields at every depth: a field the mapping adds that the schema does not declare,
 // or one the schema declares that the mapping leaves out, fails here. (The OpenAPI components and
@@ -7,12 +7,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { z } from 'zod';
-import { toDeliveryRecord, toWebhookRecord } from '../../src/events/webhooks/endpoints.ts';
+import { toDeliveryRecord, toWebhookRecord } from '../../src/features/webhooks/endpoints.ts';
 import {
   deliveryRecord,
   webhookRecord,
   webhookWithSecret,
-} from '../../src/events/webhooks/types.ts';
+} from '../../src/features/webhooks/types.ts';
 import { JOB_VIEW_COLUMNS, toJobRecord } from '../../src/jobs/record.ts';
 import { isRecord } from '../../src/json.ts';
 import { toKeyRecord } from '../../src/keys/service.ts';

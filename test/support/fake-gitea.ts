@@ -15,9 +15,7 @@ import {
   startRecordingForge,
   tickingClock,
 } from './fake-forge-server.ts';
-import { giteaDeliverer } from './forge-deliveries.ts';
-
-type Deliver = ReturnType<typeof giteaDeliverer>;
+import { giteaSender, type SendWebhook } from './forge-requests.ts';
 
 export interface FakeGiteaRepo {
   /** `owner/repo`. */
@@ -141,9 +139,9 @@ export interface FakeGitea {
   failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
   /**
    * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
-   * (test/support/forge-deliveries.ts); returns Errand's answer, and a way to redeliver it.
+   * (test/support/forge-requests.ts); returns Errand's answer, and a way to redeliver it.
    */
-  deliver: Deliver;
+  sendWebhook: SendWebhook;
   assertNoUnexpected(): void;
   /** Forgets pull requests, issues, comments, reactions, permissions, recordings, failures and problems. */
   reset(): void;
@@ -599,7 +597,7 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
   return {
     url,
     apiUrl: `${url}/api/v1`,
-    deliver: giteaDeliverer({
+    sendWebhook: giteaSender({
       web: url,
       repo: (() => {
         const first = [...repos.values()][0];

@@ -20,9 +20,7 @@ import {
   pageOf,
   startFakeForgeServer,
 } from './fake-forge-server.ts';
-import { githubDeliverer } from './forge-deliveries.ts';
-
-type Deliver = ReturnType<typeof githubDeliverer>;
+import { githubSender, type SendWebhook } from './forge-requests.ts';
 
 export interface FakeGitHubApp {
   appId: string;
@@ -170,9 +168,9 @@ export interface FakeGitHub {
   reactions(repo: string): FakeReaction[];
   /**
    * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
-   * (test/support/forge-deliveries.ts); returns Errand's answer, and a way to redeliver it.
+   * (test/support/forge-requests.ts); returns Errand's answer, and a way to redeliver it.
    */
-  deliver: Deliver;
+  sendWebhook: SendWebhook;
   assertNoUnexpected(): void;
   close(): Promise<void>;
 }
@@ -1151,7 +1149,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   return {
     url: origin,
     apiUrl: `${origin}${prefix}`,
-    deliver: githubDeliverer({
+    sendWebhook: githubSender({
       web: origin,
       repo: options.repos[0] ?? 'owner/repo',
       pull(repo, number) {

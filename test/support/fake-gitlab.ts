@@ -14,9 +14,7 @@ import {
   startRecordingForge,
   tickingClock,
 } from './fake-forge-server.ts';
-import { gitlabDeliverer } from './forge-deliveries.ts';
-
-type Deliver = ReturnType<typeof gitlabDeliverer>;
+import { gitlabSender, type SendWebhook } from './forge-requests.ts';
 
 export interface FakeGitLabProject {
   /** Full path, nested groups allowed: `group/sub/project`. */
@@ -131,9 +129,9 @@ export interface FakeGitLab {
   failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
   /**
    * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
-   * (test/support/forge-deliveries.ts); returns Errand's answer, and a way to redeliver it.
+   * (test/support/forge-requests.ts); returns Errand's answer, and a way to redeliver it.
    */
-  deliver: Deliver;
+  sendWebhook: SendWebhook;
   assertNoUnexpected(): void;
   /** Forgets merge requests, issues, notes, award emoji, recordings, failures and problems (users stay). */
   reset(): void;
@@ -605,7 +603,7 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
   return {
     url,
     apiUrl: `${url}/api/v4`,
-    deliver: gitlabDeliverer({
+    sendWebhook: gitlabSender({
       web: url,
       repo: [...projects.values()][0]?.path ?? 'group/project',
       projectId: (path) => findProject(path)?.id ?? 9999,

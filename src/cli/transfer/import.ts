@@ -9,7 +9,7 @@ import type { Config } from '../../config.ts';
 import { type DatabaseHandle, type Db, openDatabase } from '../../db/database.ts';
 import { migrate } from '../../db/migrate.ts';
 import type { Database } from '../../db/schema.ts';
-import { requeuePendingDeliveries } from '../../events/webhooks/outbox.ts';
+import { requeuePendingDeliveries } from '../../features/webhooks/index.ts';
 import { requeueOpenTurns } from '../../jobs/lifecycle.ts';
 import { tokenBareReviewLinks } from '../../jobs/review-link.ts';
 import { rebuildSpend } from '../../jobs/spend.ts';

@@ -22,7 +22,6 @@ import type {
   ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
-import { giteaDeliveries } from './deliveries.ts';
 
 export const id = 'gitea';
 
@@ -39,7 +38,6 @@ export const provider: ForgeProvider = {
     giteaTarget(apiUrl, repository);
   },
   create: createGiteaClient,
-  ...giteaDeliveries,
 };
 
 const API_SUFFIX = '/api/v1';

@@ -15,7 +15,6 @@ import type {
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
 import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
-import { githubDeliveries } from './deliveries.ts';
 import { type CallContext, toForgeError } from './errors.ts';
 import { parseRepository } from './repository.ts';
 
@@ -41,7 +40,6 @@ export const provider: ForgeProvider = {
     parseApiUrl(apiUrl);
   },
   create: createGitHubClient,
-  ...githubDeliveries,
 };
 
 // Only the fields Errand reads; GitHub's objects carry dozens more.

@@ -22,7 +22,6 @@ import type {
   ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
-import { gitlabDeliveries } from './deliveries.ts';
 
 export const id = 'gitlab';
 
@@ -43,7 +42,6 @@ export const provider: ForgeProvider = {
     gitlabTarget(apiUrl, repository);
   },
   create: createGitLabClient,
-  ...gitlabDeliveries,
 };
 
 const API_SUFFIX = '/api/v4';

@@ -1,5 +1,6 @@
 // Admin API for projects: POST /v2/admin/projects, GET /v2/admin/projects,
-// GET /v2/admin/projects/{id}, PATCH /v2/admin/projects/{id}. The body schemas check each
+// GET /v2/admin/projects/{id}, PATCH /v2/admin/projects/{id} (its forge webhook secret is the
+// forge intake's: src/features/forge-intake/secret-route.ts). The body schemas check each
 // field's shape; the project service checks what needs the server's settings or the stored
 // project (repository access, forge token variables, credentials). A create or update that
 // changes what the environment is built from asks for a build once it has committed.
@@ -7,13 +8,10 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
-import { forgeWebhookUrl } from '../../events/forge-deliveries.ts';
-import { forgeProviders } from '../../forges/registry.ts';
 import { afterProjectCreated, afterProjectUpdated } from '../../projects/environment-builds.ts';
 import { projectCreateBody, projectUpdateBody } from '../../projects/schemas.ts';
 import {
   createProject,
-  generateForgeWebhookSecret,
   getProject,
   listProjects,
   toProjectRecord,
@@ -24,16 +22,6 @@ import { errors, json } from '../../responses.ts';
 
 const params = z.object({ id: z.string().describe('The project id (prj_ and 20 characters).') });
 
-const forgeWebhookSecret = z.object({
-  secret: z
-    .string()
-    .describe(
-      "The new secret, to paste into the forge's webhook form: shown in this response only.",
-    ),
-  url: z.string().describe('The payload URL to give the forge.'),
-  events: z.array(z.string()).describe("The events to select in the forge's webhook form."),
-  project: projectRecord,
-});
 const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 
 export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -103,33 +91,6 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
       const { before, row } = await updateProject(ctx, request.params.id, request.body);
       await afterProjectUpdated(ctx, before, row);
       return toProjectRecord(ctx, row);
-    },
-  );
-  typed.post(
-    '/v2/admin/projects/:id/forge-webhook-secret',
-    {
-      schema: {
-        ...admin,
-        summary: 'Make a forge webhook secret',
-        description:
-          "Makes the project a new random secret for its forge's webhook deliveries, replacing any, and returns it with the URL and the events to give the forge. The secret is shown in this response only. Refused for a plain git project.",
-        params,
-        response: {
-          200: json('The new secret, shown this once.', forgeWebhookSecret),
-          ...errors(400, 401, 403, 404, 503),
-        },
-      },
-    },
-    async (request) => {
-      const { row, secret } = await generateForgeWebhookSecret(ctx, request.params.id);
-      const project = toProjectRecord(ctx, row);
-      const base = ctx.config.publicUrl ?? `${request.protocol}://${request.host}`;
-      return {
-        secret,
-        url: forgeWebhookUrl(base, row.id),
-        events: [...(forgeProviders.get(project.forge.kind)?.webhookEvents ?? [])],
-        project,
-      };
     },
   );
 }

@@ -1,13 +1,13 @@
 // GET /v2/agent/{projectId}/job/{id}/events?after=SEQ&limit=N: the job's progress log in order;
-// with `Accept: text/event-stream`, the live stream of it (events/streams.ts).
+// with `Accept: text/event-stream`, the live stream of it (jobs/streams.ts).
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import { type EventStreams, resumeAfter, wantsStream } from '../../events/streams.ts';
 import { listEvents, toEventRecord } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
+import { type EventStreams, resumeAfter, wantsStream } from '../../jobs/streams.ts';
 import { errors } from '../../responses.ts';
 import { jobParams } from '../schemas.ts';
 

@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { MalformedDeliveryError } from '../deliveries.ts';
-import { githubDeliveries } from './deliveries.ts';
+import { githubPayloads } from './github.ts';
+import { MalformedPayloadError } from './shared.ts';
 
 const SECRET = 'a-webhook-secret-of-github';
 const repository = { id: 1, full_name: 'acme/app', html_url: 'https://github.com/acme/app' };
@@ -20,11 +20,11 @@ const headers = (event: string) => ({ 'x-github-event': event, 'x-github-deliver
 const sign = (body: Buffer, secret = SECRET) =>
   `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 
-describe('GitHub deliveries', () => {
+describe('GitHub webhook payloads', () => {
   test('the signature: good, wrong secret, changed body, missing, not sha256', () => {
     const body = Buffer.from('{"zen":"Keep it logically awesome."}');
     const verify = (signature: string | undefined, bytes = body) =>
-      githubDeliveries.verifyDelivery(
+      githubPayloads.verifySignature(
         signature === undefined ? {} : { 'x-hub-signature-256': signature },
         bytes,
         SECRET,
@@ -58,7 +58,7 @@ describe('GitHub deliveries', () => {
       sender: user('octo'),
     });
     for (const pr of [false, true]) {
-      const [event, ...rest] = githubDeliveries.readDelivery(headers('issue_comment'), payload(pr));
+      const [event, ...rest] = githubPayloads.readEvents(headers('issue_comment'), payload(pr));
       assert.equal(rest.length, 0);
       assert.deepEqual(event, {
         forge: 'github',
@@ -83,13 +83,10 @@ describe('GitHub deliveries', () => {
       });
     }
     const edited = { ...payload(false), action: 'edited' };
-    assert.deepEqual(githubDeliveries.readDelivery(headers('issue_comment'), edited), []);
+    assert.deepEqual(githubPayloads.readEvents(headers('issue_comment'), edited), []);
     const byBot = payload(true);
     byBot.comment.user = user('errand-app[bot]', 'Bot');
-    assert.equal(
-      githubDeliveries.readDelivery(headers('issue_comment'), byBot)[0]?.author.bot,
-      true,
-    );
+    assert.equal(githubPayloads.readEvents(headers('issue_comment'), byBot)[0]?.author.bot, true);
   });
 
   test('a review comment on a line, and one that is outdated', () => {
@@ -105,7 +102,7 @@ describe('GitHub deliveries', () => {
       side: 'RIGHT',
     };
     const read = () =>
-      githubDeliveries.readDelivery(headers('pull_request_review_comment'), {
+      githubPayloads.readEvents(headers('pull_request_review_comment'), {
         action: 'created',
         comment,
         pull_request: pull,
@@ -140,20 +137,14 @@ describe('GitHub deliveries', () => {
       repository,
       sender: user('octo'),
     });
-    const [event] = githubDeliveries.readDelivery(
-      headers('pull_request_review'),
-      payload('@errand x'),
-    );
+    const [event] = githubPayloads.readEvents(headers('pull_request_review'), payload('@errand x'));
     assert.ok(event?.type === 'comment');
     assert.equal(event.where, 'review');
     assert.equal(event.commentId, '8');
     assert.equal(event.key, 'github:review:8');
+    assert.deepEqual(githubPayloads.readEvents(headers('pull_request_review'), payload(null)), []);
     assert.deepEqual(
-      githubDeliveries.readDelivery(headers('pull_request_review'), payload(null)),
-      [],
-    );
-    assert.deepEqual(
-      githubDeliveries.readDelivery(headers('pull_request_review'), payload('x', 'dismissed')),
+      githubPayloads.readEvents(headers('pull_request_review'), payload('x', 'dismissed')),
       [],
     );
   });
@@ -177,7 +168,7 @@ describe('GitHub deliveries', () => {
       repository,
       sender: user('maintainer'),
     });
-    const [event] = githubDeliveries.readDelivery(
+    const [event] = githubPayloads.readEvents(
       headers('issues'),
       payload('labeled', { name: 'errand' }),
     );
@@ -189,34 +180,31 @@ describe('GitHub deliveries', () => {
     // The issue, the label and the issue's time of change: the label added again later is
     // another event; a label whose name has a colon cannot pass for another time.
     assert.equal(event.key, 'github:label:4004:errand:2025-05-01T10%3A00%3A00Z');
-    const later = githubDeliveries.readDelivery(
+    const later = githubPayloads.readEvents(
       headers('issues'),
       payload('labeled', { name: 'errand' }, '2025-05-02T08:00:00Z'),
     )[0];
     assert.notEqual(later?.key, event.key);
-    assert.deepEqual(githubDeliveries.readDelivery(headers('issues'), payload('opened')), []);
+    assert.deepEqual(githubPayloads.readEvents(headers('issues'), payload('opened')), []);
     assert.throws(
-      () => githubDeliveries.readDelivery(headers('issues'), payload('labeled')),
-      MalformedDeliveryError,
+      () => githubPayloads.readEvents(headers('issues'), payload('labeled')),
+      MalformedPayloadError,
     );
   });
 
   test('ping, unknown events and a missing delivery id', () => {
-    assert.deepEqual(githubDeliveries.readDelivery(headers('ping'), { zen: 'z', hook_id: 1 }), []);
-    assert.deepEqual(
-      githubDeliveries.readDelivery(headers('push'), { ref: 'refs/heads/main' }),
-      [],
-    );
+    assert.deepEqual(githubPayloads.readEvents(headers('ping'), { zen: 'z', hook_id: 1 }), []);
+    assert.deepEqual(githubPayloads.readEvents(headers('push'), { ref: 'refs/heads/main' }), []);
     const body = {
       action: 'created',
       issue: { number: 3, title: 'T', body: null, html_url: 'h' },
       comment: { id: 1, body: 'b', html_url: 'h', user: user('o') },
       repository,
     };
-    const [event] = githubDeliveries.readDelivery({ 'x-github-event': 'issue_comment' }, body);
+    const [event] = githubPayloads.readEvents({ 'x-github-event': 'issue_comment' }, body);
     assert.match(event?.deliveryId ?? '', /^sha256:[0-9a-f]{64}$/);
     // The key is what the forge signed, whatever the delivery id says.
-    const other = githubDeliveries.readDelivery(
+    const other = githubPayloads.readEvents(
       { 'x-github-event': 'issue_comment', 'x-github-delivery': 'another-id' },
       body,
     )[0];
@@ -225,10 +213,9 @@ describe('GitHub deliveries', () => {
 
   test('a payload that is not GitHub’s shape names what is wrong', () => {
     assert.throws(
-      () =>
-        githubDeliveries.readDelivery(headers('issue_comment'), { action: 'created', issue: {} }),
+      () => githubPayloads.readEvents(headers('issue_comment'), { action: 'created', issue: {} }),
       (err: unknown) =>
-        err instanceof MalformedDeliveryError &&
+        err instanceof MalformedPayloadError &&
         /issue_comment delivery .*issue\.number/.test(err.message),
     );
   });

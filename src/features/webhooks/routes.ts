@@ -6,6 +6,8 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { pageQuery } from '../../http/schemas.ts';
+import { errorBody, errors, json } from '../../responses.ts';
 import {
   createWebhook,
   deleteWebhook,
@@ -19,15 +21,8 @@ import {
   redeliver,
   rotateWebhookSecret,
   updateWebhook,
-} from '../../events/webhooks/endpoints.ts';
-import {
-  deliveryRecord,
-  WEBHOOK_EVENT_TYPES,
-  webhookRecord,
-  webhookWithSecret,
-} from '../../events/webhooks/types.ts';
-import { errorBody, errors, json } from '../../responses.ts';
-import { pageQuery } from '../schemas.ts';
+} from './endpoints.ts';
+import { deliveryRecord, WEBHOOK_EVENT_TYPES, webhookRecord, webhookWithSecret } from './types.ts';
 
 const URL_TEXT = `"url" must be a string of 1 to ${MAX_URL_CHARS} characters`;
 const EVENTS = `"events" must be a non-empty list of ${WEBHOOK_EVENT_TYPES.join(', ')}`;
@@ -127,7 +122,7 @@ const deliveryParams = z.object({
 const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 const base = '/v2/admin/projects/:projectId/webhooks';
 
-export function registerAdminWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
+export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
   const typed = app.withTypeProvider<ZodTypeProvider>();
   typed.post(
     base,

@@ -1,5 +1,5 @@
 // POST /v2/forges/{projectId}/webhook: where a project's forge (GitHub, GitLab, Gitea/Forgejo)
-// sends its webhook deliveries. No API key: the forge's signature with the project's webhook
+// sends its webhook requests. No API key: the forge's signature with the project's webhook
 // secret is the authentication, checked over the body's exact bytes, so this route takes its
 // JSON body raw (a content-type parser of its own scope) and parses it only once it is let in.
 import type { FastifyInstance } from 'fastify';
@@ -7,11 +7,11 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import { queueDelivery, verifyDelivery } from '../../events/forge-deliveries.ts';
+import { findBodyProblem } from '../../http/nul.ts';
 import { errors } from '../../responses.ts';
-import { findBodyProblem } from '../nul.ts';
+import { receiveRequest, verifyRequest } from './receive.ts';
 
-/** The largest delivery taken: forges' payloads of a comment or an issue are tens of kB. */
+/** The largest request taken: forges' payloads of a comment or an issue are tens of kB. */
 const MAX_DELIVERY_BYTES = 5 * 1024 * 1024;
 
 const answer = z.object({
@@ -24,7 +24,7 @@ const answer = z.object({
 });
 
 /** The verified body as JSON, or the 400 that says why it is not usable. */
-function parseDelivery(raw: Buffer): unknown {
+function parseBody(raw: Buffer): unknown {
   let body: unknown;
   try {
     body = JSON.parse(raw.toString('utf8'));
@@ -79,8 +79,8 @@ export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext
             'unsupported_media_type',
             'the delivery must be JSON (Content-Type: application/json)',
           );
-        const verified = await verifyDelivery(ctx, request.params.projectId, request.headers, raw);
-        const result = await queueDelivery(ctx, verified, request.headers, parseDelivery(raw));
+        const verified = await verifyRequest(ctx, request.params.projectId, request.headers, raw);
+        const result = await receiveRequest(ctx, verified, request.headers, parseBody(raw));
         const accepted = result.outcome === 'queued' || result.outcome === 'build';
         return reply.code(accepted ? 202 : 200).send(result);
       },

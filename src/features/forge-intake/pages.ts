@@ -3,12 +3,13 @@
 // label; the forms to make a new secret (shown once on the answer's page), to set one the
 // admin chose, or to remove it; and the events the forge sent lately, with what each became and
 // why. Every value goes through `html`.
-import type { ForgeEventOutcome } from '../db/schema.ts';
-import type { ForgeEventRecord } from '../forges/intake/records.ts';
-import type { Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../records/project.ts';
-import { html, type SafeHtml } from './html.ts';
-import { externalLink, notice, page, when } from './layout.ts';
+
+import { html, type SafeHtml } from '../../dashboard/html.ts';
+import { externalLink, notice, page, when } from '../../dashboard/layout.ts';
+import type { ForgeEventOutcome } from '../../db/schema.ts';
+import type { Principal } from '../../keys/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
+import type { ForgeEventRecord } from './records.ts';
 
 export interface ForgeWebhookView {
   project: ProjectRecord;

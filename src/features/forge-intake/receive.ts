@@ -1,30 +1,33 @@
-// Forge webhooks in: a delivery to POST /v2/forges/{projectId}/webhook is checked against the
-// project's webhook secret by its forge's provider, read into ForgeEvents, and queued for the
+// Forge webhooks in: a request to POST /v2/forges/{projectId}/webhook is checked against the
+// project's webhook secret by its forge's payload reader, read into ForgeEvents, and queued for the
 // forge-events worker with each event recorded by what the forge signed that names it (its
 // key), in one transaction: the answer is quick (the work is the worker's), and an event that
 // comes again, under its delivery id or any other, is acknowledged and not queued again. A push
 // is no such event: one that moved the project's base ref asks for a build of its environment,
 // nothing recorded or queued for the forge-events worker.
-import type { AppContext } from '../context.ts';
-import type { ProjectRow } from '../db/schema.ts';
-import { AppError } from '../errors.ts';
-import { type DeliveryHeaders, MalformedDeliveryError } from '../forges/deliveries.ts';
-import type { ForgePush } from '../forges/events.ts';
-import { recordReceived } from '../forges/intake/records.ts';
-import { sameRepository } from '../forges/intake/text.ts';
-import { forgeProviders } from '../forges/registry.ts';
-import type { ForgeProvider } from '../forges/types.ts';
-import { afterBaseMoved } from '../projects/environment-builds.ts';
-import { projectForge } from '../projects/forge.ts';
-import { findProject } from '../projects/service.ts';
-import { open } from '../secrets/box.ts';
+import type { AppContext } from '../../context.ts';
+import type { ProjectRow } from '../../db/schema.ts';
+import { AppError } from '../../errors.ts';
+import type { ForgePush } from '../../forges/events.ts';
+import { afterBaseMoved } from '../../projects/environment-builds.ts';
+import { type ForgeKind, projectForge } from '../../projects/forge.ts';
+import { findProject } from '../../projects/service.ts';
+import { open } from '../../secrets/box.ts';
+import { payloadReaders } from './payloads/readers.ts';
+import {
+  MalformedPayloadError,
+  type PayloadReader,
+  type RequestHeaders,
+} from './payloads/shared.ts';
+import { recordReceived } from './records.ts';
+import { sameRepository } from './text.ts';
 
-/** Where a project's forge sends its deliveries, under `base`, the address users reach Errand at. */
+/** Where a project's forge sends its webhook requests, under `base`, the address users reach Errand at. */
 export function forgeWebhookUrl(base: string, projectId: string): string {
   return `${base.replace(/\/+$/, '')}/v2/forges/${encodeURIComponent(projectId)}/webhook`;
 }
 
-type DeliveryOutcome =
+type ReceivedOutcome =
   /** Its events recorded and queued (those that were not recorded before). */
   | 'queued'
   /** Every event of it was recorded before: acknowledged, nothing queued again. */
@@ -34,14 +37,14 @@ type DeliveryOutcome =
   /** A ping, or an event Errand has no use for: nothing recorded or queued. */
   | 'ignored';
 
-export interface ReceivedDelivery {
-  outcome: DeliveryOutcome;
+export interface ReceivedRequest {
+  outcome: ReceivedOutcome;
   /** How many events were queued. */
   events: number;
 }
 
 /**
- * One answer for every delivery that is not let in, whatever the reason: the endpoint has no
+ * One answer for every request that is not let in, whatever the reason: the endpoint has no
  * API key, so telling "no such project" from "wrong signature" would let anyone list projects.
  * The log says which it was.
  */
@@ -52,22 +55,23 @@ function refused(): AppError {
   );
 }
 
-/** A delivery whose signature was checked: the project it is for, and its forge's provider. */
-export interface VerifiedDelivery {
+/** A request whose signature was checked: the project it is for, and its forge's reader. */
+export interface VerifiedRequest {
   project: ProjectRow;
-  provider: ForgeProvider;
+  forge: Exclude<ForgeKind, 'git'>;
+  reader: PayloadReader;
 }
 
 /**
- * Checks that the delivery's bytes were signed (GitLab: carry the token) with the project's
+ * Checks that the request's bytes were signed (GitLab: carry the token) with the project's
  * webhook secret; throws the AppError it is answered with otherwise.
  */
-export async function verifyDelivery(
+export async function verifyRequest(
   ctx: AppContext,
   projectId: string,
-  headers: DeliveryHeaders,
+  headers: RequestHeaders,
   raw: Buffer,
-): Promise<VerifiedDelivery> {
+): Promise<VerifiedRequest> {
   const log = ctx.log.child({ projectId });
   const project = await findProject(ctx, projectId);
   if (!project) {
@@ -75,11 +79,11 @@ export async function verifyDelivery(
     throw refused();
   }
   const forge = projectForge(project, ctx.forges);
-  const provider = forge.kind === 'git' ? undefined : forgeProviders.get(forge.kind);
-  if (!provider || !project.forge_webhook_secret) {
+  const reader = forge.kind === 'git' ? undefined : payloadReaders.get(forge.kind);
+  if (forge.kind === 'git' || !reader || !project.forge_webhook_secret) {
     log.warn(
       { forge: forge.kind },
-      provider
+      reader
         ? 'forge delivery refused: the project has no forge webhook secret'
         : 'forge delivery refused: the project is on plain git, which sends no webhooks',
     );
@@ -98,26 +102,26 @@ export async function verifyDelivery(
   try {
     secret = open(ctx.config.secretKey, project.forge_webhook_secret);
   } catch (err) {
-    // Sealed with another key: the server's setting is wrong, not the forge's delivery.
+    // Sealed with another key: the server's setting is wrong, not the forge's request.
     log.error({ err }, 'forge delivery refused: the webhook secret cannot be read');
     throw new AppError(
       'unavailable',
       "this server cannot read the project's webhook secret (it was stored with another ERRAND_SECRET_KEY)",
     );
   }
-  if (!provider.verifyDelivery(headers, raw, secret)) {
+  if (!reader.verifySignature(headers, raw, secret)) {
     log.warn({ forge: forge.kind }, 'forge delivery refused: bad or missing signature');
     throw refused();
   }
-  return { project, provider };
+  return { project, forge: forge.kind, reader };
 }
 
-/** What `read` makes of a delivery, or the 400 of a payload its forge does not send. */
+/** What `read` makes of a request, or the 400 of a payload its forge does not send. */
 function readPayload<T>(read: () => T): T {
   try {
     return read();
   } catch (err) {
-    if (err instanceof MalformedDeliveryError) throw new AppError('bad_request', err.message);
+    if (err instanceof MalformedPayloadError) throw new AppError('bad_request', err.message);
     throw err;
   }
 }
@@ -144,7 +148,7 @@ async function takePush(
   ctx: AppContext,
   project: ProjectRow,
   push: ForgePush,
-): Promise<ReceivedDelivery> {
+): Promise<ReceivedRequest> {
   const log = ctx.log.child({ projectId: project.id });
   const fields = { forge: push.forge, deliveryId: push.deliveryId, ref: push.ref };
   if (!movesBaseRef(project, push)) {
@@ -160,21 +164,20 @@ async function takePush(
 }
 
 /**
- * Reads a verified delivery's parsed body into events and queues those not recorded before,
- * recording them, in one transaction: a delivery whose events were all recorded queues nothing.
+ * Reads a verified request's parsed body into events and queues those not recorded before,
+ * recording them, in one transaction: a request whose events were all recorded queues nothing.
  * A push is taken apart (takePush).
  */
-export async function queueDelivery(
+export async function receiveRequest(
   ctx: AppContext,
-  { project, provider }: VerifiedDelivery,
-  headers: DeliveryHeaders,
+  { project, forge, reader }: VerifiedRequest,
+  headers: RequestHeaders,
   body: unknown,
-): Promise<ReceivedDelivery> {
+): Promise<ReceivedRequest> {
   const log = ctx.log.child({ projectId: project.id });
-  const forge = provider.id;
-  const push = readPayload(() => provider.readPush(headers, body));
+  const push = readPayload(() => reader.readPush(headers, body));
   if (push) return takePush(ctx, project, push);
-  const events = readPayload(() => provider.readDelivery(headers, body));
+  const events = readPayload(() => reader.readEvents(headers, body));
   const first = events[0];
   if (!first) {
     log.debug({ forge }, 'forge delivery ignored: an event Errand does not read');

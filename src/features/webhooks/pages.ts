@@ -2,16 +2,17 @@
 // to add one, an endpoint with its settings, secret rotation and delivery log, and the delete
 // confirmation. Every value goes through `html`; a signing secret appears only in the page
 // that answers the create or rotate form.
+
+import { html, type SafeHtml } from '../../dashboard/html.ts';
+import { notice, page, when } from '../../dashboard/layout.ts';
+import type { Principal } from '../../keys/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import {
   type DeliveryRecord,
   WEBHOOK_EVENT_TYPES,
   type WebhookRecord,
   type WebhookWithSecret,
-} from '../events/webhooks/types.ts';
-import type { Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../records/project.ts';
-import { html, type SafeHtml } from './html.ts';
-import { notice, page, when } from './layout.ts';
+} from './types.ts';
 
 /** What an endpoint form shows: typed values again after a refusal. */
 export interface WebhookForm {

@@ -2,28 +2,24 @@
 // on the answer's page only), and the form that sets a chosen secret, the handle and the label,
 // or removes the secret. Checked by the admin API's schemas, saved through the project service.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AppContext } from '../context.ts';
-import { AppError } from '../errors.ts';
-import { forgeWebhookUrl } from '../events/forge-deliveries.ts';
-import { recentEvents } from '../forges/intake/records.ts';
-import { forgeProviders } from '../forges/registry.ts';
-import { projectUpdateBody } from '../projects/schemas.ts';
+import type { AppContext } from '../../context.ts';
+import { admin, baseUrl, type Form, given, parse, sendPage } from '../../dashboard/requests.ts';
+import { AppError } from '../../errors.ts';
+import { forgeProviders } from '../../forges/registry.ts';
+import { projectUpdateBody } from '../../projects/schemas.ts';
 import {
   generateForgeWebhookSecret,
   getProject,
   toProjectRecord,
   updateProject,
-} from '../projects/service.ts';
-import type { ProjectRecord } from '../records/project.ts';
-import {
-  type ForgeWebhookView,
-  forgeWebhookPage,
-  OUTCOMES,
-  RECENT_EVENTS,
-} from './forge-webhook-pages.ts';
-import { admin, baseUrl, type Form, given, parse, sendPage } from './requests.ts';
+} from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
+import { type ForgeWebhookView, forgeWebhookPage, OUTCOMES, RECENT_EVENTS } from './pages.ts';
+import { payloadReaders } from './payloads/readers.ts';
+import { forgeWebhookUrl } from './receive.ts';
+import { recentEvents } from './records.ts';
 
-export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
+export function registerForgeWebhookPages(pages: FastifyInstance, ctx: AppContext): void {
   /** `outcome`: the filter of the events received, as the query gives it ('' or absent: all). */
   const view = async (
     request: FastifyRequest,
@@ -31,13 +27,14 @@ export function registerForgeWebhookRoutes(pages: FastifyInstance, ctx: AppConte
     outcome?: string,
   ): Promise<ForgeWebhookView> => {
     const provider = forgeProviders.get(project.forge.kind);
+    const reader = payloadReaders.get(project.forge.kind);
     const chosen = outcome ? OUTCOMES.find((o) => o === outcome) : undefined;
     if (outcome && !chosen)
       throw new AppError('bad_request', `"outcome" must be one of ${OUTCOMES.join(', ')}`);
     return {
       project,
       url: forgeWebhookUrl(baseUrl(ctx, request), project.id),
-      events: provider?.webhookEvents ?? [],
+      events: reader?.webhookEvents ?? [],
       forgeName: provider?.name,
       received: await recentEvents(ctx.db, project.id, RECENT_EVENTS, chosen),
       outcome: chosen,

@@ -3,8 +3,13 @@
 // typed, and a refusal is shown on the form with its message. Registered inside the dashboard's
 // signed-in scope, so its session, Origin check and headers apply.
 import type { FastifyInstance } from 'fastify';
-import type { AppContext } from '../context.ts';
-import { AppError } from '../errors.ts';
+import type { AppContext } from '../../context.ts';
+import { admin, type Form, sendPage } from '../../dashboard/requests.ts';
+import { AppError } from '../../errors.ts';
+import { isId } from '../../ids.ts';
+import type { Principal } from '../../keys/service.ts';
+import { getProject, toProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import {
   createWebhook,
   deleteWebhook,
@@ -14,19 +19,7 @@ import {
   redeliver,
   rotateWebhookSecret,
   updateWebhook,
-} from '../events/webhooks/endpoints.ts';
-import {
-  type DeliveryRecord,
-  isWebhookEventType,
-  WEBHOOK_EVENT_TYPES,
-  type WebhookEventType,
-  type WebhookRecord,
-} from '../events/webhooks/types.ts';
-import { isId } from '../ids.ts';
-import type { Principal } from '../keys/service.ts';
-import { getProject, toProjectRecord } from '../projects/service.ts';
-import type { ProjectRecord } from '../records/project.ts';
-import { admin, type Form, sendPage } from './requests.ts';
+} from './endpoints.ts';
 import {
   DEFAULT_OVERLAP_HOURS,
   deleteWebhookPage,
@@ -37,7 +30,14 @@ import {
   webhookPage,
   webhooksPage,
   webhookValues,
-} from './webhook-pages.ts';
+} from './pages.ts';
+import {
+  type DeliveryRecord,
+  isWebhookEventType,
+  WEBHOOK_EVENT_TYPES,
+  type WebhookEventType,
+  type WebhookRecord,
+} from './types.ts';
 
 const DELIVERIES_PER_PAGE = 20;
 
@@ -62,7 +62,7 @@ function refusal(err: unknown): AppError {
   throw err;
 }
 
-export function registerWebhookRoutes(pages: FastifyInstance, ctx: AppContext): void {
+export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): void {
   const project = async (id: string): Promise<ProjectRecord> =>
     toProjectRecord(ctx, await getProject(ctx, id));
 

@@ -1,25 +1,25 @@
-// GitHub's webhook deliveries (github.com and GitHub Enterprise Server alike): signed with
+// GitHub's webhook requests (github.com and GitHub Enterprise Server alike): signed with
 // X-Hub-Signature-256, named by X-GitHub-Event, identified by X-GitHub-Delivery. Errand reads
 // four events: a comment on an issue or a pull request's conversation (`issue_comment`), a
 // comment on a line of a pull request (`pull_request_review_comment`), a review's body
 // (`pull_request_review`) and a label added to an issue (`issues` labeled); and a `push`, for
 // whether the project's base ref moved.
 import { z } from 'zod';
+import type { ForgeActor, ForgeEvent } from '../../../forges/events.ts';
 import {
-  type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
   eventKey,
-  type ForgeDeliveries,
   header,
   hmacSha256Hex,
-  MalformedDeliveryError,
+  MalformedPayloadError,
+  type PayloadReader,
   parsePayload,
+  type RequestHeaders,
   webPush,
   webThread,
   webThreadFields,
-} from '../deliveries.ts';
-import type { ForgeActor, ForgeEvent } from '../events.ts';
+} from './shared.ts';
 
 // Only the fields Errand reads; GitHub's payloads carry many more.
 const userSchema = z.object({ login: z.string(), id: z.number(), type: z.string() });
@@ -67,7 +67,7 @@ const reviewSchema = z.object({
 const issuesSchema = z.object({
   action: z.string(),
   // The issue's id and its time of change name a labelling: adding the label again later is
-  // another event, the same delivery sent again is not.
+  // another event, the same request sent again is not.
   issue: issueSchema.extend({ id: z.number(), updated_at: z.string() }),
   label: z.object({ name: z.string() }).optional(),
   sender: userSchema,
@@ -78,7 +78,7 @@ function actor(user: z.infer<typeof userSchema>): ForgeActor {
   return { login: user.login, id: String(user.id), bot: user.type === 'Bot' };
 }
 
-function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
   const event = header(headers, 'x-github-event');
   const base = {
     forge: 'github' as const,
@@ -134,7 +134,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
     case 'pull_request_review': {
       const p = parsePayload(reviewSchema, body, event);
       // A review without a body (an approval, or line comments only) says nothing to read here:
-      // its line comments come as their own deliveries.
+      // its line comments come as requests of their own.
       if (p.action !== 'submitted' || !p.review.body) return [];
       return [
         {
@@ -157,7 +157,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
       const p = parsePayload(issuesSchema, body, event);
       if (p.action !== 'labeled') return [];
       if (!p.label)
-        throw new MalformedDeliveryError(
+        throw new MalformedPayloadError(
           'the issues delivery is not what the forge sends: label: an issue labeled names its label',
         );
       return [
@@ -179,7 +179,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
   }
 }
 
-export const githubDeliveries: ForgeDeliveries = {
+export const githubPayloads: PayloadReader = {
   webhookEvents: [
     'Issue comments',
     'Issues',
@@ -187,7 +187,7 @@ export const githubDeliveries: ForgeDeliveries = {
     'Pull request reviews',
     'Pushes',
   ],
-  verifyDelivery(headers, body, secret) {
+  verifySignature(headers, body, secret) {
     const signature = header(headers, 'x-hub-signature-256');
     if (!signature.startsWith('sha256=')) return false;
     return equalSecret(
@@ -195,7 +195,7 @@ export const githubDeliveries: ForgeDeliveries = {
       hmacSha256Hex(secret, body),
     );
   },
-  readDelivery: read,
+  readEvents: read,
   readPush(headers, body) {
     if (header(headers, 'x-github-event') !== 'push') return null;
     return webPush(

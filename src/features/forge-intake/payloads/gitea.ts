@@ -1,4 +1,4 @@
-// Gitea's and Forgejo's webhook deliveries: signed with the hex HMAC-SHA256 of the body in
+// Gitea's and Forgejo's webhook requests: signed with the hex HMAC-SHA256 of the body in
 // X-Gitea-Signature (Forgejo: X-Forgejo-Signature too), identified by X-Gitea-Delivery. The
 // event is read from X-Gitea-Event-Type, which names it exactly; X-Gitea-Event gives only its
 // family (a review comment and a comment both say `issue_comment`... or `pull_request_comment`)
@@ -6,20 +6,20 @@
 // project's base ref moved.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import type { ForgeActor, ForgeEvent } from '../../../forges/events.ts';
 import {
-  type DeliveryHeaders,
   deliveryIdOf,
   equalSecret,
   eventKey,
-  type ForgeDeliveries,
   header,
   hmacSha256Hex,
+  type PayloadReader,
   parsePayload,
+  type RequestHeaders,
   webPush,
   webThread,
   webThreadFields,
-} from '../deliveries.ts';
-import type { ForgeActor, ForgeEvent } from '../events.ts';
+} from './shared.ts';
 
 const userSchema = z.object({ id: z.number(), login: z.string() });
 const repositorySchema = z.object({ html_url: z.string() });
@@ -49,7 +49,7 @@ const reviewSchema = z.object({
 const issueLabelSchema = z.object({
   action: z.string(),
   // The issue's id and its time of change name a change of its labels (Gitea updates the time
-  // at each): the same delivery sent again is one event, a later change another.
+  // at each): the same request sent again is one event, a later change another.
   issue: issueSchema.extend({ id: z.number(), updated_at: z.string() }),
   sender: userSchema,
   repository: repositorySchema,
@@ -65,7 +65,7 @@ function actor(user: z.infer<typeof userSchema>): ForgeActor {
 }
 
 /** The event's exact name: X-Forgejo-Event-Type or X-Gitea-Event-Type, else the family. */
-function eventOf(headers: DeliveryHeaders): string {
+function eventOf(headers: RequestHeaders): string {
   for (const name of [
     'x-forgejo-event-type',
     'x-gitea-event-type',
@@ -78,7 +78,7 @@ function eventOf(headers: DeliveryHeaders): string {
   return '';
 }
 
-function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
   const event = eventOf(headers);
   const base = {
     forge: 'gitea' as const,
@@ -159,7 +159,7 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
   return [];
 }
 
-export const giteaDeliveries: ForgeDeliveries = {
+export const giteaPayloads: PayloadReader = {
   webhookEvents: [
     'Issue Label',
     'Issue Comment',
@@ -167,12 +167,12 @@ export const giteaDeliveries: ForgeDeliveries = {
     'Pull Request Reviewed',
     'Push',
   ],
-  verifyDelivery(headers, body, secret) {
+  verifySignature(headers, body, secret) {
     const signature =
       header(headers, 'x-forgejo-signature') || header(headers, 'x-gitea-signature');
     return signature !== '' && equalSecret(signature.toLowerCase(), hmacSha256Hex(secret, body));
   },
-  readDelivery: read,
+  readEvents: read,
   readPush(headers, body) {
     if (eventOf(headers) !== 'push') return null;
     return webPush(

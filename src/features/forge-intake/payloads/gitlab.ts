@@ -1,19 +1,9 @@
-// GitLab's webhook deliveries: authenticated by the secret token itself (X-Gitlab-Token, there
+// GitLab's webhook requests: authenticated by the secret token itself (X-Gitlab-Token, there
 // is no signature), named by X-Gitlab-Event, identified by Idempotency-Key (X-Gitlab-Event-UUID
 // before GitLab 17.4). Errand reads
 // notes (comments) on issues and merge requests, diff notes on a line among them, and issue
 // updates that add labels; and a push (`Push Hook`), for whether the project's base ref moved.
 import { z } from 'zod';
-import {
-  type DeliveryHeaders,
-  deliveryIdOf,
-  equalSecret,
-  eventKey,
-  type ForgeDeliveries,
-  header,
-  parsePayload,
-  pushedCommit,
-} from '../deliveries.ts';
 import type {
   ForgeActor,
   ForgeEvent,
@@ -21,7 +11,17 @@ import type {
   ForgeLineAnchor,
   ForgePush,
   ForgeThread,
-} from '../events.ts';
+} from '../../../forges/events.ts';
+import {
+  deliveryIdOf,
+  equalSecret,
+  eventKey,
+  header,
+  type PayloadReader,
+  parsePayload,
+  pushedCommit,
+  type RequestHeaders,
+} from './shared.ts';
 
 // Project and group access tokens act as users named project_<id>_bot_<hex> (group_… alike);
 // service accounts as service_account_…. GitLab's hook payloads carry no bot flag of their own.
@@ -72,7 +72,7 @@ const issueSchema = z.object({
   user: userSchema,
   project: projectSchema,
   // The issue's id and its time of change name a change of its labels: adding a label again
-  // later is another event, the same delivery sent again is not.
+  // later is another event, the same request sent again is not.
   object_attributes: itemSchema.extend({ id: z.number(), updated_at: z.string() }),
   changes: z
     .object({
@@ -185,10 +185,10 @@ function readIssue(base: { forge: 'gitlab'; deliveryId: string }, body: unknown)
  * Idempotency-Key (GitLab 17.4 and later) is the same on every retry and resend of an event;
  * X-Gitlab-Event-UUID is the id of older versions.
  */
-const idOf = (headers: DeliveryHeaders, body: unknown) =>
+const idOf = (headers: RequestHeaders, body: unknown) =>
   deliveryIdOf(headers, ['idempotency-key', 'x-gitlab-event-uuid'], body);
 
-function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
+function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
   const base = { forge: 'gitlab' as const, deliveryId: idOf(headers, body) };
   switch (header(headers, 'x-gitlab-event')) {
     case 'Note Hook':
@@ -202,13 +202,13 @@ function read(headers: DeliveryHeaders, body: unknown): ForgeEvent[] {
   }
 }
 
-export const gitlabDeliveries: ForgeDeliveries = {
+export const gitlabPayloads: PayloadReader = {
   webhookEvents: ['Comments', 'Issues events', 'Push events'],
-  verifyDelivery(headers, _body, secret) {
+  verifySignature(headers, _body, secret) {
     const token = header(headers, 'x-gitlab-token');
     return token !== '' && equalSecret(token, secret);
   },
-  readDelivery: read,
+  readEvents: read,
   // A tag's push is a Tag Push Hook, with a ref of its own: no branch moved.
   readPush(headers, body): ForgePush | null {
     if (header(headers, 'x-gitlab-event') !== 'Push Hook') return null;

@@ -3,8 +3,8 @@
 // payload shape, with the notes and updates Errand leaves.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { MalformedDeliveryError } from '../deliveries.ts';
-import { gitlabDeliveries } from './deliveries.ts';
+import { gitlabPayloads } from './gitlab.ts';
+import { MalformedPayloadError } from './shared.ts';
 
 const project = {
   id: 3,
@@ -49,23 +49,23 @@ function note(
   };
 }
 
-describe('GitLab deliveries', () => {
+describe('GitLab webhook payloads', () => {
   test('the token: the same, another, missing', () => {
     const body = Buffer.from('{}');
     assert.equal(
-      gitlabDeliveries.verifyDelivery({ 'x-gitlab-token': 'tok-123456789' }, body, 'tok-123456789'),
+      gitlabPayloads.verifySignature({ 'x-gitlab-token': 'tok-123456789' }, body, 'tok-123456789'),
       true,
     );
     assert.equal(
-      gitlabDeliveries.verifyDelivery({ 'x-gitlab-token': 'tok-12345678' }, body, 'tok-123456789'),
+      gitlabPayloads.verifySignature({ 'x-gitlab-token': 'tok-12345678' }, body, 'tok-123456789'),
       false,
     );
-    assert.equal(gitlabDeliveries.verifyDelivery({}, body, 'tok-123456789'), false);
-    assert.equal(gitlabDeliveries.verifyDelivery({ 'x-gitlab-token': '' }, body, ''), false);
+    assert.equal(gitlabPayloads.verifySignature({}, body, 'tok-123456789'), false);
+    assert.equal(gitlabPayloads.verifySignature({ 'x-gitlab-token': '' }, body, ''), false);
   });
 
   test('a note on a merge request, and a diff note on a line', () => {
-    const [plain] = gitlabDeliveries.readDelivery(headers('Note Hook'), note({}));
+    const [plain] = gitlabPayloads.readEvents(headers('Note Hook'), note({}));
     assert.deepEqual(plain, {
       forge: 'gitlab',
       deliveryId: 'key-1',
@@ -87,7 +87,7 @@ describe('GitLab deliveries', () => {
       url: `${mr.url}#note_70`,
       anchor: null,
     });
-    const [line] = gitlabDeliveries.readDelivery(
+    const [line] = gitlabPayloads.readEvents(
       headers('Note Hook'),
       note({
         type: 'DiffNote',
@@ -103,7 +103,7 @@ describe('GitLab deliveries', () => {
     assert.ok(line?.type === 'comment');
     assert.equal(line.where, 'line');
     assert.deepEqual(line.anchor, { path: 'b.ts', line: 9, diffHunk: '' });
-    const [removed] = gitlabDeliveries.readDelivery(
+    const [removed] = gitlabPayloads.readEvents(
       headers('Note Hook'),
       note({
         type: 'DiffNote',
@@ -123,16 +123,16 @@ describe('GitLab deliveries', () => {
     };
     const onIssue = note({ noteable_type: 'Issue', url: `${issue.url}#note_70` }, { issue });
     for (const event of ['Note Hook', 'Confidential Note Hook']) {
-      const [read] = gitlabDeliveries.readDelivery(headers(event), onIssue);
+      const [read] = gitlabPayloads.readEvents(headers(event), onIssue);
       assert.equal(read?.thread.kind, 'issue');
       assert.equal(read?.thread.body, '');
     }
     assert.deepEqual(
-      gitlabDeliveries.readDelivery(headers('Note Hook'), note({ action: 'update' })),
+      gitlabPayloads.readEvents(headers('Note Hook'), note({ action: 'update' })),
       [],
     );
     assert.deepEqual(
-      gitlabDeliveries.readDelivery(
+      gitlabPayloads.readEvents(
         headers('Note Hook'),
         note({ noteable_type: 'Commit' }, { commit: { id: 'abc' } }),
       ),
@@ -150,7 +150,7 @@ describe('GitLab deliveries', () => {
     ] as const) {
       const payload = { ...note({}), user: user(username) };
       assert.equal(
-        gitlabDeliveries.readDelivery(headers('Note Hook'), payload)[0]?.author.bot,
+        gitlabPayloads.readEvents(headers('Note Hook'), payload)[0]?.author.bot,
         bot,
         username,
       );
@@ -180,7 +180,7 @@ describe('GitLab deliveries', () => {
       labels: labels(...current),
       changes: { labels: { previous: labels(...previous), current: labels(...current) } },
     });
-    const added = gitlabDeliveries.readDelivery(
+    const added = gitlabPayloads.readEvents(
       headers('Issue Hook'),
       update(['bug'], ['bug', 'errand', 'p1']),
     );
@@ -201,40 +201,34 @@ describe('GitLab deliveries', () => {
         'gitlab:label:902:p1:2025-05-01%2010%3A00%3A00%20UTC',
       ],
     );
-    const again = gitlabDeliveries.readDelivery(
+    const again = gitlabPayloads.readEvents(
       headers('Issue Hook'),
       update([], ['errand'], '2025-05-03 09:00:00 UTC'),
     );
     assert.notEqual(again[0]?.key, added[0]?.key);
     assert.equal(added[0]?.thread.body, 'Steps');
-    assert.deepEqual(
-      gitlabDeliveries.readDelivery(headers('Issue Hook'), update(['errand'], [])),
-      [],
-    );
+    assert.deepEqual(gitlabPayloads.readEvents(headers('Issue Hook'), update(['errand'], [])), []);
     const { changes: _, ...titleOnly } = update([], []);
-    assert.deepEqual(gitlabDeliveries.readDelivery(headers('Issue Hook'), titleOnly), []);
+    assert.deepEqual(gitlabPayloads.readEvents(headers('Issue Hook'), titleOnly), []);
   });
 
   test('the delivery id: Idempotency-Key, else X-Gitlab-Event-UUID (before GitLab 17.4)', () => {
     const old = { 'x-gitlab-event': 'Note Hook', 'x-gitlab-event-uuid': 'uuid-2' };
-    const [event] = gitlabDeliveries.readDelivery(old, note({}));
+    const [event] = gitlabPayloads.readEvents(old, note({}));
     assert.equal(event?.deliveryId, 'uuid-2');
     // Whichever id the delivery has, the note's id names the event.
-    assert.equal(event?.key, gitlabDeliveries.readDelivery(headers('Note Hook'), note({}))[0]?.key);
+    assert.equal(event?.key, gitlabPayloads.readEvents(headers('Note Hook'), note({}))[0]?.key);
   });
 
   test('other hooks are nothing to read; a wrong shape is refused', () => {
-    assert.deepEqual(
-      gitlabDeliveries.readDelivery(headers('Push Hook'), { object_kind: 'push' }),
-      [],
-    );
+    assert.deepEqual(gitlabPayloads.readEvents(headers('Push Hook'), { object_kind: 'push' }), []);
     assert.throws(
       () =>
-        gitlabDeliveries.readDelivery(headers('Note Hook'), {
+        gitlabPayloads.readEvents(headers('Note Hook'), {
           object_kind: 'note',
           user: user('x'),
         }),
-      MalformedDeliveryError,
+      MalformedPayloadError,
     );
   });
 });

@@ -3,7 +3,7 @@
 // redeliver end to end: a real receiver on loopback verifies every delivery with the Standard
 // Webhooks reference library, using the secret create and rotate showed, and gets a redelivered
 // event again under the same webhook-id. The admin API's own cases are in
-// src/http/routes/admin-webhooks.test.ts.
+// src/features/webhooks/routes.test.ts.
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -9,10 +9,16 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { startFakeGitea } from '../../../test/support/fake-gitea.ts';
-import { startFakeGitHub } from '../../../test/support/fake-github.ts';
-import { startFakeGitLab } from '../../../test/support/fake-gitlab.ts';
-import type { DeliveryAnswer, ForgeDelivery } from '../../../test/support/forge-deliveries.ts';
+import {
+  FAKE_FORGES,
+  FORGE_REPO,
+  FORGE_TOKEN,
+  forgeWebhookAddress,
+  makeForgeWebhookSecret,
+  queuedForgeEvents,
+  type WebhookFake,
+} from '../../../test/support/forge-intake.ts';
+import type { ForgeRequest, RequestAnswer } from '../../../test/support/forge-requests.ts';
 import { assertError, randomProjectId, unchanged } from '../../../test/support/route-cases.ts';
 import {
   type ApiBody,
@@ -20,113 +26,14 @@ import {
   startTestService,
   type TestService,
 } from '../../../test/support/service.ts';
-import type { ForgeEvent } from '../../forges/events.ts';
 import { seal } from '../../secrets/box.ts';
 import { runUpkeep } from '../../service.ts';
 
-const TOKEN = 'forge-token-0123456789';
+/** A request's answer as the route-case assertions read a response. */
+const asResult = (res: RequestAnswer): HttpResult => ({ ...res, json: res.json as ApiBody });
 
-/** A delivery's answer as the route-case assertions read a response. */
-const asResult = (res: DeliveryAnswer): HttpResult => ({ ...res, json: res.json as ApiBody });
-const REPO = 'acme/app';
-
-interface Fake {
-  url: string;
-  apiUrl: string;
-  deliver(
-    target: string,
-    secret: string,
-    delivery: ForgeDelivery,
-    options?: {
-      repo?: string;
-      deliveryId?: string;
-      signature?: 'none' | 'tampered';
-      rawBody?: string;
-    },
-  ): Promise<DeliveryAnswer>;
-  /** Opens pull request 1 on the fake (a job's pull request, as Errand would have). */
-  openPull(): Promise<void>;
-  close(): Promise<void>;
-}
-
-interface ForgeCase {
-  forge: 'github' | 'gitlab' | 'gitea';
-  name: string;
-  start(): Promise<Fake>;
-  /** The forge's delivery header that names the event. */
-  eventHeader: string;
-  /** A signature covers the body (GitLab sends the secret itself: a changed body passes). */
-  signsBody: boolean;
-}
-
-/** Opens a pull request through the fake's own API, as Errand's turn would. */
-async function openPull(url: string, init: RequestInit): Promise<void> {
-  const res = await fetch(url, init);
-  assert.ok(res.ok, `the fake refused to open a pull request: ${res.status} ${await res.text()}`);
-}
-
-/** GitHub and Gitea open a pull request alike: POST /repos/{owner}/{repo}/pulls. */
-const openRepoPull = (apiUrl: string) =>
-  openPull(`${apiUrl}/repos/${REPO}/pulls`, {
-    method: 'POST',
-    headers: { authorization: `token ${TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ title: 'Job', head: 'errand/job', base: 'main', body: 'b' }),
-  });
-
-const CASES: ForgeCase[] = [
-  {
-    forge: 'github',
-    name: 'GitHub',
-    eventHeader: 'x-github-event',
-    signsBody: true,
-    async start() {
-      const fake = await startFakeGitHub({ repos: [REPO], token: TOKEN });
-      return {
-        ...fake,
-        deliver: fake.deliver,
-        openPull: () => openRepoPull(fake.apiUrl),
-      };
-    },
-  },
-  {
-    forge: 'gitlab',
-    name: 'GitLab',
-    eventHeader: 'x-gitlab-event',
-    signsBody: false,
-    async start() {
-      const fake = await startFakeGitLab({ token: TOKEN, projects: [REPO] });
-      return {
-        ...fake,
-        deliver: fake.deliver,
-        openPull: () =>
-          openPull(`${fake.apiUrl}/projects/${encodeURIComponent(REPO)}/merge_requests`, {
-            method: 'POST',
-            headers: { 'private-token': TOKEN, 'content-type': 'application/json' },
-            body: JSON.stringify({
-              title: 'Job',
-              source_branch: 'errand/job',
-              target_branch: 'main',
-              description: 'b',
-            }),
-          }),
-      };
-    },
-  },
-  {
-    forge: 'gitea',
-    name: 'Forgejo',
-    eventHeader: 'x-gitea-event-type',
-    signsBody: true,
-    async start() {
-      const fake = await startFakeGitea({ token: TOKEN, repos: [REPO], forgejo: true });
-      return {
-        ...fake,
-        deliver: fake.deliver,
-        openPull: () => openRepoPull(fake.apiUrl),
-      };
-    },
-  },
-];
+/** Forgejo's fake stands for Gitea's here (it sends both's headers); the pushes' test runs both. */
+const CASES = FAKE_FORGES.filter((c) => c.name !== 'Gitea');
 
 describe('POST /v2/forges/{projectId}/webhook', () => {
   let svc: TestService;
@@ -142,13 +49,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
   });
 
   /** The events queued for the forge-events worker, oldest first. */
-  const queued = async (projectId: string): Promise<ForgeEvent[]> => {
-    const rows = await sql<{ data: { projectId: string; event: ForgeEvent } }>`
-      SELECT data FROM pgboss.job WHERE name = 'forge-events' ORDER BY created_on, id`.execute(
-      svc.service.ctx.db,
-    );
-    return rows.rows.filter((r) => r.data.projectId === projectId).map((r) => r.data.event);
-  };
+  const queued = (projectId: string) => queuedForgeEvents(svc, projectId);
   /** The project's recorded events, oldest first. */
   const recorded = async (projectId: string) =>
     (
@@ -176,28 +77,24 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
     return result;
   };
 
-  const createForgeProject = async (fake: Fake, forge: string, name: string) => {
+  const createForgeProject = async (fake: WebhookFake, forge: string, name: string) => {
     const res = await svc.request('POST', '/v2/admin/projects', {
       body: {
         name,
-        repository: `${fake.url}/${REPO}.git`,
+        repository: `${fake.url}/${FORGE_REPO}.git`,
         forge,
         forgeUrl: fake.apiUrl,
-        forgeToken: TOKEN,
+        forgeToken: FORGE_TOKEN,
       },
     });
     assert.equal(res.status, 201, res.text);
     return res.json.id as string;
   };
-  const makeSecret = async (projectId: string): Promise<string> => {
-    const res = await svc.request('POST', `/v2/admin/projects/${projectId}/forge-webhook-secret`);
-    assert.equal(res.status, 200, res.text);
-    return (res.json as { secret?: string }).secret ?? '';
-  };
-  const hook = (projectId: string) => `${svc.url}/v2/forges/${projectId}/webhook`;
+  const makeSecret = (projectId: string) => makeForgeWebhookSecret(svc, projectId);
+  const hook = (projectId: string) => forgeWebhookAddress(svc, projectId);
 
   /** A 401 in the one shape every refused delivery gets. */
-  const assertRefused = (res: DeliveryAnswer) => {
+  const assertRefused = (res: RequestAnswer) => {
     assertError(asResult(res), 401, 'unauthorized');
     assert.equal(
       res.json.error,
@@ -207,7 +104,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
 
   for (const c of CASES) {
     describe(c.name, () => {
-      let fake: Fake;
+      let fake: WebhookFake;
       let projectId: string;
       let otherProjectId: string;
       let secret: string;
@@ -226,7 +123,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
       });
 
       test('a signed line comment is queued as the event it is (202)', async () => {
-        const res = await fake.deliver(hook(projectId), secret, {
+        const res = await fake.sendWebhook(hook(projectId), secret, {
           type: 'review-comment',
           pull: 1,
           path: 'src/app.ts',
@@ -240,7 +137,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
         assert.ok(event && event.type === 'comment');
         assert.equal(event.forge, c.forge);
         assert.equal(event.deliveryId, res.deliveryId);
-        assert.equal(event.repositoryUrl, `${fake.url}/${REPO}`);
+        assert.equal(event.repositoryUrl, `${fake.url}/${FORGE_REPO}`);
         assert.equal(event.author.login, 'reviewer');
         assert.equal(event.author.bot, false);
         assert.equal(event.thread.kind, 'pull-request');
@@ -278,7 +175,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
 
       test('one signed body under three delivery ids is one event, queued once', async () => {
         const issue = { number: 8, title: 'Replayed', body: 'Once is enough.' };
-        const deliveries: ForgeDelivery[] = [
+        const deliveries: ForgeRequest[] = [
           { type: 'comment', pull: 1, body: '@errand go' },
           { type: 'labeled', issue, label: 'errand' },
         ];
@@ -286,7 +183,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
         if (c.forge !== 'gitlab') deliveries.push({ type: 'review', pull: 1, body: '@errand hm' });
         for (const delivery of deliveries) {
           const earlier = (await queued(projectId)).length;
-          const first = await fake.deliver(hook(projectId), secret, delivery);
+          const first = await fake.sendWebhook(hook(projectId), secret, delivery);
           assert.equal(first.status, 202, first.text);
           const before = await queued(projectId);
           const keys = before.slice(earlier).map((e) => e.key);
@@ -311,7 +208,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
 
       test('a comment, a review and a label each read as their event', async () => {
         const before = (await queued(projectId)).length;
-        const comment = await fake.deliver(hook(projectId), secret, {
+        const comment = await fake.sendWebhook(hook(projectId), secret, {
           type: 'comment',
           pull: 1,
           body: '@errand also the tests',
@@ -319,7 +216,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
         });
         assert.equal(comment.status, 202, comment.text);
         const issue = { number: 5, title: 'Crash on start', body: 'It crashes.' };
-        const label = await fake.deliver(hook(projectId), secret, {
+        const label = await fake.sendWebhook(hook(projectId), secret, {
           type: 'labeled',
           issue,
           label: 'errand',
@@ -347,7 +244,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
 
         if (c.forge !== 'gitlab') {
           // GitLab has no review body: a review's summary is a comment there.
-          const review = await fake.deliver(hook(projectId), secret, {
+          const review = await fake.sendWebhook(hook(projectId), secret, {
             type: 'review',
             pull: 1,
             body: '@errand please split the function',
@@ -358,7 +255,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
           assert.equal(last.where, 'review');
           assert.equal(last.body, '@errand please split the function');
         }
-        const bot = await fake.deliver(hook(projectId), secret, {
+        const bot = await fake.sendWebhook(hook(projectId), secret, {
           type: 'issue-comment',
           issue,
           body: '@errand hello',
@@ -374,7 +271,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
       test('a ping and an event Errand does not read: 200, nothing queued', async () => {
         for (const type of ['ping', 'unused'] as const) {
           const res = await nothingStored(projectId, () =>
-            fake.deliver(hook(projectId), secret, { type }),
+            fake.sendWebhook(hook(projectId), secret, { type }),
           );
           assert.equal(res.status, 200, res.text);
           assert.deepEqual(res.json, { outcome: 'ignored', events: 0 });
@@ -382,36 +279,36 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
       });
 
       test('a missing, wrong or tampered signature, or another project’s secret: 401', async () => {
-        const delivery: ForgeDelivery = { type: 'comment', pull: 1, body: '@errand go' };
+        const delivery: ForgeRequest = { type: 'comment', pull: 1, body: '@errand go' };
         assertRefused(
           await nothingStored(projectId, () =>
-            fake.deliver(hook(projectId), secret, delivery, { signature: 'none' }),
+            fake.sendWebhook(hook(projectId), secret, delivery, { signature: 'none' }),
           ),
         );
         assertRefused(
           await nothingStored(projectId, () =>
-            fake.deliver(hook(projectId), 'not-the-secret-at-all', delivery),
+            fake.sendWebhook(hook(projectId), 'not-the-secret-at-all', delivery),
           ),
         );
         assertRefused(
           await nothingStored(projectId, () =>
-            fake.deliver(hook(projectId), otherSecret, delivery),
+            fake.sendWebhook(hook(projectId), otherSecret, delivery),
           ),
         );
         if (c.signsBody)
           assertRefused(
             await nothingStored(projectId, () =>
-              fake.deliver(hook(projectId), secret, delivery, { signature: 'tampered' }),
+              fake.sendWebhook(hook(projectId), secret, delivery, { signature: 'tampered' }),
             ),
           );
         // The other project's own deliveries are let in with its own secret.
-        const own = await fake.deliver(hook(otherProjectId), otherSecret, delivery);
+        const own = await fake.sendWebhook(hook(otherProjectId), otherSecret, delivery);
         assert.equal(own.status, 202, own.text);
       });
 
       test('a signed body that is not JSON, or not the forge’s shape: 400', async () => {
         const notJson = await nothingStored(projectId, () =>
-          fake.deliver(
+          fake.sendWebhook(
             hook(projectId),
             secret,
             { type: 'comment', pull: 1, body: 'x' },
@@ -422,7 +319,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
         );
         assertError(asResult(notJson), 400, 'invalid_json');
         const wrongShape = await nothingStored(projectId, () =>
-          fake.deliver(
+          fake.sendWebhook(
             hook(projectId),
             secret,
             { type: 'comment', pull: 1, body: 'x' },
@@ -439,9 +336,9 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
   }
 
   describe('projects a delivery cannot be for', () => {
-    let fake: Fake;
+    let fake: WebhookFake;
     before(async () => {
-      fake = (await CASES[0]?.start()) as Fake;
+      fake = (await CASES[0]?.start()) as WebhookFake;
       await fake.openPull();
     });
     after(async () => {
@@ -450,11 +347,11 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
 
     test('an unknown or malformed project id, a project without a secret: the same 401', async () => {
       const withoutSecret = await createForgeProject(fake, 'github', 'no secret');
-      const delivery: ForgeDelivery = { type: 'comment', pull: 1, body: '@errand go' };
+      const delivery: ForgeRequest = { type: 'comment', pull: 1, body: '@errand go' };
       for (const id of [randomProjectId(), 'not-a-project', withoutSecret])
         assertRefused(
           await nothingStored(withoutSecret, () =>
-            fake.deliver(hook(id), 'some-secret-value', delivery),
+            fake.sendWebhook(hook(id), 'some-secret-value', delivery),
           ),
         );
     });
@@ -462,15 +359,15 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
     test('a project moved to plain git keeps its secret but takes no delivery: 401', async () => {
       const id = await createForgeProject(fake, 'github', 'moved');
       const secret = await makeSecret(id);
-      const delivery: ForgeDelivery = { type: 'comment', pull: 1, body: '@errand go' };
-      const before = await fake.deliver(hook(id), secret, delivery);
+      const delivery: ForgeRequest = { type: 'comment', pull: 1, body: '@errand go' };
+      const before = await fake.sendWebhook(hook(id), secret, delivery);
       assert.equal(before.status, 202, before.text);
       const moved = await svc.request('PATCH', `/v2/admin/projects/${id}`, {
         body: { forge: 'git', forgeUrl: null },
       });
       assert.equal(moved.status, 200, moved.text);
       assert.equal(moved.json.forgeWebhookSecretSet, true);
-      assertRefused(await nothingStored(id, () => fake.deliver(hook(id), secret, delivery)));
+      assertRefused(await nothingStored(id, () => fake.sendWebhook(hook(id), secret, delivery)));
     });
 
     test('a secret sealed with another server key: 503 that says so, nothing stored', async () => {
@@ -483,7 +380,7 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
         .where('id', '=', id)
         .execute();
       const res = await nothingStored(id, () =>
-        fake.deliver(hook(id), 'the-secret-value-1234', { type: 'ping' }),
+        fake.sendWebhook(hook(id), 'the-secret-value-1234', { type: 'ping' }),
       );
       assertError(asResult(res), 503, 'unavailable');
       assert.match(String(res.json.error), /another ERRAND_SECRET_KEY/);
@@ -565,9 +462,9 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
   });
 
   describe('the settings', () => {
-    let fake: Fake;
+    let fake: WebhookFake;
     before(async () => {
-      fake = (await CASES[0]?.start()) as Fake;
+      fake = (await CASES[0]?.start()) as WebhookFake;
     });
     after(async () => {
       await fake?.close();
@@ -618,8 +515,14 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
       const newSecret = (second.json as { secret?: string }).secret ?? '';
       assert.notEqual(newSecret, secret);
       await fake.openPull();
-      assertRefused(await fake.deliver(hook(id), secret, { type: 'comment', pull: 1, body: 'x' }));
-      const ok = await fake.deliver(hook(id), newSecret, { type: 'comment', pull: 1, body: 'x' });
+      assertRefused(
+        await fake.sendWebhook(hook(id), secret, { type: 'comment', pull: 1, body: 'x' }),
+      );
+      const ok = await fake.sendWebhook(hook(id), newSecret, {
+        type: 'comment',
+        pull: 1,
+        body: 'x',
+      });
       assert.equal(ok.status, 202, ok.text);
     });
 
@@ -634,14 +537,14 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
       assert.equal(res.json.forgeHandle, 'robot.helper');
       assert.equal(res.json.forgeLabel, 'ai: fix');
       assert.ok(!res.text.includes(chosen));
-      const ok = await fake.deliver(hook(id), chosen, { type: 'ping' });
+      const ok = await fake.sendWebhook(hook(id), chosen, { type: 'ping' });
       assert.equal(ok.status, 200, ok.text);
 
       const cleared = await svc.request('PATCH', `/v2/admin/projects/${id}`, {
         body: { forgeWebhookSecret: null },
       });
       assert.equal(cleared.json.forgeWebhookSecretSet, false);
-      assertRefused(await fake.deliver(hook(id), chosen, { type: 'ping' }));
+      assertRefused(await fake.sendWebhook(hook(id), chosen, { type: 'ping' }));
     });
 
     test('refused settings change nothing', async () => {

@@ -1,7 +1,7 @@
-// Webhook deliveries as GitHub, GitLab and Gitea/Forgejo send them, for the forge fakes: the
+// Webhook requests as GitHub, GitLab and Gitea/Forgejo send them, for the forge fakes: the
 // headers each forge sets (event name, delivery id, signature or token), and the payload of
 // each event Errand reads in the forge's own shape, built from the fake's state (its
-// repositories and pull requests). A fake's `deliver(url, secret, delivery)` POSTs one to
+// repositories and pull requests). A fake's `sendWebhook(url, secret, request)` POSTs one to
 // Errand and returns the answer; `redeliver()` sends the same bytes again, as a forge's
 // "Redeliver" button does, and `replay()` the same bytes and signature under a new delivery id,
 // as someone who saw the delivery could (no signature covers the id).
@@ -26,7 +26,7 @@ export interface FakeIssue {
   author?: FakeUser;
 }
 
-export type ForgeDelivery =
+export type ForgeRequest =
   /** GitHub's ping when a webhook is made; GitLab and Gitea send a push-like test instead. */
   | { type: 'ping' }
   /** A comment in a pull request's conversation. */
@@ -69,7 +69,7 @@ const ZEROS = '0000000000000000000000000000000000000000';
 const pushedAfter = (push: { after?: string; deleted?: boolean }) =>
   push.deleted ? ZEROS : (push.after ?? PUSHED);
 
-export interface DeliveryOptions {
+export interface SendOptions {
   /** The repository the event is for; default the fake's first. */
   repo?: string;
   /** The delivery id; default a new UUID. */
@@ -80,7 +80,7 @@ export interface DeliveryOptions {
   rawBody?: string;
 }
 
-export interface DeliveryAnswer {
+export interface RequestAnswer {
   status: number;
   headers: Headers;
   text: string;
@@ -91,12 +91,12 @@ export interface DeliveryAnswer {
   /** The payload sent. */
   payload: unknown;
   /** Sends the same request again, byte for byte. */
-  redeliver(): Promise<DeliveryAnswer>;
+  redeliver(): Promise<RequestAnswer>;
   /**
    * Sends the same body with the same signature (GitLab: token) under a new delivery id (in
    * every header the forge names the delivery by): a replay by someone who saw the delivery.
    */
-  replay(deliveryId?: string): Promise<DeliveryAnswer>;
+  replay(deliveryId?: string): Promise<RequestAnswer>;
 }
 
 /**
@@ -122,7 +122,7 @@ export interface WrittenComment {
 }
 
 /** What a fake tells the builders about its state. */
-export interface DeliverySource {
+export interface RequestSource {
   /** Told of each comment a delivery says was written, before the delivery is sent. */
   written?(comment: WrittenComment): void;
   /** The forge's web address, e.g. http://127.0.0.1:1234 (with a base path where served under one). */
@@ -151,7 +151,7 @@ async function post(
   body: string,
   deliveryId: string,
   idHeaders: IdHeaders,
-): Promise<DeliveryAnswer> {
+): Promise<RequestAnswer> {
   const response = await fetch(target, { method: 'POST', headers: built.headers, body });
   const text = await response.text();
   let json: Record<string, unknown> = {};
@@ -181,12 +181,12 @@ async function post(
 async function send(
   target: string,
   secret: string,
-  options: DeliveryOptions,
+  options: SendOptions,
   deliveryId: string,
   build: () => Built,
   sign: (headers: Record<string, string>, secret: string, body: string) => void,
   idHeaders: IdHeaders,
-): Promise<DeliveryAnswer> {
+): Promise<RequestAnswer> {
   const built = build();
   const body = options.rawBody ?? JSON.stringify(built.payload);
   if (options.signature !== 'none') sign(built.headers, secret, body);
@@ -197,7 +197,7 @@ async function send(
 
 /** What a forge's builder is given for one delivery. */
 interface BuildInput {
-  delivery: ForgeDelivery;
+  delivery: ForgeRequest;
   deliveryId: string;
   /** The repository (GitLab: project path) the delivery is for. */
   repo: string;
@@ -207,20 +207,20 @@ interface BuildInput {
   web: string;
 }
 
-type Deliver = (
+export type SendWebhook = (
   target: string,
   secret: string,
-  delivery: ForgeDelivery,
-  options?: DeliveryOptions,
-) => Promise<DeliveryAnswer>;
+  delivery: ForgeRequest,
+  options?: SendOptions,
+) => Promise<RequestAnswer>;
 
-/** A fake's `deliver`: builds the forge's delivery from the fake's state, signs and sends it. */
-function deliverer(
-  source: DeliverySource,
+/** A fake's `sendWebhook`: builds the forge's request from the fake's state, signs and sends it. */
+function sender(
+  source: RequestSource,
   build: (input: BuildInput) => Built,
   sign: (headers: Record<string, string>, secret: string, body: string) => void,
   idHeaders: IdHeaders,
-): Deliver {
+): SendWebhook {
   return (target, secret, delivery, options = {}) => {
     const deliveryId = options.deliveryId ?? randomUUID();
     const input = (): BuildInput => ({
@@ -242,7 +242,7 @@ function ids(start: number): () => number {
 
 const iso = () => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
 
-function pullOf(source: DeliverySource, repo: string, number: number, forge: string) {
+function pullOf(source: RequestSource, repo: string, number: number, forge: string) {
   const pull = source.pull(repo, number);
   if (!pull) throw new Error(`${forge}: no pull request ${repo}#${number} to comment on`);
   return pull;
@@ -264,7 +264,7 @@ function githubUser(web: string, user: FakeUser) {
 }
 
 /** Sends GitHub's deliveries (github.com and Enterprise Server alike) for the fake. */
-export function githubDeliverer(source: DeliverySource) {
+export function githubSender(source: RequestSource) {
   const nextId = ids(2_000_000_001);
   const build = ({ delivery, deliveryId, repo, author, web }: BuildInput): Built => {
     const [owner = '', name = ''] = repo.split('/');
@@ -519,7 +519,7 @@ export function githubDeliverer(source: DeliverySource) {
       }
     }
   };
-  return deliverer(
+  return sender(
     source,
     build,
     (headers, key, body) => {
@@ -547,7 +547,7 @@ function gitlabUser(web: string, user: FakeUser) {
 }
 
 /** Sends GitLab's deliveries for the fake; `projectId` gives a project path's numeric id. */
-export function gitlabDeliverer(source: DeliverySource & { projectId(path: string): number }) {
+export function gitlabSender(source: RequestSource & { projectId(path: string): number }) {
   const nextId = ids(7_000_001);
   const build = ({ delivery, deliveryId, repo: path, author, web }: BuildInput): Built => {
     const projectWeb = `${web}/${path}`;
@@ -803,7 +803,7 @@ export function gitlabDeliverer(source: DeliverySource & { projectId(path: strin
       }
     }
   };
-  return deliverer(
+  return sender(
     source,
     build,
     (headers, key) => {
@@ -848,7 +848,7 @@ function giteaUser(web: string, user: FakeUser) {
  * Sends Gitea's deliveries for the fake, or Forgejo's (`forgejo`: X-Forgejo-* headers beside
  * the X-Gitea-* ones, as Forgejo sends both).
  */
-export function giteaDeliverer(source: DeliverySource & { forgejo?: boolean }) {
+export function giteaSender(source: RequestSource & { forgejo?: boolean }) {
   const nextId = ids(900_001);
   const build = ({ delivery, deliveryId, repo: repoPath, author, web }: BuildInput): Built => {
     const [owner = '', name = ''] = repoPath.split('/');
@@ -1055,7 +1055,7 @@ export function giteaDeliverer(source: DeliverySource & { forgejo?: boolean }) {
       }
     }
   };
-  return deliverer(
+  return sender(
     source,
     build,
     (headers, key, body) => {

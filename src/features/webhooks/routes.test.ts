@@ -1,7 +1,7 @@
 // The admin webhook routes under /v2/admin/projects/{projectId}/webhooks: create, list, get,
 // update, delete, rotate-secret, the delivery log and redeliver. Each refusal is checked to
 // store nothing; the signing secret is shown by create and rotate only, stored sealed, and never
-// listed or logged. The delivery of events to endpoints is tested in src/events/webhooks/.
+// listed or logged. The delivery of events to endpoints is tested in src/features/webhooks/.
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
@@ -21,15 +21,11 @@ import {
   startTestService,
   type TestService,
 } from '../../../test/support/service.ts';
-import type {
-  DeliveryRecord,
-  WebhookRecord,
-  WebhookWithSecret,
-} from '../../events/webhooks/types.ts';
-import { WEBHOOK_EVENT_TYPES } from '../../events/webhooks/types.ts';
 import { newId } from '../../ids.ts';
 import { createLogger } from '../../log.ts';
 import { open } from '../../secrets/box.ts';
+import type { DeliveryRecord, WebhookRecord, WebhookWithSecret } from './types.ts';
+import { WEBHOOK_EVENT_TYPES } from './types.ts';
 
 const SECRET_KEY = 'admin-webhooks-test-secret-key';
 /** A public address: accepted without ERRAND_WEBHOOK_ALLOW_PRIVATE, and no DNS is needed. */

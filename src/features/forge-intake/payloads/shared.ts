@@ -1,43 +1,45 @@
-// What the providers share to take a forge's webhook delivery: its headers as Node gives them,
-// the checks of a signature or token in constant time, and the error of a payload that is not
-// what the forge sends. Each provider (github/, gitlab/, gitea/ deliveries.ts) verifies its
-// forge's signature and reads its payloads into ForgeEvents (events.ts).
+// What the forges' payload readers share to take a webhook request: its headers as Node gives
+// them, the checks of a signature or token in constant time, and the error of a payload that is
+// not what the forge sends. Each reader (github.ts, gitlab.ts, gitea.ts beside this one)
+// verifies its forge's signature and reads its payloads into ForgeEvents (src/forges/events.ts).
+// (A forge calls each request a "delivery" and names it by a delivery id header; Errand keeps
+// that word for its own webhooks out, and says "delivery id" only for the forge's header.)
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type { ForgeEvent, ForgePush, ForgeThread } from './events.ts';
+import type { ForgeEvent, ForgePush, ForgeThread } from '../../../forges/events.ts';
 
 /** A request's headers, names in lower case (Node's IncomingHttpHeaders). */
-export type DeliveryHeaders = Readonly<Record<string, string | string[] | undefined>>;
+export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
 
-/** What a provider does with its forge's webhook deliveries. */
-export interface ForgeDeliveries {
+/** What the intake reads of one forge's webhook requests. */
+export interface PayloadReader {
   /**
    * The events to select in the forge's webhook form, as the form names them: what the
    * project page and the docs tell the admin to tick.
    */
   readonly webhookEvents: readonly string[];
-  /** Whether the delivery was signed (or carries the token) with `secret`; constant time. */
-  verifyDelivery(headers: DeliveryHeaders, body: Buffer, secret: string): boolean;
+  /** Whether the request was signed (or carries the token) with `secret`; constant time. */
+  verifySignature(headers: RequestHeaders, body: Buffer, secret: string): boolean;
   /**
-   * The events a verified delivery means to Errand: none for a ping or an event Errand has no
-   * use for, usually one, more when one delivery adds several labels. Throws
-   * MalformedDeliveryError when the payload is not what the forge sends for its event.
+   * The events a verified request means to Errand: none for a ping or an event Errand has no
+   * use for, usually one, more when one request adds several labels. Throws
+   * MalformedPayloadError when the payload is not what the forge sends for its event.
    */
-  readDelivery(headers: DeliveryHeaders, body: unknown): ForgeEvent[];
+  readEvents(headers: RequestHeaders, body: unknown): ForgeEvent[];
   /**
-   * The push a verified delivery is, or null when it is no push of a branch or tag. Throws
-   * MalformedDeliveryError when the payload is not what the forge sends for a push.
+   * The push a verified request is, or null when it is no push of a branch or tag. Throws
+   * MalformedPayloadError when the payload is not what the forge sends for a push.
    */
-  readPush(headers: DeliveryHeaders, body: unknown): ForgePush | null;
+  readPush(headers: RequestHeaders, body: unknown): ForgePush | null;
 }
 
-/** A signed delivery whose payload is not the shape its forge sends for the event it names. */
-export class MalformedDeliveryError extends Error {
-  override name = 'MalformedDeliveryError';
+/** A signed request whose payload is not the shape its forge sends for the event it names. */
+export class MalformedPayloadError extends Error {
+  override name = 'MalformedPayloadError';
 }
 
 /** A header's value; the first when it was sent more than once; '' when absent. */
-export function header(headers: DeliveryHeaders, name: string): string {
+export function header(headers: RequestHeaders, name: string): string {
   const value = headers[name.toLowerCase()];
   return (Array.isArray(value) ? value[0] : value) ?? '';
 }
@@ -56,10 +58,10 @@ export function hmacSha256Hex(secret: string, body: Buffer): string {
 }
 
 /**
- * The delivery's id from the first of `names` that is set; without one, a hash of the body, so
- * that a forge resending the same delivery without an id is still recognised.
+ * The forge's delivery id from the first of `names` that is set; without one, a hash of the body, so
+ * that a forge resending the same request without an id is still recognised.
  */
-export function deliveryIdOf(headers: DeliveryHeaders, names: readonly string[], body: unknown) {
+export function deliveryIdOf(headers: RequestHeaders, names: readonly string[], body: unknown) {
   for (const name of names) {
     const value = header(headers, name).trim();
     if (value) return value.slice(0, 200);
@@ -108,7 +110,7 @@ export function parsePayload<T extends z.ZodType>(
   if (result.success) return result.data;
   const issue = result.error.issues[0];
   const where = issue && issue.path.length > 0 ? issue.path.join('.') : '(body)';
-  throw new MalformedDeliveryError(
+  throw new MalformedPayloadError(
     `the ${event} delivery is not what the forge sends: ${where}: ${issue?.message ?? 'invalid'}`,
   );
 }

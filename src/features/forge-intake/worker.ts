@@ -1,9 +1,10 @@
 // Works off the forge-events queue in the processes that run turns: each event goes to the
-// forge intake (src/forges/intake/), which accepts turns and answers on the forge. The turns it
-// accepted are answered when they end: at once by the process that ends them (it hears the
-// transition), and by a periodic pass for those a stopped process never answered.
-import { ForgeIntake, type IntakeContext, type IntakeOptions } from '../forges/intake/intake.ts';
-import type { TurnQueue } from './queue.ts';
+// intake (intake.ts), which accepts turns and answers on the forge. The turns it accepted are
+// answered when they end: at once by the process that ends them (it hears the transition), and
+// by a periodic pass for those a stopped process never answered.
+
+import type { TurnQueue } from '../../queue/queue.ts';
+import { ForgeIntake, type IntakeContext, type IntakeOptions } from './intake.ts';
 
 export interface ForgeWorkerContext extends IntakeContext {
   queue: IntakeContext['queue'] & Pick<TurnQueue, 'forgeEvents'>;

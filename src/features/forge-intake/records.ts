@@ -6,7 +6,7 @@
 import { sql, type Transaction } from 'kysely';
 import type { Db } from '../../db/database.ts';
 import type { Database, ForgeEventOutcome } from '../../db/schema.ts';
-import type { ForgeEvent } from '../events.ts';
+import type { ForgeEvent } from '../../forges/events.ts';
 
 /** How long an event is remembered: longer than forges offer to redeliver, as long as a refusal. */
 const EVENT_MEMORY_DAYS = 30;

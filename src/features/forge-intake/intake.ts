@@ -10,12 +10,12 @@ import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import type { JobOrigin, ProjectRow, TurnTrigger } from '../../db/schema.ts';
 import { AppError, ExternalError } from '../../errors.ts';
+import type { ProjectForgeClient } from '../../forges/clients.ts';
+import type { ForgeCommentEvent, ForgeEvent } from '../../forges/events.ts';
+import type { CommentRef, ForgeClient, ThreadRef } from '../../forges/types.ts';
 import type { JobsContext } from '../../jobs/context.ts';
 import { createJob, sendMessage } from '../../jobs/service.ts';
 import type { Logger } from '../../log.ts';
-import type { ProjectForgeClient } from '../clients.ts';
-import type { ForgeCommentEvent, ForgeEvent } from '../events.ts';
-import type { CommentRef, ForgeClient, ThreadRef } from '../types.ts';
 import { type EventDecision, eventKind, recordDecision } from './records.ts';
 import { claimRefusal, REFUSALS_PER_HOUR, releaseRefusal } from './refusals.ts';
 import {

@@ -4,8 +4,8 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { MalformedDeliveryError } from '../deliveries.ts';
-import { giteaDeliveries } from './deliveries.ts';
+import { giteaPayloads } from './gitea.ts';
+import { MalformedPayloadError } from './shared.ts';
 
 const SECRET = 'a-webhook-secret-of-gitea';
 const repository = { id: 1, full_name: 'acme/app', html_url: 'https://git.example.com/acme/app' };
@@ -39,32 +39,29 @@ const headers = (family: string, type?: string) => ({
   'x-gitea-delivery': 'g-1',
 });
 
-describe('Gitea and Forgejo deliveries', () => {
+describe('Gitea and Forgejo webhook payloads', () => {
   test('the signature: Gitea’s, Forgejo’s, wrong secret, changed body, missing', () => {
     const body = Buffer.from('{"action":"created"}');
     const hex = createHmac('sha256', SECRET).update(body).digest('hex');
-    assert.equal(giteaDeliveries.verifyDelivery({ 'x-gitea-signature': hex }, body, SECRET), true);
+    assert.equal(giteaPayloads.verifySignature({ 'x-gitea-signature': hex }, body, SECRET), true);
+    assert.equal(giteaPayloads.verifySignature({ 'x-forgejo-signature': hex }, body, SECRET), true);
     assert.equal(
-      giteaDeliveries.verifyDelivery({ 'x-forgejo-signature': hex }, body, SECRET),
-      true,
-    );
-    assert.equal(
-      giteaDeliveries.verifyDelivery({ 'x-gitea-signature': hex }, body, 'other-secret'),
+      giteaPayloads.verifySignature({ 'x-gitea-signature': hex }, body, 'other-secret'),
       false,
     );
     assert.equal(
-      giteaDeliveries.verifyDelivery(
+      giteaPayloads.verifySignature(
         { 'x-gitea-signature': hex },
         Buffer.from('{"action":"edited"}'),
         SECRET,
       ),
       false,
     );
-    assert.equal(giteaDeliveries.verifyDelivery({}, body, SECRET), false);
+    assert.equal(giteaPayloads.verifySignature({}, body, SECRET), false);
   });
 
   test('a comment on an issue and on a pull request', () => {
-    const [onIssue] = giteaDeliveries.readDelivery(
+    const [onIssue] = giteaPayloads.readEvents(
       headers('issue_comment', 'issue_comment'),
       commentPayload(false),
     );
@@ -89,14 +86,14 @@ describe('Gitea and Forgejo deliveries', () => {
       url: 'https://git.example.com/acme/app/issues/3#issuecomment-31',
       anchor: null,
     });
-    const [onPull] = giteaDeliveries.readDelivery(
+    const [onPull] = giteaPayloads.readEvents(
       headers('issue_comment', 'pull_request_comment'),
       commentPayload(true),
     );
     assert.equal(onPull?.thread.kind, 'pull-request');
     const edited = { ...commentPayload(false), action: 'edited' };
     assert.deepEqual(
-      giteaDeliveries.readDelivery(headers('issue_comment', 'issue_comment'), edited),
+      giteaPayloads.readEvents(headers('issue_comment', 'issue_comment'), edited),
       [],
     );
   });
@@ -108,7 +105,7 @@ describe('Gitea and Forgejo deliveries', () => {
       [user('renovate[bot]', 40), true],
       [user('robot', 41), false],
     ] as const) {
-      const [event] = giteaDeliveries.readDelivery(
+      const [event] = giteaPayloads.readEvents(
         headers('issue_comment', 'issue_comment'),
         commentPayload(false, author),
       );
@@ -139,7 +136,7 @@ describe('Gitea and Forgejo deliveries', () => {
         'x-forgejo-event-type': 'pull_request_review_comment',
       },
     ]) {
-      const [event] = giteaDeliveries.readDelivery(h, review('@errand split it'));
+      const [event] = giteaPayloads.readEvents(h, review('@errand split it'));
       assert.ok(event?.type === 'comment', JSON.stringify(h));
       assert.equal(event.where, 'review');
       assert.equal(event.commentId, '');
@@ -148,13 +145,13 @@ describe('Gitea and Forgejo deliveries', () => {
     // The payload names no review id: the signed payload as a whole names the review, the same
     // under any delivery id, another for another review.
     const key = (h: Record<string, string>, content: string) =>
-      giteaDeliveries.readDelivery(h, review(content))[0]?.key;
+      giteaPayloads.readEvents(h, review(content))[0]?.key;
     const exact = headers('pull_request_comment', 'pull_request_review_comment');
     assert.match(key(exact, 'a') ?? '', /^gitea:review:[0-9a-f]{64}$/);
     assert.equal(key({ ...exact, 'x-gitea-delivery': 'g-2' }, 'a'), key(exact, 'a'));
     assert.notEqual(key(exact, 'b'), key(exact, 'a'));
     assert.deepEqual(
-      giteaDeliveries.readDelivery(
+      giteaPayloads.readEvents(
         headers('pull_request_approved', 'pull_request_review_approved'),
         review(''),
       ),
@@ -170,7 +167,7 @@ describe('Gitea and Forgejo deliveries', () => {
       repository,
       sender: user('maintainer'),
     });
-    const events = giteaDeliveries.readDelivery(
+    const events = giteaPayloads.readEvents(
       headers('issues', 'issue_label'),
       payload('label_updated', ['bug', 'errand']),
     );
@@ -186,38 +183,38 @@ describe('Gitea and Forgejo deliveries', () => {
     // The issue, the label and the issue's time of change (Gitea updates it at every change of
     // the labels): a later change is another event, the same delivery sent again is not.
     assert.equal(events[1]?.key, 'gitea:label:60:errand:2025-05-01T10%3A00%3A00%2B02%3A00');
-    const later = giteaDeliveries.readDelivery(
+    const later = giteaPayloads.readEvents(
       headers('issues', 'issue_label'),
       payload('label_updated', ['errand'], '2025-05-01T10:00:05+02:00'),
     );
     assert.notEqual(later[0]?.key, events[1]?.key);
     assert.deepEqual(
-      giteaDeliveries.readDelivery(headers('issues', 'issue_label'), payload('label_cleared', [])),
+      giteaPayloads.readEvents(headers('issues', 'issue_label'), payload('label_cleared', [])),
       [],
     );
     assert.deepEqual(
-      giteaDeliveries.readDelivery(headers('issues', 'issues'), payload('opened', ['errand'])),
+      giteaPayloads.readEvents(headers('issues', 'issues'), payload('opened', ['errand'])),
       [],
     );
   });
 
   test('other events are nothing to read; a wrong shape is refused', () => {
     assert.deepEqual(
-      giteaDeliveries.readDelivery(headers('push', 'push'), { ref: 'refs/heads/main' }),
+      giteaPayloads.readEvents(headers('push', 'push'), { ref: 'refs/heads/main' }),
       [],
     );
     assert.deepEqual(
-      giteaDeliveries.readDelivery(headers('pull_request', 'pull_request_review_request'), {
+      giteaPayloads.readEvents(headers('pull_request', 'pull_request_review_request'), {
         action: 'review_requested',
       }),
       [],
     );
     assert.throws(
       () =>
-        giteaDeliveries.readDelivery(headers('issue_comment', 'issue_comment'), {
+        giteaPayloads.readEvents(headers('issue_comment', 'issue_comment'), {
           action: 'created',
         }),
-      MalformedDeliveryError,
+      MalformedPayloadError,
     );
   });
 });

@@ -4,13 +4,29 @@
 // A stream whose reader is slow is skipped until its socket drains, and then reads on from its
 // own cursor, so nothing is buffered beyond one batch per stream. A stream ends after the
 // event that leaves its job terminal.
+//
+// One module, beside the event log it reads (events.ts) and the announcements it waits on
+// (notifications.ts): the API's events route and the dashboard's job page each serve it.
 import type { ServerResponse } from 'node:http';
 import { sql } from 'kysely';
-import type { AppContext } from '../context.ts';
+import type { Config } from '../config.ts';
+import type { Db } from '../db/database.ts';
 import type { JobStatus } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import type { EventRecord } from '../jobs/events.ts';
-import type { EventNotifications } from '../jobs/notifications.ts';
+import type { Logger } from '../log.ts';
+import type { EventRecord } from './events.ts';
+import type { EventNotifications } from './notifications.ts';
+
+/**
+ * What the streams need of the service: the metrics' gauge of open streams is all they count
+ * (declared here by its shape, since the metrics sit above the job core).
+ */
+export interface StreamsContext {
+  db: Db;
+  log: Logger;
+  config: Pick<Config, 'streams'>;
+  metrics: { eventStreams: { inc(): void; dec(): void } };
+}
 
 /** Statuses after which a job has nothing more to say until someone writes to it again. */
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['completed', 'failed', 'archived']);
@@ -85,7 +101,7 @@ export function wantsStream(accept: string | undefined): boolean {
 }
 
 export class EventStreams {
-  readonly #ctx: Pick<AppContext, 'db' | 'log' | 'config' | 'metrics'>;
+  readonly #ctx: StreamsContext;
   readonly #notifications: EventNotifications;
   readonly #feeds = new Map<string, Feed>();
   readonly #perKey = new Map<string, number>();
@@ -95,10 +111,7 @@ export class EventStreams {
   #ticks = 0;
   #closing = false;
 
-  constructor(
-    ctx: Pick<AppContext, 'db' | 'log' | 'config' | 'metrics'>,
-    notifications: EventNotifications,
-  ) {
+  constructor(ctx: StreamsContext, notifications: EventNotifications) {
     this.#ctx = ctx;
     this.#notifications = notifications;
   }

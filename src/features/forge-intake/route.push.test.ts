@@ -9,14 +9,16 @@ import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { startFakeGitea } from '../../../test/support/fake-gitea.ts';
-import { startFakeGitHub } from '../../../test/support/fake-github.ts';
-import { startFakeGitLab } from '../../../test/support/fake-gitlab.ts';
-import type {
-  DeliveryAnswer,
-  DeliveryOptions,
-  ForgeDelivery,
-} from '../../../test/support/forge-deliveries.ts';
+import {
+  FAKE_FORGES,
+  FORGE_REPO,
+  FORGE_TOKEN,
+  forgeWebhookAddress,
+  makeForgeWebhookSecret,
+  queuedForgeEvents,
+  type WebhookFake,
+} from '../../../test/support/forge-intake.ts';
+import type { ForgeRequest, SendOptions } from '../../../test/support/forge-requests.ts';
 import {
   assertError,
   environmentBuildRequests,
@@ -24,44 +26,6 @@ import {
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
 import { createLogger } from '../../log.ts';
-
-const TOKEN = 'forge-token-0123456789';
-const REPO = 'acme/app';
-
-interface Fake {
-  url: string;
-  apiUrl: string;
-  deliver(
-    target: string,
-    secret: string,
-    delivery: ForgeDelivery,
-    options?: DeliveryOptions,
-  ): Promise<DeliveryAnswer>;
-  close(): Promise<void>;
-}
-
-const CASES: { forge: 'github' | 'gitlab' | 'gitea'; name: string; start(): Promise<Fake> }[] = [
-  {
-    forge: 'github',
-    name: 'GitHub',
-    start: () => startFakeGitHub({ repos: [REPO, 'acme/other'], token: TOKEN }),
-  },
-  {
-    forge: 'gitlab',
-    name: 'GitLab',
-    start: () => startFakeGitLab({ token: TOKEN, projects: [REPO, 'acme/other'] }),
-  },
-  {
-    forge: 'gitea',
-    name: 'Gitea',
-    start: () => startFakeGitea({ token: TOKEN, repos: [REPO, 'acme/other'] }),
-  },
-  {
-    forge: 'gitea',
-    name: 'Forgejo',
-    start: () => startFakeGitea({ token: TOKEN, repos: [REPO, 'acme/other'], forgejo: true }),
-  },
-];
 
 describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
   let svc: TestService;
@@ -98,9 +62,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
       .select('key')
       .where('project_id', '=', projectId)
       .execute();
-    const queued = await sql<{ data: { projectId: string } }>`
-      SELECT data FROM pgboss.job WHERE name = 'forge-events'`.execute(db);
-    return recorded.length + queued.rows.filter((row) => row.data.projectId === projectId).length;
+    return recorded.length + (await queuedForgeEvents(svc, projectId)).length;
   };
 
   /**
@@ -109,18 +71,18 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
    * build of a project that waits would hide the push's.
    */
   const project = async (
-    fake: Fake,
+    fake: WebhookFake,
     forge: string,
     fields: { ref?: string; setupCommand?: string | null; commandsEnabled?: boolean } = {},
   ) => {
     const res = await svc.request('POST', '/v2/admin/projects', {
       body: {
         name: `push ${forge} ${crypto.randomUUID().slice(0, 8)}`,
-        repository: `${fake.url}/${REPO}.git`,
+        repository: `${fake.url}/${FORGE_REPO}.git`,
         ref: fields.ref ?? 'main',
         forge,
         forgeUrl: fake.apiUrl,
-        forgeToken: TOKEN,
+        forgeToken: FORGE_TOKEN,
         commandsEnabled: fields.commandsEnabled ?? true,
       },
     });
@@ -131,20 +93,18 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
       .set({ setup_command: fields.setupCommand === undefined ? 'npm ci' : fields.setupCommand })
       .where('id', '=', id)
       .execute();
-    const made = await svc.request('POST', `/v2/admin/projects/${id}/forge-webhook-secret`);
-    assert.equal(made.status, 200, made.text);
-    return { id, secret: (made.json as { secret?: string }).secret ?? '' };
+    return { id, secret: await makeForgeWebhookSecret(svc, id) };
   };
-  const hook = (projectId: string) => `${svc.url}/v2/forges/${projectId}/webhook`;
+  const hook = (projectId: string) => forgeWebhookAddress(svc, projectId);
 
-  for (const c of CASES) {
+  for (const c of FAKE_FORGES) {
     describe(c.name, () => {
-      let fake: Fake;
+      let fake: WebhookFake;
       let projectId: string;
       let secret: string;
 
       before(async () => {
-        fake = await c.start();
+        fake = await c.start(['acme/other']);
         ({ id: projectId, secret } = await project(fake, c.forge));
       });
       after(async () => {
@@ -152,7 +112,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
       });
 
       test('another branch, a tag, a deletion, another repository: 200, nothing asked', async () => {
-        const ignored: [ForgeDelivery, DeliveryOptions][] = [
+        const ignored: [ForgeRequest, SendOptions][] = [
           [{ type: 'push', ref: 'refs/heads/feature' }, {}],
           // A branch whose name ends like the base ref's is another branch.
           [{ type: 'push', ref: 'refs/heads/x/main' }, {}],
@@ -163,7 +123,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
         ];
         for (const [delivery, options] of ignored) {
           const res = await unchanged(svc, () =>
-            fake.deliver(hook(projectId), secret, delivery, options),
+            fake.sendWebhook(hook(projectId), secret, delivery, options),
           );
           const what = `${JSON.stringify(delivery)} ${JSON.stringify(options)}`;
           assert.equal(res.status, 200, `${what}: ${res.text}`);
@@ -174,19 +134,21 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
       });
 
       test('a push to the base ref with a bad or missing signature: 401, nothing asked', async () => {
-        const push: ForgeDelivery = { type: 'push', ref: 'refs/heads/main' };
+        const push: ForgeRequest = { type: 'push', ref: 'refs/heads/main' };
         for (const [key, options] of [
           ['not-the-secret-at-all', {}],
           [secret, { signature: 'none' }],
         ] as const) {
-          const res = await unchanged(svc, () => fake.deliver(hook(projectId), key, push, options));
+          const res = await unchanged(svc, () =>
+            fake.sendWebhook(hook(projectId), key, push, options),
+          );
           assertError({ ...res, json: res.json as { error?: string } }, 401, 'unauthorized');
         }
         assert.deepEqual(await builds(projectId), []);
       });
 
       test('a push to the base ref asks for one build (202); its redelivery adds none', async () => {
-        const res = await fake.deliver(hook(projectId), secret, {
+        const res = await fake.sendWebhook(hook(projectId), secret, {
           type: 'push',
           ref: 'refs/heads/main',
         });
@@ -197,7 +159,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
         // build is the answer to both.
         const again = await res.redeliver();
         assert.equal(again.status, 202, again.text);
-        const later = await fake.deliver(hook(projectId), secret, {
+        const later = await fake.sendWebhook(hook(projectId), secret, {
           type: 'push',
           ref: 'refs/heads/main',
           after: 'b2c3d4e5f60718293a4b5c6d7e8f9012345678a1',
@@ -210,27 +172,29 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
   }
 
   describe('which projects', () => {
-    let fake: Fake;
+    let fake: WebhookFake;
     before(async () => {
-      fake = await startFakeGitHub({ repos: [REPO], token: TOKEN });
+      const github = FAKE_FORGES.find((c) => c.forge === 'github');
+      assert.ok(github);
+      fake = await github.start();
     });
     after(async () => {
       await fake?.close();
     });
-    const push = (ref = 'refs/heads/main'): ForgeDelivery => ({ type: 'push', ref });
+    const push = (ref = 'refs/heads/main'): ForgeRequest => ({ type: 'push', ref });
 
     test('a base ref written in full, or another branch, is matched as the branch it names', async () => {
       const full = await project(fake, 'github', { ref: 'refs/heads/main' });
-      const res = await fake.deliver(hook(full.id), full.secret, push());
+      const res = await fake.sendWebhook(hook(full.id), full.secret, push());
       assert.equal(res.status, 202, res.text);
       assert.deepEqual(await builds(full.id), ['base-moved']);
 
       const release = await project(fake, 'github', { ref: 'release/2' });
       const main = await unchanged(svc, () =>
-        fake.deliver(hook(release.id), release.secret, push()),
+        fake.sendWebhook(hook(release.id), release.secret, push()),
       );
       assert.equal(main.status, 200, main.text);
-      const own = await fake.deliver(
+      const own = await fake.sendWebhook(
         hook(release.id),
         release.secret,
         push('refs/heads/release/2'),
@@ -242,7 +206,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
     test('a project without a setup command, or without commands, asks for none', async () => {
       for (const fields of [{ setupCommand: null }, { commandsEnabled: false }]) {
         const p = await project(fake, 'github', fields);
-        const res = await unchanged(svc, () => fake.deliver(hook(p.id), p.secret, push()));
+        const res = await unchanged(svc, () => fake.sendWebhook(hook(p.id), p.secret, push()));
         assert.equal(res.status, 200, res.text);
         assert.deepEqual(res.json, { outcome: 'ignored', events: 0 }, JSON.stringify(fields));
         assert.deepEqual(await builds(p.id), []);
@@ -257,7 +221,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
       await sql`CREATE TRIGGER refuse_pushed_builds BEFORE INSERT ON pgboss.job FOR EACH ROW
         WHEN (NEW.name = 'environment-builds') EXECUTE FUNCTION refuse_pushed_builds()`.execute(db);
       try {
-        const res = await fake.deliver(hook(p.id), p.secret, push());
+        const res = await fake.sendWebhook(hook(p.id), p.secret, push());
         assert.equal(res.status, 200, res.text);
         assert.deepEqual(res.json, { outcome: 'ignored', events: 0 });
       } finally {
@@ -271,7 +235,7 @@ describe('POST /v2/forges/{projectId}/webhook: pushes', () => {
       assert.equal(lines.length, 1, logged);
       assert.match(lines[0] ?? '', new RegExp(`"projectId":"${p.id}","reason":"base-moved"`));
       // The queue mended, the same push asks again.
-      const again = await fake.deliver(hook(p.id), p.secret, push());
+      const again = await fake.sendWebhook(hook(p.id), p.secret, push());
       assert.equal(again.status, 202, again.text);
       assert.deepEqual(await builds(p.id), ['base-moved']);
     });
