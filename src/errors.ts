@@ -4,28 +4,11 @@
 // outage is never reported as the caller's fault.
 import { isDatabaseUnavailable, isDiskFull } from './db/unavailable.ts';
 
-export type ErrorCode =
-  | 'bad_request'
-  | 'invalid_json'
-  | 'invalid_prompt'
-  | 'model_unavailable'
-  | 'unauthorized'
-  | 'forbidden'
-  | 'not_found'
-  | 'request_timeout'
-  | 'conflict'
-  | 'idempotency_key_in_flight'
-  | 'idempotency_key_reused'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'expectation_failed'
-  | 'header_too_large'
-  | 'rate_limited'
-  | 'budget_exhausted'
-  | 'unavailable'
-  | 'internal';
-
-const codeToStatus: Record<ErrorCode, number> = {
+/**
+ * Every code Errand's errors carry, with the HTTP status it is sent with: the one list of them.
+ * The code's type and the error body's documented codes (responses.ts) come from it.
+ */
+const codeToStatus = {
   bad_request: 400,
   invalid_json: 400,
   invalid_prompt: 400,
@@ -45,7 +28,12 @@ const codeToStatus: Record<ErrorCode, number> = {
   budget_exhausted: 429,
   internal: 500,
   unavailable: 503,
-};
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof codeToStatus;
+
+/** Every code, in the error map's order. */
+export const ERROR_CODES = Object.keys(codeToStatus) as ErrorCode[];
 
 export class AppError extends Error {
   readonly code: ErrorCode;

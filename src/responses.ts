@@ -2,15 +2,13 @@
 // /metrics): the Error body and the error responses by status, for the OpenAPI document. The
 // body itself is written in one place, src/http/errors.ts.
 import { z } from 'zod';
+import { ERROR_CODES } from './errors.ts';
 
 export const errorBody = z
   .object({
     error: z.string().describe('What went wrong, for a person.'),
-    code: z
-      .string()
-      .describe(
-        'A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, budget_exhausted, unavailable, internal, …',
-      ),
+    // The error map's codes (errors.ts): a code cannot be sent and be missing here.
+    code: z.enum(ERROR_CODES).describe('A stable machine code.'),
     requestId: z.string().describe('Also in the X-Request-Id header; the server log has it.'),
   })
   .meta({

@@ -2194,14 +2194,129 @@ export type webhooks = Record<string, never>;
 
 export interface components {
   schemas: {
+    /** @description An agent job. */
+    AgentJob: {
+      /** @description The job id (job_ and 20 characters). */
+      id: string;
+      /**
+       * @description active: a turn is queued or running; completed: the last turn finished; failed: it failed (see error); archived: terminal.
+       * @enum {string}
+       */
+      status: 'active' | 'completed' | 'failed' | 'archived';
+      source: {
+        /** @description The project's repository when the job was created, as a URL (file:// for a local repository, ssh:// for an scp-like address). */
+        repository: string;
+        /** @description Git branch the agent is working on (the work branch, as branch). */
+        ref: string;
+        /** @description The branch, tag or commit the job started from. */
+        baseRef: string;
+      };
+      /** @description The model the job runs on (provider:model). */
+      model: string;
+      /** @description The pull request once one exists; it stays set afterwards. On a plain git remote, Errand's review page: its link carries the token that opens the page without a key (until the job is archived), so share it only with the job's readers. */
+      prLink: string | null;
+      /** Format: date-time */
+      createdAt: string;
+      archivedAt: string | null;
+      projectId: string;
+      /** @description The work branch the agent commits to. */
+      branch: string;
+      /** @description Why the last turn failed, when it did. */
+      error: string | null;
+      /** @description How many prompts the job has received. */
+      turns: number;
+      /** @description What the job's turns used of the model, summed; costUsd is null when any turn's is. */
+      usage: {
+        /** @description Input tokens, cached ones included. */
+        inputTokens: number;
+        /** @description Output tokens. */
+        outputTokens: number;
+        /** @description Of the input tokens, those read from the provider's prompt cache. */
+        cacheReadTokens: number;
+        /** @description Of the input tokens, those written to the provider's prompt cache. */
+        cacheWriteTokens: number;
+        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+        costUsd: number | null;
+      };
+      /** @description The forge issue the job was made from (a labelled issue, or a mention in one); null for jobs made otherwise. */
+      origin?: {
+        /** @enum {string} */
+        forge: 'github' | 'gitlab' | 'gitea';
+        /** @description The issue number (GitLab: its iid). */
+        number: number;
+        /** @description The issue's page. */
+        url: string;
+        /** @description The issue's title when the job was made. */
+        title: string;
+      } | null;
+      /** Format: date-time */
+      updatedAt: string;
+    };
+    /** @description A snapshot of what a project’s setup command left in the checkout, kept by one worker. */
+    Environment: {
+      /** @description What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content. */
+      key: string;
+      /** @description The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own. */
+      worker: string;
+      /** @description What its files take on the worker’s disk, in bytes. */
+      sizeBytes: number;
+      /** @description How many files and directories it holds. */
+      files: number;
+      /** @description How long the setup command took to build it. */
+      buildMs: number;
+      /** @description The commit the setup command ran on. */
+      baseCommit: string;
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When a turn last restored it (its build, until then); the least recently used go first when the cache is full.
+       */
+      lastUsedAt: string;
+    };
     /** @description Every error: a readable message, a stable code and the request id. */
     Error: {
       /** @description What went wrong, for a person. */
       error: string;
-      /** @description A stable machine code: bad_request, invalid_json, invalid_prompt, model_unavailable, unauthorized, forbidden, not_found, conflict, idempotency_key_in_flight, idempotency_key_reused, payload_too_large, unsupported_media_type, rate_limited, budget_exhausted, unavailable, internal, … */
-      code: string;
+      /**
+       * @description A stable machine code.
+       * @enum {string}
+       */
+      code:
+        | 'bad_request'
+        | 'invalid_json'
+        | 'invalid_prompt'
+        | 'model_unavailable'
+        | 'unauthorized'
+        | 'forbidden'
+        | 'not_found'
+        | 'request_timeout'
+        | 'conflict'
+        | 'idempotency_key_in_flight'
+        | 'idempotency_key_reused'
+        | 'payload_too_large'
+        | 'unsupported_media_type'
+        | 'expectation_failed'
+        | 'header_too_large'
+        | 'rate_limited'
+        | 'budget_exhausted'
+        | 'internal'
+        | 'unavailable';
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
+    };
+    /** @description An API key, without its secret. */
+    Key: {
+      id: string;
+      name: string | null;
+      /** @description The first characters of the key, to recognise it. */
+      start: string;
+      projectId: string | null;
+      admin: boolean;
+      /** Format: date-time */
+      createdAt: string;
+      lastUsedAt: string | null;
+      revokedAt: string | null;
     };
     /** @description A project. */
     Project: {
@@ -2273,62 +2388,18 @@ export interface components {
       /** Format: date-time */
       updatedAt: string;
     };
-    /** @description An agent job. */
-    AgentJob: {
-      /** @description The job id (job_ and 20 characters). */
-      id: string;
-      /**
-       * @description active: a turn is queued or running; completed: the last turn finished; failed: it failed (see error); archived: terminal.
-       * @enum {string}
-       */
-      status: 'active' | 'completed' | 'failed' | 'archived';
-      source: {
-        /** @description The project's repository when the job was created, as a URL (file:// for a local repository, ssh:// for an scp-like address). */
-        repository: string;
-        /** @description Git branch the agent is working on (the work branch, as branch). */
-        ref: string;
-        /** @description The branch, tag or commit the job started from. */
-        baseRef: string;
-      };
-      /** @description The model the job runs on (provider:model). */
-      model: string;
-      /** @description The pull request once one exists; it stays set afterwards. On a plain git remote, Errand's review page: its link carries the token that opens the page without a key (until the job is archived), so share it only with the job's readers. */
-      prLink: string | null;
+    /** @description A project secret, without its value. */
+    Secret: {
+      /** @description The environment variable commands read it from. */
+      name: string;
+      /** @enum {string} */
+      exposure: 'setup' | 'commands';
       /** Format: date-time */
       createdAt: string;
-      archivedAt: string | null;
-      projectId: string;
-      /** @description The work branch the agent commits to. */
-      branch: string;
-      /** @description Why the last turn failed, when it did. */
-      error: string | null;
-      /** @description How many prompts the job has received. */
-      turns: number;
-      /** @description What the job's turns used of the model, summed; costUsd is null when any turn's is. */
-      usage: {
-        /** @description Input tokens, cached ones included. */
-        inputTokens: number;
-        /** @description Output tokens. */
-        outputTokens: number;
-        /** @description Of the input tokens, those read from the provider's prompt cache. */
-        cacheReadTokens: number;
-        /** @description Of the input tokens, those written to the provider's prompt cache. */
-        cacheWriteTokens: number;
-        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
-        costUsd: number | null;
-      };
-      /** @description The forge issue the job was made from (a labelled issue, or a mention in one); null for jobs made otherwise. */
-      origin?: {
-        /** @enum {string} */
-        forge: 'github' | 'gitlab' | 'gitea';
-        /** @description The issue number (GitLab: its iid). */
-        number: number;
-        /** @description The issue's page. */
-        url: string;
-        /** @description The issue's title when the job was made. */
-        title: string;
-      } | null;
-      /** Format: date-time */
+      /**
+       * Format: date-time
+       * @description When its value and exposure were last set.
+       */
       updatedAt: string;
     };
     /** @description A webhook endpoint, without its secret. */
@@ -2356,55 +2427,6 @@ export interface components {
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
-      updatedAt: string;
-    };
-    /** @description A snapshot of what a project’s setup command left in the checkout, kept by one worker. */
-    Environment: {
-      /** @description What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content. */
-      key: string;
-      /** @description The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own. */
-      worker: string;
-      /** @description What its files take on the worker’s disk, in bytes. */
-      sizeBytes: number;
-      /** @description How many files and directories it holds. */
-      files: number;
-      /** @description How long the setup command took to build it. */
-      buildMs: number;
-      /** @description The commit the setup command ran on. */
-      baseCommit: string;
-      /** Format: date-time */
-      createdAt: string;
-      /**
-       * Format: date-time
-       * @description When a turn last restored it (its build, until then); the least recently used go first when the cache is full.
-       */
-      lastUsedAt: string;
-    };
-    /** @description An API key, without its secret. */
-    Key: {
-      id: string;
-      name: string | null;
-      /** @description The first characters of the key, to recognise it. */
-      start: string;
-      projectId: string | null;
-      admin: boolean;
-      /** Format: date-time */
-      createdAt: string;
-      lastUsedAt: string | null;
-      revokedAt: string | null;
-    };
-    /** @description A project secret, without its value. */
-    Secret: {
-      /** @description The environment variable commands read it from. */
-      name: string;
-      /** @enum {string} */
-      exposure: 'setup' | 'commands';
-      /** Format: date-time */
-      createdAt: string;
-      /**
-       * Format: date-time
-       * @description When its value and exposure were last set.
-       */
       updatedAt: string;
     };
   };

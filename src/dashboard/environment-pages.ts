@@ -3,8 +3,8 @@
 // a button to drop each key or all of them, and one to rebuild in the background. Every value
 // goes through `html`.
 import { formatBytes, formatMs } from '../client/words.ts';
-import type { EnvironmentRecord } from '../projects/environments.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { EnvironmentRecord } from '../records/environment.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, type SafeHtml } from './html.ts';
 import { notice, when } from './layout.ts';
 

@@ -1,18 +1,12 @@
 // The job pages as functions of their data: a project's jobs with the new-job form, a job with
 // its turns, progress log and diff, and the archive confirmation. Every value goes through
 // `html`; the summaries and the diff arrive already rendered by their escaping renderers.
-import {
-  type EventFacts,
-  eventWords,
-  formatUsd,
-  JOB_STATUSES,
-  usageLine,
-} from '../client/words.ts';
-import type { JobRecord } from '../jobs/record.ts';
+import { type EventFacts, eventWords, formatUsd, usageLine } from '../client/words.ts';
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import { JOB_STATUSES, type JobRecord } from '../records/job.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, SafeHtml } from './html.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 

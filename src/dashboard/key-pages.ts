@@ -1,8 +1,9 @@
 // The API key pages as functions of their data: a project's keys (its projectId and a curl to
 // paste), the admin keys, and the revoke confirmation. A new key appears only in the page that
 // answers its create form.
-import type { KeyRecord, Principal } from '../keys/service.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { Principal } from '../keys/service.ts';
+import type { KeyRecord } from '../records/key.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, type SafeHtml } from './html.ts';
 import { notice, page, when } from './layout.ts';
 

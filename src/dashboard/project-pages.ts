@@ -5,7 +5,7 @@ import type { MonthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import type { EngineName } from '../projects/engine.ts';
 import { NETWORK_PRESETS } from '../projects/network.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { html, type SafeHtml } from './html.ts';
 import { monthSpend } from './job-pages.ts';
 import { notice, page } from './layout.ts';

@@ -14,10 +14,10 @@ import {
   createProject,
   getProject,
   listProjects,
-  type ProjectRecord,
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { projectsPage } from './project-pages.ts';
 import { admin, type Form, given, parse, sendPage, session } from './requests.ts';
 import { projectSettingsPage } from './settings-page.ts';

@@ -2,8 +2,8 @@
 // set (never a value), the form that sets or replaces one (a password field, never filled in
 // again), and the confirmation before one is deleted. Every value goes through `html`.
 import type { Principal } from '../keys/service.ts';
-import type { SecretRecord } from '../projects/secrets.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
+import type { SecretRecord } from '../records/secret.ts';
 import { html, type SafeHtml } from './html.ts';
 import { notice, page, when } from './layout.ts';
 

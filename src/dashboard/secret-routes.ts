@@ -5,14 +5,9 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { afterSecretChanged } from '../projects/environment-builds.ts';
-import {
-  deleteSecret,
-  listSecrets,
-  putSecret,
-  SECRET_EXPOSURES,
-  type SecretExposure,
-} from '../projects/secrets.ts';
+import { deleteSecret, listSecrets, putSecret, type SecretExposure } from '../projects/secrets.ts';
 import { getProject, toProjectRecord } from '../projects/service.ts';
+import { SECRET_EXPOSURES } from '../records/secret.ts';
 import { admin, type Form, sendPage } from './requests.ts';
 import { deleteSecretPage } from './secret-pages.ts';
 import { projectSettingsPage } from './settings-page.ts';

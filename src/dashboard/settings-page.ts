@@ -7,7 +7,7 @@ import { monthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import { listEnvironments } from '../projects/environments.ts';
 import { listSecrets } from '../projects/secrets.ts';
-import type { ProjectRecord } from '../projects/service.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { type EnvironmentsNotice, environmentsSection } from './environment-pages.ts';
 import type { SafeHtml } from './html.ts';
 import { type ProjectForm, projectValues, settingsPage } from './project-pages.ts';

@@ -5,10 +5,8 @@ import type { ColumnType, Generated, Selectable } from 'kysely';
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json = ColumnType<unknown, string | undefined, string>;
 
-import type { JOB_STATUSES } from '../client/words.ts';
-
-/** A job's status: one of the one list of them (client/words.ts). */
-export type JobStatus = (typeof JOB_STATUSES)[number];
+/** A job's status: the column of the job record's list (src/records/job.ts, which checks it). */
+export type JobStatus = 'active' | 'completed' | 'failed' | 'archived';
 type TurnState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 
 export interface ProjectsTable {
@@ -334,3 +332,5 @@ export type EventRow = Selectable<EventsTable>;
 export type WebhookRow = Selectable<WebhooksTable>;
 export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;
+export type ProjectSecretRow = Selectable<ProjectSecretsTable>;
+export type EnvironmentRow = Selectable<EnvironmentsTable>;

@@ -3,7 +3,7 @@
 // what it does, and Claude Code's own sandbox is off by default and stays off), the Anthropic
 // API reached through Errand's model proxy with a placeholder key, its configuration and
 // sessions in its HOME, the job's engine state.
-import { isRecord } from '../client/records.ts';
+import { isRecord } from '../json.ts';
 import {
   type EngineDefinition,
   type EngineEvent,

@@ -3,7 +3,7 @@
 // OpenAI Responses API reached through Errand's model proxy as a provider of its configuration,
 // whose key variable holds only a placeholder. Its home (sessions) is the job's engine state;
 // its configuration is given on the command line, so Errand writes no file there.
-import { isRecord } from '../client/records.ts';
+import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import {
   type EngineDefinition,

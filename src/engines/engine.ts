@@ -2,7 +2,7 @@
 // standard input, none of which holds a key; no file is written for it) and how its
 // machine-readable stream becomes Errand's events. One definition per engine (claude-code.ts,
 // codex.ts, opencode.ts); run.ts runs a definition in the sandbox.
-import { isRecord } from '../client/records.ts';
+import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
 

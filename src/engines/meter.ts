@@ -6,9 +6,9 @@
 // whether the turn's step limit and budgets leave room for it, and the meter's steps tell the
 // turn what the proxy removed from its requests.
 
-import { isRecord } from '../client/records.ts';
 import { formatUsd } from '../client/words.ts';
 import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage.ts';
+import { isRecord } from '../json.ts';
 import type { AnswerObserver, ObservedAnswer, ProxyCall } from '../sandbox/model-proxy.ts';
 import type { ModelApi, ProxyRefusal, Removed } from '../sandbox/model-request.ts';
 

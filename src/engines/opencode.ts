@@ -3,7 +3,7 @@
 // placeholder, every permission allowed (Errand's sandbox confines it), a repository's own
 // OpenCode configuration ignored, and its data (sessions) in its HOME, the job's engine state.
 // Its configuration is given in the environment, so Errand writes no file there.
-import { isRecord } from '../client/records.ts';
+import { isRecord } from '../json.ts';
 import {
   type EngineDefinition,
   type EngineEvent,

@@ -6,12 +6,12 @@
 // (a step); a limit reached stops the engine.
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isRecord } from '../client/records.ts';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
 import type { EarlierTurn } from '../jobs/runner.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import type { TokenUsage, Usage } from '../jobs/usage.ts';
+import { isRecord } from '../json.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import type { CommandsNetwork } from '../projects/network.ts';
 import { ENDPOINTS, type ProxyEndpoint, startModelProxy } from '../sandbox/model-proxy.ts';

@@ -6,8 +6,8 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { git, makeTempDir, removeDir, testConfig, writeFiles } from '../../test/support/git.ts';
-import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../projects/environment-key-files.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
+import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../records/project.ts';
 import { environmentKey, type KeyedProject, keyFilePathspecs } from './key.ts';
 
 describe('environmentKey', () => {

@@ -6,8 +6,8 @@
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { ProjectRow } from '../db/schema.ts';
-import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../projects/environment-key-files.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
+import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../records/project.ts';
 import { runGit } from '../workspace/git.ts';
 import type { WorkspaceConfig } from '../workspace/index.ts';
 

@@ -7,7 +7,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
-import { isRecord } from '../client/records.ts';
+import { isRecord } from '../json.ts';
 import { errandVersion } from '../version.ts';
 
 /** The document as the generator hands it over (an OpenAPI 3.x object). */
@@ -36,6 +36,20 @@ function withoutUnusedSchemas(document: OpenApiObject): OpenApiObject {
     const others = Object.values(schemas).filter((other) => other !== schema);
     if (!refersTo(rest, name) && !refersTo(others, name)) delete schemas[name];
   }
+  return document;
+}
+
+/**
+ * Components in the order of their names, not of the modules that declared them: the document,
+ * and the client's types generated from it, stay the same whatever imports what first.
+ */
+function withSortedSchemas(document: OpenApiObject): OpenApiObject {
+  if (!('components' in document)) return document;
+  const schemas = document.components?.schemas;
+  if (!schemas) return document;
+  const entries = Object.entries(schemas).sort(([a], [b]) => (a < b ? -1 : 1));
+  for (const [name] of entries) delete schemas[name];
+  for (const [name, schema] of entries) schemas[name] = schema;
   return document;
 }
 
@@ -114,7 +128,7 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: jsonSchemaTransform,
     // Schemas with an id (AgentJob, Error) become components that responses refer to.
     transformObject: (document) =>
-      withEventStream(withoutUnusedSchemas(jsonSchemaTransformObject(document))),
+      withEventStream(withSortedSchemas(withoutUnusedSchemas(jsonSchemaTransformObject(document)))),
   });
 }
 

@@ -1,34 +1,9 @@
-// The job record as the API returns it: every field of the seed interface, always present,
-// null where there is no value, dates in ISO 8601 UTC; Errand's own fields after them.
-import type { JobOrigin, JobRow, JobStatus } from '../db/schema.ts';
+// A job row as the API returns it: the record's schema and type are src/records/job.ts's; this
+// maps a row onto it, every field always present, null where there is no value.
+import type { JobRow } from '../db/schema.ts';
+import type { JobRecord } from '../records/job.ts';
 import { repositoryAsUrl } from '../repository/url.ts';
-import { NO_USAGE, readUsage, type Usage } from './usage.ts';
-
-export interface JobRecord {
-  id: string;
-  status: JobStatus;
-  /**
-   * The published interface's source: `ref` is the branch the agent works on (the job's work
-   * branch); `baseRef`, Errand's own, the ref the job started from.
-   */
-  source: { repository: string; ref: string; baseRef: string };
-  model: string;
-  prLink: string | null;
-  createdAt: string;
-  archivedAt: string | null;
-  projectId: string;
-  branch: string;
-  error: string | null;
-  turns: number;
-  /**
-   * What the job's turns used of the model, summed: tokens by kind and the estimated cost at
-   * list prices (null when a price of the model is unknown).
-   */
-  usage: Usage;
-  /** The forge issue the job was made from (`{ forge, number, url, title }`); null otherwise. */
-  origin: JobOrigin | null;
-  updatedAt: string;
-}
+import { NO_USAGE, readUsage } from './usage.ts';
 
 /**
  * A job row without the review diff, which can be megabytes and no record shows, and without its

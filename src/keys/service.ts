@@ -1,11 +1,11 @@
 // Minting, listing, revoking and checking API keys. A key is shown once, when it is made;
 // the database keeps only its SHA-256 hash and its first characters for display.
 import { sql } from 'kysely';
-import type { ApiKey } from '../client/records.ts';
 import type { Db } from '../db/database.ts';
 import type { ApiKeyRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
+import type { KeyRecord } from '../records/key.ts';
 import { hashKey, isWellFormedKey, keyStart, mintKey } from './format.ts';
 
 export interface Principal {
@@ -14,9 +14,7 @@ export interface Principal {
   projectId: string | null;
 }
 
-/** A key as the admin API shows it (never the key): the OpenAPI component. */
-export type KeyRecord = ApiKey;
-
+/** A key's row as the admin API shows it (src/records/key.ts): never the key. */
 export function toKeyRecord(row: ApiKeyRow): KeyRecord {
   return {
     id: row.id,

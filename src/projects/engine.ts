@@ -2,15 +2,10 @@
 // `errand engine install` puts on the worker (src/engines/catalog.ts says which version and
 // where). What a project may choose and which model providers each one can talk to are said
 // here, below the engines, so that the project service can refuse a choice that cannot work.
-import type { ProjectRow } from '../db/schema.ts';
+import type { ENGINE_NAMES } from '../records/project.ts';
 
-/** Every engine a project may choose; `errand` is Errand's own loop (src/agent/). */
-export const ENGINE_NAMES = ['errand', 'claude-code', 'codex', 'opencode'] as const;
-
+/** An engine a project may choose (the list is the project record's, src/records/project.ts). */
 export type EngineName = (typeof ENGINE_NAMES)[number];
-
-// The database's column says the same four names (src/db/schema.ts, migration 0014).
-ENGINE_NAMES satisfies readonly ProjectRow['engine'][];
 
 /** An engine that is not Errand's own loop: a CLI installed from npm. */
 export type InstallableEngine = Exclude<EngineName, 'errand'>;

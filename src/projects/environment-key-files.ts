@@ -1,28 +1,8 @@
 // The files whose content keys a project's environment (src/environments/): globs relative to the
 // checkout, the project's own (environmentKeyFiles) or, when it has none, the common lock files.
 // Said here, below the runtime and the admin API alike, so that a glob is refused when it is
-// saved by the same rules the runtime relies on: relative, inside the checkout, bounded.
-
-/**
- * The lock files of npm, pnpm, yarn, bun, pip, uv, poetry, pipenv, cargo, go, bundler and
- * composer, anywhere in the tree (`**` matches no directory too): what a setup that installs
- * dependencies reads.
- */
-export const DEFAULT_ENVIRONMENT_KEY_FILES: readonly string[] = Object.freeze([
-  '**/package-lock.json',
-  '**/npm-shrinkwrap.json',
-  '**/pnpm-lock.yaml',
-  '**/yarn.lock',
-  '**/bun.lock',
-  '**/requirements*.txt',
-  '**/uv.lock',
-  '**/poetry.lock',
-  '**/Pipfile.lock',
-  '**/Cargo.lock',
-  '**/go.sum',
-  '**/Gemfile.lock',
-  '**/composer.lock',
-]);
+// saved by the same rules the runtime relies on: relative, inside the checkout, bounded. The
+// common lock files, the default, are the project record's (src/records/project.ts).
 
 /** The most globs a project may list. */
 export const MAX_ENVIRONMENT_KEY_FILES = 50;

@@ -2,19 +2,24 @@
 // worker keeps (src/environments/ builds, restores and bounds them). Dropping one is deleting its
 // row: the worker that keeps it deletes its files and never restores it again.
 import type { Db } from '../db/database.ts';
+import type { EnvironmentRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
+import type { EnvironmentRecord } from '../records/environment.ts';
 
-/** An environment as the admin API shows it. */
-export interface EnvironmentRecord {
-  key: string;
-  worker: string;
-  sizeBytes: number;
-  files: number;
-  buildMs: number;
-  baseCommit: string;
-  createdAt: string;
-  lastUsedAt: string;
+/** A snapshot's row as the admin API shows it (src/records/environment.ts). */
+export function toEnvironmentRecord(row: EnvironmentRow): EnvironmentRecord {
+  return {
+    key: row.key,
+    worker: row.worker,
+    // bigint as the driver gives it; a snapshot is far below 2^53 bytes.
+    sizeBytes: Number(row.size_bytes),
+    files: row.files,
+    buildMs: row.build_ms,
+    baseCommit: row.base_commit,
+    createdAt: row.created_at.toISOString(),
+    lastUsedAt: row.last_used_at.toISOString(),
+  };
 }
 
 interface EnvironmentsContext {
@@ -47,17 +52,7 @@ export async function listEnvironments(
     .orderBy('key')
     .orderBy('worker')
     .execute();
-  return rows.map((row) => ({
-    key: row.key,
-    worker: row.worker,
-    // bigint as the driver gives it; a snapshot is far below 2^53 bytes.
-    sizeBytes: Number(row.size_bytes),
-    files: row.files,
-    buildMs: row.build_ms,
-    baseCommit: row.base_commit,
-    createdAt: row.created_at.toISOString(),
-    lastUsedAt: row.last_used_at.toISOString(),
-  }));
+  return rows.map(toEnvironmentRecord);
 }
 
 /**

@@ -2,11 +2,11 @@
 // kinds a project may name, the credentials it stores, the kind its repository's host implies,
 // and what it asks of the providers (ForgeTargets, answered by src/forges/clients.ts).
 import type { ProjectRow } from '../db/schema.ts';
+import type { FORGE_KINDS } from '../records/project.ts';
 import { parseRepositoryUrl } from '../repository/url.ts';
 
-export type ForgeKind = 'github' | 'gitlab' | 'gitea' | 'git';
-
-export const FORGE_KINDS: readonly ForgeKind[] = ['github', 'gitlab', 'gitea', 'git'];
+/** A forge a project may name (the list is the project record's, src/records/project.ts). */
+export type ForgeKind = (typeof FORGE_KINDS)[number];
 
 /** What a project stores (encrypted at rest) to talk to its forge. Never returned by the API. */
 export interface ForgeCredentials {

@@ -8,9 +8,12 @@ import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import type { Updateable } from 'kysely';
 import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import type {
+  COMMANDS_NETWORK_MODES,
+  NETWORK_PRESET_NAMES,
+  SETUP_NETWORK_MODES,
+} from '../records/project.ts';
 
-export const SETUP_NETWORK_MODES = ['none', 'allowlist', 'open'] as const;
-export const COMMANDS_NETWORK_MODES = ['none', 'allowlist'] as const;
 type SetupNetworkMode = (typeof SETUP_NETWORK_MODES)[number];
 type CommandsNetworkMode = (typeof COMMANDS_NETWORK_MODES)[number];
 
@@ -105,7 +108,7 @@ const PATTERN_MAX_CHARS = 260;
  * files are served from, cargo's sparse index, its download host and the crates.io API, the Go
  * command's GOPROXY and GOSUMDB, RubyGems and Bundler's compact index, Composer's metadata, Maven
  * Central. A tool that falls back elsewhere (Go's `direct`, Composer's dist downloads from GitHub)
- * needs that host too: `@github`.
+ * needs that host too: `@github`. Their names are the project record's (src/records/project.ts).
  */
 export const NETWORK_PRESETS: Readonly<Record<string, readonly string[]>> = {
   '@npm': ['registry.npmjs.org'],
@@ -117,7 +120,7 @@ export const NETWORK_PRESETS: Readonly<Record<string, readonly string[]>> = {
   '@rubygems': ['rubygems.org', 'index.rubygems.org'],
   '@packagist': ['repo.packagist.org', 'packagist.org'],
   '@maven': ['repo.maven.apache.org', 'repo1.maven.org'],
-};
+} satisfies Record<(typeof NETWORK_PRESET_NAMES)[number], readonly string[]>;
 
 /**
  * Never public addresses, refused whatever a name resolves to: by the setup network's filter

@@ -2,15 +2,13 @@
 // shape, with refusals that name it. What needs the server's settings or the stored project
 // (repository access, forge token variables, credentials) is the project service's to check.
 import { z } from 'zod';
+import { DEFAULT_ENVIRONMENT_KEY_FILES, ENGINE_NAMES, FORGE_KINDS } from '../records/project.ts';
 import type { ProjectFields } from './changes.ts';
-import { ENGINE_NAMES } from './engine.ts';
 import {
-  DEFAULT_ENVIRONMENT_KEY_FILES,
   environmentKeyFileRefusal,
   MAX_ENVIRONMENT_KEY_FILE_CHARS,
   MAX_ENVIRONMENT_KEY_FILES,
 } from './environment-key-files.ts';
-import { FORGE_KINDS, type ForgeKind } from './forge.ts';
 import { networkField } from './network-schema.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
 
@@ -112,7 +110,7 @@ const fields = {
     .nullable()
     .describe("The project's default model, provider:model (null: the server's default)."),
   forge: z
-    .enum(FORGE_KINDS as [ForgeKind, ...ForgeKind[]], { error: FORGE })
+    .enum(FORGE_KINDS, { error: FORGE })
     .nullable()
     .describe('Where pull requests go; inferred from the repository URL when not given.'),
   forgeUrl: text('forgeUrl').nullable().describe('The API base URL of a self-hosted forge.'),

@@ -8,10 +8,10 @@ import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import type { SECRET_EXPOSURES, SecretRecord } from '../records/secret.ts';
 import { open, seal } from '../secrets/box.ts';
 import { MIN_SECRET_CHARS } from '../secrets/scrub.ts';
 
-export const SECRET_EXPOSURES = ['setup', 'commands'] as const;
 export type SecretExposure = (typeof SECRET_EXPOSURES)[number];
 
 /** An environment variable's name: capitals, digits and underscores, not a digit first. */
@@ -70,15 +70,6 @@ const RESERVED_NAMES: ReadonlySet<string> = new Set([
 ]);
 /** Prefixes of reserved names: LD_PRELOAD, LC_ALL, BASH_ENV, PYTHONPATH, GIT_DIR, ERRAND_… */
 const RESERVED_PREFIXES = ['LD_', 'LC_', 'BASH_', 'PYTHON', 'GIT_', 'ERRAND_'] as const;
-
-/** A secret as the admin API shows it: never its value. */
-export interface SecretRecord {
-  name: string;
-  exposure: SecretExposure;
-  createdAt: string;
-  /** When its value and exposure were last set. */
-  updatedAt: string;
-}
 
 /** A secret as a turn uses it. */
 export interface TurnSecret {
@@ -139,7 +130,8 @@ async function lockProject(trx: Transaction<Database>, projectId: string): Promi
   if (!row) throw new AppError('not_found', `project ${projectId} not found`);
 }
 
-function toRecord(row: {
+/** A secret's row as the admin API shows it (src/records/secret.ts): never its value. */
+export function toSecretRecord(row: {
   name: string;
   exposure: SecretExposure;
   created_at: Date;
@@ -193,7 +185,7 @@ export async function putSecret(
       )
       .returning(['name', 'exposure', 'created_at', 'updated_at'])
       .executeTakeFirstOrThrow();
-    return { secret: toRecord(row), created };
+    return { secret: toSecretRecord(row), created };
   });
 }
 
@@ -211,7 +203,7 @@ export async function listSecrets(ctx: SecretsContext, projectId: string): Promi
     .where('project_id', '=', projectId)
     .orderBy('name')
     .execute();
-  return rows.map(toRecord);
+  return rows.map(toSecretRecord);
 }
 
 /** Removes the secret; the next turn's commands no longer get it. */

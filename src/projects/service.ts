@@ -2,20 +2,14 @@
 // pull requests go (the forge and its credentials). Credentials are write-only: stored
 // encrypted or named by environment variable, and never returned.
 import { sql } from 'kysely';
-import type { Project } from '../client/records.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId, randomBase62 } from '../ids.ts';
+import type { ProjectRecord } from '../records/project.ts';
 import { type ProjectFields, type ProjectsContext, toChanges } from './changes.ts';
 import { projectForge } from './forge.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
 import { networkColumns, networkRecord } from './network.ts';
-
-/**
- * A project as the admin API shows it: the OpenAPI component, generated from the route's
- * schema (src/http/routes/admin-projects.ts), where each field is described.
- */
-export type ProjectRecord = Project;
 
 /** The limits a project's commands run under: its own where set, else the sandbox's defaults. */
 export function projectCommandLimits(row: ProjectRow): SandboxLimits {
@@ -29,6 +23,7 @@ export function projectCommandLimits(row: ProjectRow): SandboxLimits {
   };
 }
 
+/** A project's row as the admin API shows it (src/records/project.ts): never its credentials. */
 export function toProjectRecord(
   ctx: Pick<ProjectsContext, 'forges'>,
   row: ProjectRow,

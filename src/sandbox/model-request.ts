@@ -2,7 +2,7 @@
 // model, and cut down to what the engine runs itself and the meter can price. Whatever would make
 // the vendor act for the engine (search the web, fetch a URL, run code, call an MCP server, read
 // state stored at the vendor) or bill beyond the tokens it reports is removed or refused here.
-import { isRecord } from '../client/records.ts';
+import { isRecord } from '../json.ts';
 import { scrubDeep } from '../secrets/scrub.ts';
 
 /**

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { DEFAULT_LIMITS } from '../../src/projects/limits.ts';
-import type { ProjectRecord } from '../../src/projects/service.ts';
+import type { ProjectRecord } from '../../src/records/project.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import { CONNECT } from '../sandbox/support.ts';
 import { sessionCookie } from '../support/dashboard.ts';

@@ -11,8 +11,8 @@ import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { loadMigrations } from '../../src/db/migrate.ts';
 import type { WebhookPayload } from '../../src/features/webhooks/outbox.ts';
-import type { KeyRecord } from '../../src/keys/service.ts';
 import { turnSecrets } from '../../src/projects/secrets.ts';
+import type { KeyRecord } from '../../src/records/key.ts';
 import { open } from '../../src/secrets/box.ts';
 import {
   createEmbeddedDataDir,

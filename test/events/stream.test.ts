@@ -8,8 +8,8 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import type { EventRecord } from '../../src/jobs/events.ts';
 import { recordProgress } from '../../src/jobs/lifecycle.ts';
-import type { JobRecord } from '../../src/jobs/record.ts';
 import type { TurnInput, TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
+import type { JobRecord } from '../../src/records/job.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import { openSse, type SseEvent, type SseStream } from '../support/sse.ts';
 

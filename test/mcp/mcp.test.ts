@@ -11,7 +11,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { Progress } from '@modelcontextprotocol/sdk/types.js';
 import type { Job } from '../../src/client/index.ts';
 import type { TurnInput } from '../../src/jobs/runner.ts';
-import type { ProjectRecord } from '../../src/projects/service.ts';
+import type { ProjectRecord } from '../../src/records/project.ts';
 import { captureOutput } from '../support/process.ts';
 import { randomJobId, SCRIPTED_ENV, scriptedRunner, turnStarted } from '../support/route-cases.ts';
 import { RecordingRunner } from '../support/runners.ts';

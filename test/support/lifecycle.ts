@@ -4,8 +4,9 @@
 import { after, before, beforeEach } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import type { JobStatus, ProjectRow } from '../../src/db/schema.ts';
-import { type JobRecord, toJobRecord } from '../../src/jobs/record.ts';
+import { toJobRecord } from '../../src/jobs/record.ts';
 import type { Transition } from '../../src/jobs/transitions.ts';
+import type { JobRecord } from '../../src/records/job.ts';
 import { type RunningService, startService } from '../../src/service.ts';
 import { createTestDatabase, type TestDatabase } from './databases.ts';
 import { testEnv } from './service.ts';

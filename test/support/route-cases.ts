@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { mintKey } from '../../src/keys/format.ts';
-import type { ProjectRecord } from '../../src/projects/service.ts';
+import type { ProjectRecord } from '../../src/records/project.ts';
 import { RecordingRunner, type TurnCall, work } from './runners.ts';
 import { type HttpResult, type RequestOptions, type TestService, waitFor } from './service.ts';
 

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { WebhookPayload } from '../../src/features/webhooks/outbox.ts';
-import type { ProjectRecord } from '../../src/projects/service.ts';
+import type { ProjectRecord } from '../../src/records/project.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
 import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';

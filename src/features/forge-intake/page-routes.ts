@@ -10,10 +10,10 @@ import { projectUpdateBody } from '../../projects/schemas.ts';
 import {
   generateForgeWebhookSecret,
   getProject,
-  type ProjectRecord,
   toProjectRecord,
   updateProject,
 } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import { type ForgeWebhookView, forgeWebhookPage, OUTCOMES, RECENT_EVENTS } from './pages.ts';
 import { payloadReaders } from './payloads/readers.ts';
 import { forgeWebhookUrl } from './receive.ts';

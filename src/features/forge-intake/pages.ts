@@ -8,7 +8,7 @@ import { html, type SafeHtml } from '../../dashboard/html.ts';
 import { externalLink, notice, page, when } from '../../dashboard/layout.ts';
 import type { ForgeEventOutcome } from '../../db/schema.ts';
 import type { Principal } from '../../keys/service.ts';
-import type { ProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import type { ForgeEventRecord } from './records.ts';
 
 export interface ForgeWebhookView {

@@ -12,7 +12,7 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { createJobId, SCRIPTED_ENV, scriptedRunner } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
 import type { AppContext } from '../../context.ts';
-import type { ProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import {
   createWebhook,
   deleteWebhook,

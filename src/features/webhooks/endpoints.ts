@@ -36,7 +36,8 @@ export const MAX_DESCRIPTION_CHARS = 500;
 /** The longest overlap of a rotated secret: a week. */
 export const MAX_OVERLAP_SECONDS = 7 * 24 * 3600;
 
-function toWebhookRecord(row: WebhookRow): WebhookRecord {
+/** An endpoint's row as the admin API shows it (types.ts): never its secrets. */
+export function toWebhookRecord(row: WebhookRow): WebhookRecord {
   return {
     id: row.id,
     projectId: row.project_id,
@@ -56,7 +57,11 @@ function toWebhookRecord(row: WebhookRow): WebhookRecord {
   };
 }
 
-function toDeliveryRecord(row: WebhookDeliveryRow, attempts: WebhookAttemptRow[]): DeliveryRecord {
+/** A delivery's row and its attempts as the admin API shows them (types.ts). */
+export function toDeliveryRecord(
+  row: WebhookDeliveryRow,
+  attempts: WebhookAttemptRow[],
+): DeliveryRecord {
   return {
     id: row.id,
     webhookId: row.webhook_id,

@@ -8,8 +8,9 @@ import { sql } from 'kysely';
 import type { AppContext } from '../../context.ts';
 import type { Database } from '../../db/schema.ts';
 import { newId } from '../../ids.ts';
-import { JOB_VIEW_COLUMNS, type JobRecord, toJobRecord } from '../../jobs/record.ts';
+import { JOB_VIEW_COLUMNS, toJobRecord } from '../../jobs/record.ts';
 import type { RecordedEvent, TransitionHook } from '../../jobs/transitions.ts';
+import type { JobRecord } from '../../records/job.ts';
 import { isWebhookEventType, type WebhookEventType } from './types.ts';
 
 /**

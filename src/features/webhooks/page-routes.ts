@@ -8,7 +8,8 @@ import { admin, type Form, sendPage } from '../../dashboard/requests.ts';
 import { AppError } from '../../errors.ts';
 import { isId } from '../../ids.ts';
 import type { Principal } from '../../keys/service.ts';
-import { getProject, type ProjectRecord, toProjectRecord } from '../../projects/service.ts';
+import { getProject, toProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import {
   createWebhook,
   deleteWebhook,

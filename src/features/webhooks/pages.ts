@@ -6,7 +6,7 @@
 import { html, type SafeHtml } from '../../dashboard/html.ts';
 import { notice, page, when } from '../../dashboard/layout.ts';
 import type { Principal } from '../../keys/service.ts';
-import type { ProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 import {
   type DeliveryRecord,
   WEBHOOK_EVENT_TYPES,

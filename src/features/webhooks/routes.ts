@@ -22,7 +22,7 @@ import {
   rotateWebhookSecret,
   updateWebhook,
 } from './endpoints.ts';
-import { WEBHOOK_EVENT_TYPES } from './types.ts';
+import { deliveryRecord, WEBHOOK_EVENT_TYPES, webhookRecord, webhookWithSecret } from './types.ts';
 
 const URL_TEXT = `"url" must be a string of 1 to ${MAX_URL_CHARS} characters`;
 const EVENTS = `"events" must be a non-empty list of ${WEBHOOK_EVENT_TYPES.join(', ')}`;
@@ -108,54 +108,6 @@ const rotateBody = z
   .describe('Optional: without a body, the overlap is a day.');
 
 const deliveriesQuery = pageQuery('deliveries');
-
-const isoTime = z.iso.datetime();
-
-const webhookFields = z.object({
-  id: z.string().describe('The webhook id (whk_ and 20 characters).'),
-  projectId: z.string(),
-  url: z.string(),
-  events: z.array(z.enum(WEBHOOK_EVENT_TYPES)),
-  description: z.string().nullable(),
-  enabled: z.boolean(),
-  previousSecretExpiresAt: isoTime
-    .nullable()
-    .describe('While a rotated secret overlaps, the previous secret signs too, until then.'),
-  createdAt: isoTime,
-  updatedAt: isoTime,
-});
-/** A component of the OpenAPI document, which the answers with an endpoint refer to. */
-const webhookRecord = webhookFields.meta({
-  id: 'Webhook',
-  description: 'A webhook endpoint, without its secret.',
-});
-
-const webhookWithSecret = webhookFields.extend({
-  secret: z
-    .string()
-    .describe('The signing secret, whsec_ and base64: shown in this response only.'),
-});
-
-const deliveryRecord = z.object({
-  id: z.string().describe('The webhook-id header: the same on every attempt.'),
-  webhookId: z.string(),
-  jobId: z.string(),
-  eventSeq: z.number().int().describe("The event's seq in the job's event log."),
-  type: z.enum(WEBHOOK_EVENT_TYPES),
-  state: z.enum(['pending', 'delivered', 'failed']),
-  attempts: z.array(
-    z.object({
-      attempt: z.number().int(),
-      at: isoTime,
-      status: z.number().int().nullable().describe("The receiver's status; null without one."),
-      error: z.string().nullable(),
-      latencyMs: z.number().int(),
-    }),
-  ),
-  createdAt: isoTime,
-  deliveredAt: isoTime.nullable(),
-  failedAt: isoTime.nullable(),
-});
 
 const projectId = z.string().describe('The project id (prj_ and 20 characters).');
 const webhookId = z.string().describe('The webhook id (whk_ and 20 characters).');

@@ -15,7 +15,7 @@ import {
   unchanged,
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
-import type { EnvironmentRecord } from '../../projects/environments.ts';
+import type { EnvironmentRecord } from '../../records/environment.ts';
 
 describe('admin environment routes', () => {
   let svc: TestService;

@@ -7,34 +7,8 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { rebuildEnvironment } from '../../projects/environment-builds.ts';
 import { deleteEnvironments, listEnvironments } from '../../projects/environments.ts';
+import { environmentRecord } from '../../records/environment.ts';
 import { errors, json } from '../../responses.ts';
-
-const environmentRecord = z
-  .object({
-    key: z
-      .string()
-      .describe(
-        'What the snapshot was built from: a digest of the setup command, its network, the secrets’ names and the key files’ content.',
-      ),
-    worker: z
-      .string()
-      .describe('The worker that keeps it (ERRAND_WORKER_NAME): each worker builds its own.'),
-    sizeBytes: z.number().int().describe('What its files take on the worker’s disk, in bytes.'),
-    files: z.number().int().describe('How many files and directories it holds.'),
-    buildMs: z.number().int().describe('How long the setup command took to build it.'),
-    baseCommit: z.string().describe('The commit the setup command ran on.'),
-    createdAt: z.iso.datetime(),
-    lastUsedAt: z.iso
-      .datetime()
-      .describe(
-        'When a turn last restored it (its build, until then); the least recently used go first when the cache is full.',
-      ),
-  })
-  .meta({
-    id: 'Environment',
-    description:
-      'A snapshot of what a project’s setup command left in the checkout, kept by one worker.',
-  });
 
 const id = z.string().describe('The project id (prj_ and 20 characters).');
 const projectParams = z.object({ id });

@@ -7,6 +7,7 @@ import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { createKey, listKeys, revokeKey, toKeyRecord } from '../../keys/service.ts';
 import { findProject } from '../../projects/service.ts';
+import { createdKeyRecord, keyRecord } from '../../records/key.ts';
 import { errors, json } from '../../responses.ts';
 
 const NAME = '"name" must be a string of at most 200 characters';
@@ -37,19 +38,6 @@ const createBody = z
     error: 'give exactly one of "projectId" or "admin": true',
   });
 
-const keyFields = z.object({
-  id: z.string(),
-  name: z.string().nullable(),
-  start: z.string().describe('The first characters of the key, to recognise it.'),
-  projectId: z.string().nullable(),
-  admin: z.boolean(),
-  createdAt: z.iso.datetime(),
-  lastUsedAt: z.iso.datetime().nullable(),
-  revokedAt: z.iso.datetime().nullable(),
-});
-/** A component of the OpenAPI document, which the answers with a key refer to. */
-const keyRecord = keyFields.meta({ id: 'Key', description: 'An API key, without its secret.' });
-
 const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 
 export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): void {
@@ -63,12 +51,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
         description: 'Mints a project key or an admin key. The key is in this response only.',
         body: createBody,
         response: {
-          201: json(
-            'The new key.',
-            keyFields.extend({
-              key: z.string().describe('The key: shown this once, never stored.'),
-            }),
-          ),
+          201: json('The new key.', createdKeyRecord),
           ...errors(400, 401, 403, 413, 415, 503),
         },
       },

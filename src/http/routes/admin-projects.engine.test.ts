@@ -11,7 +11,7 @@ import {
 } from '../../../test/support/engine-package.ts';
 import { assertError, unchanged } from '../../../test/support/route-cases.ts';
 import type { TestService } from '../../../test/support/service.ts';
-import type { ProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
 
 const REPO = 'https://github.com/acme/widgets.git';
 // The test service's default model (no ERRAND_MODEL): an Anthropic one.

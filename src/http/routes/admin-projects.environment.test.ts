@@ -14,8 +14,8 @@ import {
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
 import { createLogger } from '../../log.ts';
-import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../../projects/environment-key-files.ts';
-import type { ProjectRecord } from '../../projects/service.ts';
+import type { ProjectRecord } from '../../records/project.ts';
+import { DEFAULT_ENVIRONMENT_KEY_FILES } from '../../records/project.ts';
 
 const REPO = 'https://github.com/acme/widgets.git';
 

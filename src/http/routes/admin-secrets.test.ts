@@ -21,11 +21,8 @@ import {
   type TestService,
 } from '../../../test/support/service.ts';
 import { createLogger } from '../../log.ts';
-import {
-  MAX_SECRET_VALUE_BYTES,
-  MAX_SECRETS_PER_PROJECT,
-  type SecretRecord,
-} from '../../projects/secrets.ts';
+import { MAX_SECRET_VALUE_BYTES, MAX_SECRETS_PER_PROJECT } from '../../projects/secrets.ts';
+import type { SecretRecord } from '../../records/secret.ts';
 import { open } from '../../secrets/box.ts';
 
 const SECRET_KEY = 'admin-secrets-test-secret-key';

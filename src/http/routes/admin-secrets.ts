@@ -14,8 +14,8 @@ import {
   MAX_SECRET_VALUE_BYTES,
   MAX_SECRETS_PER_PROJECT,
   putSecret,
-  SECRET_EXPOSURES,
 } from '../../projects/secrets.ts';
+import { SECRET_EXPOSURES, secretRecord } from '../../records/secret.ts';
 import { errorBody, errors, json } from '../../responses.ts';
 import { MIN_SECRET_CHARS } from '../../secrets/scrub.ts';
 
@@ -43,15 +43,6 @@ const putBody = z.strictObject(
       issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
   },
 );
-
-const secretRecord = z
-  .object({
-    name: z.string().describe('The environment variable commands read it from.'),
-    exposure: z.enum(SECRET_EXPOSURES),
-    createdAt: z.iso.datetime(),
-    updatedAt: z.iso.datetime().describe('When its value and exposure were last set.'),
-  })
-  .meta({ id: 'Secret', description: 'A project secret, without its value.' });
 
 const id = z.string().describe('The project id (prj_ and 20 characters).');
 const name = z

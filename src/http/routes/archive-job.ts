@@ -5,8 +5,9 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { archiveJob } from '../../jobs/service.ts';
+import { jobRecord } from '../../records/job.ts';
 import { errors, json } from '../../responses.ts';
-import { jobParams, jobRecord } from '../schemas.ts';
+import { jobParams } from '../schemas.ts';
 
 export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(

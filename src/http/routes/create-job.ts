@@ -6,9 +6,10 @@ import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { createJobBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { createJob } from '../../jobs/service.ts';
+import { jobRecord } from '../../records/job.ts';
 import { errors, json } from '../../responses.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { idempotencyHeaders, jobRecord, projectParams } from '../schemas.ts';
+import { idempotencyHeaders, projectParams } from '../schemas.ts';
 
 export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(

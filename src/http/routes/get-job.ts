@@ -6,9 +6,10 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { type JobView, toJobRecord } from '../../jobs/record.ts';
+import { jobRecord } from '../../records/job.ts';
 import { errors, json } from '../../responses.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
-import { jobParams, jobRecord } from '../schemas.ts';
+import { jobParams } from '../schemas.ts';
 
 function matches(ifNoneMatch: string | undefined, etag: string): boolean {
   if (!ifNoneMatch) return false;

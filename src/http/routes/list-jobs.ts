@@ -3,12 +3,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { JOB_STATUSES } from '../../client/words.ts';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { listJobs } from '../../jobs/service.ts';
+import { JOB_STATUSES, jobRecord } from '../../records/job.ts';
 import { errors } from '../../responses.ts';
-import { jobRecord, pageQuery, projectParams } from '../schemas.ts';
+import { pageQuery, projectParams } from '../schemas.ts';
 
 const query = pageQuery('jobs').extend({
   status: z

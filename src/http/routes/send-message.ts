@@ -6,9 +6,10 @@ import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { promptBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { sendMessage } from '../../jobs/service.ts';
+import { jobRecord } from '../../records/job.ts';
 import { errors, json } from '../../responses.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
-import { idempotencyHeaders, jobParams, jobRecord } from '../schemas.ts';
+import { idempotencyHeaders, jobParams } from '../schemas.ts';
 
 export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(

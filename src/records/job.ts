@@ -1,0 +1,95 @@
+// The job record as the API returns it, declared once: the server's type (JobRecord), the
+// OpenAPI component AgentJob and, through the document, the typed client's Job all come from
+// this schema. Every field of the seed interface first, Errand's own after them.
+import { z } from 'zod';
+import type { JobRow } from '../db/schema.ts';
+
+/** Every status a job can have, in the order of its life. The one list. */
+export const JOB_STATUSES = Object.freeze(['active', 'completed', 'failed', 'archived'] as const);
+
+// The database's column holds the same four (src/db/schema.ts); a status the column has and
+// the list has not fails to compile where a row becomes a record (src/jobs/record.ts).
+JOB_STATUSES satisfies readonly JobRow['status'][];
+
+const isoTime = z.iso.datetime();
+
+const tokenCount = (what: string) => z.number().int().min(0).describe(what);
+
+/**
+ * What model calls used and cost (src/jobs/usage.ts). Inline in the job record: the document
+ * keeps to the published one's components.
+ */
+const usageRecord = z
+  .object({
+    inputTokens: tokenCount('Input tokens, cached ones included.'),
+    outputTokens: tokenCount('Output tokens.'),
+    cacheReadTokens: tokenCount(
+      "Of the input tokens, those read from the provider's prompt cache.",
+    ),
+    cacheWriteTokens: tokenCount(
+      "Of the input tokens, those written to the provider's prompt cache.",
+    ),
+    costUsd: z
+      .number()
+      .nullable()
+      .describe(
+        "An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess.",
+      ),
+  })
+  .describe('Tokens used by model calls, and their estimated cost.');
+
+export const jobRecord = z
+  .object({
+    id: z.string().describe('The job id (job_ and 20 characters).'),
+    status: z
+      .enum(JOB_STATUSES)
+      .describe(
+        'active: a turn is queued or running; completed: the last turn finished; failed: it failed (see error); archived: terminal.',
+      ),
+    /**
+     * The published interface's source: `ref` is the branch the agent works on (the job's work
+     * branch); `baseRef`, Errand's own, the ref the job started from.
+     */
+    source: z.object({
+      repository: z
+        .string()
+        .describe(
+          "The project's repository when the job was created, as a URL (file:// for a local repository, ssh:// for an scp-like address).",
+        ),
+      ref: z.string().describe('Git branch the agent is working on (the work branch, as branch).'),
+      baseRef: z.string().describe('The branch, tag or commit the job started from.'),
+    }),
+    model: z.string().describe('The model the job runs on (provider:model).'),
+    prLink: z
+      .string()
+      .nullable()
+      .describe(
+        "The pull request once one exists; it stays set afterwards. On a plain git remote, Errand's review page: its link carries the token that opens the page without a key (until the job is archived), so share it only with the job's readers.",
+      ),
+    createdAt: isoTime,
+    archivedAt: isoTime.nullable(),
+    projectId: z.string(),
+    branch: z.string().describe('The work branch the agent commits to.'),
+    error: z.string().nullable().describe('Why the last turn failed, when it did.'),
+    turns: z.number().int().describe('How many prompts the job has received.'),
+    usage: usageRecord.describe(
+      "What the job's turns used of the model, summed; costUsd is null when any turn's is.",
+    ),
+    origin: z
+      .object({
+        forge: z.enum(['github', 'gitlab', 'gitea']),
+        number: z.number().int().describe('The issue number (GitLab: its iid).'),
+        url: z.string().describe("The issue's page."),
+        title: z.string().describe("The issue's title when the job was made."),
+      })
+      .nullable()
+      .optional()
+      .describe(
+        'The forge issue the job was made from (a labelled issue, or a mention in one); null for jobs made otherwise.',
+      ),
+    updatedAt: isoTime,
+  })
+  .meta({ id: 'AgentJob', description: 'An agent job.' });
+
+/** The job as the API returns it: null where there is no value, dates in ISO 8601 UTC. */
+export type JobRecord = z.infer<typeof jobRecord>;
