@@ -23,7 +23,7 @@ import { assertError, createJobId, randomJobId } from '../../test/support/route-
 import { startTestService, type TestService } from '../../test/support/service.ts';
 import type { Database } from '../db/schema.ts';
 import { buildApp } from '../http/app.ts';
-import { recordReviewDiff, turnContext } from '../jobs/lifecycle.ts';
+import { loadTurnInputs, recordReviewDiff } from '../jobs/lifecycle.ts';
 import { createLogger } from '../log.ts';
 import { review } from '../turns/forge.ts';
 import { diffAgainst } from '../workspace/commit.ts';
@@ -84,7 +84,7 @@ describe('review page', () => {
       .where('job_id', '=', id)
       .where('seq', '=', 1)
       .executeTakeFirstOrThrow();
-    const { project, secrets, earlier } = await turnContext(ctx, job, 1);
+    const { project, secrets, earlier } = await loadTurnInputs(ctx, job, 1);
     const emitted: { type: string; data?: Record<string, unknown> }[] = [];
     const { prLink } = await review(
       { ...ctx.config, publicUrl: svc.url },

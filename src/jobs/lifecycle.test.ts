@@ -16,12 +16,12 @@ import {
   failOrphan,
   failTurn,
   finishTurn,
+  loadTurnInputs,
   ORPHAN_MESSAGE,
   recordProgress,
   recordReviewDiff,
   retryTurn,
   startTurn,
-  turnContext,
 } from './lifecycle.ts';
 import { toJobRecord } from './record.ts';
 import { archiveJob, createJob, sendMessage } from './service.ts';
@@ -146,9 +146,9 @@ describe('job lifecycle', () => {
     assert.deepEqual(await recordOf(job.id), completedRecord);
 
     // The next turn works from the project and the finished turn's conversation.
-    const context = await turnContext(ctx, await jobOf(job.id), 2);
-    assert.equal(context.project.id, project.id);
-    assert.deepEqual(context.earlier, [
+    const inputs = await loadTurnInputs(ctx, await jobOf(job.id), 2);
+    assert.equal(inputs.project.id, project.id);
+    assert.deepEqual(inputs.earlier, [
       {
         seq: 1,
         prompt: 'first',

@@ -378,7 +378,7 @@ export async function recordReviewDiff(
  * the job's earlier finished turns in order (their conversation, and their prompts and summaries
  * for the pull request's body). A secret that cannot be opened fails the turn.
  */
-export async function turnContext(
+export async function loadTurnInputs(
   ctx: Pick<JobsContext, 'db' | 'config'>,
   job: JobRow,
   seq: number,

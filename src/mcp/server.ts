@@ -7,7 +7,7 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { ErrandClient } from '../client/index.ts';
 import type { Config } from '../config.ts';
 import { errandVersion } from '../version.ts';
-import type { ToolContext } from './tool.ts';
+import type { ToolDeps } from './tool.ts';
 import { registerArchiveJob } from './tools/archive-job.ts';
 import { registerCreateJob } from './tools/create-job.ts';
 import { registerGetJob } from './tools/get-job.ts';
@@ -26,12 +26,12 @@ const TOOLS = [
 
 const INSTRUCTIONS = `Errand runs an AI coding agent on a project's git repository in the background and opens a pull request with its changes. Start work with create_job, wait for it with wait_for_job, and give the user the pull request's URL (prLink) when the job is completed. Follow-up instructions on the same work go to send_message on the same job.`;
 
-async function createMcpServer(ctx: ToolContext): Promise<McpServer> {
+async function createMcpServer(deps: ToolDeps): Promise<McpServer> {
   const server = new McpServer(
     { name: 'errand', title: 'Errand', version: errandVersion() },
     { instructions: INSTRUCTIONS },
   );
-  for (const register of TOOLS) register(server, ctx);
+  for (const register of TOOLS) register(server, deps);
   return server;
 }
 

@@ -7,22 +7,22 @@ import { z } from 'zod';
 import type { ErrandClient } from '../client/index.ts';
 import { ToolInputError } from './results.ts';
 
-export interface ToolContext {
+export interface ToolDeps {
   client: ErrandClient;
   /** The project a call works in when it names none. */
   defaultProject: string | undefined;
 }
 
 /** One tool: its schema, its description for the model and its code, in one file each. */
-export type RegisterTool = (server: McpServer, ctx: ToolContext) => void;
+export type RegisterTool = (server: McpServer, deps: ToolDeps) => void;
 
-export function projectIdField(ctx: ToolContext): z.ZodString | z.ZodOptional<z.ZodString> {
+export function projectIdField(deps: ToolDeps): z.ZodString | z.ZodOptional<z.ZodString> {
   const id = z.string().min(1);
-  return ctx.defaultProject
+  return deps.defaultProject
     ? id
         .optional()
         .describe(
-          `The project's id (prj_…). Optional: defaults to ${ctx.defaultProject}, the project this server is configured for.`,
+          `The project's id (prj_…). Optional: defaults to ${deps.defaultProject}, the project this server is configured for.`,
         )
     : id.describe(
         "The project's id (prj_…): the project whose repository the agent works on. Ask the user for it if you do not know it.",
@@ -34,8 +34,8 @@ export const jobIdField = z
   .min(1)
   .describe('The job id (job_…), as create_job or list_jobs returned it.');
 
-export function projectOf(ctx: ToolContext, projectId: string | undefined): string {
-  const id = projectId ?? ctx.defaultProject;
+export function projectOf(deps: ToolDeps, projectId: string | undefined): string {
+  const id = projectId ?? deps.defaultProject;
   if (!id) {
     throw new ToolInputError(
       'No project: pass projectId, or set ERRAND_PROJECT in the MCP server configuration.',

@@ -11,12 +11,12 @@ import {
   failOrphan,
   failTurn,
   finishTurn,
+  loadTurnInputs,
   recordProgress,
   recordReviewDiff,
   recordSpent,
   retryTurn,
   startTurn,
-  turnContext,
 } from '../jobs/lifecycle.ts';
 import { TurnFailedError, type TurnRunner } from '../jobs/runner.ts';
 import { jobStatus } from '../jobs/states.ts';
@@ -113,7 +113,7 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
   let outcome: TurnOutcome = 'interrupted';
   let failure: unknown;
   try {
-    const { project, secrets, earlier } = await turnContext(ctx, started.job, seq);
+    const { project, secrets, earlier } = await loadTurnInputs(ctx, started.job, seq);
     const output = await runner.run({
       job: started.job,
       turn: started.turn,

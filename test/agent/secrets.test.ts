@@ -10,7 +10,7 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { turnContext } from '../../src/jobs/lifecycle.ts';
+import { loadTurnInputs } from '../../src/jobs/lifecycle.ts';
 import { TurnFailedError } from '../../src/jobs/runner.ts';
 import { createLogger } from '../../src/log.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
@@ -318,6 +318,6 @@ describe('project secrets in turns', { skip }, () => {
       .selectAll()
       .where('id', '=', jobId)
       .executeTakeFirstOrThrow();
-    await assert.rejects(turnContext(svc.service.ctx, row, 1), TurnFailedError);
+    await assert.rejects(loadTurnInputs(svc.service.ctx, row, 1), TurnFailedError);
   });
 });

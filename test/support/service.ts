@@ -4,7 +4,7 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
 import type { EventRecord } from '../../src/jobs/events.ts';
-import { recordReviewDiff, turnContext } from '../../src/jobs/lifecycle.ts';
+import { loadTurnInputs, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import { jobBudgetLeft, monthBudgetLeft } from '../../src/jobs/spend.ts';
 import type { Logger } from '../../src/log.ts';
@@ -243,7 +243,7 @@ export async function redeliverTurn(
   const output = await runner.run({
     job,
     turn,
-    ...(await turnContext(ctx, job, seq)),
+    ...(await loadTurnInputs(ctx, job, seq)),
     signal: new AbortController().signal,
     emit: async (type) => {
       events.push(type);

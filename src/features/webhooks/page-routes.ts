@@ -62,33 +62,71 @@ function refusal(err: unknown): AppError {
   throw err;
 }
 
+type ProjectParams = { Params: { id: string } };
+type WebhookParams = { Params: { id: string; webhookId: string } };
+
+async function loadProject(ctx: AppContext, id: string): Promise<ProjectRecord> {
+  return toProjectRecord(ctx, await getProject(ctx, id));
+}
+
+/** The project's list of endpoints with the form to add one. */
+async function listPage(
+  ctx: AppContext,
+  principal: Principal,
+  current: ProjectRecord,
+  opts: Omit<Parameters<typeof webhooksPage>[3], 'values'> & { values?: WebhookForm },
+) {
+  return webhooksPage(principal, current, await listWebhooks(ctx, current.id), {
+    values: emptyWebhookForm,
+    ...opts,
+  });
+}
+
+/** One endpoint's page: its form, its secret and a page of its delivery log. */
+async function detailPage(
+  ctx: AppContext,
+  principal: Principal,
+  current: ProjectRecord,
+  webhook: WebhookRecord,
+  opts: Omit<Parameters<typeof webhookPage>[3], 'values' | 'deliveries' | 'nextCursor'> & {
+    values?: WebhookForm;
+    cursor?: string | undefined;
+  },
+) {
+  const { cursor, ...rest } = opts;
+  const listed = await listDeliveries(ctx, current.id, webhook.id, {
+    limit: DELIVERIES_PER_PAGE,
+    cursor: cursor || undefined,
+  });
+  return webhookPage(principal, current, webhook, {
+    values: webhookValues(webhook),
+    deliveries: listed.deliveries,
+    nextCursor: listed.nextCursor,
+    ...rest,
+  });
+}
+
 export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): void {
-  const project = async (id: string): Promise<ProjectRecord> =>
-    toProjectRecord(ctx, await getProject(ctx, id));
+  registerListPages(pages, ctx);
+  registerEndpointPages(pages, ctx);
+  registerRotatePage(pages, ctx);
+  registerDeletePages(pages, ctx);
+  registerRedeliverPage(pages, ctx);
+}
 
-  type ProjectParams = { Params: { id: string } };
-  type WebhookParams = { Params: { id: string; webhookId: string } };
-
-  const listPage = async (
-    principal: Principal,
-    current: ProjectRecord,
-    opts: Omit<Parameters<typeof webhooksPage>[3], 'values'> & { values?: WebhookForm },
-  ) =>
-    webhooksPage(principal, current, await listWebhooks(ctx, current.id), {
-      values: emptyWebhookForm,
-      ...opts,
-    });
-
+/** The list page and its forms: add an endpoint, turn one on or off. */
+function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<ProjectParams>('/projects/:id/webhooks', async (request, reply) => {
     const principal = admin(request);
-    return sendPage(reply, 200, await listPage(principal, await project(request.params.id), {}));
+    const current = await loadProject(ctx, request.params.id);
+    return sendPage(reply, 200, await listPage(ctx, principal, current, {}));
   });
 
   pages.post<ProjectParams & { Body: Form | undefined }>(
     '/projects/:id/webhooks',
     async (request, reply) => {
       const principal = admin(request);
-      const current = await project(request.params.id);
+      const current = await loadProject(ctx, request.params.id);
       const values = formValues(request.body ?? {});
       try {
         const created = await createWebhook(ctx, current.id, {
@@ -97,13 +135,13 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
           description: values.description,
         });
         // The secret is in this answer only: a redirect would have to carry it in the URL.
-        return sendPage(reply, 201, await listPage(principal, current, { created }));
+        return sendPage(reply, 201, await listPage(ctx, principal, current, { created }));
       } catch (err) {
         const refused = refusal(err);
         return sendPage(
           reply,
           refused.status,
-          await listPage(principal, current, { values, error: refused.message }),
+          await listPage(ctx, principal, current, { values, error: refused.message }),
         );
       }
     },
@@ -113,7 +151,7 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
     '/projects/:id/webhooks/:webhookId/enabled',
     async (request, reply) => {
       admin(request);
-      const current = await project(request.params.id);
+      const current = await loadProject(ctx, request.params.id);
       const enabled = request.body?.enabled;
       if (enabled !== 'true' && enabled !== 'false') {
         throw new AppError('bad_request', '"enabled" must be true or false');
@@ -124,40 +162,21 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
       return reply.redirect(`/projects/${current.id}/webhooks`, 303);
     },
   );
+}
 
-  const detailPage = async (
-    principal: Principal,
-    current: ProjectRecord,
-    webhook: WebhookRecord,
-    opts: Omit<Parameters<typeof webhookPage>[3], 'values' | 'deliveries' | 'nextCursor'> & {
-      values?: WebhookForm;
-      cursor?: string | undefined;
-    },
-  ) => {
-    const { cursor, ...rest } = opts;
-    const listed = await listDeliveries(ctx, current.id, webhook.id, {
-      limit: DELIVERIES_PER_PAGE,
-      cursor: cursor || undefined,
-    });
-    return webhookPage(principal, current, webhook, {
-      values: webhookValues(webhook),
-      deliveries: listed.deliveries,
-      nextCursor: listed.nextCursor,
-      ...rest,
-    });
-  };
-
+/** One endpoint's page and its form to change the endpoint. */
+function registerEndpointPages(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<WebhookParams & { Querystring: { cursor?: string; done?: string } }>(
     '/projects/:id/webhooks/:webhookId',
     async (request, reply) => {
       const principal = admin(request);
-      const current = await project(request.params.id);
+      const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       const done = request.query.done;
       return sendPage(
         reply,
         200,
-        await detailPage(principal, current, webhook, {
+        await detailPage(ctx, principal, current, webhook, {
           cursor: request.query.cursor,
           notice:
             done === 'saved'
@@ -174,7 +193,7 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
     '/projects/:id/webhooks/:webhookId',
     async (request, reply) => {
       const principal = admin(request);
-      const current = await project(request.params.id);
+      const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       const values = formValues(request.body ?? {});
       try {
@@ -191,17 +210,19 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
         return sendPage(
           reply,
           refused.status,
-          await detailPage(principal, current, webhook, { values, error: refused.message }),
+          await detailPage(ctx, principal, current, webhook, { values, error: refused.message }),
         );
       }
     },
   );
+}
 
+function registerRotatePage(pages: FastifyInstance, ctx: AppContext): void {
   pages.post<WebhookParams & { Body: Form | undefined }>(
     '/projects/:id/webhooks/:webhookId/rotate',
     async (request, reply) => {
       const principal = admin(request);
-      const current = await project(request.params.id);
+      const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       const typed = (request.body?.overlapHours ?? String(DEFAULT_OVERLAP_HOURS)).trim();
       const hours = /^\d{1,3}$/.test(typed) ? Number(typed) : Number.NaN;
@@ -213,13 +234,17 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
           );
         }
         const rotated = await rotateWebhookSecret(ctx, current.id, webhook.id, hours * 3600);
-        return sendPage(reply, 200, await detailPage(principal, current, rotated, { rotated }));
+        return sendPage(
+          reply,
+          200,
+          await detailPage(ctx, principal, current, rotated, { rotated }),
+        );
       } catch (err) {
         const refused = refusal(err);
         return sendPage(
           reply,
           refused.status,
-          await detailPage(principal, current, webhook, {
+          await detailPage(ctx, principal, current, webhook, {
             rotateError: refused.message,
             overlapHours: typed,
           }),
@@ -227,26 +252,31 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
       }
     },
   );
+}
 
+/** The page that asks before deleting, and the delete. */
+function registerDeletePages(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<WebhookParams>('/projects/:id/webhooks/:webhookId/delete', async (request, reply) => {
     const principal = admin(request);
-    const current = await project(request.params.id);
+    const current = await loadProject(ctx, request.params.id);
     const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
     return sendPage(reply, 200, deleteWebhookPage(principal, current, webhook));
   });
 
   pages.post<WebhookParams>('/projects/:id/webhooks/:webhookId/delete', async (request, reply) => {
     admin(request);
-    const current = await project(request.params.id);
+    const current = await loadProject(ctx, request.params.id);
     await deleteWebhook(ctx, current.id, request.params.webhookId);
     return reply.redirect(`/projects/${current.id}/webhooks`, 303);
   });
+}
 
+function registerRedeliverPage(pages: FastifyInstance, ctx: AppContext): void {
   pages.post<{ Params: { id: string; webhookId: string; deliveryId: string } }>(
     '/projects/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver',
     async (request, reply) => {
       const principal = admin(request);
-      const current = await project(request.params.id);
+      const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       let delivery: DeliveryRecord;
       try {
@@ -258,7 +288,7 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
         return sendPage(
           reply,
           refused.status,
-          await detailPage(principal, current, webhook, { deliveryError: refused.message }),
+          await detailPage(ctx, principal, current, webhook, { deliveryError: refused.message }),
         );
       }
       return reply.redirect(

@@ -123,6 +123,14 @@ const admin = { tags: ['admin'], security: [{ bearerAuth: [] }] };
 const base = '/v2/admin/projects/:projectId/webhooks';
 
 export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): void {
+  registerCollectionRoutes(app, ctx);
+  registerEndpointRoutes(app, ctx);
+  registerRotateRoute(app, ctx);
+  registerDeliveryRoutes(app, ctx);
+}
+
+/** Create an endpoint and list the project's endpoints. */
+function registerCollectionRoutes(app: FastifyInstance, ctx: AppContext): void {
   const typed = app.withTypeProvider<ZodTypeProvider>();
   typed.post(
     base,
@@ -162,6 +170,11 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
     },
     async (request) => ({ webhooks: await listWebhooks(ctx, request.params.projectId) }),
   );
+}
+
+/** Read, change and delete one endpoint. */
+function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const typed = app.withTypeProvider<ZodTypeProvider>();
   typed.get(
     `${base}/:webhookId`,
     {
@@ -215,7 +228,11 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
       return reply.code(204).send(null);
     },
   );
-  typed.post(
+}
+
+/** A new signing secret, the previous one signing beside it for the overlap. */
+function registerRotateRoute(app: FastifyInstance, ctx: AppContext): void {
+  app.withTypeProvider<ZodTypeProvider>().post(
     `${base}/:webhookId/rotate-secret`,
     {
       schema: {
@@ -239,6 +256,11 @@ export function registerWebhookRoutes(app: FastifyInstance, ctx: AppContext): vo
         request.body?.overlapSeconds ?? 86_400,
       ),
   );
+}
+
+/** An endpoint's delivery log and sending one of its deliveries again. */
+function registerDeliveryRoutes(app: FastifyInstance, ctx: AppContext): void {
+  const typed = app.withTypeProvider<ZodTypeProvider>();
   typed.get(
     `${base}/:webhookId/deliveries`,
     {

@@ -6,8 +6,8 @@ import { z } from 'zod';
 import { parseRetryAfter } from '../../retry-after.ts';
 import { ForgeError } from '../types.ts';
 
-/** What was being attempted, for the message and for the 404/403 wording. */
-export interface CallContext {
+/** What a call was attempting, for the message and for the 404/403 wording. */
+export interface CallAttempt {
   /** e.g. "open a pull request", in "GitHub refused to open a pull request". */
   action: string;
   method: string;
@@ -75,21 +75,29 @@ const tokenPermissions =
 const appPermissions =
   "the GitHub App needs the 'Pull requests: write' and 'Contents: write' repository permissions and must be installed on the repository";
 
-export function toForgeError(err: unknown, ctx: CallContext, now: number = Date.now()): ForgeError {
+export function toForgeError(
+  err: unknown,
+  attempted: CallAttempt,
+  now: number = Date.now(),
+): ForgeError {
   if (err instanceof ForgeError) return err;
   const failure = httpFailure(err);
   if (!failure) {
     // No response: a refused connection, DNS, TLS or a reset. Octokit reports these as status
     // 500 without a response and puts fetch's reason in its message.
     const reason = err instanceof Error ? err.message : 'unknown error';
-    return new ForgeError('github', `GitHub could not be reached to ${ctx.action}: ${reason}`, {
-      transient: true,
-      cause: new Error(`${ctx.method} ${ctx.path}: ${reason}`),
-    });
+    return new ForgeError(
+      'github',
+      `GitHub could not be reached to ${attempted.action}: ${reason}`,
+      {
+        transient: true,
+        cause: new Error(`${attempted.method} ${attempted.path}: ${reason}`),
+      },
+    );
   }
   const { status, headers, detail } = failure;
   const said = detail ? ` GitHub said: "${detail}"` : '';
-  const cause = new Error(`${ctx.method} ${ctx.path} answered ${status}`);
+  const cause = new Error(`${attempted.method} ${attempted.path} answered ${status}`);
   const fail = (message: string, transient: boolean, retryAfterSeconds?: number) =>
     new ForgeError('github', message, {
       transient,
@@ -101,20 +109,20 @@ export function toForgeError(err: unknown, ctx: CallContext, now: number = Date.
   const rateLimit = rateLimitWait(status, headers, detail, now);
   if (rateLimit !== undefined) {
     return fail(
-      `GitHub rate limit reached (${status}) while trying to ${ctx.action}: retry in ${rateLimit} s.${said}`,
+      `GitHub rate limit reached (${status}) while trying to ${attempted.action}: retry in ${rateLimit} s.${said}`,
       true,
       rateLimit,
     );
   }
   if (status === 401) {
-    if (ctx.appTokenExchange) {
+    if (attempted.appTokenExchange) {
       return fail(
         `GitHub refused the GitHub App's credentials (401): check the app id and private key, and that the server's clock is right.${said}`,
         false,
       );
     }
     return fail(
-      ctx.auth === 'app'
+      attempted.auth === 'app'
         ? `GitHub refused the credentials (401): check the GitHub App's installation.${said}`
         : `GitHub refused the credentials (401): check the token.${said}`,
       false,
@@ -124,37 +132,37 @@ export function toForgeError(err: unknown, ctx: CallContext, now: number = Date.
     const accepted = headers['x-accepted-github-permissions'];
     const hint = accepted ? ` (GitHub accepts: ${accepted})` : '';
     return fail(
-      `GitHub refused to ${ctx.action} in ${ctx.repository} (403): ${ctx.auth === 'app' ? appPermissions : tokenPermissions}${hint}.${said}`,
+      `GitHub refused to ${attempted.action} in ${attempted.repository} (403): ${attempted.auth === 'app' ? appPermissions : tokenPermissions}${hint}.${said}`,
       false,
     );
   }
   if (status === 404) {
-    if (ctx.appTokenExchange) {
+    if (attempted.appTokenExchange) {
       return fail(
-        `GitHub App installation ${ctx.appTokenExchange.installationId} not found (404): check the installation id and that the app is still installed.`,
+        `GitHub App installation ${attempted.appTokenExchange.installationId} not found (404): check the installation id and that the app is still installed.`,
         false,
       );
     }
-    if (ctx.pullRequest !== undefined) {
+    if (attempted.pullRequest !== undefined) {
       return fail(
-        `GitHub pull request ${ctx.repository}#${ctx.pullRequest} not found, or the ${credentialName(ctx)} cannot see the repository (404).`,
+        `GitHub pull request ${attempted.repository}#${attempted.pullRequest} not found, or the ${credentialName(attempted)} cannot see the repository (404).`,
         false,
       );
     }
     return fail(
-      `GitHub repository ${ctx.repository} not found, or the ${credentialName(ctx)} cannot see it (404).`,
+      `GitHub repository ${attempted.repository} not found, or the ${credentialName(attempted)} cannot see it (404).`,
       false,
     );
   }
   const retryAfter = seconds(headers['retry-after'], now);
   if (status >= 500 || status === 429) {
-    return fail(`GitHub failed to ${ctx.action} (${status}).${said}`, true, retryAfter);
+    return fail(`GitHub failed to ${attempted.action} (${status}).${said}`, true, retryAfter);
   }
-  return fail(`GitHub refused to ${ctx.action} (${status}).${said}`, false);
+  return fail(`GitHub refused to ${attempted.action} (${status}).${said}`, false);
 }
 
-function credentialName(ctx: CallContext): string {
-  return ctx.auth === 'app' ? 'GitHub App installation' : 'token';
+function credentialName(attempted: CallAttempt): string {
+  return attempted.auth === 'app' ? 'GitHub App installation' : 'token';
 }
 
 /**

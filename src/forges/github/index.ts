@@ -15,7 +15,7 @@ import type {
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
 import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
-import { type CallContext, toForgeError } from './errors.ts';
+import { type CallAttempt, toForgeError } from './errors.ts';
 import { parseRepository } from './repository.ts';
 
 export const id = 'github';
@@ -83,7 +83,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
 
   /** One API call with the current token; a GitHub App gets one retry with a fresh token on 401. */
   async function call<T>(
-    ctx: Omit<CallContext, 'repository' | 'auth'>,
+    attempted: Omit<CallAttempt, 'repository' | 'auth'>,
     schema: z.ZodType<T>,
     run: (
       headers: { authorization: string },
@@ -91,7 +91,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     ) => Promise<unknown>,
     signal: AbortSignal | undefined,
   ): Promise<T> {
-    const full: CallContext = { ...ctx, repository, auth: tokens.kind };
+    const full: CallAttempt = { ...attempted, repository, auth: tokens.kind };
     const request = signal ? { signal } : {};
     for (let attempt = 1; ; attempt++) {
       const token = await tokens.token(signal);
@@ -120,7 +120,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
   }
 
   async function send<T>(
-    ctx: CallContext,
+    attempted: CallAttempt,
     schema: z.ZodType<T>,
     run: () => Promise<unknown>,
     signal?: AbortSignal,
@@ -130,10 +130,10 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
       response = await run();
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
-      throw toForgeError(err, ctx);
+      throw toForgeError(err, attempted);
     }
     const data = z.object({ data: schema }).safeParse(response);
-    if (!data.success) throw unexpectedAnswer(ctx);
+    if (!data.success) throw unexpectedAnswer(attempted);
     return data.data.data;
   }
 
@@ -155,7 +155,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
 
 /** One API call of the repository's client: with the current token, its answer parsed. */
 type Call = <T>(
-  ctx: Omit<CallContext, 'repository' | 'auth'>,
+  attempted: Omit<CallAttempt, 'repository' | 'auth'>,
   schema: z.ZodType<T>,
   run: (headers: { authorization: string }, request: { signal?: AbortSignal }) => Promise<unknown>,
   signal: AbortSignal | undefined,
@@ -455,7 +455,7 @@ function tokenSource(
 ): TokenSource {
   const { githubApp, token } = options.credentials;
   if (githubApp) {
-    const exchange: CallContext = {
+    const exchange: CallAttempt = {
       action: 'create a GitHub App installation token',
       method: 'POST',
       path: `/app/installations/${githubApp.installationId}/access_tokens`,
@@ -504,10 +504,10 @@ function toPullRequest(pull: GitHubPull): PullRequest {
   };
 }
 
-function unexpectedAnswer(ctx: CallContext): ForgeError {
+function unexpectedAnswer(attempted: CallAttempt): ForgeError {
   return new ForgeError(
     'github',
-    `GitHub answered an unexpected response to ${ctx.method} ${ctx.path}: check the API URL (GitHub Enterprise Server: https://<host>/api/v3)`,
+    `GitHub answered an unexpected response to ${attempted.method} ${attempted.path}: check the API URL (GitHub Enterprise Server: https://<host>/api/v3)`,
     { transient: false },
   );
 }

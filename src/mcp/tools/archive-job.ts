@@ -8,13 +8,13 @@ Use it only when the user wants the job stopped or cleaned up; it cannot be undo
 
 Returns the job record with status "archived" and archivedAt set.`;
 
-export const registerArchiveJob: RegisterTool = (server, ctx) => {
+export const registerArchiveJob: RegisterTool = (server, deps) => {
   server.registerTool(
     'archive_job',
     {
       title: 'Archive an Errand job',
       description: DESCRIPTION,
-      inputSchema: { jobId: jobIdField, projectId: projectIdField(ctx) },
+      inputSchema: { jobId: jobIdField, projectId: projectIdField(deps) },
       annotations: {
         readOnlyHint: false,
         destructiveHint: true,
@@ -24,8 +24,8 @@ export const registerArchiveJob: RegisterTool = (server, ctx) => {
     },
     ({ jobId, projectId }, extra) =>
       attempt(async () => {
-        const job = await ctx.client.archiveJob(jobId, {
-          projectId: projectOf(ctx, projectId),
+        const job = await deps.client.archiveJob(jobId, {
+          projectId: projectOf(deps, projectId),
           signal: extra.signal,
         });
         return result(`Archived job ${job.id}.`, job);

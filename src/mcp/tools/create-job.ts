@@ -11,7 +11,7 @@ Returns at once with the job record, status "active": the job runs asynchronousl
 
 To give further instructions on the same work (same branch, same pull request), use send_message on this job instead of creating another one.`;
 
-export const registerCreateJob: RegisterTool = (server, ctx) => {
+export const registerCreateJob: RegisterTool = (server, deps) => {
   server.registerTool(
     'create_job',
     {
@@ -22,7 +22,7 @@ export const registerCreateJob: RegisterTool = (server, ctx) => {
           .string()
           .min(1)
           .describe('The instruction for the agent: what to change in the repository, and why.'),
-        projectId: projectIdField(ctx),
+        projectId: projectIdField(deps),
         model: z
           .string()
           .min(1)
@@ -42,8 +42,8 @@ export const registerCreateJob: RegisterTool = (server, ctx) => {
     },
     ({ prompt, projectId, model, baseRef }, extra) =>
       attempt(async () => {
-        const project = projectOf(ctx, projectId);
-        const job = await ctx.client.createJob(
+        const project = projectOf(deps, projectId);
+        const job = await deps.client.createJob(
           {
             prompt,
             ...(model !== undefined ? { model } : {}),

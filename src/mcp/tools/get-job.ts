@@ -8,19 +8,19 @@ Use it to check on a job; to wait until a job finishes, use wait_for_job instead
 
 ${STATUS_GUIDE}`;
 
-export const registerGetJob: RegisterTool = (server, ctx) => {
+export const registerGetJob: RegisterTool = (server, deps) => {
   server.registerTool(
     'get_job',
     {
       title: 'Get an Errand job',
       description: DESCRIPTION,
-      inputSchema: { jobId: jobIdField, projectId: projectIdField(ctx) },
+      inputSchema: { jobId: jobIdField, projectId: projectIdField(deps) },
       annotations: { readOnlyHint: true, openWorldHint: true },
     },
     ({ jobId, projectId }, extra) =>
       attempt(async () => {
-        const job = await ctx.client.getJob(jobId, {
-          projectId: projectOf(ctx, projectId),
+        const job = await deps.client.getJob(jobId, {
+          projectId: projectOf(deps, projectId),
           signal: extra.signal,
         });
         return result(describeJob(job), job);

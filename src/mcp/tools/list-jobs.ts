@@ -18,14 +18,14 @@ function line(job: Job): string {
   return `${job.id}  ${job.status}  ${job.turns} turn${job.turns === 1 ? '' : 's'}  created ${job.createdAt}${outcome}`;
 }
 
-export const registerListJobs: RegisterTool = (server, ctx) => {
+export const registerListJobs: RegisterTool = (server, deps) => {
   server.registerTool(
     'list_jobs',
     {
       title: "List a project's Errand jobs",
       description: DESCRIPTION,
       inputSchema: {
-        projectId: projectIdField(ctx),
+        projectId: projectIdField(deps),
         status: z
           .enum(JOB_STATUSES)
           .optional()
@@ -42,11 +42,11 @@ export const registerListJobs: RegisterTool = (server, ctx) => {
     },
     ({ projectId, status, limit }, extra) =>
       attempt(async () => {
-        const project = projectOf(ctx, projectId);
+        const project = projectOf(deps, projectId);
         const jobs: Job[] = [];
         // One more than asked for says whether older jobs exist, without a second request
         // unless the limit is the page's maximum.
-        for await (const job of ctx.client.listJobs({
+        for await (const job of deps.client.listJobs({
           projectId: project,
           signal: extra.signal,
           pageSize: Math.min(limit + 1, MAX),

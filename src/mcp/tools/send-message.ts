@@ -11,7 +11,7 @@ A message to an active job waits until the current turn ends; a completed or fai
 
 Returns at once with the job record (status "active"); the work runs asynchronously. Follow it with wait_for_job.`;
 
-export const registerSendMessage: RegisterTool = (server, ctx) => {
+export const registerSendMessage: RegisterTool = (server, deps) => {
   server.registerTool(
     'send_message',
     {
@@ -20,14 +20,14 @@ export const registerSendMessage: RegisterTool = (server, ctx) => {
       inputSchema: {
         jobId: jobIdField,
         prompt: z.string().min(1).describe('The follow-up instruction for the agent.'),
-        projectId: projectIdField(ctx),
+        projectId: projectIdField(deps),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
     ({ jobId, prompt, projectId }, extra) =>
       attempt(async () => {
-        const job = await ctx.client.sendMessage(jobId, prompt, {
-          projectId: projectOf(ctx, projectId),
+        const job = await deps.client.sendMessage(jobId, prompt, {
+          projectId: projectOf(deps, projectId),
           signal: extra.signal,
         });
         return result(

@@ -20,7 +20,7 @@ When it returns "completed", prLink holds the pull request's URL to give the use
 
 ${STATUS_GUIDE}`;
 
-export const registerWaitForJob: RegisterTool = (server, ctx) => {
+export const registerWaitForJob: RegisterTool = (server, deps) => {
   server.registerTool(
     'wait_for_job',
     {
@@ -28,7 +28,7 @@ export const registerWaitForJob: RegisterTool = (server, ctx) => {
       description: DESCRIPTION,
       inputSchema: {
         jobId: jobIdField,
-        projectId: projectIdField(ctx),
+        projectId: projectIdField(deps),
         timeoutSeconds: z
           .number()
           .int()
@@ -43,7 +43,7 @@ export const registerWaitForJob: RegisterTool = (server, ctx) => {
     },
     ({ jobId, projectId, timeoutSeconds }, extra) =>
       attempt(async (): Promise<CallToolResult> => {
-        const project = projectOf(ctx, projectId);
+        const project = projectOf(deps, projectId);
         const started = Date.now();
         const token = extra._meta?.progressToken;
         let status = 'unknown';
@@ -69,7 +69,7 @@ export const registerWaitForJob: RegisterTool = (server, ctx) => {
         };
         const heartbeat = setInterval(progress, HEARTBEAT_MS);
         try {
-          const job = await ctx.client.waitForJob(jobId, {
+          const job = await deps.client.waitForJob(jobId, {
             projectId: project,
             signal: extra.signal,
             timeoutMs: timeoutSeconds * 1000,
@@ -81,7 +81,7 @@ export const registerWaitForJob: RegisterTool = (server, ctx) => {
           return result(describeJob(job), job);
         } catch (err) {
           if (!(err instanceof ErrandError) || err.code !== 'timeout') throw err;
-          const job = await ctx.client.getJob(jobId, { projectId: project, signal: extra.signal });
+          const job = await deps.client.getJob(jobId, { projectId: project, signal: extra.signal });
           if (job.status !== 'active') {
             return result(describeJob(job), job);
           }
