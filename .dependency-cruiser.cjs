@@ -4,12 +4,19 @@
 // Tests (*.test.ts, test/, bench/) may import any of src/; src/ never imports them.
 // dependency-cruiser parses TypeScript with swc: TypeScript 7's compiler has no JavaScript API.
 
-/** Top to bottom. A name is a folder of src/ (`cli`) or a file (`main.ts`). */
+/** Top to bottom. A name is a folder of src/ (`cli`), a file (`main.ts`) or one inside a folder. */
 const LAYERS = [
   ['main.ts'], // the entry: dispatches `errand <command>`
   ['cli'], // every command; `serve` and `worker` start service.ts
   ['service.ts'], // builds the context and starts what a process runs
-  ['http', 'dashboard', 'events', 'mcp'],
+  [
+    'http',
+    'dashboard',
+    'events/streams.ts',
+    'events/webhooks',
+    'events/forge-deliveries.ts',
+    'mcp',
+  ],
   // AppContext, which service.ts builds for the rows above; the rows below declare the part they
   // use (JobsContext, ProjectsContext, WorkerContext) and so never import it.
   ['context.ts'],
@@ -18,6 +25,8 @@ const LAYERS = [
   ['agent', 'engines', 'sandbox', 'workspace', 'forges'],
   ['metrics'],
   ['jobs', 'projects', 'keys'],
+  // Each event type declared once (its data's schema and words), for the job log's writers.
+  ['events/catalog.ts'],
   ['idempotency', 'ratelimit'],
   // Shared pieces that import nothing above the database; config.ts's type is read everywhere.
   [
@@ -33,7 +42,7 @@ const LAYERS = [
     'repository',
   ],
   ['db'],
-  ['log.ts', 'lock.ts'],
+  ['log.ts', 'lock.ts', 'words.ts'],
   // The typed client imports nothing of the server, so every layer may use it.
   ['client'],
 ];

@@ -10,7 +10,7 @@ import {
   type JobStatus,
   TERMINAL_STATUSES,
 } from '../client/index.ts';
-import { JOB_STATUSES, usageLine } from '../client/words.ts';
+import { JOB_STATUSES, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import {
   COMMON_OPTIONS,

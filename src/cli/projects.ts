@@ -3,9 +3,9 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
-import { formatUsd } from '../client/words.ts';
 import { ENGINE_NAMES } from '../projects/engine.ts';
 import { COMMANDS_NETWORK_MODES } from '../projects/network.ts';
+import { formatUsd } from '../words.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
   boolFlag,

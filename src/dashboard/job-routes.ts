@@ -2,7 +2,6 @@
 // the new-job form, a job's page and its live progress log, a follow-up, and archiving. Jobs are
 // read and changed through src/jobs/, with the API's schemas for what a person typed.
 import type { FastifyInstance } from 'fastify';
-import { JOB_STATUSES } from '../client/words.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { type EventStreams, resumeAfter, wantsStream } from '../events/streams.ts';
@@ -15,6 +14,7 @@ import { archiveJob, createJob, getJob, listJobs, sendMessage } from '../jobs/se
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import { readUsage } from '../jobs/usage.ts';
 import { toProjectRecord } from '../projects/service.ts';
+import { JOB_STATUSES } from '../words.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
 import { archivePage, eventItem, eventView, jobPage, jobsPage } from './job-pages.ts';

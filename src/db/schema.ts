@@ -5,9 +5,9 @@ import type { ColumnType, Generated, Selectable } from 'kysely';
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json = ColumnType<unknown, string | undefined, string>;
 
-import type { JOB_STATUSES } from '../client/words.ts';
+import type { JOB_STATUSES } from '../words.ts';
 
-/** A job's status: one of the one list of them (client/words.ts). */
+/** A job's status: one of the one list of them (words.ts). */
 export type JobStatus = (typeof JOB_STATUSES)[number];
 type TurnState = 'queued' | 'running' | 'done' | 'failed' | 'cancelled';
 

@@ -7,7 +7,6 @@
 // turn what the proxy removed from its requests.
 
 import { isRecord } from '../client/records.ts';
-import { formatUsd } from '../client/words.ts';
 import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage.ts';
 import type {
   AnswerObserver,
@@ -17,6 +16,7 @@ import type {
   ProxyRefusal,
 } from '../sandbox/model-proxy.ts';
 import type { Removed } from '../sandbox/model-request.ts';
+import { formatUsd } from '../words.ts';
 
 /** A whole JSON answer is read up to this size; no real answer comes near it. */
 const MAX_JSON_BYTES = 16 * 1024 * 1024;

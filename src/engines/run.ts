@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { isRecord } from '../client/records.ts';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
+import type { Emit, EventData, ProgressType } from '../events/catalog.ts';
 import type { EarlierTurn } from '../jobs/runner.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import type { TokenUsage, Usage } from '../jobs/usage.ts';
@@ -99,7 +100,7 @@ export interface EngineTurnInput {
   /** The project's sandbox limits; the wall time is the turn's. */
   limits: SandboxLimits;
   signal: AbortSignal;
-  emit: (type: string, data?: Record<string, unknown>) => Promise<void>;
+  emit: Emit;
   /** Tokens with their cost on the job's model (the model registry's prices). */
   priced: (tokens: TokenUsage) => Usage;
   /** The job's budget and what its earlier turns spent; undefined without one. */
@@ -157,7 +158,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   let chain: Promise<void> = Promise.resolve();
   let sinkError: { error: unknown } | undefined;
   /** Emits in arrival order; a failed emit stops the engine and fails the turn. */
-  const deliver = (type: string, data: Record<string, unknown>) => {
+  const deliver = <T extends ProgressType>(type: T, data: EventData<T>) => {
     chain = chain
       .then(() => input.emit(type, data))
       .catch((error: unknown) => {

@@ -5,9 +5,9 @@
 // only work per response, as it was before schemas (bench/README.md measures why it matters).
 import type { FastifySchemaCompiler } from 'fastify';
 import { z } from 'zod';
-import { JOB_STATUSES } from '../client/words.ts';
 import { KEY_LIFETIME_HOURS, keyProblem } from '../idempotency/keys.ts';
 import { refusal } from '../validation.ts';
+import { JOB_STATUSES } from '../words.ts';
 
 /**
  * Fastify's validator for zod schemas. The error is an AppError, which Fastify passes to the

@@ -1,9 +1,10 @@
 // The gauges read from the database at scrape time: jobs by status and the turn queue. A
 // database that is down or slow sets errand_database_up to 0 and keeps the last readings out.
-import { JOB_STATUSES } from '../client/words.ts';
+
 import type { Db } from '../db/database.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 import { jobCountsByStatus, queuedTurns } from '../jobs/states.ts';
+import { JOB_STATUSES } from '../words.ts';
 import type { Metrics, Sampler } from './metrics.ts';
 
 export function databaseSampler(db: Db, metrics: Metrics): Sampler {

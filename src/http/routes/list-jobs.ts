@@ -3,11 +3,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { JOB_STATUSES } from '../../client/words.ts';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { listJobs } from '../../jobs/service.ts';
 import { errors } from '../../responses.ts';
+import { JOB_STATUSES } from '../../words.ts';
 import { jobRecord, pageQuery, projectParams } from '../schemas.ts';
 
 const query = pageQuery('jobs').extend({
