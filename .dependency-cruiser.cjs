@@ -26,7 +26,7 @@ const LAYERS = [
   ['metrics'],
   ['jobs', 'projects', 'keys'],
   // Each event type declared once (its data's schema and words), for the job log's writers.
-  ['events/catalog.ts'],
+  ['events/openapi.ts', 'events/catalog.ts', 'events/declare.ts'],
   ['idempotency', 'ratelimit'],
   // Shared pieces that import nothing above the database; config.ts's type is read everywhere.
   [

@@ -118,6 +118,16 @@ const CASES: Case[] = [
     { key: 'k', reason: 'the setup command did not succeed' },
     'not kept: the setup command did not succeed',
   ],
+  [
+    'environment.not_kept',
+    { key: 'k', cause: 'secret', secret: 'NPM_TOKEN', reason: 'older words' },
+    'not kept: it holds the value of secret NPM_TOKEN, which only the setup may see',
+  ],
+  [
+    'environment.not_kept',
+    { key: 'k', cause: 'too_large', bytes: 20, limitBytes: 10, reason: 'older words' },
+    'not kept: it is larger (20 bytes) than the environment cache (10 bytes)',
+  ],
   ['maintenance.started', { command: 'npm run build', network: 'none' }, 'npm run build'],
   [
     'maintenance.finished',

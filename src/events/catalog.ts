@@ -1,171 +1,32 @@
 // The one catalog of the events a job's log holds: each type declared once, with the schema of
 // its data and its words for people. From it come the types an emit must match, the check every
 // write of the log runs (jobs/transaction.ts, jobs/lifecycle.ts), the webhook event list, the
-// OpenAPI description of the events endpoint and of webhook payloads (http/), and the lines the
-// CLI, the dashboard and the MCP server show. Words are composed when an event is read, from its
-// facts: what is stored is data, so the words of old events change with the catalog's.
+// OpenAPI description of the events endpoint and of webhook payloads (openapi.ts), and the lines
+// the CLI, the dashboard and the MCP server show. Words are composed when an event is read, from
+// its facts: what is stored is data, so the words of old events change with the catalog's.
+// How a type is declared, and the pieces declarations share, are in declare.ts.
 import { z } from 'zod';
-import { formatBytes, formatMs, formatUsd, JOB_STATUSES, statusLine } from '../words.ts';
-
-/** What a person reads of one event. */
-export interface EventWords {
-  /** One line: what happened (the tool call, the commit, the pull request). May be empty. */
-  text: string;
-  /** Longer text that belongs to it (a command's output), for a view that can fold it away. */
-  detail?: { label: string; text: string };
-}
-
-/** The phase of a turn an event ends (queue/turn-report.ts times them). */
-type Phase = 'workspace' | 'agent' | 'commit' | 'push' | 'pullRequest';
-
-type Kind = 'transition' | 'progress';
-
-interface Declaration<S extends z.ZodType, K extends Kind = Kind, W extends boolean = boolean> {
-  /** A transition of the lifecycle (jobs/), announced to subscribers; else a turn's progress. */
-  kind: K;
-  /** What the event says, for the OpenAPI document. */
-  description: string;
-  data: S;
-  words: (data: z.output<S>, turn: number | undefined) => EventWords;
-  /** Whether a webhook endpoint may subscribe to it. */
-  webhook?: W;
-  /** False for a transition announced but never written to the log (its record says it). */
-  logged?: false;
-  phase?: Phase;
-}
-
-/** One event type; its kind and whether webhooks may have it stay in its type. */
-function declare<S extends z.ZodType, K extends Kind, W extends boolean = false>(
-  declaration: Declaration<S, K, W>,
-): Declaration<S, K, W> {
-  return declaration;
-}
-
-// The data of each type: its fields, as the log stores them. Loose objects: an event of an
-// older version may carry a field this one no longer writes, and a reader skips what it does
-// not know.
-const payload = z.looseObject;
-
-const usage = z
-  .object({
-    inputTokens: z.number().int().min(0),
-    outputTokens: z.number().int().min(0),
-    cacheReadTokens: z.number().int().min(0),
-    cacheWriteTokens: z.number().int().min(0),
-    costUsd: z.number().nullable().describe('An estimate in US dollars; null when unknown.'),
-  })
-  .describe('Tokens used by model calls, and their estimated cost.');
-
-/** The fields of the job record a status event's words need; the event carries all of it. */
-const jobRecord = z
-  .looseObject({
-    id: z.string(),
-    status: z.enum(JOB_STATUSES),
-    prLink: z.string().nullable(),
-    error: z.string().nullable(),
-    turns: z.number().int(),
-  })
-  .describe('The job record as the job API returns it (AgentJob), as the change left it.');
-
-const trigger = z
-  .object({
-    forge: z.string(),
-    kind: z.string().describe('comment, line comment, review or label.'),
-    url: z.string(),
-    author: z.string().describe('The forge login of who asked.'),
-  })
-  .describe('The forge comment or label that asked for the turn.');
-
-/** What the job's events say of the forge event that asked for a turn (jobs/accept.ts). */
-export type ShownTrigger = z.output<typeof trigger>;
-
-const sha = (value: string) => value.slice(0, 12);
-
-const jobStatusEvent = (what: string) =>
-  declare({
-    kind: 'transition',
-    description: `${what}; data.job is the job's record as the change left it.`,
-    data: payload({ job: jobRecord }),
-    words: (d) => ({ text: statusLine(d.job) }),
-    webhook: true,
-  });
-
-/** A setup's network as setup.started names it ("open", "allowlist"; true in older events). */
-const network = z
-  .union([z.enum(['none', 'allowlist', 'open']), z.boolean()])
-  .describe('none, allowlist or open (true or false in events of older versions).');
-
-function networkWords(value: z.output<typeof network>): string {
-  if (value === true || value === 'open') return ' (with network)';
-  if (value === 'allowlist') return ' (network: allowlist)';
-  return '';
-}
-
-const commandStart = (what: string) =>
-  declare({
-    kind: 'progress',
-    description: `${what} started.`,
-    data: payload({ command: z.string(), network }),
-    words: (d) => ({ text: `${d.command}${networkWords(d.network)}` }),
-  });
-
-const commandEnd = (what: string) =>
-  declare({
-    kind: 'progress',
-    description: `${what} ended.`,
-    data: payload({
-      command: z.string(),
-      exitCode: z.number().int().nullable(),
-      signal: z.string().optional(),
-      durationMs: z.number().optional(),
-      timedOut: z.boolean(),
-      outputTail: z.string().optional().describe('The last 500 characters of its output.'),
-    }),
-    words: (d) => {
-      const text = [
-        d.timedOut ? 'timed out' : undefined,
-        d.exitCode !== null ? `exit ${d.exitCode}` : d.signal,
-        d.command,
-      ]
-        .filter((part) => part !== undefined && part !== '')
-        .join(': ');
-      return d.outputTail ? { text, detail: { label: 'Output', text: d.outputTail } } : { text };
-    },
-  });
-
-/** An environment's snapshot: `38,412 files, 393 MB`. */
-function environmentSize(d: { files: number; bytes: number }): string {
-  return `environment (${d.files.toLocaleString('en-US')} files, ${formatBytes(d.bytes)})`;
-}
-
-function tokens(u: z.output<typeof usage>): string {
-  const parts = [
-    `${u.inputTokens} in`,
-    `${u.outputTokens} out`,
-    ...(u.cacheReadTokens ? [`${u.cacheReadTokens} cached`] : []),
-    ...(u.costUsd !== null ? [formatUsd(u.costUsd)] : []),
-  ];
-  return ` (${parts.join(', ')})`;
-}
-
-const compaction = {
-  reason: z.enum(['threshold', 'overflow']),
-  tokensBefore: z.number().int().min(0),
-  tokensAfter: z.number().int().min(0),
-};
-
-/** What a compaction did, in words: composed when read, and stored as `summary` for the API. */
-export function compactionSummary(d: {
-  reason: 'threshold' | 'overflow';
-  tokensBefore: number;
-  tokensAfter: number;
-}): string {
-  const why = d.reason === 'overflow' ? ' after the model refused a request as too long' : '';
-  const n = (x: number) => x.toLocaleString('en-US');
-  return `summarised the older conversation${why}: about ${n(d.tokensBefore)} → ${n(d.tokensAfter)} tokens`;
-}
-
-const pullRequest = { forge: z.string(), number: z.number().int(), url: z.string() };
+import { formatMs } from '../words.ts';
+import {
+  commandEnd,
+  commandStart,
+  compaction,
+  compactionSummary,
+  type Declaration,
+  declare,
+  type EventWords,
+  environmentSize,
+  jobStatusEvent,
+  notKept,
+  notKeptReason,
+  type Phase,
+  payload,
+  pullRequest,
+  sha,
+  tokens,
+  trigger,
+  usage,
+} from './declare.ts';
 
 /**
  * Every event type, in the order of a job's life; the webhook list keeps this order (its
@@ -285,9 +146,10 @@ export const EVENTS = {
   }),
   'environment.not_kept': declare({
     kind: 'progress',
-    description: "The setup's result was not kept as a snapshot, and why.",
-    data: payload({ key: z.string(), reason: z.string(), secret: z.string().optional() }),
-    words: (d) => ({ text: `not kept: ${d.reason || 'unknown reason'}` }),
+    description:
+      "The setup's result was not kept as a snapshot: `cause` and its facts, and `reason` in words.",
+    data: payload({ key: z.string(), ...notKept, reason: z.string() }),
+    words: (d) => ({ text: `not kept: ${d.cause ? notKeptReason(d) : d.reason}` }),
   }),
   'maintenance.started': commandStart("The project's maintenance command"),
   'maintenance.finished': commandEnd("The project's maintenance command"),
@@ -534,54 +396,4 @@ export function eventWords(event: EventFacts): EventWords {
   const data = declared.data.safeParse(event.data);
   if (!data.success) return dataWords(event.data);
   return declared.words(data.data, event.turn ?? undefined);
-}
-
-/** The schema of one logged event as the events endpoint and the stream give it. */
-function eventRecord<T extends EventType>(type: T) {
-  return z
-    .object({
-      seq: z.number().int().describe('Increases with every event of the job.'),
-      turn: z
-        .number()
-        .int()
-        .nullable()
-        .describe('The turn it belongs to; null for the job itself.'),
-      type: z.literal(type),
-      data: EVENTS[type].data,
-      at: z.iso.datetime(),
-    })
-    .describe(EVENTS[type].description);
-}
-
-/** An event of the job's log, one schema per type: the events endpoint's OpenAPI. */
-export function eventRecordSchema() {
-  const [first, ...rest] = LOGGED_EVENT_TYPES.map((type) => eventRecord(type));
-  if (!first) throw new Error('the event catalog declares no logged type');
-  return z.discriminatedUnion('type', [first, ...rest]);
-}
-
-/** An event of the job's log as the catalog types it. */
-export type LoggedEvent = z.output<ReturnType<typeof eventRecordSchema>>;
-
-/**
- * The body of a webhook delivery of each type an endpoint can ask for (events/webhooks/
- * outbox.ts writes it): the event as the events endpoint gives it, with the job's record.
- */
-export function webhookPayloadSchemas(job: z.ZodType): Record<WebhookEventType, z.ZodType> {
-  const entries = WEBHOOK_EVENT_TYPES.map((type) => [
-    type,
-    z
-      .object({
-        type: z.literal(type),
-        timestamp: z.iso.datetime().describe('When the event was recorded.'),
-        data: z.object({
-          projectId: z.string(),
-          jobId: z.string(),
-          event: eventRecord(type),
-          job: job.describe('The job record when the event was recorded.'),
-        }),
-      })
-      .describe(EVENTS[type].description),
-  ]);
-  return Object.fromEntries(entries) as Record<WebhookEventType, z.ZodType>;
 }

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { isRecord } from '../client/records.ts';
-import { webhookPayloadSchemas } from '../events/catalog.ts';
+import { webhookPayloadSchemas } from '../events/openapi.ts';
 import { errandVersion } from '../version.ts';
 import { jobRecord } from './schemas.ts';
 

@@ -3,7 +3,7 @@
 // transition that announces it.
 import type { ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import type { ShownTrigger } from '../events/catalog.ts';
+import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
 import { engineModelRefusal } from '../projects/engine.ts';
 import type { RateLimitState } from '../ratelimit/ratelimit.ts';

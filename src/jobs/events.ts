@@ -2,7 +2,7 @@
 // written by the lifecycle's transitions and a running turn's progress (lifecycle.ts).
 import type { Db } from '../db/database.ts';
 import type { EventRow } from '../db/schema.ts';
-import type { LoggedEvent } from '../events/catalog.ts';
+import type { LoggedEvent } from '../events/openapi.ts';
 
 export interface EventRecord {
   seq: number;

@@ -19,7 +19,8 @@ import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
 import { runEngineTurn } from '../engines/run.ts';
 import type { Environments } from '../environments/environments.ts';
-import { compactionSummary, type Emit } from '../events/catalog.ts';
+import type { Emit } from '../events/catalog.ts';
+import { compactionSummary } from '../events/declare.ts';
 import type { Forges } from '../forges/clients.ts';
 import {
   TurnFailedError,

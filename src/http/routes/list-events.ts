@@ -5,7 +5,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import { eventRecordSchema } from '../../events/catalog.ts';
+import { eventRecordSchema } from '../../events/openapi.ts';
 import { type EventStreams, resumeAfter, wantsStream } from '../../events/streams.ts';
 import { listEvents, toLoggedEvent } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
