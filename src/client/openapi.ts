@@ -891,8 +891,14 @@ export interface paths {
                     type: 'environment.not_kept';
                     data: {
                       key: string;
-                      reason: string;
+                      /** @enum {string} */
+                      cause?: 'setup_failed' | 'secret' | 'too_large';
+                      /** @description The setup-only secret whose value it holds. */
                       secret?: string;
+                      bytes?: number;
+                      /** @description The environment cache's size. */
+                      limitBytes?: number;
+                      reason: string;
                       [key: string]: unknown;
                     };
                     /** Format: date-time */
