@@ -328,9 +328,9 @@ function isEventType(type: string): type is EventType {
 }
 
 /** The job events a webhook endpoint can ask for; an endpoint created without a list gets all. */
-export const WEBHOOK_EVENT_TYPES = Object.freeze(
+export const WEBHOOK_EVENT_TYPES: readonly WebhookEventType[] = Object.freeze(
   TYPES.filter((type): type is WebhookEventType => EVENTS[type].webhook === true),
-) as readonly WebhookEventType[] as readonly [WebhookEventType, ...WebhookEventType[]];
+);
 
 /** The types a job's log holds (every type but the announced-only). */
 export const LOGGED_EVENT_TYPES: readonly EventType[] = Object.freeze(
