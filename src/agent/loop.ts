@@ -14,6 +14,7 @@ import {
   type UserModelMessage,
 } from 'ai';
 import { errorMessage } from '../errors.ts';
+import type { Emitted } from '../events/catalog.ts';
 import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
 import { oneLine } from '../text.ts';
 import { type Compaction, Conversation, isWindowOverflow, tokenUsage } from './conversation.ts';
@@ -29,9 +30,14 @@ const BUDGET_SETTINGS = {
   cost: "the project's jobBudgetUsd",
 } as const;
 
+/**
+ * What the loop tells of a turn as it runs: the tool calls and results as the catalog declares
+ * them; a model step and a compaction with their tokens before they are priced (the pipeline
+ * prices them into the catalog's `model.step` and `context.compacted`).
+ */
 export type AgentEvent =
-  | { type: 'tool.call'; id: string; name: string; summary: string }
-  | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string }
+  | Emitted<'tool.call'>
+  | Emitted<'tool.result'>
   | { type: 'model.step'; step: number; finishReason: FinishReason; usage: TokenUsage }
   | ({ type: 'context.compacted' } & Compaction);
 

@@ -2,7 +2,7 @@
 // workers keep of what the setup command left in the checkout, dropping them, and a rebuild in
 // the background.
 import type { Environment } from '../client/index.ts';
-import { formatBytes, formatMs } from '../client/words.ts';
+import { formatBytes, formatMs } from '../words.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import { COMMON_OPTIONS, defineCommand, type Family, print } from './command.ts';
 import { EXIT } from './errors.ts';

@@ -1,10 +1,11 @@
 // A job's progress events as the CLI prints them: one line each, time, type and a short text
 // a person can follow in a terminal (the tool the agent called, the commit, the pull request),
-// not the event's JSON, which `--json` prints instead. The words are the client's
-// (src/client/words.ts), shared with the dashboard and the MCP server.
+// not the event's JSON, which `--json` prints instead. The words are the event catalog's
+// (src/events/catalog.ts), shared with the dashboard and the MCP server.
 import type { Job, JobEvent } from '../client/index.ts';
-import { eventWords, statusLine } from '../client/words.ts';
+import { eventWords } from '../events/catalog.ts';
 import { oneLine } from '../text.ts';
+import { statusLine } from '../words.ts';
 
 const MAX_TEXT = 200;
 

@@ -10,7 +10,8 @@ import {
   type JobStatus,
   TERMINAL_STATUSES,
 } from '../client/index.ts';
-import { JOB_STATUSES, usageLine } from '../client/words.ts';
+import { JOB_STATUSES } from '../records/job.ts';
+import { usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import {
   COMMON_OPTIONS,

@@ -3,8 +3,8 @@
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
-import { formatUsd } from '../client/words.ts';
 import { COMMANDS_NETWORK_MODES, ENGINE_NAMES } from '../records/project.ts';
+import { formatUsd } from '../words.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
   boolFlag,

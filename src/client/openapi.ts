@@ -549,18 +549,644 @@ export interface paths {
         200: {
           content: {
             'application/json': {
-              events: {
-                /** @description Increases with every event of the job. */
-                seq: number;
-                /** @description The turn it belongs to; null for the job itself. */
-                turn: number | null;
-                /** @description job.created, turn.started, model.step, turn.finished, … */
-                type: string;
-                /** @description What happened, by type. */
-                data: unknown;
-                /** Format: date-time */
-                at: string;
-              }[];
+              events: (
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'job.created';
+                    data: {
+                      job: components['schemas']['AgentJob'];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'job.reactivated';
+                    data: {
+                      job: components['schemas']['AgentJob'];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'job.completed';
+                    data: {
+                      job: components['schemas']['AgentJob'];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'job.failed';
+                    data: {
+                      job: components['schemas']['AgentJob'];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'job.archived';
+                    data: {
+                      job: components['schemas']['AgentJob'];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'turn.started';
+                    data: {
+                      attempt: number;
+                      /** @description The forge comment or label that asked for the turn. */
+                      trigger?: {
+                        forge: string;
+                        /** @description comment, line comment, review or label. */
+                        kind: string;
+                        url: string;
+                        /** @description The forge login of who asked. */
+                        author: string;
+                      };
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'turn.retrying';
+                    data: {
+                      error: string;
+                      attempt: number;
+                      retryInSeconds: number;
+                      retryAfterSeconds?: number;
+                      /** @description Tokens used by model calls, and their estimated cost. */
+                      usage?: {
+                        /** @description Input tokens, cached ones included. */
+                        inputTokens: number;
+                        /** @description Output tokens. */
+                        outputTokens: number;
+                        /** @description Of the input tokens, those read from the provider's prompt cache. */
+                        cacheReadTokens: number;
+                        /** @description Of the input tokens, those written to the provider's prompt cache. */
+                        cacheWriteTokens: number;
+                        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                        costUsd: number | null;
+                      };
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'turn.finished';
+                    data: {
+                      summary: string | null;
+                      usage: {
+                        /** @description Input tokens, cached ones included. */
+                        inputTokens: number;
+                        /** @description Output tokens. */
+                        outputTokens: number;
+                        /** @description Of the input tokens, those read from the provider's prompt cache. */
+                        cacheReadTokens: number;
+                        /** @description Of the input tokens, those written to the provider's prompt cache. */
+                        cacheWriteTokens: number;
+                        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                        costUsd: number | null;
+                      } | null;
+                      prLink: string | null;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'turn.failed';
+                    data: {
+                      error: string;
+                      /** @description Tokens used by model calls, and their estimated cost. */
+                      usage?: {
+                        /** @description Input tokens, cached ones included. */
+                        inputTokens: number;
+                        /** @description Output tokens. */
+                        outputTokens: number;
+                        /** @description Of the input tokens, those read from the provider's prompt cache. */
+                        cacheReadTokens: number;
+                        /** @description Of the input tokens, those written to the provider's prompt cache. */
+                        cacheWriteTokens: number;
+                        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                        costUsd: number | null;
+                      };
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'turn.resumed';
+                    data: {
+                      commit: string;
+                      note?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'workspace.ready';
+                    data: {
+                      base: string;
+                      head: string;
+                      continued: boolean;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'sandbox.unavailable';
+                    data: {
+                      reason: string;
+                      howToFix: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'setup.started';
+                    data: {
+                      command: string;
+                      /** @description none, allowlist or open (true or false in events of older versions). */
+                      network: ('none' | 'allowlist' | 'open') | boolean;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'setup.finished';
+                    data: {
+                      command: string;
+                      exitCode: number | null;
+                      signal?: string;
+                      durationMs?: number;
+                      timedOut: boolean;
+                      /** @description The last 500 characters of its output. */
+                      outputTail?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'environment.restored';
+                    data: {
+                      key: string;
+                      ms: number;
+                      /** @enum {string} */
+                      from: 'spare' | 'copy';
+                      files: number;
+                      bytes: number;
+                      /** @description The commit the snapshot was built at. */
+                      builtAt?: string;
+                      skipped?: number;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'environment.built';
+                    data: {
+                      key: string;
+                      ms: number;
+                      setupMs: number;
+                      files: number;
+                      bytes: number;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'environment.not_kept';
+                    data: {
+                      key: string;
+                      /** @enum {string} */
+                      cause?: 'setup_failed' | 'secret' | 'too_large';
+                      /** @description The setup-only secret whose value it holds. */
+                      secret?: string;
+                      bytes?: number;
+                      /** @description The environment cache's size. */
+                      limitBytes?: number;
+                      reason: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'maintenance.started';
+                    data: {
+                      command: string;
+                      /** @description none, allowlist or open (true or false in events of older versions). */
+                      network: ('none' | 'allowlist' | 'open') | boolean;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'maintenance.finished';
+                    data: {
+                      command: string;
+                      exitCode: number | null;
+                      signal?: string;
+                      durationMs?: number;
+                      timedOut: boolean;
+                      /** @description The last 500 characters of its output. */
+                      outputTail?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'engine.started';
+                    data: {
+                      engine: string;
+                      version: string;
+                      model: string;
+                      resumed?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'tool.call';
+                    data: {
+                      id: string;
+                      name: string;
+                      summary: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'tool.result';
+                    data: {
+                      id: string;
+                      name: string;
+                      ok: boolean;
+                      summary: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'command.started';
+                    data: {
+                      command: string;
+                      cwd: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'command.finished';
+                    data: {
+                      command: string;
+                      exitCode: number | null;
+                      signal?: string;
+                      durationMs?: number;
+                      timedOut: boolean;
+                      /** @description The last 500 characters of its output. */
+                      outputTail?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'model.step';
+                    data: {
+                      step: number;
+                      /** @description Tokens used by model calls, and their estimated cost. */
+                      usage: {
+                        /** @description Input tokens, cached ones included. */
+                        inputTokens: number;
+                        /** @description Output tokens. */
+                        outputTokens: number;
+                        /** @description Of the input tokens, those read from the provider's prompt cache. */
+                        cacheReadTokens: number;
+                        /** @description Of the input tokens, those written to the provider's prompt cache. */
+                        cacheWriteTokens: number;
+                        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                        costUsd: number | null;
+                      };
+                      /**
+                       * @description The usage is the most the call could use.
+                       * @enum {boolean}
+                       */
+                      estimated?: true;
+                      /** @description The vendor's error status: it used nothing. */
+                      status?: number;
+                      /** @description What the model proxy removed. */
+                      removed?: string[];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'context.compacted';
+                    data: {
+                      /** @enum {string} */
+                      reason: 'threshold' | 'overflow';
+                      tokensBefore: number;
+                      tokensAfter: number;
+                      /** @description Tokens used by model calls, and their estimated cost. */
+                      usage: {
+                        /** @description Input tokens, cached ones included. */
+                        inputTokens: number;
+                        /** @description Output tokens. */
+                        outputTokens: number;
+                        /** @description Of the input tokens, those read from the provider's prompt cache. */
+                        cacheReadTokens: number;
+                        /** @description Of the input tokens, those written to the provider's prompt cache. */
+                        cacheWriteTokens: number;
+                        /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                        costUsd: number | null;
+                      };
+                      summary?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'turn.no_changes';
+                    data: {
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'files.changed';
+                    data: {
+                      files: {
+                        path: string;
+                        /** @enum {string} */
+                        change: 'added' | 'modified' | 'deleted';
+                      }[];
+                      count: number;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'commit';
+                    data: {
+                      sha: string;
+                      subject: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'push';
+                    data: {
+                      branch: string;
+                      sha: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'review.updated';
+                    data: {
+                      url: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pull_request.opened';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      draft: boolean;
+                      notes: string[];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pull_request.updated';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'network.denied';
+                    data: {
+                      host: string;
+                      port: number;
+                      /** @enum {string} */
+                      reason: 'not allowed' | 'private address';
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+              )[];
               /** @description Pass as after to read on. */
               nextAfter: number;
             };
@@ -2190,7 +2816,530 @@ export interface paths {
   };
 }
 
-export type webhooks = Record<string, never>;
+export interface webhooks {
+  'job.created': {
+    /**
+     * job.created
+     * @description The job was created; data.job is the job's record as the change left it. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'job.created';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The job was created; data.job is the job's record as the change left it. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'job.created';
+                data: {
+                  job: components['schemas']['AgentJob'];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'job.reactivated': {
+    /**
+     * job.reactivated
+     * @description A follow-up made a completed or failed job active again; data.job is the job's record as the change left it. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'job.reactivated';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description A follow-up made a completed or failed job active again; data.job is the job's record as the change left it. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'job.reactivated';
+                data: {
+                  job: components['schemas']['AgentJob'];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'job.completed': {
+    /**
+     * job.completed
+     * @description The job completed: its last turn finished; data.job is the job's record as the change left it. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'job.completed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The job completed: its last turn finished; data.job is the job's record as the change left it. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'job.completed';
+                data: {
+                  job: components['schemas']['AgentJob'];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'job.failed': {
+    /**
+     * job.failed
+     * @description The job failed: its last turn failed; data.job is the job's record as the change left it. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'job.failed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The job failed: its last turn failed; data.job is the job's record as the change left it. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'job.failed';
+                data: {
+                  job: components['schemas']['AgentJob'];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'job.archived': {
+    /**
+     * job.archived
+     * @description The job was archived; data.job is the job's record as the change left it. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'job.archived';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The job was archived; data.job is the job's record as the change left it. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'job.archived';
+                data: {
+                  job: components['schemas']['AgentJob'];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'turn.started': {
+    /**
+     * turn.started
+     * @description A worker started the turn; `attempt` counts from 1, and `trigger` names a forge's request. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'turn.started';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description A worker started the turn; `attempt` counts from 1, and `trigger` names a forge's request. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'turn.started';
+                data: {
+                  attempt: number;
+                  /** @description The forge comment or label that asked for the turn. */
+                  trigger?: {
+                    forge: string;
+                    /** @description comment, line comment, review or label. */
+                    kind: string;
+                    url: string;
+                    /** @description The forge login of who asked. */
+                    author: string;
+                  };
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'turn.finished': {
+    /**
+     * turn.finished
+     * @description The turn finished: its summary, what it used, and its pull request. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'turn.finished';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The turn finished: its summary, what it used, and its pull request. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'turn.finished';
+                data: {
+                  summary: string | null;
+                  usage: {
+                    /** @description Input tokens, cached ones included. */
+                    inputTokens: number;
+                    /** @description Output tokens. */
+                    outputTokens: number;
+                    /** @description Of the input tokens, those read from the provider's prompt cache. */
+                    cacheReadTokens: number;
+                    /** @description Of the input tokens, those written to the provider's prompt cache. */
+                    cacheWriteTokens: number;
+                    /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                    costUsd: number | null;
+                  } | null;
+                  prLink: string | null;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'turn.failed': {
+    /**
+     * turn.failed
+     * @description The turn failed for good: why, and what it used when it called the model. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'turn.failed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The turn failed for good: why, and what it used when it called the model. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'turn.failed';
+                data: {
+                  error: string;
+                  /** @description Tokens used by model calls, and their estimated cost. */
+                  usage?: {
+                    /** @description Input tokens, cached ones included. */
+                    inputTokens: number;
+                    /** @description Output tokens. */
+                    outputTokens: number;
+                    /** @description Of the input tokens, those read from the provider's prompt cache. */
+                    cacheReadTokens: number;
+                    /** @description Of the input tokens, those written to the provider's prompt cache. */
+                    cacheWriteTokens: number;
+                    /** @description An estimate in US dollars from the model's list prices (cache reads and writes at their own prices); null when a price of the model is unknown, never a guess. */
+                    costUsd: number | null;
+                  };
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pull_request.opened': {
+    /**
+     * pull_request.opened
+     * @description A pull request was opened; `notes` say what the forge did otherwise than asked. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pull_request.opened';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description A pull request was opened; `notes` say what the forge did otherwise than asked. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pull_request.opened';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  draft: boolean;
+                  notes: string[];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'network.denied': {
+    /**
+     * network.denied
+     * @description A host the project's network allowlist refused (once for each host and port of a run). Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'network.denied';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description A host the project's network allowlist refused (once for each host and port of a run). */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'network.denied';
+                data: {
+                  host: string;
+                  port: number;
+                  /** @enum {string} */
+                  reason: 'not allowed' | 'private address';
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+}
 
 export interface components {
   schemas: {

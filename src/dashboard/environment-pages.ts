@@ -2,9 +2,9 @@
 // shortened, the worker, size, files, how long the build took, when it was made and last used),
 // a button to drop each key or all of them, and one to rebuild in the background. Every value
 // goes through `html`.
-import { formatBytes, formatMs } from '../client/words.ts';
 import type { EnvironmentRecord } from '../records/environment.ts';
 import type { ProjectRecord } from '../records/project.ts';
+import { formatBytes, formatMs } from '../words.ts';
 import { html, type SafeHtml } from './html.ts';
 import { notice, when } from './layout.ts';
 

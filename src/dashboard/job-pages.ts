@@ -1,12 +1,13 @@
 // The job pages as functions of their data: a project's jobs with the new-job form, a job with
 // its turns, progress log and diff, and the archive confirmation. Every value goes through
 // `html`; the summaries and the diff arrive already rendered by their escaping renderers.
-import { type EventFacts, eventWords, formatUsd, usageLine } from '../client/words.ts';
+import { type EventFacts, eventWords } from '../events/catalog.ts';
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
 import { JOB_STATUSES, type JobRecord } from '../records/job.ts';
 import type { ProjectRecord } from '../records/project.ts';
+import { formatUsd, usageLine } from '../words.ts';
 import { html, SafeHtml } from './html.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 
@@ -127,7 +128,7 @@ function cut(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
-/** A progress event as the page shows it: the client's words for it (src/client/words.ts). */
+/** A progress event as the page shows it: the catalog's words for it (src/events/catalog.ts). */
 export function eventView(event: EventFacts & { seq: number; at: string }): EventView {
   const words = eventWords(event);
   return {

@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import type { EventType } from '../events/catalog.ts';
 import { isId } from '../ids.ts';
 import { listEvents, toEventRecord } from '../jobs/events.ts';
 import { createJobBody, promptBody } from '../jobs/input.ts';
@@ -25,7 +26,7 @@ const JOBS_PER_PAGE = 20;
 const EVENTS_ON_PAGE = 1000;
 
 /** The events after which a job is no longer active: the page reloads to show the outcome. */
-const SETTLING_EVENTS: ReadonlySet<string> = new Set([
+const SETTLING_EVENTS: ReadonlySet<string> = new Set<EventType>([
   'job.completed',
   'job.failed',
   'job.archived',

@@ -1,11 +1,12 @@
 // The project pages as functions of their data: the list with the new-project form, and a
 // project's settings. Every value goes through `html`; a stored token is never shown.
-import { formatUsd } from '../client/words.ts';
+
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Principal } from '../keys/service.ts';
 import type { EngineName } from '../projects/engine.ts';
 import { NETWORK_PRESETS } from '../projects/network.ts';
 import type { ProjectRecord } from '../records/project.ts';
+import { formatUsd } from '../words.ts';
 import { html, type SafeHtml } from './html.ts';
 import { monthSpend } from './job-pages.ts';
 import { notice, page } from './layout.ts';

@@ -2,6 +2,7 @@
 // standard input, none of which holds a key; no file is written for it) and how its
 // machine-readable stream becomes Errand's events. One definition per engine (claude-code.ts,
 // codex.ts, opencode.ts); run.ts runs a definition in the sandbox.
+import type { Emitted } from '../events/catalog.ts';
 import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
@@ -41,9 +42,7 @@ interface EngineInvocation {
  * Errand's events for what the engine did, as Errand's own loop reports them. Its model steps
  * are not among them: the model proxy reads each call's usage from the vendor's answer.
  */
-export type EngineEvent =
-  | { type: 'tool.call'; id: string; name: string; summary: string }
-  | { type: 'tool.result'; id: string; name: string; ok: boolean; summary: string };
+export type EngineEvent = Emitted<'tool.call'> | Emitted<'tool.result'>;
 
 /** Reads one run's stream, line by line. */
 export interface StreamReader {

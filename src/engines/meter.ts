@@ -6,11 +6,11 @@
 // whether the turn's step limit and budgets leave room for it, and the meter's steps tell the
 // turn what the proxy removed from its requests.
 
-import { formatUsd } from '../client/words.ts';
 import { addTokens, NO_TOKENS, type TokenUsage, type Usage } from '../jobs/usage.ts';
 import { isRecord } from '../json.ts';
 import type { AnswerObserver, ObservedAnswer, ProxyCall } from '../sandbox/model-proxy.ts';
 import type { ModelApi, ProxyRefusal, Removed } from '../sandbox/model-request.ts';
+import { formatUsd } from '../words.ts';
 
 /** A whole JSON answer is read up to this size; no real answer comes near it. */
 const MAX_JSON_BYTES = 16 * 1024 * 1024;

@@ -8,6 +8,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
+import type { Emit, EventData, ProgressType } from '../events/catalog.ts';
 import type { EarlierTurn } from '../jobs/runner.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import type { TokenUsage, Usage } from '../jobs/usage.ts';
@@ -100,7 +101,7 @@ export interface EngineTurnInput {
   /** The project's sandbox limits; the wall time is the turn's. */
   limits: SandboxLimits;
   signal: AbortSignal;
-  emit: (type: string, data?: Record<string, unknown>) => Promise<void>;
+  emit: Emit;
   /** Tokens with their cost on the job's model (the model registry's prices). */
   priced: (tokens: TokenUsage) => Usage;
   /** The job's budget and what its earlier turns spent; undefined without one. */
@@ -242,7 +243,7 @@ class OrderedEvents {
     this.#stop = stop;
   }
 
-  deliver(type: string, data: Record<string, unknown>): void {
+  deliver<T extends ProgressType>(type: T, data: EventData<T>): void {
     this.#chain = this.#chain
       .then(() => this.#emit(type, data))
       .catch((error: unknown) => {

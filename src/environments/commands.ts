@@ -5,13 +5,12 @@
 import type { SetupRun } from '../agent/prompt.ts';
 import { outputTail } from '../agent/tools/run-command.ts';
 import type { ProjectRow } from '../db/schema.ts';
+import type { Emit } from '../events/catalog.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { projectNetwork } from '../projects/network.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
 import { runNetwork, runSandboxed, sandboxStatus } from '../sandbox/sandbox.ts';
-
-type Emit = (type: string, data?: Record<string, unknown>) => Promise<void>;
 
 export interface CommandRun {
   project: ProjectRow;

@@ -9,6 +9,7 @@ import type { SetupNote, SetupRun } from '../agent/prompt.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import { errorMessage } from '../errors.ts';
+import { notKeptReason } from '../events/declare.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
@@ -171,9 +172,11 @@ export class Environments {
     const setup = await runEnvironmentCommand('setup', command, run, home);
     if (setup.exitCode !== 0 || setup.timedOut) {
       metrics.environmentBuilds.inc({ outcome: 'failed' });
+      const cause = { cause: 'setup_failed' } as const;
       await run.emit('environment.not_kept', {
         key: ref.key,
-        reason: 'the setup command did not succeed',
+        ...cause,
+        reason: notKeptReason(cause),
       });
       return note(setup);
     }
@@ -192,16 +195,15 @@ export class Environments {
       });
       if (!kept.kept) {
         metrics.environmentBuilds.inc({ outcome: 'not_kept' });
+        // The facts, and the catalog's words for them as `reason`, kept for the API's readers.
+        const cause =
+          kept.reason === 'secret'
+            ? { cause: 'secret' as const, secret: kept.secret }
+            : { cause: 'too_large' as const, bytes: kept.bytes, limitBytes: kept.limitBytes };
         await run.emit('environment.not_kept', {
           key: ref.key,
-          ...(kept.reason === 'secret'
-            ? {
-                reason: `it holds the value of secret ${kept.secret}, which only the setup may see`,
-                secret: kept.secret,
-              }
-            : {
-                reason: `it is larger (${kept.bytes} bytes) than the environment cache (${kept.limitBytes} bytes)`,
-              }),
+          ...cause,
+          reason: notKeptReason(cause),
         });
         return note(setup);
       }

@@ -7,7 +7,10 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyInstance } from 'fastify';
 import { jsonSchemaTransform, jsonSchemaTransformObject } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { webhookPayloadSchemas } from '../events/openapi.ts';
 import { isRecord } from '../json.ts';
+import { jobRecord } from '../records/job.ts';
 import { errandVersion } from '../version.ts';
 
 /** The document as the generator hands it over (an OpenAPI 3.x object). */
@@ -88,6 +91,35 @@ function withEventStream(document: OpenApiObject): OpenApiObject {
   return document;
 }
 
+/**
+ * What a webhook endpoint receives, one entry per event type it can ask for (OpenAPI 3.1's
+ * `webhooks`): the payloads of the event catalog, whose job record is the AgentJob component.
+ */
+function withWebhooks(document: OpenApiObject): OpenApiObject {
+  const webhooks: Record<string, unknown> = {};
+  for (const [type, schema] of Object.entries(webhookPayloadSchemas(jobRecord))) {
+    const { $schema: _, $defs, ...body } = z.toJSONSchema(schema, { io: 'output' });
+    // Schemas with an id (the job) are components of the document, as in the routes.
+    const json = JSON.stringify(body).replaceAll('"#/$defs/', '"#/components/schemas/');
+    const missing = Object.keys($defs ?? {}).filter(
+      (id) => !('components' in document) || !document.components?.schemas?.[id],
+    );
+    if (missing.length > 0) throw new Error(`webhook payloads refer to ${missing.join(', ')}`);
+    webhooks[type] = {
+      post: {
+        summary: type,
+        description: `${schema.description ?? type} Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.`,
+        requestBody: {
+          required: true,
+          content: { 'application/json': { schema: JSON.parse(json) } },
+        },
+        responses: { '2XX': { description: 'Received: the delivery is done.' } },
+      },
+    };
+  }
+  return { ...document, webhooks } as OpenApiObject;
+}
+
 /** Registers the generator; call before any route, which it records as it is added. */
 export async function registerOpenApi(app: FastifyInstance): Promise<void> {
   await app.register(swagger, {
@@ -128,7 +160,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
     transform: jsonSchemaTransform,
     // Schemas with an id (AgentJob, Error) become components that responses refer to.
     transformObject: (document) =>
-      withEventStream(withSortedSchemas(withoutUnusedSchemas(jsonSchemaTransformObject(document)))),
+      withWebhooks(
+        withEventStream(
+          withSortedSchemas(withoutUnusedSchemas(jsonSchemaTransformObject(document))),
+        ),
+      ),
   });
 }
 

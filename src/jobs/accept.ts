@@ -3,6 +3,7 @@
 // transition that announces it.
 import type { ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
 import { engineModelRefusal } from '../projects/engine.ts';
 import type { RateLimitState } from '../ratelimit/ratelimit.ts';
@@ -108,6 +109,6 @@ export function accepted(turn: Pick<NewTurn, 'jobId' | 'seq' | 'trigger'>): Tran
 }
 
 /** What the job's events say of the forge event that asked for a turn: never where Errand answers. */
-export function shownTrigger(trigger: TurnTrigger): Record<string, string> {
+export function shownTrigger(trigger: TurnTrigger): ShownTrigger {
   return { forge: trigger.forge, kind: trigger.kind, url: trigger.url, author: trigger.author };
 }

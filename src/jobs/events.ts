@@ -2,6 +2,7 @@
 // written by the lifecycle's transitions and a running turn's progress (lifecycle.ts).
 import type { Db } from '../db/database.ts';
 import type { EventRow } from '../db/schema.ts';
+import type { LoggedEvent } from '../events/openapi.ts';
 
 export interface EventRecord {
   seq: number;
@@ -19,6 +20,15 @@ export function toEventRecord(row: EventRow): EventRecord {
     data: row.data,
     at: row.at.toISOString(),
   };
+}
+
+/**
+ * A row as the catalog types its event. Every write of the log checks the event against the
+ * catalog first (transaction.ts insertEvents, lifecycle.ts recordProgress), so a row holds what
+ * its type declares.
+ */
+export function toLoggedEvent(row: EventRow): LoggedEvent {
+  return toEventRecord(row) as LoggedEvent;
 }
 
 export async function listEvents(

@@ -462,17 +462,17 @@ describe('job lifecycle', () => {
     const { ctx } = svc;
     const { job } = await createJob(ctx, project, { prompt: 'deleted under the worker' });
     await startTurn(ctx, job.id, 1, 1);
-    await recordProgress(ctx, job.id, 1, 'agent.step', { step: 'before' });
+    await recordProgress(ctx, job.id, 1, 'command.started', { command: 'before', cwd: '.' });
     assert.deepEqual(
       (await eventsOf(job.id)).map((e) => [e.type, e.data]),
       [
         ['job.created', { job: toJobRecord(job) }],
         ['turn.started', { attempt: 1 }],
-        ['agent.step', { step: 'before' }],
+        ['command.started', { command: 'before', cwd: '.' }],
       ],
     );
     await ctx.db.deleteFrom('jobs').where('id', '=', job.id).execute();
-    await recordProgress(ctx, job.id, 1, 'agent.step', { step: 'after' });
+    await recordProgress(ctx, job.id, 1, 'command.started', { command: 'after', cwd: '.' });
     const left = await ctx.db
       .selectFrom('events')
       .select(({ fn }) => fn.countAll<string>().as('n'))
@@ -510,11 +510,12 @@ describe('job lifecycle', () => {
     });
     await isLocked;
     let progressSettled = false;
-    const progress = recordProgress(ctx, job.id, 1, 'agent.step', { step: 'waited' }).finally(
-      () => {
-        progressSettled = true;
-      },
-    );
+    const progress = recordProgress(ctx, job.id, 1, 'command.started', {
+      command: 'waited',
+      cwd: '.',
+    }).finally(() => {
+      progressSettled = true;
+    });
     try {
       await waitFor(
         'the progress event to wait for the job lock',
@@ -541,12 +542,12 @@ describe('job lifecycle', () => {
       .selectFrom('events')
       .select(['seq', 'type'])
       .where('job_id', '=', job.id)
-      .where('type', 'in', ['turn.retrying', 'agent.step'])
+      .where('type', 'in', ['turn.retrying', 'command.started'])
       .orderBy('seq')
       .execute();
     assert.deepEqual(
       events.map((e) => e.type),
-      ['turn.retrying', 'agent.step'],
+      ['turn.retrying', 'command.started'],
       "the progress event's seq is below the lock holder's: a reader could have missed it",
     );
     assert.ok(Number(events[1]?.seq) > Number(events[0]?.seq));
@@ -557,7 +558,7 @@ describe('job lifecycle', () => {
 describe('a worker changes jobs only through the lifecycle', () => {
   test('a subscriber hears every transition of a turn the worker runs, with its progress in the log', async () => {
     const runner = new RecordingRunner(async (input) => {
-      await input.emit('agent.step', { step: 1 });
+      await input.emit('command.started', { command: 'step 1', cwd: '.' });
       await input.saveReviewDiff('diff --git a/f b/f\n', false);
       return { summary: `did ${input.turn.prompt}` };
     });
@@ -592,7 +593,7 @@ describe('a worker changes jobs only through the lifecycle', () => {
         .execute();
       assert.deepEqual(
         events.map((e) => e.type),
-        ['job.created', 'turn.started', 'agent.step', 'turn.finished', 'job.completed'],
+        ['job.created', 'turn.started', 'command.started', 'turn.finished', 'job.completed'],
       );
       // The status events carry the record as the API gave it: the create's answer, and what
       // GET returns once the job completed.

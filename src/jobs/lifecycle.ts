@@ -5,6 +5,7 @@
 // tables.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database, JobRow, JobStatus, ProjectRow, TurnRow } from '../db/schema.ts';
+import { checkEvent, type EventData, type ProgressType } from '../events/catalog.ts';
 import { SecretUnavailableError, type TurnSecret, turnSecrets } from '../projects/secrets.ts';
 import { shownTrigger } from './accept.ts';
 import type { JobsContext } from './context.ts';
@@ -336,15 +337,16 @@ async function addSpent(
  * a smaller one committed later (the live stream and `after=` resume on that). Nothing is
  * written for a job that is gone. A type a hook wants (the webhook outbox's
  * `pull_request.opened`) is one transaction instead, the job locked first as well, in which
- * the hooks run.
+ * the hooks run. The event is checked against the catalog (events/catalog.ts) before either.
  */
-export async function recordProgress(
+export async function recordProgress<T extends ProgressType>(
   ctx: LifecycleContext,
   jobId: string,
   seq: number,
-  type: string,
-  data: Record<string, unknown>,
+  type: T,
+  data: EventData<T>,
 ): Promise<void> {
+  checkEvent(type, data);
   if (ctx.transitions.hooked(type)) {
     await ctx.db.transaction().execute(async (trx) => {
       if ((await lockJob(trx, jobId)) === undefined) return;

@@ -3,6 +3,7 @@
 // (src/turns/pipeline.ts) implements it without reading the database; tests pass scripted
 // runners to exercise the queue and the job model around it.
 import type { JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
+import type { Emit } from '../events/catalog.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
 import type { TokenUsage } from './usage.ts';
 
@@ -29,8 +30,8 @@ export interface TurnInput {
   earlier: EarlierTurn[];
   /** Aborted when the job is archived, the worker shuts down, or the turn's claim is lost. */
   signal: AbortSignal;
-  /** Appends a progress event to the job's event log. */
-  emit(type: string, data?: Record<string, unknown>): Promise<void>;
+  /** Appends a progress event, declared in the event catalog, to the job's event log. */
+  emit: Emit;
   /** Stores the job's review diff (what the branch changes, for the review page). */
   saveReviewDiff(diff: string, truncated: boolean): Promise<void>;
 }

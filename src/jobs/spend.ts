@@ -3,10 +3,10 @@
 // transition's own transaction; creates and follow-ups read the month's row to refuse work on a
 // project whose monthly budget is spent; the turn pipeline asks what a job's budget has left.
 import { type RawBuilder, sql, type Transaction } from 'kysely';
-import { formatUsd } from '../client/words.ts';
 import type { Db } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
+import { formatUsd } from '../words.ts';
 import { NO_USAGE, readUsage, roundUsd, type TokenUsage, type Usage } from './usage.ts';
 
 /** A create or follow-up refused because the budget it would spend from is spent. */

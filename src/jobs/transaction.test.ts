@@ -42,7 +42,7 @@ describe('transitions', () => {
           jobId: job.id,
           turn: 1,
           status: 'active',
-          data: {},
+          data: { attempt: 1 },
         });
         throw failure;
       }),

@@ -5,6 +5,7 @@
 import type { Transaction } from 'kysely';
 import type { Db } from '../db/database.ts';
 import type { Database, JobStatus } from '../db/schema.ts';
+import { checkEvent, isLogged } from '../events/catalog.ts';
 import type { JobsContext } from './context.ts';
 import { type JobView, toJobRecord } from './record.ts';
 import type { RecordedEvent, Transition } from './transitions.ts';
@@ -38,7 +39,7 @@ export async function inTransition<T>(
   const recorded: Transition[] = [];
   const result = await ctx.db.transaction().execute((trx) => {
     const recordAll = async (transitions: readonly Transition[]) => {
-      const logged = transitions.filter((t) => t.type !== 'turn.accepted');
+      const logged = transitions.filter((t) => isLogged(t.type));
       if (logged.length > 0) await ctx.transitions.runHooks(trx, await insertEvents(trx, logged));
       recorded.push(...transitions);
     };
@@ -48,11 +49,16 @@ export async function inTransition<T>(
   return result;
 }
 
-/** Writes the events of `entries` in one statement; they draw their seqs in this order. */
+/**
+ * Writes the events of `entries` in one statement; they draw their seqs in this order. Each is
+ * checked against the event catalog first: an undeclared type or data its schema refuses is
+ * written nowhere.
+ */
 export async function insertEvents(
   db: Db | Transaction<Database>,
   entries: readonly Omit<RecordedEvent, 'seq' | 'at'>[],
 ): Promise<RecordedEvent[]> {
+  for (const e of entries) checkEvent(e.type, e.data);
   const rows = await db
     .insertInto('events')
     .values(

@@ -81,27 +81,29 @@ describe('transition hooks', () => {
     const { job } = await createJob(ctx, project, { prompt: 'progress' });
     const seen: RecordedEvent[] = [];
     const remove = ctx.transitions.hook({
-      wants: (type) => type === 'wanted.kind',
+      wants: (type) => type === 'review.updated',
       run: async (_trx, events) => {
         seen.push(...events);
       },
     });
     try {
-      await recordProgress(ctx, job.id, 1, 'agent.step', { step: 1 });
-      await recordProgress(ctx, job.id, 1, 'wanted.kind', { n: 2 });
+      await recordProgress(ctx, job.id, 1, 'command.started', { command: 'step 1', cwd: '.' });
+      await recordProgress(ctx, job.id, 1, 'review.updated', { url: 'https://errand.test/r/2' });
       assert.deepEqual(
         seen.map((e) => [e.jobId, e.turn, e.type, e.data]),
-        [[job.id, 1, 'wanted.kind', { n: 2 }]],
+        [[job.id, 1, 'review.updated', { url: 'https://errand.test/r/2' }]],
       );
       const stored = await ctx.db
         .selectFrom('events')
         .select(['seq', 'type'])
         .where('job_id', '=', job.id)
-        .where('type', '=', 'wanted.kind')
+        .where('type', '=', 'review.updated')
         .executeTakeFirstOrThrow();
       assert.equal(Number(seen[0]?.seq), Number(stored.seq));
       // A job that is gone: nothing is written, and the hook is not called.
-      await recordProgress(ctx, 'job_gone0000000000000000', 1, 'wanted.kind', {});
+      await recordProgress(ctx, 'job_gone0000000000000000', 1, 'review.updated', {
+        url: 'https://errand.test/r/3',
+      });
       assert.equal(seen.length, 1);
     } finally {
       remove();

@@ -7,30 +7,22 @@
 // database instead (notifications.ts), since their writer may be another process.
 import type { Transaction } from 'kysely';
 import type { Database, JobStatus } from '../db/schema.ts';
+import type { EventData, EventType, TransitionType } from '../events/catalog.ts';
 import type { Logger } from '../log.ts';
 
-type TransitionType =
-  | 'job.created'
-  | 'job.reactivated'
-  | 'job.completed'
-  | 'job.failed'
-  | 'job.archived'
-  | 'turn.accepted'
-  | 'turn.started'
-  | 'turn.retrying'
-  | 'turn.finished'
-  | 'turn.failed';
-
-export interface Transition {
-  type: TransitionType;
+/** A transition of one declared type (events/catalog.ts), with the data its event holds. */
+type TransitionOf<T extends TransitionType> = {
+  type: T;
   jobId: string;
   /** The turn it concerns; null for a change of the whole job (archive). */
   turn: number | null;
   /** The job's status once the transition committed. */
   status: JobStatus;
   /** What the transition's event in the job's log holds. */
-  data: Record<string, unknown>;
-}
+  data: EventData<T>;
+};
+
+export type Transition = { [T in TransitionType]: TransitionOf<T> }[TransitionType];
 
 export type TransitionListener = (transition: Transition) => void | Promise<void>;
 
@@ -39,7 +31,7 @@ export interface RecordedEvent {
   jobId: string;
   seq: string | number;
   turn: number | null;
-  type: string;
+  type: EventType;
   data: Record<string, unknown>;
   at: Date;
 }
@@ -51,7 +43,7 @@ export interface RecordedEvent {
  */
 export interface TransitionHook {
   /** Whether a running turn's progress event of this type needs the hook (a transaction). */
-  wants(type: string): boolean;
+  wants(type: EventType): boolean;
   run(trx: Transaction<Database>, events: readonly RecordedEvent[]): Promise<void>;
 }
 
@@ -88,7 +80,7 @@ export class Transitions {
   }
 
   /** Whether a progress event of this type must be written with the hooks, in a transaction. */
-  hooked(type: string): boolean {
+  hooked(type: EventType): boolean {
     for (const hook of this.#hooks) if (hook.wants(type)) return true;
     return false;
   }

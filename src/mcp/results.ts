@@ -3,7 +3,7 @@
 // service's message and code and can correct itself.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ErrandError, type Job } from '../client/index.ts';
-import { statusSentence, usageSentence } from '../client/words.ts';
+import { statusSentence, usageSentence } from '../words.ts';
 
 /** A tool's input the model got wrong in a way the schema cannot express (no project). */
 export class ToolInputError extends Error {

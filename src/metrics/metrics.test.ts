@@ -34,7 +34,7 @@ describe('metrics and logs', () => {
       .map((l) => JSON.parse(l) as Record<string, unknown>);
   // Prompts starting with "fail" fail for good; the rest finish at once.
   const runner = new RecordingRunner(async (input) => {
-    await input.emit('workspace.ready', {});
+    await input.emit('workspace.ready', { base: 'a1', head: 'a1', continued: false });
     if (input.turn.prompt.startsWith('fail')) throw new TurnFailedError('scripted failure');
     await input.emit('turn.no_changes', {});
     return { summary: 'done' };

@@ -1,29 +1,21 @@
 // What one turn attempt leaves for the operator: a single log line with its outcome and how
 // long each phase took, and the turn metrics. The phases are read off the events the turn
 // emits, so the pipeline needs no timing code of its own.
+import { type EventType, phaseEnded } from '../events/catalog.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, TurnOutcome } from '../metrics/metrics.ts';
-
-/** The event that ends each phase; the first one seen counts (a phase a turn skips has none). */
-const PHASE_ENDS: Readonly<Record<string, string>> = {
-  'workspace.ready': 'workspace',
-  'turn.no_changes': 'agent',
-  'files.changed': 'agent',
-  commit: 'commit',
-  push: 'push',
-  'review.updated': 'pullRequest',
-  'pull_request.opened': 'pullRequest',
-  'pull_request.updated': 'pullRequest',
-};
 
 export class TurnReport {
   readonly #started = performance.now();
   #last = this.#started;
   readonly #phasesMs: Record<string, number> = {};
 
-  /** Notes an event of the turn; the ones that end a phase close its timing. */
-  mark(eventType: string): void {
-    const phase = PHASE_ENDS[eventType];
+  /**
+   * Notes an event of the turn; the ones that end a phase (the catalog says which) close its
+   * timing. The first one seen counts: a phase a turn skips has none.
+   */
+  mark(eventType: EventType): void {
+    const phase = phaseEnded(eventType);
     if (!phase || phase in this.#phasesMs) return;
     const now = performance.now();
     this.#phasesMs[phase] = Math.round(now - this.#last);

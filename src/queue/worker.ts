@@ -6,6 +6,7 @@
 // src/jobs/lifecycle.ts.
 import { sql } from 'kysely';
 import { ExternalError, errorMessage } from '../errors.ts';
+import type { Emit, EventType } from '../events/catalog.ts';
 import type { JobsContext } from '../jobs/context.ts';
 import {
   failOrphan,
@@ -53,7 +54,7 @@ const SWEEP_INTERVAL_MS = 10_000;
 /** The states of a queue entry that no worker will take up again (see sweep). */
 const ORPHANED: ReadonlySet<string> = new Set(['failed', 'cancelled', 'completed']);
 /** The progress events that carry a model call's usage: a step, and a compaction's summary. */
-const MODEL_CALLS: ReadonlySet<string> = new Set(['model.step', 'context.compacted']);
+const MODEL_CALLS: ReadonlySet<EventType> = new Set(['model.step', 'context.compacted']);
 const MAX_RETRY_AFTER_SECONDS = 300;
 
 export async function startWorker(
@@ -98,9 +99,9 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
   // What this attempt's model calls used, as its progress events tell it: what a failed or
   // retried attempt spent counts too (its output, which would say, never comes).
   let stepTokens: TokenUsage = NO_TOKENS;
-  const emit = (type: string, data: Record<string, unknown> = {}) => {
+  const emit: Emit = (type, data) => {
     report.mark(type);
-    const used = MODEL_CALLS.has(type) ? readUsage(data.usage) : undefined;
+    const used = MODEL_CALLS.has(type) && 'usage' in data ? readUsage(data.usage) : undefined;
     if (used) stepTokens = addTokens(stepTokens, used);
     return recordProgress(ctx, jobId, seq, type, data);
   };

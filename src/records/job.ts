@@ -19,7 +19,7 @@ const tokenCount = (what: string) => z.number().int().min(0).describe(what);
  * What model calls used and cost (src/jobs/usage.ts). Inline in the job record: the document
  * keeps to the published one's components.
  */
-const usageRecord = z
+export const usageRecord = z
   .object({
     inputTokens: tokenCount('Input tokens, cached ones included.'),
     outputTokens: tokenCount('Output tokens.'),

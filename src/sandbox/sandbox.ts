@@ -2,6 +2,7 @@
 // bubblewrap: its own namespaces, the system read-only, only the job's checkout writable, no
 // service environment or data, bounded in time, CPU, memory, processes and file size, and
 // nothing of it left running afterwards. Where bubblewrap cannot run, nothing runs at all.
+import type { EventData } from '../events/catalog.ts';
 import { parseAllowList } from '../projects/network.ts';
 import { execute, type Ready, SandboxError } from './execute.ts';
 import { probe } from './probe.ts';
@@ -23,7 +24,7 @@ export interface RunNetwork {
 export function runNetwork(
   mode: 'none' | 'open' | 'allowlist',
   allow: readonly string[],
-  emit: (type: string, data: Record<string, unknown>) => Promise<void>,
+  emit: (type: 'network.denied', data: EventData<'network.denied'>) => Promise<void>,
 ): RunNetwork {
   if (mode !== 'allowlist') return { network: mode, settled: async () => {} };
   const patterns = parseAllowList(allow);

@@ -4,6 +4,7 @@
 import type { Config } from '../config.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { ExternalError } from '../errors.ts';
+import type { Emit } from '../events/catalog.ts';
 import type { Forges } from '../forges/clients.ts';
 import type { ForgeClient, ForgeProvider } from '../forges/types.ts';
 import { bareReviewLink, reviewLink } from '../jobs/review-link.ts';
@@ -15,8 +16,6 @@ import { GitError } from '../workspace/errors.ts';
 import { type Checkout, diffAgainst, type WorkspaceConfig } from '../workspace/index.ts';
 
 const REVIEW_DIFF_MAX_BYTES = 2 * 1024 * 1024;
-
-export type Emit = (type: string, data?: Record<string, unknown>) => Promise<void>;
 
 export interface TurnForge {
   kind: ForgeKind;

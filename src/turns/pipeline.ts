@@ -19,6 +19,8 @@ import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
 import { runEngineTurn } from '../engines/run.ts';
 import type { Environments } from '../environments/environments.ts';
+import type { Emit } from '../events/catalog.ts';
+import { compactionSummary } from '../events/declare.ts';
 import type { Forges } from '../forges/clients.ts';
 import {
   TurnFailedError,
@@ -46,7 +48,7 @@ import {
   withJobLock,
 } from '../workspace/index.ts';
 import { commitMessage, landedCommit } from './commits.ts';
-import { asTurnError, type Emit, review, type TurnForge, turnForge } from './forge.ts';
+import { asTurnError, review, type TurnForge, turnForge } from './forge.ts';
 import { refuseSecretsInPush, secretEnv, secretScrubForms } from './secrets.ts';
 
 export interface TurnPipelineDeps {
@@ -109,7 +111,7 @@ export class TurnPipeline implements TurnRunner {
       scrubDeep(JSON.parse(JSON.stringify(value, storableStrings)) as T, secretScrubber(secrets));
     // Tools of one step run in parallel; the chain keeps the log in the order events happened.
     let chain: Promise<void> = Promise.resolve();
-    const emit = (type: string, data: Record<string, unknown> = {}): Promise<void> => {
+    const emit: Emit = (type, data) => {
       const clean = scrubbed(data);
       chain = chain.then(() => input.emit(type, clean));
       return chain;
@@ -182,7 +184,7 @@ export class TurnPipeline implements TurnRunner {
       const message = commitMessage(summary, job.id, turn.seq, scrub(turn.prompt));
       const sha = await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
       if (!sha) return { summary, messages, usage, commitSha: null };
-      await emit('commit', { sha, subject: message.split('\n')[0] });
+      await emit('commit', { sha, subject: message.split('\n')[0] ?? '' });
       signal.throwIfAborted();
       await refuseSecretsInPush(this.#workspace, {
         dir: checkout.dir,
@@ -307,13 +309,8 @@ export class TurnPipeline implements TurnRunner {
           const usage = models.usage(job.model, event.usage);
           metrics.modelStep(job.model, usage);
           const { type, ...data } = event;
-          const why =
-            data.reason === 'overflow' ? ' after the model refused a request as too long' : '';
-          return emit(type, {
-            ...data,
-            usage,
-            summary: `summarised the older conversation${why}: about ${data.tokensBefore.toLocaleString('en-US')} → ${data.tokensAfter.toLocaleString('en-US')} tokens`,
-          });
+          // The facts; `summary` is the catalog's words for them, kept for the API's readers.
+          return emit(type, { ...data, usage, summary: compactionSummary(data) });
         }
         return emit(event.type, { ...event });
       },
@@ -359,8 +356,8 @@ export class TurnPipeline implements TurnRunner {
       earlier: input.earlier,
       limits: engineLimits(projectCommandLimits(project), config.turn.timeoutSeconds),
       signal,
-      emit: (type, data = {}) => {
-        if (type === 'model.step') {
+      emit: (type, data) => {
+        if (type === 'model.step' && 'usage' in data) {
           const usage = readUsage(data.usage);
           if (usage) metrics.modelStep(job.model, usage);
         }

@@ -34,7 +34,8 @@ const MYSTERY = 'openai-compatible:mystery';
  */
 function runner(): RecordingRunner {
   const step = async (input: TurnInput, n: number) => {
-    await input.emit('model.step', { step: n, usage: STEP });
+    // An engine's step as the pipeline records it; the worker prices the tokens itself.
+    await input.emit('model.step', { step: n, usage: { ...STEP, costUsd: null } });
   };
   return new RecordingRunner(async (input): Promise<TurnOutput> => {
     const [word, count = '1'] = input.turn.prompt.split(/\s+/);

@@ -58,12 +58,18 @@ function runner(): RecordingRunner {
         count: 1,
       });
       await input.emit('commit', { sha: SHA, subject: 'Greet the world' });
-      await input.emit('pull_request.opened', { forge: 'github', number: 7, url: PR });
+      await input.emit('pull_request.opened', {
+        forge: 'github',
+        number: 7,
+        url: PR,
+        draft: false,
+        notes: [],
+      });
       return { summary: 'Greet the world', prLink: PR, prNumber: 7, commitSha: SHA };
     }
     if (word === 'complete') return { summary: 'nothing to do' };
     if (word === 'spend') {
-      await input.emit('model.step', { step: 1, usage: SPENT });
+      await input.emit('model.step', { step: 1, usage: { ...SPENT, costUsd: null } });
       return { summary: 'spent some', usage: SPENT };
     }
     if (word === 'hold') {

@@ -40,7 +40,10 @@ class ScriptRunner implements TurnRunner {
   }
 
   async step(jobId: string, step: string, seq = 1): Promise<void> {
-    await (await this.started(jobId, seq)).input.emit('agent.step', { step });
+    await (await this.started(jobId, seq)).input.emit('command.started', {
+      command: step,
+      cwd: '.',
+    });
   }
 
   async finish(jobId: string, seq = 1): Promise<void> {
@@ -254,8 +257,11 @@ describe('typed client against Errand', () => {
     assert.deepEqual(stream.events, listed.json.events);
     assert.equal(stream.events.at(-1)?.type, 'job.completed');
     assert.deepEqual(
-      stream.events.filter((e) => e.type === 'agent.step').map((e) => e.data),
-      [{ step: 'one' }, { step: 'two' }],
+      stream.events.filter((e) => e.type === 'command.started').map((e) => e.data),
+      [
+        { command: 'one', cwd: '.' },
+        { command: 'two', cwd: '.' },
+      ],
     );
     // Nothing after the last: Errand answers 204 and the loop ends without an event.
     const last = stream.events.at(-1)?.seq ?? 0;
@@ -310,12 +316,12 @@ describe('typed client against Errand', () => {
         'increasing, no repeat',
       );
       assert.deepEqual(
-        stream.events.filter((e) => e.type === 'agent.step').map((e) => e.data),
+        stream.events.filter((e) => e.type === 'command.started').map((e) => e.data),
         [
-          { step: 'before the cut' },
-          { step: 'during the cut 1' },
-          { step: 'during the cut 2' },
-          { step: 'after the cut' },
+          { command: 'before the cut', cwd: '.' },
+          { command: 'during the cut 1', cwd: '.' },
+          { command: 'during the cut 2', cwd: '.' },
+          { command: 'after the cut', cwd: '.' },
         ],
       );
       assert.equal(stream.events.at(-1)?.type, 'job.completed');
@@ -364,13 +370,13 @@ describe('typed client against Errand', () => {
           first = event;
           await runner.step(job.id, 'unseen');
         }
-        if (event.type === 'agent.step') {
+        if (event.type === 'command.started') {
           step = event;
           break;
         }
       }
-      assert.deepEqual(step?.data, { step: 'unseen' });
-      assert.ok(stream.events.every((e) => e.type !== 'agent.step'));
+      assert.deepEqual(step?.data, { command: 'unseen', cwd: '.' });
+      assert.ok(stream.events.every((e) => e.type !== 'command.started'));
       assert.equal(first?.type, 'job.created');
       await waitFor('the stream left early to close', async () =>
         (await openStreams()) === 0 ? true : undefined,

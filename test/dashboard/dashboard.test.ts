@@ -419,7 +419,11 @@ describe('dashboard', { skip: browserSkipReason }, () => {
     const loaded = navigations;
 
     const start = Date.now();
-    await recordProgress(ctx, jobId, 1, 'tool.call', { title: `edit ${HOSTILE}` });
+    await recordProgress(ctx, jobId, 1, 'tool.call', {
+      id: 'call_1',
+      name: 'edit_file',
+      summary: `edit ${HOSTILE}`,
+    });
     await page.locator('#events').getByText(`edit ${HOSTILE}`).waitFor({ timeout: 5000 });
     assert.ok(Date.now() - start < 2500, 'a new event shows within 2 s');
     assert.equal(navigations, loaded, 'without a reload');

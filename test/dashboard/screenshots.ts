@@ -4,6 +4,7 @@
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
+import { insertEvents } from '../../src/jobs/transaction.ts';
 import { startTestService } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
@@ -43,15 +44,35 @@ try {
   }
   const { ctx } = svc.service;
   const head = '4f1c2a9e0b7d35c6a8e1f0d2b3c4a5e6f7a8b9c0';
-  await recordProgress(ctx, jobId, 1, 'turn.started', { attempt: 1 });
+  // A transition's event, written as the lifecycle writes it.
+  await insertEvents(ctx.db, [{ jobId, turn: 1, type: 'turn.started', data: { attempt: 1 } }]);
   await recordProgress(ctx, jobId, 1, 'workspace.ready', { base: head, head, continued: false });
-  await recordProgress(ctx, jobId, 1, 'tool.call', { summary: 'read_file(src/settings.tsx)' });
-  await recordProgress(ctx, jobId, 1, 'tool.result', { ok: true, summary: '48 lines' });
+  await recordProgress(ctx, jobId, 1, 'tool.call', {
+    id: 'call_1',
+    name: 'read_file',
+    summary: 'read_file(src/settings.tsx)',
+  });
+  await recordProgress(ctx, jobId, 1, 'tool.result', {
+    id: 'call_1',
+    name: 'read_file',
+    ok: true,
+    summary: '48 lines',
+  });
   await recordProgress(ctx, jobId, 1, 'model.step', {
     step: 1,
-    usage: { inputTokens: 5120, outputTokens: 212 },
+    usage: {
+      inputTokens: 5120,
+      outputTokens: 212,
+      cacheReadTokens: 0,
+      cacheWriteTokens: 0,
+      costUsd: null,
+    },
   });
-  await recordProgress(ctx, jobId, 1, 'tool.call', { summary: 'edit_file(src/settings.tsx)' });
+  await recordProgress(ctx, jobId, 1, 'tool.call', {
+    id: 'call_2',
+    name: 'edit_file',
+    summary: 'edit_file(src/settings.tsx)',
+  });
   await recordProgress(ctx, jobId, 1, 'command.started', { command: 'npm test', cwd: '.' });
   await recordProgress(ctx, jobId, 1, 'command.finished', {
     command: 'npm test',

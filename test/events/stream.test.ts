@@ -31,7 +31,7 @@ class GatedRunner implements TurnRunner {
   }
 
   async emit(jobId: string, step: string, seq = 1): Promise<void> {
-    await (await this.started(jobId, seq)).emit('agent.step', { step });
+    await (await this.started(jobId, seq)).emit('command.started', { command: step, cwd: '.' });
   }
 
   async finish(jobId: string, seq = 1): Promise<void> {
@@ -111,8 +111,8 @@ describe('live event stream', () => {
     assert.deepEqual(types, [
       'job.created',
       'turn.started',
-      'agent.step',
-      'agent.step',
+      'command.started',
+      'command.started',
       'turn.finished',
       'job.completed',
     ]);
@@ -298,9 +298,15 @@ describe('live event stream', () => {
     // 24 MB of events, written by one statement as a running turn would write them.
     await sql`
         INSERT INTO events (job_id, turn, type, data)
-        SELECT ${jobId}, 1, 'agent.step', jsonb_build_object('n', n, 'padding', ${padding}::text)
+        SELECT ${jobId}, 1, 'command.finished', jsonb_build_object(
+          'command', n::text, 'exitCode', 0, 'timedOut', false, 'outputTail', ${padding}::text)
         FROM generate_series(1, ${count}) AS n`.execute(ctx.db);
-    await recordProgress(ctx, jobId, 1, 'agent.step', { n: 'last' });
+    await recordProgress(ctx, jobId, 1, 'command.finished', {
+      command: 'last',
+      exitCode: 0,
+      timedOut: false,
+      outputTail: '',
+    });
     const buffered = async () => {
       const res = await fetch(`${fx.svc.url}/metrics`, {
         headers: { authorization: 'Bearer metrics-token-for-the-stream-tests' },
@@ -339,8 +345,8 @@ describe('live event stream', () => {
     );
     assert.equal(new Set(seqs).size, seqs.length);
     assert.deepEqual(
-      stream.events.slice(2).map((e) => (parse(e).data as { n: number | string }).n),
-      [...Array.from({ length: count }, (_, i) => i + 1), 'last'],
+      stream.events.slice(2).map((e) => (parse(e).data as { command: string }).command),
+      [...Array.from({ length: count }, (_, i) => String(i + 1)), 'last'],
     );
     stream.close();
     await fx.runner.finish(jobId);
@@ -409,7 +415,7 @@ describe('live event stream across processes', () => {
     await stream.ended;
     assert.deepEqual(
       stream.events.map((e) => e.event),
-      ['job.created', 'turn.started', 'agent.step', 'turn.finished', 'job.completed'],
+      ['job.created', 'turn.started', 'command.started', 'turn.finished', 'job.completed'],
     );
   });
 

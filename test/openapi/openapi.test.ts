@@ -11,6 +11,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import { Ajv, type AnySchema } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
+import { LOGGED_EVENT_TYPES, WEBHOOK_EVENT_TYPES } from '../../src/events/catalog.ts';
 import { DOCS_CSP } from '../../src/http/openapi.ts';
 import { createJobId, createRouteFixture, type RouteFixture } from '../support/route-cases.ts';
 import { type HttpResult, startTestService, type TestService } from '../support/service.ts';
@@ -247,6 +248,33 @@ describe('OpenAPI document', () => {
         { $ref: `#/components/schemas/${component}` },
         route,
       );
+    }
+  });
+
+  test("the events endpoint and the webhook payloads are the event catalog's, type by type", () => {
+    /** The one value a schema allows (a literal is `const`, or an `enum` of one). */
+    const only = (schema: unknown) => {
+      const s = (schema ?? {}) as { const?: unknown; enum?: unknown[] };
+      return s.const ?? (s.enum?.length === 1 ? s.enum[0] : undefined);
+    };
+    type Properties = { properties: Record<string, Json & Partial<Properties>> };
+    const listed = operation(doc, 'get /v2/agent/{projectId}/job/{id}/events').responses['200'];
+    const page = listed?.content?.['application/json']?.schema as {
+      properties: { events: { items: { oneOf: Properties[] } } };
+    };
+    assert.deepEqual(
+      page.properties.events.items.oneOf.map((event) => only(event.properties.type)),
+      [...LOGGED_EVENT_TYPES],
+    );
+    const webhooks = (doc as Document & { webhooks?: Record<string, { post: Operation }> })
+      .webhooks;
+    assert.deepEqual(Object.keys(webhooks ?? {}), [...WEBHOOK_EVENT_TYPES]);
+    for (const [type, hook] of Object.entries(webhooks ?? {})) {
+      const body = hook.post.requestBody?.content['application/json']?.schema as Properties;
+      assert.equal(only(body.properties.type), type);
+      const data = body.properties.data?.properties ?? {};
+      assert.equal(data.job?.$ref, '#/components/schemas/AgentJob', type);
+      assert.equal(only(data.event?.properties?.type), type);
     }
   });
 

@@ -269,7 +269,8 @@ export function scriptedRunner(): RecordingRunner {
     const word = input.turn.prompt.split(/\s/)[0];
     if (word === 'complete') return { summary: `did: ${input.turn.prompt}` };
     if (word === 'steps') {
-      for (const step of ['one', 'two', 'three']) await input.emit('agent.step', { step });
+      for (const step of ['one', 'two', 'three'])
+        await input.emit('command.started', { command: step, cwd: '.' });
       return { summary: 'three steps' };
     }
     if (word === 'hold') {

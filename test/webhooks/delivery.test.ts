@@ -30,8 +30,14 @@ function verified(secret: string, request: Received): WebhookPayload {
 /** A runner standing in for the agent: a step, a pull request opened, a summary. */
 function prRunner(): RecordingRunner {
   return new RecordingRunner(async (input) => {
-    await input.emit('agent.step', { step: 1 });
-    await input.emit('pull_request.opened', { forge: 'github', number: 7, url: PR_LINK });
+    await input.emit('command.started', { command: 'step 1', cwd: '.' });
+    await input.emit('pull_request.opened', {
+      forge: 'github',
+      number: 7,
+      url: PR_LINK,
+      draft: false,
+      notes: [],
+    });
     return { summary: `did ${input.turn.prompt}`, prLink: PR_LINK, prNumber: 7 };
   });
 }
@@ -104,7 +110,13 @@ describe('webhook delivery', () => {
     }
     assert.equal(new Set(requests.map((r) => r.id)).size, 4, 'one webhook-id per delivery');
     assert.deepEqual(payloads[0]?.data.job.status, 'active');
-    assert.deepEqual(payloads[1]?.data.event.data, { forge: 'github', number: 7, url: PR_LINK });
+    assert.deepEqual(payloads[1]?.data.event.data, {
+      forge: 'github',
+      number: 7,
+      url: PR_LINK,
+      draft: false,
+      notes: [],
+    });
     // The job's record at each moment: the final event carries what GET returns now.
     const { json: now } = await svc.request('GET', `/v2/agent/${project.id}/job/${jobId}`);
     assert.deepEqual(payloads[3]?.data.job, now);
@@ -128,7 +140,7 @@ describe('webhook delivery', () => {
       assert.equal(entry.log[0]?.status, 200);
       assert.equal(entry.log[0]?.error, null);
     }
-    // Types not asked for (job.created is, turn.started and agent.step are not) never arrive.
+    // Types not asked for (job.created is, turn.started and command.started are not) never arrive.
     // The sentinel: archiving the job sends job.archived, which an endpoint gets only after
     // every earlier event of the job (its deliveries of one job go one after another).
     const archived = await svc.request('POST', `/v2/agent/${project.id}/job/${jobId}/archive`);

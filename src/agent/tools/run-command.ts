@@ -7,6 +7,7 @@
 import { stat } from 'node:fs/promises';
 import { type Tool, tool } from 'ai';
 import { z } from 'zod';
+import type { Emit } from '../../events/catalog.ts';
 import type { SandboxLimits } from '../../projects/limits.ts';
 import { type CommandsNetwork, NETWORK_PRESETS } from '../../projects/network.ts';
 import { runNetwork, runSandboxed } from '../../sandbox/sandbox.ts';
@@ -34,7 +35,7 @@ export interface RunCommandOptions {
   /** The turn's signal: the job archived or the turn ended kills the command. */
   signal: AbortSignal;
   /** Records command.started and command.finished; the caller scrubs secrets out of events. */
-  emit: (type: string, data: Record<string, unknown>) => Promise<void>;
+  emit: Emit;
   /** Values never shown to the model, should a command's output hold one. */
   secrets: readonly ScrubSecret[];
   /** The project's secrets for the agent's commands (exposure "commands"), in their environment. */

@@ -1,26 +1,13 @@
 // What the webhook modules share: the event types an endpoint may subscribe to, and the records
 // the admin API, the CLI and the dashboard show of endpoints and deliveries, each declared once
 // as a schema: the server's types, the OpenAPI components and the typed client's types come from
-// it. They live with the webhooks, not in src/records/: their event list is the job events'.
+// it. They live with the webhooks, which own them.
 import { z } from 'zod';
 import type { DeliveryState } from '../../db/schema.ts';
+import { WEBHOOK_EVENT_TYPES, type WebhookEventType } from '../../events/catalog.ts';
 
-/** The job events a webhook endpoint can ask for; an endpoint created without a list gets all. */
-export const WEBHOOK_EVENT_TYPES = [
-  'job.created',
-  'job.reactivated',
-  'job.completed',
-  'job.failed',
-  'job.archived',
-  'turn.started',
-  'turn.finished',
-  'turn.failed',
-  'pull_request.opened',
-  // A host the project's network allowlist refused: what a user may want to add (issue 30).
-  'network.denied',
-] as const;
-
-export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+// The job events a webhook endpoint can ask for: the event catalog says which types.
+export { WEBHOOK_EVENT_TYPES, type WebhookEventType };
 
 export function isWebhookEventType(type: string): type is WebhookEventType {
   return (WEBHOOK_EVENT_TYPES as readonly string[]).includes(type);

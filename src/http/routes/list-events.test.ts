@@ -77,16 +77,20 @@ describe('GET /v2/agent/{projectId}/job/{id}/events', () => {
         [
           [null, 'job.created'],
           [1, 'turn.started'],
-          [1, 'agent.step'],
-          [1, 'agent.step'],
-          [1, 'agent.step'],
+          [1, 'command.started'],
+          [1, 'command.started'],
+          [1, 'command.started'],
           [1, 'turn.finished'],
           [null, 'job.completed'],
         ],
       );
       assert.deepEqual(
-        list.filter((e) => e.type === 'agent.step').map((e) => e.data),
-        [{ step: 'one' }, { step: 'two' }, { step: 'three' }],
+        list.filter((e) => e.type === 'command.started').map((e) => e.data),
+        [
+          { command: 'one', cwd: '.' },
+          { command: 'two', cwd: '.' },
+          { command: 'three', cwd: '.' },
+        ],
       );
       assert.equal((list.at(-2)?.data as { summary?: string } | undefined)?.summary, 'three steps');
       // A status change carries the job's record as the API answered it at that moment: the

@@ -5,7 +5,8 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
-import { listEvents, toEventRecord } from '../../jobs/events.ts';
+import { eventRecordSchema } from '../../events/openapi.ts';
+import { listEvents, toLoggedEvent } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
 import { type EventStreams, resumeAfter, wantsStream } from '../../jobs/streams.ts';
 import { errors } from '../../responses.ts';
@@ -31,13 +32,8 @@ const query = z.object({
     .describe('How many events, 1 to 1000.'),
 });
 
-const eventRecord = z.object({
-  seq: z.number().int().describe('Increases with every event of the job.'),
-  turn: z.number().int().nullable().describe('The turn it belongs to; null for the job itself.'),
-  type: z.string().describe('job.created, turn.started, model.step, turn.finished, …'),
-  data: z.unknown().describe('What happened, by type.'),
-  at: z.iso.datetime(),
-});
+// One schema per event type, from the event catalog.
+const eventRecord = eventRecordSchema();
 
 export function registerListEvents(
   app: FastifyInstance,
@@ -83,7 +79,7 @@ export function registerListEvents(
         reply.hijack();
         return reply;
       }
-      const events = (await listEvents(ctx.db, job.id, after, limit)).map(toEventRecord);
+      const events = (await listEvents(ctx.db, job.id, after, limit)).map(toLoggedEvent);
       return { events, nextAfter: events.at(-1)?.seq ?? after };
     },
   );

@@ -1,7 +1,7 @@
 // list_jobs: a project's recent jobs, newest first, so a model can find a job it lost track of.
 import { z } from 'zod';
 import type { Job } from '../../client/index.ts';
-import { JOB_STATUSES } from '../../client/words.ts';
+import { JOB_STATUSES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import { projectIdField, projectOf, type RegisterTool, STATUS_GUIDE } from '../tool.ts';
 
