@@ -20,6 +20,7 @@ import {
   forgetRefusals,
   startForgeWorker,
 } from './features/forge-intake/index.ts';
+import { liveStream } from './features/stream/index.ts';
 import {
   type DeliveryWorker,
   startDeliveryWorker,
@@ -162,8 +163,7 @@ export async function startService(
     }
     let url: string | undefined;
     if (opts.api) {
-      // The features' routes and pages are handed to the layers that serve them (src/features/).
-      app = await buildApp(ctx, [dashboardWith(FEATURE_PAGES)], FEATURE_ROUTES);
+      app = await buildApi(ctx);
       url = await app.listen({ host: config.host, port: config.port });
     }
     if (opts.worker) {
@@ -210,6 +210,20 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/**
+ * The API with the dashboard: the features' routes and pages are handed to the layers that serve
+ * them (src/features/). The live stream's are this process's: its events route and its page share
+ * one hub.
+ */
+function buildApi(ctx: AppContext): Promise<FastifyInstance> {
+  const stream = liveStream(ctx);
+  return buildApp(
+    ctx,
+    [dashboardWith([...FEATURE_PAGES, stream.pages])],
+    [...FEATURE_ROUTES, stream.routes],
+  );
 }
 
 /**

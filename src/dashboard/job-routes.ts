@@ -1,10 +1,10 @@
 // The job pages' routes, for an admin session or one of the job's project: a project's jobs and
-// the new-job form, a job's page and its live progress log, a follow-up, and archiving. Jobs are
-// read and changed through src/jobs/, with the API's schemas for what a person typed.
+// the new-job form, a job's page, a follow-up, and archiving (the page's live progress log is
+// the live stream's, src/features/stream/). Jobs are read and changed through src/jobs/, with
+// the API's schemas for what a person typed.
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
-import type { EventType } from '../events/catalog.ts';
 import { isId } from '../ids.ts';
 import { listEvents, toEventRecord } from '../jobs/events.ts';
 import { createJobBody, promptBody } from '../jobs/input.ts';
@@ -12,25 +12,18 @@ import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
 import { toJobRecord } from '../jobs/record.ts';
 import { archiveJob, createJob, getJob, listJobs, sendMessage } from '../jobs/service.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
-import { type EventStreams, resumeAfter, wantsStream } from '../jobs/streams.ts';
 import { readUsage } from '../jobs/usage.ts';
 import { toProjectRecord } from '../projects/service.ts';
 import { JOB_STATUSES } from '../records/job.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
-import { archivePage, eventItem, eventView, jobPage, jobsPage } from './job-pages.ts';
+import { archivePage, eventView, jobPage, jobsPage } from './job-pages.ts';
 import { renderMarkdown } from './markdown.ts';
 import { type Form, parse, sendPage, visibleProject } from './requests.ts';
 
 const JOBS_PER_PAGE = 20;
-const EVENTS_ON_PAGE = 1000;
-
-/** The events after which a job is no longer active: the page reloads to show the outcome. */
-const SETTLING_EVENTS: ReadonlySet<string> = new Set<EventType>([
-  'job.completed',
-  'job.failed',
-  'job.archived',
-]);
+/** The events a job's page shows, and its live lines send at most at once (features/stream/). */
+export const EVENTS_ON_PAGE = 1000;
 
 /** The start of a prompt, for a list. */
 function excerpt(prompt: string): string {
@@ -103,11 +96,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
   };
 }
 
-export function registerJobRoutes(
-  pages: FastifyInstance,
-  ctx: AppContext,
-  streams: EventStreams,
-): void {
+export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<{
     Params: { id: string };
     Querystring: { status?: string; cursor?: string; created?: string };
@@ -160,49 +149,6 @@ export function registerJobRoutes(
     const detail = await jobDetail(ctx, row.id, request.params.jobId);
     return sendPage(reply, 200, jobPage(principal, toProjectRecord(ctx, row), detail.job, detail));
   });
-
-  // The page's script follows the job's live event stream, as lines of HTML the server renders
-  // and escapes; asked for JSON, what happened since the last event the page shows.
-  pages.get<JobParams & { Querystring: { after?: string } }>(
-    '/projects/:id/jobs/:jobId/events',
-    async (request, reply) => {
-      const { principal, row } = await visibleProject(ctx, request, request.params.id);
-      const job = await getJob(ctx, row.id, request.params.jobId);
-      const after = Number(request.query.after ?? 0);
-      if (!Number.isSafeInteger(after) || after < 0) {
-        throw new AppError('bad_request', '"after" must be an event number');
-      }
-      if (wantsStream(request.headers.accept)) {
-        await streams.open(
-          {
-            jobId: job.id,
-            keyId: principal.keyId,
-            after: resumeAfter(request.headers['last-event-id'], after),
-            requestId: request.id,
-          },
-          reply.raw,
-          (event) => ({
-            name: 'line',
-            data: JSON.stringify({
-              seq: event.seq,
-              html: eventItem(eventView(event)),
-              settled: SETTLING_EVENTS.has(event.type),
-            }),
-          }),
-        );
-        reply.hijack();
-        return reply;
-      }
-      const events = await listEvents(ctx.db, job.id, after, EVENTS_ON_PAGE);
-      return {
-        status: job.status,
-        events: events.map((event) => {
-          const view = eventView(toEventRecord(event));
-          return { seq: view.seq, html: eventItem(view) };
-        }),
-      };
-    },
-  );
 
   pages.post<JobParams & { Body: Form | undefined }>(
     '/projects/:id/jobs/:jobId/message',

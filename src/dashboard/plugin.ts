@@ -13,7 +13,6 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
-import type { EventStreams } from '../jobs/streams.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
@@ -33,8 +32,6 @@ import {
 
 export interface DashboardOptions {
   ctx: AppContext;
-  /** The live event streams of the API's app: a job's page follows its job on one. */
-  streams: EventStreams;
 }
 
 /**
@@ -62,24 +59,18 @@ const ASSETS = fileURLToPath(new URL('./assets/', import.meta.url));
 export function dashboardWith(
   features: readonly DashboardPages[],
 ): FastifyPluginAsync<DashboardOptions> {
-  return async (app, { ctx, streams }) => {
+  return async (app, { ctx }) => {
     // The review page reads the session too, to link a signed-in reader to the job's page.
     await app.register(cookie);
     await registerReviewPage(app, ctx);
-    if (ctx.config.dashboard)
-      await app.register(async (scope) => pages(scope, ctx, streams, features));
+    if (ctx.config.dashboard) await app.register(async (scope) => pages(scope, ctx, features));
   };
 }
 
 /** The dashboard's own pages and the review page, without a feature's. */
 export const dashboard = dashboardWith([]);
 
-async function pages(
-  scope: FastifyInstance,
-  ctx: AppContext,
-  streams: EventStreams,
-  features: readonly DashboardPages[],
-) {
+async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly DashboardPages[]) {
   const publicOrigin = ctx.config.publicUrl ? new URL(ctx.config.publicUrl).origin : undefined;
   const sessionCookie = {
     path: '/',
@@ -190,7 +181,7 @@ async function pages(
       throw new AppError('unauthorized', 'sign in first: this needs a dashboard session');
     });
     registerProjectRoutes(signedIn, ctx);
-    registerJobRoutes(signedIn, ctx, streams);
+    registerJobRoutes(signedIn, ctx);
     registerKeyRoutes(signedIn, ctx);
     registerSecretRoutes(signedIn, ctx);
     registerEnvironmentRoutes(signedIn, ctx);

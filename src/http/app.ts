@@ -5,7 +5,6 @@ import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify'
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
-import { EventStreams } from '../jobs/streams.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { registerMetricsRoute } from '../metrics/http.ts';
 import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
@@ -22,16 +21,15 @@ import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
 import { registerGetJob } from './routes/get-job.ts';
 import { registerHealth } from './routes/health.ts';
-import { registerListEvents } from './routes/list-events.ts';
 import { registerListJobs } from './routes/list-jobs.ts';
 import { registerSendMessage } from './routes/send-message.ts';
 import { serializerCompiler, validatorCompiler } from './schemas.ts';
 
 /**
  * A part of the service served beside the API, registered in a scope of its own: it gets the
- * context and the app's live event streams, and the app's error mapping for what it throws.
+ * context, and the app's error mapping for what it throws.
  */
-export type AppPlugin = FastifyPluginAsync<{ ctx: AppContext; streams: EventStreams }>;
+export type AppPlugin = FastifyPluginAsync<{ ctx: AppContext }>;
 
 /**
  * A feature's API routes (src/features/), handed in by the entry: the features sit above this
@@ -41,8 +39,15 @@ export type AppPlugin = FastifyPluginAsync<{ ctx: AppContext; streams: EventStre
 export interface ApiRoutes {
   /** Routes no API key opens (a forge's signed webhook requests): their own check stands in. */
   open?(app: FastifyInstance, ctx: AppContext): Promise<void>;
+  /** Routes of a project (its `projectId` path parameter), for a key that may act on it. */
+  project?(scope: FastifyInstance, ctx: AppContext): void;
   /** Routes for the admin key, in its scope. */
   admin?(scope: FastifyInstance, ctx: AppContext): void;
+  /**
+   * Ends what the feature holds open past a request (the live stream's responses), first when
+   * the server stops: an open response would keep the server from closing.
+   */
+  close?(): Promise<void>;
 }
 
 export async function buildApp(
@@ -84,15 +89,11 @@ export async function buildApp(
   // While the server drains (a stop), a request that still arrives on an open connection is
   // sent elsewhere; Fastify closes the connection after the answer.
   let closing = false;
-  const streams = new EventStreams(ctx, ctx.notifications);
-  ctx.metrics.sample(async () => {
-    ctx.metrics.eventStreamBuffered.set(streams.bufferedBytes());
-  });
   app.addHook('preClose', (done) => {
     closing = true;
-    // Open event streams would hold the server open: they end, and their clients reconnect.
-    // Connections with no request in flight are ended too.
-    void streams.close().then(() => {
+    // What the features hold open (the live event streams) would hold the server open: it ends
+    // first, and the streams' clients reconnect. Connections with no request in flight end too.
+    void Promise.all(features.map((feature) => feature.close?.())).then(() => {
       clientErrors.closeIdle();
       done();
     });
@@ -121,14 +122,14 @@ export async function buildApp(
   // No API key: each checks its requests its own way (the forge intake: the forge's signature).
   for (const feature of features) await feature.open?.(app, ctx);
   // Here, not after the API's routes: the review page keeps its place in the OpenAPI document.
-  for (const plugin of plugins) await app.register(plugin, { ctx, streams });
+  for (const plugin of plugins) await app.register(plugin, { ctx });
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireProject(ctx, keys));
     registerCreateJob(scope, ctx);
     registerSendMessage(scope, ctx);
     registerListJobs(scope, ctx);
     registerArchiveJob(scope, ctx);
-    registerListEvents(scope, ctx, streams);
+    for (const feature of features) feature.project?.(scope, ctx);
   });
   await app.register(async (scope) => {
     scope.addHook('onRequest', requireAdmin(keys));

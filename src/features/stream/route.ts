@@ -1,16 +1,16 @@
 // GET /v2/agent/{projectId}/job/{id}/events?after=SEQ&limit=N: the job's progress log in order;
-// with `Accept: text/event-stream`, the live stream of it (jobs/streams.ts).
+// with `Accept: text/event-stream`, the live stream of it (hub.ts): one path, so one route.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { eventRecordSchema } from '../../events/openapi.ts';
+import { jobParams } from '../../http/schemas.ts';
 import { listEvents, toLoggedEvent } from '../../jobs/events.ts';
 import { getJob } from '../../jobs/service.ts';
-import { type EventStreams, resumeAfter, wantsStream } from '../../jobs/streams.ts';
 import { errors } from '../../responses.ts';
-import { jobParams } from '../schemas.ts';
+import { type EventStreams, resumeAfter, wantsStream } from './hub.ts';
 
 const AFTER = '"after" must be a non-negative integer (an event seq)';
 const LIMIT = '"limit" must be an integer from 1 to 1000';
@@ -35,7 +35,7 @@ const query = z.object({
 // One schema per event type, from the event catalog.
 const eventRecord = eventRecordSchema();
 
-export function registerListEvents(
+export function registerEventsRoute(
   app: FastifyInstance,
   ctx: AppContext,
   streams: EventStreams,

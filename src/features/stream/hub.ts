@@ -1,32 +1,21 @@
-// The live stream of a job's events (Server-Sent Events), for every stream open on this API
-// process. Streams of one job share their reads: an announcement of the job's new events
+// The hub of the live streams of jobs' events (Server-Sent Events), for every stream open on
+// this API process. Streams of one job share their reads: an announcement of the job's new events
 // (jobs/notifications.ts) leads to one query, whose rows go to each of its streams past its cursor.
 // A stream whose reader is slow is skipped until its socket drains, and then reads on from its
 // own cursor, so nothing is buffered beyond one batch per stream. A stream ends after the
 // event that leaves its job terminal.
 //
-// One module, beside the event log it reads (events.ts) and the announcements it waits on
-// (notifications.ts): the API's events route and the dashboard's job page each serve it.
+// One hub per API process (index.ts builds it): the API's events route (route.ts) and the
+// dashboard job page's live lines (page-routes.ts) both open their streams on it.
 import type { ServerResponse } from 'node:http';
 import { sql } from 'kysely';
-import type { Config } from '../config.ts';
-import type { Db } from '../db/database.ts';
-import type { JobStatus } from '../db/schema.ts';
-import { AppError } from '../errors.ts';
-import type { Logger } from '../log.ts';
-import type { EventRecord } from './events.ts';
-import type { EventNotifications } from './notifications.ts';
+import type { AppContext } from '../../context.ts';
+import type { JobStatus } from '../../db/schema.ts';
+import { AppError } from '../../errors.ts';
+import type { EventRecord } from '../../jobs/events.ts';
 
-/**
- * What the streams need of the service: the metrics' gauge of open streams is all they count
- * (declared here by its shape, since the metrics sit above the job core).
- */
-export interface StreamsContext {
-  db: Db;
-  log: Logger;
-  config: Pick<Config, 'streams'>;
-  metrics: { eventStreams: { inc(): void; dec(): void } };
-}
+/** What the hub needs of the service: it reads events, hears of new ones and counts its streams. */
+type StreamsContext = Pick<AppContext, 'db' | 'log' | 'config' | 'metrics' | 'notifications'>;
 
 /** Statuses after which a job has nothing more to say until someone writes to it again. */
 const TERMINAL: ReadonlySet<JobStatus> = new Set(['completed', 'failed', 'archived']);
@@ -102,7 +91,6 @@ export function wantsStream(accept: string | undefined): boolean {
 
 export class EventStreams {
   readonly #ctx: StreamsContext;
-  readonly #notifications: EventNotifications;
   readonly #feeds = new Map<string, Feed>();
   readonly #perKey = new Map<string, number>();
   #unsubscribe: (() => void) | undefined;
@@ -111,9 +99,8 @@ export class EventStreams {
   #ticks = 0;
   #closing = false;
 
-  constructor(ctx: StreamsContext, notifications: EventNotifications) {
+  constructor(ctx: StreamsContext) {
     this.#ctx = ctx;
-    this.#notifications = notifications;
   }
 
   /** Bytes written to open streams that their sockets have not sent yet. */
@@ -195,7 +182,7 @@ export class EventStreams {
 
   async #listen(): Promise<void> {
     if (this.#unsubscribe) return;
-    this.#subscribing ??= this.#notifications
+    this.#subscribing ??= this.#ctx.notifications
       .subscribe({
         event: (jobId) => this.#pump(jobId),
         resync: () => {
