@@ -110,7 +110,7 @@ describe('the job page live lines', () => {
       all.events.map((e) => e.seq),
       seqs,
     );
-    assert.equal(all.events.filter((e) => e.html.includes('agent.step')).length, 3);
+    assert.equal(all.events.filter((e) => e.html.includes('command.started')).length, 3);
     const rest = await read(`?after=${seqs[1]}`);
     assert.deepEqual(rest.events, all.events.slice(2));
     const refused = await fetch(linesUrl(jobId, '?after=-1'), {
