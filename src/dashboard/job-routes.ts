@@ -5,8 +5,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { listEvents, toEventRecord } from '../events/log.ts';
 import { isId } from '../ids.ts';
-import { listEvents, toEventRecord } from '../jobs/events.ts';
 import { createJobBody, promptBody } from '../jobs/input.ts';
 import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
 import { toJobRecord } from '../jobs/record.ts';

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import type { EventRecord } from '../../src/jobs/events.ts';
+import type { EventRecord } from '../../src/events/log.ts';
 import { recordProgress } from '../../src/jobs/lifecycle.ts';
 import type { TurnInput, TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import type { JobRecord } from '../../src/records/job.ts';

@@ -3,7 +3,7 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import { loadConfig } from '../../src/config.ts';
-import type { EventRecord } from '../../src/jobs/events.ts';
+import type { EventRecord } from '../../src/events/log.ts';
 import { loadTurnInputs, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import { jobBudgetLeft, monthBudgetLeft } from '../../src/jobs/spend.ts';

@@ -12,7 +12,7 @@ import { sql } from 'kysely';
 import type { AppContext } from '../../context.ts';
 import type { JobStatus } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
-import type { EventRecord } from '../../jobs/events.ts';
+import type { EventRecord } from '../../events/log.ts';
 
 /** What the hub needs of the service: it reads events, hears of new ones and counts its streams. */
 type StreamsContext = Pick<AppContext, 'db' | 'log' | 'config' | 'metrics' | 'notifications'>;

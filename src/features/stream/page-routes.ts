@@ -8,7 +8,7 @@ import { EVENTS_ON_PAGE } from '../../dashboard/job-routes.ts';
 import { visibleProject } from '../../dashboard/requests.ts';
 import { AppError } from '../../errors.ts';
 import type { EventType } from '../../events/catalog.ts';
-import { listEvents, toEventRecord } from '../../jobs/events.ts';
+import { listEvents, toEventRecord } from '../../events/log.ts';
 import { getJob } from '../../jobs/service.ts';
 import { type EventStreams, resumeAfter, wantsStream } from './hub.ts';
 

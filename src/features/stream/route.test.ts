@@ -21,7 +21,7 @@ import {
   type TestService,
   waitFor,
 } from '../../../test/support/service.ts';
-import type { EventRecord } from '../../jobs/events.ts';
+import type { EventRecord } from '../../events/log.ts';
 
 const spec: RouteSpec = {
   method: 'GET',

@@ -1,8 +1,8 @@
 // The progress log of a job: what happened, in order, readable through the events API. It is
-// written by the lifecycle's transitions and a running turn's progress (lifecycle.ts).
+// written by the job lifecycle's transitions and a running turn's progress (jobs/lifecycle.ts).
 import type { Db } from '../db/database.ts';
 import type { EventRow } from '../db/schema.ts';
-import type { LoggedEvent } from '../events/openapi.ts';
+import type { LoggedEvent } from './openapi.ts';
 
 export interface EventRecord {
   seq: number;
