@@ -65,7 +65,7 @@ export type {
   WebhookWithSecret,
 } from './records.ts';
 export { TERMINAL_STATUSES } from './records.ts';
-export type { ClientOptions } from './transport.ts';
+export type { ClientOptions, Clock } from './transport.ts';
 
 export interface CallOptions {
   projectId?: string;

@@ -3,7 +3,7 @@
 import { ErrandError } from './errors.ts';
 import { checkEvent, checkJob, type Job, type JobEvent, TERMINAL_STATUSES } from './records.ts';
 import { sseMessages } from './sse.ts';
-import { networkError, sleep, type Transport } from './transport.ts';
+import { type Clock, networkError, type Transport } from './transport.ts';
 
 /** The events that leave a job terminal; Errand ends the live stream after one of them. */
 const TERMINAL_EVENTS: ReadonlySet<string> = new Set([
@@ -60,7 +60,7 @@ export async function* streamEvents(
         if (signal.aborted) return;
         if (!(err instanceof ErrandError) || !err.transient || ++failures > STREAM_RECONNECTS)
           throw err;
-        await pause(err, delay, signal);
+        await pause(transport.clock, err, delay, signal);
         delay = Math.min(delay * 2, maxMs);
         continue;
       }
@@ -100,7 +100,7 @@ export async function* streamEvents(
         if (err instanceof ErrandError) throw err;
         // The connection dropped mid-stream: open it again after the last event seen.
         if (++failures > STREAM_RECONNECTS) throw networkError('events', transport.base, err);
-        await sleep(delay, signal).catch(() => {});
+        await transport.clock.sleep(delay, signal).catch(() => {});
         delay = Math.min(delay * 2, maxMs);
         continue;
       }
@@ -114,7 +114,7 @@ export async function* streamEvents(
           `events: the stream of job ${jobId} ended ${STREAM_RECONNECTS} times in a row with no event`,
           { code: 'invalid_response', status: response.status },
         );
-      await sleep(delay, signal).catch(() => {});
+      await transport.clock.sleep(delay, signal).catch(() => {});
       delay = Math.min(delay * 2, maxMs);
     }
   } finally {
@@ -141,8 +141,11 @@ export async function pollJob(
     signal?: AbortSignal | undefined;
   },
 ): Promise<Job> {
+  const { clock } = transport;
   const deadline =
-    options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
+    options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + options.timeoutMs;
+  // A request under way when the time is up is cut by a timer of the system's; the waits
+  // between requests run on the client's clock and stop at the deadline.
   const timer = new AbortController();
   const timeout =
     options.timeoutMs === undefined
@@ -188,15 +191,15 @@ export async function pollJob(
         wait = err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : delay;
         delay = Math.min(delay * 2, POLL_MAX_MS);
       }
-      if (Date.now() + wait > deadline) wait = Math.max(0, deadline - Date.now());
+      if (clock.now() + wait > deadline) wait = Math.max(0, deadline - clock.now());
       try {
-        await sleep(wait, signal);
+        await clock.sleep(wait, signal);
       } catch (err) {
         if (options.signal?.aborted) throw options.signal.reason;
         if (timer.signal.aborted) throw timedOut(jobId, options.timeoutMs, job);
         throw err;
       }
-      if (Date.now() >= deadline) throw timedOut(jobId, options.timeoutMs, job);
+      if (clock.now() >= deadline) throw timedOut(jobId, options.timeoutMs, job);
     }
   } finally {
     clearTimeout(timeout);
@@ -204,9 +207,14 @@ export async function pollJob(
 }
 
 /** Waits before trying again: the server's Retry-After when it gave one. */
-async function pause(err: ErrandError, delay: number, signal: AbortSignal): Promise<void> {
+async function pause(
+  clock: Clock,
+  err: ErrandError,
+  delay: number,
+  signal: AbortSignal,
+): Promise<void> {
   const ms = err.retryAfterSeconds !== undefined ? err.retryAfterSeconds * 1000 : delay;
-  await sleep(ms, signal).catch(() => {});
+  await clock.sleep(ms, signal).catch(() => {});
 }
 
 function timedOut(jobId: string, timeoutMs: number | undefined, job: Job | undefined): ErrandError {

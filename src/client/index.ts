@@ -5,6 +5,7 @@ export {
   type ApiKey,
   type CallOptions,
   type ClientOptions,
+  type Clock,
   type CreateApiKeyInput,
   type CreatedApiKey,
   type CreateJobInput,

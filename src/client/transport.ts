@@ -11,7 +11,17 @@ export interface ClientOptions {
   projectId?: string;
   /** For tests and proxies; the global fetch by default. */
   fetch?: typeof fetch;
+  /** For tests: the time the waits between polls and retries run on; the system's by default. */
+  clock?: Clock;
   userAgent?: string;
+}
+
+/** Time as the client waits on it (waitForJob's polls and timeout, events' reconnections). */
+export interface Clock {
+  /** Milliseconds since the epoch, as Date.now(). */
+  now(): number;
+  /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+  sleep(ms: number, signal: AbortSignal | undefined): Promise<void>;
 }
 
 export interface CallInit {
@@ -31,6 +41,7 @@ export class Transport {
   readonly #apiKey: string;
   readonly #fetch: typeof fetch;
   readonly #userAgent: string;
+  readonly clock: Clock;
 
   constructor(options: ClientOptions) {
     let url: URL;
@@ -47,6 +58,7 @@ export class Transport {
     this.#apiKey = options.apiKey.trim();
     this.#fetch = options.fetch ?? globalThis.fetch;
     this.#userAgent = options.userAgent ?? DEFAULT_USER_AGENT;
+    this.clock = options.clock ?? systemClock;
   }
 
   /** Sends a request; a success (or 304) is returned unread, anything else thrown. */
@@ -118,7 +130,7 @@ export function networkError(what: string, base: string, err: unknown): ErrandEr
 }
 
 /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
-export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) {
       reject(signal.reason);
@@ -135,3 +147,5 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+const systemClock: Clock = { now: () => Date.now(), sleep };

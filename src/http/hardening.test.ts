@@ -466,10 +466,19 @@ describe('shutting down', () => {
           `POST /v2/admin/projects HTTP/1.1\r\nHost: errand\r\nAuthorization: Bearer ${svc.adminKey}\r\n` +
             'Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{',
           (socket) => {
-            setTimeout(() => {
-              closing = svc.service.app?.close();
-              setTimeout(() => socket.write('}GET /healthz HTTP/1.1\r\nHost: errand\r\n\r\n'), 200);
-            }, 200);
+            const app = svc.service.app;
+            assert.ok(app);
+            // Fastify's listener comes first: when this one runs, the request is routed.
+            app.server.once('request', () => {
+              closing = app.close();
+              // The drain has begun once the server stops listening (Fastify marks itself
+              // closing just before); the rest is written then.
+              const drained = () => {
+                if (app.server.listening) setTimeout(drained, 5);
+                else socket.write('}GET /healthz HTTP/1.1\r\nHost: errand\r\n\r\n');
+              };
+              drained();
+            });
           },
         ],
         ANSWER_WITHIN_MS,

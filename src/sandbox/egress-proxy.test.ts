@@ -6,7 +6,7 @@
 // alone let it reach; the refusals are proven with the real list and servers that record any
 // connection, and nothing is sent anywhere else.
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import {
   connect,
@@ -187,6 +187,12 @@ describe('egress proxy: carrying what it allows, to servers of the test on 127.0
   let echo: TcpServer;
   let echoPort: number;
   let echoed = 0;
+  // The echo server's ends of the tunnels: one closes only after the proxy let go of its tunnel.
+  const echoOpen = new Set<Socket>();
+  const echoChanged = new EventEmitter();
+  const untilEchoOpen = async (n: number) => {
+    while (echoOpen.size !== n) await once(echoChanged, 'change');
+  };
   let web: Server;
   let webPort: number;
   const seen: { method: string; url: string; headers: IncomingHttpHeaders; body: string }[] = [];
@@ -197,6 +203,12 @@ describe('egress proxy: carrying what it allows, to servers of the test on 127.0
   before(async () => {
     echo = createTcpServer((socket) => {
       echoed++;
+      echoOpen.add(socket);
+      echoChanged.emit('change');
+      socket.once('close', () => {
+        echoOpen.delete(socket);
+        echoChanged.emit('change');
+      });
       socket.pipe(socket);
     });
     echo.listen(0, '127.0.0.1');
@@ -399,9 +411,11 @@ describe('egress proxy: carrying what it allows, to servers of the test on 127.0
     const extra = await connectThrough(proxy.socketPath, `registry.npmjs.org:${echoPort}`);
     assert.equal(extra.status, 503);
     extra.socket.destroy();
-    // One ends: its room is free again.
+    // One ends: its room is free again. The proxy counts a tunnel out as its client's side
+    // closes, before it closes the server's side: the echo server seeing one fewer is the fact.
+    await untilEchoOpen(MAX_CONNECTIONS);
     open.pop()?.destroy();
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await untilEchoOpen(MAX_CONNECTIONS - 1);
     const again = await connectThrough(proxy.socketPath, `registry.npmjs.org:${echoPort}`);
     assert.equal(again.status, 200);
     open.push(again.socket);

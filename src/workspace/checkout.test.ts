@@ -19,7 +19,7 @@ import { commitAll } from './commit.ts';
 import { removeCheckout } from './discard.ts';
 import { GitError } from './errors.ts';
 import { jobDir, mirrorDir } from './layout.ts';
-import { withLocalLock } from './lock.ts';
+import { localLockQueue, withLocalLock } from './lock.ts';
 import { pushBranch } from './push.ts';
 import type { PrepareInput, WorkspaceConfig } from './types.ts';
 
@@ -386,7 +386,10 @@ describe('concurrency', () => {
     const newMain = await origin.commit({ 'late.txt': 'late\n' }, 'late', 'main');
     const jobs = ['c1', 'c2', 'c3', 'c4'];
     const running = Promise.all(jobs.map((id) => prepareCheckout(cfg, input(origin, id))));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Every prepare waits behind the holder: each asked for the mirror before any fetch began.
+    while (localLockQueue(mirrorDir(cfg, 'proj')) < 1 + jobs.length) {
+      await Promise.race([running, new Promise((resolve) => setTimeout(resolve, 5))]);
+    }
     release();
     await held;
     const checkouts = await running;

@@ -195,7 +195,7 @@ export function runGit(
     const onAbort = () => {
       aborted = true;
       killGroup('SIGTERM');
-      killTimer = setTimeout(() => killGroup('SIGKILL'), KILL_GRACE_MS);
+      killTimer = setTimeout(() => killGroup('SIGKILL'), cfg.killGraceMs ?? KILL_GRACE_MS);
       killTimer.unref();
     };
     signal?.addEventListener('abort', onAbort, { once: true });

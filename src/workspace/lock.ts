@@ -11,6 +11,8 @@ import { checkId } from './refs.ts';
 import type { JobLease, WorkspaceConfig } from './types.ts';
 
 const tails = new Map<string, Promise<void>>();
+/** Callers holding or waiting for each key in this process. */
+const queued = new Map<string, number>();
 
 /** What the `try` forms return when someone else holds (or waits for) the lock. */
 export const BUSY: unique symbol = Symbol('busy');
@@ -28,13 +30,22 @@ export async function withLocalLock<T>(
   });
   const tail = previous.then(() => mine);
   tails.set(key, tail);
+  queued.set(key, (queued.get(key) ?? 0) + 1);
   try {
     await waitFor(previous, signal, 'waiting for the workspace lock');
     return await fn();
   } finally {
     release();
     if (tails.get(key) === tail) tails.delete(key);
+    const left = (queued.get(key) ?? 1) - 1;
+    if (left === 0) queued.delete(key);
+    else queued.set(key, left);
   }
+}
+
+/** How many callers in this process hold or wait for `key`: what a test waits on. */
+export function localLockQueue(key: string): number {
+  return queued.get(key) ?? 0;
 }
 
 /** Runs `fn` if no caller in this process holds or waits for `key`; otherwise returns BUSY. */

@@ -26,6 +26,8 @@ export interface WorkspaceConfig {
    */
   inheritedEnv: Readonly<Record<string, string>>;
   onSpawn?: (info: SpawnInfo) => void;
+  /** How long an aborted git has after SIGTERM before SIGKILL (default 2 s; tests shorten it). */
+  killGraceMs?: number;
 }
 
 export interface PrepareInput {

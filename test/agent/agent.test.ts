@@ -278,8 +278,9 @@ describe('agent', () => {
   test('archive mid-turn aborts the model stream and commits nothing', async () => {
     llm.script(
       toolCalls([{ name: 'write_file', input: { path: 'half.md', content: 'half done\n' } }]),
-      reply('This answer streams slowly and is never finished by the model at all.', {
-        chunkDelayMs: 400,
+      // The stream stalls after two pieces and stays open: only the archive ends it.
+      reply('This answer stalls and is never finished by the model at all.', {
+        stallAfter: 2,
         chunkChars: 4,
       }),
     );

@@ -6,6 +6,7 @@
 // pushed, and the turn fails naming the secret.
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, afterEach, before, describe, test } from 'node:test';
@@ -50,6 +51,23 @@ const skip = sandbox.available ? false : `bubblewrap does not work here: ${sandb
 if (skip) process.stdout.write(`# secrets tests skipped: ${skip}\n`);
 
 type Event = { type: string; data: Record<string, unknown> };
+
+/**
+ * A process that holds a command until the test has looked: perl with `marker` among its
+ * arguments, ending with status 0 when the test sends it SIGTERM (hold.release).
+ */
+const hold = (marker: string) => `perl -e '$SIG{TERM} = sub { exit 0 }; sleep 600' ${marker}`;
+
+/** The host pids of the holds with `marker` (perl's, not the shell's that started it). */
+async function holding(marker: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0');
+    if (argv[0] === 'perl' && argv.includes(marker)) pids.push(Number(pid));
+  }
+  return pids;
+}
 
 /** The forms of either value found in `text` (empty: none). */
 function leaks(text: string): string[] {
@@ -142,10 +160,12 @@ describe('project secrets in turns', { skip }, () => {
   };
 
   test('the setup gets every secret, the agent’s commands their own, the model none', async () => {
+    const setupHold = `hold-setup-${randomBytes(4).toString('hex')}`;
+    const commandHold = `hold-command-${randomBytes(4).toString('hex')}`;
     const projectId = await project(
       'mkdir -p setup-output && printf %s "$NPM_TOKEN" | sha256sum > setup-output/npm && ' +
         'printf %s "$LICENSE_KEY" | sha256sum > setup-output/license && ' +
-        'echo "setup sees $NPM_TOKEN" && sleep 2',
+        `echo "setup sees $NPM_TOKEN" && ${hold(setupHold)}`,
     );
     llm.script(
       toolCalls([
@@ -154,7 +174,8 @@ describe('project secrets in turns', { skip }, () => {
           input: {
             command:
               'cat setup-output/npm setup-output/license; echo "npm=[$NPM_TOKEN]"; ' +
-              'echo "license=$LICENSE_KEY"; printf %s "$LICENSE_KEY" | base64 -w0; echo; sleep 2',
+              'echo "license=$LICENSE_KEY"; printf %s "$LICENSE_KEY" | base64 -w0; echo; ' +
+              hold(commandHold),
           },
         },
       ]),
@@ -162,21 +183,35 @@ describe('project secrets in turns', { skip }, () => {
     );
     const jobId = await createJob(svc, projectId, `Check the setup; the token is ${NPM_TOKEN}`);
     // While the setup and the command run: no process on the host has a value in its argv.
+    // Each holds until the process table has been read with it running, then is let go.
     const seen = new Set<string>();
-    let sawSandbox = false;
-    for (;;) {
+    const sample = async () => {
       for (const hit of [
         ...(await processesContaining(NPM_TOKEN)),
         ...(await processesContaining(LICENSE_KEY)),
       ])
         seen.add(hit);
-      if ((await processesContaining('bwrap')).length > 0) sawSandbox = true;
+      return (await processesContaining('bwrap')).length > 0;
+    };
+    const heldInSandbox = new Set<string>();
+    for (;;) {
+      await sample();
+      for (const marker of [setupHold, commandHold]) {
+        const pids = await holding(marker);
+        if (pids.length === 0) continue;
+        if (await sample()) heldInSandbox.add(marker);
+        for (const pid of pids) process.kill(pid, 'SIGTERM');
+      }
       const job = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`);
       if (job.json.status !== 'active') break;
       await sleep(50);
     }
     assert.deepEqual([...seen], []);
-    assert.ok(sawSandbox, 'no sandbox was seen running');
+    assert.deepEqual(
+      [...heldInSandbox].sort(),
+      [commandHold, setupHold].sort(),
+      'the setup and the command were each seen running in the sandbox',
+    );
     const job = await until(projectId, jobId, 'completed');
     assert.equal(job.error, null);
 

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, beforeEach, describe, test } from 'node:test';
-import { ErrandClient, ErrandError, type Job } from '../../src/client/index.ts';
+import { type Clock, ErrandClient, ErrandError, type Job } from '../../src/client/index.ts';
 
 const KEY = 'agent_published0000000000000000';
 const PROJECT = 'proj-1';
@@ -21,6 +21,30 @@ interface Seen {
 
 type Answer = { status: number; headers?: Record<string, string>; body?: unknown };
 
+/**
+ * The client's clock, run by the test: a wait passes at once and moves the time on by its
+ * length, so the gaps between polls are exact and cost no real time. While `holding` is set,
+ * a wait does not pass: it is told there, and ends only when its signal aborts.
+ */
+class TestClock implements Clock {
+  time = Date.parse('2025-01-01T00:00:00Z');
+  readonly waits: number[] = [];
+  holding: (() => void) | undefined;
+  now = () => this.time;
+  sleep = async (ms: number, signal: AbortSignal | undefined): Promise<void> => {
+    signal?.throwIfAborted();
+    this.waits.push(ms);
+    const holding = this.holding;
+    if (holding) {
+      return new Promise((_resolve, reject) => {
+        signal?.addEventListener('abort', () => reject(signal.reason), { once: true });
+        holding();
+      });
+    }
+    this.time += ms;
+  };
+}
+
 /** The published interface over loopback: three operations, a scripted sequence of GETs. */
 class PublishedService {
   readonly seen: Seen[] = [];
@@ -29,6 +53,12 @@ class PublishedService {
   gets: Answer[] = [];
   server = http.createServer((req, res) => void this.#handle(req, res));
   url = '';
+
+  readonly clock: TestClock;
+
+  constructor(clock: TestClock) {
+    this.clock = clock;
+  }
 
   job(status: Job['status']): Job {
     return {
@@ -47,7 +77,8 @@ class PublishedService {
     for await (const chunk of req) text += chunk;
     const body = text ? JSON.parse(text) : undefined;
     const path = req.url ?? '';
-    this.seen.push({ method: req.method ?? '', path, headers: req.headers, body, at: Date.now() });
+    const at = this.clock.now();
+    this.seen.push({ method: req.method ?? '', path, headers: req.headers, body, at });
     const send = (answer: Answer) => {
       res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
       res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
@@ -79,17 +110,20 @@ class PublishedService {
 }
 
 describe('client against the published interface only', () => {
-  const fake = new PublishedService();
+  const clock = new TestClock();
+  const fake = new PublishedService(clock);
   let client: ErrandClient;
 
   before(async () => {
     await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
     fake.url = `http://127.0.0.1:${(fake.server.address() as AddressInfo).port}`;
-    client = new ErrandClient({ baseUrl: fake.url, apiKey: KEY, projectId: PROJECT });
+    client = new ErrandClient({ baseUrl: fake.url, apiKey: KEY, projectId: PROJECT, clock });
   });
   beforeEach(() => {
     fake.seen.length = 0;
     fake.gets = [];
+    clock.waits.length = 0;
+    clock.holding = undefined;
   });
   after(async () => {
     fake.server.closeAllConnections();
@@ -128,14 +162,9 @@ describe('client against the published interface only', () => {
     assert.deepEqual(changes, ['active', 'completed'], 'onChange once per change');
     // No ETag from this server: no If-None-Match either, and the same record counts as no change.
     assert.ok(fake.seen.every((s) => s.headers['if-none-match'] === undefined));
-    const gaps = fake.gaps();
-    assert.equal(gaps.length, 4);
     // 0.5 s after the first read (a change), then doubling while the record stays the same.
-    const expected = [500, 1000, 2000, 4000];
-    gaps.forEach((gap, i) => {
-      const want = expected[i] ?? 0;
-      assert.ok(gap >= want - 50 && gap < want + 700, `gap ${i} was ${gap} ms, expected ~${want}`);
-    });
+    assert.deepEqual(fake.gaps(), [500, 1000, 2000, 4000]);
+    assert.deepEqual(clock.waits, [500, 1000, 2000, 4000]);
   });
 
   test('waitForJob honours Retry-After on 429 and 503, and a change resets the backoff', async () => {
@@ -148,18 +177,12 @@ describe('client against the published interface only', () => {
     ];
     const job = await client.waitForJob('j1');
     assert.equal(job.status, 'completed');
-    const [first, afterLimit, afterUnavailable, afterChange] = fake.gaps();
-    assert.ok(first !== undefined && first >= 450 && first < 1000, `first gap ${first}`);
-    assert.ok(afterLimit !== undefined && afterLimit >= 1950, `after 429: ${afterLimit}`);
-    assert.ok(
-      afterUnavailable !== undefined && afterUnavailable >= 950,
-      `after 503: ${afterUnavailable}`,
-    );
-    assert.ok(afterChange !== undefined && afterChange < 1000, `after a change: ${afterChange}`);
+    // 0.5 s after the first read; 2 s and 1 s as the 429 and 503 said; 0.5 s after the change.
+    assert.deepEqual(fake.gaps(), [500, 2000, 1000, 500]);
   });
 
   test('waitForJob times out with a clear error', async () => {
-    const started = Date.now();
+    const started = clock.now();
     const err = await client.waitForJob('j1', { timeoutMs: 1200 }).then(
       () => assert.fail('resolved'),
       (e: unknown) => e,
@@ -168,27 +191,26 @@ describe('client against the published interface only', () => {
     assert.equal(err.code, 'timeout');
     assert.equal(err.status, 0);
     assert.match(err.message, /job j1 is still active after 1200 ms/);
-    const took = Date.now() - started;
-    assert.ok(took >= 1150 && took < 2000, `took ${took} ms`);
+    // The last wait is cut to end at the deadline, where the client gives up without a read.
+    assert.deepEqual(clock.waits, [500, 700]);
+    assert.equal(clock.now() - started, 1200);
+    assert.equal(fake.seen.length, 2);
   });
 
   test('waitForJob stops when the signal aborts, with its reason', async () => {
     const controller = new AbortController();
-    setTimeout(() => controller.abort(new Error('user gave up')), 700);
+    // The signal aborts while the client waits for its second poll.
+    clock.holding = () => controller.abort(new Error('user gave up'));
     await assert.rejects(client.waitForJob('j1', { signal: controller.signal }), {
       message: 'user gave up',
     });
-    const gets = fake.seen.length;
-    // The sentinel: a second wait, started now, polls on the same schedule (at once, then 0.5 s
-    // and 1 s apart), so the aborted wait's next poll, due at most 1 s after its last, would
-    // come before this one's third, which the fake answers with the job completed.
-    fake.gets = [
-      { status: 200, body: fake.job('active') },
-      { status: 200, body: fake.job('active') },
-      { status: 200, body: fake.job('completed') },
-    ];
+    assert.equal(fake.seen.length, 1);
+    // The sentinel: a second wait, started now, reads the job completed at once; had the
+    // aborted wait polled again, that poll would be counted before or beside this one.
+    clock.holding = undefined;
+    fake.gets = [{ status: 200, body: fake.job('completed') }];
     assert.equal((await client.waitForJob('j1')).status, 'completed');
-    assert.equal(fake.seen.length, gets + 3, 'no poll after the abort');
+    assert.equal(fake.seen.length, 2, 'no poll after the abort');
   });
 
   test('an error body that is not Errand’s still gives a code from the status', async () => {

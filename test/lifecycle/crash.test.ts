@@ -60,7 +60,7 @@ describe('worker processes', () => {
 
   test('a worker killed mid-turn: another worker completes the turn within 30 s', async () => {
     const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
-      body: { prompt: 'sleep:4000' },
+      body: { prompt: 'sleep:60000' },
     });
     assert.equal(created.status, 201);
     const jobId = created.json.id as string;

@@ -6,7 +6,6 @@
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { openDatabase } from '../../src/db/database.ts';
 import { migrate } from '../../src/db/migrate.ts';
@@ -245,17 +244,24 @@ describe('PostgreSQL outage: serve, serve --no-worker and worker processes', () 
       `${name} exited during the outage (${child.exitCode ?? child.signalCode})`,
     );
 
-  /** Takes the database away for a few seconds of requests, then back; returns when it is back. */
-  const outage = async (probe: () => Promise<unknown>) => {
-    await proxy.down('refuse');
-    for (let i = 0; i < 3; i++) {
-      await probe();
-      await sleep(500);
-    }
-    await proxy.down('hang');
-    for (let i = 0; i < 3; i++) {
-      await probe();
-      await sleep(500);
+  /** What a queue's failed poll says when the database refuses, and when it never answers. */
+  const met = { refuse: /ECONNREFUSED/, hang: /timeout/i } as const;
+
+  /**
+   * Takes the database away (refusing, then hanging), then back; returns when it is back. Each
+   * way lasts until every process has met it: the API answered 503, and each log given (of a
+   * process with workers) told of a queue's poll that failed that way since it went away.
+   */
+  const outage = async (probe: () => Promise<{ status: number }>, logs: Array<() => string>) => {
+    for (const mode of ['refuse', 'hang'] as const) {
+      const from = logs.map((log) => log().length);
+      await proxy.down(mode);
+      assert.equal((await probe()).status, 503, `the API during the ${mode} outage`);
+      const metIn = (text: string) =>
+        text.split('\n').some((line) => line.includes('queue error') && met[mode].test(line));
+      await waitFor(`each process to meet the ${mode} outage`, async () =>
+        logs.every((log, i) => metIn(log().slice(from[i]))) ? true : undefined,
+      );
     }
     await proxy.up();
   };
@@ -288,7 +294,7 @@ describe('PostgreSQL outage: serve, serve --no-worker and worker processes', () 
 
     // serve --no-worker and serve (with its workers), side by side.
     const serve = await startServe(database.dataDir, [], env);
-    await outage(() => http(api.url, 'GET', '/v2/admin/projects', { key }));
+    await outage(() => http(api.url, 'GET', '/v2/admin/projects', { key }), [serve.stderr]);
     const apiMs = await timeUntil('serve --no-worker to answer', answers(api.url));
     const serveMs = await timeUntil('serve to answer', answers(serve.url));
     assert.ok(apiMs < RECOVERY_MS, `serve --no-worker answered ${apiMs} ms after the return`);
@@ -307,7 +313,7 @@ describe('PostgreSQL outage: serve, serve --no-worker and worker processes', () 
     await waitFor('the worker to start', async () =>
       workerLog.includes('errand started') ? true : undefined,
     );
-    await outage(() => http(api.url, 'GET', '/v2/admin/projects', { key }));
+    await outage(() => http(api.url, 'GET', '/v2/admin/projects', { key }), [() => workerLog]);
     alive(worker, 'worker');
     const workerMs = await turnRuns('run by the worker after the outage');
     assert.ok(

@@ -13,7 +13,7 @@ import type { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { prepareCheckout } from '../../src/workspace/checkout.ts';
 import { git, makeOrigin, makeTempDir, removeDir, testConfig } from '../support/git.ts';
-import { childrenRunning, run, skip, skipNetwork } from './support.ts';
+import { childrenRunning, heldCommand, run, skip, skipNetwork } from './support.ts';
 
 // Secrets this process holds, as the service would: none may reach the sandbox.
 const ENV_SECRET = `env-secret-${randomBytes(12).toString('hex')}`;
@@ -109,13 +109,11 @@ describe('reading the service', { skip }, () => {
   });
 
   test("bwrap's own command line and environment on the host hold no secret", async () => {
-    const running = run(checkout, 'sleep 3');
-    let seen: number[] = [];
-    for (let i = 0; i < 100 && seen.length === 0; i++) {
-      seen = await childrenRunning('bwrap');
-      if (seen.length === 0) await new Promise((r) => setTimeout(r, 20));
-    }
-    assert.ok(seen.length > 0, 'bwrap was never seen running');
+    const held = heldCommand(checkout);
+    const running = run(checkout, held.command, { onStdoutLine: held.onStdoutLine });
+    await Promise.race([held.running, running]);
+    const seen = await childrenRunning('bwrap');
+    assert.ok(seen.length > 0, 'bwrap was not seen running');
     for (const pid of seen) {
       const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8');
       const environ = await readFile(`/proc/${pid}/environ`, 'utf8');
@@ -129,6 +127,7 @@ describe('reading the service', { skip }, () => {
         ['PATH'],
       );
     }
+    await held.release();
     assert.equal((await running).exitCode, 0);
   });
 

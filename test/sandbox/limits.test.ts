@@ -6,13 +6,24 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { access, chmod, copyFile, mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import {
+  access,
+  chmod,
+  copyFile,
+  mkdir,
+  readdir,
+  readFile,
+  rm,
+  stat,
+  writeFile,
+} from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { makeTempDir, removeDir } from '../support/git.ts';
 import {
   childrenRunning,
+  heldCommand,
   hostProcesses,
   readableByOthers,
   run,
@@ -145,9 +156,13 @@ describe('nothing survives the run', { skip }, () => {
     ) {
       return t.skip('no pids and memory cgroups in use here');
     }
-    const running = run(checkout, 'sleep 30 & sleep 1', {
+    // Held until the groups are read: the run ends when the test lets it.
+    const held = heldCommand(checkout);
+    const running = run(checkout, `sleep 30 & ${held.command}`, {
       limits: { ...TEST_LIMITS, processes: 77, memoryMb: 333 },
+      onStdoutLine: held.onStdoutLine,
     });
+    await Promise.race([held.running, running]);
     // Each controller's group of bwrap, by the hierarchy's line in /proc/<pid>/cgroup.
     let groups: Map<string, string> | undefined;
     for (let i = 0; i < 200 && groups === undefined; i++) {
@@ -172,6 +187,7 @@ describe('nothing survives the run', { skip }, () => {
     );
     if (own)
       assert.ok(memoryDir.includes(`${own[1]?.replace(/\/$/, '')}/errand-sandbox-`), memoryDir);
+    await held.release();
     await running;
     assert.equal(await stat(pidsDir).catch(() => null), null);
     assert.equal(await stat(memoryDir).catch(() => null), null);
@@ -260,13 +276,20 @@ describe('limits', { skip }, () => {
     }
     const limits = { ...TEST_LIMITS, memoryMb: 64 };
     // 24 MB each, all held at once: one fits the run's 64 MB (and each process's RLIMIT_DATA),
-    // six do not.
+    // six do not. Each holds its memory until the test lets it go (a file in the checkout).
     const hog = (seconds: string) =>
-      `$x = "a" x (24 << 20); sleep 2; print "alive\\n"; sleep ${seconds}`;
+      `$| = 1; $x = "a" x (24 << 20); print "allocated\\n"; ` +
+      `select(undef, undef, undef, 0.05) until -e ".release"; print "alive\\n"; sleep ${seconds}`;
     const hogs = (n: number, seconds: string) =>
       `for i in $(seq ${n}); do perl -e '${hog(seconds)}' & done; wait; echo all-finished`;
-    const one = await run(checkout, hogs(1, '0'), { limits });
-    assert.equal(one.output, 'alive\nall-finished\n');
+    const one = await run(checkout, hogs(1, '0'), {
+      limits,
+      onStdoutLine: (line) => {
+        if (line === 'allocated') void writeFile(join(checkout, '.release'), '');
+      },
+    });
+    await rm(join(checkout, '.release'));
+    assert.equal(one.output, 'allocated\nalive\nall-finished\n');
     assert.equal(one.memoryExceeded, undefined);
     const seconds = marker();
     const six = await run(checkout, hogs(6, seconds), { limits });

@@ -1164,7 +1164,8 @@ describe('the model proxy and the model APIs', () => {
         reply('a long answer cut short', {
           usage: { input: 50, output: 20 },
           chunkChars: 2,
-          chunkDelayMs: 50,
+          // It stays open after its first piece: only the engine going away ends it.
+          stallAfter: 1,
         }),
         dynamic(async () => {
           await never;

@@ -7,9 +7,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { filesContaining, makeTempDir, processesContaining, removeDir } from '../support/git.ts';
-import { childrenRunning, run, skip, skipNetwork } from './support.ts';
+import { childrenRunning, heldCommand, run, skip, skipNetwork } from './support.ts';
 
 /** Values a shell would mangle if they were not one quoted word each. */
 const TOKEN = `npm_${randomBytes(16).toString('hex')}`;
@@ -56,19 +55,21 @@ describe('secrets in the sandbox', { skip }, () => {
   });
 
   test('no command line on the host, and not bwrap’s environment, holds a value', async () => {
-    const running = run(checkout, 'sleep 3', { secretEnv: { NPM_TOKEN: TOKEN } });
-    let seen: number[] = [];
-    for (let i = 0; i < 100 && seen.length === 0; i++) {
-      seen = await childrenRunning('bwrap');
-      if (seen.length === 0) await sleep(20);
-    }
-    assert.ok(seen.length > 0, 'bwrap was never seen running');
+    const held = heldCommand(checkout);
+    const running = run(checkout, held.command, {
+      secretEnv: { NPM_TOKEN: TOKEN },
+      onStdoutLine: held.onStdoutLine,
+    });
+    await Promise.race([held.running, running]);
+    const seen = await childrenRunning('bwrap');
+    assert.ok(seen.length > 0, 'bwrap was not seen running');
     // While the command runs: every process of the host, the sandbox's own included.
     assert.deepEqual(await processesContaining(TOKEN), []);
     for (const pid of seen) {
       const environ = await readFile(`/proc/${pid}/environ`, 'utf8');
       assert.ok(!environ.includes(TOKEN), "a secret is in bwrap's environment");
     }
+    await held.release();
     assert.equal((await running).exitCode, 0);
   });
 

@@ -1,6 +1,6 @@
 // Shared by the sandbox tests: whether real bubblewrap runs here (the tests skip with its
 // reason when not), and a run of one command in a checkout with test-sized limits.
-import { readdir, readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DEFAULT_LIMITS, type SandboxLimits } from '../../src/projects/limits.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
@@ -55,6 +55,26 @@ export function run(
 }
 
 /** This test process's descendants whose command line contains `needle`. */
+/**
+ * A command that says it runs, then waits until the test lets it end: pass `command` and
+ * `onStdoutLine` to run(); `running` resolves once it has said so, `release()` lets it end
+ * (it removes the file it waited for: the checkout is left as it was).
+ */
+export function heldCommand(checkout: string) {
+  let started = () => {};
+  const running = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  return {
+    command: 'echo running; while [ ! -e .release ]; do sleep 0.05; done; rm -f .release',
+    onStdoutLine: (line: string) => {
+      if (line === 'running') started();
+    },
+    running,
+    release: () => writeFile(join(checkout, '.release'), ''),
+  };
+}
+
 export async function childrenRunning(needle: string): Promise<number[]> {
   const out: number[] = [];
   for (const pid of await descendants(process.pid)) {

@@ -441,6 +441,29 @@ describe('fake LLM: scripting', () => {
     assert.equal(seen.completed, false);
     fake.assertDone();
   });
+
+  it('holds a stalled stream open after its chunks until the client closes it', async () => {
+    fake.script(reply('one two three four', { stallAfter: 2 }));
+    const res = await post(
+      '/v1/chat/completions',
+      openAiBody({ stream: true, stream_options: { include_usage: true } }),
+      { authorization: `Bearer ${KEY}` },
+    );
+    const reader = res.body?.getReader();
+    assert.ok(reader);
+    let text = '';
+    while (!text.includes('two')) {
+      const { value, done } = await reader.read();
+      assert.equal(done, false, 'the stream ended before its stall');
+      text += new TextDecoder().decode(value);
+    }
+    const stalled = await fake.waitFor((r) => r.stalled);
+    assert.equal(stalled.aborted, false);
+    await reader.cancel();
+    const seen = await fake.waitFor((r) => r.aborted);
+    assert.equal(seen.completed, false);
+    fake.assertDone();
+  });
 });
 
 const windowed: FakeLlm = await startFakeLlm({

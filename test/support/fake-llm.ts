@@ -39,6 +39,12 @@ export type ReplyItem = {
    * OpenAI `server_error`) after this many content chunks. Implies streamOnly.
    */
   streamErrorAfter?: number;
+  /**
+   * Only for streaming requests: after this many content chunks the stream stops sending and
+   * stays open until the client closes it (the request's `stalled` says it got there). A stream
+   * a test aborts in the middle, at a point it knows, without a clock. Implies streamOnly.
+   */
+  stallAfter?: number;
 };
 
 /** An HTTP error in the vendor's own error format. */
@@ -80,6 +86,8 @@ export type RecordedRequest = {
   aborted: boolean;
   /** The answer was written completely. */
   completed: boolean;
+  /** A `stallAfter` answer reached its stall and holds the stream open. */
+  stalled: boolean;
   /** The prompt's tokens as the fake counts them (tools, system and messages), once parsed. */
   promptTokens: number | undefined;
   /** Prompt tokens served from the fake's prompt cache, and written to it. */
@@ -189,6 +197,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
       status: undefined,
       aborted: false,
       completed: false,
+      stalled: false,
       promptTokens: undefined,
       cacheReadTokens: 0,
       cacheWriteTokens: 0,
@@ -275,7 +284,9 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
           `scripted a call of ${undeclared.name}, which the request does not offer`,
         );
     }
-    if ((answer.streamOnly || answer.streamErrorAfter !== undefined) && !record.stream) {
+    const streamOnly =
+      answer.streamOnly || answer.streamErrorAfter !== undefined || answer.stallAfter !== undefined;
+    if (streamOnly && !record.stream) {
       return refuse(500, 'a streaming answer was scripted for a non-streaming request');
     }
     // Only an answered prompt is cached, as at the vendors.
@@ -548,6 +559,7 @@ type ShapedReply = {
   chunkChars: number | undefined;
   chunkDelayMs: number;
   streamErrorAfter: number | undefined;
+  stallAfter: number | undefined;
 };
 
 function normalizeReply(
@@ -580,6 +592,7 @@ function normalizeReply(
     chunkChars: r.chunkChars,
     chunkDelayMs: r.chunkDelayMs ?? 0,
     streamErrorAfter: r.streamErrorAfter,
+    stallAfter: r.stallAfter,
   };
 }
 
@@ -695,6 +708,11 @@ async function stream(
     if (content && r.streamErrorAfter !== undefined && contentChunks >= r.streamErrorAfter) {
       res.write(streamErrorEvent(protocol));
       break;
+    }
+    if (content && r.stallAfter !== undefined && contentChunks >= r.stallAfter) {
+      record.stalled = true;
+      if (!res.destroyed) await once(res, 'close');
+      return;
     }
     if (content && r.chunkDelayMs > 0) await sleep(r.chunkDelayMs);
     if (res.destroyed || record.aborted) return;

@@ -68,8 +68,10 @@ export async function startTcpProxy(target: ProxyTarget): Promise<TcpProxy> {
     async down(next) {
       mode = next;
       cut();
-      // A stopped server refuses: nothing listens on its port.
+      // A stopped server refuses: nothing listens on its port. A hanging one accepts, even
+      // right after refusing.
       if (next === 'refuse') await stopListening();
+      else if (!server.listening) await listen(port);
     },
     async up() {
       mode = 'up';

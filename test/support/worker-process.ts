@@ -1,5 +1,5 @@
 // A real worker process for crash tests: `errand worker` with a scripted slow turn, so a test
-// can SIGKILL it mid-turn. A prompt `sleep:MS` sets the turn's length. It writes
+// can SIGKILL it mid-turn. A prompt `sleep:MS` sets the length of a turn's first attempt. It writes
 // `<markers>/started-<pid>-<job>-<seq>` when a turn starts, `aborted-…` when its signal
 // aborts, and returns a summary naming its pid when the turn ends.
 import { writeFile } from 'node:fs/promises';
@@ -18,7 +18,9 @@ const service = await startService(loadConfig(), {
     async run(input) {
       const name = `${process.pid}-${input.job.id}-${input.turn.seq}`;
       await writeFile(path.join(markers, `started-${name}`), '');
-      const ms = Number(/^sleep:(\d+)/.exec(input.turn.prompt)?.[1] ?? turnMs);
+      // A turn run again (its first worker was killed) ends at once: only the kill takes time.
+      const ms =
+        input.turn.attempts > 1 ? 0 : Number(/^sleep:(\d+)/.exec(input.turn.prompt)?.[1] ?? turnMs);
       try {
         await sleep(ms, undefined, { signal: input.signal });
       } catch (err) {

@@ -1,6 +1,7 @@
 // run_command on its own, with real bubblewrap: what the model reads for each outcome, the
 // events it records, and the calls refused before anything runs.
 import assert from 'node:assert/strict';
+import { watch } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, test } from 'node:test';
@@ -39,6 +40,17 @@ function options(
     ...overrides,
     events,
   };
+}
+
+/** Resolves when a file named `name` is made in `dir` (watched from the call on). */
+function appears(dir: string, name: string): Promise<void> {
+  return new Promise((resolve) => {
+    const watcher = watch(dir, (_event, filename) => {
+      if (filename !== name) return;
+      watcher.close();
+      resolve();
+    });
+  });
 }
 
 describe('run_command', { skip }, () => {
@@ -175,11 +187,14 @@ describe('run_command', { skip }, () => {
     const repo = await makeRepo(t);
     const stop = new AbortController();
     const opts = options(repo.root, { signal: stop.signal });
-    const running = runCommand(opts, { command: 'sleep 60' });
-    setTimeout(() => stop.abort(new Error('archived')), 500);
-    const started = Date.now();
+    // The command is running once the file it writes first appears: then the turn stops.
+    const started = appears(repo.root, 'started');
+    const running = runCommand(opts, { command: ': > started; exec sleep 60' });
+    await Promise.race([started, running]);
+    stop.abort(new Error('archived'));
+    const abortedAt = Date.now();
     await assert.rejects(running);
-    assert.ok(Date.now() - started < 10_000);
+    assert.ok(Date.now() - abortedAt < 10_000);
     assert.equal(opts.events.at(-1)?.type, 'command.finished');
   });
 

@@ -15,6 +15,8 @@ const app = { appId: '42', installationId: '7', privateKey: keys.privateKey };
 interface Exchange {
   url: string;
   authorization: string;
+  /** The signal the exchange's request was made with, if any. */
+  signal: AbortSignal | null;
 }
 
 /** A GitHub answering only the token exchange, the way `answer` says. */
@@ -23,7 +25,11 @@ function fakeGitHub(answer: (n: number) => Promise<Response> | Response) {
   const fetch = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const url = String(input instanceof Request ? input.url : input);
     const headers = new Headers(init?.headers);
-    exchanges.push({ url, authorization: headers.get('authorization') ?? '' });
+    exchanges.push({
+      url,
+      authorization: headers.get('authorization') ?? '',
+      signal: init?.signal ?? null,
+    });
     assert.equal(init?.method, 'POST');
     assert.match(url, /\/app\/installations\/\d+\/access_tokens$/);
     return answer(exchanges.length);
@@ -122,10 +128,15 @@ test('a short-lived token is refreshed halfway through its life, not on every ca
 
 test('a failed exchange is not cached, and one caller giving up does not fail the others', async () => {
   let release: () => void = () => {};
+  let arrived: () => void = () => {};
+  const exchanging = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
   const gh = fakeGitHub(async (n) => {
     if (n === 1) return Response.json({ message: 'boom' }, { status: 500 });
     await new Promise<void>((resolve) => {
       release = resolve;
+      arrived();
     });
     return minted('ghs_ok', Date.now() + 3_600_000);
   });
@@ -142,7 +153,12 @@ test('a failed exchange is not cached, and one caller giving up does not fail th
   const alsoPatient = tokens.token();
   controller.abort(new Error('cancelled'));
   await assert.rejects(impatient, /cancelled/);
-  await new Promise((resolve) => setTimeout(resolve, 10));
+  // The abort reached the impatient caller only: the shared exchange, which reaches GitHub
+  // after it, was not cancelled with it, and the others get its token.
+  // (A patient caller failed with the abort would end this wait too, and the test.)
+  await Promise.race([exchanging, patient]);
+  assert.equal(gh.exchanges.length, 2);
+  assert.equal(gh.exchanges[1]?.signal?.aborted ?? false, false);
   release();
   assert.equal(await patient, 'ghs_ok');
   assert.equal(await alsoPatient, 'ghs_ok');
@@ -161,16 +177,28 @@ test('an answer without a usable token is refused, not cached', async () => {
 });
 
 test("the same installation id on two GitHub instances never gets the other one's token", async () => {
+  // The GHES exchange is held at GitHub while dotcom's token is asked for: the two overlap.
+  let releaseSlow: () => void = () => {};
+  let slowArrived: () => void = () => {};
+  const slowAsked = new Promise<void>((resolve) => {
+    slowArrived = resolve;
+  });
   const slow = fakeGitHub(async () => {
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise<void>((resolve) => {
+      releaseSlow = resolve;
+      slowArrived();
+    });
     return minted('ghs_from_ghes', Date.now() + 3_600_000);
   });
   const fast = fakeGitHub(() => minted('ghs_from_dotcom', Date.now() + 3_600_000));
   const ghes = githubAppTokens(app, { request: slow.request, failure, unexpected });
   const dotcom = githubAppTokens(app, { request: fast.request, failure, unexpected });
-  const [a, b] = await Promise.all([ghes.token(), dotcom.token()]);
-  assert.equal(a, 'ghs_from_ghes');
-  assert.equal(b, 'ghs_from_dotcom');
+  const a = ghes.token();
+  await Promise.race([slowAsked, a]);
+  const b = dotcom.token();
+  releaseSlow();
+  assert.equal(await b, 'ghs_from_dotcom');
+  assert.equal(await a, 'ghs_from_ghes');
   assert.equal(slow.exchanges.length, 1);
   assert.equal(fast.exchanges.length, 1);
 });
