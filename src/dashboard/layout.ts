@@ -1,7 +1,7 @@
 // The frame every dashboard page shares (header, navigation, the one stylesheet and script),
 // its notices and the small pieces several pages use. Every value goes through `html`, which
 // escapes it; nothing here reads the database or the request.
-import type { Principal } from '../keys/service.ts';
+import { isServerAdmin, type Principal } from '../keys/service.ts';
 import { html, type SafeHtml } from './html.ts';
 
 export interface Layout {
@@ -11,7 +11,7 @@ export interface Layout {
 }
 
 export function page(layout: Layout, body: SafeHtml): string {
-  const admin = layout.principal?.projectId === null;
+  const admin = layout.principal !== undefined && isServerAdmin(layout.principal);
   const nav = layout.principal
     ? html`<nav aria-label="Main">
         <a href="/projects">Projects</a>

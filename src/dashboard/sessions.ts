@@ -81,7 +81,7 @@ export async function readSession(db: Db, id: string | undefined): Promise<Princ
     )
     SELECT key_id, project_id FROM live`.execute(db);
   const row = live.rows[0];
-  if (row) return { keyId: row.key_id, projectId: row.project_id };
+  if (row) return { kind: 'key', keyId: row.key_id, projectId: row.project_id };
   await db.deleteFrom('dashboard_sessions').where('hash', '=', h).execute();
   return undefined;
 }
