@@ -25,6 +25,9 @@ export interface UserPrincipal {
   admin: boolean;
   /** The user's role on each project they have one on: their own or a group's, the strongest. */
   roles: ReadonlyMap<string, ProjectRole>;
+  /** Who the user is, as the dashboard shows them (the provider's claims at the last sign-in). */
+  name?: string | null;
+  email?: string | null;
 }
 
 /** The one id of a principal, for what is counted or kept per caller (open streams). */
