@@ -3,6 +3,8 @@
 // signed in and shows who; a wrong state, an expired ID token and a deactivated user are
 // refused with no session; group-based admins and roles come through; key sign-in is off.
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { after, before, describe, mock, test } from 'node:test';
 import { sql } from 'kysely';
@@ -52,6 +54,8 @@ describe('dashboard single sign-on (OpenID Connect)', { skip: browserSkipReason 
     await idp?.close();
   });
   const db = () => svc.service.ctx.db;
+  /** Authorization codes the provider sent, to look for in the logs. */
+  const codes: string[] = [];
   const sessionsOf = async (sub: string) =>
     Number(
       (
@@ -166,7 +170,9 @@ describe('dashboard single sign-on (OpenID Connect)', { skip: browserSkipReason 
     await first.getByText('wrong state').waitFor();
     const answer = new URL(first.url());
     assert.equal(answer.pathname, '/auth/oidc/callback');
-    assert.ok(answer.searchParams.get('code'), 'the provider did send a code');
+    const code = answer.searchParams.get('code');
+    assert.ok(code, 'the provider did send a code');
+    codes.push(code);
     assert.equal(await sessionsOf('bob'), before);
     // The sign-in in progress was spent on the refusal: the same answer again, and the second
     // tab's own answer, are refused too.
@@ -227,8 +233,72 @@ describe('dashboard single sign-on (OpenID Connect)', { skip: browserSkipReason 
     await fresh.close();
   });
 
-  test('the client secret is never logged', () => {
+  test('neither the client secret nor an authorization code is ever logged', () => {
     assert.ok(logged.includes('dashboard sign-in'), 'the service logged at trace level');
     assert.ok(!logged.includes(idp.clientSecret));
+    assert.ok(codes.length > 0);
+    for (const code of codes) assert.ok(!logged.includes(code), 'no authorization code');
+    // Where the callback's URL is logged (a failed request), its code is redacted.
+    let line = '';
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        line += String(chunk);
+        done();
+      },
+    });
+    createLogger('info', sink).error(
+      { url: '/auth/oidc/callback?code=the-code-123&state=abc' },
+      'dashboard request failed',
+    );
+    assert.match(line, /callback\?code=\[redacted\]&state=abc/);
+  });
+});
+
+describe('dashboard single sign-on: key sign-in kept, provider down', () => {
+  let svc: TestService;
+  before(async () => {
+    // A loopback port with nothing listening: the provider is down.
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+    svc = await startTestService({
+      worker: false,
+      env: {
+        ERRAND_OIDC_ISSUER: `http://127.0.0.1:${port}`,
+        ERRAND_OIDC_CLIENT_ID: 'errand',
+        ERRAND_OIDC_CLIENT_SECRET: 'a-secret-for-a-provider-that-is-down',
+        ERRAND_OIDC_ALLOW_HTTP: 'true',
+        ERRAND_DASHBOARD_KEY_SIGNIN: 'true',
+      },
+    });
+  });
+  after(async () => {
+    await svc?.close();
+  });
+
+  test('the service starts; the sign-in page offers both; the key still signs in', async () => {
+    const page = await fetch(`${svc.url}/`, { headers: { accept: 'text/html' } });
+    const body = await page.text();
+    assert.match(body, /href="\/auth\/oidc\/login">Sign in with 127\.0\.0\.1</);
+    assert.match(body, /<label for="key">API key<\/label>/);
+    const res = await fetch(`${svc.url}/sign-in`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', origin: svc.url },
+      body: new URLSearchParams({ key: svc.adminKey }).toString(),
+      redirect: 'manual',
+    });
+    assert.equal(res.status, 303);
+    assert.match(res.headers.get('set-cookie') ?? '', /^errand_session=/);
+  });
+
+  test('signing in through a provider that is down: a 503 page that says so, no cookie', async () => {
+    const res = await fetch(`${svc.url}/auth/oidc/login`, {
+      headers: { accept: 'text/html' },
+      redirect: 'manual',
+    });
+    assert.equal(res.status, 503);
+    assert.match(await res.text(), /the identity provider could not be reached/);
+    assert.equal(res.headers.get('set-cookie'), null);
   });
 });
