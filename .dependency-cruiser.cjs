@@ -23,7 +23,7 @@ const LAYERS = [
   ['environments'], // a project's environment snapshots: restored or built for turns and builds
   ['agent', 'engines', 'sandbox', 'workspace', 'forges'],
   ['metrics'],
-  ['jobs', 'projects', 'keys'],
+  ['jobs', 'projects', 'users', 'keys'], // users: people signed in through the OpenID provider
   // Each event type declared once (its data's schema and words), for the job log's writers.
   ['events'],
   ['idempotency', 'ratelimit'],

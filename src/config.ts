@@ -66,6 +66,16 @@ const envSchema = z.object({
   ERRAND_OPENAI_COMPATIBLE_API_KEY: z.string().min(1).optional(),
   ERRAND_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
   ERRAND_PUBLIC_URL: z.url().optional(),
+  ERRAND_OIDC_ISSUER: z.url().optional(),
+  ERRAND_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  ERRAND_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  ERRAND_OIDC_ALLOW_HTTP: bool.optional(),
+  ERRAND_OIDC_NAME: z.string().min(1).max(60).optional(),
+  ERRAND_OIDC_SCOPES: z.string().min(1).optional(),
+  ERRAND_OIDC_GROUPS_CLAIM: z.string().min(1).max(200).optional(),
+  ERRAND_OIDC_ADMIN_GROUPS: z.string().optional(),
+  ERRAND_ADMIN_EMAILS: z.string().optional(),
+  ERRAND_DASHBOARD_KEY_SIGNIN: bool.optional(),
   ERRAND_FORGE_TOKEN_ENV_ALLOW: z.string().optional(),
   ERRAND_STREAMS_PER_KEY: int(1, 100_000).default(100),
   ERRAND_STREAM_KEEPALIVE_SECONDS: decimal(0.05, 3600).default(15),
@@ -161,6 +171,13 @@ export interface Config {
   publicUrl: string | undefined;
   /** Whether `serve` serves the dashboard at `/` (off with `--no-dashboard`). */
   dashboard: boolean;
+  /** Single sign-on to the dashboard through an OpenID provider; undefined when not configured. */
+  oidc: OidcSettings | undefined;
+  /**
+   * Whether the dashboard's sign-in page takes an API key: always without OIDC; with it, only
+   * when ERRAND_DASHBOARD_KEY_SIGNIN=true (the admin key stays a break-glass for the API).
+   */
+  dashboardKeySignIn: boolean;
   /** The process environment, for forge tokens a project names by variable (read by workers). */
   workerEnv: Readonly<Record<string, string | undefined>>;
   /** Variable names a project may give for its forge token besides `ERRAND_FORGE_TOKEN_*`. */
@@ -187,6 +204,27 @@ export interface Config {
    * admin.key), and the project a job command works in when it names none (ERRAND_PROJECT).
    */
   client: { url: string; apiKey: string | undefined; projectId: string | undefined };
+}
+
+/** The OpenID provider the dashboard signs people in with (src/users/oidc.ts). */
+export interface OidcSettings {
+  /** The issuer identifier, exactly as the provider's discovery document states it. */
+  issuer: string;
+  clientId: string;
+  /** Never logged: it is in Config.secrets, which the logger and events are scrubbed of. */
+  clientSecret: string;
+  /** Plain http to the provider: only on a loopback address (tests and local trials). */
+  allowHttp: boolean;
+  /** What the sign-in button says: "Sign in with <name>" (default: the issuer's host). */
+  name: string;
+  /** The scopes asked for; always with `openid`. */
+  scopes: readonly string[];
+  /** The claim that lists the user's groups (default `groups`). */
+  groupsClaim: string;
+  /** Members of these groups are server admins (recomputed at each sign-in). */
+  adminGroups: readonly string[];
+  /** Users with these emails (lower-cased) are server admins. */
+  adminEmails: readonly string[];
 }
 
 export type ConfigOverrides = Partial<{
@@ -238,6 +276,100 @@ function forgeTokenEnvAllow(value: string | undefined): string[] {
   return names;
 }
 
+/** A comma-separated list, trimmed, without empty items. */
+function commaList(value: string | undefined): string[] {
+  return (value ?? '')
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
+
+const OIDC_NAMES = [
+  'ERRAND_OIDC_ISSUER',
+  'ERRAND_OIDC_CLIENT_ID',
+  'ERRAND_OIDC_CLIENT_SECRET',
+] as const;
+
+/**
+ * A host that can only be this machine: 127.0.0.0/8, ::1 and `localhost` (RFC 6761). A plain
+ * http issuer anywhere else would let whoever is on the path forge who signs in.
+ */
+export function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  if (host === 'localhost' || host === '::1' || host === '0:0:0:0:0:0:0:1') return true;
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+function oidcSettings(e: z.infer<typeof envSchema>): OidcSettings | undefined {
+  const set = OIDC_NAMES.filter((name) => e[name] !== undefined);
+  if (set.length === 0) {
+    const stray = (
+      [
+        'ERRAND_OIDC_ALLOW_HTTP',
+        'ERRAND_OIDC_NAME',
+        'ERRAND_OIDC_SCOPES',
+        'ERRAND_OIDC_GROUPS_CLAIM',
+        'ERRAND_OIDC_ADMIN_GROUPS',
+        'ERRAND_ADMIN_EMAILS',
+        'ERRAND_DASHBOARD_KEY_SIGNIN',
+      ] as const
+    ).find((name) => e[name] !== undefined);
+    if (stray)
+      throw new ConfigError(
+        `invalid setting ${stray}: it applies to sign-in through an OpenID provider; set ERRAND_OIDC_ISSUER, ERRAND_OIDC_CLIENT_ID and ERRAND_OIDC_CLIENT_SECRET too`,
+      );
+    return undefined;
+  }
+  const missing = OIDC_NAMES.filter((name) => e[name] === undefined);
+  if (missing.length)
+    throw new ConfigError(
+      `invalid setting ${missing[0]}: sign-in through an OpenID provider needs ${OIDC_NAMES.join(', ')}; ${missing.join(' and ')} ${missing.length === 1 ? 'is' : 'are'} not set`,
+    );
+  const issuer = new URL(e.ERRAND_OIDC_ISSUER ?? '');
+  const allowHttp = e.ERRAND_OIDC_ALLOW_HTTP ?? false;
+  if (issuer.protocol === 'http:') {
+    if (!allowHttp)
+      throw new ConfigError(
+        'invalid setting ERRAND_OIDC_ISSUER: the issuer must be an https URL (plain http is allowed only on a loopback address with ERRAND_OIDC_ALLOW_HTTP=true)',
+      );
+    if (!isLoopbackHost(issuer.hostname))
+      throw new ConfigError(
+        `invalid setting ERRAND_OIDC_ISSUER: plain http is allowed only on a loopback address (127.0.0.1, ::1, localhost), not ${issuer.hostname}; use https`,
+      );
+  } else if (issuer.protocol !== 'https:') {
+    throw new ConfigError('invalid setting ERRAND_OIDC_ISSUER: the issuer must be an https URL');
+  }
+  if (issuer.search || issuer.hash || issuer.username || issuer.password)
+    throw new ConfigError(
+      'invalid setting ERRAND_OIDC_ISSUER: give the issuer identifier only, without a query, fragment or credentials',
+    );
+  const scopes = commaOrSpaceList(e.ERRAND_OIDC_SCOPES ?? 'openid email profile');
+  for (const scope of scopes)
+    if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(scope))
+      throw new ConfigError(`invalid setting ERRAND_OIDC_SCOPES: "${scope}" is not a scope`);
+  if (!scopes.includes('openid')) scopes.unshift('openid');
+  const adminEmails = commaList(e.ERRAND_ADMIN_EMAILS).map((email) => email.toLowerCase());
+  for (const email of adminEmails)
+    if (!/^[^\s@]+@[^\s@]+$/.test(email))
+      throw new ConfigError(`invalid setting ERRAND_ADMIN_EMAILS: "${email}" is not an email`);
+  return {
+    // As given: discovery checks that the provider's document names this same issuer.
+    issuer: e.ERRAND_OIDC_ISSUER ?? '',
+    clientId: e.ERRAND_OIDC_CLIENT_ID ?? '',
+    clientSecret: e.ERRAND_OIDC_CLIENT_SECRET ?? '',
+    allowHttp,
+    name: e.ERRAND_OIDC_NAME ?? issuer.hostname,
+    scopes,
+    groupsClaim: e.ERRAND_OIDC_GROUPS_CLAIM ?? 'groups',
+    adminGroups: commaList(e.ERRAND_OIDC_ADMIN_GROUPS),
+    adminEmails,
+  };
+}
+
+function commaOrSpaceList(value: string): string[] {
+  return value.split(/[\s,]+/).filter((item) => item !== '');
+}
+
 function httpTimeouts(e: z.infer<typeof envSchema>): Config['httpTimeouts'] {
   // Node refuses a server whose headers may take longer than the whole request.
   if (e.ERRAND_HTTP_HEADERS_TIMEOUT_SECONDS > e.ERRAND_HTTP_REQUEST_TIMEOUT_SECONDS)
@@ -280,6 +412,7 @@ export function loadConfig(
   }
   const e = parsed.data;
   const databaseUrl = e.DATABASE_URL;
+  const oidc = oidcSettings(e);
   const dataDir = path.resolve(overrides.dataDir ?? e.ERRAND_DATA_DIR);
   return {
     host: overrides.host ?? e.ERRAND_HOST,
@@ -345,6 +478,8 @@ export function loadConfig(
     secretKey: e.ERRAND_SECRET_KEY,
     publicUrl: e.ERRAND_PUBLIC_URL?.replace(/\/+$/, ''),
     dashboard: overrides.dashboard ?? true,
+    oidc,
+    dashboardKeySignIn: oidc === undefined || (e.ERRAND_DASHBOARD_KEY_SIGNIN ?? false),
     workerEnv: env,
     forgeTokenEnvAllow: forgeTokenEnvAllow(e.ERRAND_FORGE_TOKEN_ENV_ALLOW),
     secrets: [
@@ -355,6 +490,7 @@ export function loadConfig(
       e.ERRAND_OPENAI_COMPATIBLE_API_KEY,
       e.ERRAND_API_KEY,
       e.ERRAND_METRICS_TOKEN,
+      e.ERRAND_OIDC_CLIENT_SECRET,
     ].filter((v): v is string => v !== undefined && v.length >= 8),
     streams: {
       perKey: e.ERRAND_STREAMS_PER_KEY,

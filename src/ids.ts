@@ -24,7 +24,7 @@ export function toBase62(value: number, width: number): string {
   return out.padStart(width, '0');
 }
 
-export type IdPrefix = 'prj' | 'key' | 'job' | 'whk' | 'msg';
+export type IdPrefix = 'prj' | 'key' | 'job' | 'whk' | 'msg' | 'usr';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomBase62(20)}`;
 

@@ -24,8 +24,11 @@ const REDACT_PATHS = [
 
 const CENSOR = '[redacted]';
 
-/** Query parameters whose values are secrets, as the fields of REDACT_PATHS are. */
-const SECRET_PARAMS = new Set(['key', 'apikey', 'token', 'secret', 'password']);
+/**
+ * Query parameters whose values are secrets, as the fields of REDACT_PATHS are; `code` is the
+ * OpenID provider's authorization code at the dashboard's sign-in callback.
+ */
+const SECRET_PARAMS = new Set(['key', 'apikey', 'token', 'secret', 'password', 'code']);
 
 /**
  * A logged request URL (`url`) without the values of its secret query parameters; the path

@@ -1,21 +1,24 @@
 // The frame every dashboard page shares (header, navigation, the one stylesheet and script),
 // its notices and the small pieces several pages use. Every value goes through `html`, which
 // escapes it; nothing here reads the database or the request.
-import type { Principal } from '../keys/service.ts';
+import { isServerAdmin, type Principal } from '../keys/service.ts';
 import { html, type SafeHtml } from './html.ts';
 
 export interface Layout {
   title: string;
   /** undefined when signed out: no navigation. */
   principal?: Principal | undefined;
+  /** A same-site path the page moves on to at once (after a sign-in through the provider). */
+  redirect?: string;
 }
 
 export function page(layout: Layout, body: SafeHtml): string {
-  const admin = layout.principal?.projectId === null;
+  const admin = layout.principal !== undefined && isServerAdmin(layout.principal);
   const nav = layout.principal
     ? html`<nav aria-label="Main">
         <a href="/projects">Projects</a>
         ${admin ? html`<a href="/keys">Admin keys</a>` : ''}
+        ${signedInAs(layout.principal)}
         <form method="post" action="/sign-out" class="inline">
           <button type="submit" class="link">Sign out</button>
         </form>
@@ -27,6 +30,7 @@ export function page(layout: Layout, body: SafeHtml): string {
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
+${layout.redirect ? html`<meta http-equiv="refresh" content="0;url=${layout.redirect}">` : ''}
 <title>${layout.title} · Errand</title>
 <link rel="stylesheet" href="/assets/dashboard.css">
 <link rel="stylesheet" href="/assets/diff.css">
@@ -47,11 +51,35 @@ export function notice(message: string | undefined, kind: 'error' | 'ok' = 'erro
   return html`<p class="notice ${kind}" role="${kind === 'error' ? 'alert' : 'status'}">${message}</p>`;
 }
 
-export function signInPage(error?: string): string {
-  return page(
-    { title: 'Sign in' },
-    html`${notice(error)}
-<form method="post" action="/sign-in" class="card narrow">
+/** Who the header says is signed in: the user's name and email, or the kind of key. */
+function signedInAs(principal: Principal): SafeHtml {
+  if (principal.kind === 'key')
+    return html`<span class="muted" id="signed-in-as">${principal.projectId === null ? 'Admin key' : 'Project key'}</span>`;
+  const name = principal.name ?? principal.email ?? principal.userId;
+  const email =
+    principal.name && principal.email ? html` <span class="muted">(${principal.email})</span>` : '';
+  return html`<span id="signed-in-as">${name}${email}</span>`;
+}
+
+/** How the sign-in page lets one in: the OpenID provider's button and/or the key form. */
+export interface SignInMethods {
+  /** The provider's name, when single sign-on is configured. */
+  provider: string | undefined;
+  /** Whether the API key form is offered (off with SSO unless ERRAND_DASHBOARD_KEY_SIGNIN=true). */
+  key: boolean;
+}
+
+export function signInPage(methods: SignInMethods, error?: string): string {
+  const sso = methods.provider
+    ? // A link, not a form: the page's form-action policy would stop a form's redirect to the
+      // provider's site.
+      html`<p class="card narrow"><a class="button" href="/auth/oidc/login">Sign in with ${methods.provider}</a></p>`
+    : '';
+  return page({ title: 'Sign in' }, html`${notice(error)}${sso}${methods.key ? keyForm() : ''}`);
+}
+
+function keyForm(): SafeHtml {
+  return html`<form method="post" action="/sign-in" class="card narrow">
   <label for="key">API key</label>
   <input id="key" name="key" type="password" autocomplete="off" required autofocus
     aria-describedby="key-help">
@@ -59,8 +87,7 @@ export function signInPage(error?: string): string {
   sees every project; a project key sees only its project. The key is exchanged for a session
   and is not kept in this browser.</p>
   <button type="submit">Sign in</button>
-</form>`,
-  );
+</form>`;
 }
 
 export function errorPage(

@@ -13,11 +13,13 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
+import { OidcRelyingParty } from '../users/oidc.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
 import { registerKeyRoutes } from './key-routes.ts';
-import { errorPage, signInPage } from './layout.ts';
+import { errorPage, type SignInMethods, signInPage } from './layout.ts';
+import { registerOidcRoutes } from './oidc-routes.ts';
 import { registerProjectRoutes } from './project-routes.ts';
 import { type Form, sendPage, wantsHtml } from './requests.ts';
 import { registerReviewPage } from './review.ts';
@@ -78,6 +80,9 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     sameSite: 'strict',
     secure: ctx.config.publicUrl?.startsWith('https:') ?? false,
   } as const;
+
+  const rp = ctx.config.oidc ? new OidcRelyingParty(ctx.config.oidc) : undefined;
+  const methods: SignInMethods = { provider: rp?.name, key: ctx.config.dashboardKeySignIn };
 
   scope.decorateRequest('session', null);
   // Pages, not the API: they stay out of the OpenAPI document.
@@ -149,19 +154,38 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
   scope.get('/', async (request, reply) => {
     const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
     if (principal) return reply.redirect('/projects', 303);
-    return sendPage(reply, 200, signInPage());
+    return sendPage(reply, 200, signInPage(methods));
   });
 
+  // With single sign-on, an API key signs in to the dashboard only when the operator says so.
   scope.post<{ Body: Form | undefined }>('/sign-in', async (request, reply) => {
+    if (!methods.key)
+      return sendPage(
+        reply,
+        403,
+        signInPage(
+          methods,
+          'signing in with an API key is off on this server; sign in with the identity provider',
+        ),
+      );
     try {
       const { id } = await signIn(ctx.db, request.body?.key ?? '');
       reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
       return reply.redirect('/projects', 303);
     } catch (err) {
       if (!(err instanceof AppError) || err.status >= 500) throw err;
-      return sendPage(reply, err.status, signInPage(err.message));
+      return sendPage(reply, err.status, signInPage(methods, err.message));
     }
   });
+
+  if (rp)
+    registerOidcRoutes(scope, ctx, {
+      rp,
+      methods,
+      secure: sessionCookie.secure,
+      setSession: (reply, id) =>
+        reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS }),
+    });
 
   scope.post('/sign-out', async (request, reply) => {
     await endSession(ctx.db, request.cookies[SESSION_COOKIE]);

@@ -2,7 +2,7 @@
 // project's settings. Every value goes through `html`; a stored token is never shown.
 
 import type { MonthUsage } from '../jobs/spend.ts';
-import type { Principal } from '../keys/service.ts';
+import { isServerAdmin, type Principal } from '../keys/service.ts';
 import type { EngineName } from '../projects/engine.ts';
 import { NETWORK_PRESETS } from '../projects/network.ts';
 import type { ProjectRecord } from '../records/project.ts';
@@ -191,7 +191,7 @@ export function projectsPage(
   rows: ProjectRow[],
   form: { values: ProjectForm; error?: string | undefined },
 ): string {
-  const admin = principal.projectId === null;
+  const admin = isServerAdmin(principal);
   const table = rows.length
     ? html`<div class="scroll"><table class="list">
   <thead><tr><th scope="col">Name</th><th scope="col">Repository</th><th scope="col">Forge</th>

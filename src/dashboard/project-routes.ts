@@ -6,7 +6,7 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { jobCounts } from '../jobs/read.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
-import type { Principal } from '../keys/service.ts';
+import { isServerAdmin, type Principal } from '../keys/service.ts';
 import type { ProjectFields } from '../projects/changes.ts';
 import { afterProjectCreated, afterProjectUpdated } from '../projects/environment-builds.ts';
 import { projectCreateBody, projectUpdateBody } from '../projects/schemas.ts';
@@ -156,10 +156,11 @@ function optional(form: Form, names: string[]): Record<string, string> {
 
 export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): void {
   const projectRows = async (principal: Principal) => {
-    const projects =
-      principal.projectId === null
-        ? await listProjects(ctx)
-        : [await getProject(ctx, principal.projectId)];
+    const projects = isServerAdmin(principal)
+      ? await listProjects(ctx)
+      : principal.kind === 'key'
+        ? [await getProject(ctx, principal.projectId ?? '')]
+        : (await listProjects(ctx)).filter((row) => principal.roles.has(row.id));
     const ids = projects.map((row) => row.id);
     const counts = await jobCounts(ctx, ids);
     const months = await monthUsage(ctx, ids);

@@ -5,7 +5,14 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { startTestService, type TestService } from '../../test/support/service.ts';
 import { createKey, revokeKey } from '../keys/service.ts';
-import { endSession, readSession, SESSION_IDLE_SECONDS, signIn } from './sessions.ts';
+import { upsertUser } from '../users/service.ts';
+import {
+  endSession,
+  readSession,
+  SESSION_IDLE_SECONDS,
+  signIn,
+  startUserSession,
+} from './sessions.ts';
 
 describe('dashboard sessions', () => {
   let svc: TestService;
@@ -27,7 +34,7 @@ describe('dashboard sessions', () => {
     const project = await svc.createProject();
     const { id: keyId, key } = await svc.createProjectKey(project.id);
     const { id, principal } = await signIn(db(), ` ${key}\n`);
-    assert.deepEqual(principal, { keyId, projectId: project.id });
+    assert.deepEqual(principal, { kind: 'key', keyId, projectId: project.id });
     assert.match(id, /^[0-9A-Za-z]{43}$/);
     const stored = await row(id);
     assert.ok(stored, 'stored under the hash of the id');
@@ -117,5 +124,82 @@ describe('dashboard sessions', () => {
     assert.ok(await readSession(db(), id));
     const renewed = (await row(id))?.last_seen_at;
     assert.ok(renewed && Date.now() - renewed.getTime() < 60_000, 'renewed after it');
+  });
+
+  test("a user's session: their roles, their own and their groups', the strongest per project; deactivated, it ends at once", async () => {
+    const [a, b, c] = [
+      await svc.createProject(),
+      await svc.createProject(),
+      await svc.createProject(),
+    ];
+    assert.ok(a && b && c);
+    const user = await upsertUser(
+      db(),
+      {
+        issuer: 'https://idp.example.test',
+        subject: 'sub-1',
+        email: 'eve@example.test',
+        emailVerified: true,
+        name: 'Eve',
+        groups: ['team-a', 'team-b'],
+      },
+      false,
+    );
+    await db()
+      .insertInto('project_roles')
+      .values([
+        // On a: the user's own viewer role and a group's maintainer role: maintainer.
+        { project_id: a.id, grantee_kind: 'user', grantee: user.id, role: 'viewer' },
+        { project_id: a.id, grantee_kind: 'group', grantee: 'team-a', role: 'maintainer' },
+        // On b: two groups, member beats viewer.
+        { project_id: b.id, grantee_kind: 'group', grantee: 'team-a', role: 'viewer' },
+        { project_id: b.id, grantee_kind: 'group', grantee: 'team-b', role: 'member' },
+        // On c: a group the user is not in.
+        { project_id: c.id, grantee_kind: 'group', grantee: 'team-z', role: 'maintainer' },
+      ])
+      .execute();
+    const id = await startUserSession(db(), user.id);
+    assert.deepEqual(await readSession(db(), id), {
+      kind: 'user',
+      userId: user.id,
+      admin: false,
+      roles: new Map([
+        [a.id, 'maintainer'],
+        [b.id, 'member'],
+      ]),
+      name: 'Eve',
+      email: 'eve@example.test',
+    });
+    // The next sign-in brings the groups up to date; the session reads them afresh.
+    await upsertUser(
+      db(),
+      {
+        issuer: 'https://idp.example.test',
+        subject: 'sub-1',
+        email: 'eve@example.test',
+        emailVerified: true,
+        name: 'Eve',
+        groups: ['team-z'],
+      },
+      true,
+    );
+    const now = await readSession(db(), id);
+    assert.ok(now?.kind === 'user');
+    assert.equal(now.admin, true);
+    assert.deepEqual(
+      now.roles,
+      new Map([
+        [a.id, 'viewer'],
+        [c.id, 'maintainer'],
+      ]),
+    );
+
+    await db()
+      .updateTable('users')
+      .set({ deactivated_at: sql<Date>`now()` })
+      .where('id', '=', user.id)
+      .execute();
+    assert.equal(await readSession(db(), id), undefined);
+    assert.equal(await row(id), undefined, "a deactivated user's session is deleted");
   });
 });

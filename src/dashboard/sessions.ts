@@ -1,13 +1,21 @@
-// Dashboard sessions: an API key is exchanged once for a random session id held in an
-// HttpOnly cookie. Only the id's hash is stored, in the database (not in memory), so any API
-// process serves any session. The only writer of dashboard_sessions.
+// Dashboard sessions: an API key, or a user signed in through the OpenID provider, is exchanged
+// once for a random session id held in an HttpOnly cookie. Only the id's hash is stored, in the
+// database (not in memory), so any API process serves any session. The only writer of
+// dashboard_sessions.
 import { hash } from 'node:crypto';
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { hashKey } from '../keys/format.ts';
-import { type Principal, principalOfRow, wellFormedKey } from '../keys/service.ts';
+import {
+  type KeyPrincipal,
+  type Principal,
+  principalOfRow,
+  type UserPrincipal,
+  wellFormedKey,
+} from '../keys/service.ts';
+import { rolesOf } from '../users/service.ts';
 
 /**
  * The cookie that holds the session id (read and written through @fastify/cookie). Other pages
@@ -39,6 +47,22 @@ export async function signIn(db: Db, key: string): Promise<{ id: string; princip
     .where('hash', '=', hashKey(wellFormedKey(trimmed)))
     .executeTakeFirst();
   const principal = principalOfRow(row);
+  const id = await startSession(db, { key_id: principal.keyId });
+  return { id, principal };
+}
+
+/**
+ * Starts a session for a user the OpenID provider signed in (src/users/oidc.ts); returns the
+ * session id for the cookie. The caller has refused a deactivated user.
+ */
+export async function startUserSession(db: Db, userId: string): Promise<string> {
+  return startSession(db, { user_id: userId });
+}
+
+async function startSession(
+  db: Db,
+  who: { key_id: string } | { user_id: string },
+): Promise<string> {
   const id = randomBase62(SESSION_ID_LENGTH);
   // Sessions that ended are removed as new ones start, so the table does not only grow.
   await db
@@ -51,27 +75,42 @@ export async function signIn(db: Db, key: string): Promise<{ id: string; princip
     .insertInto('dashboard_sessions')
     .values({
       hash: sessionHash(id),
-      key_id: principal.keyId,
+      ...who,
       expires_at: sql<Date>`now() + make_interval(secs => ${SESSION_MAX_SECONDS})`,
     })
     .execute();
-  return { id, principal };
+  return id;
 }
 
 /**
  * The principal of a live session, renewing its idle time; undefined for an unknown, idle,
- * expired session or one whose key was revoked (that session is deleted).
+ * expired session, or one whose key was revoked or whose user was deactivated (that session is
+ * deleted). A user's roles are read afresh with each request, so a role given or taken applies
+ * at once.
  */
 export async function readSession(db: Db, id: string | undefined): Promise<Principal | undefined> {
   if (!id || id.length !== SESSION_ID_LENGTH || !/^[0-9A-Za-z]+$/.test(id)) return undefined;
   const h = sessionHash(id);
   // The idle time is renewed at most once a minute: a job page polls every second, and that
   // need not be a write each time.
-  const live = await sql<{ key_id: string; project_id: string | null }>`
+  const live = await sql<{
+    key_id: string | null;
+    project_id: string | null;
+    user_id: string | null;
+    admin: boolean | null;
+    groups: string[] | null;
+    email: string | null;
+    name: string | null;
+  }>`
     WITH live AS (
-      SELECT s.hash, s.key_id, k.project_id, s.last_seen_at
-      FROM dashboard_sessions s JOIN api_keys k ON k.id = s.key_id
-      WHERE s.hash = ${h} AND k.revoked_at IS NULL
+      SELECT s.hash, s.key_id, k.project_id, s.user_id, u.admin, u.groups, u.email, u.name,
+        s.last_seen_at
+      FROM dashboard_sessions s
+        LEFT JOIN api_keys k ON k.id = s.key_id
+        LEFT JOIN users u ON u.id = s.user_id
+      WHERE s.hash = ${h}
+        AND ((k.id IS NOT NULL AND k.revoked_at IS NULL)
+          OR (u.id IS NOT NULL AND u.deactivated_at IS NULL))
         AND s.expires_at > now()
         AND s.last_seen_at > now() - make_interval(secs => ${SESSION_IDLE_SECONDS})
     ), touched AS (
@@ -79,9 +118,23 @@ export async function readSession(db: Db, id: string | undefined): Promise<Princ
       FROM live
       WHERE d.hash = live.hash AND live.last_seen_at < now() - make_interval(secs => ${TOUCH_SECONDS})
     )
-    SELECT key_id, project_id FROM live`.execute(db);
+    SELECT key_id, project_id, user_id, admin, groups, email, name FROM live`.execute(db);
   const row = live.rows[0];
-  if (row) return { keyId: row.key_id, projectId: row.project_id };
+  if (row?.key_id) {
+    const key: KeyPrincipal = { kind: 'key', keyId: row.key_id, projectId: row.project_id };
+    return key;
+  }
+  if (row?.user_id) {
+    const user: UserPrincipal = {
+      kind: 'user',
+      userId: row.user_id,
+      admin: row.admin === true,
+      roles: await rolesOf(db, { id: row.user_id, groups: row.groups ?? [] }),
+      name: row.name,
+      email: row.email,
+    };
+    return user;
+  }
   await db.deleteFrom('dashboard_sessions').where('hash', '=', h).execute();
   return undefined;
 }

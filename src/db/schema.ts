@@ -192,11 +192,40 @@ interface RateLimitsTable {
 interface DashboardSessionsTable {
   /** SHA-256 of the cookie's random id; the id itself is never stored. */
   hash: string;
-  key_id: string;
+  /** The key signed in with, or null for a user's session (exactly one of the two is set). */
+  key_id: string | null;
+  user_id: string | null;
   created_at: Timestamp;
   last_seen_at: Timestamp;
   /** The session's hard end (7 days after sign-in); idle expiry is read from last_seen_at. */
   expires_at: Timestamp;
+}
+
+interface UsersTable {
+  id: string;
+  /** The OpenID provider's issuer and the user's subject there: who the user is. */
+  issuer: string;
+  subject: string;
+  email: string | null;
+  name: string | null;
+  /** The provider's groups claim at the last sign-in. */
+  groups: ColumnType<string[], string[] | undefined, string[]>;
+  admin: Generated<boolean>;
+  created_at: Timestamp;
+  last_seen_at: Timestamp | null;
+  deactivated_at: Timestamp | null;
+}
+
+/** A project's role, given to a user or to a group of the provider's groups claim. */
+export type ProjectRole = 'maintainer' | 'member' | 'viewer';
+
+interface ProjectRolesTable {
+  project_id: string;
+  grantee_kind: 'user' | 'group';
+  /** A user's id or a group's name. */
+  grantee: string;
+  role: ProjectRole;
+  created_at: Timestamp;
 }
 
 interface WebhooksTable {
@@ -322,6 +351,8 @@ export interface Database {
   forge_refusals: ForgeRefusalsTable;
   project_secrets: ProjectSecretsTable;
   environments: EnvironmentsTable;
+  users: UsersTable;
+  project_roles: ProjectRolesTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -334,3 +365,5 @@ export type WebhookDeliveryRow = Selectable<WebhookDeliveriesTable>;
 export type WebhookAttemptRow = Selectable<WebhookAttemptsTable>;
 export type ProjectSecretRow = Selectable<ProjectSecretsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
+export type UserRow = Selectable<UsersTable>;
+export type ProjectRoleRow = Selectable<ProjectRolesTable>;

@@ -3,25 +3,41 @@
 // what does not exist. Said once for the API's routes, its polling read and the dashboard's
 // pages, so that a project key of another project learns nothing of what exists elsewhere.
 import { AppError } from '../errors.ts';
-import type { Principal } from './service.ts';
+import { isServerAdmin, type Principal } from './service.ts';
 
-/** Whether the key may act on the project: an admin key on any, a project key on its own. */
+/**
+ * Whether the principal may act on the project: an admin key or a server admin on any, a
+ * project key on its own, a user on those they have a role on.
+ */
 export function mayActOn(principal: Principal, projectId: string): boolean {
-  return principal.projectId === null || principal.projectId === projectId;
+  if (isServerAdmin(principal)) return true;
+  return principal.kind === 'key'
+    ? principal.projectId === projectId
+    : principal.roles.has(projectId);
 }
 
 /** Refuses (403) a key that may not act on the project; 404s are checked after this. */
 export function requireProjectAccess(principal: Principal, projectId: string): Principal {
   if (!mayActOn(principal, projectId)) {
-    throw new AppError('forbidden', `this API key is not valid for project ${projectId}`);
+    throw new AppError(
+      'forbidden',
+      principal.kind === 'key'
+        ? `this API key is not valid for project ${projectId}`
+        : `you have no role on project ${projectId}`,
+    );
   }
   return principal;
 }
 
 /** Refuses (403) a project key where only an admin key may act: an admin route or page. */
 export function requireAdminKey(principal: Principal, where: 'route' | 'page'): Principal {
-  if (principal.projectId !== null) {
-    throw new AppError('forbidden', `this ${where} needs an admin key; this is a project key`);
+  if (!isServerAdmin(principal)) {
+    throw new AppError(
+      'forbidden',
+      principal.kind === 'key'
+        ? `this ${where} needs an admin key; this is a project key`
+        : `this ${where} needs a server admin`,
+    );
   }
   return principal;
 }

@@ -2,16 +2,42 @@
 // the database keeps only its SHA-256 hash and its first characters for display.
 import { sql } from 'kysely';
 import type { Db } from '../db/database.ts';
-import type { ApiKeyRow } from '../db/schema.ts';
+import type { ApiKeyRow, ProjectRole } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { isId, newId } from '../ids.ts';
 import type { KeyRecord } from '../records/key.ts';
 import { hashKey, isWellFormedKey, keyStart, mintKey } from './format.ts';
 
-export interface Principal {
+/** Who makes a request: an API key or a person signed in through the OpenID provider. */
+export type Principal = KeyPrincipal | UserPrincipal;
+
+export interface KeyPrincipal {
+  kind: 'key';
   keyId: string;
   /** null for an admin key. */
   projectId: string | null;
+}
+
+export interface UserPrincipal {
+  kind: 'user';
+  userId: string;
+  /** A server admin: every project, and the admin API and pages. */
+  admin: boolean;
+  /** The user's role on each project they have one on: their own or a group's, the strongest. */
+  roles: ReadonlyMap<string, ProjectRole>;
+  /** Who the user is, as the dashboard shows them (the provider's claims at the last sign-in). */
+  name?: string | null;
+  email?: string | null;
+}
+
+/** The one id of a principal, for what is counted or kept per caller (open streams). */
+export function principalId(principal: Principal): string {
+  return principal.kind === 'key' ? principal.keyId : principal.userId;
+}
+
+/** A server admin: an admin key, or a user the provider's groups or the admin emails name. */
+export function isServerAdmin(principal: Principal): boolean {
+  return principal.kind === 'key' ? principal.projectId === null : principal.admin;
 }
 
 /** A key's row as the admin API shows it (src/records/key.ts): never the key. */
@@ -84,10 +110,10 @@ export function wellFormedKey(key: string): string {
  */
 export function principalOfRow(
   row: { id: string | null; project_id: string | null; revoked_at: Date | null } | undefined,
-): Principal {
+): KeyPrincipal {
   if (!row?.id) throw new AppError('unauthorized', 'unknown API key');
   if (row.revoked_at) throw new AppError('unauthorized', 'this API key has been revoked');
-  return { keyId: row.id, projectId: row.project_id };
+  return { kind: 'key', keyId: row.id, projectId: row.project_id };
 }
 
 /**

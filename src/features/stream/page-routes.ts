@@ -1,6 +1,7 @@
 // The dashboard job page's live lines: the page's script follows the job's live event stream, as
 // lines of HTML the server renders and escapes; asked for JSON, what happened since the last
 // event the page shows. The page itself is the dashboard's (dashboard/job-routes.ts).
+
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
 import { eventItem, eventView } from '../../dashboard/job-pages.ts';
@@ -10,6 +11,7 @@ import { AppError } from '../../errors.ts';
 import type { EventType } from '../../events/catalog.ts';
 import { listEvents, toEventRecord } from '../../events/log.ts';
 import { getJob } from '../../jobs/service.ts';
+import { principalId } from '../../keys/service.ts';
 import { type EventStreams, resumeAfter, wantsStream } from './hub.ts';
 
 /** The events after which a job is no longer active: the page reloads to show the outcome. */
@@ -37,7 +39,7 @@ export function registerLiveLines(
         await streams.open(
           {
             jobId: job.id,
-            keyId: principal.keyId,
+            keyId: principalId(principal),
             after: resumeAfter(request.headers['last-event-id'], after),
             requestId: request.id,
           },

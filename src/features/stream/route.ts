@@ -1,5 +1,6 @@
 // GET /v2/agent/{projectId}/job/{id}/events?after=SEQ&limit=N: the job's progress log in order;
 // with `Accept: text/event-stream`, the live stream of it (hub.ts): one path, so one route.
+
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -9,6 +10,7 @@ import { listEvents, toLoggedEvent } from '../../events/log.ts';
 import { eventRecordSchema } from '../../events/openapi.ts';
 import { jobParams } from '../../http/schemas.ts';
 import { getJob } from '../../jobs/service.ts';
+import { principalId } from '../../keys/service.ts';
 import { errors } from '../../responses.ts';
 import { type EventStreams, resumeAfter, wantsStream } from './hub.ts';
 
@@ -73,7 +75,7 @@ export function registerEventsRoute(
         // Errors before the stream starts are answered as any other; once it has started, the
         // response is the stream's own.
         await streams.open(
-          { jobId: job.id, keyId: principal.keyId, after: from, requestId: request.id },
+          { jobId: job.id, keyId: principalId(principal), after: from, requestId: request.id },
           reply.raw,
         );
         reply.hijack();
