@@ -18,6 +18,7 @@ export function page(layout: Layout, body: SafeHtml): string {
     ? html`<nav aria-label="Main">
         <a href="/projects">Projects</a>
         ${admin ? html`<a href="/keys">Admin keys</a>` : ''}
+        ${layout.principal.kind === 'user' ? html`<a href="/tokens">Tokens</a>` : ''}
         ${signedInAs(layout.principal)}
         <form method="post" action="/sign-out" class="inline">
           <button type="submit" class="link">Sign out</button>

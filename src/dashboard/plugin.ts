@@ -31,6 +31,7 @@ import {
   SESSION_MAX_SECONDS,
   signIn,
 } from './sessions.ts';
+import { registerTokenRoutes } from './token-routes.ts';
 
 export interface DashboardOptions {
   ctx: AppContext;
@@ -209,6 +210,7 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     registerKeyRoutes(signedIn, ctx);
     registerSecretRoutes(signedIn, ctx);
     registerEnvironmentRoutes(signedIn, ctx);
+    registerTokenRoutes(signedIn, ctx);
     for (const register of features) register(signedIn, ctx);
   });
 }

@@ -228,6 +228,22 @@ interface ProjectRolesTable {
   created_at: Timestamp;
 }
 
+/** A user's personal API token (src/users/tokens.ts): only its hash is kept. */
+interface UserTokensTable {
+  id: string;
+  user_id: string;
+  name: string;
+  start: string;
+  hash: string;
+  /** null: every project the user has a role on. */
+  project_ids: string[] | null;
+  read_only: boolean;
+  created_at: Timestamp;
+  expires_at: Timestamp;
+  last_used_at: Timestamp | null;
+  revoked_at: Timestamp | null;
+}
+
 interface WebhooksTable {
   id: string;
   project_id: string;
@@ -353,6 +369,7 @@ export interface Database {
   environments: EnvironmentsTable;
   users: UsersTable;
   project_roles: ProjectRolesTable;
+  user_tokens: UserTokensTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -367,3 +384,4 @@ export type ProjectSecretRow = Selectable<ProjectSecretsTable>;
 export type EnvironmentRow = Selectable<EnvironmentsTable>;
 export type UserRow = Selectable<UsersTable>;
 export type ProjectRoleRow = Selectable<ProjectRolesTable>;
+export type UserTokenRow = Selectable<UserTokensTable>;

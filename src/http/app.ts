@@ -7,6 +7,7 @@ import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { registerMetricsRoute } from '../metrics/http.ts';
+import { TokenChecker } from '../users/tokens.ts';
 import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
 import { ClientErrors, requireHost, serverOptions } from './connections.ts';
 import { errorHandler, sendError } from './errors.ts';
@@ -116,15 +117,18 @@ export async function buildApp(
 
   await registerOpenApi(app);
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
+  const tokens = new TokenChecker(ctx, (err) =>
+    ctx.log.warn({ err }, 'could not record token use'),
+  );
   await registerHealth(app, ctx);
   registerMetricsRoute(app, ctx.config, ctx.metrics);
-  registerGetJob(app, new AuthorizedJobReader(ctx, keys));
+  registerGetJob(app, new AuthorizedJobReader(ctx, keys, tokens));
   // No API key: each checks its requests its own way (the forge intake: the forge's signature).
   for (const feature of features) await feature.open?.(app, ctx);
   // Here, not after the API's routes: the review page keeps its place in the OpenAPI document.
   for (const plugin of plugins) await app.register(plugin, { ctx });
   await app.register(async (scope) => {
-    scope.addHook('onRequest', requireProject(ctx, keys));
+    scope.addHook('onRequest', requireProject(ctx, keys, tokens));
     registerCreateJob(scope, ctx);
     registerSendMessage(scope, ctx);
     registerListJobs(scope, ctx);
@@ -132,7 +136,7 @@ export async function buildApp(
     for (const feature of features) feature.project?.(scope, ctx);
   });
   await app.register(async (scope) => {
-    scope.addHook('onRequest', requireAdmin(keys));
+    scope.addHook('onRequest', requireAdmin(keys, tokens));
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
     for (const feature of features) feature.admin?.(scope, ctx);

@@ -13,6 +13,7 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { mintKey } from '../keys/format.ts';
 import { KeyChecker } from '../keys/service.ts';
+import { TokenChecker } from '../users/tokens.ts';
 import { requireProject } from './auth.ts';
 
 describe('the key and project read of the project routes', () => {
@@ -38,7 +39,11 @@ describe('the key and project read of the project routes', () => {
       },
     };
     const keyErrors: unknown[] = [];
-    const check = requireProject(counted, new KeyChecker(ctx.db, (err) => keyErrors.push(err)));
+    const check = requireProject(
+      counted,
+      new KeyChecker(ctx.db, (err) => keyErrors.push(err)),
+      new TokenChecker(counted, (err) => keyErrors.push(err)),
+    );
     const revoked = await svc.createProjectKey(fx.project.id);
     const revoke = await svc.request('POST', `/v2/admin/keys/${revoked.id}/revoke`);
     assert.equal(revoke.status, 200, revoke.text);

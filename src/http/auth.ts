@@ -9,8 +9,10 @@ import { AppError, databaseUnavailable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from '../jobs/record.ts';
 import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
-import type { KeyChecker, Principal } from '../keys/service.ts';
+import { isTokenLike } from '../keys/format.ts';
+import { bearerOf, type KeyChecker, type Principal, type UserPrincipal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
+import type { TokenChecker } from '../users/tokens.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -19,9 +21,38 @@ declare module 'fastify' {
   }
 }
 
-export function requireAdmin(keys: KeyChecker) {
+/** What a read-only token may do: read. */
+const READ_METHODS = new Set(['GET', 'HEAD']);
+
+/**
+ * The principal of a personal API token, or undefined when the credential is a key (which the
+ * caller's own query checks): routed by the prefix, so a key costs no token lookup. The one
+ * place a read-only token is refused a request that is not a read, whatever the route.
+ */
+async function tokenPrincipal(
+  tokens: TokenChecker,
+  header: string | undefined,
+  method: string,
+): Promise<UserPrincipal | undefined> {
+  const credential = bearerOf(header);
+  if (!isTokenLike(credential)) return undefined;
+  const principal = await tokens.check(credential);
+  if (principal.token?.readOnly && !READ_METHODS.has(method)) {
+    throw new AppError(
+      'forbidden',
+      `this personal API token is read-only: ${method} needs a token that is not read-only`,
+    );
+  }
+  return principal;
+}
+
+export function requireAdmin(keys: KeyChecker, tokens: TokenChecker) {
   return async (request: FastifyRequest): Promise<void> => {
-    request.principal = requireAdminKey(await keys.check(request.headers.authorization), 'route');
+    const { authorization } = request.headers;
+    const principal =
+      (await tokenPrincipal(tokens, authorization, request.method)) ??
+      (await keys.check(authorization));
+    request.principal = requireAdminKey(principal, 'route');
   };
 }
 
@@ -68,7 +99,7 @@ const KEYS_AND_PROJECTS_SQL = `
  * reads share theirs (AuthorizedJobReader): under a burst of creates it was one statement per
  * request beside a share of one transaction.
  */
-export function requireProject(ctx: AppContext, keys: KeyChecker) {
+export function requireProject(ctx: AppContext, keys: KeyChecker, tokens: TokenChecker) {
   const batcher = new Batcher<ProjectReadItem, KeyAndProjectRow>(
     (items) =>
       ctx.prepared<KeyAndProjectRow>('errand_keys_and_projects', KEYS_AND_PROJECTS_SQL, [
@@ -78,14 +109,17 @@ export function requireProject(ctx: AppContext, keys: KeyChecker) {
     { maxItems: 500, maxInFlight: 1, timeout: { ms: READ_TIMEOUT_MS, error: databaseUnavailable } },
   );
   return async (request: FastifyRequest<{ Params: { projectId: string } }>): Promise<void> => {
-    const keyHash = keys.hashOf(request.headers.authorization);
+    const { authorization } = request.headers;
     const { projectId } = request.params;
+    // A token is checked by its own query first; the shared read then looks up no key ('').
+    const token = await tokenPrincipal(tokens, authorization, request.method);
+    if (token) requireProjectAccess(token, projectId);
     const row = await batcher.submit({
-      keyHash,
+      keyHash: token ? '' : keys.hashOf(authorization),
       // Only well-formed ids reach the statement: one bad value would fail every read with it.
       projectId: isId('prj', projectId) ? projectId : '',
     });
-    const principal = authorize(keys, row, projectId);
+    const principal = token ?? authorize(keys, row, projectId);
     if (!row.id) throw new AppError('not_found', `project ${projectId} not found`);
     const { key_id, key_project, key_revoked_at, ...project } = row;
     request.principal = principal;
@@ -152,10 +186,17 @@ const READ_JOBS_SQL = `
  */
 export class AuthorizedJobReader {
   readonly #keys: KeyChecker;
+  readonly #tokens: TokenChecker;
   readonly #batcher: Batcher<JobReadItem, KeyAndJobRow>;
 
-  constructor(ctx: AppContext, keys: KeyChecker, readTimeoutMs = READ_TIMEOUT_MS) {
+  constructor(
+    ctx: AppContext,
+    keys: KeyChecker,
+    tokens: TokenChecker,
+    readTimeoutMs = READ_TIMEOUT_MS,
+  ) {
     this.#keys = keys;
+    this.#tokens = tokens;
     // One statement in flight: the reads that arrive while it runs all go into the next one,
     // as in a group commit. In the benchmark this gave larger batches and more reads per CPU
     // second than two or more. A full batch of 500 reads takes about 6 ms on the bench machine.
@@ -188,7 +229,10 @@ export class AuthorizedJobReader {
     jobId: string,
     knownVersion?: string,
   ): Promise<VersionedJob> {
-    const keyHash = this.#keys.hashOf(header);
+    // Polling is a read: a read-only token may poll.
+    const token = await tokenPrincipal(this.#tokens, header, 'GET');
+    if (token) requireProjectAccess(token, projectId);
+    const keyHash = token ? '' : this.#keys.hashOf(header);
     const row = await this.#batcher.submit({
       // Only well-formed ids reach the statement: one bad value (a NUL byte, say) would fail
       // every read batched with it.
@@ -197,7 +241,7 @@ export class AuthorizedJobReader {
       keyHash,
       knownVersion: knownVersion ?? '',
     });
-    authorize(this.#keys, row, projectId);
+    if (!token) authorize(this.#keys, row, projectId);
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
     const version = row.job_version ?? '';

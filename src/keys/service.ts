@@ -28,6 +28,11 @@ export interface UserPrincipal {
   /** Who the user is, as the dashboard shows them (the provider's claims at the last sign-in). */
   name?: string | null;
   email?: string | null;
+  /**
+   * Set when the user acts through a personal API token (src/users/tokens.ts): `roles` and
+   * `admin` are then already clamped to the token's projects and, when read-only, to `viewer`.
+   */
+  token?: { id: string; readOnly: boolean };
 }
 
 /** The one id of a principal, for what is counted or kept per caller (open streams). */
@@ -117,6 +122,24 @@ export function principalOfRow(
 }
 
 /**
+ * The credential of an `Authorization: Bearer` header, a key or a personal token (told apart by
+ * their prefixes, src/keys/format.ts); throws 401 when the header is missing or not Bearer.
+ */
+export function bearerOf(header: string | undefined): string {
+  if (!header) {
+    throw new AppError(
+      'unauthorized',
+      'missing Authorization header (expected "Bearer <API key>")',
+    );
+  }
+  const match = /^Bearer +(\S+)\s*$/i.exec(header);
+  if (!match?.[1]) {
+    throw new AppError('unauthorized', 'Authorization header must be "Bearer <API key>"');
+  }
+  return match[1];
+}
+
+/**
  * Checks an `Authorization` header. Malformed keys are refused without a database lookup;
  * revoked keys stop working at once (no cache). `last_used_at` is written at most once a
  * minute per key and process, so polling does not turn every read into a write.
@@ -142,17 +165,7 @@ export class KeyChecker {
 
   /** The stored hash of the header's key; throws 401 for a missing or malformed key. */
   hashOf(header: string | undefined): string {
-    if (!header) {
-      throw new AppError(
-        'unauthorized',
-        'missing Authorization header (expected "Bearer <API key>")',
-      );
-    }
-    const match = /^Bearer +(\S+)\s*$/i.exec(header);
-    if (!match?.[1]) {
-      throw new AppError('unauthorized', 'Authorization header must be "Bearer <API key>"');
-    }
-    return hashKey(wellFormedKey(match[1]));
+    return hashKey(wellFormedKey(bearerOf(header)));
   }
 
   /** The principal of a looked-up key row; throws 401 for an unknown or revoked key. */

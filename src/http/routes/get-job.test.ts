@@ -22,6 +22,7 @@ import { AppError } from '../../errors.ts';
 import { type JobView, toJobRecord } from '../../jobs/record.ts';
 import { mintKey } from '../../keys/format.ts';
 import { KeyChecker } from '../../keys/service.ts';
+import { TokenChecker } from '../../users/tokens.ts';
 import { AuthorizedJobReader } from '../auth.ts';
 import { RenderedJobs } from './get-job.ts';
 
@@ -64,7 +65,8 @@ describe('GET /v2/agent/{projectId}/job/{id}', () => {
   const newReader = (ctx: AppContext = svc.service.ctx, timeoutMs?: number) => {
     const keyErrors: unknown[] = [];
     const keys = new KeyChecker(ctx.db, (err) => keyErrors.push(err));
-    return { reader: new AuthorizedJobReader(ctx, keys, timeoutMs), keyErrors };
+    const tokens = new TokenChecker(ctx, (err) => keyErrors.push(err));
+    return { reader: new AuthorizedJobReader(ctx, keys, tokens, timeoutMs), keyErrors };
   };
   const etagOf = (res: HttpResult): string => {
     const etag = res.headers.get('etag') ?? '';
