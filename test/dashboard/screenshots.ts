@@ -3,8 +3,11 @@
 // for the README.
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
+import { SESSION_COOKIE, startUserSession } from '../../src/dashboard/sessions.ts';
 import { recordProgress, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import { insertEvents } from '../../src/jobs/transaction.ts';
+import { upsertUser } from '../../src/users/service.ts';
+import { createToken, revokeToken } from '../../src/users/tokens.ts';
 import { startTestService } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
@@ -32,7 +35,7 @@ try {
     name: 'website',
     model: 'anthropic:claude-sonnet-4-5',
   });
-  await svc.createProject({ name: 'billing service' });
+  const billing = await svc.createProject({ name: 'billing service' });
   await svc.request('POST', '/v2/admin/keys', { body: { projectId: project.id, name: 'backend' } });
   let jobId = '';
   for (const prompt of [
@@ -186,6 +189,39 @@ try {
       })
       .execute();
   }
+  // A user signed in through the identity provider, with roles and tokens of their own.
+  const person = await upsertUser(
+    ctx.db,
+    {
+      issuer: 'https://idp.example.com',
+      subject: 'ada',
+      email: 'ada@example.com',
+      name: 'Ada Lovelace',
+      emailVerified: true,
+      groups: [],
+    },
+    false,
+  );
+  await ctx.db
+    .insertInto('project_roles')
+    .values([
+      { project_id: project.id, grantee_kind: 'user', grantee: person.id, role: 'maintainer' },
+      { project_id: billing.id, grantee_kind: 'user', grantee: person.id, role: 'member' },
+    ])
+    .execute();
+  await createToken(ctx.db, person.id, {
+    name: 'dashboard exporter',
+    expiresInDays: 365,
+    projectIds: [project.id],
+    readOnly: true,
+  });
+  const old = await createToken(ctx.db, person.id, {
+    name: 'old laptop',
+    expiresInDays: 30,
+    projectIds: null,
+    readOnly: false,
+  });
+  await revokeToken(ctx.db, person.id, old.row.id);
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -231,6 +267,24 @@ try {
       await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);
       await shot('webhook-deliveries');
       await context.close();
+      // The Tokens page is a user's: a session of the user above, a token just made.
+      const userContext = await browser.newContext({
+        viewport: { width, height },
+        colorScheme: scheme,
+      });
+      await userContext.addCookies([
+        { name: SESSION_COOKIE, value: await startUserSession(ctx.db, person.id), url: svc.url },
+      ]);
+      const userPage = await userContext.newPage();
+      await userPage.goto(`${svc.url}/tokens`);
+      await userPage.getByLabel('Name').fill(`ci ${width} ${scheme}`);
+      await userPage.getByRole('button', { name: 'Create token' }).click();
+      await userPage.locator('#new-token').waitFor();
+      await userPage.screenshot({
+        path: path.join(out, `tokens-${width}-${scheme}.png`),
+        fullPage: true,
+      });
+      await userContext.close();
     }
   }
   process.stdout.write(`screenshots written to ${out}\n`);
