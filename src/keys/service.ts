@@ -35,9 +35,13 @@ export interface UserPrincipal {
   token?: { id: string; readOnly: boolean };
 }
 
-/** The one id of a principal, for what is counted or kept per caller (open streams). */
+/**
+ * The one id of a principal, for what is counted or kept per caller (open streams): a key's, a
+ * personal token's (so its streams end when it does), or a user's session's.
+ */
 export function principalId(principal: Principal): string {
-  return principal.kind === 'key' ? principal.keyId : principal.userId;
+  if (principal.kind === 'key') return principal.keyId;
+  return principal.token?.id ?? principal.userId;
 }
 
 /** A server admin: an admin key, or a user the provider's groups or the admin emails name. */

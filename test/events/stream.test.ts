@@ -1,7 +1,7 @@
 // The live stream: GET …/job/{id}/events with Accept: text/event-stream. Events in order with
 // their seq as id, status changes with the job's record, resuming with no gap and no duplicate,
 // the end after a terminal event, other API processes, keep-alives, the per-key limit, slow
-// readers, shutdown, revoked keys, and a lost LISTEN connection.
+// readers, shutdown, revoked keys and personal tokens, and a lost LISTEN connection.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
@@ -10,6 +10,8 @@ import type { EventRecord } from '../../src/events/log.ts';
 import { recordProgress } from '../../src/jobs/lifecycle.ts';
 import type { TurnInput, TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import type { JobRecord } from '../../src/records/job.ts';
+import { upsertUser } from '../../src/users/service.ts';
+import { createToken, revokeToken } from '../../src/users/tokens.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import { openSse, type SseEvent, type SseStream } from '../support/sse.ts';
 
@@ -284,6 +286,48 @@ describe('live event stream', () => {
     const res = await fx.svc.request('POST', `/v2/admin/keys/${id}/revoke`);
     assert.equal(res.status, 200, res.text);
     await stream.ended;
+    await fx.runner.finish(jobId);
+  });
+
+  test('a personal token loses its streams when revoked or its user is deactivated', async () => {
+    const ctx = fx.svc.service.ctx;
+    const user = await upsertUser(
+      ctx.db,
+      {
+        issuer: 'https://idp.example.test',
+        subject: 'streamer',
+        email: null,
+        emailVerified: false,
+        name: null,
+        groups: [],
+      },
+      false,
+    );
+    await ctx.db
+      .insertInto('project_roles')
+      .values({ project_id: fx.projectId, grantee_kind: 'user', grantee: user.id, role: 'viewer' })
+      .execute();
+    const token = async () =>
+      createToken(ctx.db, user.id, {
+        name: 'stream',
+        expiresInDays: 1,
+        projectIds: null,
+        readOnly: true,
+      });
+    const [revoked, kept] = [await token(), await token()];
+    const jobId = await createJob(fx);
+    const first = await openSse(eventsUrl(fx, jobId), { key: revoked.token });
+    const second = await openSse(eventsUrl(fx, jobId), { key: kept.token });
+    assert.equal(first.status, 200);
+    assert.equal(second.status, 200);
+    await revokeToken(ctx.db, user.id, revoked.row.id);
+    await first.ended;
+    await ctx.db
+      .updateTable('users')
+      .set({ deactivated_at: new Date() })
+      .where('id', '=', user.id)
+      .execute();
+    await second.ended;
     await fx.runner.finish(jobId);
   });
 

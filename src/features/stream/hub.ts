@@ -220,18 +220,40 @@ export class EventStreams {
     }
   }
 
-  /** Ends the streams of keys revoked since they opened. */
+  /**
+   * Ends the streams of keys revoked since they opened, and of personal tokens revoked, expired
+   * or whose user was deactivated.
+   */
   async #checkKeys(): Promise<void> {
-    const keys = [...this.#perKey.keys()];
-    if (keys.length === 0) return;
+    const ids = [...this.#perKey.keys()];
+    const keys = ids.filter((id) => id.startsWith('key_'));
+    const tokens = ids.filter((id) => id.startsWith('tok_'));
+    if (keys.length === 0 && tokens.length === 0) return;
     try {
-      const revoked = await this.#ctx.db
-        .selectFrom('api_keys')
-        .select('id')
-        .where('id', 'in', keys)
-        .where('revoked_at', 'is not', null)
-        .execute();
-      const gone = new Set(revoked.map((r) => r.id));
+      const revoked = keys.length
+        ? await this.#ctx.db
+            .selectFrom('api_keys')
+            .select('id')
+            .where('id', 'in', keys)
+            .where('revoked_at', 'is not', null)
+            .execute()
+        : [];
+      const ended = tokens.length
+        ? await this.#ctx.db
+            .selectFrom('user_tokens as t')
+            .innerJoin('users as u', 'u.id', 't.user_id')
+            .select('t.id')
+            .where('t.id', 'in', tokens)
+            .where((eb) =>
+              eb.or([
+                eb('t.revoked_at', 'is not', null),
+                eb('t.expires_at', '<=', sql<Date>`now()`),
+                eb('u.deactivated_at', 'is not', null),
+              ]),
+            )
+            .execute()
+        : [];
+      const gone = new Set([...revoked, ...ended].map((r) => r.id));
       if (gone.size === 0) return;
       for (const stream of this.#all()) if (gone.has(stream.keyId)) this.#stop(stream);
     } catch (err) {
