@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { startTestService, type TestService } from '../../test/support/service.ts';
+import { startTestService, type TestService, waitFor } from '../../test/support/service.ts';
 import { SESSION_COOKIE, startUserSession } from '../dashboard/sessions.ts';
 import type { ProjectRole } from '../db/schema.ts';
 import { isWellFormedKey, isWellFormedToken } from '../keys/format.ts';
@@ -160,23 +160,15 @@ describe('personal API tokens', () => {
     assert.equal(elsewhere.json.code, 'forbidden');
     // Not an admin.
     assert.equal((await svc.request('GET', '/v2/admin/keys', { key: token })).status, 403);
-    // Its last use is recorded.
-    const row = await db()
-      .selectFrom('user_tokens')
-      .select('last_used_at')
-      .where('id', '=', id)
-      .executeTakeFirstOrThrow();
-    for (let i = 0; i < 50 && !row.last_used_at; i++) {
-      await new Promise((resolve) => setImmediate(resolve));
-      row.last_used_at = (
-        await db()
-          .selectFrom('user_tokens')
-          .select('last_used_at')
-          .where('id', '=', id)
-          .executeTakeFirstOrThrow()
-      ).last_used_at;
-    }
-    assert.ok(row.last_used_at, 'last use written');
+    // Its last use is recorded (written after the answer, not in its way).
+    await waitFor('the last use written', async () => {
+      const row = await db()
+        .selectFrom('user_tokens')
+        .select('last_used_at')
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      return row.last_used_at ?? undefined;
+    });
   });
 
   test('a token limited to projects is refused elsewhere, even where its user has a role', async () => {
