@@ -136,6 +136,8 @@ describe('dashboard', { skip: browserSkipReason }, () => {
       `/projects/${project.id}/jobs/job_00000000000000000000/archive`,
       '/keys',
       '/keys/key_00000000000000000000/revoke',
+      '/tokens',
+      '/tokens/tok_00000000000000000000/revoke',
     ];
     for (const path of pages) {
       const browserGet = await fetch(`${svc.url}${path}`, {
@@ -157,6 +159,8 @@ describe('dashboard', { skip: browserSkipReason }, () => {
       `/projects/${project.id}/jobs/job_00000000000000000000/archive`,
       '/keys',
       '/keys/key_00000000000000000000/revoke',
+      '/tokens',
+      '/tokens/tok_00000000000000000000/revoke',
     ];
     const before = await svc.request('GET', '/v2/admin/keys');
     for (const path of actions) {
