@@ -13,6 +13,7 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
+import { access, enforceAccess, markOpen } from '../keys/route-access.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
@@ -128,42 +129,55 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
   });
 
   // The stylesheets and the script, from the package (no CDN: works offline).
-  await scope.register(fastifyStatic, {
-    root: ASSETS,
-    prefix: '/assets/',
-    wildcard: false,
-    decorateReply: false,
-    maxAge: 3600 * 1000,
-    etag: false,
-    lastModified: false,
-    acceptRanges: false,
-    // RFC 9239's type for JavaScript, as before (the mime table says application/javascript).
-    setHeaders: (reply, path) => {
-      if (path.endsWith('.js')) reply.header('content-type', 'text/javascript; charset=utf-8');
+  // Public: the sign-in page needs them. The package's routes are marked open in a scope of
+  // their own (every route declares its access: keys/route-access.ts).
+  await scope.register(async (assets) => {
+    assets.addHook('onRoute', markOpen);
+    await assets.register(fastifyStatic, {
+      root: ASSETS,
+      prefix: '/assets/',
+      wildcard: false,
+      decorateReply: false,
+      maxAge: 3600 * 1000,
+      etag: false,
+      lastModified: false,
+      acceptRanges: false,
+      // RFC 9239's type for JavaScript, as before (the mime table says application/javascript).
+      setHeaders: (reply, path) => {
+        if (path.endsWith('.js')) reply.header('content-type', 'text/javascript; charset=utf-8');
+      },
+    });
+  });
+  scope.get<{ Params: { '*': string } }>(
+    '/assets/*',
+    { config: access('open') },
+    async (request) => {
+      throw new AppError('not_found', `no asset ${request.params['*']}`);
     },
-  });
-  scope.get<{ Params: { '*': string } }>('/assets/*', async (request) => {
-    throw new AppError('not_found', `no asset ${request.params['*']}`);
-  });
+  );
 
-  scope.get('/', async (request, reply) => {
+  scope.get('/', { config: access('open') }, async (request, reply) => {
     const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
     if (principal) return reply.redirect('/projects', 303);
     return sendPage(reply, 200, signInPage());
   });
 
-  scope.post<{ Body: Form | undefined }>('/sign-in', async (request, reply) => {
-    try {
-      const { id } = await signIn(ctx.db, request.body?.key ?? '');
-      reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
-      return reply.redirect('/projects', 303);
-    } catch (err) {
-      if (!(err instanceof AppError) || err.status >= 500) throw err;
-      return sendPage(reply, err.status, signInPage(err.message));
-    }
-  });
+  scope.post<{ Body: Form | undefined }>(
+    '/sign-in',
+    { config: access('open') },
+    async (request, reply) => {
+      try {
+        const { id } = await signIn(ctx.db, request.body?.key ?? '');
+        reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
+        return reply.redirect('/projects', 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        return sendPage(reply, err.status, signInPage(err.message));
+      }
+    },
+  );
 
-  scope.post('/sign-out', async (request, reply) => {
+  scope.post('/sign-out', { config: access('open') }, async (request, reply) => {
     await endSession(ctx.db, request.cookies[SESSION_COOKIE]);
     reply.setCookie(SESSION_COOKIE, '', { ...sessionCookie, maxAge: 0 });
     return reply.redirect('/', 303);
@@ -175,6 +189,8 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
       const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
       if (principal) {
         request.session = principal;
+        // The page's access rule (keys/route-access.ts): the one check of who may see it.
+        enforceAccess(request, principal, 'page');
         return;
       }
       if (request.method === 'GET' && wantsHtml(request)) return reply.redirect('/', 303);

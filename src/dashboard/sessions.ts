@@ -8,6 +8,7 @@ import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
 import { hashKey } from '../keys/format.ts';
 import { type Principal, principalOfRow, wellFormedKey } from '../keys/service.ts';
+import { userPrincipal } from '../keys/user-principal.ts';
 
 /**
  * The cookie that holds the session id (read and written through @fastify/cookie). Other pages
@@ -67,11 +68,20 @@ export async function readSession(db: Db, id: string | undefined): Promise<Princ
   const h = sessionHash(id);
   // The idle time is renewed at most once a minute: a job page polls every second, and that
   // need not be a write each time.
-  const live = await sql<{ key_id: string; project_id: string | null }>`
+  // A key's session ends with its key's revocation; a user's with their deactivation (read
+  // again on every request, in userPrincipal).
+  const live = await sql<{
+    key_id: string | null;
+    project_id: string | null;
+    user_id: string | null;
+  }>`
     WITH live AS (
-      SELECT s.hash, s.key_id, k.project_id, s.last_seen_at
-      FROM dashboard_sessions s JOIN api_keys k ON k.id = s.key_id
-      WHERE s.hash = ${h} AND k.revoked_at IS NULL
+      SELECT s.hash, s.key_id, k.project_id, s.user_id, s.last_seen_at
+      FROM dashboard_sessions s
+      LEFT JOIN api_keys k ON k.id = s.key_id
+      LEFT JOIN users u ON u.id = s.user_id
+      WHERE s.hash = ${h}
+        AND (k.id IS NOT NULL AND k.revoked_at IS NULL OR u.id IS NOT NULL AND u.deactivated_at IS NULL)
         AND s.expires_at > now()
         AND s.last_seen_at > now() - make_interval(secs => ${SESSION_IDLE_SECONDS})
     ), touched AS (
@@ -79,9 +89,11 @@ export async function readSession(db: Db, id: string | undefined): Promise<Princ
       FROM live
       WHERE d.hash = live.hash AND live.last_seen_at < now() - make_interval(secs => ${TOUCH_SECONDS})
     )
-    SELECT key_id, project_id FROM live`.execute(db);
+    SELECT key_id, project_id, user_id FROM live`.execute(db);
   const row = live.rows[0];
-  if (row) return { kind: 'key', keyId: row.key_id, projectId: row.project_id };
+  if (row?.key_id) return { kind: 'key', keyId: row.key_id, projectId: row.project_id };
+  const user = row?.user_id ? await userPrincipal(db, row.user_id) : undefined;
+  if (user) return user;
   await db.deleteFrom('dashboard_sessions').where('hash', '=', h).execute();
   return undefined;
 }

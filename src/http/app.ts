@@ -5,9 +5,10 @@ import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify'
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
+import { checkAccessRules, markOpen } from '../keys/route-access.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { registerMetricsRoute } from '../metrics/http.ts';
-import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
+import { AuthorizedJobReader, requireKey, requireProject } from './auth.ts';
 import { ClientErrors, requireHost, serverOptions } from './connections.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
@@ -114,6 +115,8 @@ export async function buildApp(
     ),
   );
 
+  // Every route declares who may call it; the server does not start with one that does not.
+  checkAccessRules(app);
   await registerOpenApi(app);
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   await registerHealth(app, ctx);
@@ -132,13 +135,17 @@ export async function buildApp(
     for (const feature of features) feature.project?.(scope, ctx);
   });
   await app.register(async (scope) => {
-    scope.addHook('onRequest', requireAdmin(keys));
+    scope.addHook('onRequest', requireKey(keys));
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
     for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
   });
-  await registerDocs(app);
+  // The API's document and its viewer: public, as they always were.
+  await app.register(async (docs) => {
+    docs.addHook('onRoute', markOpen);
+    await registerDocs(docs);
+  });
   return app;
 }

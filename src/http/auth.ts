@@ -1,6 +1,6 @@
-// Authentication and project access for every /v2 route. Runs at onRequest, before the body
-// is read, so an unauthenticated caller learns nothing about the body's validity. The order of
-// refusals, 401, then 403, then 404, is keys/access.ts's.
+// Authentication for every /v2 route, then the route's access rule (http/access.ts). Runs at
+// onRequest, before the body is read, so an unauthenticated caller learns nothing about the
+// body's validity. The order of refusals, 401, then 403, then 404, is keys/access.ts's.
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { Batcher } from '../db/batch.ts';
@@ -8,7 +8,8 @@ import type { ProjectRow } from '../db/schema.ts';
 import { AppError, databaseUnavailable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from '../jobs/record.ts';
-import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
+import { requireAccess } from '../keys/access.ts';
+import { enforceAccess } from '../keys/route-access.ts';
 import type { KeyChecker, Principal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
 
@@ -19,9 +20,12 @@ declare module 'fastify' {
   }
 }
 
-export function requireAdmin(keys: KeyChecker) {
+/** A valid key (401 otherwise) with the access the route declares (403 otherwise). */
+export function requireKey(keys: KeyChecker) {
   return async (request: FastifyRequest): Promise<void> => {
-    request.principal = requireAdminKey(await keys.check(request.headers.authorization), 'route');
+    const principal = await keys.check(request.headers.authorization);
+    enforceAccess(request, principal);
+    request.principal = principal;
   };
 }
 
@@ -32,12 +36,16 @@ interface KeyColumns {
   key_revoked_at: Date | null;
 }
 
-/** The principal of a key read by a query, and whether it may act on `projectId`: 401, then 403. */
-function authorize(keys: KeyChecker, row: KeyColumns | undefined, projectId: string): Principal {
+/** What a principal must be allowed, after it is known: the route's access rule. */
+type Allow = (principal: Principal) => void;
+
+/** The principal of a key read by a query, and whether the route allows it: 401, then 403. */
+function authorize(keys: KeyChecker, row: KeyColumns | undefined, allow: Allow): Principal {
   const principal = keys.principalOf(
     row && { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at },
   );
-  return requireProjectAccess(principal, projectId);
+  allow(principal);
+  return principal;
 }
 
 interface KeyAndProjectRow extends Omit<ProjectRow, 'id'>, KeyColumns {
@@ -85,7 +93,7 @@ export function requireProject(ctx: AppContext, keys: KeyChecker) {
       // Only well-formed ids reach the statement: one bad value would fail every read with it.
       projectId: isId('prj', projectId) ? projectId : '',
     });
-    const principal = authorize(keys, row, projectId);
+    const principal = authorize(keys, row, (p) => enforceAccess(request, p));
     if (!row.id) throw new AppError('not_found', `project ${projectId} not found`);
     const { key_id, key_project, key_revoked_at, ...project } = row;
     request.principal = principal;
@@ -187,6 +195,9 @@ export class AuthorizedJobReader {
     projectId: string,
     jobId: string,
     knownVersion?: string,
+    // The route's access rule (get-job passes enforceAccess); by default a job is read by a
+    // viewer of its project, as that route declares.
+    allow: Allow = (principal) => requireAccess(principal, 'viewer', projectId),
   ): Promise<VersionedJob> {
     const keyHash = this.#keys.hashOf(header);
     const row = await this.#batcher.submit({
@@ -197,7 +208,7 @@ export class AuthorizedJobReader {
       keyHash,
       knownVersion: knownVersion ?? '',
     });
-    authorize(this.#keys, row, projectId);
+    authorize(this.#keys, row, allow);
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
     const version = row.job_version ?? '';
