@@ -18,6 +18,7 @@ import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerAdminSecretRoutes } from './routes/admin-secrets.ts';
+import { registerAdminUserRoutes } from './routes/admin-users.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
 import { registerGetJob } from './routes/get-job.ts';
@@ -138,6 +139,7 @@ export async function buildApp(
     scope.addHook('onRequest', requireKey(keys));
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
+    registerAdminUserRoutes(scope, ctx);
     for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
