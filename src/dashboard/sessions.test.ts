@@ -27,7 +27,7 @@ describe('dashboard sessions', () => {
     const project = await svc.createProject();
     const { id: keyId, key } = await svc.createProjectKey(project.id);
     const { id, principal } = await signIn(db(), ` ${key}\n`);
-    assert.deepEqual(principal, { keyId, projectId: project.id });
+    assert.deepEqual(principal, { kind: 'key', keyId, projectId: project.id });
     assert.match(id, /^[0-9A-Za-z]{43}$/);
     const stored = await row(id);
     assert.ok(stored, 'stored under the hash of the id');
