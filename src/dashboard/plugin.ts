@@ -30,6 +30,7 @@ import {
   SESSION_MAX_SECONDS,
   signIn,
 } from './sessions.ts';
+import { registerUserRoutes } from './user-routes.ts';
 
 export interface DashboardOptions {
   ctx: AppContext;
@@ -201,6 +202,7 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     registerKeyRoutes(signedIn, ctx);
     registerSecretRoutes(signedIn, ctx);
     registerEnvironmentRoutes(signedIn, ctx);
+    registerUserRoutes(signedIn, ctx);
     for (const register of features) register(signedIn, ctx);
   });
 }

@@ -104,6 +104,12 @@ const TABLE: Record<string, Access> = {
   'POST /keys': 'admin',
   'GET /keys/:id/revoke': 'admin',
   'POST /keys/:id/revoke': 'admin',
+  'GET /users': 'admin',
+  'POST /users/:id/deactivate': 'admin',
+  'POST /users/:id/reactivate': 'admin',
+  'GET /projects/:id/roles': 'admin',
+  'POST /projects/:id/roles': 'admin',
+  'POST /projects/:id/roles/delete': 'admin',
   'GET /v2/admin/users': 'admin',
   'POST /v2/admin/users/:id/deactivate': 'admin',
   'POST /v2/admin/users/:id/reactivate': 'admin',
@@ -148,7 +154,8 @@ const API = /^\/(v2|healthz|readyz|metrics|openapi\.json|docs)(\/|$)/;
 let svc: TestService;
 let fx: RouteFixture;
 const callers = new Map<Who, { key?: string; cookie?: string }>();
-let otherUserId = '';
+/** A user the user routes act on (deactivating one with a session would end it). */
+let spareUserId = '';
 
 before(async () => {
   svc = await startTestService({ worker: false });
@@ -167,7 +174,7 @@ before(async () => {
     cookie: (await signedInUser(db, { roles: { [a]: 'maintainer' } })).cookie,
   });
   const other = await signedInUser(db, { roles: { [fx.otherProject.id]: 'maintainer' } });
-  otherUserId = other.userId;
+  spareUserId = (await signedInUser(db)).userId;
   callers.set('other maintainer', { cookie: other.cookie });
   callers.set('server admin', { cookie: (await signedInUser(db, { admin: true })).cookie });
   callers.set('admin key', { key: svc.adminKey, cookie: await sessionCookie(svc, svc.adminKey) });
@@ -188,7 +195,7 @@ function concrete(url: string): string {
     .replace(/\/job\/:id/, `/job/${fx.jobId}`)
     .replace(':jobId', fx.jobId)
     .replace(/\/keys\/:id/, `/keys/${fx.spareKeyId}`)
-    .replace(/\/users\/:id/, `/users/${otherUserId}`)
+    .replace(/\/users\/:id/, `/users/${spareUserId}`)
     .replace(':webhookId', 'whk_00000000000000000000')
     .replace(':deliveryId', '1')
     .replace(':name', 'SOME_SECRET')

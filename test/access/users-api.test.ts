@@ -133,3 +133,54 @@ test("a deactivated user's session stops at the next request; reactivated, they 
   const missing = await svc.request('POST', '/v2/admin/users/usr_00000000000000000000/deactivate');
   assert.equal(missing.status, 404);
 });
+
+test('the Users and Roles pages: an admin gives and takes a role and deactivates a user', async () => {
+  const db = svc.service.ctx.db;
+  const admin = await signedInUser(db, { admin: true, email: 'ada@example.test' });
+  const user = await signedInUser(db, { email: 'bob@example.test' });
+  const form = (path: string, fields: Record<string, string>) =>
+    fetch(`${svc.url}${path}`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        cookie: admin.cookie,
+        origin: svc.url,
+        accept: 'text/html',
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams(fields).toString(),
+    });
+  const usersPage = await fetch(`${svc.url}/users`, { headers: { cookie: admin.cookie } });
+  assert.equal(usersPage.status, 200);
+  assert.match(await usersPage.text(), /bob@example\.test/);
+
+  const given = await form(`/projects/${projectId}/roles`, {
+    granteeKind: 'user',
+    grantee: user.userId,
+    role: 'member',
+  });
+  assert.equal(given.status, 303);
+  assert.equal(await page(user.cookie, `/projects/${projectId}/jobs`), 200);
+  const rolesPage = await fetch(`${svc.url}/projects/${projectId}/roles`, {
+    headers: { cookie: admin.cookie },
+  });
+  assert.match(await rolesPage.text(), /bob@example\.test[\s\S]*member/);
+  const bad = await form(`/projects/${projectId}/roles`, {
+    granteeKind: 'user',
+    grantee: user.userId,
+    role: 'owner',
+  });
+  assert.equal(bad.status, 400);
+  assert.match(await bad.text(), /role/);
+
+  const taken = await form(`/projects/${projectId}/roles/delete`, {
+    granteeKind: 'user',
+    grantee: user.userId,
+  });
+  assert.equal(taken.status, 303);
+  assert.equal(await page(user.cookie, `/projects/${projectId}/jobs`), 403);
+
+  const off = await form(`/users/${user.userId}/deactivate`, {});
+  assert.equal(off.status, 303);
+  assert.equal(await page(user.cookie, '/projects'), 401);
+});
