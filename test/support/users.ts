@@ -15,6 +15,7 @@ export interface TestUserOptions {
   /** The provider's groups claim. */
   groups?: string[];
   email?: string;
+  name?: string;
 }
 
 export interface TestUser {
@@ -32,7 +33,7 @@ export async function createUser(db: Db, opts: TestUserOptions = {}): Promise<st
       issuer: 'http://127.0.0.1/test-issuer',
       subject: id,
       email: opts.email ?? `${id}@example.test`,
-      name: `Test ${id}`,
+      name: opts.name ?? `Test ${id}`,
       groups: opts.groups ?? [],
       admin: opts.admin ?? false,
     })
