@@ -15,6 +15,12 @@ const codeToStatus = {
   model_unavailable: 400,
   unauthorized: 401,
   forbidden: 403,
+  // A signed-in user (or their token) without the role a route needs: one code per role, so a
+  // client can tell "ask for member" from "ask for maintainer" without reading the message.
+  viewer_required: 403,
+  member_required: 403,
+  maintainer_required: 403,
+  admin_required: 403,
   not_found: 404,
   request_timeout: 408,
   conflict: 409,

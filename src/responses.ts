@@ -28,7 +28,7 @@ export function json<T extends z.ZodType>(description: string, schema: T) {
 const errorResponses = {
   400: 'Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable).',
   401: 'Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer).',
-  403: 'The key is not valid for this project, or the route needs an admin key.',
+  403: "The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required).",
   404: 'Not found, or of another project.',
   409: 'The job is archived (conflict), or a request with the same Idempotency-Key is still being processed (idempotency_key_in_flight: retry it later).',
   413: 'The request body is too large.',

@@ -78,7 +78,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -265,7 +265,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -361,7 +361,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -455,7 +455,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -497,7 +497,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1205,7 +1205,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1244,7 +1244,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1362,7 +1362,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1411,7 +1411,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1544,7 +1544,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1595,7 +1595,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1658,7 +1658,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1707,7 +1707,304 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/users': {
+    /**
+     * List users
+     * @description Everyone who has signed in, with the project roles given to them.
+     */
+    get: {
+      responses: {
+        /** @description Every user. */
+        200: {
+          content: {
+            'application/json': {
+              users: components['schemas']['User'][];
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/users/{id}/deactivate': {
+    /**
+     * Deactivate user
+     * @description The user can no longer sign in; their sessions and tokens stop at once.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The user id (usr_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The user. */
+        200: {
+          content: {
+            'application/json': components['schemas']['User'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/users/{id}/reactivate': {
+    /**
+     * Reactivate user
+     * @description The user may sign in again.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The user id (usr_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The user. */
+        200: {
+          content: {
+            'application/json': components['schemas']['User'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/roles': {
+    /** List a project's roles */
+    get: {
+      parameters: {
+        path: {
+          /** @description The project id. */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The project's roles. */
+        200: {
+          content: {
+            'application/json': {
+              roles: components['schemas']['ProjectRole'][];
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{id}/roles/{granteeKind}/{grantee}': {
+    /**
+     * Give a project role
+     * @description Gives the user or group the role on the project, replacing the one it had.
+     */
+    put: {
+      parameters: {
+        path: {
+          /** @description The project id. */
+          id: string;
+          /** @description user, or group (a group of the provider's groups claim). */
+          granteeKind: 'user' | 'group';
+          /** @description The user's id, or the group's name. */
+          grantee: string;
+        };
+      };
+      requestBody: {
+        content: {
+          'application/json': {
+            /**
+             * @description The role to give.
+             * @enum {string}
+             */
+            role: 'maintainer' | 'member' | 'viewer';
+          };
+        };
+      };
+      responses: {
+        /** @description The role. */
+        200: {
+          content: {
+            'application/json': components['schemas']['ProjectRole'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is not JSON. */
+        415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /** Take a project role */
+    delete: {
+      parameters: {
+        path: {
+          /** @description The project id. */
+          id: string;
+          /** @description user, or group (a group of the provider's groups claim). */
+          granteeKind: 'user' | 'group';
+          /** @description The user's id, or the group's name. */
+          grantee: string;
+        };
+      };
+      responses: {
+        /** @description The role taken. */
+        200: {
+          content: {
+            'application/json': components['schemas']['ProjectRole'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1767,7 +2064,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1812,7 +2109,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1914,7 +2211,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -1977,7 +2274,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2021,7 +2318,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2098,7 +2395,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2203,7 +2500,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2313,7 +2610,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2397,7 +2694,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2476,7 +2773,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2544,7 +2841,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2589,7 +2886,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2637,7 +2934,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2684,7 +2981,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2735,7 +3032,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -2793,7 +3090,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -3438,6 +3735,10 @@ export interface components {
         | 'model_unavailable'
         | 'unauthorized'
         | 'forbidden'
+        | 'viewer_required'
+        | 'member_required'
+        | 'maintainer_required'
+        | 'admin_required'
         | 'not_found'
         | 'request_timeout'
         | 'conflict'
@@ -3537,6 +3838,21 @@ export interface components {
       /** Format: date-time */
       updatedAt: string;
     };
+    /** @description A role on a project, given to a user or a group. */
+    ProjectRole: {
+      projectId: string;
+      /**
+       * @description A user, or a group of the OpenID provider's groups claim.
+       * @enum {string}
+       */
+      granteeKind: 'user' | 'group';
+      /** @description The user's id, or the group's name. */
+      grantee: string;
+      /** @enum {string} */
+      role: 'maintainer' | 'member' | 'viewer';
+      /** Format: date-time */
+      createdAt: string;
+    };
     /** @description A project secret, without its value. */
     Secret: {
       /** @description The environment variable commands read it from. */
@@ -3550,6 +3866,26 @@ export interface components {
        * @description When its value and exposure were last set.
        */
       updatedAt: string;
+    };
+    /** @description A person who signed in through the OpenID provider. */
+    User: {
+      id: string;
+      email: string | null;
+      name: string | null;
+      /** @description The provider's groups claim at the last sign-in. */
+      groups: string[];
+      /** @description A server admin. */
+      admin: boolean;
+      /** @description The roles given to the user themself (a group's are listed with the project). */
+      roles: {
+        projectId: string;
+        /** @enum {string} */
+        role: 'maintainer' | 'member' | 'viewer';
+      }[];
+      /** Format: date-time */
+      createdAt: string;
+      lastSeenAt: string | null;
+      deactivatedAt: string | null;
     };
     /** @description A webhook endpoint, without its secret. */
     Webhook: {

@@ -4,10 +4,11 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { access } from '../keys/route-access.ts';
 import { rebuildEnvironment } from '../projects/environment-builds.ts';
 import { deleteEnvironments } from '../projects/environments.ts';
 import { getProject, toProjectRecord } from '../projects/service.ts';
-import { admin, sendPage } from './requests.ts';
+import { sendPage, session } from './requests.ts';
 import { projectSettingsPage } from './settings-page.ts';
 
 export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContext): void {
@@ -16,8 +17,9 @@ export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContex
 
   pages.post<{ Params: { id: string } }>(
     '/projects/:id/environments/rebuild',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       try {
         await rebuildEnvironment(ctx, current.id);
@@ -37,8 +39,8 @@ export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContex
 
   pages.post<{ Params: { id: string } }>(
     '/projects/:id/environments/delete',
+    { config: access('maintainer') },
     async (request, reply) => {
-      admin(request);
       const current = await project(request.params.id);
       await deleteEnvironments(ctx, current.id);
       return reply.redirect(settings(current.id, 'dropped=all'), 303);
@@ -47,8 +49,8 @@ export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContex
 
   pages.post<{ Params: { id: string; key: string } }>(
     '/projects/:id/environments/:key/delete',
+    { config: access('maintainer') },
     async (request, reply) => {
-      admin(request);
       const current = await project(request.params.id);
       await deleteEnvironments(ctx, current.id, request.params.key);
       return reply.redirect(

@@ -7,12 +7,14 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { listEvents, toEventRecord } from '../events/log.ts';
 import { isId } from '../ids.ts';
+import { requireMayArchive } from '../jobs/creator.ts';
 import { createJobBody, promptBody } from '../jobs/input.ts';
 import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
 import { toJobRecord } from '../jobs/record.ts';
 import { archiveJob, createJob, getJob, listJobs, sendMessage } from '../jobs/service.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import { readUsage } from '../jobs/usage.ts';
+import { access } from '../keys/route-access.ts';
 import { toProjectRecord } from '../projects/service.ts';
 import { JOB_STATUSES } from '../records/job.ts';
 import { parseDiff, renderDiff } from './diff.ts';
@@ -100,7 +102,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
   pages.get<{
     Params: { id: string };
     Querystring: { status?: string; cursor?: string; created?: string };
-  }>('/projects/:id/jobs', async (request, reply) => {
+  }>('/projects/:id/jobs', { config: access('viewer') }, async (request, reply) => {
     const { principal, row } = await visibleProject(ctx, request, request.params.id);
     const created = request.query.created;
     return sendPage(
@@ -118,6 +120,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
     '/projects/:id/jobs',
+    { config: access('member') },
     async (request, reply) => {
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       const prompt = request.body?.prompt ?? '';
@@ -144,14 +147,23 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
 
   type JobParams = { Params: { id: string; jobId: string } };
 
-  pages.get<JobParams>('/projects/:id/jobs/:jobId', async (request, reply) => {
-    const { principal, row } = await visibleProject(ctx, request, request.params.id);
-    const detail = await jobDetail(ctx, row.id, request.params.jobId);
-    return sendPage(reply, 200, jobPage(principal, toProjectRecord(ctx, row), detail.job, detail));
-  });
+  pages.get<JobParams>(
+    '/projects/:id/jobs/:jobId',
+    { config: access('viewer') },
+    async (request, reply) => {
+      const { principal, row } = await visibleProject(ctx, request, request.params.id);
+      const detail = await jobDetail(ctx, row.id, request.params.jobId);
+      return sendPage(
+        reply,
+        200,
+        jobPage(principal, toProjectRecord(ctx, row), detail.job, detail),
+      );
+    },
+  );
 
   pages.post<JobParams & { Body: Form | undefined }>(
     '/projects/:id/jobs/:jobId/message',
+    { config: access('member') },
     async (request, reply) => {
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       const prompt = request.body?.prompt ?? '';
@@ -175,15 +187,25 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
     },
   );
 
-  pages.get<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
-    const { principal, row } = await visibleProject(ctx, request, request.params.id);
-    const job = toJobRecord(await getJob(ctx, row.id, request.params.jobId));
-    return sendPage(reply, 200, archivePage(principal, row.id, job));
-  });
+  pages.get<JobParams>(
+    '/projects/:id/jobs/:jobId/archive',
+    { config: access('member') },
+    async (request, reply) => {
+      const { principal, row } = await visibleProject(ctx, request, request.params.id);
+      await requireMayArchive(ctx, principal, row.id, request.params.jobId);
+      const job = toJobRecord(await getJob(ctx, row.id, request.params.jobId));
+      return sendPage(reply, 200, archivePage(principal, row.id, job));
+    },
+  );
 
-  pages.post<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
-    const { row } = await visibleProject(ctx, request, request.params.id);
-    await archiveJob(ctx, row.id, request.params.jobId);
-    return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
-  });
+  pages.post<JobParams>(
+    '/projects/:id/jobs/:jobId/archive',
+    { config: access('member') },
+    async (request, reply) => {
+      const { principal, row } = await visibleProject(ctx, request, request.params.id);
+      await requireMayArchive(ctx, principal, row.id, request.params.jobId);
+      await archiveJob(ctx, row.id, request.params.jobId);
+      return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
+    },
+  );
 }

@@ -5,10 +5,11 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
+import { access } from '../keys/route-access.ts';
 import { createKey, listKeys, revokeKey, toKeyRecord } from '../keys/service.ts';
 import { findProject, getProject, toProjectRecord } from '../projects/service.ts';
 import { adminKeysPage, projectKeysPage, revokePage } from './key-pages.ts';
-import { admin, baseUrl, type Form, given, sendPage } from './requests.ts';
+import { baseUrl, type Form, given, sendPage, session } from './requests.ts';
 
 const NAME_TOO_LONG = '"name" must be a string of at most 200 characters';
 
@@ -16,22 +17,27 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
   const keysOf = async (projectId: string | null) =>
     (await listKeys(ctx)).map(toKeyRecord).filter((key) => key.projectId === projectId);
 
-  pages.get<{ Params: { id: string } }>('/projects/:id/keys', async (request, reply) => {
-    const principal = admin(request);
-    const current = toProjectRecord(ctx, await getProject(ctx, request.params.id));
-    return sendPage(
-      reply,
-      200,
-      projectKeysPage(principal, current, await keysOf(current.id), {
-        baseUrl: baseUrl(ctx, request),
-      }),
-    );
-  });
+  pages.get<{ Params: { id: string } }>(
+    '/projects/:id/keys',
+    { config: access('maintainer') },
+    async (request, reply) => {
+      const principal = session(request);
+      const current = toProjectRecord(ctx, await getProject(ctx, request.params.id));
+      return sendPage(
+        reply,
+        200,
+        projectKeysPage(principal, current, await keysOf(current.id), {
+          baseUrl: baseUrl(ctx, request),
+        }),
+      );
+    },
+  );
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
     '/projects/:id/keys',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = toProjectRecord(ctx, await getProject(ctx, request.params.id));
       const name = given(request.body ?? {}, 'name');
       if (name !== undefined && name.length > 200) {
@@ -56,24 +62,32 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
     },
   );
 
-  pages.get('/keys', async (request, reply) => {
-    const principal = admin(request);
+  pages.get('/keys', { config: access('admin') }, async (request, reply) => {
+    const principal = session(request);
     return sendPage(reply, 200, adminKeysPage(principal, await keysOf(null), {}));
   });
 
-  pages.post<{ Body: Form | undefined }>('/keys', async (request, reply) => {
-    const principal = admin(request);
-    const name = given(request.body ?? {}, 'name');
-    if (name !== undefined && name.length > 200) {
+  pages.post<{ Body: Form | undefined }>(
+    '/keys',
+    { config: access('admin') },
+    async (request, reply) => {
+      const principal = session(request);
+      const name = given(request.body ?? {}, 'name');
+      if (name !== undefined && name.length > 200) {
+        return sendPage(
+          reply,
+          400,
+          adminKeysPage(principal, await keysOf(null), { error: NAME_TOO_LONG }),
+        );
+      }
+      const { key } = await createKey(ctx.db, { projectId: null, name: name ?? null });
       return sendPage(
         reply,
-        400,
-        adminKeysPage(principal, await keysOf(null), { error: NAME_TOO_LONG }),
+        201,
+        adminKeysPage(principal, await keysOf(null), { created: { key } }),
       );
-    }
-    const { key } = await createKey(ctx.db, { projectId: null, name: name ?? null });
-    return sendPage(reply, 201, adminKeysPage(principal, await keysOf(null), { created: { key } }));
-  });
+    },
+  );
 
   const keyRecord = async (id: string) => {
     const key = isId('key', id) ? (await listKeys(ctx)).find((k) => k.id === id) : undefined;
@@ -83,20 +97,27 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
   const keysPageOf = (projectId: string | null) =>
     projectId === null ? '/keys' : `/projects/${projectId}/keys`;
 
-  pages.get<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {
-    const principal = admin(request);
-    const key = await keyRecord(request.params.id);
-    return sendPage(reply, 200, revokePage(principal, key, keysPageOf(key.projectId)));
-  });
+  pages.get<{ Params: { id: string } }>(
+    '/keys/:id/revoke',
+    { config: access('admin') },
+    async (request, reply) => {
+      const principal = session(request);
+      const key = await keyRecord(request.params.id);
+      return sendPage(reply, 200, revokePage(principal, key, keysPageOf(key.projectId)));
+    },
+  );
 
-  pages.post<{ Params: { id: string } }>('/keys/:id/revoke', async (request, reply) => {
-    admin(request);
-    const key = toKeyRecord(await revokeKey(ctx, request.params.id));
-    // A project that no longer exists has no keys page to go back to.
-    const back =
-      key.projectId !== null && !(await findProject(ctx, key.projectId))
-        ? '/keys'
-        : keysPageOf(key.projectId);
-    return reply.redirect(back, 303);
-  });
+  pages.post<{ Params: { id: string } }>(
+    '/keys/:id/revoke',
+    { config: access('admin') },
+    async (request, reply) => {
+      const key = toKeyRecord(await revokeKey(ctx, request.params.id));
+      // A project that no longer exists has no keys page to go back to.
+      const back =
+        key.projectId !== null && !(await findProject(ctx, key.projectId))
+          ? '/keys'
+          : keysPageOf(key.projectId);
+      return reply.redirect(back, 303);
+    },
+  );
 }

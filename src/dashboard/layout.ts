@@ -17,7 +17,12 @@ export function page(layout: Layout, body: SafeHtml): string {
   const nav = layout.principal
     ? html`<nav aria-label="Main">
         <a href="/projects">Projects</a>
-        ${admin ? html`<a href="/keys">Admin keys</a>` : ''}
+        ${
+          admin
+            ? html`<a href="/keys">Admin keys</a>
+        <a href="/users">Users</a>`
+            : ''
+        }
         ${layout.principal.kind === 'user' ? html`<a href="/tokens">Tokens</a>` : ''}
         ${signedInAs(layout.principal)}
         <form method="post" action="/sign-out" class="inline">

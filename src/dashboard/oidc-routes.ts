@@ -10,6 +10,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { access } from '../keys/route-access.ts';
 import { type OidcRelyingParty, type PendingLogin, pendingLoginSchema } from '../users/oidc.ts';
 import { isAdminIdentity, upsertUser } from '../users/service.ts';
 import { html } from './html.ts';
@@ -67,7 +68,7 @@ export function registerOidcRoutes(
     return sendPage(reply, err.status, signInPage(opts.methods, err.message));
   };
 
-  scope.get('/auth/oidc/login', async (request, reply) => {
+  scope.get('/auth/oidc/login', { config: access('open') }, async (request, reply) => {
     try {
       const { url, pending } = await opts.rp.start(callbackUrl(ctx, request));
       const value = Buffer.from(JSON.stringify(pending)).toString('base64url');
@@ -78,7 +79,7 @@ export function registerOidcRoutes(
     }
   });
 
-  scope.get('/auth/oidc/callback', async (request, reply) => {
+  scope.get('/auth/oidc/callback', { config: access('open') }, async (request, reply) => {
     // Used once, whatever happens next.
     const pending = readPending(request.cookies[LOGIN_COOKIE]);
     reply.setCookie(LOGIN_COOKIE, '', { ...loginCookie, maxAge: 0 });

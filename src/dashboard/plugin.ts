@@ -13,6 +13,7 @@ import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
+import { access, enforceAccess, markOpen } from '../keys/route-access.ts';
 import { OidcRelyingParty } from '../users/oidc.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { securityHeaders } from './headers.ts';
@@ -32,6 +33,7 @@ import {
   signIn,
 } from './sessions.ts';
 import { registerTokenRoutes } from './token-routes.ts';
+import { registerUserRoutes } from './user-routes.ts';
 
 export interface DashboardOptions {
   ctx: AppContext;
@@ -82,9 +84,6 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     secure: ctx.config.publicUrl?.startsWith('https:') ?? false,
   } as const;
 
-  const rp = ctx.config.oidc ? new OidcRelyingParty(ctx.config.oidc) : undefined;
-  const methods: SignInMethods = { provider: rp?.name, key: ctx.config.dashboardKeySignIn };
-
   scope.decorateRequest('session', null);
   // Pages, not the API: they stay out of the OpenAPI document.
   scope.addHook('onRoute', (route) => {
@@ -134,65 +133,34 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
   });
 
   // The stylesheets and the script, from the package (no CDN: works offline).
-  await scope.register(fastifyStatic, {
-    root: ASSETS,
-    prefix: '/assets/',
-    wildcard: false,
-    decorateReply: false,
-    maxAge: 3600 * 1000,
-    etag: false,
-    lastModified: false,
-    acceptRanges: false,
-    // RFC 9239's type for JavaScript, as before (the mime table says application/javascript).
-    setHeaders: (reply, path) => {
-      if (path.endsWith('.js')) reply.header('content-type', 'text/javascript; charset=utf-8');
-    },
-  });
-  scope.get<{ Params: { '*': string } }>('/assets/*', async (request) => {
-    throw new AppError('not_found', `no asset ${request.params['*']}`);
-  });
-
-  scope.get('/', async (request, reply) => {
-    const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
-    if (principal) return reply.redirect('/projects', 303);
-    return sendPage(reply, 200, signInPage(methods));
-  });
-
-  // With single sign-on, an API key signs in to the dashboard only when the operator says so.
-  scope.post<{ Body: Form | undefined }>('/sign-in', async (request, reply) => {
-    if (!methods.key)
-      return sendPage(
-        reply,
-        403,
-        signInPage(
-          methods,
-          'signing in with an API key is off on this server; sign in with the identity provider',
-        ),
-      );
-    try {
-      const { id } = await signIn(ctx.db, request.body?.key ?? '');
-      reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
-      return reply.redirect('/projects', 303);
-    } catch (err) {
-      if (!(err instanceof AppError) || err.status >= 500) throw err;
-      return sendPage(reply, err.status, signInPage(methods, err.message));
-    }
-  });
-
-  if (rp)
-    registerOidcRoutes(scope, ctx, {
-      rp,
-      methods,
-      secure: sessionCookie.secure,
-      setSession: (reply, id) =>
-        reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS }),
+  // Public: the sign-in page needs them. The package's routes are marked open in a scope of
+  // their own (every route declares its access: keys/route-access.ts).
+  await scope.register(async (assets) => {
+    assets.addHook('onRoute', markOpen);
+    await assets.register(fastifyStatic, {
+      root: ASSETS,
+      prefix: '/assets/',
+      wildcard: false,
+      decorateReply: false,
+      maxAge: 3600 * 1000,
+      etag: false,
+      lastModified: false,
+      acceptRanges: false,
+      // RFC 9239's type for JavaScript, as before (the mime table says application/javascript).
+      setHeaders: (reply, path) => {
+        if (path.endsWith('.js')) reply.header('content-type', 'text/javascript; charset=utf-8');
+      },
     });
-
-  scope.post('/sign-out', async (request, reply) => {
-    await endSession(ctx.db, request.cookies[SESSION_COOKIE]);
-    reply.setCookie(SESSION_COOKIE, '', { ...sessionCookie, maxAge: 0 });
-    return reply.redirect('/', 303);
   });
+  scope.get<{ Params: { '*': string } }>(
+    '/assets/*',
+    { config: access('open') },
+    async (request) => {
+      throw new AppError('not_found', `no asset ${request.params['*']}`);
+    },
+  );
+
+  registerSignIn(scope, ctx, sessionCookie);
 
   // Everything below needs a session: a page without one sends a browser to sign in.
   await scope.register(async (signedIn) => {
@@ -200,6 +168,8 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
       const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
       if (principal) {
         request.session = principal;
+        // The page's access rule (keys/route-access.ts): the one check of who may see it.
+        enforceAccess(request, principal, 'page');
         return;
       }
       if (request.method === 'GET' && wantsHtml(request)) return reply.redirect('/', 303);
@@ -211,6 +181,70 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     registerSecretRoutes(signedIn, ctx);
     registerEnvironmentRoutes(signedIn, ctx);
     registerTokenRoutes(signedIn, ctx);
+    registerUserRoutes(signedIn, ctx);
     for (const register of features) register(signedIn, ctx);
+  });
+}
+
+/** The session cookie's attributes: the server's, whatever the page. */
+interface SessionCookie {
+  path: string;
+  httpOnly: boolean;
+  sameSite: 'strict';
+  secure: boolean;
+}
+
+/**
+ * The public pages that start and end a session: the sign-in page, a key's sign-in (when the
+ * operator allows it), the identity provider's sign-in (when configured) and sign-out.
+ */
+function registerSignIn(scope: FastifyInstance, ctx: AppContext, sessionCookie: SessionCookie) {
+  const rp = ctx.config.oidc ? new OidcRelyingParty(ctx.config.oidc) : undefined;
+  const methods: SignInMethods = { provider: rp?.name, key: ctx.config.dashboardKeySignIn };
+
+  scope.get('/', { config: access('open') }, async (request, reply) => {
+    const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
+    if (principal) return reply.redirect('/projects', 303);
+    return sendPage(reply, 200, signInPage(methods));
+  });
+
+  // With single sign-on, an API key signs in to the dashboard only when the operator says so.
+  scope.post<{ Body: Form | undefined }>(
+    '/sign-in',
+    { config: access('open') },
+    async (request, reply) => {
+      if (!methods.key)
+        return sendPage(
+          reply,
+          403,
+          signInPage(
+            methods,
+            'signing in with an API key is off on this server; sign in with the identity provider',
+          ),
+        );
+      try {
+        const { id } = await signIn(ctx.db, request.body?.key ?? '');
+        reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
+        return reply.redirect('/projects', 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        return sendPage(reply, err.status, signInPage(methods, err.message));
+      }
+    },
+  );
+
+  if (rp)
+    registerOidcRoutes(scope, ctx, {
+      rp,
+      methods,
+      secure: sessionCookie.secure,
+      setSession: (reply, id) =>
+        reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS }),
+    });
+
+  scope.post('/sign-out', { config: access('open') }, async (request, reply) => {
+    await endSession(ctx.db, request.cookies[SESSION_COOKIE]);
+    reply.setCookie(SESSION_COOKIE, '', { ...sessionCookie, maxAge: 0 });
+    return reply.redirect('/', 303);
   });
 }

@@ -2,6 +2,7 @@
 // project's settings. Every value goes through `html`; a stored token is never shown.
 
 import type { MonthUsage } from '../jobs/spend.ts';
+import { hasRole } from '../keys/access.ts';
 import { isServerAdmin, type Principal } from '../keys/service.ts';
 import type { EngineName } from '../projects/engine.ts';
 import { NETWORK_PRESETS } from '../projects/network.ts';
@@ -208,12 +209,12 @@ export function projectsPage(
     }${month.unpriced > 0 ? ' + unpriced' : ''}</td>
     <td class="actions"><a href="/projects/${project.id}/jobs">Jobs</a>
     ${
-      admin
+      hasRole(principal, project.id, 'maintainer')
         ? html`<a href="/projects/${project.id}/keys">API keys</a>
       <a href="/projects/${project.id}/webhooks">Webhooks</a>
       <a href="/projects/${project.id}/settings">Settings</a>`
         : ''
-    }</td>  </tr>`,
+    }${admin ? html`<a href="/projects/${project.id}/roles">Roles</a>` : ''}</td>  </tr>`,
   )}</tbody></table></div>`
     : html`<p>No projects yet.</p>`;
   const create = admin
@@ -252,6 +253,7 @@ ${projectFields(form.values, project)}
 ${form.secrets}
 ${form.environments}
 <p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
+<p><a href="/projects/${project.id}/roles">Roles on this project</a> (server admins)</p>
 <p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>
 <p><a href="/projects/${project.id}/forge-webhook">Comments and labels on the forge (its webhook)</a></p>`,
   );

@@ -6,6 +6,7 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { jobCounts } from '../jobs/read.ts';
 import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
+import { access } from '../keys/route-access.ts';
 import { isServerAdmin, type Principal } from '../keys/service.ts';
 import type { ProjectFields } from '../projects/changes.ts';
 import { afterProjectCreated, afterProjectUpdated } from '../projects/environment-builds.ts';
@@ -19,7 +20,7 @@ import {
 } from '../projects/service.ts';
 import type { ProjectRecord } from '../records/project.ts';
 import { projectsPage } from './project-pages.ts';
-import { admin, type Form, given, parse, sendPage, session } from './requests.ts';
+import { type Form, given, parse, sendPage, session } from './requests.ts';
 import { projectSettingsPage } from './settings-page.ts';
 
 /** The admin API's create body from the new-project form. */
@@ -172,7 +173,7 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
     }));
   };
 
-  pages.get('/projects', async (request, reply) => {
+  pages.get('/projects', { config: access('signed-in') }, async (request, reply) => {
     const principal = session(request);
     return sendPage(
       reply,
@@ -184,22 +185,26 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
     );
   });
 
-  pages.post<{ Body: Form | undefined }>('/projects', async (request, reply) => {
-    const principal = admin(request);
-    const form = request.body ?? {};
-    try {
-      await afterProjectCreated(ctx, await createProject(ctx, createFields(form)));
-      return reply.redirect('/projects', 303);
-    } catch (err) {
-      if (!(err instanceof AppError) || err.status >= 500) throw err;
-      const { forgeToken, ...values } = form;
-      return sendPage(
-        reply,
-        err.status,
-        projectsPage(principal, await projectRows(principal), { values, error: err.message }),
-      );
-    }
-  });
+  pages.post<{ Body: Form | undefined }>(
+    '/projects',
+    { config: access('admin') },
+    async (request, reply) => {
+      const principal = session(request);
+      const form = request.body ?? {};
+      try {
+        await afterProjectCreated(ctx, await createProject(ctx, createFields(form)));
+        return reply.redirect('/projects', 303);
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status >= 500) throw err;
+        const { forgeToken, ...values } = form;
+        return sendPage(
+          reply,
+          err.status,
+          projectsPage(principal, await projectRows(principal), { values, error: err.message }),
+        );
+      }
+    },
+  );
 
   const project = async (id: string): Promise<ProjectRecord> =>
     toProjectRecord(ctx, await getProject(ctx, id));
@@ -213,8 +218,8 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       rebuilt?: string;
       dropped?: string;
     };
-  }>('/projects/:id/settings', async (request, reply) => {
-    const principal = admin(request);
+  }>('/projects/:id/settings', { config: access('maintainer') }, async (request, reply) => {
+    const principal = session(request);
     const current = await project(request.params.id);
     const { secret, deleted, rebuilt, dropped } = request.query;
     return sendPage(
@@ -230,8 +235,9 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
     '/projects/:id/settings',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       const form = request.body ?? {};
       try {

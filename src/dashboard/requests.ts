@@ -6,7 +6,6 @@ import type { z } from 'zod';
 import type { AppContext } from '../context.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
 import type { Principal } from '../keys/service.ts';
 import { getProject } from '../projects/service.ts';
 import { refusal } from '../validation.ts';
@@ -49,19 +48,16 @@ export function session(request: FastifyRequest): Principal {
   return request.session;
 }
 
-/** The principal of the session, refused unless it holds an admin key. */
-export function admin(request: FastifyRequest): Principal {
-  return requireAdminKey(session(request), 'page');
-}
-
-/** The project a session may see jobs of: any for an admin key, its own for a project key. */
+/**
+ * The session's principal and the page's project. Who may see the page was checked by the
+ * page's access rule (keys/route-access.ts) before the handler ran.
+ */
 export async function visibleProject(
   ctx: AppContext,
   request: FastifyRequest,
   id: string,
 ): Promise<{ principal: Principal; row: ProjectRow }> {
-  const principal = requireProjectAccess(session(request), id);
-  return { principal, row: await getProject(ctx, id) };
+  return { principal: session(request), row: await getProject(ctx, id) };
 }
 
 /** Where users reach this server: ERRAND_PUBLIC_URL, else the address this request came to. */

@@ -16,6 +16,7 @@ import { findReviewJob, getReviewDiff, listTurns } from '../jobs/read.ts';
 import type { JobView } from '../jobs/record.ts';
 import { REVIEW_TOKEN_PARAM, reviewTokenMatches } from '../jobs/review-link.ts';
 import { mayActOn } from '../keys/access.ts';
+import { access } from '../keys/route-access.ts';
 import { errorBody, errors } from '../responses.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { securityHeaders } from './headers.ts';
@@ -114,7 +115,7 @@ export async function registerReviewPage(app: FastifyInstance, ctx: AppContext):
     );
     scope
       .withTypeProvider<ZodTypeProvider>()
-      .get('/review/:jobId', { schema }, async (request, reply) => {
+      .get('/review/:jobId', { config: access('open'), schema }, async (request, reply) => {
         const opened = await openedJob(ctx, request);
         if (!opened) return refuse(ctx, request, reply);
         const { job, signedIn } = opened;

@@ -4,11 +4,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { access } from '../keys/route-access.ts';
 import { afterSecretChanged } from '../projects/environment-builds.ts';
 import { deleteSecret, listSecrets, putSecret, type SecretExposure } from '../projects/secrets.ts';
 import { getProject, toProjectRecord } from '../projects/service.ts';
 import { SECRET_EXPOSURES } from '../records/secret.ts';
-import { admin, type Form, sendPage } from './requests.ts';
+import { type Form, sendPage, session } from './requests.ts';
 import { deleteSecretPage } from './secret-pages.ts';
 import { projectSettingsPage } from './settings-page.ts';
 
@@ -25,8 +26,9 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
     '/projects/:id/secrets',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       const form = request.body ?? {};
       const name = (form.name ?? '').trim();
@@ -59,8 +61,9 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
 
   pages.get<{ Params: { id: string; name: string } }>(
     '/projects/:id/secrets/:name/delete',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       const secret = await secretOf(current.id, request.params.name);
       return sendPage(reply, 200, deleteSecretPage(principal, current, secret));
@@ -69,8 +72,8 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
 
   pages.post<{ Params: { id: string; name: string } }>(
     '/projects/:id/secrets/:name/delete',
+    { config: access('maintainer') },
     async (request, reply) => {
-      admin(request);
       const current = await project(request.params.id);
       await deleteSecret(ctx, current.id, request.params.name);
       await afterSecretChanged(ctx, current.id);

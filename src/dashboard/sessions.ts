@@ -93,6 +93,8 @@ export async function readSession(db: Db, id: string | undefined): Promise<Princ
   const h = sessionHash(id);
   // The idle time is renewed at most once a minute: a job page polls every second, and that
   // need not be a write each time.
+  // A key's session ends with its key's revocation; a user's with their deactivation (read
+  // again on every request).
   const live = await sql<{
     key_id: string | null;
     project_id: string | null;

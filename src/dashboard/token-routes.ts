@@ -4,6 +4,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
+import { access } from '../keys/route-access.ts';
 import { isServerAdmin, type UserPrincipal } from '../keys/service.ts';
 import { listProjects } from '../projects/service.ts';
 import { createToken, getToken, listTokens, revokeToken } from '../users/tokens.ts';
@@ -36,41 +37,53 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
       now: new Date(),
     });
 
-  pages.get('/tokens', async (request, reply) => {
+  pages.get('/tokens', { config: access('signed-in') }, async (request, reply) => {
     return sendPage(reply, 200, await render(user(request), {}));
   });
 
-  pages.post<{ Body: Form | undefined }>('/tokens', async (request, reply) => {
-    const principal = user(request);
-    const form = request.body ?? {};
-    const days = given(form, 'expiresInDays');
-    const projects = await projectsOf(principal);
-    try {
-      const { token } = await createToken(ctx.db, principal.userId, {
-        name: given(form, 'name') ?? '',
-        expiresInDays: days === undefined ? Number.NaN : Number(days),
-        // Only projects the user has a role on can be ticked: others are not offered.
-        projectIds: projects
-          .filter((project) => form[`project_${project.id}`] === '1')
-          .map((project) => project.id),
-        readOnly: form.readOnly === '1',
-      });
-      return sendPage(reply, 201, await render(principal, { created: token }));
-    } catch (err) {
-      if (!(err instanceof AppError) || err.status !== 400) throw err;
-      return sendPage(reply, 400, await render(principal, { error: err.message }));
-    }
-  });
+  pages.post<{ Body: Form | undefined }>(
+    '/tokens',
+    { config: access('signed-in') },
+    async (request, reply) => {
+      const principal = user(request);
+      const form = request.body ?? {};
+      const days = given(form, 'expiresInDays');
+      const projects = await projectsOf(principal);
+      try {
+        const { token } = await createToken(ctx.db, principal.userId, {
+          name: given(form, 'name') ?? '',
+          expiresInDays: days === undefined ? Number.NaN : Number(days),
+          // Only projects the user has a role on can be ticked: others are not offered.
+          projectIds: projects
+            .filter((project) => form[`project_${project.id}`] === '1')
+            .map((project) => project.id),
+          readOnly: form.readOnly === '1',
+        });
+        return sendPage(reply, 201, await render(principal, { created: token }));
+      } catch (err) {
+        if (!(err instanceof AppError) || err.status !== 400) throw err;
+        return sendPage(reply, 400, await render(principal, { error: err.message }));
+      }
+    },
+  );
 
-  pages.get<{ Params: { id: string } }>('/tokens/:id/revoke', async (request, reply) => {
-    const principal = user(request);
-    const token = await getToken(ctx.db, principal.userId, request.params.id);
-    return sendPage(reply, 200, revokeTokenPage(principal, token));
-  });
+  pages.get<{ Params: { id: string } }>(
+    '/tokens/:id/revoke',
+    { config: access('signed-in') },
+    async (request, reply) => {
+      const principal = user(request);
+      const token = await getToken(ctx.db, principal.userId, request.params.id);
+      return sendPage(reply, 200, revokeTokenPage(principal, token));
+    },
+  );
 
-  pages.post<{ Params: { id: string } }>('/tokens/:id/revoke', async (request, reply) => {
-    const principal = user(request);
-    await revokeToken(ctx.db, principal.userId, request.params.id);
-    return reply.redirect('/tokens', 303);
-  });
+  pages.post<{ Params: { id: string } }>(
+    '/tokens/:id/revoke',
+    { config: access('signed-in') },
+    async (request, reply) => {
+      const principal = user(request);
+      await revokeToken(ctx.db, principal.userId, request.params.id);
+      return reply.redirect('/tokens', 303);
+    },
+  );
 }

@@ -5,10 +5,11 @@ import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify'
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { randomBase62 } from '../ids.ts';
+import { checkAccessRules, markOpen } from '../keys/route-access.ts';
 import { KeyChecker } from '../keys/service.ts';
 import { registerMetricsRoute } from '../metrics/http.ts';
 import { TokenChecker } from '../users/tokens.ts';
-import { AuthorizedJobReader, requireAdmin, requireProject } from './auth.ts';
+import { AuthorizedJobReader, requireKey, requireProject } from './auth.ts';
 import { ClientErrors, requireHost, serverOptions } from './connections.ts';
 import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
@@ -18,6 +19,7 @@ import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerAdminSecretRoutes } from './routes/admin-secrets.ts';
+import { registerAdminUserRoutes } from './routes/admin-users.ts';
 import { registerArchiveJob } from './routes/archive-job.ts';
 import { registerCreateJob } from './routes/create-job.ts';
 import { registerGetJob } from './routes/get-job.ts';
@@ -115,6 +117,8 @@ export async function buildApp(
     ),
   );
 
+  // Every route declares who may call it; the server does not start with one that does not.
+  checkAccessRules(app);
   await registerOpenApi(app);
   const keys = new KeyChecker(ctx.db, (err) => ctx.log.warn({ err }, 'could not record key use'));
   const tokens = new TokenChecker(ctx, (err) =>
@@ -136,13 +140,18 @@ export async function buildApp(
     for (const feature of features) feature.project?.(scope, ctx);
   });
   await app.register(async (scope) => {
-    scope.addHook('onRequest', requireAdmin(keys, tokens));
+    scope.addHook('onRequest', requireKey(keys, tokens));
     registerAdminProjectRoutes(scope, ctx);
     registerAdminKeyRoutes(scope, ctx);
+    registerAdminUserRoutes(scope, ctx);
     for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
   });
-  await registerDocs(app);
+  // The API's document and its viewer: public, as they always were.
+  await app.register(async (docs) => {
+    docs.addHook('onRoute', markOpen);
+    await registerDocs(docs);
+  });
   return app;
 }

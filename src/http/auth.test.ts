@@ -65,7 +65,9 @@ describe('the key and project read of the project routes', () => {
         ({
           headers: { authorization: `Bearer ${key}` },
           params: { projectId },
-        }) as FastifyRequest<{ Params: { projectId: string } }>,
+          // The route's access rule, which the hook reads (keys/route-access.ts).
+          routeOptions: { url: '/v2/agent/:projectId/jobs', config: { access: 'viewer' } },
+        }) as unknown as FastifyRequest<{ Params: { projectId: string } }>,
     );
     const settled = await Promise.allSettled(requests.map((request) => check(request)));
     assert.equal(statements, 1, 'the reads did not share one statement');

@@ -1,6 +1,6 @@
-// Authentication and project access for every /v2 route. Runs at onRequest, before the body
-// is read, so an unauthenticated caller learns nothing about the body's validity. The order of
-// refusals, 401, then 403, then 404, is keys/access.ts's.
+// Authentication for every /v2 route, then the route's access rule (http/access.ts). Runs at
+// onRequest, before the body is read, so an unauthenticated caller learns nothing about the
+// body's validity. The order of refusals, 401, then 403, then 404, is keys/access.ts's.
 import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { Batcher } from '../db/batch.ts';
@@ -8,8 +8,9 @@ import type { ProjectRow } from '../db/schema.ts';
 import { AppError, databaseUnavailable } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from '../jobs/record.ts';
-import { requireAdminKey, requireProjectAccess } from '../keys/access.ts';
+import { requireAccess } from '../keys/access.ts';
 import { isTokenLike } from '../keys/format.ts';
+import { enforceAccess } from '../keys/route-access.ts';
 import { bearerOf, type KeyChecker, type Principal, type UserPrincipal } from '../keys/service.ts';
 import { PROJECT_COLUMNS } from '../projects/service.ts';
 import type { TokenChecker } from '../users/tokens.ts';
@@ -46,13 +47,15 @@ async function tokenPrincipal(
   return principal;
 }
 
-export function requireAdmin(keys: KeyChecker, tokens: TokenChecker) {
+/** A valid key or token (401 otherwise) with the access the route declares (403 otherwise). */
+export function requireKey(keys: KeyChecker, tokens: TokenChecker) {
   return async (request: FastifyRequest): Promise<void> => {
     const { authorization } = request.headers;
     const principal =
       (await tokenPrincipal(tokens, authorization, request.method)) ??
       (await keys.check(authorization));
-    request.principal = requireAdminKey(principal, 'route');
+    enforceAccess(request, principal);
+    request.principal = principal;
   };
 }
 
@@ -63,12 +66,16 @@ interface KeyColumns {
   key_revoked_at: Date | null;
 }
 
-/** The principal of a key read by a query, and whether it may act on `projectId`: 401, then 403. */
-function authorize(keys: KeyChecker, row: KeyColumns | undefined, projectId: string): Principal {
+/** What a principal must be allowed, after it is known: the route's access rule. */
+type Allow = (principal: Principal) => void;
+
+/** The principal of a key read by a query, and whether the route allows it: 401, then 403. */
+function authorize(keys: KeyChecker, row: KeyColumns | undefined, allow: Allow): Principal {
   const principal = keys.principalOf(
     row && { id: row.key_id, project_id: row.key_project, revoked_at: row.key_revoked_at },
   );
-  return requireProjectAccess(principal, projectId);
+  allow(principal);
+  return principal;
 }
 
 interface KeyAndProjectRow extends Omit<ProjectRow, 'id'>, KeyColumns {
@@ -113,13 +120,13 @@ export function requireProject(ctx: AppContext, keys: KeyChecker, tokens: TokenC
     const { projectId } = request.params;
     // A token is checked by its own query first; the shared read then looks up no key ('').
     const token = await tokenPrincipal(tokens, authorization, request.method);
-    if (token) requireProjectAccess(token, projectId);
+    if (token) enforceAccess(request, token);
     const row = await batcher.submit({
       keyHash: token ? '' : keys.hashOf(authorization),
       // Only well-formed ids reach the statement: one bad value would fail every read with it.
       projectId: isId('prj', projectId) ? projectId : '',
     });
-    const principal = token ?? authorize(keys, row, projectId);
+    const principal = token ?? authorize(keys, row, (p) => enforceAccess(request, p));
     if (!row.id) throw new AppError('not_found', `project ${projectId} not found`);
     const { key_id, key_project, key_revoked_at, ...project } = row;
     request.principal = principal;
@@ -228,10 +235,13 @@ export class AuthorizedJobReader {
     projectId: string,
     jobId: string,
     knownVersion?: string,
+    // The route's access rule (get-job passes enforceAccess); by default a job is read by a
+    // viewer of its project, as that route declares.
+    allow: Allow = (principal) => requireAccess(principal, 'viewer', projectId),
   ): Promise<VersionedJob> {
     // Polling is a read: a read-only token may poll.
     const token = await tokenPrincipal(this.#tokens, header, 'GET');
-    if (token) requireProjectAccess(token, projectId);
+    if (token) allow(token);
     const keyHash = token ? '' : this.#keys.hashOf(header);
     const row = await this.#batcher.submit({
       // Only well-formed ids reach the statement: one bad value (a NUL byte, say) would fail
@@ -241,7 +251,7 @@ export class AuthorizedJobReader {
       keyHash,
       knownVersion: knownVersion ?? '',
     });
-    if (!token) authorize(this.#keys, row, projectId);
+    if (!token) authorize(this.#keys, row, allow);
     if (!row.project_exists) throw new AppError('not_found', `project ${projectId} not found`);
     if (!row.job_id) throw new AppError('not_found', `job ${jobId} not found in this project`);
     const version = row.job_version ?? '';

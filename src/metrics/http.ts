@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { AppError } from '../errors.ts';
+import { access } from '../keys/route-access.ts';
 import type { Logger } from '../log.ts';
 import { errors } from '../responses.ts';
 import type { Metrics } from './metrics.ts';
@@ -37,7 +38,7 @@ export function registerMetricsRoute(app: FastifyInstance, config: Config, metri
       ...errors(401),
     },
   };
-  app.get('/metrics', { schema }, async (request, reply) => {
+  app.get('/metrics', { config: access('open'), schema }, async (request, reply) => {
     if (!metricsAuthorized(request.headers.authorization, token))
       throw new AppError(
         'unauthorized',

@@ -10,6 +10,7 @@ import { upsertUser } from '../../src/users/service.ts';
 import { createToken, revokeToken } from '../../src/users/tokens.ts';
 import { startTestService } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
+import { createUser } from '../support/users.ts';
 import { browserSkipReason, launchBrowser } from './browser.ts';
 
 if (browserSkipReason) {
@@ -189,14 +190,40 @@ try {
       })
       .execute();
   }
+  // People, as the identity provider's sign-in leaves them, and their roles on the project.
+  const ada = await createUser(ctx.db, {
+    admin: true,
+    email: 'ada@example.com',
+    name: 'Ada Lovelace',
+    groups: ['platform'],
+  });
+  const bob = await createUser(ctx.db, {
+    email: 'bob@example.com',
+    name: 'Bob Kahn',
+    roles: { [project.id]: 'member' },
+  });
+  const cy = await createUser(ctx.db, {
+    email: 'cy@example.com',
+    name: 'Cy Young',
+    roles: { [project.id]: 'viewer' },
+  });
+  await svc.request('PUT', `/v2/admin/projects/${project.id}/roles/group/platform`, {
+    body: { role: 'maintainer' },
+  });
+  await svc.request('POST', `/v2/admin/users/${cy}/deactivate`);
+  await ctx.db
+    .updateTable('users')
+    .set({ last_seen_at: new Date(Date.now() - 3 * hour) })
+    .where('id', 'in', [ada, bob])
+    .execute();
   // A user signed in through the identity provider, with roles and tokens of their own.
   const person = await upsertUser(
     ctx.db,
     {
       issuer: 'https://idp.example.com',
-      subject: 'ada',
-      email: 'ada@example.com',
-      name: 'Ada Lovelace',
+      subject: 'grace',
+      email: 'grace@example.com',
+      name: 'Grace Hopper',
       emailVerified: true,
       groups: [],
     },
@@ -266,6 +293,10 @@ try {
       await shot('webhooks');
       await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);
       await shot('webhook-deliveries');
+      await page.goto(`${svc.url}/users`);
+      await shot('users');
+      await page.goto(`${svc.url}/projects/${project.id}/roles`);
+      await shot('roles');
       await context.close();
       // The Tokens page is a user's: a session of the user above, a token just made.
       const userContext = await browser.newContext({

@@ -71,6 +71,12 @@ const ERRAND_OPERATIONS = [
   'post /v2/admin/keys',
   'get /v2/admin/keys',
   'post /v2/admin/keys/{id}/revoke',
+  'get /v2/admin/users',
+  'post /v2/admin/users/{id}/deactivate',
+  'post /v2/admin/users/{id}/reactivate',
+  'get /v2/admin/projects/{id}/roles',
+  'put /v2/admin/projects/{id}/roles/{granteeKind}/{grantee}',
+  'delete /v2/admin/projects/{id}/roles/{granteeKind}/{grantee}',
   'post /v2/admin/projects/{projectId}/webhooks',
   'get /v2/admin/projects/{projectId}/webhooks',
   'get /v2/admin/projects/{projectId}/webhooks/{webhookId}',
@@ -220,7 +226,9 @@ describe('OpenAPI document', () => {
       'Error',
       'Key',
       'Project',
+      'ProjectRole',
       'Secret',
+      'User',
       'Webhook',
     ]);
     const created = operation(doc, 'post /v2/agent/{projectId}/job').responses['201'];
@@ -240,6 +248,13 @@ describe('OpenAPI document', () => {
         'Webhook',
       ],
       ['put /v2/admin/projects/{id}/secrets/{name}', '201', 'Created.', 'Secret'],
+      [
+        'put /v2/admin/projects/{id}/roles/{granteeKind}/{grantee}',
+        '200',
+        'The role.',
+        'ProjectRole',
+      ],
+      ['post /v2/admin/users/{id}/deactivate', '200', 'The user.', 'User'],
     ] as const) {
       const answer = operation(doc, route).responses[status];
       assert.equal(answer?.description, description, route);
@@ -458,6 +473,31 @@ describe('OpenAPI document', () => {
       [
         'post /v2/admin/keys/{id}/revoke',
         () => svc.request('POST', `/v2/admin/keys/${fx.spareKeyId}/revoke`, admin),
+      ],
+      ['get /v2/admin/users', () => svc.request('GET', '/v2/admin/users', admin)],
+      [
+        'post /v2/admin/users/{id}/deactivate',
+        () => svc.request('POST', '/v2/admin/users/usr_00000000000000000000/deactivate', admin),
+      ],
+      [
+        'post /v2/admin/users/{id}/reactivate',
+        () => svc.request('POST', '/v2/admin/users/usr_00000000000000000000/reactivate', admin),
+      ],
+      [
+        'put /v2/admin/projects/{id}/roles/{granteeKind}/{grantee}',
+        () =>
+          svc.request('PUT', `/v2/admin/projects/${project}/roles/group/ops`, {
+            ...admin,
+            body: { role: 'viewer' },
+          }),
+      ],
+      [
+        'get /v2/admin/projects/{id}/roles',
+        () => svc.request('GET', `/v2/admin/projects/${project}/roles`, admin),
+      ],
+      [
+        'delete /v2/admin/projects/{id}/roles/{granteeKind}/{grantee}',
+        () => svc.request('DELETE', `/v2/admin/projects/${project}/roles/group/ops`, admin),
       ],
     ];
     const statuses: string[] = [];

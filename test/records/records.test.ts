@@ -16,6 +16,7 @@ import {
 import { JOB_VIEW_COLUMNS, toJobRecord } from '../../src/jobs/record.ts';
 import { isRecord } from '../../src/json.ts';
 import { toKeyRecord } from '../../src/keys/service.ts';
+import { toRoleRecord, toUserRecord } from '../../src/keys/users.ts';
 import { toEnvironmentRecord } from '../../src/projects/environments.ts';
 import { toSecretRecord } from '../../src/projects/secrets.ts';
 import { toProjectRecord } from '../../src/projects/service.ts';
@@ -24,9 +25,11 @@ import { jobRecord } from '../../src/records/job.ts';
 import { createdKeyRecord, keyRecord } from '../../src/records/key.ts';
 import { projectRecord } from '../../src/records/project.ts';
 import { secretRecord } from '../../src/records/secret.ts';
+import { roleRecord, userRecord } from '../../src/records/user.ts';
 import { errorBody } from '../../src/responses.ts';
 import { createJobId } from '../support/route-cases.ts';
 import { startTestService, type TestService } from '../support/service.ts';
+import { createUser } from '../support/users.ts';
 
 /**
  * Where `value` and `schema` disagree on which fields there are, as `at.field: why` lines: at
@@ -175,6 +178,34 @@ describe('records and their schemas', () => {
     const record = toKeyRecord(row);
     assertFilled(record, 'key');
     assertExactly(keyRecord, record, 'key');
+  });
+
+  test('the user record and the project role record', async () => {
+    const db = svc.service.ctx.db;
+    const userId = await createUser(db, { groups: ['ops'], roles: { [projectId]: 'member' } });
+    await db
+      .updateTable('users')
+      .set({ last_seen_at: new Date(), deactivated_at: new Date() })
+      .where('id', '=', userId)
+      .execute();
+    const user = await db
+      .selectFrom('users')
+      .selectAll()
+      .where('id', '=', userId)
+      .executeTakeFirstOrThrow();
+    const roles = await db
+      .selectFrom('project_roles')
+      .selectAll()
+      .where('grantee', '=', userId)
+      .execute();
+    const record = toUserRecord(user, roles);
+    assertFilled(record, 'user');
+    assertExactly(userRecord, record, 'user');
+    const role = roles[0];
+    assert.ok(role);
+    const roleRow = toRoleRecord(role);
+    assertFilled(roleRow, 'role');
+    assertExactly(roleRecord, roleRow, 'role');
   });
 
   test('the secret record', async () => {

@@ -3,9 +3,10 @@
 // or removes the secret. Checked by the admin API's schemas, saved through the project service.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { admin, baseUrl, type Form, given, parse, sendPage } from '../../dashboard/requests.ts';
+import { baseUrl, type Form, given, parse, sendPage, session } from '../../dashboard/requests.ts';
 import { AppError } from '../../errors.ts';
 import { forgeProviders } from '../../forges/registry.ts';
+import { access } from '../../keys/route-access.ts';
 import { projectUpdateBody } from '../../projects/schemas.ts';
 import {
   generateForgeWebhookSecret,
@@ -44,8 +45,9 @@ export function registerForgeWebhookPages(pages: FastifyInstance, ctx: AppContex
 
   pages.get<{ Params: { id: string }; Querystring: { saved?: string; outcome?: string } }>(
     '/projects/:id/forge-webhook',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       return sendPage(
         reply,
@@ -59,8 +61,9 @@ export function registerForgeWebhookPages(pages: FastifyInstance, ctx: AppContex
 
   pages.post<{ Params: { id: string } }>(
     '/projects/:id/forge-webhook/secret',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       try {
         const { row, secret } = await generateForgeWebhookSecret(ctx, current.id);
@@ -82,8 +85,9 @@ export function registerForgeWebhookPages(pages: FastifyInstance, ctx: AppContex
 
   pages.post<{ Params: { id: string }; Body: Form | undefined }>(
     '/projects/:id/forge-webhook',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await project(request.params.id);
       const form = request.body ?? {};
       try {

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { findBodyProblem } from '../../http/nul.ts';
+import { access } from '../../keys/route-access.ts';
 import { errors } from '../../responses.ts';
 import { receiveRequest, verifyRequest } from './receive.ts';
 
@@ -54,6 +55,7 @@ export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext
     scope.withTypeProvider<ZodTypeProvider>().post(
       '/v2/forges/:projectId/webhook',
       {
+        config: access('open'),
         bodyLimit: MAX_DELIVERY_BYTES,
         schema: {
           tags: ['forges'],

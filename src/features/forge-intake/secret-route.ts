@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { access } from '../../keys/route-access.ts';
 import { generateForgeWebhookSecret, toProjectRecord } from '../../projects/service.ts';
 import { projectRecord } from '../../records/project.ts';
 import { errors, json } from '../../responses.ts';
@@ -29,6 +30,7 @@ export function registerForgeWebhookSecret(app: FastifyInstance, ctx: AppContext
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/admin/projects/:id/forge-webhook-secret',
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Make a forge webhook secret',

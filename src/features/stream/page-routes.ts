@@ -11,6 +11,7 @@ import { AppError } from '../../errors.ts';
 import type { EventType } from '../../events/catalog.ts';
 import { listEvents, toEventRecord } from '../../events/log.ts';
 import { getJob } from '../../jobs/service.ts';
+import { access } from '../../keys/route-access.ts';
 import { principalId } from '../../keys/service.ts';
 import { type EventStreams, resumeAfter, wantsStream } from './hub.ts';
 
@@ -28,6 +29,7 @@ export function registerLiveLines(
 ): void {
   pages.get<{ Params: { id: string; jobId: string }; Querystring: { after?: string } }>(
     '/projects/:id/jobs/:jobId/events',
+    { config: access('viewer') },
     async (request, reply) => {
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       const job = await getJob(ctx, row.id, request.params.jobId);

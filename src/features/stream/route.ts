@@ -10,6 +10,7 @@ import { listEvents, toLoggedEvent } from '../../events/log.ts';
 import { eventRecordSchema } from '../../events/openapi.ts';
 import { jobParams } from '../../http/schemas.ts';
 import { getJob } from '../../jobs/service.ts';
+import { access } from '../../keys/route-access.ts';
 import { principalId } from '../../keys/service.ts';
 import { errors } from '../../responses.ts';
 import { type EventStreams, resumeAfter, wantsStream } from './hub.ts';
@@ -45,6 +46,7 @@ export function registerEventsRoute(
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v2/agent/:projectId/job/:id/events',
     {
+      config: access('viewer'),
       schema: {
         summary: 'List job events',
         description:

@@ -4,9 +4,10 @@
 // signed-in scope, so its session, Origin check and headers apply.
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../../context.ts';
-import { admin, type Form, sendPage } from '../../dashboard/requests.ts';
+import { type Form, sendPage, session } from '../../dashboard/requests.ts';
 import { AppError } from '../../errors.ts';
 import { isId } from '../../ids.ts';
+import { access } from '../../keys/route-access.ts';
 import type { Principal } from '../../keys/service.ts';
 import { getProject, toProjectRecord } from '../../projects/service.ts';
 import type { ProjectRecord } from '../../records/project.ts';
@@ -116,16 +117,21 @@ export function registerWebhookPages(pages: FastifyInstance, ctx: AppContext): v
 
 /** The list page and its forms: add an endpoint, turn one on or off. */
 function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
-  pages.get<ProjectParams>('/projects/:id/webhooks', async (request, reply) => {
-    const principal = admin(request);
-    const current = await loadProject(ctx, request.params.id);
-    return sendPage(reply, 200, await listPage(ctx, principal, current, {}));
-  });
+  pages.get<ProjectParams>(
+    '/projects/:id/webhooks',
+    { config: access('maintainer') },
+    async (request, reply) => {
+      const principal = session(request);
+      const current = await loadProject(ctx, request.params.id);
+      return sendPage(reply, 200, await listPage(ctx, principal, current, {}));
+    },
+  );
 
   pages.post<ProjectParams & { Body: Form | undefined }>(
     '/projects/:id/webhooks',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       const values = formValues(request.body ?? {});
       try {
@@ -149,8 +155,8 @@ function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
 
   pages.post<WebhookParams & { Body: Form | undefined }>(
     '/projects/:id/webhooks/:webhookId/enabled',
+    { config: access('maintainer') },
     async (request, reply) => {
-      admin(request);
       const current = await loadProject(ctx, request.params.id);
       const enabled = request.body?.enabled;
       if (enabled !== 'true' && enabled !== 'false') {
@@ -168,8 +174,9 @@ function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
 function registerEndpointPages(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<WebhookParams & { Querystring: { cursor?: string; done?: string } }>(
     '/projects/:id/webhooks/:webhookId',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       const done = request.query.done;
@@ -191,8 +198,9 @@ function registerEndpointPages(pages: FastifyInstance, ctx: AppContext): void {
 
   pages.post<WebhookParams & { Body: Form | undefined }>(
     '/projects/:id/webhooks/:webhookId',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       const values = formValues(request.body ?? {});
@@ -220,8 +228,9 @@ function registerEndpointPages(pages: FastifyInstance, ctx: AppContext): void {
 function registerRotatePage(pages: FastifyInstance, ctx: AppContext): void {
   pages.post<WebhookParams & { Body: Form | undefined }>(
     '/projects/:id/webhooks/:webhookId/rotate',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       const typed = (request.body?.overlapHours ?? String(DEFAULT_OVERLAP_HOURS)).trim();
@@ -256,26 +265,34 @@ function registerRotatePage(pages: FastifyInstance, ctx: AppContext): void {
 
 /** The page that asks before deleting, and the delete. */
 function registerDeletePages(pages: FastifyInstance, ctx: AppContext): void {
-  pages.get<WebhookParams>('/projects/:id/webhooks/:webhookId/delete', async (request, reply) => {
-    const principal = admin(request);
-    const current = await loadProject(ctx, request.params.id);
-    const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
-    return sendPage(reply, 200, deleteWebhookPage(principal, current, webhook));
-  });
+  pages.get<WebhookParams>(
+    '/projects/:id/webhooks/:webhookId/delete',
+    { config: access('maintainer') },
+    async (request, reply) => {
+      const principal = session(request);
+      const current = await loadProject(ctx, request.params.id);
+      const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
+      return sendPage(reply, 200, deleteWebhookPage(principal, current, webhook));
+    },
+  );
 
-  pages.post<WebhookParams>('/projects/:id/webhooks/:webhookId/delete', async (request, reply) => {
-    admin(request);
-    const current = await loadProject(ctx, request.params.id);
-    await deleteWebhook(ctx, current.id, request.params.webhookId);
-    return reply.redirect(`/projects/${current.id}/webhooks`, 303);
-  });
+  pages.post<WebhookParams>(
+    '/projects/:id/webhooks/:webhookId/delete',
+    { config: access('maintainer') },
+    async (request, reply) => {
+      const current = await loadProject(ctx, request.params.id);
+      await deleteWebhook(ctx, current.id, request.params.webhookId);
+      return reply.redirect(`/projects/${current.id}/webhooks`, 303);
+    },
+  );
 }
 
 function registerRedeliverPage(pages: FastifyInstance, ctx: AppContext): void {
   pages.post<{ Params: { id: string; webhookId: string; deliveryId: string } }>(
     '/projects/:id/webhooks/:webhookId/deliveries/:deliveryId/redeliver',
+    { config: access('maintainer') },
     async (request, reply) => {
-      const principal = admin(request);
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       const webhook = await getWebhook(ctx, current.id, request.params.webhookId);
       let delivery: DeliveryRecord;

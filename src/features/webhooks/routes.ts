@@ -7,6 +7,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { pageQuery } from '../../http/schemas.ts';
+import { access } from '../../keys/route-access.ts';
 import { errorBody, errors, json } from '../../responses.ts';
 import {
   createWebhook,
@@ -135,6 +136,7 @@ function registerCollectionRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.post(
     base,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Create webhook',
@@ -155,6 +157,7 @@ function registerCollectionRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.get(
     base,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'List webhooks',
@@ -178,6 +181,7 @@ function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.get(
     `${base}/:webhookId`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Get webhook',
@@ -193,6 +197,7 @@ function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.patch(
     `${base}/:webhookId`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Update webhook',
@@ -212,6 +217,7 @@ function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.delete(
     `${base}/:webhookId`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Delete webhook',
@@ -235,6 +241,7 @@ function registerRotateRoute(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
     `${base}/:webhookId/rotate-secret`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Rotate webhook secret',
@@ -264,6 +271,7 @@ function registerDeliveryRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.get(
     `${base}/:webhookId/deliveries`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'List webhook deliveries',
@@ -290,6 +298,7 @@ function registerDeliveryRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.post(
     `${base}/:webhookId/deliveries/:deliveryId/redeliver`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Redeliver',

@@ -5,6 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { access } from '../../keys/route-access.ts';
 import { rebuildEnvironment } from '../../projects/environment-builds.ts';
 import { deleteEnvironments, listEnvironments } from '../../projects/environments.ts';
 import { environmentRecord } from '../../records/environment.ts';
@@ -25,6 +26,7 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
   typed.get(
     base,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'List environments',
@@ -45,6 +47,7 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
   typed.delete(
     base,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Delete environments',
@@ -59,6 +62,7 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
   typed.delete(
     `${base}/:key`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Delete environment',
@@ -74,6 +78,7 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
   typed.post(
     `${base}/rebuild`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Rebuild environment',

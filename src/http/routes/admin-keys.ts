@@ -5,6 +5,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
+import { access } from '../../keys/route-access.ts';
 import { createKey, listKeys, revokeKey, toKeyRecord } from '../../keys/service.ts';
 import { findProject } from '../../projects/service.ts';
 import { createdKeyRecord, keyRecord } from '../../records/key.ts';
@@ -45,6 +46,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
   typed.post(
     '/v2/admin/keys',
     {
+      config: access('admin'),
       schema: {
         ...admin,
         summary: 'Create API key',
@@ -73,6 +75,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
   typed.get(
     '/v2/admin/keys',
     {
+      config: access('admin'),
       schema: {
         ...admin,
         summary: 'List API keys',
@@ -87,6 +90,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
   typed.post(
     '/v2/admin/keys/:id/revoke',
     {
+      config: access('admin'),
       schema: {
         ...admin,
         summary: 'Revoke API key',

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { access } from '../../keys/route-access.ts';
 import { afterProjectCreated, afterProjectUpdated } from '../../projects/environment-builds.ts';
 import { projectCreateBody, projectUpdateBody } from '../../projects/schemas.ts';
 import {
@@ -29,6 +30,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
   typed.post(
     '/v2/admin/projects',
     {
+      config: access('admin'),
       schema: {
         ...admin,
         summary: 'Create project',
@@ -48,6 +50,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
   typed.get(
     '/v2/admin/projects',
     {
+      config: access('admin'),
       schema: {
         ...admin,
         summary: 'List projects',
@@ -62,6 +65,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
   typed.get(
     '/v2/admin/projects/:id',
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Get project',
@@ -74,6 +78,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
   typed.patch(
     '/v2/admin/projects/:id',
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Update project',

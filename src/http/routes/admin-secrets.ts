@@ -7,6 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
+import { access } from '../../keys/route-access.ts';
 import { afterSecretChanged } from '../../projects/environment-builds.ts';
 import {
   deleteSecret,
@@ -61,6 +62,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.put(
     `${base}/:name`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Set secret',
@@ -90,6 +92,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.get(
     base,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'List secrets',
@@ -108,6 +111,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.delete(
     `${base}/:name`,
     {
+      config: access('maintainer'),
       schema: {
         ...admin,
         summary: 'Delete secret',

@@ -6,6 +6,8 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { type JobView, toJobRecord } from '../../jobs/record.ts';
+import { access, enforceAccess } from '../../keys/route-access.ts';
+import type { Principal } from '../../keys/service.ts';
 import { jobRecord } from '../../records/job.ts';
 import { errors, json } from '../../responses.ts';
 import type { AuthorizedJobReader, VersionedJob } from '../auth.ts';
@@ -103,6 +105,8 @@ export function registerGetJob(app: FastifyInstance, jobs: AuthorizedJobReader):
       // The reader checks both ids itself (in the query that reads the job): parsing the
       // params again would only add work to the polling hot path. The schema documents them.
       validatorCompiler: () => (params) => ({ value: params }),
+      // Checked by the reader, in the query that reads the job (enforceAccess, as allow).
+      config: access('viewer'),
     },
     async (request, typedReply) => {
       // The body is sent already rendered (a string of the record), which the response
@@ -111,10 +115,13 @@ export function registerGetJob(app: FastifyInstance, jobs: AuthorizedJobReader):
       const { projectId, id } = request.params;
       const { authorization } = request.headers;
       // A job whose body is kept is read as its version alone while it has not changed.
-      const read = await jobs.read(authorization, projectId, id, rendered.versionOf(id));
+      const allow = (principal: Principal) => enforceAccess(request, principal);
+      const read = await jobs.read(authorization, projectId, id, rendered.versionOf(id), allow);
       const { body, etag } =
         (read.job === undefined ? rendered.kept(id, read.version) : undefined) ??
-        rendered.render(await complete(read, () => jobs.read(authorization, projectId, id)));
+        rendered.render(
+          await complete(read, () => jobs.read(authorization, projectId, id, undefined, allow)),
+        );
       reply.header('ETag', etag).header('Cache-Control', 'no-cache');
       if (matches(request.headers['if-none-match'], etag)) return reply.code(304).send();
       return reply.code(200).type('application/json; charset=utf-8').send(body);

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { loadMigrations, missingMigrations } from '../../db/migrate.ts';
 import { AppError } from '../../errors.ts';
+import { access } from '../../keys/route-access.ts';
 import { errors } from '../../responses.ts';
 
 const ok = z.object({ ok: z.literal(true) });
@@ -17,6 +18,7 @@ export async function registerHealth(app: FastifyInstance, ctx: AppContext): Pro
   typed.get(
     '/healthz',
     {
+      config: access('open'),
       schema: {
         summary: 'Liveness',
         description: 'The process answers; the database is not asked.',
@@ -32,7 +34,7 @@ export async function registerHealth(app: FastifyInstance, ctx: AppContext): Pro
     tags: ['health'],
     response: { 200: ok.describe('Ready.'), ...errors(503) },
   };
-  typed.get('/readyz', { schema: readiness }, async () => {
+  typed.get('/readyz', { config: access('open'), schema: readiness }, async () => {
     // A database that is down or too slow is a 503 through the one error mapping.
     const missing = await missingMigrations(ctx.db, migrations);
     if (missing.length > 0)

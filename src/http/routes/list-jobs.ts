@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { listJobs } from '../../jobs/service.ts';
+import { access } from '../../keys/route-access.ts';
 import { JOB_STATUSES, jobRecord } from '../../records/job.ts';
 import { errors } from '../../responses.ts';
 import { pageQuery, projectParams } from '../schemas.ts';
@@ -23,6 +24,7 @@ export function registerListJobs(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v2/agent/:projectId/jobs',
     {
+      config: access('viewer'),
       schema: {
         summary: 'List agent jobs',
         description: "The project's jobs, newest first, a page at a time.",

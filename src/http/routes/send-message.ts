@@ -6,6 +6,7 @@ import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { promptBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { sendMessage } from '../../jobs/service.ts';
+import { access } from '../../keys/route-access.ts';
 import { jobRecord } from '../../records/job.ts';
 import { errors, json } from '../../responses.ts';
 import { setRateLimitHeaders } from '../ratelimit-headers.ts';
@@ -15,6 +16,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/message',
     {
+      config: access('member'),
       schema: {
         summary: 'Send follow-up message',
         description:
