@@ -37,13 +37,13 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
       now: new Date(),
     });
 
-  pages.get('/tokens', { config: access('signed-in') }, async (request, reply) => {
+  pages.get('/tokens', { config: access('person') }, async (request, reply) => {
     return sendPage(reply, 200, await render(user(request), {}));
   });
 
   pages.post<{ Body: Form | undefined }>(
     '/tokens',
-    { config: access('signed-in') },
+    { config: access('person') },
     async (request, reply) => {
       const principal = user(request);
       const form = request.body ?? {};
@@ -69,7 +69,7 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
 
   pages.get<{ Params: { id: string } }>(
     '/tokens/:id/revoke',
-    { config: access('signed-in') },
+    { config: access('person') },
     async (request, reply) => {
       const principal = user(request);
       const token = await getToken(ctx.db, principal.userId, request.params.id);
@@ -79,7 +79,7 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
 
   pages.post<{ Params: { id: string } }>(
     '/tokens/:id/revoke',
-    { config: access('signed-in') },
+    { config: access('person') },
     async (request, reply) => {
       const principal = user(request);
       await revokeToken(ctx.db, principal.userId, request.params.id);

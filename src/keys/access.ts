@@ -12,14 +12,16 @@ import { isServerAdmin, type Principal } from './service.ts';
 
 /**
  * What a route needs: `open` (no key or session: each such route checks its caller its own
- * way, or has nothing to protect), `signed-in` (any principal), a role on the route's project,
- * or a server admin.
+ * way, or has nothing to protect), `signed-in` (any principal), `person` (a user signed in
+ * through the identity provider, not a key: what is a user's own, such as their tokens), a
+ * role on the route's project, or a server admin.
  */
-export type Access = 'open' | 'signed-in' | ProjectRole | 'admin';
+export type Access = 'open' | 'signed-in' | 'person' | ProjectRole | 'admin';
 
 export const ACCESS_LEVELS: readonly Access[] = [
   'open',
   'signed-in',
+  'person',
   'viewer',
   'member',
   'maintainer',
@@ -82,6 +84,13 @@ export function requireAccess(
   if (access === 'open') return;
   if (!principal) throw new AppError('unauthorized', 'sign in or send an API key first');
   if (access === 'signed-in') return;
+  if (access === 'person') {
+    if (principal.kind === 'user') return;
+    throw new AppError(
+      'forbidden',
+      `this ${where} is a person's own: sign in through the identity provider, not with a key`,
+    );
+  }
   if (access === 'admin') {
     requireAdminKey(principal, where);
     return;

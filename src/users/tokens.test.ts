@@ -153,11 +153,11 @@ describe('personal API tokens', () => {
     });
     assert.equal(poll.status, 200, poll.text);
     assert.equal((await listJobs(project.id, token)).status, 200);
-    // Where the user has no role: 403, as for a key of another project.
+    // Where the user has no role: 403, naming the role it would need.
     const other = await svc.createProject();
     const elsewhere = await createJob(other.id, token);
     assert.equal(elsewhere.status, 403, elsewhere.text);
-    assert.equal(elsewhere.json.code, 'forbidden');
+    assert.equal(elsewhere.json.code, 'member_required');
     // Not an admin.
     assert.equal((await svc.request('GET', '/v2/admin/keys', { key: token })).status, 403);
     // Its last use is recorded (written after the answer, not in its way).

@@ -107,6 +107,10 @@ const TABLE: Record<string, Access> = {
   'GET /users': 'admin',
   'POST /users/:id/deactivate': 'admin',
   'POST /users/:id/reactivate': 'admin',
+  'GET /tokens': 'person',
+  'POST /tokens': 'person',
+  'GET /tokens/:id/revoke': 'person',
+  'POST /tokens/:id/revoke': 'person',
   'GET /projects/:id/roles': 'admin',
   'POST /projects/:id/roles': 'admin',
   'POST /projects/:id/roles/delete': 'admin',
@@ -143,6 +147,7 @@ const EVERYONE: Who[] = [
 const ALLOWED: Record<Access, Who[]> = {
   open: EVERYONE,
   'signed-in': EVERYONE.filter((who) => who !== 'none'),
+  person: ['viewer', 'member', 'maintainer', 'other maintainer', 'server admin'],
   viewer: ['viewer', 'member', 'maintainer', 'server admin', 'admin key', 'project key'],
   member: ['member', 'maintainer', 'server admin', 'admin key', 'project key'],
   maintainer: ['maintainer', 'server admin', 'admin key'],
@@ -196,6 +201,7 @@ function concrete(url: string): string {
     .replace(':jobId', fx.jobId)
     .replace(/\/keys\/:id/, `/keys/${fx.spareKeyId}`)
     .replace(/\/users\/:id/, `/users/${spareUserId}`)
+    .replace(/\/tokens\/:id/, '/tokens/tok_00000000000000000000')
     .replace(':webhookId', 'whk_00000000000000000000')
     .replace(':deliveryId', '1')
     .replace(':name', 'SOME_SECRET')
