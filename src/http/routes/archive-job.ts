@@ -2,6 +2,7 @@
 // running one → 200 + job record. Archiving an archived job returns it unchanged.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { archiveJob } from '../../jobs/service.ts';
@@ -24,6 +25,13 @@ export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void 
       },
     },
     async (request) =>
-      toJobRecord(await archiveJob(ctx, request.params.projectId, request.params.id)),
+      toJobRecord(
+        await archiveJob(
+          ctx,
+          request.params.projectId,
+          request.params.id,
+          whoOf(request, request.principal),
+        ),
+      ),
   );
 }
