@@ -84,9 +84,7 @@ export async function auditAll(
     .returning(COLUMNS)
     .execute();
   // RETURNING gives no order; the seqs were drawn in the rows' order.
-  return written
-    .sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq)))
-    .map(toAuditRecord);
+  return written.sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq))).map(toAuditRecord);
 }
 
 export function toAuditRecord(row: AuditLogRow): AuditRecord {
@@ -139,7 +137,8 @@ export async function listAudit(db: Db, filter: AuditFilter): Promise<AuditPage>
     .select(COLUMNS)
     .orderBy('seq', 'desc')
     .limit(filter.limit + 1);
-  if (filter.actor !== undefined) query = query.where(sql<string>`actor_ref(actor)`, '=', filter.actor);
+  if (filter.actor !== undefined)
+    query = query.where(sql<string>`actor_ref(actor)`, '=', filter.actor);
   if (filter.action !== undefined) query = query.where('action', '=', filter.action);
   if (filter.target !== undefined) query = query.where('target_id', '=', filter.target);
   if (filter.since !== undefined) query = query.where('at', '>=', filter.since);
@@ -159,7 +158,7 @@ export async function listAudit(db: Db, filter: AuditFilter): Promise<AuditPage>
 type Named = { kind: 'key'; keyId: string } | { kind: 'user'; userId: string };
 
 /** The actor a principal is: a user or an API key, by id. */
-export function actorOf(principal: Named): Actor {
+function actorOf(principal: Named): Actor {
   return principal.kind === 'key'
     ? { kind: 'key', id: principal.keyId }
     : { kind: 'user', id: principal.userId };
@@ -175,4 +174,38 @@ export function whoOf(request: { ip: string; id: string }, principal: Named | nu
     address: request.ip,
     requestId: request.id,
   };
+}
+
+/** What writing a row outside the job core needs: the database and the stream. */
+export interface Auditing {
+  db: Db;
+  audit: AuditSink;
+}
+
+/**
+ * Runs a change and writes its row in one transaction, so the row exists if and only if the
+ * change does; the row is streamed once committed. `change` gets the transaction as its
+ * database.
+ */
+export async function auditedChange<T>(
+  ctx: Auditing,
+  who: Who,
+  change: (db: Transaction<Database>) => Promise<{ result: T; entry: AuditEntry }>,
+): Promise<T> {
+  let row: AuditRecord | undefined;
+  const result = await ctx.db.transaction().execute(async (trx) => {
+    const done = await change(trx);
+    row = await audit({ db: trx, who }, done.entry);
+    return done.result;
+  });
+  if (row) ctx.audit.written([row]);
+  return result;
+}
+
+/**
+ * Writes the row of a change that ran in a transaction of its own (a secret's, a webhook's, a
+ * queued build's), after it committed, or of a refused attempt; and streams it.
+ */
+export async function auditAfter(ctx: Auditing, who: Who, entry: AuditEntry): Promise<void> {
+  ctx.audit.written([await audit({ db: ctx.db, who }, entry)]);
 }

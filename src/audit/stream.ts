@@ -10,7 +10,7 @@ import type { AuditRecord } from '../records/audit.ts';
 import type { AuditSink } from './audit.ts';
 
 /** Most bytes of lines waiting for a slow disk or reader; past it, lines are dropped. */
-export const AUDIT_BUFFER_BYTES = 8 * 1024 * 1024;
+const AUDIT_BUFFER_BYTES = 8 * 1024 * 1024;
 
 export class AuditStream implements AuditSink {
   readonly #out: Writable;

@@ -3,6 +3,7 @@
 // the live stream's, src/features/stream/). Jobs are read and changed through src/jobs/, with
 // the API's schemas for what a person typed.
 import type { FastifyInstance } from 'fastify';
+import { whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { listEvents, toEventRecord } from '../events/log.ts';
@@ -123,7 +124,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const prompt = request.body?.prompt ?? '';
       try {
         const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt });
-        const { job } = await createJob(ctx, row, body);
+        const { job } = await createJob(ctx, row, { ...body, by: whoOf(request, principal) });
         return reply.redirect(`/projects/${row.id}/jobs?created=${job.id}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -157,7 +158,15 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const prompt = request.body?.prompt ?? '';
       try {
         const body = parse(promptBody(ctx.config.maxPromptChars), { prompt });
-        await sendMessage(ctx, row, request.params.jobId, body.prompt);
+        await sendMessage(
+          ctx,
+          row,
+          request.params.jobId,
+          body.prompt,
+          undefined,
+          undefined,
+          whoOf(request, principal),
+        );
         return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -182,8 +191,8 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
   });
 
   pages.post<JobParams>('/projects/:id/jobs/:jobId/archive', async (request, reply) => {
-    const { row } = await visibleProject(ctx, request, request.params.id);
-    await archiveJob(ctx, row.id, request.params.jobId);
+    const { principal, row } = await visibleProject(ctx, request, request.params.id);
+    await archiveJob(ctx, row.id, request.params.jobId, whoOf(request, principal));
     return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
   });
 }

@@ -103,7 +103,7 @@ export async function buildApp(
     else done(new AppError('unavailable', 'this server is shutting down; try again'));
   });
   app.addHook('preValidation', checkBody);
-  app.setErrorHandler(errorHandler(ctx.log));
+  app.setErrorHandler(errorHandler(ctx));
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setNotFoundHandler((request, reply) =>

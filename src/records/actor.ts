@@ -26,8 +26,7 @@ export const actorRecord = z
   ])
   .describe('Who: a user, an API key, or a forge user.');
 
-// The column's type (src/db/schema.ts) is this shape: a row's actor is sent as the record's.
-export type ActorRecord = z.infer<typeof actorRecord>;
+// The column's type (src/db/schema.ts) is this schema's shape: a row's actor is sent as is.
 
 /**
  * The one text a filter by actor compares (the database's actor_ref(), migration 0027): a user's

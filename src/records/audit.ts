@@ -23,6 +23,8 @@ export const AUDIT_ACTIONS = Object.freeze([
   'webhook.create',
   'webhook.update',
   'webhook.delete',
+  'webhook.rotate_secret',
+  'webhook.redeliver',
   'environment.rebuild',
   'environment.delete',
   'import',

@@ -6,9 +6,9 @@
 // turn keeps the event (turns.trigger) so that its answer, when it ends, survives a restart.
 // What became of each event, and why, is recorded for the dashboard (records.ts).
 import { sql } from 'kysely';
-import type { Who } from '../../audit/audit.ts';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
+import type { Who } from '../../audit/audit.ts';
 import type { JobOrigin, ProjectRow, TurnTrigger } from '../../db/schema.ts';
 import { AppError, ExternalError } from '../../errors.ts';
 import type { ProjectForgeClient } from '../../forges/clients.ts';

@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditAfter, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { afterSecretChanged } from '../../projects/environment-builds.ts';
 import {
@@ -61,6 +62,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.put(
     `${base}/:name`,
     {
+      config: { audit: { action: 'secret.set', target: 'secret' } },
       schema: {
         ...admin,
         summary: 'Set secret',
@@ -83,6 +85,12 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
         request.params.name,
         request.body,
       );
+      // The secret's name and project: never its value. After putSecret's own transaction.
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'secret.set',
+        target: { kind: 'secret', id: request.params.name },
+        details: { projectId: request.params.id, created },
+      });
       await afterSecretChanged(ctx, request.params.id);
       return reply.code(created ? 201 : 200).send(secret);
     },
@@ -108,6 +116,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.delete(
     `${base}/:name`,
     {
+      config: { audit: { action: 'secret.delete', target: 'secret' } },
       schema: {
         ...admin,
         summary: 'Delete secret',
@@ -121,6 +130,11 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
     },
     async (request, reply) => {
       await deleteSecret(ctx, request.params.id, request.params.name);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'secret.delete',
+        target: { kind: 'secret', id: request.params.name },
+        details: { projectId: request.params.id },
+      });
       await afterSecretChanged(ctx, request.params.id);
       return reply.code(204).send(null);
     },

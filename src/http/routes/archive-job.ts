@@ -14,6 +14,7 @@ export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void 
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/archive',
     {
+      config: { audit: { action: 'job.archive', target: 'job' } },
       schema: {
         summary: 'Archive agent job',
         description:

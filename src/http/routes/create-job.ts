@@ -16,6 +16,7 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job',
     {
+      config: { audit: { action: 'job.create', target: 'project' } },
       schema: {
         summary: 'Create agent job',
         description:

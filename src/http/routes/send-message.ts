@@ -16,6 +16,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/message',
     {
+      config: { audit: { action: 'job.message', target: 'job' } },
       schema: {
         summary: 'Send follow-up message',
         description:
