@@ -13,6 +13,7 @@ import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
 import { observeResponse } from './observe.ts';
 import { registerDocs, registerOpenApi } from './openapi.ts';
+import { registerAdminAuditRoute } from './routes/admin-audit.ts';
 import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
@@ -138,6 +139,7 @@ export async function buildApp(
     for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
+    registerAdminAuditRoute(scope, ctx);
   });
   await registerDocs(app);
   return app;

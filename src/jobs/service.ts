@@ -137,7 +137,13 @@ function decodeCursor(value: string): string {
 export async function listJobs(
   ctx: JobsContext,
   projectId: string,
-  opts: { limit: number; cursor?: string | undefined; status?: JobStatus | undefined },
+  opts: {
+    limit: number;
+    cursor?: string | undefined;
+    status?: JobStatus | undefined;
+    /** An actor's ref (src/records/actor.ts's actorRef): the jobs it created. */
+    createdBy?: string | undefined;
+  },
 ): Promise<JobPage> {
   let query = ctx.db
     .selectFrom('jobs')
@@ -147,6 +153,9 @@ export async function listJobs(
     .orderBy('id', 'desc')
     .limit(opts.limit + 1);
   if (opts.status) query = query.where('status', '=', opts.status);
+  // actor_ref() is the expression the jobs_created_by index holds (migration 0027).
+  if (opts.createdBy !== undefined)
+    query = query.where(sql<string>`actor_ref(created_by)`, '=', opts.createdBy);
   if (opts.cursor) {
     const after = decodeCursor(opts.cursor);
     query = query.where(
