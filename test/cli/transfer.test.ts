@@ -45,6 +45,7 @@ const TABLES = [
   'events',
   'webhook_deliveries',
   'webhook_attempts',
+  'audit_log',
 ];
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
@@ -327,6 +328,8 @@ describe('errand export and import', () => {
         'turns',
         'events',
         'webhook_deliveries',
+        // The projects, keys, secrets and webhooks made through the API, each a row.
+        'audit_log',
       ],
     );
     const counts: Record<string, number> = {};
