@@ -52,8 +52,9 @@ export class AuditStream implements AuditSink {
       }
       this.#queued.push(line);
       this.#queuedBytes += bytes;
+      // Straight to the stream while it takes lines: the buffer holds only what waits.
+      this.#pump();
     }
-    this.#pump();
   }
 
   #pump(): void {
