@@ -16,6 +16,7 @@ import { type MonthUsage, monthUsage } from '../jobs/spend.ts';
 import { readUsage } from '../jobs/usage.ts';
 import { toProjectRecord } from '../projects/service.ts';
 import { JOB_STATUSES } from '../records/job.ts';
+import { actorLabel, actorNames } from './actors.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
 import { archivePage, eventView, jobPage, jobsPage } from './job-pages.ts';
@@ -36,7 +37,11 @@ function excerpt(prompt: string): string {
 async function jobList(
   ctx: AppContext,
   projectId: string,
-  query: { status?: string | undefined; cursor?: string | undefined },
+  query: {
+    status?: string | undefined;
+    cursor?: string | undefined;
+    createdBy?: string | undefined;
+  },
 ) {
   const status = query.status
     ? (JOB_STATUSES.find((s) => s === query.status) ??
@@ -48,7 +53,12 @@ async function jobList(
     limit: JOBS_PER_PAGE,
     status,
     cursor: query.cursor || undefined,
+    createdBy: query.createdBy || undefined,
   });
+  const names = await actorNames(
+    ctx.db,
+    listed.jobs.map((job) => job.created_by),
+  );
   const prompts = await firstPrompts(
     ctx,
     listed.jobs.map((job) => job.id),
@@ -57,8 +67,10 @@ async function jobList(
     items: listed.jobs.map((job) => ({
       job: toJobRecord(job),
       prompt: excerpt(prompts.get(job.id) ?? ''),
+      createdBy: actorLabel(job.created_by, names),
     })),
     status,
+    createdBy: query.createdBy || undefined,
     nextCursor: listed.nextCursor,
     now: Date.now(),
   };
@@ -76,8 +88,10 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
   const turns = await listTurns(ctx, job.id);
   const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
   const review = await getReviewDiff(ctx, job.id);
+  const names = await actorNames(ctx.db, [job.createdBy, ...turns.map((turn) => turn.sent_by)]);
   return {
     job,
+    createdBy: actorLabel(job.createdBy, names),
     turns: turns.map((turn) => ({
       seq: turn.seq,
       state: turn.state,
@@ -88,6 +102,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
       createdAt: turn.created_at.toISOString(),
       startedAt: turn.started_at?.toISOString() ?? null,
       finishedAt: turn.finished_at?.toISOString() ?? null,
+      sentBy: actorLabel(turn.sent_by, names),
     })),
     events: events.map((event) => eventView(toEventRecord(event))),
     diffHtml: review
@@ -100,7 +115,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
 export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<{
     Params: { id: string };
-    Querystring: { status?: string; cursor?: string; created?: string };
+    Querystring: { status?: string; cursor?: string; created?: string; createdBy?: string };
   }>('/projects/:id/jobs', async (request, reply) => {
     const { principal, row } = await visibleProject(ctx, request, request.params.id);
     const created = request.query.created;

@@ -15,7 +15,7 @@ export function page(layout: Layout, body: SafeHtml): string {
   const nav = layout.principal
     ? html`<nav aria-label="Main">
         <a href="/projects">Projects</a>
-        ${admin ? html`<a href="/keys">Admin keys</a>` : ''}
+        ${admin ? html`<a href="/keys">Admin keys</a> <a href="/audit">Audit</a>` : ''}
         <form method="post" action="/sign-out" class="inline">
           <button type="submit" class="link">Sign out</button>
         </form>

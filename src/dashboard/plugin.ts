@@ -14,6 +14,7 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { auditAfter, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
+import { registerAuditRoutes } from './audit-routes.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
@@ -204,6 +205,7 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     registerKeyRoutes(signedIn, ctx);
     registerSecretRoutes(signedIn, ctx);
     registerEnvironmentRoutes(signedIn, ctx);
+    registerAuditRoutes(signedIn, ctx);
     for (const register of features) register(signedIn, ctx);
   });
 }
