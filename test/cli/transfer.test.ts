@@ -272,7 +272,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+          `^exported \\d+ projects, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -368,7 +368,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 

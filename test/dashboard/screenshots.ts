@@ -230,6 +230,9 @@ try {
       await shot('webhooks');
       await page.goto(`${svc.url}/projects/${project.id}/webhooks/${webhookId}`);
       await shot('webhook-deliveries');
+      // Every change above is a row of the audit log.
+      await page.goto(`${svc.url}/audit`);
+      await shot('audit');
       await context.close();
     }
   }
