@@ -87,7 +87,7 @@ export async function auditAll(
   return written.sort((a, b) => Number(BigInt(a.seq) - BigInt(b.seq))).map(toAuditRecord);
 }
 
-export function toAuditRecord(row: AuditLogRow): AuditRecord {
+function toAuditRecord(row: AuditLogRow): AuditRecord {
   return {
     id: String(row.seq),
     at: row.at.toISOString(),

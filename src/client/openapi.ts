@@ -2,15 +2,6 @@
 // OpenAPI document the service serves at /openapi.json. Do not edit: change the route schemas
 // and generate again; test/client/generated.test.ts fails when this file is stale.
 
-/** OneOf type helpers */
-type Without<T, U> = { [P in Exclude<keyof T, keyof U>]?: never };
-type XOR<T, U> = T | U extends object ? (Without<T, U> & U) | (Without<U, T> & T) : T | U;
-type OneOf<T extends any[]> = T extends [infer Only]
-  ? Only
-  : T extends [infer A, infer B, ...infer Rest]
-    ? OneOf<[XOR<A, B>, ...Rest]>
-    : never;
-
 export interface paths {
   '/healthz': {
     /**
@@ -3499,34 +3490,34 @@ export interface components {
         title: string;
       } | null;
       /** @description Who created the job: a user, an API key, or a forge user through the forge webhook; null for jobs made before Errand recorded it. */
-      createdBy?: OneOf<
-        [
-          {
-            /** @constant */
-            kind: 'user';
-            /** @description The user's id (usr_…). */
-            id: string;
-            /** @description The user's name when it was recorded. */
-            name?: string | null;
-          },
-          {
-            /** @constant */
-            kind: 'key';
-            /** @description The API key's id (key_…), never the key. */
-            id: string;
-            /** @description The key's name when it was recorded. */
-            name?: string | null;
-          },
-          {
-            /** @constant */
-            kind: 'forge';
-            /** @enum {string} */
-            forge: 'github' | 'gitlab' | 'gitea';
-            /** @description The forge user's login, through the forge webhook. */
-            login: string;
-          },
-        ]
-      > | null;
+      createdBy?:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+          )
+        | null;
       /** Format: date-time */
       updatedAt: string;
     };
@@ -3540,34 +3531,34 @@ export interface components {
        */
       at: string;
       /** @description Who; null for a refused request that named no one (no or an unknown key). */
-      actor: OneOf<
-        [
-          {
-            /** @constant */
-            kind: 'user';
-            /** @description The user's id (usr_…). */
-            id: string;
-            /** @description The user's name when it was recorded. */
-            name?: string | null;
-          },
-          {
-            /** @constant */
-            kind: 'key';
-            /** @description The API key's id (key_…), never the key. */
-            id: string;
-            /** @description The key's name when it was recorded. */
-            name?: string | null;
-          },
-          {
-            /** @constant */
-            kind: 'forge';
-            /** @enum {string} */
-            forge: 'github' | 'gitlab' | 'gitea';
-            /** @description The forge user's login, through the forge webhook. */
-            login: string;
-          },
-        ]
-      > | null;
+      actor:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+          )
+        | null;
       /** @description The request's address as the server saw it; null for what no request made. */
       address: string | null;
       /**

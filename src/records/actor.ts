@@ -7,7 +7,7 @@ import type { Actor } from '../db/schema.ts';
 const FORGES = ['github', 'gitlab', 'gitea'] as const;
 
 export const actorRecord = z
-  .discriminatedUnion('kind', [
+  .union([
     z.object({
       kind: z.literal('user'),
       id: z.string().describe("The user's id (usr_…)."),

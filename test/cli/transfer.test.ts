@@ -548,7 +548,7 @@ describe('errand export and import', () => {
     await refusedHere(
       ['import', await variant('short.jsonl', (ls) => [...ls.slice(0, -2), ...ls.slice(-1)])],
       key,
-      /short\.jsonl is damaged: its end line counts \d+ webhook deliveries, the file holds \d+/,
+      /short\.jsonl is damaged: its end line counts \d+ audit log rows, the file holds \d+/,
       'a file missing a row',
     );
     await refusedHere(

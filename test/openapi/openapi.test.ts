@@ -454,10 +454,7 @@ describe('OpenAPI document', () => {
       ],
       ['get /v2/admin/keys', () => svc.request('GET', '/v2/admin/keys', admin)],
       ['get /v2/admin/audit', () => svc.request('GET', '/v2/admin/audit', admin)],
-      [
-        'get /v2/admin/audit',
-        () => svc.request('GET', '/v2/admin/audit?since=yesterday', admin),
-      ],
+      ['get /v2/admin/audit', () => svc.request('GET', '/v2/admin/audit?since=yesterday', admin)],
       [
         'post /v2/admin/keys',
         () => svc.request('POST', '/v2/admin/keys', { ...admin, body: { projectId: project } }),
