@@ -392,6 +392,17 @@ describe('errand export and import', () => {
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
         before_.webhooks,
       );
+      // The audit log came across, the import's own row after it; the next rows follow on.
+      const rowsInFile = (await fileLines(file)).filter((l) => l.table === 'audit_log');
+      const log = (await api.request('GET', '/v2/admin/audit?limit=100')).json as unknown as {
+        entries: { id: string; action: string; actor: unknown }[];
+      };
+      assert.equal(log.entries.length, rowsInFile.length + 1);
+      assert.deepEqual(
+        { action: log.entries[0]?.action, actor: log.entries[0]?.actor },
+        { action: 'import', actor: null },
+      );
+      assert.ok(log.entries.some((e) => e.action === 'secret.set'));
       // The project's secret: listed as before, and a turn here opens it with the source's key.
       assert.deepEqual(
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/secrets`)).text),
@@ -610,7 +621,7 @@ describe('errand export and import', () => {
     const again = await errand(['import', file], { DATABASE_URL: url, ...key });
     refused(
       again,
-      /the database already holds \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events and 2 webhook deliveries: import needs an empty database/,
+      /the database already holds \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries and \d+ audit log rows: import needs an empty database/,
       'a non-empty database',
     );
     assert.deepEqual(await contents(url), held);

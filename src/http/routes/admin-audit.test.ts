@@ -409,6 +409,55 @@ describe('audit log', () => {
     for (const row of table) assert.deepEqual(byId.get(row.id), row);
   });
 
+  test("the dashboard: the Audit page (admin) with its filters; a job's creator and senders", async () => {
+    const session = async (key: string) => {
+      const res = await fetch(`${svc.url}/sign-in`, {
+        method: 'POST',
+        headers: { origin: svc.url, 'content-type': 'application/x-www-form-urlencoded' },
+        body: `key=${encodeURIComponent(key)}`,
+        redirect: 'manual',
+      });
+      assert.equal(res.status, 303);
+      return (res.headers.get('set-cookie') ?? '').split(';')[0] ?? '';
+    };
+    const get = async (cookie: string, path: string) => {
+      const res = await fetch(`${svc.url}${path}`, { headers: { cookie, accept: 'text/html' } });
+      return { status: res.status, text: await res.text() };
+    };
+    const admin = await session(svc.adminKey);
+    const all = await get(admin, '/audit');
+    assert.equal(all.status, 200);
+    assert.match(all.text, /<h1>Audit log<\/h1>/);
+    assert.match(all.text, /job\.create/);
+    assert.match(all.text, /project\.create/);
+    const filtered = await get(admin, '/audit?action=secret.set');
+    assert.equal(filtered.status, 200);
+    assert.match(filtered.text, /secret\.set/);
+    assert.doesNotMatch(filtered.text, /<td class="mono" data-label="Action">job\.create/);
+    const bad = await get(admin, '/audit?since=yesterday');
+    assert.equal(bad.status, 400);
+    assert.match(bad.text, /"since" must be an ISO 8601 time/);
+
+    const project = await svc.createProject({ name: 'dashboard creators' });
+    const { key, id: keyId } = await svc.createProjectKey(project.id);
+    const made = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+      key,
+      body: { prompt: 'shown with its creator' },
+    });
+    const own = await session(key);
+    assert.equal((await get(own, '/audit')).status, 403);
+    const list = await get(own, `/projects/${project.id}/jobs`);
+    assert.match(list.text, /data-label="Created by">key <span class="mono">key_/);
+    assert.ok(list.text.includes(keyId));
+    const page = await get(own, `/projects/${project.id}/jobs/${made.json.id}`);
+    assert.ok(page.text.includes(`createdBy=${keyId}`), "a link to the creator's jobs");
+    assert.match(page.text, /Sent by key <span class="mono">key_/);
+    const mine = await get(own, `/projects/${project.id}/jobs?createdBy=${keyId}`);
+    assert.ok(mine.text.includes(String(made.json.id)));
+    const others = await get(own, `/projects/${project.id}/jobs?createdBy=github:nobody`);
+    assert.ok(!others.text.includes(String(made.json.id)));
+  });
+
   test('no row and no line holds a secret', async () => {
     const all = JSON.stringify(await rows());
     const streamed = await readFile(logFile, 'utf8');
