@@ -436,7 +436,7 @@ describe('audit log', () => {
     assert.doesNotMatch(filtered.text, /<td class="mono" data-label="Action">job\.create/);
     const bad = await get(admin, '/audit?since=yesterday');
     assert.equal(bad.status, 400);
-    assert.match(bad.text, /"since" must be an ISO 8601 time/);
+    assert.match(bad.text, /&quot;since&quot; must be an ISO 8601 time/);
 
     const project = await svc.createProject({ name: 'dashboard creators' });
     const { key, id: keyId } = await svc.createProjectKey(project.id);
