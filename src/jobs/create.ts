@@ -1,7 +1,8 @@
 // Creating a job, the API's hot write, from the request to the answer: the input is checked,
 // then one transaction takes the project's rate limit and budget and writes the job, its first
-// turn, the turn's queue entry and the job's events (a 201 means the prompt is durable). The
-// creates that arrive together share their transaction, and a few transactions run at once.
+// turn, the turn's queue entry, the job's events and its audit row (a 201 means the prompt is
+// durable, and who asked for it recorded). The creates that arrive together share their
+// transaction, and a few transactions run at once.
 import { sql } from 'kysely';
 import { auditAll, type Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
