@@ -26,7 +26,8 @@ const LAYERS = [
   ['jobs', 'projects', 'users', 'keys'], // users: people signed in through the OpenID provider
   // Each event type declared once (its data's schema and words), for the job log's writers.
   ['events'],
-  ['idempotency', 'ratelimit'],
+  // The audit log's one writer (every layer above writes its changes' rows through it).
+  ['idempotency', 'ratelimit', 'audit'],
   // The API's records, each declared once as a schema (types, OpenAPI components, client types).
   ['records'],
   // Shared pieces that import nothing above the database; config.ts's type is read everywhere.

@@ -20,6 +20,7 @@ const envSchema = z.object({
   ERRAND_DB_CONNECT_TIMEOUT_SECONDS: int(1, 300).default(5),
   ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: int(1, 3600).default(10),
   ERRAND_DB_POOL_SIZE: int(2, 1000).default(20),
+  ERRAND_AUDIT_LOG: z.string().min(1).optional(),
   ERRAND_METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   ERRAND_METRICS_HOST: z.string().min(1).optional(),
   ERRAND_METRICS_PORT: int(0, 65535).optional(),
@@ -116,6 +117,11 @@ export interface Config {
    * is down or does not answer makes a request fail with 503 in this time, not hang.
    */
   database: { connectTimeoutSeconds: number; statementTimeoutSeconds: number; poolSize: number };
+  /**
+   * Where the audit log is streamed as JSON lines besides its table (src/audit/stream.ts):
+   * 'stdout', an absolute file path appended to, or undefined for none.
+   */
+  auditLog: 'stdout' | string | undefined;
   /**
    * Where /metrics is served: on the API's own port behind `token`, and/or on a listener of
    * its own (`port`, e.g. bound to an internal interface), which workers can have too.
@@ -425,6 +431,10 @@ export function loadConfig(
       statementTimeoutSeconds: e.ERRAND_DB_STATEMENT_TIMEOUT_SECONDS,
       poolSize: e.ERRAND_DB_POOL_SIZE,
     },
+    auditLog:
+      e.ERRAND_AUDIT_LOG === undefined || e.ERRAND_AUDIT_LOG === 'stdout'
+        ? e.ERRAND_AUDIT_LOG
+        : path.resolve(e.ERRAND_AUDIT_LOG),
     metrics: {
       token: e.ERRAND_METRICS_TOKEN,
       host: e.ERRAND_METRICS_HOST ?? '127.0.0.1',

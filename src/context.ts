@@ -1,6 +1,7 @@
 // Everything a handler or service needs, built once at start-up and passed down: handlers
 // never build their own clients.
 import type { ModelRegistry } from './agent/models.ts';
+import type { AuditSink } from './audit/audit.ts';
 import type { Config } from './config.ts';
 import type { DatabaseHandle, Db } from './db/database.ts';
 import type { Environments } from './environments/environments.ts';
@@ -40,6 +41,8 @@ export interface AppContext {
   metrics: Metrics;
   /** The agent engines installed on this machine (src/engines/catalog.ts). */
   engines: EngineInstalls;
+  /** Hears of the audit rows once committed: the JSON-lines stream (ERRAND_AUDIT_LOG). */
+  audit: AuditSink;
   /** This worker's environment snapshots (src/environments/): what turns restore or build. */
   environments: Environments;
 }

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ModelCatalog, readCatalogFile } from './agent/catalog.ts';
 import { ModelRegistry } from './agent/models.ts';
+import { AuditStream, NO_AUDIT_STREAM } from './audit/stream.ts';
 import { type Config, ConfigError } from './config.ts';
 import type { AppContext } from './context.ts';
 import { dashboardWith } from './dashboard/plugin.ts';
@@ -116,6 +117,7 @@ export async function startService(
     config.database.connectTimeoutSeconds * 1000,
     log,
   );
+  const auditStream = config.auditLog ? AuditStream.open(config.auditLog, log) : undefined;
   const stop = async () => {
     await metricsServer?.close();
     await app?.close();
@@ -127,6 +129,8 @@ export async function startService(
     await forgeWorker?.stop();
     await environmentWorker?.stop();
     await queue?.stop();
+    // After everything that writes audit rows has stopped.
+    await auditStream?.close();
     await handle.close();
   };
   try {
@@ -141,6 +145,7 @@ export async function startService(
       queue,
       aborts: new TurnAborts(),
       transitions: new Transitions(log),
+      audit: auditStream ?? NO_AUDIT_STREAM,
       models: new ModelRegistry(config.models, config.defaultModel, catalog),
       forges: new Forges(config, metrics),
       notifications,

@@ -426,6 +426,8 @@ export interface paths {
           cursor?: string;
           /** @description Only jobs with this status. */
           status?: 'active' | 'completed' | 'failed' | 'archived';
+          /** @description Only jobs this actor created: a user's id (usr_…), an API key's id (key_…), or a forge user as <forge>:<login> (github:octocat). */
+          createdBy?: string;
         };
         path: {
           /** @description The project id (prj_ and 20 characters). */
@@ -3111,6 +3113,95 @@ export interface paths {
       };
     };
   };
+  '/v2/admin/audit': {
+    /**
+     * List audit log
+     * @description Every change of state, and every refused attempt at one, newest first: who (a user, a key or a forge user), from which address, what, on what, the outcome and the request id. Never holds a secret.
+     */
+    get: {
+      parameters: {
+        query?: {
+          /** @description How many rows per page, 1 to 100. */
+          limit?: number;
+          /** @description The previous page's nextCursor. */
+          cursor?: string;
+          /** @description Only rows of this actor: a user's id (usr_…), an API key's id (key_…), or a forge user as <forge>:<login>. */
+          actor?: string;
+          /** @description Only rows of this action. */
+          action?:
+            | 'job.create'
+            | 'job.message'
+            | 'job.archive'
+            | 'project.create'
+            | 'project.update'
+            | 'project.delete'
+            | 'project.forge_secret'
+            | 'key.create'
+            | 'key.revoke'
+            | 'secret.set'
+            | 'secret.delete'
+            | 'webhook.create'
+            | 'webhook.update'
+            | 'webhook.delete'
+            | 'webhook.rotate_secret'
+            | 'webhook.redeliver'
+            | 'environment.rebuild'
+            | 'environment.delete'
+            | 'import'
+            | 'session.sign_in'
+            | 'session.sign_out'
+            | 'role.grant'
+            | 'role.revoke'
+            | 'user.deactivate'
+            | 'user.reactivate'
+            | 'token.create'
+            | 'token.revoke';
+          /** @description Only rows on this target's id (a job's, a project's, a key's, a secret's name…). */
+          target?: string;
+          /** @description Only rows at or after this time. */
+          since?: string;
+          /** @description Only rows before this time. */
+          until?: string;
+        };
+      };
+      responses: {
+        /** @description A page of the audit log. */
+        200: {
+          content: {
+            'application/json': {
+              entries: components['schemas']['AuditEntry'][];
+              /** @description Pass as cursor for the next page; null on the last page. */
+              nextCursor: string | null;
+            };
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key. */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
 }
 
 export interface webhooks {
@@ -3695,8 +3786,125 @@ export interface components {
         /** @description The title when the job was made. */
         title: string;
       } | null;
+      /** @description Who created the job: a user, an API key, or a forge user through the forge webhook; null for jobs made before Errand recorded it. */
+      createdBy?:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+          )
+        | null;
       /** Format: date-time */
       updatedAt: string;
+    };
+    /** @description One change of state, or a refused attempt at one. */
+    AuditEntry: {
+      /** @description The row's number in the log: later rows have larger ones. */
+      id: string;
+      /**
+       * Format: date-time
+       * @description When (the time of the change’s transaction).
+       */
+      at: string;
+      /** @description Who; null for a refused request that named no one (no or an unknown key). */
+      actor:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+          )
+        | null;
+      /** @description The request's address as the server saw it; null for what no request made. */
+      address: string | null;
+      /**
+       * @description What was done.
+       * @enum {string}
+       */
+      action:
+        | 'job.create'
+        | 'job.message'
+        | 'job.archive'
+        | 'project.create'
+        | 'project.update'
+        | 'project.delete'
+        | 'project.forge_secret'
+        | 'key.create'
+        | 'key.revoke'
+        | 'secret.set'
+        | 'secret.delete'
+        | 'webhook.create'
+        | 'webhook.update'
+        | 'webhook.delete'
+        | 'webhook.rotate_secret'
+        | 'webhook.redeliver'
+        | 'environment.rebuild'
+        | 'environment.delete'
+        | 'import'
+        | 'session.sign_in'
+        | 'session.sign_out'
+        | 'role.grant'
+        | 'role.revoke'
+        | 'user.deactivate'
+        | 'user.reactivate'
+        | 'token.create'
+        | 'token.revoke';
+      /** @description On what: a job, project, key, secret, webhook, environment or user. */
+      target: {
+        kind: string;
+        id: string;
+      } | null;
+      /** @enum {string} */
+      outcome: 'success' | 'refused';
+      /** @description The API's error code of a refusal. */
+      errorCode: string | null;
+      /** @description The request's id (its X-Request-Id). */
+      requestId: string | null;
+      /** @description What else the change was (names, ids, which fields); never a secret. */
+      details: {
+        [key: string]: unknown;
+      };
     };
     /** @description A snapshot of what a project’s setup command left in the checkout, kept by one worker. */
     Environment: {

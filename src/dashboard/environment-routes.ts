@@ -2,6 +2,7 @@
 // the background, drop one key or all. They call what the admin API calls; a refusal (a project
 // without a setup command) is shown on the settings page with its message.
 import type { FastifyInstance } from 'fastify';
+import { auditAfter, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { access } from '../keys/route-access.ts';
@@ -23,6 +24,10 @@ export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContex
       const current = await project(request.params.id);
       try {
         await rebuildEnvironment(ctx, current.id);
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'environment.rebuild',
+          target: { kind: 'project', id: current.id },
+        });
         return reply.redirect(settings(current.id, 'rebuilt=1'), 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -41,8 +46,14 @@ export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContex
     '/projects/:id/environments/delete',
     { config: access('maintainer') },
     async (request, reply) => {
+      const principal = session(request);
       const current = await project(request.params.id);
-      await deleteEnvironments(ctx, current.id);
+      const deleted = await deleteEnvironments(ctx, current.id);
+      await auditAfter(ctx, whoOf(request, principal), {
+        action: 'environment.delete',
+        target: { kind: 'project', id: current.id },
+        details: { deleted },
+      });
       return reply.redirect(settings(current.id, 'dropped=all'), 303);
     },
   );
@@ -51,8 +62,14 @@ export function registerEnvironmentRoutes(pages: FastifyInstance, ctx: AppContex
     '/projects/:id/environments/:key/delete',
     { config: access('maintainer') },
     async (request, reply) => {
+      const principal = session(request);
       const current = await project(request.params.id);
-      await deleteEnvironments(ctx, current.id, request.params.key);
+      const deleted = await deleteEnvironments(ctx, current.id, request.params.key);
+      await auditAfter(ctx, whoOf(request, principal), {
+        action: 'environment.delete',
+        target: { kind: 'environment', id: request.params.key },
+        details: { projectId: current.id, deleted },
+      });
       return reply.redirect(
         settings(current.id, `dropped=${encodeURIComponent(request.params.key)}`),
         303,

@@ -5,6 +5,7 @@ import { type EventFacts, eventWords } from '../events/catalog.ts';
 import type { MonthUsage } from '../jobs/spend.ts';
 import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
+import { actorRef } from '../records/actor.ts';
 import { JOB_STATUSES, type JobRecord } from '../records/job.ts';
 import type { ProjectRecord } from '../records/project.ts';
 import { formatUsd, usageLine } from '../words.ts';
@@ -13,6 +14,8 @@ import { externalLink, notice, page, when } from './layout.ts';
 
 export interface JobListItem {
   job: JobRecord;
+  /** Who created it, as the page shows it. */
+  createdBy: SafeHtml;
   /** The first prompt, cut to an excerpt. */
   prompt: string;
 }
@@ -53,6 +56,8 @@ export function jobsPage(
   list: {
     items: JobListItem[];
     status: string | undefined;
+    /** The creator the list is filtered by (an actor's ref), if any. */
+    createdBy: string | undefined;
     nextCursor: string | null;
     now: number;
   },
@@ -64,15 +69,17 @@ export function jobsPage(
     <option value="" ${list.status ? '' : html`selected`}>All</option>
     ${JOB_STATUSES.map((s) => html`<option value="${s}" ${list.status === s ? html`selected` : ''}>${s}</option>`)}
   </select>
+  ${list.createdBy ? html`<input type="hidden" name="createdBy" value="${list.createdBy}">` : ''}
   <button type="submit">Filter</button>
-</form>`;
+</form>${list.createdBy ? html`<p>Created by <span class="mono">${list.createdBy}</span> only. <a href="/projects/${project.id}/jobs">All jobs</a></p>` : ''}`;
   const table = list.items.length
     ? html`<div class="scroll"><table class="list">
-<thead><tr><th scope="col">Prompt</th><th scope="col">Status</th><th scope="col">Pull request</th><th scope="col">Age</th></tr></thead>
+<thead><tr><th scope="col">Prompt</th><th scope="col">Status</th><th scope="col">Created by</th><th scope="col">Pull request</th><th scope="col">Age</th></tr></thead>
 <tbody>${list.items.map(
-        ({ job, prompt }) => html`<tr>
+        ({ job, prompt, createdBy }) => html`<tr>
   <td class="wrap"><a href="/projects/${project.id}/jobs/${job.id}">${prompt || job.id}</a><div class="muted mono">${job.id}</div></td>
   <td data-label="Status"><span class="badge ${job.status}">${job.status}</span></td>
+  <td class="wrap" data-label="Created by">${createdBy}</td>
   <td class="wrap" data-label="Pull request">${externalLink(job.prLink)}</td>
   <td data-label="Age">${age(job.createdAt, list.now)}</td>
 </tr>`,
@@ -81,6 +88,7 @@ export function jobsPage(
   const next = list.nextCursor
     ? html`<p><a href="/projects/${project.id}/jobs?${new URLSearchParams({
         ...(list.status ? { status: list.status } : {}),
+        ...(list.createdBy ? { createdBy: list.createdBy } : {}),
         cursor: list.nextCursor,
       }).toString()}">Older jobs</a></p>`
     : '';
@@ -110,6 +118,8 @@ export interface TurnView {
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
+  /** Who sent the prompt, as the page shows it. */
+  sentBy: SafeHtml;
 }
 
 export interface EventView {
@@ -158,6 +168,8 @@ export function jobPage(
     events: EventView[];
     /** The rendered diff (src/dashboard/diff.ts), or undefined when there is none. */
     diffHtml: string | undefined;
+    /** Who created the job, as the page shows it. */
+    createdBy: SafeHtml;
     prompt?: string | undefined;
     error?: string | undefined;
   },
@@ -170,6 +182,7 @@ export function jobPage(
     html`<p><a href="/projects/${project.id}/jobs">← Jobs of ${project.name}</a></p>
 <dl class="facts card">
   <dt>Status</dt><dd><span class="badge ${job.status}" id="job-status">${job.status}</span></dd>
+  <dt>Created by</dt><dd class="wrap" id="job-created-by">${job.createdBy ? html`<a href="/projects/${project.id}/jobs?${new URLSearchParams({ createdBy: actorRef(job.createdBy) }).toString()}">${detail.createdBy}</a>` : detail.createdBy}</dd>
   <dt>Repository</dt><dd class="mono wrap">${job.source.repository}</dd>
   <dt>Base ref</dt><dd class="mono">${job.source.baseRef}</dd>
   <dt>Branch</dt><dd class="mono">${job.branch}</dd>
@@ -188,7 +201,7 @@ ${detail.turns.map(
   <pre class="prompt">${turn.prompt}</pre>
   ${turn.summaryHtml !== undefined ? html`<div class="summary">${new SafeHtml(turn.summaryHtml)}</div>` : ''}
   ${turn.error ? notice(turn.error) : ''}
-  <p class="muted">Queued ${when(turn.createdAt)}${turn.startedAt ? html`, started ${when(turn.startedAt)}` : ''}${
+  <p class="muted">Sent by ${turn.sentBy}. Queued ${when(turn.createdAt)}${turn.startedAt ? html`, started ${when(turn.startedAt)}` : ''}${
     turn.finishedAt ? html`, finished ${when(turn.finishedAt)}` : ''
   }${turn.usage ? html`; ${usageLine(turn.usage)}` : ''}</p>
 </section>`,

@@ -3,6 +3,7 @@
 // the live stream's, src/features/stream/). Jobs are read and changed through src/jobs/, with
 // the API's schemas for what a person typed.
 import type { FastifyInstance } from 'fastify';
+import { whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { listEvents, toEventRecord } from '../events/log.ts';
@@ -17,6 +18,7 @@ import { readUsage } from '../jobs/usage.ts';
 import { access } from '../keys/route-access.ts';
 import { toProjectRecord } from '../projects/service.ts';
 import { JOB_STATUSES } from '../records/job.ts';
+import { actorLabel, actorNames } from './actors.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
 import { archivePage, eventView, jobPage, jobsPage } from './job-pages.ts';
@@ -37,7 +39,11 @@ function excerpt(prompt: string): string {
 async function jobList(
   ctx: AppContext,
   projectId: string,
-  query: { status?: string | undefined; cursor?: string | undefined },
+  query: {
+    status?: string | undefined;
+    cursor?: string | undefined;
+    createdBy?: string | undefined;
+  },
 ) {
   const status = query.status
     ? (JOB_STATUSES.find((s) => s === query.status) ??
@@ -49,7 +55,12 @@ async function jobList(
     limit: JOBS_PER_PAGE,
     status,
     cursor: query.cursor || undefined,
+    createdBy: query.createdBy || undefined,
   });
+  const names = await actorNames(
+    ctx.db,
+    listed.jobs.map((job) => job.created_by),
+  );
   const prompts = await firstPrompts(
     ctx,
     listed.jobs.map((job) => job.id),
@@ -58,8 +69,10 @@ async function jobList(
     items: listed.jobs.map((job) => ({
       job: toJobRecord(job),
       prompt: excerpt(prompts.get(job.id) ?? ''),
+      createdBy: actorLabel(job.created_by, names),
     })),
     status,
+    createdBy: query.createdBy || undefined,
     nextCursor: listed.nextCursor,
     now: Date.now(),
   };
@@ -77,8 +90,10 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
   const turns = await listTurns(ctx, job.id);
   const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
   const review = await getReviewDiff(ctx, job.id);
+  const names = await actorNames(ctx.db, [job.createdBy, ...turns.map((turn) => turn.sent_by)]);
   return {
     job,
+    createdBy: actorLabel(job.createdBy, names),
     turns: turns.map((turn) => ({
       seq: turn.seq,
       state: turn.state,
@@ -89,6 +104,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
       createdAt: turn.created_at.toISOString(),
       startedAt: turn.started_at?.toISOString() ?? null,
       finishedAt: turn.finished_at?.toISOString() ?? null,
+      sentBy: actorLabel(turn.sent_by, names),
     })),
     events: events.map((event) => eventView(toEventRecord(event))),
     diffHtml: review
@@ -101,7 +117,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
 export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void {
   pages.get<{
     Params: { id: string };
-    Querystring: { status?: string; cursor?: string; created?: string };
+    Querystring: { status?: string; cursor?: string; created?: string; createdBy?: string };
   }>('/projects/:id/jobs', { config: access('viewer') }, async (request, reply) => {
     const { principal, row } = await visibleProject(ctx, request, request.params.id);
     const created = request.query.created;
@@ -126,7 +142,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const prompt = request.body?.prompt ?? '';
       try {
         const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt });
-        const { job } = await createJob(ctx, row, body);
+        const { job } = await createJob(ctx, row, { ...body, by: whoOf(request, principal) });
         return reply.redirect(`/projects/${row.id}/jobs?created=${job.id}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -169,7 +185,15 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const prompt = request.body?.prompt ?? '';
       try {
         const body = parse(promptBody(ctx.config.maxPromptChars), { prompt });
-        await sendMessage(ctx, row, request.params.jobId, body.prompt);
+        await sendMessage(
+          ctx,
+          row,
+          request.params.jobId,
+          body.prompt,
+          undefined,
+          undefined,
+          whoOf(request, principal),
+        );
         return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -204,7 +228,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
     async (request, reply) => {
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       await requireMayArchive(ctx, principal, row.id, request.params.jobId);
-      await archiveJob(ctx, row.id, request.params.jobId);
+      await archiveJob(ctx, row.id, request.params.jobId, whoOf(request, principal));
       return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
     },
   );

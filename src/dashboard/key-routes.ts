@@ -1,12 +1,13 @@
 // The API key pages' routes, for admin sessions only: a project's keys, the admin keys, creating
 // a key (shown once, in the answer to the form) and revoking one after a confirmation. They call
 // the key service the admin API calls.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { auditedChange, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { isId } from '../ids.ts';
 import { access } from '../keys/route-access.ts';
-import { createKey, listKeys, revokeKey, toKeyRecord } from '../keys/service.ts';
+import { createKey, listKeys, type Principal, revokeKey, toKeyRecord } from '../keys/service.ts';
 import { findProject, getProject, toProjectRecord } from '../projects/service.ts';
 import { adminKeysPage, projectKeysPage, revokePage } from './key-pages.ts';
 import { baseUrl, type Form, given, sendPage, session } from './requests.ts';
@@ -50,7 +51,7 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
           }),
         );
       }
-      const { key } = await createKey(ctx.db, { projectId: current.id, name: name ?? null });
+      const { key } = await createAuditedKey(request, principal, current.id, name ?? null);
       return sendPage(
         reply,
         201,
@@ -80,7 +81,7 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
           adminKeysPage(principal, await keysOf(null), { error: NAME_TOO_LONG }),
         );
       }
-      const { key } = await createKey(ctx.db, { projectId: null, name: name ?? null });
+      const { key } = await createAuditedKey(request, principal, null, name ?? null);
       return sendPage(
         reply,
         201,
@@ -88,6 +89,25 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
       );
     },
   );
+
+  // The key's id, name and project in the log: never the key.
+  const createAuditedKey = (
+    request: FastifyRequest,
+    principal: Principal,
+    projectId: string | null,
+    name: string | null,
+  ) =>
+    auditedChange(ctx, whoOf(request, principal), async (db) => {
+      const made = await createKey(db, { projectId, name });
+      return {
+        result: made,
+        entry: {
+          action: 'key.create',
+          target: { kind: 'key', id: made.row.id },
+          details: { name, projectId },
+        },
+      };
+    });
 
   const keyRecord = async (id: string) => {
     const key = isId('key', id) ? (await listKeys(ctx)).find((k) => k.id === id) : undefined;
@@ -111,7 +131,12 @@ export function registerKeyRoutes(pages: FastifyInstance, ctx: AppContext): void
     '/keys/:id/revoke',
     { config: access('admin') },
     async (request, reply) => {
-      const key = toKeyRecord(await revokeKey(ctx, request.params.id));
+      const key = toKeyRecord(
+        await auditedChange(ctx, whoOf(request, session(request)), async (db) => ({
+          result: await revokeKey({ db }, request.params.id),
+          entry: { action: 'key.revoke', target: { kind: 'key', id: request.params.id } },
+        })),
+      );
       // A project that no longer exists has no keys page to go back to.
       const back =
         key.projectId !== null && !(await findProject(ctx, key.projectId))

@@ -20,7 +20,8 @@ export function page(layout: Layout, body: SafeHtml): string {
         ${
           admin
             ? html`<a href="/keys">Admin keys</a>
-        <a href="/users">Users</a>`
+        <a href="/users">Users</a>
+        <a href="/audit">Audit</a>`
             : ''
         }
         ${layout.principal.kind === 'user' ? html`<a href="/tokens">Tokens</a>` : ''}

@@ -8,6 +8,7 @@
 // the callback is a top-level navigation from the provider's site, which a Strict cookie would
 // miss; its path keeps it off every other request.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { auditAfter, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { access } from '../keys/route-access.ts';
@@ -62,9 +63,17 @@ export function registerOidcRoutes(
     sameSite: 'lax',
     secure: opts.secure,
   } as const;
-  const refused = (reply: FastifyReply, err: unknown) => {
+  const refused = async (request: FastifyRequest, reply: FastifyReply, err: unknown) => {
     if (!(err instanceof AppError)) throw err;
     ctx.log.warn({ code: err.code, reason: err.message }, 'dashboard sign-in refused');
+    // A provider that is down is not a refused sign-in: nobody was turned away.
+    if (err.status < 500)
+      await auditAfter(ctx, whoOf(request, null), {
+        action: 'session.sign_in',
+        target: null,
+        refused: err.code,
+        details: { method: 'oidc' },
+      });
     return sendPage(reply, err.status, signInPage(opts.methods, err.message));
   };
 
@@ -75,7 +84,7 @@ export function registerOidcRoutes(
       reply.setCookie(LOGIN_COOKIE, value, { ...loginCookie, maxAge: LOGIN_MAX_SECONDS });
       return reply.redirect(url.href, 303);
     } catch (err) {
-      return refused(reply, err);
+      return refused(request, reply, err);
     }
   });
 
@@ -102,6 +111,11 @@ export function registerOidcRoutes(
           'this user has been deactivated on this Errand server; ask an admin to reactivate you',
         );
       opts.setSession(reply, await startUserSession(ctx.db, user.id));
+      await auditAfter(ctx, whoOf(request, { kind: 'user', userId: user.id }), {
+        action: 'session.sign_in',
+        target: null,
+        details: { method: 'oidc' },
+      });
       ctx.log.info({ userId: user.id, admin: user.admin }, 'dashboard sign-in');
       // A page, not a redirect: the browser came from the provider's site, and the session's
       // SameSite=Strict cookie is not sent on a redirect that a cross-site navigation started.
@@ -116,7 +130,7 @@ export function registerOidcRoutes(
         ),
       );
     } catch (err) {
-      return refused(reply, err);
+      return refused(request, reply, err);
     }
   });
 }

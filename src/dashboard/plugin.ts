@@ -11,10 +11,12 @@ import formbody from '@fastify/formbody';
 import helmet from '@fastify/helmet';
 import fastifyStatic from '@fastify/static';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import { auditAfter, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError, toAppError } from '../errors.ts';
 import { access, enforceAccess, markOpen } from '../keys/route-access.ts';
 import { OidcRelyingParty } from '../users/oidc.ts';
+import { registerAuditRoutes } from './audit-routes.ts';
 import { registerEnvironmentRoutes } from './environment-routes.ts';
 import { securityHeaders } from './headers.ts';
 import { registerJobRoutes } from './job-routes.ts';
@@ -182,6 +184,7 @@ async function pages(scope: FastifyInstance, ctx: AppContext, features: readonly
     registerEnvironmentRoutes(signedIn, ctx);
     registerTokenRoutes(signedIn, ctx);
     registerUserRoutes(signedIn, ctx);
+    registerAuditRoutes(signedIn, ctx);
     for (const register of features) register(signedIn, ctx);
   });
 }
@@ -223,11 +226,23 @@ function registerSignIn(scope: FastifyInstance, ctx: AppContext, sessionCookie: 
           ),
         );
       try {
-        const { id } = await signIn(ctx.db, request.body?.key ?? '');
+        const { id, principal } = await signIn(ctx.db, request.body?.key ?? '');
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'session.sign_in',
+          target: null,
+          details: { method: 'key' },
+        });
         reply.setCookie(SESSION_COOKIE, id, { ...sessionCookie, maxAge: SESSION_MAX_SECONDS });
         return reply.redirect('/projects', 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
+        // A refused sign-in names no one: the key typed is not in the row.
+        await auditAfter(ctx, whoOf(request, null), {
+          action: 'session.sign_in',
+          target: null,
+          refused: err.code,
+          details: { method: 'key' },
+        });
         return sendPage(reply, err.status, signInPage(methods, err.message));
       }
     },
@@ -243,7 +258,13 @@ function registerSignIn(scope: FastifyInstance, ctx: AppContext, sessionCookie: 
     });
 
   scope.post('/sign-out', { config: access('open') }, async (request, reply) => {
+    const principal = await readSession(ctx.db, request.cookies[SESSION_COOKIE]);
     await endSession(ctx.db, request.cookies[SESSION_COOKIE]);
+    if (principal)
+      await auditAfter(ctx, whoOf(request, principal), {
+        action: 'session.sign_out',
+        target: null,
+      });
     reply.setCookie(SESSION_COOKIE, '', { ...sessionCookie, maxAge: 0 });
     return reply.redirect('/', 303);
   });

@@ -2,6 +2,7 @@
 // forms are checked by the admin API's schemas (src/projects/schemas.ts) and saved through the
 // project service; a refusal is shown on the form with its message.
 import type { FastifyInstance } from 'fastify';
+import { auditedChange, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { jobCounts } from '../jobs/read.ts';
@@ -192,7 +193,18 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       const principal = session(request);
       const form = request.body ?? {};
       try {
-        await afterProjectCreated(ctx, await createProject(ctx, createFields(form)));
+        const row = await auditedChange(ctx, whoOf(request, principal), async (db) => {
+          const created = await createProject({ ...ctx, db }, createFields(form));
+          return {
+            result: created,
+            entry: {
+              action: 'project.create',
+              target: { kind: 'project', id: created.id },
+              details: { name: created.name },
+            },
+          };
+        });
+        await afterProjectCreated(ctx, row);
         return reply.redirect('/projects', 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;
@@ -241,7 +253,16 @@ export function registerProjectRoutes(pages: FastifyInstance, ctx: AppContext): 
       const current = await project(request.params.id);
       const form = request.body ?? {};
       try {
-        const { before, row } = await updateProject(ctx, current.id, updateFields(form, current));
+        const fields = updateFields(form, current);
+        const { before, row } = await auditedChange(ctx, whoOf(request, principal), async (db) => ({
+          result: await updateProject({ ...ctx, db }, current.id, fields),
+          // Which fields, never their values: a repository's URL can carry a credential.
+          entry: {
+            action: 'project.update',
+            target: { kind: 'project', id: current.id },
+            details: { fields: Object.keys(fields).sort() },
+          },
+        }));
         await afterProjectUpdated(ctx, before, row);
         return reply.redirect(`/projects/${current.id}/settings?saved=1`, 303);
       } catch (err) {

@@ -2,6 +2,7 @@
 // sets one, and the delete confirmation. They call the secrets service the admin API calls; a
 // refusal is shown on the settings page with its message, the value never filled in again.
 import type { FastifyInstance } from 'fastify';
+import { auditAfter, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { access } from '../keys/route-access.ts';
@@ -34,9 +35,15 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
       const name = (form.name ?? '').trim();
       try {
         // The value exactly as typed: spaces around it may be part of it.
-        await putSecret(ctx, current.id, name, {
+        const { created } = await putSecret(ctx, current.id, name, {
           value: form.value ?? '',
           exposure: exposureOf(form.exposure),
+        });
+        // The secret's name: never its value.
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'secret.set',
+          target: { kind: 'secret', id: name },
+          details: { projectId: current.id, created },
         });
         await afterSecretChanged(ctx, current.id);
         return reply.redirect(settings(current.id, `secret=${encodeURIComponent(name)}`), 303);
@@ -74,8 +81,14 @@ export function registerSecretRoutes(pages: FastifyInstance, ctx: AppContext): v
     '/projects/:id/secrets/:name/delete',
     { config: access('maintainer') },
     async (request, reply) => {
+      const principal = session(request);
       const current = await project(request.params.id);
       await deleteSecret(ctx, current.id, request.params.name);
+      await auditAfter(ctx, whoOf(request, principal), {
+        action: 'secret.delete',
+        target: { kind: 'secret', id: request.params.name },
+        details: { projectId: current.id },
+      });
       await afterSecretChanged(ctx, current.id);
       return reply.redirect(
         settings(current.id, `deleted=${encodeURIComponent(request.params.name)}`),

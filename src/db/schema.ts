@@ -85,10 +85,21 @@ interface JobsTable {
   usage: Json;
   /** The forge issue the job came from (a JobOrigin); null for jobs made otherwise. */
   origin: ColumnType<JobOrigin | null, string | null | undefined, string | null>;
+  /** Who created the job (an Actor, src/records/actor.ts); null for jobs older than 0027. */
+  created_by: ColumnType<Actor | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
 }
+
+/**
+ * Who did something (jobs.created_by, turns.sent_by, audit_log.actor): a user, an API key, or
+ * a forge's user through the forge webhook. The record's schema is src/records/actor.ts's.
+ */
+export type Actor =
+  | { kind: 'user'; id: string; name?: string | null | undefined }
+  | { kind: 'key'; id: string; name?: string | null | undefined }
+  | { kind: 'forge'; forge: 'github' | 'gitlab' | 'gitea'; login: string };
 
 /** The forge issue a job was made from (jobs.origin). */
 export interface JobOrigin {
@@ -113,6 +124,8 @@ interface TurnsTable {
   commit_sha: string | null;
   /** The forge event that asked for the turn (a TurnTrigger); null for the API's and the CLI's. */
   trigger: ColumnType<TurnTrigger | null, string | null | undefined, string | null>;
+  /** Who sent the turn's prompt (an Actor); null for turns older than migration 0027. */
+  sent_by: ColumnType<Actor | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
@@ -244,6 +257,21 @@ interface UserTokensTable {
   revoked_at: Timestamp | null;
 }
 
+/** One row of the append-only audit log (src/audit/audit.ts, migration 0027). */
+interface AuditLogTable {
+  seq: Generated<string>;
+  at: Generated<Date>;
+  actor: ColumnType<Actor | null, string | null, never>;
+  address: string | null;
+  action: string;
+  target_kind: string | null;
+  target_id: string | null;
+  outcome: 'success' | 'refused';
+  error_code: string | null;
+  request_id: string | null;
+  details: ColumnType<Record<string, unknown>, string, never>;
+}
+
 interface WebhooksTable {
   id: string;
   project_id: string;
@@ -370,6 +398,7 @@ export interface Database {
   users: UsersTable;
   project_roles: ProjectRolesTable;
   user_tokens: UserTokensTable;
+  audit_log: AuditLogTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -385,3 +414,4 @@ export type EnvironmentRow = Selectable<EnvironmentsTable>;
 export type UserRow = Selectable<UsersTable>;
 export type ProjectRoleRow = Selectable<ProjectRolesTable>;
 export type UserTokenRow = Selectable<UserTokensTable>;
+export type AuditLogRow = Selectable<AuditLogTable>;

@@ -15,6 +15,7 @@ import { errorHandler, sendError } from './errors.ts';
 import { checkBody } from './nul.ts';
 import { observeResponse } from './observe.ts';
 import { registerDocs, registerOpenApi } from './openapi.ts';
+import { registerAdminAuditRoute } from './routes/admin-audit.ts';
 import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
@@ -106,7 +107,7 @@ export async function buildApp(
     else done(new AppError('unavailable', 'this server is shutting down; try again'));
   });
   app.addHook('preValidation', checkBody);
-  app.setErrorHandler(errorHandler(ctx.log));
+  app.setErrorHandler(errorHandler(ctx));
   app.setValidatorCompiler(validatorCompiler);
   app.setSerializerCompiler(serializerCompiler);
   app.setNotFoundHandler((request, reply) =>
@@ -147,6 +148,7 @@ export async function buildApp(
     for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
+    registerAdminAuditRoute(scope, ctx);
   });
   // The API's document and its viewer: public, as they always were.
   await app.register(async (docs) => {

@@ -1,7 +1,7 @@
 // A prompt accepted as a turn of a job: the turn row and its queue entry, written in the
 // transaction that accepts it (a job's create, create.ts, or a follow-up, service.ts), and the
 // transition that announces it.
-import type { ProjectRow, TurnTrigger } from '../db/schema.ts';
+import type { Actor, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
@@ -61,6 +61,8 @@ export interface NewTurn {
   seq: number;
   prompt: string;
   trigger?: TurnTrigger | undefined;
+  /** Who sent the prompt; null when no one is known. */
+  sentBy: Actor | null;
 }
 
 /**
@@ -81,13 +83,14 @@ export async function acceptTurns(
   await trx
     .insertInto('turns')
     .values(
-      turns.map(({ jobId, seq, prompt, trigger }, i) => ({
+      turns.map(({ jobId, seq, prompt, trigger, sentBy }, i) => ({
         job_id: jobId,
         seq,
         prompt,
         state: 'queued' as const,
         queue_id: queueIds[i] ?? null,
         trigger: trigger ? JSON.stringify(trigger) : null,
+        sent_by: sentBy ? JSON.stringify(sentBy) : null,
       })),
     )
     .execute();

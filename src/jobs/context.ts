@@ -2,6 +2,7 @@
 // here so that the core depends on nothing above it: the turn queue (src/queue/) and the model
 // registry (src/agent/models.ts) are reached through the little the core asks of them.
 import type { Transaction } from 'kysely';
+import type { AuditSink } from '../audit/audit.ts';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
@@ -40,4 +41,6 @@ export interface JobsContext {
   aborts: TurnAborts;
   /** The core's listeners (hooks in each transition's transaction, subscribers after it commits). */
   transitions: Transitions;
+  /** Told of the audit rows a transition wrote, once committed (the JSON-lines stream). */
+  audit: AuditSink;
 }

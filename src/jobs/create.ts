@@ -1,14 +1,17 @@
 // Creating a job, the API's hot write, from the request to the answer: the input is checked,
 // then one transaction takes the project's rate limit and budget and writes the job, its first
-// turn, the turn's queue entry and the job's events (a 201 means the prompt is durable). The
-// creates that arrive together share their transaction, and a few transactions run at once.
+// turn, the turn's queue entry, the job's events and its audit row (a 201 means the prompt is
+// durable, and who asked for it recorded). The creates that arrive together share their
+// transaction, and a few transactions run at once.
 import { sql } from 'kysely';
+import { auditAll, type Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
 import type { JobOrigin, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { newId } from '../ids.ts';
 import { countUses, RateLimitedError } from '../ratelimit/ratelimit.ts';
+import type { AuditRecord } from '../records/audit.ts';
 import { type Accepted, accepted, checkModel, type Replayed, stored } from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
@@ -24,6 +27,11 @@ export interface NewJob {
   origin?: JobOrigin | undefined;
   /** The forge event that asked for it. */
   trigger?: TurnTrigger | undefined;
+  /**
+   * Who asks, from where: the job's createdBy and its first turn's sender, and its audit row.
+   * Absent only where no one asks (a test's own setup): the job's creator is then null.
+   */
+  by?: Who | undefined;
 }
 
 /** A new job as createJob decided it, with its first prompt. */
@@ -40,6 +48,7 @@ export interface NewJobRow {
   origin?: JobOrigin | undefined;
   /** The forge event that asked for the first turn. */
   trigger?: TurnTrigger | undefined;
+  by?: Who | undefined;
 }
 
 /**
@@ -58,7 +67,7 @@ export function createJob(
 export async function createJob(
   ctx: JobsContext,
   project: ProjectRow,
-  { prompt, model: asked, baseRef, origin, trigger }: NewJob,
+  { prompt, model: asked, baseRef, origin, trigger, by }: NewJob,
   idempotency?: IdempotentRequest,
 ): Promise<Accepted | Replayed> {
   // The model a new job runs on: the one asked for, else the project's, else the server's. One
@@ -75,20 +84,27 @@ export async function createJob(
     monthlyBudgetUsd: project.monthly_budget_usd,
     origin,
     trigger,
+    by,
   };
   if (!idempotency) return createJobBatched(ctx, row);
-  return inTransition(ctx, async (scope) => {
+  const audited: AuditRecord[] = [];
+  const result = await inTransition(ctx, async (scope) => {
     const replayed = await claimKey(scope.trx, idempotency);
     if (replayed) return { replayed };
     // After the claim: a replay answers as the first request did, whatever changed since.
-    const [created] = await writeJobs(ctx, scope, [row]);
+    const [created] = await writeJobs(ctx, scope, [row], audited);
     if (!created) throw new Error('the job was not created');
     await saveResponse(scope.trx, idempotency, stored(201, created.job));
     return created;
   });
+  ctx.audit.written(audited);
+  return result;
 }
 
-type CreateContext = Pick<JobsContext, 'db' | 'queue' | 'transitions' | 'config'>;
+/** Who a create without `by` is: no one known, from no request. */
+const NO_ONE: Who = { actor: null, address: null, requestId: null };
+
+type CreateContext = Pick<JobsContext, 'db' | 'queue' | 'transitions' | 'config' | 'audit'>;
 
 type Outcome = { ok: Accepted } | { error: unknown };
 
@@ -142,7 +158,9 @@ export async function createJobBatched(ctx: CreateContext, job: NewJobRow): Prom
 
 async function createTogether(ctx: CreateContext, jobs: readonly NewJobRow[]): Promise<Outcome[]> {
   try {
-    const created = await inTransition(ctx, (scope) => writeJobs(ctx, scope, jobs));
+    const audited: AuditRecord[] = [];
+    const created = await inTransition(ctx, (scope) => writeJobs(ctx, scope, jobs, audited));
+    ctx.audit.written(audited);
     return created.map((ok) => ({ ok }));
   } catch (err) {
     // Without the database's answer (a connection lost) the transaction may have committed,
@@ -176,17 +194,19 @@ type WrittenRow = {
 } & (JobView | { [K in keyof JobView]: null });
 
 /**
- * Writes jobs in the caller's transaction, in three statements whatever their number: the
+ * Writes jobs in the caller's transaction, in four statements whatever their number: the
  * turns' queue entries (pg-boss's insert, in the transaction); one statement that reads the
  * projects' spent months, counts the creates against their rate limits and writes the jobs and
- * their first turns, or, when a month is spent or a limit used up, writes none; and the
- * `job.created` events (with the webhook deliveries their hooks write). Throws
+ * their first turns, or, when a month is spent or a limit used up, writes none; the
+ * `job.created` events (with the webhook deliveries their hooks write); and their audit rows,
+ * added to `audited` for the stream once the caller has committed. Throws
  * BudgetExhaustedError or RateLimitedError when it wrote none.
  */
 async function writeJobs(
   ctx: Pick<JobsContext, 'queue' | 'config'>,
   scope: TransitionScope,
   jobs: readonly NewJobRow[],
+  audited: AuditRecord[],
 ): Promise<Accepted[]> {
   const { trx } = scope;
   const now = new Date();
@@ -225,18 +245,21 @@ async function writeJobs(
           ${column((j) => j.model)}::text[],
           ${column((j) => (j.origin ? JSON.stringify(j.origin) : null))}::jsonb[],
           ${column((j) => j.prompt)}::text[], ${column((_, i) => queueIds[i] ?? null)}::text[],
-          ${column((j) => (j.trigger ? JSON.stringify(j.trigger) : null))}::jsonb[])
+          ${column((j) => (j.trigger ? JSON.stringify(j.trigger) : null))}::jsonb[],
+          ${column((j) => (j.by?.actor ? JSON.stringify(j.by.actor) : null))}::jsonb[])
         WITH ORDINALITY AS i(id, project_id, repository, ref, model, origin, prompt, queue_id,
-          trigger, n)
+          trigger, created_by, n)
       WHERE (SELECT ok FROM accepted)
     ), job AS (
-      INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin)
-      SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1, origin
+      INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin,
+        created_by)
+      SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1, origin,
+        created_by
       FROM input ORDER BY n
       RETURNING ${sql.join(JOB_VIEW_COLUMNS.map((c) => sql.ref(c)))}
     ), turn AS (
-      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger)
-      SELECT id, 1, prompt, 'queued', queue_id, trigger FROM input ORDER BY n
+      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by)
+      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by FROM input ORDER BY n
     )
     SELECT (SELECT json_agg(spent) FROM spent) AS spent, counted.count AS counted, job.*
     FROM (SELECT) AS answer
@@ -266,6 +289,20 @@ async function writeJobs(
       // `created` is in the order of `jobs`.
       accepted({ jobId: job.id, seq: 1, trigger: jobs[i]?.trigger }),
     ]),
+  );
+  // One statement for the batch: its jobs' rows in the audit log, in this transaction.
+  audited.push(
+    ...(await auditAll(
+      scope.trx,
+      created.map(({ job }, i) => ({
+        who: jobs[i]?.by ?? NO_ONE,
+        entry: {
+          action: 'job.create',
+          target: { kind: 'job', id: job.id },
+          details: { projectId: job.project_id, model: job.model },
+        },
+      })),
+    )),
   );
   // Each job's own view of the count: its project's count after the statement, less the
   // project's creates that come after it.

@@ -1,6 +1,6 @@
 // Who created a job, and the rule that reads it: a project's member archives only the jobs they
 // created (a maintainer, an admin or a project key archives any job of the project).
-import type { ProjectRole } from '../db/schema.ts';
+import type { JobRow, ProjectRole } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { hasRole, mayArchive, roleOn } from '../keys/access.ts';
 import type { Principal } from '../keys/service.ts';
@@ -8,13 +8,12 @@ import type { JobsContext } from './context.ts';
 import { getJob } from './service.ts';
 
 /**
- * The job's creator as its row records it (jobs.created_by, added with the audit work of
- * issue 32), or undefined when the row has no such column or no creator: then no member is
- * its creator, and only a maintainer may archive it.
+ * The user who created the job (jobs.created_by), or undefined when a key, a forge user or
+ * nobody on record (jobs older than migration 0027) did: then no member is its creator, and
+ * only a maintainer may archive it.
  */
-function jobCreatedBy(job: object): string | undefined {
-  if (!('created_by' in job)) return undefined;
-  return typeof job.created_by === 'string' ? job.created_by : undefined;
+function createdByUser(job: Pick<JobRow, 'created_by'>): string | undefined {
+  return job.created_by?.kind === 'user' ? job.created_by.id : undefined;
 }
 
 /**
@@ -30,7 +29,7 @@ export async function requireMayArchive(
 ): Promise<void> {
   if (principal.kind === 'key' || hasRole(principal, projectId, 'maintainer')) return;
   const job = await getJob(ctx, projectId, jobId);
-  if (mayArchive(principal, projectId, jobCreatedBy(job))) return;
+  if (mayArchive(principal, projectId, createdByUser(job))) return;
   const held: ProjectRole | 'admin' | undefined = roleOn(principal, projectId);
   throw new AppError(
     'maintainer_required',

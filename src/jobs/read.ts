@@ -56,6 +56,7 @@ export type TurnSummary = Pick<
   | 'created_at'
   | 'started_at'
   | 'finished_at'
+  | 'sent_by'
 >;
 
 /** The turns of a job, in order. */
@@ -72,6 +73,7 @@ export async function listTurns(ctx: Reader, jobId: string): Promise<TurnSummary
       'created_at',
       'started_at',
       'finished_at',
+      'sent_by',
     ])
     .where('job_id', '=', jobId)
     .orderBy('seq')

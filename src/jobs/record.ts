@@ -25,6 +25,7 @@ export const JOB_VIEW_COLUMNS = [
   'turn_count',
   'usage',
   'origin',
+  'created_by',
   'created_at',
   'updated_at',
   'archived_at',
@@ -45,6 +46,7 @@ export function toJobRecord(row: JobView): JobRecord {
     turns: row.turn_count,
     usage: readUsage(row.usage) ?? NO_USAGE,
     origin: row.origin ?? null,
+    createdBy: row.created_by ?? null,
     updatedAt: row.updated_at.toISOString(),
   };
 }

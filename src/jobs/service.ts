@@ -3,11 +3,13 @@
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
+import { audit, type Who } from '../audit/audit.ts';
 import type { JobStatus, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { isId } from '../ids.ts';
 import { consume } from '../ratelimit/ratelimit.ts';
+import type { AuditRecord } from '../records/audit.ts';
 import { type Accepted, acceptTurns, checkModel, type Replayed, stored } from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
@@ -17,29 +19,30 @@ import { inTransition, recordStatus } from './transaction.ts';
 // Creating a job, the hot write, reads top-down in its own module.
 export { createJob } from './create.ts';
 
+/**
+ * A follow-up; one a forge event asked for (src/features/forge-intake/) records which in its
+ * turn. `by` is who sends it, from where: the turn's sentBy and the audit row's actor (absent
+ * only where no one asks, a test's own setup).
+ */
+export function sendMessage(
+  ctx: JobsContext,
+  project: ProjectRow,
+  jobId: string,
+  prompt: string,
+  idempotency?: undefined,
+  trigger?: TurnTrigger,
+  by?: Who,
+): Promise<Accepted>;
 /** With an Idempotency-Key, as createJob: the key is claimed first, in the same transaction. */
 export function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
-): Promise<Accepted>;
-export function sendMessage(
-  ctx: JobsContext,
-  project: ProjectRow,
-  jobId: string,
-  prompt: string,
   idempotency: IdempotentRequest | undefined,
+  trigger: undefined,
+  by: Who,
 ): Promise<Accepted | Replayed>;
-/** A follow-up a forge event asked for (src/features/forge-intake/): the turn records which. */
-export function sendMessage(
-  ctx: JobsContext,
-  project: ProjectRow,
-  jobId: string,
-  prompt: string,
-  idempotency: undefined,
-  trigger: TurnTrigger,
-): Promise<Accepted>;
 export async function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,
@@ -47,13 +50,15 @@ export async function sendMessage(
   prompt: string,
   idempotency?: IdempotentRequest,
   trigger?: TurnTrigger,
+  by?: Who,
 ): Promise<Accepted | Replayed> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const policy = {
     limit: ctx.config.rateLimits.message,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
   };
-  return inTransition(ctx, async (scope) => {
+  let audited: AuditRecord | undefined;
+  const result = await inTransition(ctx, async (scope) => {
     const { trx } = scope;
     const replayed = idempotency && (await claimKey(trx, idempotency));
     if (replayed) return { replayed };
@@ -76,7 +81,7 @@ export async function sendMessage(
     ]);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
-    await acceptTurns(ctx, scope, [{ jobId, seq, prompt, trigger }]);
+    await acceptTurns(ctx, scope, [{ jobId, seq, prompt, trigger, sentBy: by?.actor ?? null }]);
     const job = await trx
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })
@@ -84,10 +89,19 @@ export async function sendMessage(
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     await recordStatus(scope, current.status, job);
+    audited = await audit(
+      { db: trx, who: by ?? NO_ONE },
+      { action: 'job.message', target: { kind: 'job', id: jobId }, details: { turn: seq } },
+    );
     if (idempotency) await saveResponse(trx, idempotency, stored(200, job));
     return { job, rateLimit };
   });
+  if (audited) ctx.audit.written([audited]);
+  return result;
 }
+
+/** Who a change without `by` is: no one known, from no request. */
+const NO_ONE: Who = { actor: null, address: null, requestId: null };
 
 export async function getJob(ctx: JobsContext, projectId: string, jobId: string): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
@@ -123,7 +137,13 @@ function decodeCursor(value: string): string {
 export async function listJobs(
   ctx: JobsContext,
   projectId: string,
-  opts: { limit: number; cursor?: string | undefined; status?: JobStatus | undefined },
+  opts: {
+    limit: number;
+    cursor?: string | undefined;
+    status?: JobStatus | undefined;
+    /** An actor's ref (src/records/actor.ts's actorRef): the jobs it created. */
+    createdBy?: string | undefined;
+  },
 ): Promise<JobPage> {
   let query = ctx.db
     .selectFrom('jobs')
@@ -133,6 +153,9 @@ export async function listJobs(
     .orderBy('id', 'desc')
     .limit(opts.limit + 1);
   if (opts.status) query = query.where('status', '=', opts.status);
+  // actor_ref() is the expression the jobs_created_by index holds (migration 0027).
+  if (opts.createdBy !== undefined)
+    query = query.where(sql<string>`actor_ref(created_by)`, '=', opts.createdBy);
   if (opts.cursor) {
     const after = decodeCursor(opts.cursor);
     query = query.where(
@@ -150,8 +173,10 @@ export async function archiveJob(
   ctx: JobsContext,
   projectId: string,
   jobId: string,
+  by?: Who,
 ): Promise<JobView> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
+  let audited: AuditRecord | undefined;
   const { job, queueIds } = await inTransition(ctx, async (scope) => {
     const { trx } = scope;
     const current = await trx
@@ -177,8 +202,13 @@ export async function archiveJob(
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     await recordStatus(scope, current.status, job);
+    audited = await audit(
+      { db: trx, who: by ?? NO_ONE },
+      { action: 'job.archive', target: { kind: 'job', id: jobId }, details: { projectId } },
+    );
     return { job, queueIds: open.map((t) => t.queue_id).filter((q): q is string => q !== null) };
   });
+  if (audited) ctx.audit.written([audited]);
   ctx.aborts.abort(jobId, 'the job was archived');
   await ctx.queue.cancel(queueIds);
   return job;

@@ -3,6 +3,7 @@
 // this schema. Every field of the seed interface first, Errand's own after them.
 import { z } from 'zod';
 import type { JobRow } from '../db/schema.ts';
+import { actorRecord } from './actor.ts';
 
 /** Every status a job can have, in the order of its life. The one list. */
 export const JOB_STATUSES = Object.freeze(['active', 'completed', 'failed', 'archived'] as const);
@@ -86,6 +87,12 @@ export const jobRecord = z
       .optional()
       .describe(
         'The forge issue the job was made from (a labelled issue, or a mention in one); null for jobs made otherwise.',
+      ),
+    createdBy: actorRecord
+      .nullable()
+      .optional()
+      .describe(
+        'Who created the job: a user, an API key, or a forge user through the forge webhook; null for jobs made before Errand recorded it.',
       ),
     updatedAt: isoTime,
   })

@@ -45,6 +45,7 @@ const TABLES = [
   'events',
   'webhook_deliveries',
   'webhook_attempts',
+  'audit_log',
 ];
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
@@ -271,7 +272,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts to ${file}\\n$`,
+          `^exported \\d+ projects, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -327,6 +328,8 @@ describe('errand export and import', () => {
         'turns',
         'events',
         'webhook_deliveries',
+        // The projects, keys, secrets and webhooks made through the API, each a row.
+        'audit_log',
       ],
     );
     const counts: Record<string, number> = {};
@@ -365,7 +368,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -389,6 +392,17 @@ describe('errand export and import', () => {
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
         before_.webhooks,
       );
+      // The audit log came across, the import's own row after it; the next rows follow on.
+      const rowsInFile = (await fileLines(file)).filter((l) => l.table === 'audit_log');
+      const log = (await api.request('GET', '/v2/admin/audit?limit=100')).json as unknown as {
+        entries: { id: string; action: string; actor: unknown }[];
+      };
+      assert.equal(log.entries.length, rowsInFile.length + 1);
+      assert.deepEqual(
+        { action: log.entries[0]?.action, actor: log.entries[0]?.actor },
+        { action: 'import', actor: null },
+      );
+      assert.ok(log.entries.some((e) => e.action === 'secret.set'));
       // The project's secret: listed as before, and a turn here opens it with the source's key.
       assert.deepEqual(
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/secrets`)).text),
@@ -545,7 +559,7 @@ describe('errand export and import', () => {
     await refusedHere(
       ['import', await variant('short.jsonl', (ls) => [...ls.slice(0, -2), ...ls.slice(-1)])],
       key,
-      /short\.jsonl is damaged: its end line counts \d+ webhook deliveries, the file holds \d+/,
+      /short\.jsonl is damaged: its end line counts \d+ audit log rows, the file holds \d+/,
       'a file missing a row',
     );
     await refusedHere(
@@ -607,7 +621,7 @@ describe('errand export and import', () => {
     const again = await errand(['import', file], { DATABASE_URL: url, ...key });
     refused(
       again,
-      /the database already holds \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events and 2 webhook deliveries: import needs an empty database/,
+      /the database already holds \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries and \d+ audit log rows: import needs an empty database/,
       'a non-empty database',
     );
     assert.deepEqual(await contents(url), held);

@@ -297,6 +297,9 @@ try {
       await shot('users');
       await page.goto(`${svc.url}/projects/${project.id}/roles`);
       await shot('roles');
+      // Every change above is a row of the audit log.
+      await page.goto(`${svc.url}/audit`);
+      await shot('audit');
       await context.close();
       // The Tokens page is a user's: a session of the user above, a token just made.
       const userContext = await browser.newContext({

@@ -551,6 +551,15 @@ for (const c of cases) {
       assert.equal(made.origin?.number, issue.number);
       assert.equal(made.origin?.title, 'No contributing guide');
       assert.match(made.origin?.url ?? '', new RegExp(`/${issue.number}$`));
+      // Who asked: the forge user who wrote the comment, on the job and in the audit log.
+      const asker = { kind: 'forge', forge: c.forge, login: REVIEWER.login };
+      assert.deepEqual(made.createdBy, asker);
+      const row = await svc.service.ctx.db
+        .selectFrom('audit_log')
+        .select(['action', 'actor', 'address'])
+        .where('target_id', '=', made.id as string)
+        .executeTakeFirst();
+      assert.deepEqual(row, { action: 'job.create', actor: asker, address: null });
       const done = await untilStatus(svc, projectId, made.id as string, 'completed', {
         failFast: true,
       });

@@ -58,6 +58,7 @@ const ERRAND_OPERATIONS = [
   'get /healthz',
   'get /readyz',
   'get /review/{jobId}',
+  'get /v2/admin/audit',
   'post /v2/agent/{projectId}/job',
   'get /v2/agent/{projectId}/job/{id}',
   'post /v2/agent/{projectId}/job/{id}/message',
@@ -222,6 +223,7 @@ describe('OpenAPI document', () => {
     // Only components a path refers to: no unused copies.
     assert.deepEqual(Object.keys(doc.components?.schemas ?? {}).sort(), [
       'AgentJob',
+      'AuditEntry',
       'Environment',
       'Error',
       'Key',
@@ -466,6 +468,8 @@ describe('OpenAPI document', () => {
           }),
       ],
       ['get /v2/admin/keys', () => svc.request('GET', '/v2/admin/keys', admin)],
+      ['get /v2/admin/audit', () => svc.request('GET', '/v2/admin/audit', admin)],
+      ['get /v2/admin/audit', () => svc.request('GET', '/v2/admin/audit?since=yesterday', admin)],
       [
         'post /v2/admin/keys',
         () => svc.request('POST', '/v2/admin/keys', { ...admin, body: { projectId: project } }),

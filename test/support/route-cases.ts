@@ -70,6 +70,7 @@ export const JOB_FIELDS = [
   'archivedAt',
   'branch',
   'createdAt',
+  'createdBy',
   'error',
   'id',
   'model',

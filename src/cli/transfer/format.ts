@@ -64,6 +64,8 @@ export const TABLES: readonly TableSpec[] = [
     order: 'delivery_id, attempt',
     noun: ['webhook delivery attempt', 'webhook delivery attempts'],
   },
+  // Who did what, kept across a move: the log is append-only, and an import only adds to it.
+  { name: 'audit_log', order: 'seq', noun: ['audit log row', 'audit log rows'] },
 ];
 export const TABLE_NAMES: ReadonlySet<string> = new Set(TABLES.map((t) => t.name));
 

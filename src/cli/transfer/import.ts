@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { sql, type Transaction } from 'kysely';
+import { audit } from '../../audit/audit.ts';
 import type { Config } from '../../config.ts';
 import { type DatabaseHandle, type Db, openDatabase } from '../../db/database.ts';
 import { migrate } from '../../db/migrate.ts';
@@ -119,6 +120,15 @@ async function importDatabase(
       // What jobs and projects spent is summed from the turns: an export of an Errand older
       // than those sums has none, and they are the turns' in any case.
       await rebuildSpend(trx);
+      // The import itself is a change of state: by whoever ran the command, from no request.
+      await audit(
+        { db: trx, who: { actor: null, address: null, requestId: null } },
+        {
+          action: 'import',
+          target: null,
+          details: { rows: Object.values(counts).reduce((sum, n) => sum + (n ?? 0), 0) },
+        },
+      );
       const requeued = queue ? await requeue(trx, queue) : { turns: 0, deliveries: 0 };
       return { counts, requeued };
     });

@@ -8,6 +8,7 @@
 import { sql } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
+import type { Who } from '../../audit/audit.ts';
 import type { JobOrigin, ProjectRow, TurnTrigger } from '../../db/schema.ts';
 import { AppError, ExternalError } from '../../errors.ts';
 import type { ProjectForgeClient } from '../../forges/clients.ts';
@@ -220,6 +221,7 @@ export class ForgeIntake {
       prompt: issuePrompt(event),
       origin,
       trigger,
+      by: forgeUser(trigger),
     });
     return { jobId: created.job.id, projectId: project.id, seq: 1, fromIssue: true };
   }
@@ -241,7 +243,15 @@ export class ForgeIntake {
     prompt: string,
     trigger: TurnTrigger,
   ): Promise<Accepted> {
-    const { job } = await sendMessage(this.#ctx, project, jobId, prompt, undefined, trigger);
+    const { job } = await sendMessage(
+      this.#ctx,
+      project,
+      jobId,
+      prompt,
+      undefined,
+      trigger,
+      forgeUser(trigger),
+    );
     return { jobId, projectId: project.id, seq: job.turn_count, fromIssue: false };
   }
 
@@ -506,4 +516,16 @@ function triggerOf(event: ForgeEvent): TurnTrigger {
 function accepted(turn: Accepted): EventDecision {
   const reason = turn.fromIssue ? 'a new job' : 'a follow-up of its job';
   return { outcome: 'accepted', reason, jobId: turn.jobId, turn: turn.seq };
+}
+
+/**
+ * Who asked, as the job and the audit log record it: the forge user who wrote the comment or
+ * added the label, from no request of Errand's own (the webhook's request only queued the event).
+ */
+function forgeUser(trigger: TurnTrigger): Who {
+  return {
+    actor: { kind: 'forge', forge: trigger.forge, login: trigger.author },
+    address: null,
+    requestId: null,
+  };
 }

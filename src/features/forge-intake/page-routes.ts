@@ -2,6 +2,7 @@
 // on the answer's page only), and the form that sets a chosen secret, the handle and the label,
 // or removes the secret. Checked by the admin API's schemas, saved through the project service.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { auditAfter, auditedChange, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { baseUrl, type Form, given, parse, sendPage, session } from '../../dashboard/requests.ts';
 import { AppError } from '../../errors.ts';
@@ -67,6 +68,11 @@ export function registerForgeWebhookPages(pages: FastifyInstance, ctx: AppContex
       const current = await project(request.params.id);
       try {
         const { row, secret } = await generateForgeWebhookSecret(ctx, current.id);
+        // That a new secret was made, never the secret.
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'project.forge_secret',
+          target: { kind: 'project', id: row.id },
+        });
         return sendPage(
           reply,
           200,
@@ -102,7 +108,15 @@ export function registerForgeWebhookPages(pages: FastifyInstance, ctx: AppContex
               ? { forgeWebhookSecret: secret }
               : {}),
         });
-        await updateProject(ctx, current.id, body);
+        // Which fields, never their values (the webhook secret is one).
+        await auditedChange(ctx, whoOf(request, principal), async (db) => ({
+          result: await updateProject({ ...ctx, db }, current.id, body),
+          entry: {
+            action: 'project.update',
+            target: { kind: 'project', id: current.id },
+            details: { fields: Object.keys(body).sort() },
+          },
+        }));
         return reply.redirect(`/projects/${current.id}/forge-webhook?saved=1`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;

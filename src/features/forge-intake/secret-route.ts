@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditAfter, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { access } from '../../keys/route-access.ts';
 import { generateForgeWebhookSecret, toProjectRecord } from '../../projects/service.ts';
@@ -30,7 +31,10 @@ export function registerForgeWebhookSecret(app: FastifyInstance, ctx: AppContext
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/admin/projects/:id/forge-webhook-secret',
     {
-      config: access('maintainer'),
+      config: {
+        ...access('maintainer'),
+        audit: { action: 'project.forge_secret', target: 'project' },
+      },
       schema: {
         ...admin,
         summary: 'Make a forge webhook secret',
@@ -45,6 +49,11 @@ export function registerForgeWebhookSecret(app: FastifyInstance, ctx: AppContext
     },
     async (request) => {
       const { row, secret } = await generateForgeWebhookSecret(ctx, request.params.id);
+      // That a new secret was made, never the secret.
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'project.forge_secret',
+        target: { kind: 'project', id: row.id },
+      });
       const project = toProjectRecord(ctx, row);
       const base = ctx.config.publicUrl ?? `${request.protocol}://${request.host}`;
       return {

@@ -3,6 +3,7 @@
 // typed, and a refusal is shown on the form with its message. Registered inside the dashboard's
 // signed-in scope, so its session, Origin check and headers apply.
 import type { FastifyInstance } from 'fastify';
+import { auditAfter, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { type Form, sendPage, session } from '../../dashboard/requests.ts';
 import { AppError } from '../../errors.ts';
@@ -140,6 +141,12 @@ function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
           events: ticked(values),
           description: values.description,
         });
+        // The endpoint's id: never its signing secret, nor its URL (which can carry a credential).
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'webhook.create',
+          target: { kind: 'webhook', id: created.id },
+          details: { projectId: current.id },
+        });
         // The secret is in this answer only: a redirect would have to carry it in the URL.
         return sendPage(reply, 201, await listPage(ctx, principal, current, { created }));
       } catch (err) {
@@ -157,6 +164,7 @@ function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
     '/projects/:id/webhooks/:webhookId/enabled',
     { config: access('maintainer') },
     async (request, reply) => {
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       const enabled = request.body?.enabled;
       if (enabled !== 'true' && enabled !== 'false') {
@@ -164,6 +172,11 @@ function registerListPages(pages: FastifyInstance, ctx: AppContext): void {
       }
       await updateWebhook(ctx, current.id, request.params.webhookId, {
         enabled: enabled === 'true',
+      });
+      await auditAfter(ctx, whoOf(request, principal), {
+        action: 'webhook.update',
+        target: { kind: 'webhook', id: request.params.webhookId },
+        details: { projectId: current.id, fields: ['enabled'] },
       });
       return reply.redirect(`/projects/${current.id}/webhooks`, 303);
     },
@@ -212,6 +225,11 @@ function registerEndpointPages(pages: FastifyInstance, ctx: AppContext): void {
           description: values.description.trim() || null,
           enabled: values.enabled,
         });
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'webhook.update',
+          target: { kind: 'webhook', id: webhook.id },
+          details: { projectId: current.id, fields: ['description', 'enabled', 'events', 'url'] },
+        });
         return reply.redirect(`/projects/${current.id}/webhooks/${webhook.id}?done=saved`, 303);
       } catch (err) {
         const refused = refusal(err);
@@ -243,6 +261,11 @@ function registerRotatePage(pages: FastifyInstance, ctx: AppContext): void {
           );
         }
         const rotated = await rotateWebhookSecret(ctx, current.id, webhook.id, hours * 3600);
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'webhook.rotate_secret',
+          target: { kind: 'webhook', id: webhook.id },
+          details: { projectId: current.id, overlapSeconds: hours * 3600 },
+        });
         return sendPage(
           reply,
           200,
@@ -280,8 +303,14 @@ function registerDeletePages(pages: FastifyInstance, ctx: AppContext): void {
     '/projects/:id/webhooks/:webhookId/delete',
     { config: access('maintainer') },
     async (request, reply) => {
+      const principal = session(request);
       const current = await loadProject(ctx, request.params.id);
       await deleteWebhook(ctx, current.id, request.params.webhookId);
+      await auditAfter(ctx, whoOf(request, principal), {
+        action: 'webhook.delete',
+        target: { kind: 'webhook', id: request.params.webhookId },
+        details: { projectId: current.id },
+      });
       return reply.redirect(`/projects/${current.id}/webhooks`, 303);
     },
   );
@@ -298,6 +327,11 @@ function registerRedeliverPage(pages: FastifyInstance, ctx: AppContext): void {
       let delivery: DeliveryRecord;
       try {
         delivery = await redeliver(ctx, current.id, webhook.id, request.params.deliveryId);
+        await auditAfter(ctx, whoOf(request, principal), {
+          action: 'webhook.redeliver',
+          target: { kind: 'webhook', id: webhook.id },
+          details: { projectId: current.id, deliveryId: delivery.id },
+        });
       } catch (err) {
         const refused = refusal(err);
         // An unknown delivery is a wrong address, not a refusal to explain beside the log.

@@ -5,6 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditAfter, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { pageQuery } from '../../http/schemas.ts';
 import { access } from '../../keys/route-access.ts';
@@ -136,7 +137,7 @@ function registerCollectionRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.post(
     base,
     {
-      config: access('maintainer'),
+      config: { ...access('maintainer'), audit: { action: 'webhook.create', target: 'project' } },
       schema: {
         ...admin,
         summary: 'Create webhook',
@@ -151,8 +152,17 @@ function registerCollectionRoutes(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request, reply) =>
-      reply.code(201).send(await createWebhook(ctx, request.params.projectId, request.body)),
+    async (request, reply) => {
+      const created = await createWebhook(ctx, request.params.projectId, request.body);
+      // The endpoint's id and events: never its signing secret, nor its URL (which can carry
+      // a credential).
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'webhook.create',
+        target: { kind: 'webhook', id: created.id },
+        details: { projectId: request.params.projectId },
+      });
+      return reply.code(201).send(created);
+    },
   );
   typed.get(
     base,
@@ -197,7 +207,7 @@ function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.patch(
     `${base}/:webhookId`,
     {
-      config: access('maintainer'),
+      config: { ...access('maintainer'), audit: { action: 'webhook.update', target: 'webhook' } },
       schema: {
         ...admin,
         summary: 'Update webhook',
@@ -211,13 +221,21 @@ function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request) =>
-      updateWebhook(ctx, request.params.projectId, request.params.webhookId, request.body),
+    async (request) => {
+      const { projectId, webhookId } = request.params;
+      const updated = await updateWebhook(ctx, projectId, webhookId, request.body);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'webhook.update',
+        target: { kind: 'webhook', id: webhookId },
+        details: { projectId, fields: Object.keys(request.body).sort() },
+      });
+      return updated;
+    },
   );
   typed.delete(
     `${base}/:webhookId`,
     {
-      config: access('maintainer'),
+      config: { ...access('maintainer'), audit: { action: 'webhook.delete', target: 'webhook' } },
       schema: {
         ...admin,
         summary: 'Delete webhook',
@@ -231,6 +249,11 @@ function registerEndpointRoutes(app: FastifyInstance, ctx: AppContext): void {
     },
     async (request, reply) => {
       await deleteWebhook(ctx, request.params.projectId, request.params.webhookId);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'webhook.delete',
+        target: { kind: 'webhook', id: request.params.webhookId },
+        details: { projectId: request.params.projectId },
+      });
       return reply.code(204).send(null);
     },
   );
@@ -241,7 +264,10 @@ function registerRotateRoute(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
     `${base}/:webhookId/rotate-secret`,
     {
-      config: access('maintainer'),
+      config: {
+        ...access('maintainer'),
+        audit: { action: 'webhook.rotate_secret', target: 'webhook' },
+      },
       schema: {
         ...admin,
         summary: 'Rotate webhook secret',
@@ -255,13 +281,21 @@ function registerRotateRoute(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request) =>
-      rotateWebhookSecret(
+    async (request) => {
+      const overlapSeconds = request.body?.overlapSeconds ?? 86_400;
+      const rotated = await rotateWebhookSecret(
         ctx,
         request.params.projectId,
         request.params.webhookId,
-        request.body?.overlapSeconds ?? 86_400,
-      ),
+        overlapSeconds,
+      );
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'webhook.rotate_secret',
+        target: { kind: 'webhook', id: request.params.webhookId },
+        details: { projectId: request.params.projectId, overlapSeconds },
+      });
+      return rotated;
+    },
   );
 }
 
@@ -298,7 +332,10 @@ function registerDeliveryRoutes(app: FastifyInstance, ctx: AppContext): void {
   typed.post(
     `${base}/:webhookId/deliveries/:deliveryId/redeliver`,
     {
-      config: access('maintainer'),
+      config: {
+        ...access('maintainer'),
+        audit: { action: 'webhook.redeliver', target: 'webhook' },
+      },
       schema: {
         ...admin,
         summary: 'Redeliver',
@@ -312,16 +349,15 @@ function registerDeliveryRoutes(app: FastifyInstance, ctx: AppContext): void {
         },
       },
     },
-    async (request, reply) =>
-      reply
-        .code(202)
-        .send(
-          await redeliver(
-            ctx,
-            request.params.projectId,
-            request.params.webhookId,
-            request.params.deliveryId,
-          ),
-        ),
+    async (request, reply) => {
+      const { projectId, webhookId, deliveryId } = request.params;
+      const delivery = await redeliver(ctx, projectId, webhookId, deliveryId);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'webhook.redeliver',
+        target: { kind: 'webhook', id: webhookId },
+        details: { projectId, deliveryId },
+      });
+      return reply.code(202).send(delivery);
+    },
   );
 }

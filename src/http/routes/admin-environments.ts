@@ -4,6 +4,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditAfter, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { access } from '../../keys/route-access.ts';
 import { rebuildEnvironment } from '../../projects/environment-builds.ts';
@@ -47,7 +48,10 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
   typed.delete(
     base,
     {
-      config: access('maintainer'),
+      config: {
+        ...access('maintainer'),
+        audit: { action: 'environment.delete', target: 'project' },
+      },
       schema: {
         ...admin,
         summary: 'Delete environments',
@@ -57,12 +61,23 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
         response: { 200: json('Dropped.', dropped), ...errors(401, 403, 404, 503) },
       },
     },
-    async (request) => ({ deleted: await deleteEnvironments(ctx, request.params.id) }),
+    async (request) => {
+      const deleted = await deleteEnvironments(ctx, request.params.id);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'environment.delete',
+        target: { kind: 'project', id: request.params.id },
+        details: { deleted },
+      });
+      return { deleted };
+    },
   );
   typed.delete(
     `${base}/:key`,
     {
-      config: access('maintainer'),
+      config: {
+        ...access('maintainer'),
+        audit: { action: 'environment.delete', target: 'environment' },
+      },
       schema: {
         ...admin,
         summary: 'Delete environment',
@@ -71,14 +86,23 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
         response: { 200: json('Dropped.', dropped), ...errors(401, 403, 404, 503) },
       },
     },
-    async (request) => ({
-      deleted: await deleteEnvironments(ctx, request.params.id, request.params.key),
-    }),
+    async (request) => {
+      const deleted = await deleteEnvironments(ctx, request.params.id, request.params.key);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'environment.delete',
+        target: { kind: 'environment', id: request.params.key },
+        details: { projectId: request.params.id, deleted },
+      });
+      return { deleted };
+    },
   );
   typed.post(
     `${base}/rebuild`,
     {
-      config: access('maintainer'),
+      config: {
+        ...access('maintainer'),
+        audit: { action: 'environment.rebuild', target: 'project' },
+      },
       schema: {
         ...admin,
         summary: 'Rebuild environment',
@@ -96,6 +120,10 @@ export function registerAdminEnvironmentRoutes(app: FastifyInstance, ctx: AppCon
     },
     async (request, reply) => {
       await rebuildEnvironment(ctx, request.params.id);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'environment.rebuild',
+        target: { kind: 'project', id: request.params.id },
+      });
       return reply.code(202).send({ queued: true });
     },
   );

@@ -3,6 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditedChange, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { access } from '../../keys/route-access.ts';
@@ -46,7 +47,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
   typed.post(
     '/v2/admin/keys',
     {
-      config: access('admin'),
+      config: { ...access('admin'), audit: { action: 'key.create', target: 'key' } },
       schema: {
         ...admin,
         summary: 'Create API key',
@@ -65,10 +66,22 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
       if (projectId !== undefined && !(await findProject(ctx, projectId))) {
         throw new AppError('bad_request', `project ${projectId} does not exist`);
       }
-      const { key, row } = await createKey(ctx.db, {
-        projectId: projectId ?? null,
-        name: name ?? null,
-      });
+      const { key, row } = await auditedChange(
+        ctx,
+        whoOf(request, request.principal),
+        async (db) => {
+          const made = await createKey(db, { projectId: projectId ?? null, name: name ?? null });
+          // The key's id, name and project: never the key.
+          return {
+            result: made,
+            entry: {
+              action: 'key.create',
+              target: { kind: 'key', id: made.row.id },
+              details: { name: made.row.name, projectId: made.row.project_id },
+            },
+          };
+        },
+      );
       return reply.code(201).send({ ...toKeyRecord(row), key });
     },
   );
@@ -90,7 +103,7 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
   typed.post(
     '/v2/admin/keys/:id/revoke',
     {
-      config: access('admin'),
+      config: { ...access('admin'), audit: { action: 'key.revoke', target: 'key' } },
       schema: {
         ...admin,
         summary: 'Revoke API key',
@@ -98,6 +111,12 @@ export function registerAdminKeyRoutes(app: FastifyInstance, ctx: AppContext): v
         response: { 200: json('The revoked key.', keyRecord), ...errors(401, 403, 404, 503) },
       },
     },
-    async (request) => toKeyRecord(await revokeKey(ctx, request.params.id)),
+    async (request) =>
+      toKeyRecord(
+        await auditedChange(ctx, whoOf(request, request.principal), async (db) => ({
+          result: await revokeKey({ db }, request.params.id),
+          entry: { action: 'key.revoke', target: { kind: 'key', id: request.params.id } },
+        })),
+      ),
   );
 }

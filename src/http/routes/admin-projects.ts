@@ -7,6 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditedChange, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { access } from '../../keys/route-access.ts';
 import { afterProjectCreated, afterProjectUpdated } from '../../projects/environment-builds.ts';
@@ -30,7 +31,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
   typed.post(
     '/v2/admin/projects',
     {
-      config: access('admin'),
+      config: { ...access('admin'), audit: { action: 'project.create', target: 'project' } },
       schema: {
         ...admin,
         summary: 'Create project',
@@ -42,7 +43,17 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
       },
     },
     async (request, reply) => {
-      const row = await createProject(ctx, request.body);
+      const row = await auditedChange(ctx, whoOf(request, request.principal), async (db) => {
+        const created = await createProject({ ...ctx, db }, request.body);
+        return {
+          result: created,
+          entry: {
+            action: 'project.create',
+            target: { kind: 'project', id: created.id },
+            details: { name: created.name },
+          },
+        };
+      });
       await afterProjectCreated(ctx, row);
       return reply.code(201).send(toProjectRecord(ctx, row));
     },
@@ -78,7 +89,7 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
   typed.patch(
     '/v2/admin/projects/:id',
     {
-      config: access('maintainer'),
+      config: { ...access('maintainer'), audit: { action: 'project.update', target: 'project' } },
       schema: {
         ...admin,
         summary: 'Update project',
@@ -93,7 +104,19 @@ export function registerAdminProjectRoutes(app: FastifyInstance, ctx: AppContext
       },
     },
     async (request) => {
-      const { before, row } = await updateProject(ctx, request.params.id, request.body);
+      const { before, row } = await auditedChange(
+        ctx,
+        whoOf(request, request.principal),
+        async (db) => ({
+          result: await updateProject({ ...ctx, db }, request.params.id, request.body),
+          // Which fields, never their values: a repository's URL can carry a credential.
+          entry: {
+            action: 'project.update',
+            target: { kind: 'project', id: request.params.id },
+            details: { fields: Object.keys(request.body).sort() },
+          },
+        }),
+      );
       await afterProjectUpdated(ctx, before, row);
       return toProjectRecord(ctx, row);
     },

@@ -6,6 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditAfter, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { access } from '../../keys/route-access.ts';
 import { afterSecretChanged } from '../../projects/environment-builds.ts';
@@ -62,7 +63,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.put(
     `${base}/:name`,
     {
-      config: access('maintainer'),
+      config: { ...access('maintainer'), audit: { action: 'secret.set', target: 'secret' } },
       schema: {
         ...admin,
         summary: 'Set secret',
@@ -85,6 +86,12 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
         request.params.name,
         request.body,
       );
+      // The secret's name and project: never its value. After putSecret's own transaction.
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'secret.set',
+        target: { kind: 'secret', id: request.params.name },
+        details: { projectId: request.params.id, created },
+      });
       await afterSecretChanged(ctx, request.params.id);
       return reply.code(created ? 201 : 200).send(secret);
     },
@@ -111,7 +118,7 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
   typed.delete(
     `${base}/:name`,
     {
-      config: access('maintainer'),
+      config: { ...access('maintainer'), audit: { action: 'secret.delete', target: 'secret' } },
       schema: {
         ...admin,
         summary: 'Delete secret',
@@ -125,6 +132,11 @@ export function registerAdminSecretRoutes(app: FastifyInstance, ctx: AppContext)
     },
     async (request, reply) => {
       await deleteSecret(ctx, request.params.id, request.params.name);
+      await auditAfter(ctx, whoOf(request, request.principal), {
+        action: 'secret.delete',
+        target: { kind: 'secret', id: request.params.name },
+        details: { projectId: request.params.id },
+      });
       await afterSecretChanged(ctx, request.params.id);
       return reply.code(204).send(null);
     },

@@ -2,6 +2,7 @@
 // running one → 200 + job record. Archiving an archived job returns it unchanged.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { AppError } from '../../errors.ts';
 import { requireMayArchive } from '../../jobs/creator.ts';
@@ -16,7 +17,7 @@ export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void 
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/archive',
     {
-      config: access('member'),
+      config: { ...access('member'), audit: { action: 'job.archive', target: 'job' } },
       schema: {
         summary: 'Archive agent job',
         description:
@@ -32,7 +33,7 @@ export function registerArchiveJob(app: FastifyInstance, ctx: AppContext): void 
       // The route's rule lets a member in; which jobs a member may archive is the job's.
       if (!request.principal) throw new AppError('unauthorized', 'send an API key first');
       await requireMayArchive(ctx, request.principal, projectId, id);
-      return toJobRecord(await archiveJob(ctx, projectId, id));
+      return toJobRecord(await archiveJob(ctx, projectId, id, whoOf(request, request.principal)));
     },
   );
 }

@@ -79,7 +79,7 @@ describe('POST /v2/agent/{projectId}/job', () => {
   describe('happy path', () => {
     test('201 with every field of the job record, stored as returned', async () => {
       const project = await svc.createProject({ name: 'record', ref: 'develop' });
-      const { key } = await svc.createProjectKey(project.id);
+      const { key, id: keyId } = await svc.createProjectKey(project.id);
       const res = await create(svc, project.id, 'Fix the failing test', key);
       assert.equal(res.status, 201, res.text);
       assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
@@ -104,6 +104,8 @@ describe('POST /v2/agent/{projectId}/job', () => {
       assert.equal(job.turns, 1);
       // Made through the API, not from a forge issue.
       assert.equal(job.origin, null);
+      // Who created it: the key, by id (never the key).
+      assert.deepEqual(job.createdBy, { kind: 'key', id: keyId });
       isoNear(job.updatedAt);
 
       const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });

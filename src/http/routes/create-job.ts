@@ -1,6 +1,7 @@
 // POST /v2/agent/{projectId}/job: creates a job and queues its first turn → 201 + job record.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { createJobBody } from '../../jobs/input.ts';
@@ -16,7 +17,7 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job',
     {
-      config: access('member'),
+      config: { ...access('member'), audit: { action: 'job.create', target: 'project' } },
       schema: {
         summary: 'Create agent job',
         description:
@@ -41,7 +42,12 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
         `/v2/agent/${project.id}/job`,
         request.body,
       );
-      const result = await createJob(ctx, project, request.body, idempotency);
+      const result = await createJob(
+        ctx,
+        project,
+        { ...request.body, by: whoOf(request, request.principal) },
+        idempotency,
+      );
       if ('replayed' in result) return sendReplay(reply, result.replayed);
       setRateLimitHeaders(reply, result.rateLimit);
       return reply.code(201).send(toJobRecord(result.job));

@@ -1,5 +1,5 @@
 // GET /v2/agent/{projectId}/jobs: newest first, `limit` (1–100, default 20), opaque `cursor`
-// from the previous page's `nextCursor`, optional `status` filter.
+// from the previous page's `nextCursor`, optional `status` and `createdBy` filters.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -18,6 +18,14 @@ const query = pageQuery('jobs').extend({
     })
     .optional()
     .describe('Only jobs with this status.'),
+  createdBy: z
+    .string({ error: '"createdBy" must be given once' })
+    .min(1)
+    .max(300)
+    .optional()
+    .describe(
+      "Only jobs this actor created: a user's id (usr_…), an API key's id (key_…), or a forge user as <forge>:<login> (github:octocat).",
+    ),
 });
 
 export function registerListJobs(app: FastifyInstance, ctx: AppContext): void {

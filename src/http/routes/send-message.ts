@@ -1,6 +1,7 @@
 // POST /v2/agent/{projectId}/job/{id}/message: queues a follow-up turn → 200 + job record.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
+import { whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
 import { promptBody } from '../../jobs/input.ts';
@@ -16,7 +17,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/message',
     {
-      config: access('member'),
+      config: { ...access('member'), audit: { action: 'job.message', target: 'job' } },
       schema: {
         summary: 'Send follow-up message',
         description:
@@ -42,7 +43,15 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
         `/v2/agent/${project.id}/job/${id}/message`,
         request.body,
       );
-      const result = await sendMessage(ctx, project, id, request.body.prompt, idempotency);
+      const result = await sendMessage(
+        ctx,
+        project,
+        id,
+        request.body.prompt,
+        idempotency,
+        undefined,
+        whoOf(request, request.principal),
+      );
       if ('replayed' in result) return sendReplay(reply, result.replayed);
       setRateLimitHeaders(reply, result.rateLimit);
       return reply.code(200).send(toJobRecord(result.job));
