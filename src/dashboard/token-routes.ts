@@ -1,7 +1,9 @@
 // The personal API tokens page's routes, for a user's session only (a key has no tokens): the
 // user's own tokens, making one (shown once, in the answer to the form) and revoking one after a
 // confirmation. They call the token service (src/users/tokens.ts).
+
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { auditedChange, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { access } from '../keys/route-access.ts';
@@ -50,7 +52,7 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
       const days = given(form, 'expiresInDays');
       const projects = await projectsOf(principal);
       try {
-        const { token } = await createToken(ctx.db, principal.userId, {
+        const opts = {
           name: given(form, 'name') ?? '',
           expiresInDays: days === undefined ? Number.NaN : Number(days),
           // Only projects the user has a role on can be ticked: others are not offered.
@@ -58,6 +60,23 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
             .filter((project) => form[`project_${project.id}`] === '1')
             .map((project) => project.id),
           readOnly: form.readOnly === '1',
+        };
+        // The token's id, name and limits in the log: never the token.
+        const { token } = await auditedChange(ctx, whoOf(request, principal), async (db) => {
+          const made = await createToken(db, principal.userId, opts);
+          return {
+            result: made,
+            entry: {
+              action: 'token.create',
+              target: { kind: 'token', id: made.row.id },
+              details: {
+                name: made.row.name,
+                projectIds: made.row.project_ids ?? [],
+                readOnly: made.row.read_only,
+                expiresAt: made.row.expires_at.toISOString(),
+              },
+            },
+          };
         });
         return sendPage(reply, 201, await render(principal, { created: token }));
       } catch (err) {
@@ -82,7 +101,10 @@ export function registerTokenRoutes(pages: FastifyInstance, ctx: AppContext): vo
     { config: access('person') },
     async (request, reply) => {
       const principal = user(request);
-      await revokeToken(ctx.db, principal.userId, request.params.id);
+      await auditedChange(ctx, whoOf(request, principal), async (db) => ({
+        result: await revokeToken(db, principal.userId, request.params.id),
+        entry: { action: 'token.revoke', target: { kind: 'token', id: request.params.id } },
+      }));
       return reply.redirect('/tokens', 303);
     },
   );

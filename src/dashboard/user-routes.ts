@@ -1,6 +1,8 @@
 // The people pages' routes, for server admins: the users, deactivating and reactivating one,
 // and a project's roles, giving and taking one. They call the service the admin API calls.
+
 import type { FastifyInstance } from 'fastify';
+import { auditedChange, whoOf } from '../audit/audit.ts';
 import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { access } from '../keys/route-access.ts';
@@ -36,7 +38,13 @@ export function registerUserRoutes(pages: FastifyInstance, ctx: AppContext): voi
       `/users/:id/${action}`,
       { config: access('admin') },
       async (request, reply) => {
-        await setDeactivated(ctx.db, request.params.id, deactivated);
+        await auditedChange(ctx, whoOf(request, session(request)), async (db) => ({
+          result: await setDeactivated(db, request.params.id, deactivated),
+          entry: {
+            action: deactivated ? 'user.deactivate' : 'user.reactivate',
+            target: { kind: 'user', id: request.params.id },
+          },
+        }));
         return reply.redirect('/users', 303);
       },
     );
@@ -77,7 +85,15 @@ export function registerUserRoutes(pages: FastifyInstance, ctx: AppContext): voi
       try {
         const form = request.body ?? {};
         const { role } = parse(roleBody, { role: form.role });
-        await giveRole(ctx.db, project.id, grantee(form), role);
+        const to = grantee(form);
+        await auditedChange(ctx, whoOf(request, session(request)), async (db) => ({
+          result: await giveRole(db, project.id, to, role),
+          entry: {
+            action: 'role.grant',
+            target: { kind: 'project', id: project.id },
+            details: { granteeKind: to.kind, grantee: to.name, role },
+          },
+        }));
       } catch (err) {
         if (!(err instanceof AppError) || err.status !== 400) throw err;
         const { body } = await showRoles(request, 400, err.message);
@@ -92,7 +108,18 @@ export function registerUserRoutes(pages: FastifyInstance, ctx: AppContext): voi
     { config: access('admin') },
     async (request, reply) => {
       const project = await getProject(ctx, request.params.id);
-      await takeRole(ctx.db, project.id, grantee(request.body ?? {}));
+      const from = grantee(request.body ?? {});
+      await auditedChange(ctx, whoOf(request, session(request)), async (db) => {
+        const taken = await takeRole(db, project.id, from);
+        return {
+          result: taken,
+          entry: {
+            action: 'role.revoke',
+            target: { kind: 'project', id: project.id },
+            details: { granteeKind: from.kind, grantee: from.name, role: taken.role },
+          },
+        };
+      });
       return reply.redirect(`/projects/${project.id}/roles`, 303);
     },
   );

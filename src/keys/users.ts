@@ -74,7 +74,8 @@ export async function setDeactivated(
   userId: string,
   deactivated: boolean,
 ): Promise<UserRecord> {
-  const row = await db.transaction().execute(async (trx) => {
+  // One transaction: the caller's (an audited change), or one of its own.
+  const change = async (trx: Db) => {
     const updated = await trx
       .updateTable('users')
       .set({ deactivated_at: deactivated ? new Date() : null })
@@ -85,7 +86,8 @@ export async function setDeactivated(
     if (deactivated)
       await trx.deleteFrom('dashboard_sessions').where('user_id', '=', userId).execute();
     return updated;
-  });
+  };
+  const row = db.isTransaction ? await change(db) : await db.transaction().execute(change);
   return userRecord(db, row);
 }
 

@@ -55,7 +55,7 @@ export const auditRecord = z
     target: z
       .object({ kind: z.string(), id: z.string() })
       .nullable()
-      .describe('On what: a job, project, key, secret, webhook, environment or user.'),
+      .describe('On what: a job, project, key, secret, webhook, environment, user or token.'),
     outcome: z.enum(['success', 'refused']),
     errorCode: z.string().nullable().describe("The API's error code of a refusal."),
     requestId: z.string().nullable().describe("The request's id (its X-Request-Id)."),

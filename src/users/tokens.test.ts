@@ -139,6 +139,18 @@ describe('personal API tokens', () => {
     assert.match(keyCookie, /^errand_session=/);
     const forKey = await fetch(`${svc.url}/tokens`, { headers: { cookie: keyCookie } });
     assert.equal(forKey.status, 403);
+
+    // Its making is a row of the audit log by its user, with its id and limits, never the token.
+    const audited = await db()
+      .selectFrom('audit_log')
+      .selectAll()
+      .where('action', '=', 'token.create')
+      .where('target_id', '=', row.id)
+      .execute();
+    assert.equal(audited.length, 1);
+    assert.deepEqual(audited[0]?.actor, { kind: 'user', id: user.id });
+    assert.deepEqual(audited[0]?.details.projectIds, [project.id]);
+    assert.ok(!JSON.stringify(audited).includes(token.slice(11)), 'the log never holds the token');
   });
 
   test("a member's token creates jobs and polls them where the user is a member", async () => {
@@ -247,6 +259,13 @@ describe('personal API tokens', () => {
       headers: { cookie, origin: svc.url },
     });
     assert.equal(revoke.status, 303);
+    const revoked = await db()
+      .selectFrom('audit_log')
+      .select(['actor', 'outcome'])
+      .where('action', '=', 'token.revoke')
+      .where('target_id', '=', id)
+      .execute();
+    assert.deepEqual(revoked, [{ actor: { kind: 'user', id: user.id }, outcome: 'success' }]);
     for (const res of [
       await listJobs(project.id, token),
       await createJob(project.id, token),

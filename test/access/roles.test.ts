@@ -67,6 +67,7 @@ const TABLE: Record<string, Access> = {
   'POST /v2/admin/projects/:id/environments/rebuild': 'maintainer',
   'POST /v2/admin/keys': 'admin',
   'GET /v2/admin/keys': 'admin',
+  'GET /v2/admin/audit': 'admin',
   'POST /v2/admin/keys/:id/revoke': 'admin',
   // Dashboard pages.
   'GET /projects': 'signed-in',
@@ -105,6 +106,7 @@ const TABLE: Record<string, Access> = {
   'GET /keys/:id/revoke': 'admin',
   'POST /keys/:id/revoke': 'admin',
   'GET /users': 'admin',
+  'GET /audit': 'admin',
   'POST /users/:id/deactivate': 'admin',
   'POST /users/:id/reactivate': 'admin',
   'GET /tokens': 'person',

@@ -79,6 +79,22 @@ test('a role given to a user opens the project to them, and taking it closes it 
     `/v2/admin/projects/${projectId}/roles/user/${user.userId}`,
   );
   assert.equal(again.status, 404);
+  // Given and taken, each one row of the audit log, by the admin key; the refused take too.
+  const rows = await svc.service.ctx.db
+    .selectFrom('audit_log')
+    .select(['action', 'outcome', 'error_code', 'details', 'actor'])
+    .where('target_id', '=', projectId)
+    .where('action', 'in', ['role.grant', 'role.revoke'])
+    .orderBy('seq')
+    .execute();
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.outcome, r.error_code, r.details.grantee, r.actor?.kind]),
+    [
+      ['role.grant', 'success', null, user.userId, 'key'],
+      ['role.revoke', 'success', null, user.userId, 'key'],
+      ['role.revoke', 'refused', 'not_found', undefined, 'key'],
+    ],
+  );
 });
 
 test("a group's role counts for its members; the strongest role wins", async () => {
@@ -132,6 +148,20 @@ test("a deactivated user's session stops at the next request; reactivated, they 
   assert.equal(await page(user.cookie, '/projects'), 401);
   const missing = await svc.request('POST', '/v2/admin/users/usr_00000000000000000000/deactivate');
   assert.equal(missing.status, 404);
+  const rows = await db
+    .selectFrom('audit_log')
+    .select(['action', 'outcome'])
+    .where('target_kind', '=', 'user')
+    .where('target_id', '=', user.userId)
+    .orderBy('seq')
+    .execute();
+  assert.deepEqual(
+    rows.map((r) => [r.action, r.outcome]),
+    [
+      ['user.deactivate', 'success'],
+      ['user.reactivate', 'success'],
+    ],
+  );
 });
 
 test('the Users and Roles pages: an admin gives and takes a role and deactivates a user', async () => {

@@ -1,10 +1,12 @@
 // GET /v2/admin/audit: the audit log, newest first, a page at a time (`limit`, `cursor` from
 // the previous page's `nextCursor`), with filters by actor, action, target and time.
+
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { listAudit } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
+import { access } from '../../keys/route-access.ts';
 import { AUDIT_ACTIONS, auditRecord } from '../../records/audit.ts';
 import { errors, json } from '../../responses.ts';
 import { pageQuery } from '../schemas.ts';
@@ -46,6 +48,7 @@ export function registerAdminAuditRoute(app: FastifyInstance, ctx: AppContext): 
   app.withTypeProvider<ZodTypeProvider>().get(
     '/v2/admin/audit',
     {
+      config: access('admin'),
       schema: {
         tags: ['admin'],
         security: [{ bearerAuth: [] }],

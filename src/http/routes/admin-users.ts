@@ -2,9 +2,11 @@
 // /v2/admin/users/{id}/deactivate and /reactivate; a project's roles: GET
 // /v2/admin/projects/{id}/roles, PUT and DELETE /v2/admin/projects/{id}/roles/{user|group}/{grantee}.
 // A server admin's only (the admin key or a user the provider's groups make one).
+
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { auditedChange, whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { access } from '../../keys/route-access.ts';
 import { giveRole, listRoles, listUsers, setDeactivated, takeRole } from '../../keys/users.ts';
@@ -47,7 +49,10 @@ export function registerAdminUserRoutes(app: FastifyInstance, ctx: AppContext): 
     typed.post(
       `/v2/admin/users/:id/${action}`,
       {
-        config: access('admin'),
+        config: {
+          ...access('admin'),
+          audit: { action: deactivated ? 'user.deactivate' : 'user.reactivate', target: 'user' },
+        },
         schema: {
           ...admin,
           summary: deactivated ? 'Deactivate user' : 'Reactivate user',
@@ -58,7 +63,14 @@ export function registerAdminUserRoutes(app: FastifyInstance, ctx: AppContext): 
           response: { 200: json('The user.', userRecord), ...errors(401, 403, 404, 503) },
         },
       },
-      async (request) => setDeactivated(ctx.db, request.params.id, deactivated),
+      async (request) =>
+        auditedChange(ctx, whoOf(request, request.principal), async (db) => ({
+          result: await setDeactivated(db, request.params.id, deactivated),
+          entry: {
+            action: deactivated ? 'user.deactivate' : 'user.reactivate',
+            target: { kind: 'user', id: request.params.id },
+          },
+        })),
     );
   }
   typed.get(
@@ -83,7 +95,7 @@ export function registerAdminUserRoutes(app: FastifyInstance, ctx: AppContext): 
   typed.put(
     '/v2/admin/projects/:id/roles/:granteeKind/:grantee',
     {
-      config: access('admin'),
+      config: { ...access('admin'), audit: { action: 'role.grant', target: 'project' } },
       schema: {
         ...admin,
         summary: 'Give a project role',
@@ -96,13 +108,21 @@ export function registerAdminUserRoutes(app: FastifyInstance, ctx: AppContext): 
     async (request) => {
       const { id, granteeKind, grantee } = request.params;
       const project = await getProject(ctx, id);
-      return giveRole(ctx.db, project.id, { kind: granteeKind, name: grantee }, request.body.role);
+      const { role } = request.body;
+      return auditedChange(ctx, whoOf(request, request.principal), async (db) => ({
+        result: await giveRole(db, project.id, { kind: granteeKind, name: grantee }, role),
+        entry: {
+          action: 'role.grant',
+          target: { kind: 'project', id: project.id },
+          details: { granteeKind, grantee, role },
+        },
+      }));
     },
   );
   typed.delete(
     '/v2/admin/projects/:id/roles/:granteeKind/:grantee',
     {
-      config: access('admin'),
+      config: { ...access('admin'), audit: { action: 'role.revoke', target: 'project' } },
       schema: {
         ...admin,
         summary: 'Take a project role',
@@ -113,7 +133,17 @@ export function registerAdminUserRoutes(app: FastifyInstance, ctx: AppContext): 
     async (request) => {
       const { id, granteeKind, grantee } = request.params;
       const project = await getProject(ctx, id);
-      return takeRole(ctx.db, project.id, { kind: granteeKind, name: grantee });
+      return auditedChange(ctx, whoOf(request, request.principal), async (db) => {
+        const taken = await takeRole(db, project.id, { kind: granteeKind, name: grantee });
+        return {
+          result: taken,
+          entry: {
+            action: 'role.revoke',
+            target: { kind: 'project', id: project.id },
+            details: { granteeKind, grantee, role: taken.role },
+          },
+        };
+      });
     },
   );
 }
