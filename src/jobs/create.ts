@@ -4,7 +4,7 @@
 // durable, and who asked for it recorded). The creates that arrive together share their
 // transaction, and a few transactions run at once.
 import { sql } from 'kysely';
-import { auditAll, type Who } from '../audit/audit.ts';
+import type { Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
 import type { JobOrigin, ProjectRow, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
@@ -191,16 +191,19 @@ type WrittenRow = {
   spent: SpentMonth[] | null;
   /** The job's project's rate-limit count after this statement; null when unlimited. */
   counted: number | null;
+  /** The job's row of the audit log: its number and time (null with no job). */
+  audit_seq: string | null;
+  audit_at: Date | null;
 } & (JobView | { [K in keyof JobView]: null });
 
 /**
- * Writes jobs in the caller's transaction, in four statements whatever their number: the
- * turns' queue entries (pg-boss's insert, in the transaction); one statement that reads the
- * projects' spent months, counts the creates against their rate limits and writes the jobs and
- * their first turns, or, when a month is spent or a limit used up, writes none; the
- * `job.created` events (with the webhook deliveries their hooks write); and their audit rows,
- * added to `audited` for the stream once the caller has committed. Throws
- * BudgetExhaustedError or RateLimitedError when it wrote none.
+ * Writes jobs in the caller's transaction, in three statements whatever their number (and the
+ * webhook deliveries the events' hooks write): the turns' queue entries (pg-boss's insert, in
+ * the transaction); one statement that reads the projects' spent months, counts the creates
+ * against their rate limits and writes the jobs, their first turns and their rows of the audit
+ * log, or, when a month is spent or a limit used up, writes none; and the `job.created`
+ * events. The audit rows are added to `audited` for the stream once the caller has committed.
+ * Throws BudgetExhaustedError or RateLimitedError when it wrote none.
  */
 async function writeJobs(
   ctx: Pick<JobsContext, 'queue' | 'config'>,
@@ -246,9 +249,11 @@ async function writeJobs(
           ${column((j) => (j.origin ? JSON.stringify(j.origin) : null))}::jsonb[],
           ${column((j) => j.prompt)}::text[], ${column((_, i) => queueIds[i] ?? null)}::text[],
           ${column((j) => (j.trigger ? JSON.stringify(j.trigger) : null))}::jsonb[],
-          ${column((j) => (j.by?.actor ? JSON.stringify(j.by.actor) : null))}::jsonb[])
+          ${column((j) => (j.by?.actor ? JSON.stringify(j.by.actor) : null))}::jsonb[],
+          ${column((j) => j.by?.address ?? null)}::text[],
+          ${column((j) => j.by?.requestId ?? null)}::text[])
         WITH ORDINALITY AS i(id, project_id, repository, ref, model, origin, prompt, queue_id,
-          trigger, created_by, n)
+          trigger, created_by, address, request_id, n)
       WHERE (SELECT ok FROM accepted)
     ), job AS (
       INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin,
@@ -260,17 +265,33 @@ async function writeJobs(
     ), turn AS (
       INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by)
       SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by FROM input ORDER BY n
+    ), audit AS (
+      -- Each job's row of the audit log, in this statement: a round trip less per batch.
+      INSERT INTO audit_log (actor, address, action, target_kind, target_id, outcome, request_id,
+        details)
+      SELECT created_by, address, 'job.create', 'job', id, 'success', request_id,
+        jsonb_build_object('projectId', project_id, 'model', model)
+      FROM input ORDER BY n
+      RETURNING seq, at, target_id
     )
-    SELECT (SELECT json_agg(spent) FROM spent) AS spent, counted.count AS counted, job.*
+    SELECT (SELECT json_agg(spent) FROM spent) AS spent, counted.count AS counted,
+      audit.seq AS audit_seq, audit.at AS audit_at, job.*
     FROM (SELECT) AS answer
     LEFT JOIN job ON true
-    LEFT JOIN counted ON counted.project_id = job.project_id`.execute(trx);
+    LEFT JOIN counted ON counted.project_id = job.project_id
+    LEFT JOIN audit ON audit.target_id = job.id`.execute(trx);
   const refusedFor = rows[0]?.spent?.[0];
   if (refusedFor) throw spentMonthRefusal(refusedFor, now);
   // RETURNING gives no order: the jobs are matched by id.
-  const byId = new Map<string, { job: JobView; counted: number | null }>();
-  for (const { spent: _, counted, ...job } of rows)
-    if (job.id !== null) byId.set(job.id, { job, counted });
+  const byId = new Map<
+    string,
+    { job: JobView; counted: number | null; audit: { seq: string; at: Date } }
+  >();
+  for (const { spent: _, counted, audit_seq, audit_at, ...job } of rows) {
+    if (job.id === null) continue;
+    if (audit_seq === null || audit_at === null) throw new Error(`job ${job.id} has no audit row`);
+    byId.set(job.id, { job, counted, audit: { seq: audit_seq, at: audit_at } });
+  }
   if (byId.size === 0) throw limit.refusal();
   const created = jobs.map((job) => {
     const written = byId.get(job.id);
@@ -290,19 +311,26 @@ async function writeJobs(
       accepted({ jobId: job.id, seq: 1, trigger: jobs[i]?.trigger }),
     ]),
   );
-  // One statement for the batch: its jobs' rows in the audit log, in this transaction.
+  // The jobs' rows of the audit log, written by the statement above, for the stream once the
+  // caller has committed; in the order of their numbers.
   audited.push(
-    ...(await auditAll(
-      scope.trx,
-      created.map(({ job }, i) => ({
-        who: jobs[i]?.by ?? NO_ONE,
-        entry: {
+    ...created
+      .map(({ job, audit }, i): AuditRecord => {
+        const who = jobs[i]?.by ?? NO_ONE;
+        return {
+          id: String(audit.seq),
+          at: audit.at.toISOString(),
+          actor: who.actor,
+          address: who.address,
           action: 'job.create',
           target: { kind: 'job', id: job.id },
+          outcome: 'success',
+          errorCode: null,
+          requestId: who.requestId,
           details: { projectId: job.project_id, model: job.model },
-        },
-      })),
-    )),
+        };
+      })
+      .sort((a, b) => Number(BigInt(a.id) - BigInt(b.id))),
   );
   // Each job's own view of the count: its project's count after the statement, less the
   // project's creates that come after it.
