@@ -60,8 +60,8 @@ export async function audit(ctx: AuditContext, entry: AuditEntry): Promise<Audit
   return row;
 }
 
-/** Writes several rows in one statement (the batched creates of jobs write one per batch). */
-export async function auditAll(
+/** Writes rows in one statement (the creates of jobs write theirs in their own statement). */
+async function auditAll(
   db: Db | Transaction<Database>,
   rows: readonly { who: Who; entry: AuditEntry }[],
 ): Promise<AuditRecord[]> {
