@@ -148,6 +148,7 @@ describe('errand export and import', () => {
     secrets: unknown;
     keys: Omit<KeyRecord, 'lastUsedAt'>[];
     webhooks: unknown;
+    roles: unknown;
     jobs: unknown[];
     events: unknown[];
   };
@@ -219,6 +220,14 @@ describe('errand export and import', () => {
         201,
         'secret set',
       );
+      // A role given to a group of the identity provider's: who may do what comes across.
+      expectStatus(
+        await call('PUT', `/v2/admin/projects/${projectId}/roles/group/platform`, {
+          role: 'maintainer',
+        }),
+        200,
+        'role given',
+      );
       jobIds = [];
       for (const prompt of ['first job', 'second job']) {
         const job = expectStatus(
@@ -246,6 +255,7 @@ describe('errand export and import', () => {
           ({ lastUsedAt, ...k }) => k,
         ),
         webhooks: JSON.parse((await call('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
+        roles: JSON.parse((await call('GET', `/v2/admin/projects/${projectId}/roles`)).text),
         jobs: await Promise.all(jobIds.map(async (id) => (await call('GET', jobPath(id))).json)),
         events: await Promise.all(
           jobIds.map(async (id) => (await call('GET', `${jobPath(id)}/events`)).json),
@@ -272,7 +282,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
+          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -321,6 +331,7 @@ describe('errand export and import', () => {
       [...new Set(tables)],
       [
         'projects',
+        'project_roles',
         'project_secrets',
         'api_keys',
         'webhooks',
@@ -338,6 +349,8 @@ describe('errand export and import', () => {
       end: true,
       rows: {
         ...counts,
+        users: 0,
+        user_tokens: 0,
         forge_replies: 0,
         forge_refusals: 0,
         forge_events: 0,
@@ -368,7 +381,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -391,6 +404,10 @@ describe('errand export and import', () => {
       assert.deepEqual(
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
         before_.webhooks,
+      );
+      assert.deepEqual(
+        JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/roles`)).text),
+        before_.roles,
       );
       // The audit log came across, the import's own row after it; the next rows follow on.
       const rowsInFile = (await fileLines(file)).filter((l) => l.table === 'audit_log');
@@ -621,7 +638,7 @@ describe('errand export and import', () => {
     const again = await errand(['import', file], { DATABASE_URL: url, ...key });
     refused(
       again,
-      /the database already holds \d+ projects, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries and \d+ audit log rows: import needs an empty database/,
+      /the database already holds \d+ projects, 1 project role, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries and \d+ audit log rows: import needs an empty database/,
       'a non-empty database',
     );
     assert.deepEqual(await contents(url), held);

@@ -29,6 +29,15 @@ interface TableSpec {
  */
 export const TABLES: readonly TableSpec[] = [
   { name: 'projects', order: 'id', noun: ['project', 'projects'] },
+  // People, their roles and their personal tokens (hashed, as stored): who may do what
+  // survives a move; they sign in again, since sessions are left out.
+  { name: 'users', order: 'id', noun: ['user', 'users'] },
+  {
+    name: 'project_roles',
+    order: 'project_id, grantee_kind, grantee',
+    noun: ['project role', 'project roles'],
+  },
+  { name: 'user_tokens', order: 'id', noun: ['personal API token', 'personal API tokens'] },
   // Sealed as they are stored: they open only with the exporting side's secret key.
   {
     name: 'project_secrets',
