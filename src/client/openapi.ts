@@ -3187,7 +3187,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The key is not valid for this project, or the route needs an admin key. */
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
         403: {
           content: {
             'application/json': components['schemas']['Error'];
@@ -3890,7 +3890,7 @@ export interface components {
         | 'user.reactivate'
         | 'token.create'
         | 'token.revoke';
-      /** @description On what: a job, project, key, secret, webhook, environment or user. */
+      /** @description On what: a job, project, key, secret, webhook, environment, user or token. */
       target: {
         kind: string;
         id: string;

@@ -411,15 +411,28 @@ describe('errand export and import', () => {
       );
       // The audit log came across, the import's own row after it; the next rows follow on.
       const rowsInFile = (await fileLines(file)).filter((l) => l.table === 'audit_log');
-      const log = (await api.request('GET', '/v2/admin/audit?limit=100')).json as unknown as {
-        entries: { id: string; action: string; actor: unknown }[];
-      };
-      assert.equal(log.entries.length, rowsInFile.length + 1);
+      // Every page of it: the projects and keys made while the export ran are rows too.
+      const log: { id: string; action: string; actor: unknown }[] = [];
+      for (let cursor: string | null = ''; cursor !== null; ) {
+        const page = (
+          await api.request(
+            'GET',
+            `/v2/admin/audit?limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+          )
+        ).json as unknown as {
+          entries: { id: string; action: string; actor: unknown }[];
+          nextCursor: string | null;
+        };
+        log.push(...page.entries);
+        cursor = page.nextCursor;
+      }
+      assert.equal(log.length, rowsInFile.length + 1);
       assert.deepEqual(
-        { action: log.entries[0]?.action, actor: log.entries[0]?.actor },
+        { action: log[0]?.action, actor: log[0]?.actor },
         { action: 'import', actor: null },
       );
-      assert.ok(log.entries.some((e) => e.action === 'secret.set'));
+      assert.ok(log.some((e) => e.action === 'secret.set'));
+      assert.ok(log.some((e) => e.action === 'role.grant'));
       // The project's secret: listed as before, and a turn here opens it with the source's key.
       assert.deepEqual(
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/secrets`)).text),
