@@ -53,6 +53,31 @@ export type ForgeRequest =
    */
   | { type: 'push'; ref: string; after?: string; deleted?: boolean; author?: FakeUser }
   /**
+   * A check of commit `sha` on `branch` ended with `state` (GitHub `check_run` completed,
+   * GitLab `Pipeline Hook`, Gitea/Forgejo `status`); `pulls` are the pull requests the forge
+   * names with it (GitHub's `pull_requests`, GitLab's `merge_request`), default none.
+   */
+  | {
+      type: 'check';
+      sha: string;
+      branch: string;
+      name: string;
+      state: 'pending' | 'success' | 'failure';
+      pulls?: number[];
+      author?: FakeUser;
+    }
+  /** Something happened to a pull request (GitHub/Gitea `pull_request`, GitLab `Merge Request Hook`). */
+  | {
+      type: 'pull-request';
+      pull: number;
+      action: 'closed' | 'merged' | 'reopened' | 'synchronize' | 'labeled';
+      /** For `labeled`. */
+      label?: string;
+      author?: FakeUser;
+    }
+  /** A review approving the pull request (GitHub/Gitea review submitted, GitLab `approved`). */
+  | { type: 'approval'; pull: number; author?: FakeUser }
+  /**
    * An event Errand takes no action on: GitHub a star; GitLab and Gitea the push of `main` their
    * Test button sends, which asks for nothing of a project without a setup command.
    */
