@@ -201,6 +201,11 @@ export const PROJECT_COLUMNS = [
   'forge_webhook_secret',
   'forge_handle',
   'forge_label',
+  'autofix_attempts',
+  'autofix_checks',
+  'auto_merge',
+  'merge_method',
+  'conflict_strategy',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];
