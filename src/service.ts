@@ -21,6 +21,7 @@ import {
   forgetRefusals,
   startForgeWorker,
 } from './features/forge-intake/index.ts';
+import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
 import { liveStream } from './features/stream/index.ts';
 import {
   type DeliveryWorker,
@@ -110,6 +111,7 @@ export async function startService(
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let forgeWorker: ForgeWorker | undefined;
+  let prWatcher: PrWatcher | undefined;
   let environmentWorker: EnvironmentWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
@@ -123,6 +125,7 @@ export async function startService(
     await app?.close();
     await notifications.close();
     await upkeep?.stop();
+    await prWatcher?.stop();
     await worker?.stop();
     await janitor?.stop();
     await deliveryWorker?.stop();
@@ -162,6 +165,9 @@ export async function startService(
     // The job core calls its listeners, not the reverse: the outbox writes each event's
     // webhook deliveries in the event's transaction, in every process that records events.
     ctx.transitions.hook(webhookOutbox(ctx));
+    // A turn that opened or updated a pull request makes or wakes the job's watch in its own
+    // transaction, in whichever process ends it.
+    ctx.transitions.hook(watchHook());
     if (opts.api) {
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
@@ -202,8 +208,14 @@ export async function startService(
       deliveryWorker = await startDeliveryWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.
       const publicUrl = config.publicUrl ?? url;
-      if (publicUrl) forgeWorker = await startForgeWorker(ctx, publicUrl);
-      else log.warn('forge events are not worked on here: ERRAND_PUBLIC_URL is not set');
+      if (publicUrl) {
+        forgeWorker = await startForgeWorker(ctx, publicUrl);
+        // The jobs' pull requests are looked after here: checks, conflicts, merges.
+        prWatcher = startPrWatch(ctx, publicUrl);
+      } else
+        log.warn(
+          'forge events are not worked on, nor pull requests watched, here: ERRAND_PUBLIC_URL is not set',
+        );
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(

@@ -176,7 +176,6 @@ interface PrWatchesTable {
   reason: string | null;
   autofixes: Generated<number>;
   failed_sha: string | null;
-  fixed_sha: string | null;
   conflict_sha: string | null;
   merge_sha: string | null;
   next_at: Generated<Date>;

@@ -6,6 +6,12 @@
 // no job and is never queued, it may only ask for a build of the project's environment.
 import type { ForgeKind } from '../projects/forge.ts';
 
+/**
+ * In every comment Errand writes on a forge; a comment that carries it never triggers a turn
+ * (Errand's comments, posted with a person's token, look like that person's).
+ */
+export const ERRAND_MARKER = '<!-- errand -->';
+
 export interface ForgeActor {
   /** The forge's login (GitHub/Gitea `login`, GitLab `username`). */
   login: string;

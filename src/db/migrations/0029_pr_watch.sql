@@ -38,7 +38,6 @@ CREATE TABLE pr_watches (
   autofixes integer NOT NULL DEFAULT 0,
   -- The head commits the watch acted on: each act is done once per head.
   failed_sha text,
-  fixed_sha text,
   conflict_sha text,
   merge_sha text,
   next_at timestamptz NOT NULL DEFAULT now(),

@@ -6,12 +6,7 @@
 // that word for its own webhooks out, and says "delivery id" only for the forge's header.)
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type {
-  ForgeEvent,
-  ForgePush,
-  ForgeSignal,
-  ForgeThread,
-} from '../../../forges/events.ts';
+import type { ForgeEvent, ForgePush, ForgeSignal, ForgeThread } from '../../../forges/events.ts';
 
 /** A request's headers, names in lower case (Node's IncomingHttpHeaders). */
 export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
