@@ -176,6 +176,7 @@ interface PrWatchesTable {
   reason: string | null;
   autofixes: Generated<number>;
   failed_sha: string | null;
+  unmergeable_sha: string | null;
   conflict_sha: string | null;
   merge_sha: string | null;
   next_at: Generated<Date>;

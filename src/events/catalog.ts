@@ -123,7 +123,9 @@ export const EVENTS = {
           ? `${d.base} merged with conflicts in ${d.paths.join(', ')}: the agent resolves them`
           : d.outcome === 'up-to-date'
             ? `the branch has ${d.base} already`
-            : `${d.base} ${d.outcome === 'rebased' ? 'rebased onto' : 'merged'} without conflicts`;
+            : d.outcome === 'rebased'
+              ? `rebased onto ${d.base} without conflicts`
+              : `${d.base} merged without conflicts`;
       return { text: d.note ? `${what} (${d.note})` : what };
     },
   }),

@@ -38,6 +38,9 @@ CREATE TABLE pr_watches (
   autofixes integer NOT NULL DEFAULT 0,
   -- The head commits the watch acted on: each act is done once per head.
   failed_sha text,
+  -- A head the forge said does not merge, once: acted on when it says so again (Gitea says so
+  -- for a few seconds after every push, while it checks).
+  unmergeable_sha text,
   conflict_sha text,
   merge_sha text,
   next_at timestamptz NOT NULL DEFAULT now(),

@@ -41,6 +41,7 @@ function situation(over: {
       reason: null,
       autofixes: 0,
       failedSha: null,
+      unmergeableSha: null,
       conflictSha: null,
       mergeSha: null,
       ...over.watch,
@@ -116,9 +117,15 @@ describe('decide', () => {
     });
   });
 
-  test('a conflict queues one turn for a head; the same head conflicting after it pauses', () => {
-    assert.deepEqual(decide(situation({ status: { mergeable: false } })), { act: 'conflict' });
-    const after = decide(situation({ status: { mergeable: false }, watch: { conflictSha: HEAD } }));
+  test('a conflict seen twice queues one turn for a head; the same head conflicting after it pauses', () => {
+    assert.deepEqual(decide(situation({ status: { mergeable: false } })), { act: 'unmergeable' });
+    const twice = { mergeable: false };
+    assert.deepEqual(decide(situation({ status: twice, watch: { unmergeableSha: HEAD } })), {
+      act: 'conflict',
+    });
+    const after = decide(
+      situation({ status: twice, watch: { unmergeableSha: HEAD, conflictSha: HEAD } }),
+    );
     assert.equal(after.act, 'pause');
     assert.ok(after.act === 'pause' && after.stays && after.comment);
   });

@@ -22,6 +22,8 @@ export interface WatchMemory {
   autofixes: number;
   /** The head whose failed checks were reported (checks.failed), once per head. */
   failedSha: string | null;
+  /** The head the forge said once does not merge; a second look that says so acts. */
+  unmergeableSha: string | null;
   /** The head a conflict turn was queued for. */
   conflictSha: string | null;
   /** The head a merge was asked for. */
@@ -53,6 +55,8 @@ export type Decision =
   | { act: 'end'; state: 'merged' | 'closed' }
   /** Nothing to do now; `soon` when the forge is still working something out. */
   | { act: 'wait'; soon: boolean }
+  /** The forge said the head does not merge, for the first time: asked again soon. */
+  | { act: 'unmergeable' }
   /** Stop acting (and say so once): `stays` until a person's turn, or while the condition holds. */
   | { act: 'pause'; reason: string; stays: boolean; comment: boolean }
   /** A condition that paused the watch no longer holds: watch again, then look again. */
@@ -101,6 +105,8 @@ export function decide(s: Situation): Decision {
     return pausedByCondition(watch.reason) ? { act: 'resume' } : { act: 'wait', soon: false };
 
   if (status.mergeable === false) {
+    // Once is not enough: a forge may say so while it works the merge out after a push.
+    if (watch.unmergeableSha !== status.headSha) return { act: 'unmergeable' };
     if (watch.conflictSha !== status.headSha) return { act: 'conflict' };
     return {
       act: 'pause',

@@ -51,6 +51,7 @@ export async function claimDue(db: Db, limit: number): Promise<ClaimedWatch[]> {
     reason: row.reason,
     autofixes: row.autofixes,
     failedSha: row.failed_sha,
+    unmergeableSha: row.unmergeable_sha,
     conflictSha: row.conflict_sha,
     mergeSha: row.merge_sha,
   }));
@@ -76,6 +77,7 @@ export async function release(
       ...(change.reason !== undefined ? { reason: change.reason } : {}),
       ...(change.autofixes !== undefined ? { autofixes: change.autofixes } : {}),
       ...(change.failedSha !== undefined ? { failed_sha: change.failedSha } : {}),
+      ...(change.unmergeableSha !== undefined ? { unmergeable_sha: change.unmergeableSha } : {}),
       ...(change.conflictSha !== undefined ? { conflict_sha: change.conflictSha } : {}),
       ...(change.mergeSha !== undefined ? { merge_sha: change.mergeSha } : {}),
       claimed_until: null,

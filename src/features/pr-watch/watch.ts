@@ -45,8 +45,8 @@ export interface LookResult {
   afterSeconds?: number;
 }
 
-/** How soon to look again while the forge works something out (GitHub's mergeability). */
-const SOON_SECONDS = 15;
+/** How soon to look again while the forge works something out (whether the head merges). */
+const SOON_SECONDS = 5;
 /** How soon to look again after the service refused a turn for a while (a rate limit). */
 const REFUSED_SECONDS = 60;
 
@@ -172,6 +172,11 @@ export class PrWatch {
       case 'wait':
         await this.#record(look, {}, []);
         return { change: {}, ...(decision.soon ? { afterSeconds: SOON_SECONDS } : {}) };
+      case 'unmergeable': {
+        const change: WatchChange = { unmergeableSha: status.headSha };
+        await this.#record(look, change, []);
+        return { change, afterSeconds: SOON_SECONDS };
+      }
       case 'resume': {
         const change: WatchChange = { state: 'watching', reason: null };
         await this.#record(look, change, []);
