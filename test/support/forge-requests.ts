@@ -572,7 +572,7 @@ function gitlabUser(web: string, user: FakeUser) {
 }
 
 /** A commit's newest pipeline as GitLab's API gives it, with its current jobs. */
-export interface GitLabPipelineSource {
+interface GitLabPipelineSource {
   id: number;
   iid: number;
   jobs: Array<{ id: number; name: string; status: string }>;
