@@ -571,8 +571,27 @@ function gitlabUser(web: string, user: FakeUser) {
   };
 }
 
-/** Sends GitLab's deliveries for the fake; `projectId` gives a project path's numeric id. */
-export function gitlabSender(source: RequestSource & { projectId(path: string): number }) {
+/** A commit's newest pipeline as GitLab's API gives it, with its current jobs. */
+interface GitLabPipelineSource {
+  id: number;
+  iid: number;
+  jobs: Array<{ id: number; name: string; status: string }>;
+}
+
+/** A check's state as a GitLab job or pipeline status says it. */
+const gitlabStatus = { pending: 'running', success: 'success', failure: 'failed' } as const;
+
+/**
+ * Sends GitLab's deliveries for the fake; `projectId` gives a project path's numeric id,
+ * `pipeline` the commit's newest pipeline when the fake has one (its ids and jobs go into a
+ * Pipeline Hook).
+ */
+export function gitlabSender(
+  source: RequestSource & {
+    projectId(path: string): number;
+    pipeline?(path: string, sha: string): GitLabPipelineSource | undefined;
+  },
+) {
   const nextId = ids(7_000_001);
   const build = ({ delivery, deliveryId, repo: path, author, web }: BuildInput): Built => {
     const projectWeb = `${web}/${path}`;
@@ -729,6 +748,150 @@ export function gitlabSender(source: RequestSource & { projectId(path: string): 
         url: mr.web_url,
       };
     };
+    const commitJson = (sha: string) => ({
+      id: sha,
+      message: 'Change the parser\n',
+      title: 'Change the parser',
+      timestamp: iso(),
+      url: `${projectWeb}/-/commit/${sha}`,
+      author: { name: author.login, email: '[REDACTED]' },
+    });
+    /** A Pipeline Hook: a merge request pipeline when `pulls` names one, else a branch's. */
+    const pipelineHook = (check: Extract<ForgeRequest, { type: 'check' }>): Built => {
+      const status = gitlabStatus[check.state];
+      const known = source.pipeline?.(path, check.sha);
+      const pipelineId = known?.id ?? nextId();
+      const jobs = known?.jobs.some((job) => job.name === check.name)
+        ? known.jobs
+        : [...(known?.jobs ?? []), { id: nextId(), name: check.name, status }];
+      const iid = check.pulls?.[0];
+      const mr = iid === undefined ? undefined : mergeRequest(iid);
+      const finished = status === 'running' ? null : now;
+      return {
+        event: 'Pipeline Hook',
+        headers: headers('Pipeline Hook'),
+        payload: {
+          object_kind: 'pipeline',
+          object_attributes: {
+            id: pipelineId,
+            iid: known?.iid ?? 1,
+            name: null,
+            // A merge request pipeline runs on the merge request's own ref.
+            ref: iid === undefined ? check.branch : `refs/merge-requests/${iid}/head`,
+            tag: false,
+            sha: check.sha,
+            before_sha: ZEROS,
+            source: iid === undefined ? 'push' : 'merge_request_event',
+            status,
+            detailed_status: status === 'success' ? 'passed' : status,
+            stages: ['test'],
+            created_at: now,
+            finished_at: finished,
+            duration: finished ? 42 : null,
+            queued_duration: 1,
+            variables: [],
+            url: `${projectWeb}/-/pipelines/${pipelineId}`,
+          },
+          merge_request: mr
+            ? {
+                id: mr.id,
+                iid: mr.iid,
+                title: mr.title,
+                source_branch: mr.source_branch,
+                source_project_id: mr.source_project_id,
+                target_branch: mr.target_branch,
+                target_project_id: mr.target_project_id,
+                state: mr.state,
+                merge_status: 'can_be_merged',
+                detailed_merge_status: 'mergeable',
+                url: mr.url,
+              }
+            : null,
+          user,
+          project,
+          commit: commitJson(check.sha),
+          source_pipeline: null,
+          builds: jobs.map((job) => {
+            const jobStatus = job.name === check.name ? status : job.status;
+            return {
+              id: job.id,
+              stage: 'test',
+              name: job.name,
+              status: jobStatus,
+              created_at: now,
+              started_at: now,
+              finished_at: jobStatus === 'running' ? null : now,
+              duration: 40,
+              queued_duration: 1,
+              failure_reason: jobStatus === 'failed' ? 'script_failure' : null,
+              when: 'on_success',
+              manual: false,
+              allow_failure: false,
+              user,
+              runner: null,
+              artifacts_file: { filename: null, size: null },
+              environment: null,
+            };
+          }),
+        },
+      };
+    };
+    /**
+     * A Merge Request Hook: `close`, `merge`, `reopen`, `approved`, or `update` (new commits
+     * with `oldrev`, a label with `changes.labels`).
+     */
+    const mergeRequestHook = (
+      iid: number,
+      action: 'close' | 'merge' | 'reopen' | 'approved' | 'update',
+      extra: { oldrev?: string; label?: string } = {},
+    ): Built => {
+      const mr = mergeRequest(iid);
+      const api = pullOf(source, path, iid, 'fake-gitlab');
+      const head = typeof api.sha === 'string' ? api.sha : PUSHED;
+      const had = Array.isArray(api.labels) ? api.labels.map(String) : [];
+      const current =
+        extra.label === undefined || had.includes(extra.label) ? had : [...had, extra.label];
+      const previous = current.filter((label) => label !== extra.label);
+      const labels = current.map((title, i) => labelJson(title, i));
+      const state = { close: 'closed', merge: 'merged', reopen: 'opened' }[
+        action as 'close' | 'merge' | 'reopen'
+      ];
+      const changes: Record<string, unknown> = {
+        updated_at: { previous: now, current: now },
+      };
+      if (extra.label !== undefined) {
+        changes.labels = {
+          previous: previous.map((title, i) => labelJson(title, i)),
+          current: labels,
+        };
+      }
+      if (state !== undefined) changes.state_id = { previous: 1, current: 2 };
+      return {
+        event: 'Merge Request Hook',
+        headers: headers('Merge Request Hook'),
+        payload: {
+          object_kind: 'merge_request',
+          event_type: 'merge_request',
+          user,
+          project,
+          object_attributes: {
+            ...mr,
+            state: state ?? mr.state,
+            action,
+            merge_status: 'can_be_merged',
+            detailed_merge_status: 'mergeable',
+            last_commit: commitJson(head),
+            labels,
+            ...(extra.oldrev === undefined ? {} : { oldrev: extra.oldrev }),
+          },
+          labels,
+          changes,
+          repository,
+          assignees: [],
+          reviewers: [],
+        },
+      };
+    };
     /** A Push Hook, or a Tag Push Hook for a tag; a deletion has zeros and no checkout_sha. */
     const pushHook = (push: { ref: string; after?: string; deleted?: boolean }): Built => {
       const tag = push.ref.startsWith('refs/tags/');
@@ -826,6 +989,23 @@ export function gitlabSender(source: RequestSource & { projectId(path: string): 
           },
         };
       }
+      case 'check':
+        return pipelineHook(delivery);
+      case 'pull-request': {
+        const action = {
+          closed: 'close',
+          merged: 'merge',
+          reopened: 'reopen',
+          synchronize: 'update',
+          labeled: 'update',
+        } as const;
+        return mergeRequestHook(delivery.pull, action[delivery.action], {
+          ...(delivery.action === 'synchronize' ? { oldrev: PREVIOUS } : {}),
+          ...(delivery.action === 'labeled' ? { label: delivery.label ?? 'errand' } : {}),
+        });
+      }
+      case 'approval':
+        return mergeRequestHook(delivery.pull, 'approved');
     }
   };
   return sender(
