@@ -173,12 +173,15 @@ export function giteaWatch({ http, base, repository, origin }: WatchOptions): Gi
     } catch (err) {
       if (!(err instanceof ForgeError) || err.status === undefined) throw err;
       const refusal = REFUSALS[err.status];
-      if (refusal) return { merged: false, reason: reasonOf(err.message, refusal) };
-      // Gitea answers a closed pull request's merge with 404: say so rather than fail.
-      if (err.status === 404) {
+      const said = giteaSaid(err.message);
+      if (refusal && said) return { merged: false, reason: `${refusal}. Gitea said: "${said}"` };
+      // Gitea says nothing of a merged pull request (405) and answers a closed one's merge
+      // with 404: its state says why.
+      if (refusal || err.status === 404) {
         const pr = await readPull(number, signal);
         if (pr.merged) return { merged: false, reason: 'the pull request is merged already' };
         if (pr.state === 'closed') return { merged: false, reason: 'the pull request is closed' };
+        if (refusal) return { merged: false, reason: refusal };
       }
       throw err;
     }
@@ -291,10 +294,9 @@ function absoluteUrl(target: string | null | undefined, origin: string): string 
   }
 }
 
-/** What Gitea said, from the ForgeError's message (it quotes it), else our own sentence. */
-function reasonOf(message: string, fallback: string): string {
-  const said = /Gitea said: "(.*)"$/s.exec(message)?.[1]?.trim();
-  return said ? `${fallback}. Gitea said: "${said}"` : fallback;
+/** What Gitea said, as the ForgeError's message quotes it, or undefined. */
+function giteaSaid(message: string): string | undefined {
+  return /Gitea said: "(.*)"$/s.exec(message)?.[1]?.trim() || undefined;
 }
 
 /**
