@@ -1049,11 +1049,66 @@ function giteaUser(web: string, user: FakeUser) {
   };
 }
 
+/** A commit status as a `status` delivery names it. */
+export interface GiteaStatusRecord {
+  id: number;
+  description: string;
+  /** As the fake keeps it: a path on the instance for Gitea Actions, made absolute in the payload. */
+  target_url: string;
+  created_at: string;
+}
+
+/** What the fake Gitea tells its sender besides RequestSource. */
+export interface GiteaRequestSource extends RequestSource {
+  /** Send as Forgejo does (X-Forgejo-* headers beside the X-Gitea-* ones). */
+  forgejo?: boolean;
+  /**
+   * The status a `check` delivery announces: Gitea sends `status` when a status is created, so
+   * the fake keeps it (the latest of that name on the commit when it has that state already).
+   */
+  status?(
+    repo: string,
+    sha: string,
+    check: { name: string; state: 'pending' | 'success' | 'failure' },
+  ): GiteaStatusRecord;
+  /**
+   * Told, before the delivery is built, of what a `pull-request` or `approval` delivery says
+   * happened, so that the API says the same (doing it again is harmless).
+   */
+  happened?(repo: string, number: number, change: GiteaChange): void;
+}
+
+export type GiteaChange =
+  | { type: 'closed' | 'merged' | 'reopened' | 'synchronize' }
+  | { type: 'labeled'; label: string }
+  | { type: 'approval'; login: string };
+
+/** A commit as Gitea's payloads give it (PayloadCommit). */
+function giteaCommit(web: string, repoPath: string, sha: string, author: FakeUser) {
+  const person = {
+    name: author.login,
+    email: `${author.login}@noreply.localhost`,
+    username: author.login,
+  };
+  return {
+    id: sha,
+    message: 'Errand changes\n',
+    url: `${web}/${repoPath}/commit/${sha}`,
+    author: person,
+    committer: person,
+    verification: null,
+    timestamp: '2025-01-01T00:00:00Z',
+    added: null,
+    removed: null,
+    modified: null,
+  };
+}
+
 /**
  * Sends Gitea's deliveries for the fake, or Forgejo's (`forgejo`: X-Forgejo-* headers beside
  * the X-Gitea-* ones, as Forgejo sends both).
  */
-export function giteaSender(source: RequestSource & { forgejo?: boolean }) {
+export function giteaSender(source: GiteaRequestSource) {
   const nextId = ids(900_001);
   const build = ({ delivery, deliveryId, repo: repoPath, author, web }: BuildInput): Built => {
     const [owner = '', name = ''] = repoPath.split('/');
@@ -1240,6 +1295,87 @@ export function giteaSender(source: RequestSource & { forgejo?: boolean }) {
             sender,
             commit_id: '',
             review: { type: 'pull_request_review_comment', content: delivery.body },
+          },
+        };
+      }
+      case 'check': {
+        const status = source.status?.(repoPath, delivery.sha, {
+          name: delivery.name,
+          state: delivery.state,
+        }) ?? {
+          id: nextId(),
+          description: '',
+          target_url: '',
+          created_at: now,
+        };
+        return {
+          event: 'status',
+          headers: headers('status', 'status'),
+          payload: {
+            // Gitea names no branch and no pull request with a status (a TODO in its source).
+            commit: giteaCommit(web, repoPath, delivery.sha, author),
+            context: delivery.name,
+            created_at: status.created_at,
+            description: status.description,
+            id: status.id,
+            repository,
+            sender,
+            sha: delivery.sha,
+            state: delivery.state,
+            // The payload's target is absolute, where the API may give Gitea Actions' path.
+            target_url: status.target_url ? new URL(status.target_url, web).href : '',
+            updated_at: status.created_at,
+          },
+        };
+      }
+      case 'pull-request': {
+        const change: GiteaChange =
+          delivery.action === 'labeled'
+            ? { type: 'labeled', label: delivery.label ?? 'errand' }
+            : { type: delivery.action };
+        source.happened?.(repoPath, delivery.pull, change);
+        const pull = pullOf(source, repoPath, delivery.pull, 'fake-gitea');
+        // A merge is a `closed` with `merged: true`; a push a `pull_request_sync`, a label a
+        // `pull_request_label`, all in the `pull_request` family.
+        const [eventType, action] =
+          delivery.action === 'synchronize'
+            ? ['pull_request_sync', 'synchronized']
+            : delivery.action === 'labeled'
+              ? ['pull_request_label', 'label_updated']
+              : ['pull_request', delivery.action === 'merged' ? 'closed' : delivery.action];
+        return {
+          event: eventType,
+          headers: headers('pull_request', eventType),
+          payload: {
+            action,
+            number: delivery.pull,
+            pull_request: pull,
+            requested_reviewer: null,
+            repository,
+            sender,
+            commit_id: '',
+            review: null,
+          },
+        };
+      }
+      case 'approval': {
+        source.happened?.(repoPath, delivery.pull, { type: 'approval', login: sender.login });
+        const pull = pullOf(source, repoPath, delivery.pull, 'fake-gitea');
+        const head = pull.head;
+        return {
+          event: 'pull_request_review_approved',
+          headers: headers('pull_request_approved', 'pull_request_review_approved'),
+          payload: {
+            action: 'reviewed',
+            number: delivery.pull,
+            pull_request: pull,
+            requested_reviewer: null,
+            repository,
+            sender,
+            commit_id:
+              typeof head === 'object' && head !== null && 'sha' in head ? String(head.sha) : '',
+            // An approval without a body: no comment for Errand to answer.
+            review: { type: 'pull_request_review_approved', content: '' },
           },
         };
       }
