@@ -1569,6 +1569,45 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         const pull = findPull(repos.get(repo.toLowerCase()) ?? repo, String(number));
         return pull ? pullJson(pull, true) : undefined;
       },
+      checkRun(repo, sha, name, state) {
+        const known = latestRuns(fullName(repo), sha).find((run) => run.name === name);
+        return checkRunJson(
+          known?.state === state ? known : addCheckRun(repo, sha, { name, state }),
+        );
+      },
+      pullChanged(change) {
+        const pull = pullOrThrow(change.repo, change.number);
+        const now = new Date(clock());
+        switch (change.action) {
+          case 'closed':
+            if (pull.state === 'open') Object.assign(pull, { state: 'closed', closedAt: now });
+            break;
+          case 'merged':
+            if (!pull.merged) markMerged(pull);
+            break;
+          case 'reopened':
+            if (pull.state === 'closed' && !pull.merged)
+              Object.assign(pull, { state: 'open', closedAt: null });
+            break;
+          case 'labeled':
+            if (change.label !== undefined && !pull.labels.includes(change.label))
+              pull.labels.push(change.label);
+            break;
+          case 'approved': {
+            const login = change.login ?? '';
+            const latest = reviews
+              .filter((r) => r.repo === pull.repo && r.number === pull.number && r.login === login)
+              .filter((r) => r.state === 'APPROVED' || r.state === 'CHANGES_REQUESTED')
+              .at(-1);
+            if (latest?.state !== 'APPROVED') addReview(pull.repo, pull.number, login, 'APPROVED');
+            break;
+          }
+          case 'synchronize':
+            // The head is what `heads` says: the test pushed to the real repository.
+            break;
+        }
+        pull.updatedAt = now;
+      },
       written: (c) => {
         // A review's body is no comment: GitHub keeps it as a review, which nothing here reads.
         if (c.kind === 'review') return;
