@@ -8,7 +8,7 @@ import type { CallAttempt } from './errors.ts';
 import type { GitHubRepository } from './repository.ts';
 
 /** One API call of the repository's client: with the current token, its answer parsed. */
-export type Call = <T>(
+type Call = <T>(
   attempted: Omit<CallAttempt, 'repository' | 'auth'>,
   schema: z.ZodType<T>,
   run: (headers: { authorization: string }, request: { signal?: AbortSignal }) => Promise<unknown>,

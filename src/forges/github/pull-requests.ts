@@ -3,7 +3,7 @@
 // refusals (branch protection, a moved head, a conflict) are outcomes, not errors.
 
 import { z } from 'zod';
-import type { ForgeClient, MergeOutcome, PullRequestStatus } from '../types.ts';
+import type { ForgeClient, MergeMethod, MergeOutcome, PullRequestStatus } from '../types.ts';
 import type { GitHubApi } from './api.ts';
 import { refusalOf } from './errors.ts';
 
@@ -138,7 +138,7 @@ function approvedBy(reviews: Review[]): boolean {
 async function merge(
   api: GitHubApi,
   number: number,
-  { method, sha }: { method: 'merge' | 'squash' | 'rebase'; sha: string },
+  { method, sha }: { method: MergeMethod; sha: string },
   signal?: AbortSignal,
 ): Promise<MergeOutcome> {
   const { call, octokit, target, repository } = api;
