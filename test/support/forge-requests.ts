@@ -288,8 +288,36 @@ function githubUser(web: string, user: FakeUser) {
   };
 }
 
+/** A change to a pull request that a GitHub delivery says happened (`approved`: by `login`). */
+export interface GitHubPullChange {
+  repo: string;
+  number: number;
+  action: 'closed' | 'merged' | 'reopened' | 'synchronize' | 'labeled' | 'approved';
+  label?: string;
+  login?: string;
+}
+
+/** What the GitHub fake tells its sender beyond a RequestSource. */
+export interface GitHubRequestSource extends RequestSource {
+  /**
+   * The check run of that name on the commit, as the API gives it, in `state`: the fake's own
+   * when it has one in that state, else one it makes then (the delivery says it ran).
+   */
+  checkRun?(
+    repo: string,
+    sha: string,
+    name: string,
+    state: 'pending' | 'success' | 'failure',
+  ): Record<string, unknown>;
+  /** Told of a change a delivery says happened, before the delivery is built: the API agrees. */
+  pullChanged?(change: GitHubPullChange): void;
+}
+
+/** The GitHub Actions app, the sender of its check runs' deliveries. */
+const GITHUB_ACTIONS: FakeUser = { login: 'github-actions[bot]', id: 41898282, bot: true };
+
 /** Sends GitHub's deliveries (github.com and Enterprise Server alike) for the fake. */
-export function githubSender(source: RequestSource) {
+export function githubSender(source: GitHubRequestSource) {
   const nextId = ids(2_000_000_001);
   const build = ({ delivery, deliveryId, repo, author, web }: BuildInput): Built => {
     const [owner = '', name = ''] = repo.split('/');
@@ -537,6 +565,134 @@ export function githubSender(source: RequestSource) {
             action: 'labeled',
             issue,
             label: issue.labels[issue.labels.length - 1],
+            repository,
+            sender,
+          },
+        };
+      }
+      case 'check': {
+        // GitHub Actions' check run: `created` when it starts, `completed` when it ends.
+        const run = source.checkRun?.(repo, delivery.sha, delivery.name, delivery.state) ?? {
+          id: nextId(),
+          name: delivery.name,
+          head_sha: delivery.sha,
+          status: delivery.state === 'pending' ? 'in_progress' : 'completed',
+          conclusion: delivery.state === 'pending' ? null : delivery.state,
+        };
+        const pulls = (delivery.pulls ?? []).map((number) => {
+          const pull = source.pull(repo, number);
+          const base = (pull?.base as { ref?: string } | undefined)?.ref ?? 'main';
+          return {
+            url: `${repository.url}/pulls/${number}`,
+            id: 5000 + number,
+            number,
+            head: {
+              ref: delivery.branch,
+              sha: delivery.sha,
+              repo: { id: 1000, url: repository.url, name },
+            },
+            base: { ref: base, sha: PREVIOUS, repo: { id: 1000, url: repository.url, name } },
+          };
+        });
+        const done = delivery.state !== 'pending';
+        return {
+          event: 'check_run',
+          headers: headers('check_run'),
+          payload: {
+            action: done ? 'completed' : 'created',
+            check_run: {
+              ...run,
+              pull_requests: pulls,
+              check_suite: {
+                id: Number(run.id) - 1,
+                node_id: `CS_fake${String(run.id)}`,
+                head_branch: delivery.branch,
+                head_sha: delivery.sha,
+                status: done ? 'completed' : 'in_progress',
+                conclusion: done ? delivery.state : null,
+                url: `${repository.url}/check-suites/${Number(run.id) - 1}`,
+                before: PREVIOUS,
+                after: delivery.sha,
+                pull_requests: pulls,
+                app: run.app ?? null,
+                created_at: now,
+                updated_at: now,
+              },
+            },
+            repository,
+            sender: githubUser(web, delivery.author ?? GITHUB_ACTIONS),
+          },
+        };
+      }
+      case 'pull-request': {
+        source.pullChanged?.({
+          repo,
+          number: delivery.pull,
+          action: delivery.action,
+          ...(delivery.label === undefined ? {} : { label: delivery.label }),
+        });
+        const pull = pullOf(source, repo, delivery.pull, 'fake-github');
+        const head = pull.head as { sha?: string } | undefined;
+        const extra =
+          delivery.action === 'labeled'
+            ? {
+                label: {
+                  id: 600,
+                  node_id: 'LA_fake',
+                  url: `${repository.url}/labels/${encodeURIComponent(delivery.label ?? '')}`,
+                  name: delivery.label ?? '',
+                  color: 'ededed',
+                  default: false,
+                  description: null,
+                },
+              }
+            : delivery.action === 'synchronize'
+              ? { before: PREVIOUS, after: head?.sha ?? '' }
+              : {};
+        return {
+          event: 'pull_request',
+          headers: headers('pull_request'),
+          payload: {
+            // A merge is a pull request `closed` with `merged: true`.
+            action: delivery.action === 'merged' ? 'closed' : delivery.action,
+            number: delivery.pull,
+            pull_request: pull,
+            ...extra,
+            repository,
+            sender,
+          },
+        };
+      }
+      case 'approval': {
+        source.pullChanged?.({
+          repo,
+          number: delivery.pull,
+          action: 'approved',
+          login: author.login,
+        });
+        const pull = pullOf(source, repo, delivery.pull, 'fake-github');
+        const id = nextId();
+        const html = `${String(pull.html_url)}#pullrequestreview-${id}`;
+        return {
+          event: 'pull_request_review',
+          headers: headers('pull_request_review'),
+          payload: {
+            action: 'submitted',
+            review: {
+              id,
+              node_id: `PRR_fake${id}`,
+              user: sender,
+              // An approval without words: no comment for Errand to answer.
+              body: null,
+              commit_id: (pull.head as { sha?: string } | undefined)?.sha ?? '',
+              submitted_at: now,
+              state: 'approved',
+              html_url: html,
+              pull_request_url: pull.url,
+              author_association: 'COLLABORATOR',
+              _links: { html: { href: html }, pull_request: { href: pull.url } },
+            },
+            pull_request: pull,
             repository,
             sender,
           },
