@@ -217,11 +217,13 @@ export async function receiveRequest(
   const log = ctx.log.child({ projectId: project.id });
   const push = readPayload(() => reader.readPush(headers, body));
   if (push) return takePush(ctx, project, push);
-  const signal = readPayload(() => reader.readSignal(headers, body));
-  if (signal) return takeSignal(ctx, project, signal);
   const events = readPayload(() => reader.readEvents(headers, body));
+  // A review may be both: a comment for Errand, and an approval the watch looks at.
+  const signal = readPayload(() => reader.readSignal(headers, body));
+  const watched = signal ? await takeSignal(ctx, project, signal) : undefined;
   const first = events[0];
   if (!first) {
+    if (watched) return watched;
     log.debug({ forge }, 'forge delivery ignored: an event Errand does not read');
     return { outcome: 'ignored', events: 0 };
   }

@@ -7,7 +7,7 @@ import { inspect } from 'node:util';
 import { type FakeGitea, startFakeGitea } from '../../../test/support/fake-gitea.ts';
 import { type CheckResult, ForgeError } from '../types.ts';
 import { provider } from './index.ts';
-import { checkState, tailBytes } from './pull-requests.ts';
+import { checkState } from './pull-requests.ts';
 
 const TOKEN = '0123456789abcdef0123456789abcdef01234567';
 const REPO = 'acme/widgets';
@@ -228,19 +228,6 @@ describe('Gitea: checks and their logs', () => {
     assert.equal(await gt.checkLog({ ...check, summary: null, url: null }, 100), '');
     // It asks Gitea nothing: there is no log to fetch.
     assert.equal(fake.requests.length, 0);
-  });
-
-  it('tailBytes: at most maxBytes UTF-8 bytes, from a line start, never half a character', () => {
-    assert.equal(tailBytes('one\ntwo\nthree', 100), 'one\ntwo\nthree');
-    assert.equal(tailBytes('one\ntwo\nthree', 9), 'two\nthree');
-    assert.equal(tailBytes('one\ntwo\nthree', 6), 'three');
-    assert.equal(tailBytes('one\ntwo\nthree', 0), '');
-    // The last line alone is too long: its end, from a character boundary.
-    const long = `a\n${'é'.repeat(10)}`;
-    const tail = tailBytes(long, 7);
-    assert.ok(Buffer.byteLength(tail) <= 7);
-    assert.equal(tail, 'ééé');
-    assert.ok(Buffer.byteLength(tailBytes('ü'.repeat(1000), 301)) <= 301);
   });
 });
 

@@ -6,6 +6,7 @@
 
 import { z } from 'zod';
 import type { ForgeHttp } from '../http.ts';
+import { textTail } from '../log-tail.ts';
 import type {
   CheckResult,
   CheckState,
@@ -220,7 +221,7 @@ async function checkLog(check: CheckResult, maxBytes: number): Promise<string> {
   const lines = [check.summary, check.url ? `Details: ${check.url}` : null].filter(
     (line): line is string => line !== null && line !== '',
   );
-  return tailBytes(lines.join('\n'), maxBytes);
+  return textTail(lines.join('\n'), maxBytes);
 }
 
 /** Every item of a paged list, bounded; Gitea pages with `page`/`limit` and `X-Total-Count`. */
@@ -297,26 +298,4 @@ function absoluteUrl(target: string | null | undefined, origin: string): string 
 /** What Gitea said, as the ForgeError's message quotes it, or undefined. */
 function giteaSaid(message: string): string | undefined {
   return /Gitea said: "(.*)"$/s.exec(message)?.[1]?.trim() || undefined;
-}
-
-/**
- * At most `maxBytes` UTF-8 bytes of the end of `text`, starting at a line start; when the last
- * line alone is longer, its end from a character boundary.
- */
-export function tailBytes(text: string, maxBytes: number): string {
-  if (maxBytes <= 0) return '';
-  const bytes = Buffer.from(text, 'utf8');
-  if (bytes.length <= maxBytes) return text;
-  let start = bytes.length - maxBytes;
-  // The byte before the window is a newline: the window starts a line already.
-  if (bytes[start - 1] !== 0x0a) {
-    const newline = bytes.indexOf(0x0a, start);
-    if (newline >= 0 && newline + 1 < bytes.length) {
-      start = newline + 1;
-    } else {
-      // Continuation bytes (10xxxxxx) are the middle of a character.
-      while (start < bytes.length && ((bytes[start] ?? 0) & 0xc0) === 0x80) start++;
-    }
-  }
-  return bytes.subarray(start).toString('utf8');
 }

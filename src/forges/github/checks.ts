@@ -4,10 +4,10 @@
 // read from the storage GitHub redirects to without handing the storage the token.
 
 import { z } from 'zod';
+import { byteLength, streamTail, textTail } from '../log-tail.ts';
 import type { CheckResult, CheckState, ForgeClient } from '../types.ts';
 import { ForgeError } from '../types.ts';
 import type { GitHubApi } from './api.ts';
-import { byteLength, streamTail, textTail } from './log-tail.ts';
 
 // Only the fields Errand reads; GitHub's objects carry dozens more.
 const checkRunSchema = z.object({

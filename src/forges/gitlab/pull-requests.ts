@@ -5,6 +5,7 @@
 
 import { z } from 'zod';
 import { createForgeHttp, errorDetail, type ForgeHttp, type ForgeHttpOptions } from '../http.ts';
+import { streamTail, textTail } from '../log-tail.ts';
 import type {
   CheckResult,
   CheckState,
@@ -13,7 +14,7 @@ import type {
   MergeOutcome,
   PullRequestStatus,
 } from '../types.ts';
-import { plainTrace, readTail, tailOfText } from './log-tail.ts';
+import { plainTrace } from './trace.ts';
 
 type WatchMethods = Pick<
   ForgeClient,
@@ -170,7 +171,7 @@ export function gitlabPullRequestWatch(
   ): Promise<string> {
     // A status other systems post has no log on GitLab: what it said, and where to look.
     if (!/^\d+$/.test(check.id)) {
-      return tailOfText([check.summary, check.url].filter(Boolean).join('\n'), maxBytes);
+      return textTail([check.summary, check.url].filter(Boolean).join('\n'), maxBytes);
     }
     const traceHttp = createForgeHttp({
       ...httpOptions,
@@ -397,7 +398,7 @@ function tailingFetch(fetch: typeof globalThis.fetch, maxBytes: number): typeof 
     headers.set('accept', 'text/plain');
     const response = await fetch(input, { ...init, headers });
     if (response.status < 200 || response.status >= 300) return response;
-    const tail = await readTail(response.body, maxBytes);
+    const tail = await streamTail(response.body, maxBytes);
     return Response.json({ trace: plainTrace(tail) });
   };
 }
