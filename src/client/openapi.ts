@@ -1342,6 +1342,25 @@ export interface paths {
              * @enum {string}
              */
             engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+            /** @description How many turns in a row Errand queues to fix a pull request's failing checks (0 to 10; 0: none). A green run starts the count again; the job's budget applies. Default 2. */
+            autofixAttempts?: number;
+            /** @description Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default. At most 50, each 1 to 200 characters. */
+            autofixChecks?: string[] | null;
+            /**
+             * @description Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge's approval rules are met). It uses the forge's merge API and never bypasses branch protection.
+             * @enum {string}
+             */
+            autoMerge?: 'off' | 'green' | 'green-and-approved';
+            /**
+             * @description How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project's own setting.
+             * @enum {string}
+             */
+            mergeMethod?: 'merge' | 'squash' | 'rebase';
+            /**
+             * @description How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).
+             * @enum {string}
+             */
+            conflictStrategy?: 'merge' | 'rebase';
           };
         };
       };
@@ -1524,6 +1543,25 @@ export interface paths {
              * @enum {string}
              */
             engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+            /** @description How many turns in a row Errand queues to fix a pull request's failing checks (0 to 10; 0: none). A green run starts the count again; the job's budget applies. Default 2. */
+            autofixAttempts?: number;
+            /** @description Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default. At most 50, each 1 to 200 characters. */
+            autofixChecks?: string[] | null;
+            /**
+             * @description Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge's approval rules are met). It uses the forge's merge API and never bypasses branch protection.
+             * @enum {string}
+             */
+            autoMerge?: 'off' | 'green' | 'green-and-approved';
+            /**
+             * @description How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project's own setting.
+             * @enum {string}
+             */
+            mergeMethod?: 'merge' | 'squash' | 'rebase';
+            /**
+             * @description How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).
+             * @enum {string}
+             */
+            conflictStrategy?: 'merge' | 'rebase';
           };
         };
       };
@@ -3817,6 +3855,47 @@ export interface components {
         | null;
       /** Format: date-time */
       updatedAt: string;
+      /** @description What the forge last said of the job's pull request (state, head, checks) and what Errand's pull request watch does with it; null before Errand first looked, and on a plain git remote. */
+      pr?: {
+        /** @description The pull request number (GitLab: merge request iid). */
+        number: number;
+        /** @description The pull request page. */
+        url: string;
+        /** @enum {string} */
+        state: 'open' | 'closed' | 'merged';
+        /** @description When it was merged; null when it is not. */
+        mergedAt: string | null;
+        /** @description The commit its head branch was at. */
+        headSha: string;
+        /** @description Whether it merges into its base without conflicts; null while the forge works it out. */
+        mergeable: boolean | null;
+        /** @description Whether the forge's approval rules were met. */
+        approved: boolean;
+        /** @description The checks of its head commit that the project's autofixChecks select, at their latest run. */
+        checks: {
+          name: string;
+          /** @enum {string} */
+          state: 'pending' | 'success' | 'failure';
+          url: string | null;
+        }[];
+        /** @description What Errand's pull request watch does with it. */
+        watch: {
+          /**
+           * @description watching: Errand fixes failing checks and conflicts and merges when the project allows; paused: it only follows the pull request (see reason); ended: merged, closed or archived.
+           * @enum {string}
+           */
+          state: 'watching' | 'paused' | 'ended';
+          /** @description Why the watch is paused or ended; null otherwise. */
+          reason: string | null;
+          /** @description Turns queued in a row to fix failing checks; a green run resets it. */
+          autofixes: number;
+        };
+        /**
+         * Format: date-time
+         * @description When Errand last asked the forge.
+         */
+        observedAt: string;
+      } | null;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {
@@ -4041,6 +4120,25 @@ export interface components {
        * @enum {string}
        */
       engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
+      /** @description How many turns in a row Errand queues to fix a pull request's failing checks (0 to 10; 0: none). A green run starts the count again; the job's budget applies. Default 2. */
+      autofixAttempts: number;
+      /** @description Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default. */
+      autofixChecks: string[] | null;
+      /**
+       * @description Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge's approval rules are met). It uses the forge's merge API and never bypasses branch protection.
+       * @enum {string}
+       */
+      autoMerge: 'off' | 'green' | 'green-and-approved';
+      /**
+       * @description How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project's own setting.
+       * @enum {string}
+       */
+      mergeMethod: 'merge' | 'squash' | 'rebase';
+      /**
+       * @description How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).
+       * @enum {string}
+       */
+      conflictStrategy: 'merge' | 'rebase';
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
