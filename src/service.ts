@@ -88,20 +88,7 @@ export async function startService(
   const catalog = new ModelCatalog(
     settings.modelCatalogFile === undefined ? {} : readCatalogFile(settings.modelCatalogFile),
   );
-  const handle: DatabaseHandle = await openDatabase({
-    dataDir: settings.dataDir,
-    databaseUrl: settings.databaseUrl,
-    poolSize: settings.database.poolSize,
-    timeouts: {
-      connectMs: settings.database.connectTimeoutSeconds * 1000,
-      statementMs: settings.database.statementTimeoutSeconds * 1000,
-    },
-    log,
-  });
-  const config = await withSecretKey(settings, handle).catch(async (err: unknown) => {
-    await handle.close();
-    throw err;
-  });
+  const { handle, config } = await openStore(settings, log);
   const metrics = new Metrics();
   metrics.sample(databaseSampler(handle.db, metrics));
   let queue: TurnQueue | undefined;
@@ -180,13 +167,7 @@ export async function startService(
     if (opts.worker) {
       reportSandboxStatus(log, await sandboxStatus());
       // Workspaces live on the machines that run turns; the janitor measures them.
-      metrics.sample(async () => {
-        const usage = workspaceUsage();
-        metrics.workspaceBytes.set({ kind: 'jobs' }, usage.jobsBytes);
-        metrics.workspaceBytes.set({ kind: 'mirrors' }, usage.mirrorsBytes);
-        metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
-        metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
-      });
+      metrics.sample(async () => sampleWorkspaces(metrics));
       janitor = await startWorkspaceJanitor(ctx);
       const { reclaim } = janitor;
       worker = await startWorker(ctx, opts.runner ?? turnPipeline(ctx, url), {
@@ -207,14 +188,14 @@ export async function startService(
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.
+      // The jobs' pull requests are looked after here too: checks, conflicts, merges.
       const publicUrl = config.publicUrl ?? url;
       if (publicUrl) {
         forgeWorker = await startForgeWorker(ctx, publicUrl);
-        // The jobs' pull requests are looked after here: checks, conflicts, merges.
         prWatcher = startPrWatch(ctx, publicUrl);
       } else
         log.warn(
-          'forge events are not worked on, nor pull requests watched, here: ERRAND_PUBLIC_URL is not set',
+          'forge events and pull requests are not worked on here: ERRAND_PUBLIC_URL is not set',
         );
     }
     metricsServer = await startMetricsServer(config, metrics, log);
@@ -227,6 +208,37 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/** The database, and the settings with the secret key it keeps when none is given. */
+async function openStore(
+  settings: Config,
+  log: Logger,
+): Promise<{ handle: DatabaseHandle; config: Config }> {
+  const handle = await openDatabase({
+    dataDir: settings.dataDir,
+    databaseUrl: settings.databaseUrl,
+    poolSize: settings.database.poolSize,
+    timeouts: {
+      connectMs: settings.database.connectTimeoutSeconds * 1000,
+      statementMs: settings.database.statementTimeoutSeconds * 1000,
+    },
+    log,
+  });
+  const config = await withSecretKey(settings, handle).catch(async (err: unknown) => {
+    await handle.close();
+    throw err;
+  });
+  return { handle, config };
+}
+
+/** The sizes of this machine's workspaces, as the metrics show them. */
+function sampleWorkspaces(metrics: Metrics): void {
+  const usage = workspaceUsage();
+  metrics.workspaceBytes.set({ kind: 'jobs' }, usage.jobsBytes);
+  metrics.workspaceBytes.set({ kind: 'mirrors' }, usage.mirrorsBytes);
+  metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
+  metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
 }
 
 /**

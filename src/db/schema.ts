@@ -1,7 +1,6 @@
 // Row types of Errand's tables, as Kysely sees them (no code generation: kept by hand,
 // next to the numbered migrations that define them).
 import type { ColumnType, Generated, Selectable } from 'kysely';
-import type { PrRecord } from '../records/pr.ts';
 
 type Timestamp = ColumnType<Date, Date | string | undefined, Date | string>;
 type Json = ColumnType<unknown, string | undefined, string>;
@@ -97,7 +96,7 @@ interface JobsTable {
   /** Who created the job (an Actor, src/records/actor.ts); null for jobs older than 0027. */
   created_by: ColumnType<Actor | null, string | null | undefined, string | null>;
   /** What the forge last said of its pull request (a PrRecord, src/records/pr.ts); null before. */
-  pr: ColumnType<PrRecord | null, string | null | undefined, string | null>;
+  pr: ColumnType<StoredPr | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
@@ -164,6 +163,23 @@ export interface TurnTrigger {
   /** The forge login of who wrote the comment or added the label. */
   author: string;
   replyTo: Record<string, unknown>;
+}
+
+/**
+ * What the forge last said of a job's pull request (jobs.pr): the job record's `pr`, whose
+ * schema (src/records/pr.ts) checks that it has this shape.
+ */
+export interface StoredPr {
+  number: number;
+  url: string;
+  state: 'open' | 'closed' | 'merged';
+  mergedAt: string | null;
+  headSha: string;
+  mergeable: boolean | null;
+  approved: boolean;
+  checks: { name: string; state: 'pending' | 'success' | 'failure'; url: string | null }[];
+  watch: { state: 'watching' | 'paused' | 'ended'; reason: string | null; autofixes: number };
+  observedAt: string;
 }
 
 /** Why the pull request watch queued a turn: its checks failed, or it conflicts with its base. */

@@ -3,14 +3,15 @@
 // type come from this schema. The pull request watch (src/features/pr-watch/) writes it each time
 // it looks; GET of a job answers it without calling the forge.
 import { z } from 'zod';
+import type { StoredPr } from '../db/schema.ts';
 
 const isoTime = z.iso.datetime({ offset: true });
 
 /** How a check ended, or that it has not (src/forges/types.ts's CheckState). */
-export const CHECK_STATES = Object.freeze(['pending', 'success', 'failure'] as const);
+const CHECK_STATES = Object.freeze(['pending', 'success', 'failure'] as const);
 
 /** What the watch does with the pull request (pr_watches.state). */
-export const WATCH_STATES = Object.freeze(['watching', 'paused', 'ended'] as const);
+const WATCH_STATES = Object.freeze(['watching', 'paused', 'ended'] as const);
 
 export const prRecord = z
   .object({
@@ -57,3 +58,7 @@ export const prRecord = z
   .describe("The job's pull request as its forge last described it to Errand.");
 
 export type PrRecord = z.infer<typeof prRecord>;
+
+// The column's type (src/db/schema.ts) is this schema's shape, both ways: a row's pr is sent as
+// it is (src/jobs/record.ts), and a record is stored as it is (the watch).
+prRecord satisfies z.ZodType<StoredPr>;

@@ -9,7 +9,6 @@ export {
   concludeMerge,
   type Integration,
   integrateBase,
-  mergeInProgress,
   stillConflicted,
 } from './integrate.ts';
 export { engineStateDir } from './layout.ts';

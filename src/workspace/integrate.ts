@@ -139,12 +139,3 @@ export async function concludeMerge(
   );
   return gitOut(cfg, ['rev-parse', 'HEAD'], repo);
 }
-
-/** Whether a merge is under way in the clone (MERGE_HEAD exists). */
-export async function mergeInProgress(cfg: WorkspaceConfig, dir: string): Promise<boolean> {
-  const { code } = await runGit(cfg, ['rev-parse', '-q', '--verify', 'MERGE_HEAD'], {
-    ...repoOptions(dir, undefined),
-    okCodes: [1],
-  });
-  return code === 0;
-}

@@ -6,7 +6,7 @@ import picomatch from 'picomatch';
 import type { CheckResult, PullRequestStatus } from '../../forges/types.ts';
 
 /** The label that makes Errand leave a pull request alone. */
-export const NO_ERRAND_LABEL = 'no-errand';
+const NO_ERRAND_LABEL = 'no-errand';
 
 /** Why the watch leaves a pull request alone while it holds; checked again on every look. */
 export const LEFT_ALONE = {
@@ -31,7 +31,7 @@ export interface WatchMemory {
 }
 
 /** The project's settings of the watch. */
-export interface WatchSettings {
+interface WatchSettings {
   autofixAttempts: number;
   /** Globs of the check names that count; null: every check. */
   autofixChecks: readonly string[] | null;
@@ -86,7 +86,7 @@ function leftAlone(s: Situation): string | undefined {
 }
 
 /** Whether a paused watch waits for a condition that may clear by itself (a label, a push). */
-export function pausedByCondition(reason: string | null): boolean {
+function pausedByCondition(reason: string | null): boolean {
   return reason === LEFT_ALONE.label || reason === LEFT_ALONE.pushed;
 }
 

@@ -256,7 +256,7 @@ async function listAll<T>(
  * counts (a comment changes nothing, a dismissed review is gone); at least one approves and
  * none asks for changes.
  */
-export function isApproved(reviews: readonly z.infer<typeof reviewSchema>[]): boolean {
+function isApproved(reviews: readonly z.infer<typeof reviewSchema>[]): boolean {
   const verdicts = new Map<number, { id: number; approves: boolean }>();
   for (const review of reviews) {
     if (!review.user || review.dismissed) continue;
