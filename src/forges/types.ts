@@ -129,6 +129,8 @@ export interface PullRequestStatus {
   mergeable: boolean | null;
   /** Its labels' names. */
   labels: string[];
+  /** A draft, which the forge merges only once someone marks it ready. */
+  draft: boolean;
   /**
    * Whether the forge's approval rules are met: GitLab's approval rules (`approved`); on GitHub
    * and Gitea, at least one approving review and no review asking for changes that is still

@@ -66,6 +66,15 @@ interface Case {
   ): Promise<WatchFake>;
 }
 
+/** The commit a branch of the served repository `bare` is at, if it has it. */
+function headOf(bare: string, branch: string): string | undefined {
+  try {
+    return git(bare, 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}`);
+  } catch {
+    return undefined;
+  }
+}
+
 const cases: Case[] = [
   {
     forge: 'github',
@@ -154,14 +163,7 @@ for (const c of cases) {
     let projectId: string;
     const webhook = () => `${svc.url}/v2/forges/${projectId}/webhook`;
 
-    /** The commit a branch of the served repository is at. */
-    const head = (branch: string): string | undefined => {
-      try {
-        return git(bare, 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}`);
-      } catch {
-        return undefined;
-      }
-    };
+    const head = (branch: string) => headOf(bare, branch);
 
     /** A commit pushed by a person, on `branch` of the served repository. */
     const pushAsPerson = async (branch: string, files: Record<string, string>) => {
@@ -212,6 +214,8 @@ for (const c of cases) {
           forgeToken: c.token,
           forgeWebhookSecret: SECRET,
           autoMerge: 'green-and-approved',
+          // A draft is merged only once a person marks it ready.
+          draftPullRequests: false,
         },
       });
       assert.equal(project.status, 201, project.text);
@@ -527,7 +531,7 @@ describe('the pull request watch polls a forge that sends no webhooks', () => {
       () => {
         throw new Error('this forge sends no webhooks');
       },
-      (_repo, branch) => git(bare, 'rev-parse', '--verify', '--quiet', `refs/heads/${branch}`),
+      (_repo, branch) => headOf(bare, branch),
     );
     llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
     svc = await startTestService({
@@ -547,6 +551,7 @@ describe('the pull request watch polls a forge that sends no webhooks', () => {
         forge: c.forge,
         forgeUrl: forge.apiUrl,
         forgeToken: c.token,
+        draftPullRequests: false,
       },
     });
     assert.equal(project.status, 201, project.text);

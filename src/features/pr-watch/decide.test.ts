@@ -32,6 +32,7 @@ function situation(over: {
       base: 'main',
       mergeable: true,
       labels: [],
+      draft: false,
       approved: false,
       ...over.status,
     },
@@ -164,33 +165,34 @@ describe('decide', () => {
     );
   });
 
-  test('green merges as the project allows, once per head', () => {
-    assert.deepEqual(decide(situation({})), { act: 'green', merge: false });
-    assert.deepEqual(decide(situation({ settings: { autoMerge: 'green' } })), {
-      act: 'green',
-      merge: true,
-    });
+  test('green merges as the project allows, once per head, never a draft', () => {
+    const no = { act: 'green', merge: false, soon: false };
+    const yes = { act: 'green', merge: true, soon: false };
+    assert.deepEqual(decide(situation({})), no);
+    const green = { settings: { autoMerge: 'green' as const } };
+    assert.deepEqual(decide(situation(green)), yes);
     const approvedToo = { settings: { autoMerge: 'green-and-approved' as const } };
-    assert.deepEqual(decide(situation(approvedToo)), { act: 'green', merge: false });
-    assert.deepEqual(decide(situation({ ...approvedToo, status: { approved: true } })), {
-      act: 'green',
-      merge: true,
-    });
-    assert.deepEqual(
-      decide(situation({ settings: { autoMerge: 'green' }, watch: { mergeSha: HEAD } })),
-      { act: 'green', merge: false },
-    );
+    assert.deepEqual(decide(situation(approvedToo)), no);
+    assert.deepEqual(decide(situation({ ...approvedToo, status: { approved: true } })), yes);
+    assert.deepEqual(decide(situation({ ...green, watch: { mergeSha: HEAD } })), no);
+    assert.deepEqual(decide(situation({ ...green, status: { draft: true } })), no);
   });
 
-  test('no checks yet is no green, and an unknown mergeability is asked again soon', () => {
+  test('no checks yet is no green; green with an unknown mergeability is asked again soon', () => {
     assert.deepEqual(decide(situation({ checks: [], settings: { autoMerge: 'green' } })), {
       act: 'wait',
       soon: false,
     });
     assert.deepEqual(
       decide(situation({ status: { mergeable: null }, settings: { autoMerge: 'green' } })),
-      { act: 'wait', soon: true },
+      { act: 'green', merge: false, soon: true },
     );
+    // Nothing to merge: nothing to ask again.
+    assert.deepEqual(decide(situation({ status: { mergeable: null } })), {
+      act: 'green',
+      merge: false,
+      soon: false,
+    });
   });
 });
 

@@ -65,8 +65,11 @@ export type Decision =
   | { act: 'failed'; failed: CheckResult[]; report: boolean; fix: boolean }
   /** The pull request conflicts with its base: queue a turn that brings the base in. */
   | { act: 'conflict' }
-  /** Everything passed: reset the attempts, and merge when `merge`. */
-  | { act: 'green'; merge: boolean };
+  /**
+   * Everything passed: reset the attempts, and merge when `merge`; `soon` when the project would
+   * merge it but the forge has not said yet whether it merges.
+   */
+  | { act: 'green'; merge: boolean; soon: boolean };
 
 /** The checks that count: those whose names match one of the project's globs, or all. */
 export function wantedChecks(
@@ -135,9 +138,15 @@ export function decide(s: Situation): Decision {
   }
   // No check at all is no green: a forge that has not started the head's checks yet says so.
   if (s.checks.length === 0) return { act: 'wait', soon: false };
-  if (status.mergeable === null) return { act: 'wait', soon: true };
+  // A draft is merged once a person marks it ready, and a head once.
   const allowed =
-    settings.autoMerge === 'green' ||
-    (settings.autoMerge === 'green-and-approved' && status.approved);
-  return { act: 'green', merge: allowed && watch.mergeSha !== status.headSha };
+    !status.draft &&
+    watch.mergeSha !== status.headSha &&
+    (settings.autoMerge === 'green' ||
+      (settings.autoMerge === 'green-and-approved' && status.approved));
+  return {
+    act: 'green',
+    merge: allowed && status.mergeable === true,
+    soon: allowed && status.mergeable === null,
+  };
 }

@@ -192,7 +192,7 @@ export class PrWatch {
         const change: WatchChange = watch.autofixes > 0 ? { autofixes: 0 } : {};
         if (!decision.merge) {
           await this.#record(look, change, []);
-          return { change };
+          return { change, ...(decision.soon ? { afterSeconds: SOON_SECONDS } : {}) };
         }
         return this.#merge(look, change);
       }

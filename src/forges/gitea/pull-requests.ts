@@ -136,6 +136,7 @@ export function giteaWatch({ http, base, repository, origin }: WatchOptions): Gi
       // conflicts: a draft's is unknown; a check in progress cannot be told from a conflict.
       mergeable: state !== 'open' ? null : pr.mergeable ? true : draft ? null : false,
       labels: (pr.labels ?? []).map((label) => label.name),
+      draft,
       approved: isApproved(reviews),
     };
   }

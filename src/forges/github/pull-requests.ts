@@ -15,6 +15,7 @@ const pullStatusSchema = z.object({
   merged_at: z.string().nullable().optional(),
   // Null while GitHub works it out, which reading the pull request starts.
   mergeable: z.boolean().nullable().optional(),
+  draft: z.boolean().optional(),
   labels: z.array(z.object({ name: z.string() })),
   head: z.object({ sha: z.string() }),
   base: z.object({ ref: z.string() }),
@@ -84,6 +85,7 @@ async function pullRequestStatus(
     base: pull.base.ref,
     mergeable: pull.mergeable ?? null,
     labels: pull.labels.map((label) => label.name),
+    draft: pull.draft ?? false,
     approved: approvedBy(given),
   };
 }

@@ -38,6 +38,9 @@ const mergeRequestSchema = z.object({
   sha: z.string().nullable().optional(),
   target_branch: z.string(),
   labels: z.array(labelSchema).optional(),
+  // `draft` since GitLab 13.x; `work_in_progress` before.
+  draft: z.boolean().optional(),
+  work_in_progress: z.boolean().optional(),
   // GitLab 15.6 and later; `merge_status` before (deprecated since).
   detailed_merge_status: z.string().optional(),
   merge_status: z.string().optional(),
@@ -155,6 +158,7 @@ export function gitlabPullRequestWatch(
       base: data.target_branch,
       mergeable: mergeable(data),
       labels: (data.labels ?? []).map((label) => (typeof label === 'string' ? label : label.name)),
+      draft: data.draft ?? data.work_in_progress ?? false,
       // GitLab Free: any approval; Premium and up: every approval rule met.
       approved: approvals.data.approved ?? approvals.data.approvals_left === 0,
     };
