@@ -352,6 +352,7 @@ describe('errand export and import', () => {
         users: 0,
         user_tokens: 0,
         forge_replies: 0,
+        pr_watches: 0,
         forge_refusals: 0,
         forge_events: 0,
         webhook_attempts: 0,

@@ -474,6 +474,39 @@ for (const c of cases) {
       assert.deepEqual(forge.said(labelled.number), []);
     });
 
+    // GitLab says a pull request "needs a rebase" where the project merges fast-forward only.
+    if (c.forge === 'gitlab')
+      test('with conflictStrategy "rebase", a base that moved is rebased onto without the model', async () => {
+        await settings({ conflictStrategy: 'rebase' });
+        try {
+          const job = await jobWithPull('docs/r.md', 'r\n');
+          const base = await pushAsPerson('main', { 'docs/other.md': 'other\n' });
+          forge.setMergeable(job.number, false);
+          const answer = await forge.send({ type: 'push', ref: 'refs/heads/main', after: base });
+          assert.equal(answer.json.outcome, 'watch', answer.text);
+          await waitFor('the need of a rebase to be seen', async () =>
+            (await eventTypes(job.jobId)).includes('pr.conflicted') ? true : undefined,
+          );
+          forge.setMergeable(job.number, true);
+          const done = await untilStatus(svc, projectId, job.jobId, 'completed', {
+            failFast: true,
+          });
+          assert.equal(done.turns, 2);
+          const rebased = head(job.branch) ?? '';
+          assert.notEqual(rebased, job.sha);
+          assert.equal(git(bare, 'rev-parse', `${rebased}^`), base, 'not on the new base');
+          assert.equal(git(bare, 'rev-list', '--count', `${base}..${rebased}`), '1');
+          const events =
+            (await svc.request('GET', `/v2/agent/${projectId}/job/${job.jobId}/events`)).json
+              .events ?? [];
+          const integrated = events.find((e) => e.type === 'base.integrated');
+          assert.match(JSON.stringify(integrated?.data), /"outcome":"rebased"/);
+          await settled(job.jobId, rebased);
+        } finally {
+          await settings({ conflictStrategy: 'merge' });
+        }
+      });
+
     test('a conflict with the base is resolved by a turn that merges the base in', async () => {
       const job = await jobWithPull('README.md', 'The app, as the job wrote it.\n');
       const base = await pushAsPerson('main', { 'README.md': 'The app, as a person wrote it.\n' });
