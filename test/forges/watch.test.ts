@@ -75,6 +75,42 @@ function headOf(bare: string, branch: string): string | undefined {
   }
 }
 
+/** What the three fakes share, by the same names (each forge's own types besides). */
+interface SharedFake {
+  apiUrl: string;
+  sendWebhook(target: string, secret: string, request: ForgeRequest): Promise<RequestAnswer>;
+  setCheck(repo: string, sha: string, check: CheckInput): void;
+  setMergeable(repo: string, number: number, mergeable: boolean | null): void;
+  approve(repo: string, number: number, login: string): void;
+  addPullLabel(repo: string, number: number, label: string): void;
+  merges(): Array<{ number: number; method: string; sha: string }>;
+  assertNoUnexpected(): void;
+  close(): Promise<void>;
+}
+
+/** A fake as the tests drive it; `said` reads Errand's comments on pull request `number`. */
+function watchFake(
+  fake: SharedFake,
+  webhook: () => string,
+  said: (number: number) => string[],
+): WatchFake {
+  return {
+    apiUrl: fake.apiUrl,
+    send: (request) => fake.sendWebhook(webhook(), SECRET, request),
+    setCheck: (sha, check) => fake.setCheck(REPO, sha, check),
+    setMergeable: (number, mergeable) => fake.setMergeable(REPO, number, mergeable),
+    approve: (number) => fake.approve(REPO, number, 'reviewer'),
+    addPullLabel: (number, label) => fake.addPullLabel(REPO, number, label),
+    merges: () => fake.merges(),
+    said,
+    assertNoUnexpected: () => fake.assertNoUnexpected(),
+    close: () => fake.close(),
+  };
+}
+
+/** Errand's token acts as this user on every fake. */
+const byErrand = (c: { author: string; body: string }) => c.author === 'errand-bot';
+
 const cases: Case[] = [
   {
     forge: 'github',
@@ -82,22 +118,12 @@ const cases: Case[] = [
     gitUser: 'x-access-token',
     async start(token, webhook, heads) {
       const fake = await startFakeGitHub({ repos: [REPO], token, heads });
-      return {
-        apiUrl: fake.apiUrl,
-        send: (request) => fake.sendWebhook(webhook(), SECRET, request),
-        setCheck: (sha, check) => fake.setCheck(REPO, sha, check),
-        setMergeable: (number, mergeable) => fake.setMergeable(REPO, number, mergeable),
-        approve: (number) => fake.approve(REPO, number, 'reviewer'),
-        addPullLabel: (number, label) => fake.addPullLabel(REPO, number, label),
-        merges: () => fake.merges(),
-        said: (number) =>
-          fake
-            .comments(REPO)
-            .filter((c) => c.number === number && c.author === 'errand-bot')
-            .map((c) => c.body),
-        assertNoUnexpected: () => fake.assertNoUnexpected(),
-        close: () => fake.close(),
-      };
+      return watchFake(fake, webhook, (number) =>
+        fake
+          .comments(REPO)
+          .filter((c) => c.number === number && byErrand(c))
+          .map((c) => c.body),
+      );
     },
   },
   {
@@ -106,23 +132,12 @@ const cases: Case[] = [
     gitUser: 'oauth2',
     async start(token, webhook, heads) {
       const fake = await startFakeGitLab({ token, projects: [REPO], heads });
-      return {
-        apiUrl: fake.apiUrl,
-        send: (request) => fake.sendWebhook(webhook(), SECRET, request),
-        setCheck: (sha, check) => fake.setCheck(REPO, sha, check),
-        setMergeable: (number, mergeable) => fake.setMergeable(REPO, number, mergeable),
-        approve: (number) => fake.approve(REPO, number, 'reviewer'),
-        addPullLabel: (number, label) => fake.addPullLabel(REPO, number, label),
-        merges: () => fake.merges(),
-        said: (number) =>
-          fake
-            .notes(REPO)
-            .filter((n) => n.on === 'merge_request' && n.iid === number)
-            .filter((n) => n.author === 'errand-bot')
-            .map((n) => n.body),
-        assertNoUnexpected: () => fake.assertNoUnexpected(),
-        close: () => fake.close(),
-      };
+      return watchFake(fake, webhook, (number) =>
+        fake
+          .notes(REPO)
+          .filter((n) => n.on === 'merge_request' && n.iid === number && byErrand(n))
+          .map((n) => n.body),
+      );
     },
   },
   {
@@ -131,22 +146,12 @@ const cases: Case[] = [
     gitUser: 'errand',
     async start(token, webhook, heads) {
       const fake = await startFakeGitea({ token, repos: [REPO], heads });
-      return {
-        apiUrl: fake.apiUrl,
-        send: (request) => fake.sendWebhook(webhook(), SECRET, request),
-        setCheck: (sha, check) => fake.setCheck(REPO, sha, check),
-        setMergeable: (number, mergeable) => fake.setMergeable(REPO, number, mergeable),
-        approve: (number) => fake.approve(REPO, number, 'reviewer'),
-        addPullLabel: (number, label) => fake.addPullLabel(REPO, number, label),
-        merges: () => fake.merges(),
-        said: (number) =>
-          fake
-            .comments(REPO)
-            .filter((c) => c.number === number && c.author === 'errand-bot')
-            .map((c) => c.body),
-        assertNoUnexpected: () => fake.assertNoUnexpected(),
-        close: () => fake.close(),
-      };
+      return watchFake(fake, webhook, (number) =>
+        fake
+          .comments(REPO)
+          .filter((c) => c.number === number && byErrand(c))
+          .map((c) => c.body),
+      );
     },
   },
 ];

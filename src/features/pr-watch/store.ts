@@ -107,36 +107,48 @@ export async function saveNow(db: Db, jobId: string, change: WatchChange): Promi
 export async function nudge(db: Db, projectId: string, signal: ForgeSignal): Promise<string[]> {
   const { numbers, branches, sha } = signal;
   if (numbers.length === 0 && branches.length === 0 && sha === null) return [];
-  const rows = await db
-    .updateTable('pr_watches')
-    .set({ nudged_at: sql`now()`, next_at: sql`now()` })
-    .from('jobs')
-    .whereRef('jobs.id', '=', 'pr_watches.job_id')
-    .where('jobs.project_id', '=', projectId)
-    .where('pr_watches.state', '<>', 'ended')
+  const jobs = await db
+    .selectFrom('jobs')
+    .select('id')
+    .where('project_id', '=', projectId)
     .where((eb) =>
       eb.or([
-        ...(numbers.length > 0 ? [eb('jobs.pr_number', 'in', numbers)] : []),
-        ...(branches.length > 0 ? [eb('jobs.branch', 'in', branches)] : []),
-        ...(sha !== null ? [eb(sql<string>`jobs.pr->>'headSha'`, '=', sha)] : []),
+        ...(numbers.length > 0 ? [eb('pr_number', 'in', numbers)] : []),
+        ...(branches.length > 0 ? [eb('branch', 'in', branches)] : []),
+        ...(sha !== null ? [eb(sql<string>`pr->>'headSha'`, '=', sha)] : []),
       ]),
     )
-    .returning('pr_watches.job_id')
     .execute();
-  return rows.map((row) => row.job_id);
+  return wake(
+    db,
+    jobs.map((job) => job.id),
+  );
 }
 
 /** Wakes the watches of the project's jobs whose base is `branch` (it moved). */
 export async function nudgeBase(db: Db, projectId: string, branch: string): Promise<string[]> {
+  const jobs = await db
+    .selectFrom('jobs')
+    .select('id')
+    .where('project_id', '=', projectId)
+    .where('ref', 'in', [branch, `refs/heads/${branch}`])
+    .where('pr_number', 'is not', null)
+    .execute();
+  return wake(
+    db,
+    jobs.map((job) => job.id),
+  );
+}
+
+/** Makes the watches of these jobs due now, unless they ended; returns those it woke. */
+async function wake(db: Db, jobIds: readonly string[]): Promise<string[]> {
+  if (jobIds.length === 0) return [];
   const rows = await db
     .updateTable('pr_watches')
     .set({ nudged_at: sql`now()`, next_at: sql`now()` })
-    .from('jobs')
-    .whereRef('jobs.id', '=', 'pr_watches.job_id')
-    .where('jobs.project_id', '=', projectId)
-    .where('pr_watches.state', '<>', 'ended')
-    .where('jobs.ref', 'in', [branch, `refs/heads/${branch}`])
-    .returning('pr_watches.job_id')
+    .where('job_id', 'in', jobIds)
+    .where('state', '<>', 'ended')
+    .returning('job_id')
     .execute();
   return rows.map((row) => row.job_id);
 }

@@ -4,14 +4,9 @@
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { type FakeGitHub, startFakeGitHub } from '../../../test/support/fake-github.ts';
+import type { FakeGitHub } from '../../../test/support/fake-github.ts';
+import { HEAD, OTHER, startWithPull, TOKEN } from '../../../test/support/github-pull.ts';
 import { type CheckResult, type ForgeClient, ForgeError } from '../types.ts';
-import { provider } from './index.ts';
-
-const token = 'ghp_prwatch000000000000000000000000000000';
-const repository = 'https://github.com/octo/hello.git';
-const HEAD = '1111111111111111111111111111111111111111';
-const OTHER = '2222222222222222222222222222222222222222';
 
 let gh: FakeGitHub | undefined;
 afterEach(async () => {
@@ -24,22 +19,9 @@ afterEach(async () => {
 async function start(
   options: { enterprise?: boolean } = {},
 ): Promise<{ gh: FakeGitHub; client: ForgeClient }> {
-  const fake = await startFakeGitHub({
-    repos: ['octo/hello'],
-    token,
-    heads: (repo, branch) => (repo === 'octo/hello' && branch === 'errand/job' ? HEAD : undefined),
-    ...options,
-  });
-  gh = fake;
-  const client = provider.create({ apiUrl: fake.apiUrl, repository, credentials: { token } });
-  await client.createPullRequest({
-    head: 'errand/job',
-    base: 'main',
-    title: 'Errand job',
-    body: 'What the agent did.',
-    draft: false,
-  });
-  return { gh: fake, client };
+  const started = await startWithPull(options);
+  gh = started.gh;
+  return started;
 }
 
 describe('checks', () => {
@@ -132,7 +114,7 @@ describe('check logs', () => {
         (r) => r.operation === 'actions/download-job-logs-for-workflow-run',
       );
       assert.equal(download?.status, 302);
-      assert.equal(download?.headers.authorization, `token ${token}`);
+      assert.equal(download?.headers.authorization, `token ${TOKEN}`);
       const storage = gh.requests.find((r) => r.path.startsWith('/_storage/'));
       assert.equal(storage?.status, 200);
       assert.equal(storage?.headers.authorization, undefined, 'the token stays with the API');

@@ -3,14 +3,9 @@
 
 import assert from 'node:assert/strict';
 import { afterEach, describe, test } from 'node:test';
-import { type FakeGitHub, startFakeGitHub } from '../../../test/support/fake-github.ts';
+import type { FakeGitHub } from '../../../test/support/fake-github.ts';
+import { HEAD, OTHER, startWithPull, TOKEN } from '../../../test/support/github-pull.ts';
 import { type ForgeClient, ForgeError } from '../types.ts';
-import { provider } from './index.ts';
-
-const token = 'ghp_prwatch000000000000000000000000000000';
-const repository = 'https://github.com/octo/hello.git';
-const HEAD = '1111111111111111111111111111111111111111';
-const OTHER = '2222222222222222222222222222222222222222';
 
 let gh: FakeGitHub | undefined;
 afterEach(async () => {
@@ -23,22 +18,9 @@ afterEach(async () => {
 async function start(
   options: { enterprise?: boolean } = {},
 ): Promise<{ gh: FakeGitHub; client: ForgeClient }> {
-  const fake = await startFakeGitHub({
-    repos: ['octo/hello'],
-    token,
-    heads: (repo, branch) => (repo === 'octo/hello' && branch === 'errand/job' ? HEAD : undefined),
-    ...options,
-  });
-  gh = fake;
-  const client = provider.create({ apiUrl: fake.apiUrl, repository, credentials: { token } });
-  await client.createPullRequest({
-    head: 'errand/job',
-    base: 'main',
-    title: 'Errand job',
-    body: 'What the agent did.',
-    draft: false,
-  });
-  return { gh: fake, client };
+  const started = await startWithPull(options);
+  gh = started.gh;
+  return started;
 }
 
 describe('pull request status', () => {
@@ -54,6 +36,7 @@ describe('pull request status', () => {
       base: 'main',
       mergeable: true,
       labels: [],
+      draft: false,
       approved: false,
     });
     gh.setMergeable('octo/hello', 1, null);
@@ -162,7 +145,7 @@ describe('merge', () => {
     gh.failNext(403);
     await assert.rejects(
       client.mergePullRequest(1, { method: 'merge', sha: HEAD }),
-      (err: unknown) => err instanceof ForgeError && !err.transient && !err.message.includes(token),
+      (err: unknown) => err instanceof ForgeError && !err.transient && !err.message.includes(TOKEN),
     );
     assert.deepEqual(gh.merges(), []);
   });
