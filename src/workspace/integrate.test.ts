@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { git, makeOrigin, makeTempDir, removeDir, testConfig } from '../../test/support/git.ts';
@@ -127,4 +127,22 @@ test('a rebase that stops on a conflict is undone and the base merged instead', 
   assert.match(result.note ?? '', /rebase onto main stopped on a conflict/);
   assert.equal(git(co.dir, 'rev-parse', 'HEAD'), co.headCommit);
   assert.equal(git(co.dir, 'rev-parse', 'MERGE_HEAD'), co.baseCommit);
+});
+
+test('a conflicted file the agent made a link out of the tree is not read', async () => {
+  const { cfg, co } = await moved({ 'src/app.txt': 'one\nTWO by a person\nthree\n' });
+  const result = await integrateBase(cfg, {
+    dir: co.dir,
+    base: co.baseCommit,
+    baseName: 'main',
+    strategy: 'merge',
+    message,
+  });
+  assert.deepEqual(result.paths, ['src/app.txt']);
+  // A file outside with a marker in it: through the link, it would read as unresolved.
+  const outside = join(root, `outside-${counter}.txt`);
+  await writeFile(outside, '<<<<<<< HEAD\nsecret\n');
+  await rm(join(co.dir, 'src/app.txt'));
+  await symlink(outside, join(co.dir, 'src/app.txt'));
+  assert.deepEqual(await stillConflicted(co.dir, result.paths), []);
 });

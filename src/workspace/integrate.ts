@@ -2,8 +2,9 @@
 // the pull request conflicts with its base: a merge of the base (or a rebase onto it, the
 // project's conflictStrategy) under Errand's identity. What git cannot resolve is left in the
 // tree with its conflict markers, for the agent, and concluded after it (concludeMerge).
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { constants } from 'node:fs';
+import { open, realpath } from 'node:fs/promises';
+import { join, sep } from 'node:path';
 import { identityEnv } from './commit.ts';
 import { invalidInput } from './errors.ts';
 import { type GitRunOptions, gitOut, runGit } from './git.ts';
@@ -112,14 +113,34 @@ async function unmergedPaths(cfg: WorkspaceConfig, repo: GitRunOptions): Promise
 /** A line git writes to open or close a conflict. */
 const MARKER = /^(<{7}|>{7})( |$)/m;
 
-/** Of `paths`, those that still hold a conflict marker (the agent left them unresolved). */
+/**
+ * Of `paths`, those that still hold a conflict marker (the agent left them unresolved). The
+ * tree is the agent's: a path that leads out of it through a link is not read (the agent may
+ * have made any file a link), nor one that is gone; the commit that follows records them as
+ * they are.
+ */
 export async function stillConflicted(dir: string, paths: readonly string[]): Promise<string[]> {
+  const root = await realpath(dir);
   const left: string[] = [];
   for (const path of paths) {
-    const text = await readFile(join(dir, path), 'utf8').catch(() => '');
-    if (MARKER.test(text)) left.push(path);
+    const text = await readInside(root, path);
+    if (text !== undefined && MARKER.test(text)) left.push(path);
   }
   return left;
+}
+
+/** A file's text when it is a file inside `root` reached without a link; else undefined. */
+async function readInside(root: string, path: string): Promise<string | undefined> {
+  const full = join(root, path);
+  const real = await realpath(full).catch(() => undefined);
+  if (real !== full || !real.startsWith(`${root}${sep}`)) return undefined;
+  const file = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW).catch(() => undefined);
+  if (!file) return undefined;
+  try {
+    return (await file.stat()).isFile() ? await file.readFile('utf8') : undefined;
+  } finally {
+    await file.close();
+  }
 }
 
 /**

@@ -479,6 +479,35 @@ for (const c of cases) {
       assert.deepEqual(forge.said(labelled.number), []);
     });
 
+    // The pull request's state comes from the forge's API; GitHub's fake changes it with the delivery.
+    if (c.forge === 'github')
+      test('a pull request closed is said once and no longer watched; opened again, it is', async () => {
+        const job = await jobWithPull('docs/closed.md', 'c\n');
+        const closed = await forge.send({
+          type: 'pull-request',
+          pull: job.number,
+          action: 'closed',
+        });
+        assert.equal(closed.json.outcome, 'watch', closed.text);
+        const ended = await waitFor('the watch to end', async () => {
+          const record = await getJob(job.jobId);
+          return record.pr?.state === 'closed' ? record : undefined;
+        });
+        assert.equal(ended.pr?.watch.state, 'ended');
+        const before = ended.pr?.observedAt;
+        const again = await forge.send({
+          type: 'pull-request',
+          pull: job.number,
+          action: 'reopened',
+        });
+        assert.equal(again.json.outcome, 'watch', again.text);
+        const reopened = await lookedAfter(job.jobId, before);
+        assert.equal(reopened.pr?.state, 'open');
+        assert.equal(reopened.pr?.watch.state, 'watching');
+        const types = await eventTypes(job.jobId);
+        assert.equal(types.filter((t) => t === 'pr.closed').length, 1, types.join());
+      });
+
     // GitLab says a pull request "needs a rebase" where the project merges fast-forward only.
     if (c.forge === 'gitlab')
       test('with conflictStrategy "rebase", a base that moved is rebased onto without the model', async () => {

@@ -122,6 +122,8 @@ export async function nudge(db: Db, projectId: string, signal: ForgeSignal): Pro
   return wake(
     db,
     jobs.map((job) => job.id),
+    // A pull request closed and opened again is watched again.
+    signal.kind === 'pull-request',
   );
 }
 
@@ -140,18 +142,36 @@ export async function nudgeBase(db: Db, projectId: string, branch: string): Prom
   );
 }
 
-/** Makes the watches of these jobs due now, unless they ended; returns those it woke. */
-async function wake(db: Db, jobIds: readonly string[]): Promise<string[]> {
+/**
+ * Makes the watches of these jobs due now, unless they ended; returns those it woke. With
+ * `closed`, a watch that ended because its pull request was closed watches again: the look that
+ * follows ends it again, saying nothing, if it is still closed.
+ */
+async function wake(db: Db, jobIds: readonly string[], closed = false): Promise<string[]> {
   if (jobIds.length === 0) return [];
   const rows = await db
     .updateTable('pr_watches')
-    .set({ nudged_at: sql`now()`, next_at: sql`now()` })
+    .set({
+      nudged_at: sql`now()`,
+      next_at: sql`now()`,
+      ...(closed
+        ? {
+            state: sql`CASE WHEN state = 'ended' THEN 'watching' ELSE state END`,
+            reason: sql`CASE WHEN state = 'ended' THEN NULL ELSE reason END`,
+          }
+        : {}),
+    })
     .where('job_id', 'in', jobIds)
-    .where('state', '<>', 'ended')
+    .where((eb) =>
+      eb.or([eb('state', '<>', 'ended'), ...(closed ? [eb('reason', '=', CLOSED_REASON)] : [])]),
+    )
     .returning('job_id')
     .execute();
   return rows.map((row) => row.job_id);
 }
+
+/** Why a watch ended whose pull request was closed without being merged. */
+export const CLOSED_REASON = 'the pull request was closed';
 
 /**
  * The watch as a hook of the job core's transitions: a turn's end makes the job's watch (once

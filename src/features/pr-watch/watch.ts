@@ -21,7 +21,7 @@ import { scrubSecrets } from '../../secrets/scrub.ts';
 import { secretScrubForms } from '../../turns/secrets.ts';
 import { type Decision, decide, type WatchMemory, wantedChecks } from './decide.ts';
 import type { ClaimedWatch, WatchChange } from './store.ts';
-import { saveNow } from './store.ts';
+import { CLOSED_REASON, saveNow } from './store.ts';
 import {
   autofixPrompt,
   CHECKS_WITH_LOGS,
@@ -146,7 +146,7 @@ export class PrWatch {
         const merged = decision.state === 'merged';
         const change: WatchChange = {
           state: 'ended',
-          reason: `the pull request was ${merged ? 'merged' : 'closed'}`,
+          reason: merged ? 'the pull request was merged' : CLOSED_REASON,
         };
         // Said once: a record that already says so was said before.
         const told = look.job.pr?.state === decision.state;
