@@ -117,11 +117,11 @@ export interface paths {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; watch: a check, a pipeline, a pull request's change or a push of a base that concerns pull requests Errand watches, which it looks at now; ignored: a ping, a push that asks for nothing, or an event Errand has no use for.
                * @enum {string}
                */
-              outcome: 'queued' | 'duplicate' | 'build' | 'ignored';
-              /** @description How many events were queued. */
+              outcome: 'queued' | 'duplicate' | 'build' | 'watch' | 'ignored';
+              /** @description How many events were queued; for watch, how many watched pull requests it names. */
               events: number;
             };
           };
@@ -131,11 +131,11 @@ export interface paths {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; watch: a check, a pipeline, a pull request's change or a push of a base that concerns pull requests Errand watches, which it looks at now; ignored: a ping, a push that asks for nothing, or an event Errand has no use for.
                * @enum {string}
                */
-              outcome: 'queued' | 'duplicate' | 'build' | 'ignored';
-              /** @description How many events were queued. */
+              outcome: 'queued' | 'duplicate' | 'build' | 'watch' | 'ignored';
+              /** @description How many events were queued; for watch, how many watched pull requests it names. */
               events: number;
             };
           };
@@ -766,6 +766,26 @@ export interface paths {
                     /** @description The turn it belongs to; null for the job itself. */
                     turn: number | null;
                     /** @enum {string} */
+                    type: 'base.integrated';
+                    data: {
+                      base: string;
+                      /** @enum {string} */
+                      strategy: 'merge' | 'rebase';
+                      /** @enum {string} */
+                      outcome: 'up-to-date' | 'merged' | 'rebased' | 'conflicted';
+                      paths: string[];
+                      note: string | null;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
                     type: 'sandbox.unavailable';
                     data: {
                       reason: string;
@@ -1166,6 +1186,119 @@ export interface paths {
                       forge: string;
                       number: number;
                       url: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'checks.failed';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string;
+                      checks: {
+                        name: string;
+                        url: string | null;
+                      }[];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'autofix.queued';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string;
+                      attempt: number;
+                      attempts: number;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.conflicted';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string;
+                      base: string;
+                      /** @enum {string} */
+                      strategy: 'merge' | 'rebase';
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.merged';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string | null;
+                      mergedAt: string | null;
+                      byErrand: boolean;
+                      method: ('merge' | 'squash' | 'rebase') | null;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.closed';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.watch_paused';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      reason: string;
                       [key: string]: unknown;
                     };
                     /** Format: date-time */
@@ -2196,6 +2329,12 @@ export interface paths {
               | 'turn.finished'
               | 'turn.failed'
               | 'pull_request.opened'
+              | 'checks.failed'
+              | 'autofix.queued'
+              | 'pr.conflicted'
+              | 'pr.merged'
+              | 'pr.closed'
+              | 'pr.watch_paused'
               | 'network.denied'
             )[];
             /** @description A note to recognise the endpoint by (null clears it). */
@@ -2224,6 +2363,12 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'checks.failed'
+                | 'autofix.queued'
+                | 'pr.conflicted'
+                | 'pr.merged'
+                | 'pr.closed'
+                | 'pr.watch_paused'
                 | 'network.denied'
               )[];
               description: string | null;
@@ -2407,6 +2552,12 @@ export interface paths {
               | 'turn.finished'
               | 'turn.failed'
               | 'pull_request.opened'
+              | 'checks.failed'
+              | 'autofix.queued'
+              | 'pr.conflicted'
+              | 'pr.merged'
+              | 'pr.closed'
+              | 'pr.watch_paused'
               | 'network.denied'
             )[];
             /** @description A note to recognise the endpoint by (null clears it). */
@@ -2513,6 +2664,12 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'checks.failed'
+                | 'autofix.queued'
+                | 'pr.conflicted'
+                | 'pr.merged'
+                | 'pr.closed'
+                | 'pr.watch_paused'
                 | 'network.denied'
               )[];
               description: string | null;
@@ -2616,6 +2773,12 @@ export interface paths {
                   | 'turn.finished'
                   | 'turn.failed'
                   | 'pull_request.opened'
+                  | 'checks.failed'
+                  | 'autofix.queued'
+                  | 'pr.conflicted'
+                  | 'pr.merged'
+                  | 'pr.closed'
+                  | 'pr.watch_paused'
                   | 'network.denied';
                 /** @enum {string} */
                 state: 'pending' | 'delivered' | 'failed';
@@ -2709,6 +2872,12 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'checks.failed'
+                | 'autofix.queued'
+                | 'pr.conflicted'
+                | 'pr.merged'
+                | 'pr.closed'
+                | 'pr.watch_paused'
                 | 'network.denied';
               /** @enum {string} */
               state: 'pending' | 'delivered' | 'failed';
@@ -3170,6 +3339,7 @@ export interface paths {
             | 'job.create'
             | 'job.message'
             | 'job.archive'
+            | 'job.merge'
             | 'project.create'
             | 'project.update'
             | 'project.delete'
@@ -3714,6 +3884,323 @@ export interface webhooks {
       };
     };
   };
+  'checks.failed': {
+    /**
+     * checks.failed
+     * @description Checks of the pull request's head commit failed (once per head): their names and pages. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'checks.failed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description Checks of the pull request's head commit failed (once per head): their names and pages. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'checks.failed';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string;
+                  checks: {
+                    name: string;
+                    url: string | null;
+                  }[];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'autofix.queued': {
+    /**
+     * autofix.queued
+     * @description Errand queued a turn to fix the failing checks: the turn, and which attempt of how many in a row. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'autofix.queued';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description Errand queued a turn to fix the failing checks: the turn, and which attempt of how many in a row. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'autofix.queued';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string;
+                  attempt: number;
+                  attempts: number;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.conflicted': {
+    /**
+     * pr.conflicted
+     * @description The pull request no longer merges into its base: Errand queued a turn that brings the base in. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.conflicted';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The pull request no longer merges into its base: Errand queued a turn that brings the base in. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.conflicted';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string;
+                  base: string;
+                  /** @enum {string} */
+                  strategy: 'merge' | 'rebase';
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.merged': {
+    /**
+     * pr.merged
+     * @description The pull request was merged: by Errand (`byErrand`, with the project's merge method) or on the forge. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.merged';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The pull request was merged: by Errand (`byErrand`, with the project's merge method) or on the forge. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.merged';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string | null;
+                  mergedAt: string | null;
+                  byErrand: boolean;
+                  method: ('merge' | 'squash' | 'rebase') | null;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.closed': {
+    /**
+     * pr.closed
+     * @description The pull request was closed without being merged. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.closed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The pull request was closed without being merged. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.closed';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.watch_paused': {
+    /**
+     * pr.watch_paused
+     * @description Errand stopped acting on the pull request (it keeps following it): the attempts or the budget ran out, a conflict it could not resolve, a person's push, the no-errand label. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.watch_paused';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description Errand stopped acting on the pull request (it keeps following it): the attempts or the budget ran out, a conflict it could not resolve, a person's push, the no-errand label. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.watch_paused';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  reason: string;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
   'network.denied': {
     /**
      * network.denied
@@ -3945,6 +4432,7 @@ export interface components {
         | 'job.create'
         | 'job.message'
         | 'job.archive'
+        | 'job.merge'
         | 'project.create'
         | 'project.update'
         | 'project.delete'
@@ -4209,6 +4697,12 @@ export interface components {
         | 'turn.finished'
         | 'turn.failed'
         | 'pull_request.opened'
+        | 'checks.failed'
+        | 'autofix.queued'
+        | 'pr.conflicted'
+        | 'pr.merged'
+        | 'pr.closed'
+        | 'pr.watch_paused'
         | 'network.denied'
       )[];
       description: string | null;

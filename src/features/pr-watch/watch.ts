@@ -4,16 +4,14 @@
 // say why in the thread. Events and the record are written in one transaction; the turns are
 // accepted by the same service function as the API's follow-ups, so budgets, rate limits and
 // archived jobs apply alike.
-import { audit, type Who } from '../../audit/audit.ts';
+import type { Who } from '../../audit/audit.ts';
 import type { JobRow, ProjectRow } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
-import type { EventData } from '../../events/catalog.ts';
 import type { ProjectForgeClient } from '../../forges/clients.ts';
 import type { CheckResult, ForgeClient, PullRequestStatus } from '../../forges/types.ts';
 import type { JobsContext } from '../../jobs/context.ts';
+import { type PullRequestEvent, recordPullRequest } from '../../jobs/pull-request.ts';
 import { sendMessage } from '../../jobs/service.ts';
-import { inTransition, lockJob } from '../../jobs/transaction.ts';
-import type { Transition } from '../../jobs/transitions.ts';
 import type { Logger } from '../../log.ts';
 import { turnSecrets } from '../../projects/secrets.ts';
 import type { PrRecord } from '../../records/pr.ts';
@@ -67,18 +65,6 @@ interface Look {
   checks: CheckResult[];
   watch: WatchMemory;
 }
-
-/** An event the look records, with the turn it concerns. */
-type WatchEvent = {
-  [T in WatchEventType]: { type: T; data: EventData<T>; turn?: number };
-}[WatchEventType];
-type WatchEventType =
-  | 'checks.failed'
-  | 'autofix.queued'
-  | 'pr.conflicted'
-  | 'pr.merged'
-  | 'pr.closed'
-  | 'pr.watch_paused';
 
 export class PrWatch {
   readonly #ctx: WatchContext;
@@ -150,7 +136,7 @@ export class PrWatch {
         };
         // Said once: a record that already says so was said before.
         const told = look.job.pr?.state === decision.state;
-        const events: WatchEvent[] = told
+        const events: PullRequestEvent[] = told
           ? []
           : [
               merged
@@ -199,15 +185,27 @@ export class PrWatch {
     }
   }
 
-  /** Stops acting on the pull request; says why in its thread when `comment`. */
-  async #pause(look: Look, reason: string, comment: boolean): Promise<LookResult> {
+  /**
+   * Stops acting on the pull request; says why in its thread when `comment`. What the look saw
+   * before (`earlier`: a change and events) is recorded with it, in one write.
+   */
+  async #pause(
+    look: Look,
+    reason: string,
+    comment: boolean,
+    earlier: { change: WatchChange; events: readonly PullRequestEvent[] } = {
+      change: {},
+      events: [],
+    },
+  ): Promise<LookResult> {
     if (comment)
       await look.client.comment(
         { kind: 'pull-request', number: look.job.pr_number },
         pausedComment(reason, this.#jobUrl(look.job), look.project.forge_handle),
       );
-    const change: WatchChange = { state: 'paused', reason };
+    const change: WatchChange = { ...earlier.change, state: 'paused', reason };
     await this.#record(look, change, [
+      ...earlier.events,
       { type: 'pr.watch_paused', data: { ...this.#pullRequest(look), reason } },
     ]);
     return { change };
@@ -220,7 +218,7 @@ export class PrWatch {
     fix: boolean,
   ): Promise<LookResult> {
     const { status, watch, project } = look;
-    const reported: WatchEvent[] = report
+    const reported: PullRequestEvent[] = report
       ? [
           {
             type: 'checks.failed',
@@ -245,10 +243,7 @@ export class PrWatch {
       attempts: project.autofix_attempts,
     });
     const queued = await this.#queue(look, prompt, 'autofix', { autofixes: attempt });
-    if ('refused' in queued) {
-      await this.#record(look, change, reported);
-      return this.#refused(look, queued.refused, change);
-    }
+    if ('refused' in queued) return this.#refused(look, queued.refused, change, reported);
     const next: WatchChange = { ...change, autofixes: attempt };
     await this.#record(look, next, [
       ...reported,
@@ -272,10 +267,7 @@ export class PrWatch {
     const queued = await this.#queue(look, conflictPrompt(status.base, strategy), 'conflict', {
       conflictSha: status.headSha,
     });
-    if ('refused' in queued) {
-      await this.#record(look, {}, []);
-      return this.#refused(look, queued.refused, {});
-    }
+    if ('refused' in queued) return this.#refused(look, queued.refused, {}, []);
     const change: WatchChange = { conflictSha: status.headSha };
     await this.#record(look, change, [
       {
@@ -343,11 +335,22 @@ export class PrWatch {
    * A turn the service refused: a budget spent pauses the watch with a comment; a rate limit is
    * waited out; an archived job ends it.
    */
-  async #refused(look: Look, err: AppError, change: WatchChange): Promise<LookResult> {
-    if (err.code === 'rate_limited') return { change, afterSeconds: REFUSED_SECONDS };
-    if (err.code === 'conflict')
-      return { change: { ...change, state: 'ended', reason: err.message } };
-    return this.#pause(look, `the turn was refused: ${err.message}`, true);
+  async #refused(
+    look: Look,
+    err: AppError,
+    change: WatchChange,
+    events: readonly PullRequestEvent[],
+  ): Promise<LookResult> {
+    if (err.code === 'rate_limited' || err.code === 'conflict') {
+      const waited: WatchChange =
+        err.code === 'conflict' ? { ...change, state: 'ended', reason: err.message } : change;
+      await this.#record(look, waited, events);
+      return {
+        change: waited,
+        ...(err.code === 'rate_limited' ? { afterSeconds: REFUSED_SECONDS } : {}),
+      };
+    }
+    return this.#pause(look, `the turn was refused: ${err.message}`, true, { change, events });
   }
 
   /**
@@ -394,45 +397,24 @@ export class PrWatch {
     return failed.map((check, i) => ({ check, log: scrubSecrets(logs[i] ?? '', secrets) }));
   }
 
-  /**
-   * Writes the job's `pr` as this look found it, the events, and (a merge) the audit row, in
-   * one transaction: a webhook's job record and the job's GET agree with the event.
-   */
+  /** Records the job's `pr` as this look found it, with the events and (a merge) the audit row. */
   async #record(
     look: Look,
     change: WatchChange,
-    events: readonly WatchEvent[],
+    events: readonly PullRequestEvent[],
     merged?: { number: number; method: string; sha: string },
   ): Promise<void> {
-    const ctx = this.#ctx;
     const pr = prRecord(look, { ...look.watch, ...change });
-    const written = await inTransition(ctx, async ({ trx, recordAll }) => {
-      const status = await lockJob(trx, look.job.id);
-      await trx
-        .updateTable('jobs')
-        .set({ pr: JSON.stringify(pr) })
-        .where('id', '=', look.job.id)
-        .execute();
-      if (status === undefined) return undefined;
-      await recordAll(
-        events.map(
-          (event) =>
-            ({
-              type: event.type,
-              jobId: look.job.id,
-              turn: event.turn ?? null,
-              status,
-              data: event.data,
-            }) as Transition,
-        ),
-      );
-      if (!merged) return undefined;
-      return audit(
-        { db: trx, who: ERRAND },
-        { action: 'job.merge', target: { kind: 'job', id: look.job.id }, details: merged },
-      );
-    });
-    if (written) ctx.audit.written([written]);
+    await recordPullRequest(
+      this.#ctx,
+      look.job.id,
+      pr,
+      events,
+      merged && {
+        who: ERRAND,
+        entry: { action: 'job.merge', target: { kind: 'job', id: look.job.id }, details: merged },
+      },
+    );
   }
 
   /** The newest commit a turn of the job pushed. */

@@ -63,6 +63,7 @@ describe('Gitea: a pull request’s status', () => {
       base: 'main',
       mergeable: true,
       labels: ['no-errand'],
+      draft: false,
       approved: false,
     });
     // The head moves with the branch.

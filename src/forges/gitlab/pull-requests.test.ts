@@ -67,6 +67,7 @@ describe('GitLab: a merge request as the watch reads it', () => {
       base: 'main',
       mergeable: true,
       labels: ['no-errand'],
+      draft: false,
       approved: false,
     });
     fake.approve(PROJECT, mr.iid, 'reviewer');
