@@ -85,6 +85,7 @@ const envSchema = z.object({
   ERRAND_WEBHOOK_RETRY_DELAY_SECONDS: int(1, 3600).default(5),
   ERRAND_WEBHOOK_RETRY_HOURS: decimal(0, 24 * 31).default(24),
   ERRAND_WEBHOOK_CONCURRENCY: int(1, 256).default(8),
+  ERRAND_PR_POLL_SECONDS: int(5, 86_400).default(60),
   ERRAND_URL: z.string().min(1).optional(),
   ERRAND_API_KEY: z.string().min(1).optional(),
   ERRAND_PROJECT: z.string().min(1).optional(),
@@ -204,6 +205,11 @@ export interface Config {
     /** Deliveries a worker process sends at once. */
     concurrency: number;
   };
+  /**
+   * How often the pull request watch asks the forge about an open pull request of a project
+   * whose forge sends no webhooks; ten times as long where it does (a safety net for lost ones).
+   */
+  prPollSeconds: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /**
    * For the CLI and the MCP server: where the API is, the key to use (default: the data dir's
@@ -513,6 +519,7 @@ export function loadConfig(
       retryWindowMs: Math.round(e.ERRAND_WEBHOOK_RETRY_HOURS * 3_600_000),
       concurrency: e.ERRAND_WEBHOOK_CONCURRENCY,
     },
+    prPollSeconds: e.ERRAND_PR_POLL_SECONDS,
     logLevel: e.ERRAND_LOG_LEVEL,
     client: {
       // Where this machine's own `serve` listens, when nothing else is said (a port of 0 is

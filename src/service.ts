@@ -21,6 +21,7 @@ import {
   forgetRefusals,
   startForgeWorker,
 } from './features/forge-intake/index.ts';
+import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
 import { liveStream } from './features/stream/index.ts';
 import {
   type DeliveryWorker,
@@ -87,20 +88,7 @@ export async function startService(
   const catalog = new ModelCatalog(
     settings.modelCatalogFile === undefined ? {} : readCatalogFile(settings.modelCatalogFile),
   );
-  const handle: DatabaseHandle = await openDatabase({
-    dataDir: settings.dataDir,
-    databaseUrl: settings.databaseUrl,
-    poolSize: settings.database.poolSize,
-    timeouts: {
-      connectMs: settings.database.connectTimeoutSeconds * 1000,
-      statementMs: settings.database.statementTimeoutSeconds * 1000,
-    },
-    log,
-  });
-  const config = await withSecretKey(settings, handle).catch(async (err: unknown) => {
-    await handle.close();
-    throw err;
-  });
+  const { handle, config } = await openStore(settings, log);
   const metrics = new Metrics();
   metrics.sample(databaseSampler(handle.db, metrics));
   let queue: TurnQueue | undefined;
@@ -110,6 +98,7 @@ export async function startService(
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let forgeWorker: ForgeWorker | undefined;
+  let prWatcher: PrWatcher | undefined;
   let environmentWorker: EnvironmentWorker | undefined;
   let metricsServer: MetricsServer | undefined;
   const notifications = new EventNotifications(
@@ -123,6 +112,7 @@ export async function startService(
     await app?.close();
     await notifications.close();
     await upkeep?.stop();
+    await prWatcher?.stop();
     await worker?.stop();
     await janitor?.stop();
     await deliveryWorker?.stop();
@@ -162,6 +152,9 @@ export async function startService(
     // The job core calls its listeners, not the reverse: the outbox writes each event's
     // webhook deliveries in the event's transaction, in every process that records events.
     ctx.transitions.hook(webhookOutbox(ctx));
+    // A turn that opened or updated a pull request makes or wakes the job's watch in its own
+    // transaction, in whichever process ends it.
+    ctx.transitions.hook(watchHook());
     if (opts.api) {
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
@@ -174,13 +167,7 @@ export async function startService(
     if (opts.worker) {
       reportSandboxStatus(log, await sandboxStatus());
       // Workspaces live on the machines that run turns; the janitor measures them.
-      metrics.sample(async () => {
-        const usage = workspaceUsage();
-        metrics.workspaceBytes.set({ kind: 'jobs' }, usage.jobsBytes);
-        metrics.workspaceBytes.set({ kind: 'mirrors' }, usage.mirrorsBytes);
-        metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
-        metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
-      });
+      metrics.sample(async () => sampleWorkspaces(metrics));
       janitor = await startWorkspaceJanitor(ctx);
       const { reclaim } = janitor;
       worker = await startWorker(ctx, opts.runner ?? turnPipeline(ctx, url), {
@@ -201,9 +188,15 @@ export async function startService(
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.
+      // The jobs' pull requests are looked after here too: checks, conflicts, merges.
       const publicUrl = config.publicUrl ?? url;
-      if (publicUrl) forgeWorker = await startForgeWorker(ctx, publicUrl);
-      else log.warn('forge events are not worked on here: ERRAND_PUBLIC_URL is not set');
+      if (publicUrl) {
+        forgeWorker = await startForgeWorker(ctx, publicUrl);
+        prWatcher = startPrWatch(ctx, publicUrl);
+      } else
+        log.warn(
+          'forge events and pull requests are not worked on here: ERRAND_PUBLIC_URL is not set',
+        );
     }
     metricsServer = await startMetricsServer(config, metrics, log);
     log.info(
@@ -215,6 +208,37 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/** The database, and the settings with the secret key it keeps when none is given. */
+async function openStore(
+  settings: Config,
+  log: Logger,
+): Promise<{ handle: DatabaseHandle; config: Config }> {
+  const handle = await openDatabase({
+    dataDir: settings.dataDir,
+    databaseUrl: settings.databaseUrl,
+    poolSize: settings.database.poolSize,
+    timeouts: {
+      connectMs: settings.database.connectTimeoutSeconds * 1000,
+      statementMs: settings.database.statementTimeoutSeconds * 1000,
+    },
+    log,
+  });
+  const config = await withSecretKey(settings, handle).catch(async (err: unknown) => {
+    await handle.close();
+    throw err;
+  });
+  return { handle, config };
+}
+
+/** The sizes of this machine's workspaces, as the metrics show them. */
+function sampleWorkspaces(metrics: Metrics): void {
+  const usage = workspaceUsage();
+  metrics.workspaceBytes.set({ kind: 'jobs' }, usage.jobsBytes);
+  metrics.workspaceBytes.set({ kind: 'mirrors' }, usage.mirrorsBytes);
+  metrics.workspaceCount.set({ kind: 'jobs' }, usage.jobsCount);
+  metrics.workspaceCount.set({ kind: 'mirrors' }, usage.mirrorsCount);
 }
 
 /**

@@ -8,6 +8,8 @@ import {
   formatBytes,
   formatMs,
   formatUsd,
+  type PrFacts,
+  prLine,
   statusLine,
   statusSentence,
   usageLine,
@@ -83,5 +85,53 @@ describe('words', () => {
       '1 min 5 s',
       '60 min 0 s',
     ]);
+  });
+
+  test("a pull request's line: its state, its checks counted, and what the watch does", () => {
+    const pr: PrFacts = {
+      state: 'open',
+      mergedAt: null,
+      mergeable: true,
+      approved: false,
+      checks: [
+        { state: 'success' },
+        { state: 'success' },
+        { state: 'failure' },
+        { state: 'pending' },
+      ],
+      watch: { state: 'watching', reason: null, autofixes: 0 },
+    };
+    assert.equal(prLine(pr), 'open; checks: 2 passed, 1 failed, 1 pending; watch: watching');
+    assert.equal(
+      prLine({
+        ...pr,
+        approved: true,
+        mergeable: false,
+        watch: { state: 'watching', reason: null, autofixes: 1 },
+      }),
+      'open, approved, conflicts with its base; checks: 2 passed, 1 failed, 1 pending; watch: watching (1 fix tried in a row)',
+    );
+    assert.equal(
+      prLine({
+        ...pr,
+        checks: [{ state: 'failure' }],
+        watch: { state: 'paused', reason: 'the checks still fail after 2 fixes', autofixes: 2 },
+      }),
+      'open; checks: 0 passed, 1 failed, 0 pending; watch: paused (the checks still fail after 2 fixes; 2 fixes tried in a row)',
+    );
+    assert.equal(
+      prLine({
+        ...pr,
+        state: 'merged',
+        mergedAt: '2025-06-01T12:00:00.000Z',
+        checks: [],
+        watch: { state: 'ended', reason: 'merged', autofixes: 0 },
+      }),
+      'merged at 2025-06-01T12:00:00.000Z; no checks; watch: ended (merged)',
+    );
+    assert.equal(
+      prLine({ ...pr, state: 'closed', watch: { state: 'ended', reason: null, autofixes: 0 } }),
+      'closed; checks: 2 passed, 1 failed, 1 pending; watch: ended',
+    );
   });
 });

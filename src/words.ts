@@ -107,3 +107,44 @@ export function usageSentence(usage: UsageFacts): string {
       : `about ${formatUsd(usage.costUsd)} at list prices`;
   return `It has used ${usage.inputTokens} input tokens (${usage.cacheReadTokens} from the cache) and ${usage.outputTokens} output tokens, ${cost}.`;
 }
+
+/** The facts of a job's pull request its line needs: the API's `pr`, or the server's own. */
+export interface PrFacts {
+  state: 'open' | 'closed' | 'merged';
+  mergedAt: string | null;
+  mergeable: boolean | null;
+  approved: boolean;
+  checks: readonly { state: 'pending' | 'success' | 'failure' }[];
+  watch: { state: 'watching' | 'paused' | 'ended'; reason: string | null; autofixes: number };
+}
+
+/**
+ * What the forge last said of a job's pull request, and what Errand does with it, as one line:
+ * `open, approved; checks: 3 passed, 1 failed, 0 pending; watch: paused (…)`.
+ */
+export function prLine(pr: PrFacts): string {
+  const state =
+    pr.state === 'merged'
+      ? pr.mergedAt
+        ? `merged at ${pr.mergedAt}`
+        : 'merged'
+      : pr.state === 'open'
+        ? [
+            'open',
+            ...(pr.approved ? ['approved'] : []),
+            ...(pr.mergeable === false ? ['conflicts with its base'] : []),
+          ].join(', ')
+        : 'closed';
+  const count = (state: PrFacts['checks'][number]['state']) =>
+    pr.checks.filter((check) => check.state === state).length;
+  const checks =
+    pr.checks.length === 0
+      ? 'no checks'
+      : `checks: ${count('success')} passed, ${count('failure')} failed, ${count('pending')} pending`;
+  const fixes =
+    pr.watch.autofixes > 0
+      ? `${pr.watch.autofixes} fix${pr.watch.autofixes === 1 ? '' : 'es'} tried in a row`
+      : '';
+  const why = [pr.watch.reason ?? '', fixes].filter(Boolean).join('; ');
+  return `${state}; ${checks}; watch: ${pr.watch.state}${why ? ` (${why})` : ''}`;
+}

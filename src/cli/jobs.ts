@@ -11,7 +11,7 @@ import {
   TERMINAL_STATUSES,
 } from '../client/index.ts';
 import { JOB_STATUSES } from '../records/job.ts';
-import { usageLine } from '../words.ts';
+import { prLine, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import {
   COMMON_OPTIONS,
@@ -51,6 +51,7 @@ function jobDetails(job: Job): string {
     `  source:   ${job.source.repository} @ ${job.source.baseRef}`,
     `  branch:   ${job.branch}`,
     `  prLink:   ${job.prLink ?? ''}`,
+    ...(job.pr ? [`  pr:       ${prLine(job.pr)}`] : []),
     `  turns:    ${job.turns}`,
     `  usage:    ${usageLine(job.usage)}`,
     `  created:  ${job.createdAt}`,

@@ -1,9 +1,16 @@
-// `errand project create|update|list`: projects through the admin API, their forge and the
-// sandbox settings of their commands given as flags (the server checks the values' ranges).
+// `errand project create|update|show|list`: projects through the admin API, their forge, the
+// sandbox settings of their commands and their pull request watch given as flags (the server
+// checks the values' ranges).
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { CreateProjectInput, Project, UpdateProjectInput } from '../client/index.ts';
-import { COMMANDS_NETWORK_MODES, ENGINE_NAMES } from '../records/project.ts';
+import {
+  AUTO_MERGE_MODES,
+  COMMANDS_NETWORK_MODES,
+  CONFLICT_STRATEGIES,
+  ENGINE_NAMES,
+  MERGE_METHODS,
+} from '../records/project.ts';
 import { formatUsd } from '../words.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import {
@@ -22,6 +29,7 @@ const BUDGETS = 'BUDGETS';
 const NETWORK = 'NETWORK';
 const FORGE_WEBHOOK = 'FORGE_WEBHOOK';
 const ENVIRONMENT = 'ENVIRONMENT';
+const PR_WATCH = 'PR_WATCH';
 
 /** The options both create and update take, after name and repo. */
 const SETTINGS = {
@@ -59,6 +67,11 @@ const SETTINGS = {
   'command-disk': { type: 'string', value: 'MB', group: COMMANDS },
   'job-budget': { type: 'string', value: 'USD', group: BUDGETS },
   'monthly-budget': { type: 'string', value: 'USD', group: BUDGETS },
+  'autofix-attempts': { type: 'string', value: 'N', group: PR_WATCH },
+  'autofix-checks': { type: 'string', value: 'GLOBS', group: PR_WATCH },
+  'auto-merge': { type: 'string', choices: AUTO_MERGE_MODES, group: PR_WATCH },
+  'merge-method': { type: 'string', choices: MERGE_METHODS, group: PR_WATCH },
+  'conflict-strategy': { type: 'string', choices: CONFLICT_STRATEGIES, group: PR_WATCH },
   json: { type: 'boolean' },
   'data-dir': { type: 'string', value: 'DIR', hidden: true },
 } as const;
@@ -95,23 +108,45 @@ function commandFields(values: SettingValues): UpdateProjectInput {
 }
 
 /**
- * Globs given as one flag: separated by commas or white space, except a comma inside braces,
+ * Globs given as one flag: separated by commas (and by white space, unless `spaces` says the
+ * globs may hold some, as check names do: "build (ubuntu)"), except a comma inside braces,
  * which is the glob's own (`deps/{a,b}.lock`).
  */
-function splitGlobs(text: string): string[] {
+function splitGlobs(text: string, spaces: 'separate' | 'keep' = 'separate'): string[] {
   const globs: string[] = [];
   let glob = '';
   let depth = 0;
+  const end = () => {
+    const trimmed = glob.trim();
+    if (trimmed) globs.push(trimmed);
+    glob = '';
+  };
   for (const c of text) {
     if (c === '{') depth += 1;
     else if (c === '}') depth = Math.max(0, depth - 1);
-    if ((c === ',' && depth === 0) || /\s/.test(c)) {
-      if (glob) globs.push(glob);
-      glob = '';
-    } else glob += c;
+    if ((c === ',' && depth === 0) || (spaces === 'separate' && /\s/.test(c))) end();
+    else glob += c;
   }
-  if (glob) globs.push(glob);
+  end();
   return globs;
+}
+
+/** The pull request watch's settings given as flags; the ranges are checked by the server. */
+function prWatchFields(values: SettingValues): UpdateProjectInput {
+  const body: UpdateProjectInput = {};
+  const attempts = wholeNumber(values['autofix-attempts'], 'autofix-attempts');
+  if (attempts !== undefined) body.autofixAttempts = attempts;
+  const checks = values['autofix-checks'];
+  // 'all' (or '', which names no check): every check, the default.
+  if (checks !== undefined) {
+    const globs = checks.trim() === 'all' ? [] : splitGlobs(checks, 'keep');
+    body.autofixChecks = globs.length > 0 ? globs : null;
+  }
+  if (values['auto-merge'] !== undefined) body.autoMerge = values['auto-merge'];
+  if (values['merge-method'] !== undefined) body.mergeMethod = values['merge-method'];
+  if (values['conflict-strategy'] !== undefined)
+    body.conflictStrategy = values['conflict-strategy'];
+  return body;
 }
 
 /** The network policy given as flags: each part given is sent, the others kept by the server. */
@@ -173,7 +208,13 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
   if (values['forge-label'] !== undefined) body.forgeLabel = values['forge-label'];
   const drafts = boolFlag(values['draft-prs'], 'draft-prs');
   if (drafts !== undefined) body.draftPullRequests = drafts;
-  Object.assign(body, commandFields(values), networkFields(values), budgetFields(values));
+  Object.assign(
+    body,
+    commandFields(values),
+    networkFields(values),
+    budgetFields(values),
+    prWatchFields(values),
+  );
   const appId = values['github-app-id'];
   const keyFile = values['github-app-key-file'];
   const installationId = values['github-installation-id'];
@@ -196,7 +237,41 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
 }
 
 function summary(verb: string, p: Project): string {
-  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${p.maintenanceCommand ? ' and a maintenance command' : ''}${network(p)}${budgets(p)})`;
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${p.maintenanceCommand ? ' and a maintenance command' : ''}${network(p)}${budgets(p)}${p.autoMerge === 'off' ? '' : `; merges its pull requests when ${mergeWhen(p)}`})`;
+}
+
+/** When the watch merges a pull request, in words. */
+function mergeWhen(p: Project): string {
+  return p.autoMerge === 'green-and-approved' ? 'green and approved' : 'green';
+}
+
+/** What the pull request watch does, as `project show` says it. */
+function prWatch(p: Project): string[] {
+  const checks = p.autofixChecks === null ? 'every check' : p.autofixChecks.join(', ');
+  return [
+    `  autofix:  ${p.autofixAttempts === 0 ? 'off' : `up to ${p.autofixAttempts} turn${p.autofixAttempts === 1 ? '' : 's'} in a row for failing checks (${checks})`}`,
+    `  merge:    ${p.autoMerge === 'off' ? 'by a person (auto-merge off)' : `when ${mergeWhen(p)}`}, method ${p.mergeMethod}`,
+    `  conflict: ${p.conflictStrategy === 'merge' ? 'a turn merges the base into the branch' : 'a turn rebases the branch onto the base'}`,
+  ];
+}
+
+/** A project, one fact a line. */
+function details(p: Project): string {
+  const setup = [
+    ...(p.setupCommand ? [`setup: ${p.setupCommand}`] : []),
+    ...(p.maintenanceCommand ? [`maintenance: ${p.maintenanceCommand}`] : []),
+  ];
+  return [
+    `${p.id} (${p.name})`,
+    `  source:   ${p.repository} @ ${p.ref}`,
+    `  model:    ${p.model ?? "the server's default"}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}`,
+    `  forge:    ${p.forge.kind}${p.forge.apiUrl ? ` (${p.forge.apiUrl})` : ''}, credentials ${p.forge.credentials}${p.forge.kind === 'git' ? '' : `; @${p.forgeHandle}, label ${p.forgeLabel}, webhook secret ${p.forgeWebhookSecretSet ? 'set' : 'not set'}`}`,
+    `  commands: ${p.commandsEnabled ? 'on' : 'off'}${setup.length > 0 ? `; ${setup.join('; ')}` : ''}${network(p)}`,
+    ...(budgets(p) ? [`  budgets:  ${budgets(p).replace(/^; budget /, '')}`] : []),
+    ...prWatch(p),
+    `  created:  ${p.createdAt}`,
+    `  updated:  ${p.updatedAt}`,
+  ].join('\n');
 }
 
 /** The network policy, where the project has one. */
@@ -280,6 +355,18 @@ const forgeWebhook = defineCommand({
   },
 });
 
+const show = defineCommand({
+  name: 'project show',
+  args: ['ID'],
+  options: { json: SETTINGS.json, 'data-dir': SETTINGS['data-dir'] },
+  summary: "a project's settings, its pull request watch's among them",
+  async run({ values, args: [id = ''], io }) {
+    const project = await withAdminClient(io, values['data-dir'], (c) => c.getProject(id));
+    print(io, values.json, project, details(project));
+    return EXIT.ok;
+  },
+});
+
 const list = defineCommand({
   name: 'project list',
   options: { json: SETTINGS.json, 'data-dir': SETTINGS['data-dir'] },
@@ -300,7 +387,7 @@ const list = defineCommand({
 
 export const projects: Family = {
   name: 'project',
-  commands: [create, update, list, forgeWebhook],
+  commands: [create, update, show, list, forgeWebhook],
   groups: {
     [FORGE]:
       'credentials: one of --forge-token-env, --forge-token, or the three --github-app options',
@@ -312,6 +399,8 @@ export const projects: Family = {
       "the environment, what the setup command leaves in the checkout and later turns restore: the command run after a restore ('' removes it), and the globs of the files whose content keys it, comma-separated ('default': the common lock files; '': none). See errand environment",
     [NETWORK]:
       "what commands may reach: the setup command's network (none, allowlist or open), the agent's and an engine's (none or allowlist), and the allowlist's patterns, comma-separated (host, *.domain, host:port, or a preset: @npm, @pypi, @github, …; '' empties it)",
+    [PR_WATCH]:
+      "what Errand does with a job's pull request: how many turns in a row may fix its failing checks (0 to 10, 0: none; default 2), the globs of the check names that count, comma-separated ('all': every check, the default), when it merges it (off, the default; green; green-and-approved), how (merge, squash or rebase), and how a turn brings it up to a base it conflicts with (merge or rebase the branch)",
     [BUDGETS]:
       "US dollars at the model's list prices, for all turns of one job and for a calendar month (UTC); 'default' or '' removes a budget; a budget needs a model whose prices are known",
   },

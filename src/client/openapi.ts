@@ -117,11 +117,11 @@ export interface paths {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; watch: a check, a pipeline, a pull request's change or a push of a base that concerns pull requests Errand watches, which it looks at now; ignored: a ping, a push that asks for nothing, or an event Errand has no use for.
                * @enum {string}
                */
-              outcome: 'queued' | 'duplicate' | 'build' | 'ignored';
-              /** @description How many events were queued. */
+              outcome: 'queued' | 'duplicate' | 'build' | 'watch' | 'ignored';
+              /** @description How many events were queued; for watch, how many watched pull requests it names. */
               events: number;
             };
           };
@@ -131,11 +131,11 @@ export interface paths {
           content: {
             'application/json': {
               /**
-               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.
+               * @description queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; watch: a check, a pipeline, a pull request's change or a push of a base that concerns pull requests Errand watches, which it looks at now; ignored: a ping, a push that asks for nothing, or an event Errand has no use for.
                * @enum {string}
                */
-              outcome: 'queued' | 'duplicate' | 'build' | 'ignored';
-              /** @description How many events were queued. */
+              outcome: 'queued' | 'duplicate' | 'build' | 'watch' | 'ignored';
+              /** @description How many events were queued; for watch, how many watched pull requests it names. */
               events: number;
             };
           };
@@ -766,6 +766,26 @@ export interface paths {
                     /** @description The turn it belongs to; null for the job itself. */
                     turn: number | null;
                     /** @enum {string} */
+                    type: 'base.integrated';
+                    data: {
+                      base: string;
+                      /** @enum {string} */
+                      strategy: 'merge' | 'rebase';
+                      /** @enum {string} */
+                      outcome: 'up-to-date' | 'merged' | 'rebased' | 'conflicted';
+                      paths: string[];
+                      note: string | null;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
                     type: 'sandbox.unavailable';
                     data: {
                       reason: string;
@@ -1177,6 +1197,119 @@ export interface paths {
                     /** @description The turn it belongs to; null for the job itself. */
                     turn: number | null;
                     /** @enum {string} */
+                    type: 'checks.failed';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string;
+                      checks: {
+                        name: string;
+                        url: string | null;
+                      }[];
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'autofix.queued';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string;
+                      attempt: number;
+                      attempts: number;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.conflicted';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string;
+                      base: string;
+                      /** @enum {string} */
+                      strategy: 'merge' | 'rebase';
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.merged';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      sha: string | null;
+                      mergedAt: string | null;
+                      byErrand: boolean;
+                      method: ('merge' | 'squash' | 'rebase') | null;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.closed';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'pr.watch_paused';
+                    data: {
+                      forge: string;
+                      number: number;
+                      url: string;
+                      reason: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
                     type: 'network.denied';
                     data: {
                       host: string;
@@ -1342,6 +1475,25 @@ export interface paths {
              * @enum {string}
              */
             engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+            /** @description How many turns in a row Errand queues to fix a pull request's failing checks (0 to 10; 0: none). A green run starts the count again; the job's budget applies. Default 2. */
+            autofixAttempts?: number;
+            /** @description Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default. At most 50, each 1 to 200 characters. */
+            autofixChecks?: string[] | null;
+            /**
+             * @description Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge's approval rules are met). It uses the forge's merge API and never bypasses branch protection.
+             * @enum {string}
+             */
+            autoMerge?: 'off' | 'green' | 'green-and-approved';
+            /**
+             * @description How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project's own setting.
+             * @enum {string}
+             */
+            mergeMethod?: 'merge' | 'squash' | 'rebase';
+            /**
+             * @description How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).
+             * @enum {string}
+             */
+            conflictStrategy?: 'merge' | 'rebase';
           };
         };
       };
@@ -1524,6 +1676,25 @@ export interface paths {
              * @enum {string}
              */
             engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+            /** @description How many turns in a row Errand queues to fix a pull request's failing checks (0 to 10; 0: none). A green run starts the count again; the job's budget applies. Default 2. */
+            autofixAttempts?: number;
+            /** @description Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default. At most 50, each 1 to 200 characters. */
+            autofixChecks?: string[] | null;
+            /**
+             * @description Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge's approval rules are met). It uses the forge's merge API and never bypasses branch protection.
+             * @enum {string}
+             */
+            autoMerge?: 'off' | 'green' | 'green-and-approved';
+            /**
+             * @description How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project's own setting.
+             * @enum {string}
+             */
+            mergeMethod?: 'merge' | 'squash' | 'rebase';
+            /**
+             * @description How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).
+             * @enum {string}
+             */
+            conflictStrategy?: 'merge' | 'rebase';
           };
         };
       };
@@ -2158,6 +2329,12 @@ export interface paths {
               | 'turn.finished'
               | 'turn.failed'
               | 'pull_request.opened'
+              | 'checks.failed'
+              | 'autofix.queued'
+              | 'pr.conflicted'
+              | 'pr.merged'
+              | 'pr.closed'
+              | 'pr.watch_paused'
               | 'network.denied'
             )[];
             /** @description A note to recognise the endpoint by (null clears it). */
@@ -2186,6 +2363,12 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'checks.failed'
+                | 'autofix.queued'
+                | 'pr.conflicted'
+                | 'pr.merged'
+                | 'pr.closed'
+                | 'pr.watch_paused'
                 | 'network.denied'
               )[];
               description: string | null;
@@ -2369,6 +2552,12 @@ export interface paths {
               | 'turn.finished'
               | 'turn.failed'
               | 'pull_request.opened'
+              | 'checks.failed'
+              | 'autofix.queued'
+              | 'pr.conflicted'
+              | 'pr.merged'
+              | 'pr.closed'
+              | 'pr.watch_paused'
               | 'network.denied'
             )[];
             /** @description A note to recognise the endpoint by (null clears it). */
@@ -2475,6 +2664,12 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'checks.failed'
+                | 'autofix.queued'
+                | 'pr.conflicted'
+                | 'pr.merged'
+                | 'pr.closed'
+                | 'pr.watch_paused'
                 | 'network.denied'
               )[];
               description: string | null;
@@ -2578,6 +2773,12 @@ export interface paths {
                   | 'turn.finished'
                   | 'turn.failed'
                   | 'pull_request.opened'
+                  | 'checks.failed'
+                  | 'autofix.queued'
+                  | 'pr.conflicted'
+                  | 'pr.merged'
+                  | 'pr.closed'
+                  | 'pr.watch_paused'
                   | 'network.denied';
                 /** @enum {string} */
                 state: 'pending' | 'delivered' | 'failed';
@@ -2671,6 +2872,12 @@ export interface paths {
                 | 'turn.finished'
                 | 'turn.failed'
                 | 'pull_request.opened'
+                | 'checks.failed'
+                | 'autofix.queued'
+                | 'pr.conflicted'
+                | 'pr.merged'
+                | 'pr.closed'
+                | 'pr.watch_paused'
                 | 'network.denied';
               /** @enum {string} */
               state: 'pending' | 'delivered' | 'failed';
@@ -3132,6 +3339,7 @@ export interface paths {
             | 'job.create'
             | 'job.message'
             | 'job.archive'
+            | 'job.merge'
             | 'project.create'
             | 'project.update'
             | 'project.delete'
@@ -3676,6 +3884,323 @@ export interface webhooks {
       };
     };
   };
+  'checks.failed': {
+    /**
+     * checks.failed
+     * @description Checks of the pull request's head commit failed (once per head): their names and pages. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'checks.failed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description Checks of the pull request's head commit failed (once per head): their names and pages. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'checks.failed';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string;
+                  checks: {
+                    name: string;
+                    url: string | null;
+                  }[];
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'autofix.queued': {
+    /**
+     * autofix.queued
+     * @description Errand queued a turn to fix the failing checks: the turn, and which attempt of how many in a row. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'autofix.queued';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description Errand queued a turn to fix the failing checks: the turn, and which attempt of how many in a row. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'autofix.queued';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string;
+                  attempt: number;
+                  attempts: number;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.conflicted': {
+    /**
+     * pr.conflicted
+     * @description The pull request no longer merges into its base: Errand queued a turn that brings the base in. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.conflicted';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The pull request no longer merges into its base: Errand queued a turn that brings the base in. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.conflicted';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string;
+                  base: string;
+                  /** @enum {string} */
+                  strategy: 'merge' | 'rebase';
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.merged': {
+    /**
+     * pr.merged
+     * @description The pull request was merged: by Errand (`byErrand`, with the project's merge method) or on the forge. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.merged';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The pull request was merged: by Errand (`byErrand`, with the project's merge method) or on the forge. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.merged';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  sha: string | null;
+                  mergedAt: string | null;
+                  byErrand: boolean;
+                  method: ('merge' | 'squash' | 'rebase') | null;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.closed': {
+    /**
+     * pr.closed
+     * @description The pull request was closed without being merged. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.closed';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description The pull request was closed without being merged. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.closed';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
+  'pr.watch_paused': {
+    /**
+     * pr.watch_paused
+     * @description Errand stopped acting on the pull request (it keeps following it): the attempts or the budget ran out, a conflict it could not resolve, a person's push, the no-errand label. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @constant */
+            type: 'pr.watch_paused';
+            /**
+             * Format: date-time
+             * @description When the event was recorded.
+             */
+            timestamp: string;
+            data: {
+              projectId: string;
+              jobId: string;
+              /** @description Errand stopped acting on the pull request (it keeps following it): the attempts or the budget ran out, a conflict it could not resolve, a person's push, the no-errand label. */
+              event: {
+                /** @description Increases with every event of the job. */
+                seq: number;
+                /** @description The turn it belongs to; null for the job itself. */
+                turn: number | null;
+                /** @constant */
+                type: 'pr.watch_paused';
+                data: {
+                  forge: string;
+                  number: number;
+                  url: string;
+                  reason: string;
+                  [key: string]: unknown;
+                };
+                /** Format: date-time */
+                at: string;
+              };
+              /** @description The job record when the event was recorded. */
+              job: components['schemas']['AgentJob'];
+            };
+          };
+        };
+      };
+      responses: {
+        /** @description Received: the delivery is done. */
+        '2XX': {
+          content: never;
+        };
+      };
+    };
+  };
   'network.denied': {
     /**
      * network.denied
@@ -3817,6 +4342,47 @@ export interface components {
         | null;
       /** Format: date-time */
       updatedAt: string;
+      /** @description What the forge last said of the job's pull request (state, head, checks) and what Errand's pull request watch does with it; null before Errand first looked, and on a plain git remote. */
+      pr?: {
+        /** @description The pull request number (GitLab: merge request iid). */
+        number: number;
+        /** @description The pull request page. */
+        url: string;
+        /** @enum {string} */
+        state: 'open' | 'closed' | 'merged';
+        /** @description When it was merged; null when it is not. */
+        mergedAt: string | null;
+        /** @description The commit its head branch was at. */
+        headSha: string;
+        /** @description Whether it merges into its base without conflicts; null while the forge works it out. */
+        mergeable: boolean | null;
+        /** @description Whether the forge's approval rules were met. */
+        approved: boolean;
+        /** @description The checks of its head commit that the project's autofixChecks select, at their latest run. */
+        checks: {
+          name: string;
+          /** @enum {string} */
+          state: 'pending' | 'success' | 'failure';
+          url: string | null;
+        }[];
+        /** @description What Errand's pull request watch does with it. */
+        watch: {
+          /**
+           * @description watching: Errand fixes failing checks and conflicts and merges when the project allows; paused: it only follows the pull request (see reason); ended: merged, closed or archived.
+           * @enum {string}
+           */
+          state: 'watching' | 'paused' | 'ended';
+          /** @description Why the watch is paused or ended; null otherwise. */
+          reason: string | null;
+          /** @description Turns queued in a row to fix failing checks; a green run resets it. */
+          autofixes: number;
+        };
+        /**
+         * Format: date-time
+         * @description When Errand last asked the forge.
+         */
+        observedAt: string;
+      } | null;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {
@@ -3866,6 +4432,7 @@ export interface components {
         | 'job.create'
         | 'job.message'
         | 'job.archive'
+        | 'job.merge'
         | 'project.create'
         | 'project.update'
         | 'project.delete'
@@ -4041,6 +4608,25 @@ export interface components {
        * @enum {string}
        */
       engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
+      /** @description How many turns in a row Errand queues to fix a pull request's failing checks (0 to 10; 0: none). A green run starts the count again; the job's budget applies. Default 2. */
+      autofixAttempts: number;
+      /** @description Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default. */
+      autofixChecks: string[] | null;
+      /**
+       * @description Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge's approval rules are met). It uses the forge's merge API and never bypasses branch protection.
+       * @enum {string}
+       */
+      autoMerge: 'off' | 'green' | 'green-and-approved';
+      /**
+       * @description How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project's own setting.
+       * @enum {string}
+       */
+      mergeMethod: 'merge' | 'squash' | 'rebase';
+      /**
+       * @description How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).
+       * @enum {string}
+       */
+      conflictStrategy: 'merge' | 'rebase';
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */
@@ -4111,6 +4697,12 @@ export interface components {
         | 'turn.finished'
         | 'turn.failed'
         | 'pull_request.opened'
+        | 'checks.failed'
+        | 'autofix.queued'
+        | 'pr.conflicted'
+        | 'pr.merged'
+        | 'pr.closed'
+        | 'pr.watch_paused'
         | 'network.denied'
       )[];
       description: string | null;

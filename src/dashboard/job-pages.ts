@@ -8,7 +8,7 @@ import type { Principal } from '../keys/service.ts';
 import { actorRef } from '../records/actor.ts';
 import { JOB_STATUSES, type JobRecord } from '../records/job.ts';
 import type { ProjectRecord } from '../records/project.ts';
-import { formatUsd, usageLine } from '../words.ts';
+import { formatUsd, prLine, usageLine } from '../words.ts';
 import { html, SafeHtml } from './html.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 
@@ -159,6 +159,22 @@ export function eventItem(event: EventView): string {
     .value;
 }
 
+/**
+ * What the forge last said of the pull request, in the CLI's words (src/words.ts), with a link
+ * to each failed check: where a reader goes next.
+ */
+function prFacts(pr: NonNullable<JobRecord['pr']>): SafeHtml {
+  const failed = pr.checks.filter((check) => check.state === 'failure');
+  return html`${prLine(pr)}${
+    failed.length > 0
+      ? html`<br>Failed: ${failed.map(
+          (check, i) =>
+            html`${i > 0 ? ', ' : ''}${check.url ? externalLink(check.url, check.name) : check.name}`,
+        )}`
+      : ''
+  } <span class="muted">(as of ${when(pr.observedAt)})</span>`;
+}
+
 export function jobPage(
   principal: Principal,
   project: ProjectRecord,
@@ -188,6 +204,7 @@ export function jobPage(
   <dt>Branch</dt><dd class="mono">${job.branch}</dd>
   <dt>Model</dt><dd class="mono">${job.model}</dd>
   <dt>Pull request</dt><dd class="wrap">${externalLink(job.prLink)}</dd>
+  ${job.pr ? html`<dt>Pull request status</dt><dd class="wrap" id="job-pr">${prFacts(job.pr)}</dd>` : ''}
   ${job.origin ? html`<dt>Issue</dt><dd class="wrap">#${job.origin.number} ${job.origin.title} ${externalLink(job.origin.url)}</dd>` : ''}
   <dt>Usage</dt><dd id="job-usage">${usageLine(job.usage)}${
     job.usage.costUsd !== null ? html` <span class="muted">(estimated at list prices)</span>` : ''

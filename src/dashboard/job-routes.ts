@@ -185,15 +185,9 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const prompt = request.body?.prompt ?? '';
       try {
         const body = parse(promptBody(ctx.config.maxPromptChars), { prompt });
-        await sendMessage(
-          ctx,
-          row,
-          request.params.jobId,
-          body.prompt,
-          undefined,
-          undefined,
-          whoOf(request, principal),
-        );
+        await sendMessage(ctx, row, request.params.jobId, body.prompt, {
+          by: whoOf(request, principal),
+        });
         return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;

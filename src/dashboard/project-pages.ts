@@ -6,7 +6,11 @@ import { hasRole } from '../keys/access.ts';
 import { isServerAdmin, type Principal } from '../keys/service.ts';
 import type { EngineName } from '../projects/engine.ts';
 import { NETWORK_PRESETS } from '../projects/network.ts';
-import type { ProjectRecord } from '../records/project.ts';
+import {
+  DEFAULT_AUTOFIX_ATTEMPTS,
+  MAX_AUTOFIX_ATTEMPTS,
+  type ProjectRecord,
+} from '../records/project.ts';
 import { formatUsd } from '../words.ts';
 import { html, type SafeHtml } from './html.ts';
 import { monthSpend } from './job-pages.ts';
@@ -90,7 +94,60 @@ function projectFields(values: ProjectForm, editing: ProjectRecord | undefined):
     v('draftPullRequests') === '1' ? html`checked` : ''
   }> Open pull requests as drafts</label>
   ${commandFields(values)}
+  ${prWatchFields(values)}
   ${budgetFields(values)}`;
+}
+
+/** Each choice of the pull request watch with its words, for the selects. */
+const AUTO_MERGES = [
+  ['off', 'Never: a person merges'],
+  ['green', 'When every check passed'],
+  ['green-and-approved', "When every check passed and the forge's approval rules are met"],
+] as const;
+const MERGE_METHOD_CHOICES = [
+  ['merge', 'A merge commit'],
+  ['squash', 'Squash'],
+  ['rebase', 'Rebase'],
+] as const;
+const CONFLICT_CHOICES = [
+  ['merge', 'Merge the base into the branch'],
+  ['rebase', 'Rebase the branch onto the base'],
+] as const;
+
+/** What Errand does with a job's pull request once a turn opened it. */
+function prWatchFields(values: ProjectForm): SafeHtml {
+  const v = (name: string) => values[name] ?? '';
+  const select = (name: string, choices: readonly (readonly [string, string])[]) =>
+    choices.map(
+      ([value, label], i) =>
+        html`<option value="${value}" ${(v(name) || (i === 0 ? value : '')) === value ? html`selected` : ''}>${label}</option>`,
+    );
+  return html`<fieldset>
+    <legend>Pull request watch</legend>
+    <p class="help">On GitHub, GitLab and Gitea, Errand follows the pull request a job opened: it
+    sends failing checks back to the agent, brings the branch up to a base it conflicts with,
+    and merges it when you allow it here.</p>
+    <label for="autofixAttempts">Turns in a row that may fix failing checks</label>
+    <input id="autofixAttempts" name="autofixAttempts" inputmode="numeric"
+      value="${v('autofixAttempts')}" placeholder="${DEFAULT_AUTOFIX_ATTEMPTS}"
+      aria-describedby="autofix-help">
+    <p id="autofix-help" class="help">0 to ${MAX_AUTOFIX_ATTEMPTS}; 0: none; empty: the default,
+    ${DEFAULT_AUTOFIX_ATTEMPTS}. A green run starts the count again, and the job's budget applies.</p>
+    <label for="autofixChecks">Checks that count</label>
+    <textarea id="autofixChecks" name="autofixChecks" rows="3" aria-describedby="checks-help"
+      placeholder="empty: every check">${v('autofixChecks')}</textarea>
+    <p id="checks-help" class="help">One glob of check names a line (<code>ci/*</code>,
+    <code>lint</code>); only these checks' failures are sent to the agent. Empty: every check.</p>
+    <label for="autoMerge">Merge the pull request</label>
+    <select id="autoMerge" name="autoMerge" aria-describedby="merge-help">${select('autoMerge', AUTO_MERGES)}</select>
+    <p id="merge-help" class="help">With the forge's own merge API; branch protection still
+    applies. A pull request a person pushed to, or labelled <code>no-errand</code>, is left
+    alone.</p>
+    <label for="mergeMethod">Merge method</label>
+    <select id="mergeMethod" name="mergeMethod">${select('mergeMethod', MERGE_METHOD_CHOICES)}</select>
+    <label for="conflictStrategy">When it conflicts with its base</label>
+    <select id="conflictStrategy" name="conflictStrategy">${select('conflictStrategy', CONFLICT_CHOICES)}</select>
+  </fieldset>`;
 }
 
 /** The budgets, in US dollars at the model's list prices. */
@@ -281,5 +338,10 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     ...Object.fromEntries(COMMAND_LIMITS.map(([name]) => [name, String(project[name])])),
     jobBudgetUsd: project.jobBudgetUsd === null ? '' : String(project.jobBudgetUsd),
     monthlyBudgetUsd: project.monthlyBudgetUsd === null ? '' : String(project.monthlyBudgetUsd),
+    autofixAttempts: String(project.autofixAttempts),
+    autofixChecks: (project.autofixChecks ?? []).join('\n'),
+    autoMerge: project.autoMerge,
+    mergeMethod: project.mergeMethod,
+    conflictStrategy: project.conflictStrategy,
   };
 }

@@ -19,7 +19,7 @@ import {
   toProjectRecord,
   updateProject,
 } from '../projects/service.ts';
-import type { ProjectRecord } from '../records/project.ts';
+import { DEFAULT_AUTOFIX_ATTEMPTS, type ProjectRecord } from '../records/project.ts';
 import { projectsPage } from './project-pages.ts';
 import { type Form, given, parse, sendPage, session } from './requests.ts';
 import { projectSettingsPage } from './settings-page.ts';
@@ -42,6 +42,7 @@ function createFields(form: Form): ProjectFields {
     ...commandFields(form, undefined),
     ...networkFields(form),
     ...budgetFields(form),
+    ...prWatchFields(form),
   });
 }
 
@@ -66,6 +67,30 @@ function budgetFields(form: Form): Record<string, unknown> {
       value === undefined ? null : /^\d+(\.\d*)?$|^\.\d+$/.test(value) ? Number(value) : value;
   }
   return body;
+}
+
+/**
+ * The pull request watch of a project form: an empty count is the default, no check globs
+ * (one a line, since check names hold spaces and commas) every check. A select not sent keeps
+ * the setting.
+ */
+function prWatchFields(form: Form): Record<string, unknown> {
+  const attempts = given(form, 'autofixAttempts');
+  const checks = (form.autofixChecks ?? '')
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter(Boolean);
+  return {
+    // The schema refuses what is not a whole number in range, naming the field.
+    autofixAttempts:
+      attempts === undefined
+        ? DEFAULT_AUTOFIX_ATTEMPTS
+        : /^\d+$/.test(attempts)
+          ? Number(attempts)
+          : attempts,
+    autofixChecks: checks.length > 0 ? checks : null,
+    ...optional(form, ['autoMerge', 'mergeMethod', 'conflictStrategy']),
+  };
 }
 
 /**
@@ -125,6 +150,7 @@ function updateFields(form: Form, current: ProjectRecord): ProjectFields {
     ...commandFields(form, current),
     ...networkFields(form),
     ...budgetFields(form),
+    ...prWatchFields(form),
   };
   for (const name of ['ref', 'model', 'forge', 'forgeUrl'] as const) {
     body[name] = given(form, name) ?? null;

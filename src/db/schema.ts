@@ -50,6 +50,14 @@ export interface ProjectsTable {
   forge_label: Generated<string>;
   /** The agent that runs the project's turns (src/projects/engine.ts's ENGINE_NAMES). */
   engine: Generated<'errand' | 'claude-code' | 'codex' | 'opencode'>;
+  /** Turns in a row that may try to fix a pull request's failing checks (migration 0029); 0: none. */
+  autofix_attempts: Generated<number>;
+  /** Globs of the check names the pull request watch acts on; null: every check. */
+  autofix_checks: string[] | null;
+  auto_merge: Generated<'off' | 'green' | 'green-and-approved'>;
+  merge_method: Generated<'merge' | 'squash' | 'rebase'>;
+  /** How a turn brings a pull request that conflicts with its base up to it. */
+  conflict_strategy: Generated<'merge' | 'rebase'>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -87,6 +95,8 @@ interface JobsTable {
   origin: ColumnType<JobOrigin | null, string | null | undefined, string | null>;
   /** Who created the job (an Actor, src/records/actor.ts); null for jobs older than 0027. */
   created_by: ColumnType<Actor | null, string | null | undefined, string | null>;
+  /** What the forge last said of its pull request (a PrRecord, src/records/pr.ts); null before. */
+  pr: ColumnType<StoredPr | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
@@ -126,6 +136,8 @@ interface TurnsTable {
   trigger: ColumnType<TurnTrigger | null, string | null | undefined, string | null>;
   /** Who sent the turn's prompt (an Actor); null for turns older than migration 0027. */
   sent_by: ColumnType<Actor | null, string | null | undefined, string | null>;
+  /** Why Errand queued the turn itself (the pull request watch); null for a turn someone asked. */
+  purpose: ColumnType<TurnPurpose | null, TurnPurpose | null | undefined, TurnPurpose | null>;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
@@ -151,6 +163,44 @@ export interface TurnTrigger {
   /** The forge login of who wrote the comment or added the label. */
   author: string;
   replyTo: Record<string, unknown>;
+}
+
+/**
+ * What the forge last said of a job's pull request (jobs.pr): the job record's `pr`, whose
+ * schema (src/records/pr.ts) checks that it has this shape.
+ */
+export interface StoredPr {
+  number: number;
+  url: string;
+  state: 'open' | 'closed' | 'merged';
+  mergedAt: string | null;
+  headSha: string;
+  mergeable: boolean | null;
+  approved: boolean;
+  checks: { name: string; state: 'pending' | 'success' | 'failure'; url: string | null }[];
+  watch: { state: 'watching' | 'paused' | 'ended'; reason: string | null; autofixes: number };
+  observedAt: string;
+}
+
+/** Why the pull request watch queued a turn: its checks failed, or it conflicts with its base. */
+export type TurnPurpose = 'autofix' | 'conflict';
+
+/** The pull request watch's own state of a job (migration 0029, src/features/pr-watch/). */
+interface PrWatchesTable {
+  job_id: string;
+  state: Generated<'watching' | 'paused' | 'ended'>;
+  reason: string | null;
+  autofixes: Generated<number>;
+  failed_sha: string | null;
+  unmergeable_sha: string | null;
+  conflict_sha: string | null;
+  merge_sha: string | null;
+  next_at: Generated<Date>;
+  nudged_at: Generated<Date>;
+  claimed_at: Date | null;
+  claimed_until: Date | null;
+  observed_at: Date | null;
+  created_at: Generated<Date>;
 }
 
 /** Forge replies already made for a turn (src/features/forge-intake/intake.ts). */
@@ -392,6 +442,7 @@ export interface Database {
   project_spend: ProjectSpendTable;
   forge_events: ForgeEventsTable;
   forge_replies: ForgeRepliesTable;
+  pr_watches: PrWatchesTable;
   forge_refusals: ForgeRefusalsTable;
   project_secrets: ProjectSecretsTable;
   environments: EnvironmentsTable;

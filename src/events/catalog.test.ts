@@ -195,6 +195,65 @@ const CASES: Case[] = [
     `${PR} (draft); opened as a draft`,
   ],
   ['pull_request.updated', { forge: 'github', number: 7, url: PR }, PR],
+  [
+    'base.integrated',
+    { base: 'main', strategy: 'merge', outcome: 'conflicted', paths: ['a.ts'], note: null },
+    'main merged with conflicts in a.ts: the agent resolves them',
+  ],
+  [
+    'base.integrated',
+    {
+      base: 'main',
+      strategy: 'rebase',
+      outcome: 'rebased',
+      paths: [],
+      note: null,
+    },
+    'rebased onto main without conflicts',
+  ],
+  [
+    'checks.failed',
+    {
+      forge: 'github',
+      number: 7,
+      url: PR,
+      sha: SHA,
+      checks: [
+        { name: 'test', url: null },
+        { name: 'lint', url: null },
+      ],
+    },
+    'test, lint failed on 89abcdef0123',
+  ],
+  [
+    'autofix.queued',
+    { forge: 'github', number: 7, url: PR, sha: SHA, attempt: 1, attempts: 2 },
+    'turn 1 queued to fix the checks (attempt 1 of 2)',
+  ],
+  [
+    'pr.conflicted',
+    { forge: 'github', number: 7, url: PR, sha: SHA, base: 'main', strategy: 'merge' },
+    'conflicts with main; turn 1 queued to merge it',
+  ],
+  [
+    'pr.merged',
+    {
+      forge: 'github',
+      number: 7,
+      url: PR,
+      sha: SHA,
+      mergedAt: '2026-11-29T01:00:00Z',
+      byErrand: true,
+      method: 'squash',
+    },
+    `${PR} merged by Errand (squash)`,
+  ],
+  ['pr.closed', { forge: 'github', number: 7, url: PR }, `${PR} closed`],
+  [
+    'pr.watch_paused',
+    { forge: 'github', number: 7, url: PR, reason: 'test still fails after 2 attempts to fix it' },
+    'test still fails after 2 attempts to fix it',
+  ],
 ];
 
 describe('the event catalog', () => {
@@ -289,6 +348,12 @@ describe('the event catalog', () => {
       'turn.finished',
       'turn.failed',
       'pull_request.opened',
+      'checks.failed',
+      'autofix.queued',
+      'pr.conflicted',
+      'pr.merged',
+      'pr.closed',
+      'pr.watch_paused',
       'network.denied',
     ]);
     for (const type of WEBHOOK_EVENT_TYPES) assert.equal(EVENTS[type].webhook, true, type);

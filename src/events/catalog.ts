@@ -29,8 +29,8 @@ import {
 } from './declare.ts';
 
 /**
- * Every event type, in the order of a job's life; the webhook list keeps this order (its
- * newest type, network.denied, last).
+ * Every event type, in the order of a job's life; the webhook list keeps this order (the
+ * pull request watch's, then network.denied, last).
  */
 export const EVENTS = {
   'job.created': jobStatusEvent('The job was created'),
@@ -105,6 +105,29 @@ export const EVENTS = {
     data: payload({ base: z.string(), head: z.string(), continued: z.boolean() }),
     words: (d) => ({ text: `${d.continued ? 'continuing' : 'new branch'} at ${sha(d.head)}` }),
     phase: 'workspace',
+  }),
+  'base.integrated': declare({
+    kind: 'progress',
+    description:
+      'A turn the pull request watch queued for a conflict brought the base in: merged or rebased cleanly, already up to date, or stopped on conflicts the agent resolves (`paths`).',
+    data: payload({
+      base: z.string(),
+      strategy: z.enum(['merge', 'rebase']),
+      outcome: z.enum(['up-to-date', 'merged', 'rebased', 'conflicted']),
+      paths: z.array(z.string()),
+      note: z.string().nullable(),
+    }),
+    words: (d) => {
+      const what =
+        d.outcome === 'conflicted'
+          ? `${d.base} merged with conflicts in ${d.paths.join(', ')}: the agent resolves them`
+          : d.outcome === 'up-to-date'
+            ? `the branch has ${d.base} already`
+            : d.outcome === 'rebased'
+              ? `rebased onto ${d.base} without conflicts`
+              : `${d.base} merged without conflicts`;
+      return { text: d.note ? `${what} (${d.note})` : what };
+    },
   }),
   'sandbox.unavailable': declare({
     kind: 'progress',
@@ -268,6 +291,81 @@ export const EVENTS = {
     data: payload(pullRequest),
     words: (d) => ({ text: d.url }),
     phase: 'pullRequest',
+  }),
+  'checks.failed': declare({
+    kind: 'transition',
+    description:
+      "Checks of the pull request's head commit failed (once per head): their names and pages.",
+    data: payload({
+      ...pullRequest,
+      sha: z.string(),
+      checks: z.array(z.object({ name: z.string(), url: z.string().nullable() })),
+    }),
+    words: (d) => ({
+      text: `${d.checks.map((c) => c.name).join(', ')} failed on ${sha(d.sha)}`,
+    }),
+    webhook: true,
+  }),
+  'autofix.queued': declare({
+    kind: 'transition',
+    description:
+      'Errand queued a turn to fix the failing checks: the turn, and which attempt of how many in a row.',
+    data: payload({
+      ...pullRequest,
+      sha: z.string(),
+      attempt: z.number().int().min(1),
+      attempts: z.number().int().min(1),
+    }),
+    words: (d, turn) => ({
+      text: `turn ${turn ?? '?'} queued to fix the checks (attempt ${d.attempt} of ${d.attempts})`,
+    }),
+    webhook: true,
+  }),
+  'pr.conflicted': declare({
+    kind: 'transition',
+    description:
+      'The pull request no longer merges into its base: Errand queued a turn that brings the base in.',
+    data: payload({
+      ...pullRequest,
+      sha: z.string(),
+      base: z.string(),
+      strategy: z.enum(['merge', 'rebase']),
+    }),
+    words: (d, turn) => ({
+      text: `conflicts with ${d.base}; turn ${turn ?? '?'} queued to ${d.strategy === 'rebase' ? 'rebase onto' : 'merge'} it`,
+    }),
+    webhook: true,
+  }),
+  'pr.merged': declare({
+    kind: 'transition',
+    description:
+      "The pull request was merged: by Errand (`byErrand`, with the project's merge method) or on the forge.",
+    data: payload({
+      ...pullRequest,
+      sha: z.string().nullable(),
+      mergedAt: z.string().nullable(),
+      byErrand: z.boolean(),
+      method: z.enum(['merge', 'squash', 'rebase']).nullable(),
+    }),
+    words: (d) => ({
+      text: `${d.url} merged${d.byErrand ? ` by Errand (${d.method ?? 'merge'})` : ''}`,
+    }),
+    webhook: true,
+  }),
+  'pr.closed': declare({
+    kind: 'transition',
+    description: 'The pull request was closed without being merged.',
+    data: payload(pullRequest),
+    words: (d) => ({ text: `${d.url} closed` }),
+    webhook: true,
+  }),
+  'pr.watch_paused': declare({
+    kind: 'transition',
+    description:
+      "Errand stopped acting on the pull request (it keeps following it): the attempts or the budget ran out, a conflict it could not resolve, a person's push, the no-errand label.",
+    data: payload({ ...pullRequest, reason: z.string() }),
+    words: (d) => ({ text: d.reason }),
+    webhook: true,
   }),
   'network.denied': declare({
     kind: 'progress',

@@ -6,6 +6,12 @@
 // no job and is never queued, it may only ask for a build of the project's environment.
 import type { ForgeKind } from '../projects/forge.ts';
 
+/**
+ * In every comment Errand writes on a forge; a comment that carries it never triggers a turn
+ * (Errand's comments, posted with a person's token, look like that person's).
+ */
+export const ERRAND_MARKER = '<!-- errand -->';
+
 export interface ForgeActor {
   /** The forge's login (GitHub/Gitea `login`, GitLab `username`). */
   login: string;
@@ -121,4 +127,29 @@ export interface ForgePush {
   ref: string;
   /** The commit the ref points at after the push; null when the push deleted it. */
   after: string | null;
+}
+
+/**
+ * The forge saying something changed about a pull request or a commit: a check, pipeline or
+ * commit status changed (GitHub `check_run`, `check_suite`, `workflow_run`, `status`; GitLab
+ * `Pipeline Hook`, `Job Hook`; Gitea/Forgejo `status`), or a pull request was closed, merged,
+ * reopened, pushed to, labelled or reviewed (GitHub `pull_request`, `pull_request_review`;
+ * GitLab `Merge Request Hook`; Gitea/Forgejo `pull_request`, `pull_request_review_*`). Like a
+ * push it is not recorded: it only tells the pull request watch (src/features/pr-watch/) which
+ * jobs to look at now, and the watch asks the forge's API what holds; what the payload says of
+ * states is not trusted.
+ */
+export interface ForgeSignal {
+  forge: Exclude<ForgeKind, 'git'>;
+  /** The delivery's id, as ForgeEvent's: for the log. */
+  deliveryId: string;
+  /** The repository, as the forge names it in its payload (see ForgeEvent). */
+  repositoryUrl: string;
+  kind: 'checks' | 'pull-request';
+  /** The pull requests (GitLab: merge request iids) it names; may be empty. */
+  numbers: number[];
+  /** The branches it names (a check's head branch, a pull request's head); may be empty. */
+  branches: string[];
+  /** The commit it is about (a check's head sha); null when it names none. */
+  sha: string | null;
 }

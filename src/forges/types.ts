@@ -81,7 +81,102 @@ export interface ForgeClient {
   comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void>;
   /** Whether the user may write to the repository (GitHub write, maintain or admin; GitLab Developer or above). */
   canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean>;
+  /** What the forge says of the pull request now. */
+  pullRequestStatus(number: number, signal?: AbortSignal): Promise<PullRequestStatus>;
+  /**
+   * The checks of one commit, every kind the forge has (GitHub: check runs and commit
+   * statuses; GitLab: the jobs of the commit's latest pipeline; Gitea: commit statuses), each
+   * name once at its latest run.
+   */
+  checks(sha: string, signal?: AbortSignal): Promise<CheckResult[]>;
+  /**
+   * The end of a check's log as text, at most `maxBytes` UTF-8 bytes of its tail (cut at a line
+   * start): GitHub's check run output and its Actions job's log, GitLab's job trace, Gitea's
+   * status description and target URL. Empty when the forge keeps none.
+   */
+  checkLog(check: CheckResult, maxBytes: number, signal?: AbortSignal): Promise<string>;
+  /**
+   * Merges the pull request with the forge's own merge API and `method`, only if its head is
+   * still `sha`: branch protection and the forge's rules are the forge's to enforce, and a
+   * refusal is an outcome, not an error (errors are the forge failing).
+   */
+  mergePullRequest(
+    number: number,
+    options: { method: MergeMethod; sha: string },
+    signal?: AbortSignal,
+  ): Promise<MergeOutcome>;
 }
+
+/**
+ * What the forge says of a pull request now, as the pull request watch reads it
+ * (src/features/pr-watch/): its state, its head commit, whether it merges into its base, its
+ * labels and whether its approval rules are met.
+ */
+export interface PullRequestStatus {
+  number: number;
+  url: string;
+  state: 'open' | 'closed' | 'merged';
+  /** When it was merged (ISO 8601), or null. */
+  mergedAt: string | null;
+  /** The commit its head branch points at. */
+  headSha: string;
+  /** The branch it merges into. */
+  base: string;
+  /**
+   * Whether it merges into its base without conflicts: null while the forge has not worked it
+   * out (GitHub computes it lazily, GitLab and Gitea in the background).
+   */
+  mergeable: boolean | null;
+  /** Its labels' names. */
+  labels: string[];
+  /** A draft, which the forge merges only once someone marks it ready. */
+  draft: boolean;
+  /**
+   * Whether the forge's approval rules are met: GitLab's approval rules (`approved`); on GitHub
+   * and Gitea, at least one approving review and no review asking for changes that is still
+   * standing (each reviewer's latest review counts).
+   */
+  approved: boolean;
+}
+
+/** How a check ended, or that it has not. */
+export type CheckState = 'pending' | 'success' | 'failure';
+
+/**
+ * One check of a commit, as its forge reports it: a GitHub check run or commit status, a
+ * GitLab pipeline's job, a Gitea/Forgejo commit status.
+ */
+export interface CheckResult {
+  /**
+   * The forge's id of the check, what `checkLog` reads its log by: a GitHub check run's id
+   * (`status:<context>` for a commit status), a GitLab job's id, a Gitea status's context.
+   */
+  id: string;
+  /** Its name as people see it: the check run's name, `pipeline / job`, the status context. */
+  name: string;
+  /**
+   * `success` also for what does not fail a merge (neutral, skipped); `failure` for failed,
+   * cancelled, timed out, errored, action required; `pending` while it runs or waits.
+   */
+  state: CheckState;
+  /** The check's page, or null. */
+  url: string | null;
+  /** The forge's one-line account of it (a check run's title, a status description), or null. */
+  summary: string | null;
+}
+
+/** How a pull request is merged (the project's `mergeMethod`). */
+export type MergeMethod = 'merge' | 'squash' | 'rebase';
+
+/** What the forge did when asked to merge. */
+export type MergeOutcome =
+  /** Merged, into this commit on the base. */
+  | { merged: true; sha: string | null }
+  /**
+   * Not merged, and said why in the forge's words: branch protection, a required check or
+   * review missing, the head moved since `sha`, a conflict. Never retried by itself.
+   */
+  | { merged: false; reason: string };
 
 export interface ForgeClientOptions {
   /** API base URL, e.g. https://api.github.com, https://ghe.example.com/api/v3, https://gitlab.com/api/v4. */

@@ -1,7 +1,7 @@
 // A prompt accepted as a turn of a job: the turn row and its queue entry, written in the
 // transaction that accepts it (a job's create, create.ts, or a follow-up, service.ts), and the
 // transition that announces it.
-import type { Actor, ProjectRow, TurnTrigger } from '../db/schema.ts';
+import type { Actor, ProjectRow, TurnPurpose, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
@@ -63,6 +63,8 @@ export interface NewTurn {
   trigger?: TurnTrigger | undefined;
   /** Who sent the prompt; null when no one is known. */
   sentBy: Actor | null;
+  /** Why Errand queued it itself; absent or null for a prompt someone sent. */
+  purpose?: TurnPurpose | null;
 }
 
 /**
@@ -83,7 +85,7 @@ export async function acceptTurns(
   await trx
     .insertInto('turns')
     .values(
-      turns.map(({ jobId, seq, prompt, trigger, sentBy }, i) => ({
+      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose }, i) => ({
         job_id: jobId,
         seq,
         prompt,
@@ -91,6 +93,7 @@ export async function acceptTurns(
         queue_id: queueIds[i] ?? null,
         trigger: trigger ? JSON.stringify(trigger) : null,
         sent_by: sentBy ? JSON.stringify(sentBy) : null,
+        purpose: purpose ?? null,
       })),
     )
     .execute();

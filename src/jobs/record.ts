@@ -26,6 +26,7 @@ export const JOB_VIEW_COLUMNS = [
   'usage',
   'origin',
   'created_by',
+  'pr',
   'created_at',
   'updated_at',
   'archived_at',
@@ -48,5 +49,6 @@ export function toJobRecord(row: JobView): JobRecord {
     origin: row.origin ?? null,
     createdBy: row.created_by ?? null,
     updatedAt: row.updated_at.toISOString(),
+    pr: row.pr ?? null,
   };
 }

@@ -4,7 +4,7 @@
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
 import { audit, type Who } from '../audit/audit.ts';
-import type { JobStatus, ProjectRow, TurnTrigger } from '../db/schema.ts';
+import type { JobStatus, ProjectRow, TurnPurpose, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { isId } from '../ids.ts';
@@ -19,38 +19,43 @@ import { inTransition, recordStatus } from './transaction.ts';
 // Creating a job, the hot write, reads top-down in its own module.
 export { createJob } from './create.ts';
 
-/**
- * A follow-up; one a forge event asked for (src/features/forge-intake/) records which in its
- * turn. `by` is who sends it, from where: the turn's sentBy and the audit row's actor (absent
- * only where no one asks, a test's own setup).
- */
+/** How a follow-up came, besides its prompt. */
+export interface FollowUpOptions {
+  /** An Idempotency-Key: claimed first, in the same transaction, as createJob does. */
+  idempotency?: IdempotentRequest | undefined;
+  /** The forge event that asked for it (src/features/forge-intake/), recorded in its turn. */
+  trigger?: TurnTrigger | undefined;
+  /**
+   * Who sends it, from where: the turn's sentBy and the audit row's actor (absent only where no
+   * one asks: Errand's own pull request watch, a test's own setup).
+   */
+  by?: Who | undefined;
+  /** Why Errand queued it itself (the pull request watch, src/features/pr-watch/). */
+  purpose?: TurnPurpose | undefined;
+}
+
+/** A follow-up of a job: a new turn, queued in the transaction that accepts it. */
 export function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
-  idempotency?: undefined,
-  trigger?: TurnTrigger,
-  by?: Who,
+  options?: FollowUpOptions & { idempotency?: undefined },
 ): Promise<Accepted>;
-/** With an Idempotency-Key, as createJob: the key is claimed first, in the same transaction. */
+/** With an Idempotency-Key: a request whose first one committed gets that one's response. */
 export function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
-  idempotency: IdempotentRequest | undefined,
-  trigger: undefined,
-  by: Who,
+  options: FollowUpOptions,
 ): Promise<Accepted | Replayed>;
 export async function sendMessage(
   ctx: JobsContext,
   project: ProjectRow,
   jobId: string,
   prompt: string,
-  idempotency?: IdempotentRequest,
-  trigger?: TurnTrigger,
-  by?: Who,
+  { idempotency, trigger, by, purpose }: FollowUpOptions = {},
 ): Promise<Accepted | Replayed> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   const policy = {
@@ -81,7 +86,9 @@ export async function sendMessage(
     ]);
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
-    await acceptTurns(ctx, scope, [{ jobId, seq, prompt, trigger, sentBy: by?.actor ?? null }]);
+    await acceptTurns(ctx, scope, [
+      { jobId, seq, prompt, trigger, sentBy: by?.actor ?? null, purpose: purpose ?? null },
+    ]);
     const job = await trx
       .updateTable('jobs')
       .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })

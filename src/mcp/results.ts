@@ -3,7 +3,7 @@
 // service's message and code and can correct itself.
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { ErrandError, type Job } from '../client/index.ts';
-import { statusSentence, usageSentence } from '../words.ts';
+import { prLine, statusSentence, usageSentence } from '../words.ts';
 
 /** A tool's input the model got wrong in a way the schema cannot express (no project). */
 export class ToolInputError extends Error {
@@ -49,7 +49,9 @@ export async function attempt(body: () => Promise<CallToolResult>): Promise<Call
 /** Where the job stands (the client's words), what it used, and what the model can do next. */
 export function describeJob(job: Job): string {
   const spent = usageSentence(job.usage);
-  const where = spent ? `${statusSentence(job)} ${spent}` : statusSentence(job);
+  // What the forge last said of the pull request, and whether Errand still looks after it.
+  const pr = job.pr ? `Its pull request: ${prLine(job.pr)}.` : '';
+  const where = [statusSentence(job), spent, pr].filter(Boolean).join(' ');
   switch (job.status) {
     case 'active':
       return `${where} Call wait_for_job to wait for it to finish.`;

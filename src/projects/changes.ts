@@ -72,6 +72,13 @@ export interface ProjectFields {
   monthlyBudgetUsd?: number | null | undefined;
   /** The agent that runs the project's turns. */
   engine?: EngineName | undefined;
+  /** The pull request watch: autofix turns in a row for one pull request; 0: none. */
+  autofixAttempts?: number | undefined;
+  /** Globs of the check names the watch acts on; null: every check. */
+  autofixChecks?: string[] | null | undefined;
+  autoMerge?: ProjectRow['auto_merge'] | undefined;
+  mergeMethod?: ProjectRow['merge_method'] | undefined;
+  conflictStrategy?: ProjectRow['conflict_strategy'] | undefined;
 }
 
 /**
@@ -143,6 +150,13 @@ export async function toChanges(
   refuseUnpricedBudget(ctx, b, changes, current);
   if (b.engine !== undefined) changes.engine = b.engine;
   await refuseEngine(ctx, b, changes, current);
+  if (b.autofixAttempts !== undefined) changes.autofix_attempts = b.autofixAttempts;
+  // A glob given twice selects nothing more: kept once, in the order given.
+  if (b.autofixChecks !== undefined)
+    changes.autofix_checks = b.autofixChecks === null ? null : [...new Set(b.autofixChecks)];
+  if (b.autoMerge !== undefined) changes.auto_merge = b.autoMerge;
+  if (b.mergeMethod !== undefined) changes.merge_method = b.mergeMethod;
+  if (b.conflictStrategy !== undefined) changes.conflict_strategy = b.conflictStrategy;
 
   const tokenEnv = b.forgeTokenEnv;
   const token = b.forgeToken;

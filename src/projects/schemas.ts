@@ -2,7 +2,16 @@
 // shape, with refusals that name it. What needs the server's settings or the stored project
 // (repository access, forge token variables, credentials) is the project service's to check.
 import { z } from 'zod';
-import { DEFAULT_ENVIRONMENT_KEY_FILES, ENGINE_NAMES, FORGE_KINDS } from '../records/project.ts';
+import {
+  AUTO_MERGE_MODES,
+  CONFLICT_STRATEGIES,
+  DEFAULT_ENVIRONMENT_KEY_FILES,
+  ENGINE_NAMES,
+  FORGE_KINDS,
+  MAX_AUTOFIX_ATTEMPTS,
+  MERGE_METHODS,
+  PR_WATCH_TEXTS,
+} from '../records/project.ts';
 import type { ProjectFields } from './changes.ts';
 import {
   environmentKeyFileRefusal,
@@ -87,6 +96,36 @@ const environmentKeyFiles = z
   .describe(
     `Globs of the files, relative to the repository's root, whose content keys the environment: a change to one builds it again (null: the common lock files, ${DEFAULT_ENVIRONMENT_KEY_FILES.join(', ')}; []: none, the setup command alone keys it). At most ${MAX_ENVIRONMENT_KEY_FILES}, each at most ${MAX_ENVIRONMENT_KEY_FILE_CHARS} characters, without .. or a leading /.`,
   );
+
+const AUTOFIX_ATTEMPTS = `"autofixAttempts" must be a whole number from 0 to ${MAX_AUTOFIX_ATTEMPTS} (0: none)`;
+/** At most this many globs, each at most this long: names of checks, not a file list. */
+const MAX_AUTOFIX_CHECKS = 50;
+const MAX_AUTOFIX_CHECK_CHARS = 200;
+const AUTOFIX_CHECKS = `"autofixChecks" must be a list of 1 to ${MAX_AUTOFIX_CHECKS} globs of check names (1 to ${MAX_AUTOFIX_CHECK_CHARS} characters each, no control characters), or null for every check`;
+
+/** The check names' globs: each trimmed; a blank list is refused, since null says "every check". */
+const autofixChecks = z
+  .array(
+    z
+      .string({ error: AUTOFIX_CHECKS })
+      .trim()
+      .min(1, { error: AUTOFIX_CHECKS })
+      .max(MAX_AUTOFIX_CHECK_CHARS, { error: AUTOFIX_CHECKS })
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the control characters are what is refused
+      .regex(/^[^\u0000-\u001f\u007f]*$/, { error: AUTOFIX_CHECKS }),
+    { error: AUTOFIX_CHECKS },
+  )
+  .min(1, { error: AUTOFIX_CHECKS })
+  .max(MAX_AUTOFIX_CHECKS, { error: AUTOFIX_CHECKS })
+  .nullable()
+  .describe(
+    `${PR_WATCH_TEXTS.autofixChecks} At most ${MAX_AUTOFIX_CHECKS}, each 1 to ${MAX_AUTOFIX_CHECK_CHARS} characters.`,
+  );
+
+/** A choice among fixed words, refused with the words it takes. */
+function oneOf<const T extends readonly [string, ...string[]]>(field: string, values: T) {
+  return z.enum(values, { error: `"${field}" must be one of ${values.join(', ')}` });
+}
 
 const fields = {
   name: text('name')
@@ -228,6 +267,18 @@ const fields = {
     'monthlyBudgetUsd',
     "What the project's jobs may cost in a calendar month (UTC): once it is spent, creates and follow-ups are refused (429 budget_exhausted)",
   ),
+  autofixAttempts: z
+    .number({ error: AUTOFIX_ATTEMPTS })
+    .int({ error: AUTOFIX_ATTEMPTS })
+    .min(0, { error: AUTOFIX_ATTEMPTS })
+    .max(MAX_AUTOFIX_ATTEMPTS, { error: AUTOFIX_ATTEMPTS })
+    .describe(PR_WATCH_TEXTS.autofixAttempts),
+  autofixChecks,
+  autoMerge: oneOf('autoMerge', AUTO_MERGE_MODES).describe(PR_WATCH_TEXTS.autoMerge),
+  mergeMethod: oneOf('mergeMethod', MERGE_METHODS).describe(PR_WATCH_TEXTS.mergeMethod),
+  conflictStrategy: oneOf('conflictStrategy', CONFLICT_STRATEGIES).describe(
+    PR_WATCH_TEXTS.conflictStrategy,
+  ),
 };
 
 const ENGINE = `"engine" must be one of ${ENGINE_NAMES.join(', ')}`;
@@ -273,6 +324,11 @@ export const projectUpdateBody = z.strictObject(
     jobBudgetUsd: fields.jobBudgetUsd.optional(),
     monthlyBudgetUsd: fields.monthlyBudgetUsd.optional(),
     engine: engineField.optional(),
+    autofixAttempts: fields.autofixAttempts.optional(),
+    autofixChecks: fields.autofixChecks.optional(),
+    autoMerge: fields.autoMerge.optional(),
+    mergeMethod: fields.mergeMethod.optional(),
+    conflictStrategy: fields.conflictStrategy.optional(),
   },
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;

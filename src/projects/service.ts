@@ -67,6 +67,11 @@ export function toProjectRecord(
     jobBudgetUsd: row.job_budget_usd,
     monthlyBudgetUsd: row.monthly_budget_usd,
     engine: row.engine,
+    autofixAttempts: row.autofix_attempts,
+    autofixChecks: row.autofix_checks,
+    autoMerge: row.auto_merge,
+    mergeMethod: row.merge_method,
+    conflictStrategy: row.conflict_strategy,
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -132,6 +137,16 @@ export async function createProject(
       job_budget_usd: changes.job_budget_usd ?? null,
       monthly_budget_usd: changes.monthly_budget_usd ?? null,
       ...(changes.engine !== undefined ? { engine: changes.engine } : {}),
+      // The watch's settings not given keep the columns' defaults (migration 0029).
+      ...(changes.autofix_attempts !== undefined
+        ? { autofix_attempts: changes.autofix_attempts }
+        : {}),
+      autofix_checks: changes.autofix_checks ?? null,
+      ...(changes.auto_merge !== undefined ? { auto_merge: changes.auto_merge } : {}),
+      ...(changes.merge_method !== undefined ? { merge_method: changes.merge_method } : {}),
+      ...(changes.conflict_strategy !== undefined
+        ? { conflict_strategy: changes.conflict_strategy }
+        : {}),
       updated_at: sql`now()`,
     })
     .returningAll()
@@ -201,6 +216,11 @@ export const PROJECT_COLUMNS = [
   'forge_webhook_secret',
   'forge_handle',
   'forge_label',
+  'autofix_attempts',
+  'autofix_checks',
+  'auto_merge',
+  'merge_method',
+  'conflict_strategy',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];

@@ -12,6 +12,7 @@ export const AUDIT_ACTIONS = Object.freeze([
   'job.create',
   'job.message',
   'job.archive',
+  'job.merge',
   'project.create',
   'project.update',
   'project.delete',

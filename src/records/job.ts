@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import type { JobRow } from '../db/schema.ts';
 import { actorRecord } from './actor.ts';
+import { prRecord } from './pr.ts';
 
 /** Every status a job can have, in the order of its life. The one list. */
 export const JOB_STATUSES = Object.freeze(['active', 'completed', 'failed', 'archived'] as const);
@@ -95,6 +96,12 @@ export const jobRecord = z
         'Who created the job: a user, an API key, or a forge user through the forge webhook; null for jobs made before Errand recorded it.',
       ),
     updatedAt: isoTime,
+    pr: prRecord
+      .nullable()
+      .optional()
+      .describe(
+        "What the forge last said of the job's pull request (state, head, checks) and what Errand's pull request watch does with it; null before Errand first looked, and on a plain git remote.",
+      ),
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });
 

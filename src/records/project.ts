@@ -11,6 +11,20 @@ export const FORGE_KINDS = ['github', 'gitlab', 'gitea', 'git'] as const;
 /** Every engine a project may choose; `errand` is Errand's own loop (src/agent/). */
 export const ENGINE_NAMES = ['errand', 'claude-code', 'codex', 'opencode'] as const;
 
+/** When the pull request watch merges a job's pull request (src/features/pr-watch/). */
+export const AUTO_MERGE_MODES = ['off', 'green', 'green-and-approved'] as const;
+
+/** How the watch merges it, with the forge's own merge API (src/forges/types.ts's MergeMethod). */
+export const MERGE_METHODS = ['merge', 'squash', 'rebase'] as const;
+
+/** How a turn brings a pull request that conflicts with its base up to it. */
+export const CONFLICT_STRATEGIES = ['merge', 'rebase'] as const;
+
+/** The most autofix turns one pull request may get in a row (the column's check says the same). */
+export const MAX_AUTOFIX_ATTEMPTS = 10;
+/** What a project not told otherwise allows (the column's default, migration 0029). */
+export const DEFAULT_AUTOFIX_ATTEMPTS = 2;
+
 /** The setup command's network, and that of the agent's commands (src/projects/network.ts). */
 export const SETUP_NETWORK_MODES = ['none', 'allowlist', 'open'] as const;
 export const COMMANDS_NETWORK_MODES = ['none', 'allowlist'] as const;
@@ -54,6 +68,25 @@ FORGE_KINDS satisfies readonly NonNullable<ProjectRow['forge_kind']>[];
 ENGINE_NAMES satisfies readonly ProjectRow['engine'][];
 SETUP_NETWORK_MODES satisfies readonly ProjectRow['network_setup'][];
 COMMANDS_NETWORK_MODES satisfies readonly ProjectRow['network_commands'][];
+AUTO_MERGE_MODES satisfies readonly ProjectRow['auto_merge'][];
+MERGE_METHODS satisfies readonly ProjectRow['merge_method'][];
+CONFLICT_STRATEGIES satisfies readonly ProjectRow['conflict_strategy'][];
+
+/**
+ * What the pull request watch's settings do, said once for the record, the create and update
+ * bodies, and so the OpenAPI document and the client's types.
+ */
+export const PR_WATCH_TEXTS = {
+  autofixAttempts: `How many turns in a row Errand queues to fix a pull request's failing checks (0 to ${MAX_AUTOFIX_ATTEMPTS}; 0: none). A green run starts the count again; the job's budget applies. Default ${DEFAULT_AUTOFIX_ATTEMPTS}.`,
+  autofixChecks:
+    'Globs of the names of the checks the watch acts on, e.g. ["ci/*", "lint"]: only their failures queue a fix. null: every check, the default.',
+  autoMerge:
+    'Whether Errand merges the pull request itself: "off" (never, the default), "green" (once every check passed) or "green-and-approved" (and the forge\'s approval rules are met). It uses the forge\'s merge API and never bypasses branch protection.',
+  mergeMethod:
+    'How Errand merges: "merge" (a merge commit, the default), "squash" or "rebase". On GitLab, "squash" squashes; the merge commit or fast-forward is the GitLab project\'s own setting.',
+  conflictStrategy:
+    'How a turn brings a pull request that conflicts with its base up to it: "merge" (merges the base into the work branch, the default) or "rebase" (rebases the work branch onto it).',
+} as const;
 
 /** The descriptions of the network's parts, in the record and in a create or update body. */
 export const NETWORK_TEXTS = {
@@ -133,6 +166,11 @@ export const projectRecord = z
     engine: z
       .enum(ENGINE_NAMES)
       .describe("The agent that runs the project's turns (errand: Errand's own)."),
+    autofixAttempts: z.number().int().describe(PR_WATCH_TEXTS.autofixAttempts),
+    autofixChecks: z.array(z.string()).nullable().describe(PR_WATCH_TEXTS.autofixChecks),
+    autoMerge: z.enum(AUTO_MERGE_MODES).describe(PR_WATCH_TEXTS.autoMerge),
+    mergeMethod: z.enum(MERGE_METHODS).describe(PR_WATCH_TEXTS.mergeMethod),
+    conflictStrategy: z.enum(CONFLICT_STRATEGIES).describe(PR_WATCH_TEXTS.conflictStrategy),
     createdAt: z.iso.datetime(),
     updatedAt: z.iso.datetime(),
   })

@@ -48,6 +48,7 @@ import {
   withJobLock,
 } from '../workspace/index.ts';
 import { commitMessage, landedCommit } from './commits.ts';
+import { bringBaseIn, concludeResolution, integratedSummary, withConflicts } from './conflict.ts';
 import { asTurnError, review, type TurnForge, turnForge } from './forge.ts';
 import { refuseSecretsInPush, secretEnv, secretScrubForms } from './secrets.ts';
 
@@ -165,58 +166,99 @@ export class TurnPipeline implements TurnRunner {
         };
       }
 
+      // A turn the pull request watch queued for a conflict brings the base in first.
+      const integration = await bringBaseIn(this.#workspace, input, checkout, emit);
+      if (integration && integration.outcome !== 'conflicted') {
+        const summary = integratedSummary(job.ref, integration);
+        const messages = [
+          { role: 'user', content: turn.prompt },
+          { role: 'assistant', content: summary },
+        ];
+        if (!integration.head) return { summary, messages, usage: null, commitSha: null };
+        const replaces = integration.outcome === 'rebased' ? checkout.headCommit : undefined;
+        const published = await this.#publish(input, checkout, forge, integration.head, summary, {
+          emit,
+          scrub,
+          ...(replaces ? { replaces } : {}),
+        });
+        return { summary, messages, usage: null, ...published };
+      }
+
       const commands = await this.#commands(input, checkout, emit, secrets);
+      const agentInput = integration ? withConflicts(input, integration) : input;
       // Everything around the agent is Errand's whichever engine the project runs.
       const result =
         input.project.engine === 'errand'
-          ? await this.#agent(input, checkout.dir, emit, commands, secrets)
-          : await this.#engine(input, input.project.engine, checkout.dir, emit, secrets);
+          ? await this.#agent(agentInput, checkout.dir, emit, commands, secrets)
+          : await this.#engine(agentInput, input.project.engine, checkout.dir, emit, secrets);
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
       const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
-      if (changed.length === 0) {
+      if (changed.length === 0 && !integration) {
         await emit('turn.no_changes', {});
         return { summary, messages, usage, commitSha: null };
       }
-      await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
+      if (changed.length > 0)
+        await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
       signal.throwIfAborted();
       const message = commitMessage(summary, job.id, turn.seq, scrub(turn.prompt));
-      const sha = await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
+      const sha = integration
+        ? await concludeResolution(this.#workspace, checkout, integration, message, signal)
+        : await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
       if (!sha) return { summary, messages, usage, commitSha: null };
       await emit('commit', { sha, subject: message.split('\n')[0] ?? '' });
-      signal.throwIfAborted();
-      await refuseSecretsInPush(this.#workspace, {
-        dir: checkout.dir,
-        base: checkout.headCommit,
-        head: sha,
-        secrets: input.secrets,
-        signal,
-      });
-      await pushBranch(this.#workspace, {
-        dir: checkout.dir,
-        repository: job.repository,
-        branch: job.branch,
-        ...(forge.auth ? { auth: forge.auth } : {}),
-        signal,
-      });
-      await emit('push', { branch: job.branch, sha });
-      const reviewed = await review(
-        config,
-        this.#workspace,
-        input,
-        forge,
-        checkout,
-        summary,
-        emit,
-        scrub,
-      );
-      return { summary, messages, usage, commitSha: sha, ...reviewed };
+      const published = await this.#publish(input, checkout, forge, sha, summary, { emit, scrub });
+      return { summary, messages, usage, ...published };
     } catch (err) {
       if (err instanceof BudgetExceededError)
         throw new TurnFailedError(`${err.message}; nothing was committed`);
       throw asTurnError(err, scrub, forge);
     }
+  }
+
+  /**
+   * Pushes the turn's commit `sha` (refused when it carries a secret) and opens or updates the
+   * pull request. `replaces`: a rebased branch replaces the remote one, if it is still there.
+   */
+  async #publish(
+    input: TurnInput,
+    checkout: Checkout,
+    forge: TurnForge,
+    sha: string,
+    summary: string,
+    how: { emit: Emit; scrub: (text: string) => string; replaces?: string },
+  ): Promise<Pick<TurnOutput, 'commitSha' | 'prLink' | 'prNumber'>> {
+    const { job, signal } = input;
+    const { emit, scrub } = how;
+    signal.throwIfAborted();
+    await refuseSecretsInPush(this.#workspace, {
+      dir: checkout.dir,
+      base: checkout.headCommit,
+      head: sha,
+      secrets: input.secrets,
+      signal,
+    });
+    await pushBranch(this.#workspace, {
+      dir: checkout.dir,
+      repository: job.repository,
+      branch: job.branch,
+      ...(forge.auth ? { auth: forge.auth } : {}),
+      ...(how.replaces ? { replaces: how.replaces } : {}),
+      signal,
+    });
+    await emit('push', { branch: job.branch, sha });
+    const reviewed = await review(
+      this.#deps.config,
+      this.#workspace,
+      input,
+      forge,
+      checkout,
+      summary,
+      emit,
+      scrub,
+    );
+    return { commitSha: sha, ...reviewed };
   }
 
   /**

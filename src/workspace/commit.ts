@@ -10,7 +10,7 @@ function repoOptions(dir: string, signal: AbortSignal | undefined): GitRunOption
   return { gitDir: join(dir, '.git'), workTree: dir, cwd: dir, signal };
 }
 
-function identityEnv(identity: GitIdentity): Record<string, string> {
+export function identityEnv(identity: GitIdentity): Record<string, string> {
   const bad = /[<>\n\r\0]/;
   if (!identity.name.trim() || !identity.email.trim()) {
     throw invalidInput('git identity needs a name and an email');

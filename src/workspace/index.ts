@@ -5,6 +5,12 @@
 export { prepareCheckout } from './checkout.ts';
 export { changedFiles, commitAll, diffAgainst } from './commit.ts';
 export { removeCheckout } from './discard.ts';
+export {
+  concludeMerge,
+  type Integration,
+  integrateBase,
+  stillConflicted,
+} from './integrate.ts';
 export { engineStateDir } from './layout.ts';
 export { withJobLock } from './lock.ts';
 export { pushBranch } from './push.ts';

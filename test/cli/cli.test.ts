@@ -160,6 +160,90 @@ describe('errand CLI', () => {
     assert.equal((await svc.request('GET', `/v2/admin/projects/${id}`)).json.model, null);
   });
 
+  test("project create, update and show: the pull request watch's settings", async () => {
+    const created = await cli([
+      'project',
+      'create',
+      '--name',
+      'watched',
+      '--repo',
+      svc.database.dataDir,
+      '--autofix-attempts',
+      '3',
+      '--autofix-checks',
+      'ci/*, build (ubuntu-latest), test {22,24},lint',
+      '--auto-merge',
+      'green-and-approved',
+      '--merge-method',
+      'squash',
+      '--conflict-strategy',
+      'rebase',
+    ]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(created.stdout, /; merges its pull requests when green and approved\)\n$/);
+    const id = /created project (prj_\w+)/.exec(created.stdout)?.[1] ?? '';
+    const stored = (await svc.request('GET', `/v2/admin/projects/${id}`)).json;
+    assert.equal(stored.autofixAttempts, 3);
+    // Commas split the globs, except inside braces; spaces are the check names' own.
+    assert.deepEqual(stored.autofixChecks, [
+      'ci/*',
+      'build (ubuntu-latest)',
+      'test {22,24}',
+      'lint',
+    ]);
+    assert.equal(stored.autoMerge, 'green-and-approved');
+    assert.equal(stored.mergeMethod, 'squash');
+    assert.equal(stored.conflictStrategy, 'rebase');
+
+    const shown = await cli(['project', 'show', id]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, new RegExp(`^${id} \\(watched\\)\n`));
+    assert.match(
+      shown.stdout,
+      /\n {2}autofix: {2}up to 3 turns in a row for failing checks \(ci\/\*, build \(ubuntu-latest\), test \{22,24\}, lint\)\n {2}merge: {4}when green and approved, method squash\n {2}conflict: a turn rebases the branch onto the base\n/,
+    );
+    assert.deepEqual(json(await cli(['project', 'show', id, '--json'])), stored);
+
+    const updated = json(
+      await cli([
+        'project',
+        'update',
+        id,
+        '--autofix-attempts',
+        '0',
+        '--autofix-checks',
+        'all',
+        '--auto-merge',
+        'off',
+        '--json',
+      ]),
+    );
+    assert.equal(updated.autofixAttempts, 0);
+    assert.equal(updated.autofixChecks, null);
+    assert.equal(updated.autoMerge, 'off');
+    assert.equal(updated.mergeMethod, 'squash', 'a setting not given is kept');
+    const off = await cli(['project', 'show', id]);
+    assert.match(off.stdout, /\n {2}autofix: {2}off\n {2}merge: {4}by a person \(auto-merge off\)/);
+
+    // A choice the flag does not take, or a count that is no number: exit 2, nothing sent.
+    for (const [flag, value, message] of [
+      ['--auto-merge', 'always', /--auto-merge/],
+      ['--merge-method', 'fast-forward', /--merge-method/],
+      ['--conflict-strategy', 'squash', /--conflict-strategy/],
+      ['--autofix-attempts', 'two', /--autofix-attempts must be a whole number/],
+    ] as const) {
+      const bad = await cli(['project', 'update', id, flag, value]);
+      assert.equal(bad.code, 2, `${flag} ${value}: ${bad.stderr}`);
+      assert.equal(bad.stdout, '');
+      assert.match(bad.stderr, message);
+    }
+    // The range is the server's to check: it names the field.
+    const many = await cli(['project', 'update', id, '--autofix-attempts', '11']);
+    assert.equal(many.code, 1);
+    assert.match(many.stderr, /"autofixAttempts" must be a whole number from 0 to 10/);
+    assert.equal((await svc.request('GET', `/v2/admin/projects/${id}`)).json.autofixAttempts, 0);
+  });
+
   test('errors go to stderr with a non-zero exit and nothing on stdout', async () => {
     const cases: Array<[string[], RegExp, Record<string, string>?]> = [
       [['project', 'create', '--repo', '/tmp', '--json'], /--name is required/],

@@ -47,7 +47,7 @@ describe('errand project: the forge webhook', () => {
     assert.match(run.stdout, /content type: application\/json/);
     assert.match(
       run.stdout,
-      /events: +Issue comments, Issues, Pull request review comments, Pull request reviews, Pushes\n/,
+      /events: +Check runs, Check suites, Issue comments, Issues, Pull request review comments, Pull request reviews, Pull requests, Pushes, Statuses, Workflow runs\n/,
     );
     assert.match(run.stdout, /mention @errand, and issues labelled 'errand'/);
     for (const args of [

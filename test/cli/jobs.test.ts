@@ -246,6 +246,43 @@ describe('errand job', () => {
     assert.deepEqual(record.usage, { ...SPENT, costUsd: 0.2925 });
   });
 
+  test("job get shows the pull request's line once Errand looked at it", async () => {
+    const created = await json(['job', 'create', '--project', projectId, 'pr watched']);
+    const jobId = String(created.id);
+    await untilStatus(svc, projectId, jobId, 'completed');
+    const before = ok(await cli(['job', 'get', jobId, '--project', projectId])).stdout;
+    assert.doesNotMatch(before, /\n {2}pr: /, 'a pr line before Errand looked');
+    // What the pull request watch writes when it looks (src/features/pr-watch/).
+    await svc.service.ctx.db
+      .updateTable('jobs')
+      .set({
+        pr: JSON.stringify({
+          number: 7,
+          url: PR,
+          state: 'open',
+          mergedAt: null,
+          headSha: SHA,
+          mergeable: true,
+          approved: false,
+          checks: [
+            { name: 'lint', state: 'success', url: null },
+            { name: 'test', state: 'failure', url: 'https://ci.example/runs/9' },
+          ],
+          watch: { state: 'paused', reason: 'the checks still fail after 2 fixes', autofixes: 2 },
+          observedAt: new Date().toISOString(),
+        }),
+      })
+      .where('id', '=', jobId)
+      .execute();
+    const text = ok(await cli(['job', 'get', jobId, '--project', projectId])).stdout;
+    assert.match(
+      text,
+      /\n {2}pr: {7}open; checks: 1 passed, 1 failed, 0 pending; watch: paused \(the checks still fail after 2 fixes; 2 fixes tried in a row\)\n/,
+    );
+    const record = await json(['job', 'get', jobId, '--project', projectId]);
+    assert.equal((record.pr as Json).state, 'open');
+  });
+
   test('a failing job: --wait exits 1 with its error', async () => {
     const run = await cli(['job', 'create', '--project', projectId, 'fail now', '--wait']);
     assert.equal(run.code, 1, run.stderr);

@@ -282,7 +282,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
+          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -352,6 +352,7 @@ describe('errand export and import', () => {
         users: 0,
         user_tokens: 0,
         forge_replies: 0,
+        pr_watches: 0,
         forge_refusals: 0,
         forge_events: 0,
         webhook_attempts: 0,
@@ -381,7 +382,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -804,7 +805,7 @@ describe('errand export and import', () => {
     }
   });
 
-  test('what Errand said on a forge comes across: its answers, the threads it refused, the events it took', async () => {
+  test('what Errand said on a forge comes across: its answers, the threads it refused, the events it took, its watches', async () => {
     const from = await fresh();
     const svc = await startTestService({ database: from, worker: false, env: llmEnv });
     try {
@@ -817,6 +818,17 @@ describe('errand export and import', () => {
       await db
         .insertInto('forge_replies')
         .values({ job_id: created.json.id ?? '', seq: 1, kind: 'accepted' })
+        .execute();
+      // A pull request the watch gave up on after two fixes: it does not start over after a move.
+      await db
+        .insertInto('pr_watches')
+        .values({
+          job_id: created.json.id ?? '',
+          state: 'paused',
+          reason: 'test still fails after 2 attempts to fix it',
+          autofixes: 2,
+          failed_sha: 'a'.repeat(40),
+        })
         .execute();
       await db
         .insertInto('forge_refusals')
@@ -852,7 +864,10 @@ describe('errand export and import', () => {
       await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
       'export of the forge tables',
     );
-    assert.match(exported.stderr, /, 1 forge answer, 2 forge refusals, 1 forge event, /);
+    assert.match(
+      exported.stderr,
+      /, 1 forge answer, 1 pull request watch, 2 forge refusals, 1 forge event, /,
+    );
     const to = await fresh();
     ok(
       await errand(['import', out], {
@@ -873,6 +888,7 @@ describe('errand export and import', () => {
           ).rows.map((r) => r.row);
         return {
           replies: await read('forge_replies'),
+          watches: await read('pr_watches'),
           refusals: await read('forge_refusals'),
           events: await read('forge_events'),
         };
@@ -882,6 +898,7 @@ describe('errand export and import', () => {
     };
     const before = await rows(from.databaseUrl ?? '');
     assert.equal(before.replies.length, 1);
+    assert.equal(before.watches.length, 1);
     assert.equal(before.refusals.length, 2);
     assert.equal(before.events.length, 1);
     assert.deepEqual(await rows(to.databaseUrl ?? ''), before);

@@ -115,6 +115,18 @@ describe('records and their schemas', () => {
           title: 'Fix the build',
         }),
         archived_at: new Date(),
+        pr: JSON.stringify({
+          number: 7,
+          url: 'https://github.com/acme/app/pull/7',
+          state: 'merged',
+          mergedAt: '2025-06-01T12:00:00.000Z',
+          headSha: 'a'.repeat(40),
+          mergeable: true,
+          approved: true,
+          checks: [{ name: 'ci/test', state: 'success', url: 'https://ci.example.com/runs/1' }],
+          watch: { state: 'ended', reason: 'the pull request was merged', autofixes: 1 },
+          observedAt: '2025-06-01T12:00:05.000Z',
+        }),
       })
       .where('id', '=', jobId)
       .execute();
@@ -144,6 +156,7 @@ describe('records and their schemas', () => {
         network_allow: ['@npm'],
         job_budget_usd: 5,
         monthly_budget_usd: 100,
+        autofix_checks: ['ci/*'],
       })
       .where('id', '=', projectId)
       .execute();

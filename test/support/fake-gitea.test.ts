@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { after, beforeEach, describe, it } from 'node:test';
+import { giteaPayloads } from '../../src/features/forge-intake/payloads/gitea.ts';
 import { type FakeGitea, startFakeGitea } from './fake-gitea.ts';
 
 const TOKEN = 'fake-gitea-token-0123';
@@ -187,5 +191,264 @@ describe('fake Gitea: strictness', () => {
       ],
     );
     fake.assertNoUnexpected();
+  });
+});
+
+describe('fake Gitea: what the pull request watch reads', () => {
+  const HEAD = 'c0ffee0000000000000000000000000000000001';
+  const STATUSES = `${fake.apiUrl}/repos/acme/widgets/commits/${HEAD}/statuses`;
+  const open = () => fake.addPull('acme/widgets', { head: 'errand/1' }).number;
+  const json = async (res: Response) => (await res.json()) as Record<string, unknown>;
+
+  it('serves a pull request’s labels, mergeability and head as set', async () => {
+    const headed = await startFakeGitea({
+      token: TOKEN,
+      repos: ['o/r'],
+      heads: (repo, branch) => (repo === 'o/r' && branch === 'errand/1' ? HEAD : undefined),
+    });
+    try {
+      const number = headed.addPull('o/r', { head: 'errand/1' }).number;
+      headed.addPullLabel('o/r', number, 'no-errand');
+      headed.addPullLabel('o/r', number, 'no-errand');
+      const body = await json(await call(`${headed.apiUrl}/repos/o/r/pulls/${number}`));
+      assert.equal((body.head as { sha: string }).sha, HEAD);
+      assert.deepEqual(
+        (body.labels as Array<{ name: string }>).map((l) => l.name),
+        ['no-errand'],
+      );
+      assert.equal(body.mergeable, true);
+      headed.setMergeable('o/r', number, null);
+      // Gitea has no null: still checking reads as false.
+      assert.equal(
+        (await json(await call(`${headed.apiUrl}/repos/o/r/pulls/${number}`))).mergeable,
+        false,
+      );
+      const other = headed.addPull('o/r', { head: 'other' }).number;
+      const fixed = await json(await call(`${headed.apiUrl}/repos/o/r/pulls/${other}`));
+      assert.equal((fixed.head as { sha: string }).sha, '1'.repeat(40));
+      headed.assertNoUnexpected();
+    } finally {
+      await headed.close();
+    }
+  });
+
+  it('lists a commit’s statuses newest first, paged, each run kept', async () => {
+    fake.setCheck('acme/widgets', HEAD, { name: 'ci', state: 'pending' });
+    fake.setCheck('acme/widgets', HEAD, {
+      name: 'ci',
+      state: 'failure',
+      log: 'x\nAssertionError: 1 != 2\n',
+    });
+    fake.setCheck('acme/widgets', HEAD, { name: 'lint', state: 'success', summary: 'Clean' });
+    const res = await call(STATUSES);
+    assert.equal(res.headers.get('x-total-count'), '3');
+    const list = (await res.json()) as Array<Record<string, unknown>>;
+    assert.deepEqual(
+      list.map((st) => [st.context, st.status, st.description]),
+      [
+        ['lint', 'success', 'Clean'],
+        ['ci', 'failure', 'AssertionError: 1 != 2'],
+        ['ci', 'pending', 'Waiting to run'],
+      ],
+    );
+    assert.match(String(list[0]?.target_url), /^\/acme\/widgets\/actions\/runs\/\d+\/jobs\/0$/);
+    const page = (await (await call(`${STATUSES}?limit=2&page=2`)).json()) as unknown[];
+    assert.equal(page.length, 1);
+    const failing = (await (await call(`${STATUSES}?state=failure`)).json()) as unknown[];
+    assert.equal(failing.length, 1);
+    assert.deepEqual(
+      await (await call(`${fake.apiUrl}/repos/acme/widgets/commits/abc/statuses`)).json(),
+      [],
+    );
+    fake.assertNoUnexpected();
+  });
+
+  it('lists reviews and their verdicts', async () => {
+    const number = open();
+    fake.approve('acme/widgets', number, 'ann');
+    fake.addReview('acme/widgets', number, {
+      login: 'bob',
+      state: 'REQUEST_CHANGES',
+      dismissed: true,
+    });
+    const list = (await (await call(`${PULLS}/${number}/reviews`)).json()) as Array<
+      Record<string, unknown>
+    >;
+    assert.deepEqual(
+      list.map((r) => [(r.user as { login: string }).login, r.state, r.dismissed]),
+      [
+        ['ann', 'APPROVED', false],
+        ['bob', 'REQUEST_CHANGES', true],
+      ],
+    );
+    assert.equal((await call(`${PULLS}/99/reviews`)).status, 404);
+    fake.assertNoUnexpected();
+  });
+
+  it('merges as Gitea does, and refuses as it does', async () => {
+    const number = open();
+    const merge = (body: Record<string, unknown>, n = number) =>
+      call(`${PULLS}/${n}/merge`, { method: 'POST', body });
+    assert.equal((await merge({})).status, 422);
+    assert.equal((await merge({ Do: 'fast' })).status, 422);
+    const moved = await merge({ Do: 'merge', head_commit_id: HEAD });
+    assert.equal(moved.status, 409);
+    assert.equal((await json(moved)).message, 'head out of date');
+    fake.blockMerges('acme/widgets', 'not allowed to merge [reason: protected]');
+    const blocked = await merge({ Do: 'merge' });
+    assert.equal(blocked.status, 405);
+    assert.equal((await json(blocked)).message, 'not allowed to merge [reason: protected]');
+    fake.blockMerges('acme/widgets', null);
+    fake.setMergeable('acme/widgets', number, false);
+    assert.equal((await merge({ Do: 'merge' })).status, 405);
+    fake.setMergeable('acme/widgets', number, true);
+    const done = await merge({ Do: 'rebase', head_commit_id: '1'.repeat(40) });
+    assert.equal(done.status, 200);
+    assert.equal(await done.text(), '');
+    assert.deepEqual(fake.merges(), [
+      { repo: 'acme/widgets', number, method: 'rebase', sha: '1'.repeat(40) },
+    ]);
+    const merged = fake.pulls()[0];
+    assert.equal(merged?.merged, true);
+    assert.ok(merged?.mergedAt);
+    const again = await merge({ Do: 'merge' });
+    assert.equal(again.status, 405);
+    assert.equal((await json(again)).message, '');
+    const closed = fake.addPull('acme/widgets', { head: 'errand/2', state: 'closed' }).number;
+    assert.equal((await merge({ Do: 'merge' }, closed)).status, 404);
+    const draft = fake.addPull('acme/widgets', { head: 'errand/3', title: '[WIP] x' }).number;
+    assert.equal(
+      (await json(await merge({ Do: 'merge' }, draft))).message,
+      'Work in progress PRs cannot be merged',
+    );
+    assert.equal(fake.merges().length, 1);
+    fake.assertNoUnexpected();
+  });
+
+  it('forgets statuses, reviews, blocks and merges on reset', async () => {
+    const number = open();
+    fake.setCheck('acme/widgets', HEAD, { name: 'ci', state: 'success' });
+    fake.approve('acme/widgets', number, 'ann');
+    fake.blockMerges('acme/widgets', 'no');
+    fake.reset();
+    assert.deepEqual(fake.statuses('acme/widgets', HEAD), []);
+    assert.deepEqual(fake.merges(), []);
+    const again = open();
+    assert.equal(
+      (await call(`${PULLS}/${again}/merge`, { method: 'POST', body: { Do: 'merge' } })).status,
+      200,
+    );
+  });
+});
+
+// Where the fake's deliveries go: a loopback server that keeps what it is sent.
+const SECRET = 'a-webhook-secret-of-gitea';
+const received: Array<{ headers: IncomingHttpHeaders; body: string }> = [];
+const server = createServer((req, res) => {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    received.push({ headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+    res.writeHead(202, { 'content-type': 'application/json' }).end('{}');
+  });
+});
+server.listen(0, '127.0.0.1');
+await once(server, 'listening');
+after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+const target = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+
+describe('fake Gitea: the watch’s deliveries', () => {
+  beforeEach(() => {
+    received.length = 0;
+  });
+
+  /** The last delivery, checked and read as Errand reads it. */
+  const last = () => {
+    const delivery = received.at(-1);
+    assert.ok(delivery);
+    const body: unknown = JSON.parse(delivery.body);
+    assert.equal(
+      giteaPayloads.verifySignature(delivery.headers, Buffer.from(delivery.body), SECRET),
+      true,
+    );
+    return {
+      body,
+      signal: giteaPayloads.readSignal(delivery.headers, body),
+      events: giteaPayloads.readEvents(delivery.headers, body),
+    };
+  };
+
+  it('a check is a signed `status` of the commit, recorded as the API lists it', async () => {
+    const sha = 'c0ffee0000000000000000000000000000000002';
+    fake.setCheck('acme/widgets', sha, {
+      name: 'ci',
+      state: 'failure',
+      summary: 'Failing after 9s',
+    });
+    await fake.sendWebhook(target, SECRET, {
+      type: 'check',
+      sha,
+      branch: 'errand/1',
+      name: 'ci',
+      state: 'failure',
+    });
+    const { body, signal, events } = last();
+    assert.deepEqual(events, []);
+    assert.equal(signal?.kind, 'checks');
+    assert.equal(signal?.sha, sha);
+    const payload = body as Record<string, unknown>;
+    assert.equal(payload.description, 'Failing after 9s');
+    assert.match(String(payload.target_url), new RegExp(`^${fake.url}/acme/widgets/actions/runs/`));
+    // The status the test set, not a second one.
+    assert.equal(fake.statuses('acme/widgets', sha).length, 1);
+    // A delivery of a new state is a new status.
+    await fake.sendWebhook(target, SECRET, {
+      type: 'check',
+      sha,
+      branch: 'errand/1',
+      name: 'ci',
+      state: 'success',
+    });
+    assert.deepEqual(
+      fake.statuses('acme/widgets', sha).map((st) => st.status),
+      ['failure', 'success'],
+    );
+  });
+
+  it('pull request changes and an approval read as signals; the API agrees with them', async () => {
+    const number = fake.addPull('acme/widgets', { head: 'errand/1' }).number;
+    for (const action of ['synchronize', 'labeled', 'closed', 'reopened', 'merged'] as const) {
+      await fake.sendWebhook(target, SECRET, {
+        type: 'pull-request',
+        pull: number,
+        action,
+        ...(action === 'labeled' ? { label: 'no-errand' } : {}),
+      });
+      const { signal, events } = last();
+      assert.deepEqual(events, []);
+      assert.deepEqual(
+        signal && [signal.kind, signal.numbers, signal.branches],
+        ['pull-request', [number], ['errand/1']],
+        action,
+      );
+    }
+    const pr = fake.pulls()[0];
+    assert.deepEqual([pr?.labels, pr?.merged, pr?.state], [['no-errand'], true, 'closed']);
+    const merged = last().body as { action: string; pull_request: { merged: boolean } };
+    assert.deepEqual([merged.action, merged.pull_request.merged], ['closed', true]);
+
+    const next = fake.addPull('acme/widgets', { head: 'errand/2' }).number;
+    await fake.sendWebhook(target, SECRET, { type: 'approval', pull: next });
+    const approval = last();
+    assert.deepEqual(approval.events, []);
+    assert.deepEqual(approval.signal?.numbers, [next]);
+    assert.equal(received.at(-1)?.headers['x-gitea-event-type'], 'pull_request_review_approved');
+    const reviews = (await (await call(`${PULLS}/${next}/reviews`)).json()) as Array<{
+      state: string;
+    }>;
+    assert.deepEqual(
+      reviews.map((r) => r.state),
+      ['APPROVED'],
+    );
   });
 });

@@ -1,10 +1,11 @@
-// A stateful fake of Gitea's REST API v1 (the pull request endpoints Errand uses; Forgejo speaks
-// the same) on 127.0.0.1. It checks the token, keeps pull requests between calls, pages lists
+// A stateful fake of Gitea's REST API v1 (the pull request endpoints Errand uses, with their
+// reviews, merge and the commit statuses of their head; Forgejo speaks the same) on 127.0.0.1. It checks the token, keeps pull requests between calls, pages lists
 // the way Gitea does (`page`/`limit`, capped at 50, `X-Total-Count`), validates bodies and
 // answers errors with Gitea's status and `{message, url}` shape, and records every request.
 // Anything it does not support, or a real Gitea would ignore but is probably a mistake (an
 // unknown field or query parameter), lands in `unexpected`; `assertNoUnexpected()` throws.
 
+import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import {
   type ForgeExchange,
@@ -40,6 +41,50 @@ export interface FakeGiteaOptions {
   forgejo?: boolean;
   /** Add `draft` to pull request JSON, as recent versions do. Default: false, like older ones. */
   draftField?: boolean;
+  /**
+   * The commit a branch points at, read from the real git repository the test serves: a pull
+   * request's head sha is `heads(repo, head)`, else a fixed sha.
+   */
+  heads?: (repo: string, branch: string) => string | undefined;
+}
+
+/** A check as a test sets it: Gitea keeps it as a commit status of the commit. */
+export interface FakeGiteaCheck {
+  name: string;
+  /** Gitea's `error` and `warning` too, which Errand reads as failed and passed. */
+  state: 'pending' | 'success' | 'failure' | 'error' | 'warning';
+  /**
+   * The CI's output. Gitea serves no log: a CI that reports through statuses says its last
+   * words in the description, so the status's description is the log's last line.
+   */
+  log?: string;
+  /** The status's description (what the CI says of the run); wins over `log`'s last line. */
+  summary?: string;
+  /** The target URL; default a path on the instance, as Gitea Actions gives it. */
+  url?: string;
+}
+
+/** A commit status, as Gitea keeps it (every status posted is kept; the latest per context holds). */
+export interface FakeGiteaStatus {
+  repoPath: string;
+  sha: string;
+  id: number;
+  context: string;
+  status: FakeGiteaCheck['state'];
+  description: string;
+  targetUrl: string;
+  createdAt: string;
+}
+
+/** A review of a pull request. */
+export interface FakeGiteaReview {
+  repoPath: string;
+  number: number;
+  id: number;
+  login: string;
+  state: 'APPROVED' | 'REQUEST_CHANGES' | 'COMMENT';
+  dismissed: boolean;
+  submittedAt: string;
 }
 
 export interface FakePullRequest {
@@ -57,6 +102,11 @@ export interface FakePullRequest {
   headRepoId: number;
   /** The head branch was deleted (after a merge): Gitea then reports `ref` as `refs/pull/N/head`. */
   headBranchDeleted: boolean;
+  labels: string[];
+  /** Whether it merges without conflicts; null while Gitea is still checking. Default true. */
+  mergeable: boolean | null;
+  mergedAt: string | null;
+  mergeCommitSha: string | null;
   createdAt: string;
   updatedAt: string;
 }
@@ -135,6 +185,24 @@ export interface FakeGitea {
   issues(repoPath: string): FakeGiteaIssue[];
   comments(repoPath: string): FakeGiteaComment[];
   reactions(repoPath: string): FakeGiteaReaction[];
+  /** A new status of that name on that commit; it replaces the last one as the one that holds. */
+  setCheck(repo: string, sha: string, check: FakeGiteaCheck): void;
+  /** Every status of a commit, oldest first. */
+  statuses(repo: string, sha: string): FakeGiteaStatus[];
+  /** Whether the pull request merges without conflicts (default true); null: still checking. */
+  setMergeable(repo: string, number: number, mergeable: boolean | null): void;
+  approve(repo: string, number: number, login: string): void;
+  /** A review submitted by `login` (approving, asking for changes, or a comment). */
+  addReview(
+    repo: string,
+    number: number,
+    review: { login: string; state: FakeGiteaReview['state']; dismissed?: boolean },
+  ): FakeGiteaReview;
+  addPullLabel(repo: string, number: number, label: string): void;
+  /** The merge API refuses with this message (branch protection), or accepts again (null). */
+  blockMerges(repo: string, message: string | null): void;
+  /** Merges done through the API, in order: the method is Gitea's `Do`, the sha the head merged. */
+  merges(): Array<{ repo: string; number: number; method: string; sha: string }>;
   /** The next request gets this status (Gitea's body shape) whatever it asked. */
   failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
   /**
@@ -201,6 +269,29 @@ const SORTS = new Set([
   'leastcomment',
   'priority',
 ]);
+/** What Gitea's merge form takes (`Do` must be one of MERGE_STYLES). */
+const MERGE_FIELDS = new Set([
+  'Do',
+  'MergeTitleField',
+  'MergeMessageField',
+  'MergeCommitID',
+  'head_commit_id',
+  'delete_branch_after_merge',
+  'force_merge',
+  'merge_when_checks_succeed',
+]);
+const MERGE_STYLES = new Set([
+  'merge',
+  'rebase',
+  'rebase-merge',
+  'squash',
+  'fast-forward-only',
+  'manually-merged',
+]);
+const STATUS_PARAMS = new Set(['sort', 'state', 'page', 'limit']);
+const PAGE_PARAMS = new Set(['page', 'limit']);
+/** A pull request's head when the test serves no repository to read it from. */
+const FIXED_HEAD = '1111111111111111111111111111111111111111';
 const DEFAULT_PAGE_SIZE = 30;
 const MAX_PAGE_SIZE = 50;
 const WIP_TITLE = /^(?:wip:|\[wip\])/i;
@@ -229,6 +320,16 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
   const reactions: FakeGiteaReaction[] = [];
   const permissions = new Map<string, FakeGiteaPermission>();
   let nextCommentId = 300;
+  const statuses: FakeGiteaStatus[] = [];
+  let nextStatusId = 1;
+  const reviews: FakeGiteaReview[] = [];
+  let nextReviewId = 1;
+  const blocked = new Map<number, string>();
+  const merges: Array<{ repo: string; number: number; method: string; sha: string }> = [];
+  const headSha = (pr: FakePullRequest) => options.heads?.(pr.repoPath, pr.head) ?? FIXED_HEAD;
+  /** Gitea reads `WIP:` and `[WIP]` titles as drafts, which it never calls mergeable. */
+  const isMergeable = (pr: FakePullRequest) =>
+    pr.state === 'open' && pr.mergeable === true && !WIP_TITLE.test(pr.title);
   const userJson = (login: string) => ({
     id: 10 + [...login].reduce((sum, ch) => sum + ch.charCodeAt(0), 0),
     login,
@@ -284,7 +385,15 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       user: { id: 1, login: 'errand-bot' },
       title: pr.title,
       body: pr.body,
-      labels: [],
+      labels: pr.labels.map((name, i) => ({
+        id: 40 + i,
+        name,
+        exclusive: false,
+        is_archived: false,
+        color: 'ee0701',
+        description: '',
+        url: `${url}/api/v1/repos/${repo.owner}/${repo.name}/labels/${40 + i}`,
+      })),
       milestone: null,
       assignee: null,
       assignees: null,
@@ -294,10 +403,11 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       html_url: htmlUrl,
       diff_url: `${htmlUrl}.diff`,
       patch_url: `${htmlUrl}.patch`,
-      mergeable: pr.state === 'open',
+      // Gitea's false also stands for "still checking" and for a draft.
+      mergeable: isMergeable(pr),
       merged: pr.merged,
-      merged_at: pr.merged ? pr.updatedAt : null,
-      merge_commit_sha: null,
+      merged_at: pr.merged ? (pr.mergedAt ?? pr.updatedAt) : null,
+      merge_commit_sha: pr.merged ? pr.mergeCommitSha : null,
       merged_by: null,
       ...(options.draftField ? { draft: WIP_TITLE.test(pr.title) } : {}),
       base: {
@@ -310,7 +420,7 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       head: {
         label: pr.head,
         ref: pr.headBranchDeleted ? `refs/pull/${pr.number}/head` : pr.head,
-        sha: '1111111111111111111111111111111111111111',
+        sha: headSha(pr),
         repo_id: headRepo ? headRepo.id : pr.headRepoId,
         repo: headRepo ? repoJson(headRepo) : null,
       },
@@ -347,6 +457,20 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       const repo = repos.get(`${owner}/${name}`.toLowerCase());
       if (!repo) return send(404, apiError('not found'));
       return conversation(repo, pullsPart, indexPart, rest);
+    }
+    const statusesOf = pullsPart === 'commits' && indexPart && rest.join('/') === 'statuses';
+    const ofPull =
+      pullsPart === 'pulls' &&
+      indexPart !== undefined &&
+      /^\d+$/.test(indexPart) &&
+      rest.length === 1 &&
+      (rest[0] === 'reviews' || rest[0] === 'merge');
+    if (reposPart === 'repos' && owner && name && (statusesOf || ofPull)) {
+      const repo = repos.get(`${owner}/${name}`.toLowerCase());
+      if (!repo) return send(404, apiError('not found'));
+      if (statusesOf) return listStatuses(repo, indexPart);
+      const pr = pulls.find((p) => p.repoId === repo.id && p.number === Number(indexPart));
+      return rest[0] === 'reviews' ? listReviews(pr) : merge(repo, pr);
     }
     if (reposPart !== 'repos' || !owner || !name || pullsPart !== 'pulls' || rest.length > 0) {
       return refuse('unsupported endpoint');
@@ -394,6 +518,121 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       return send(201, toJson(pr));
     }
     return refuse('unsupported method');
+
+    /** GET /repos/{owner}/{repo}/commits/{ref}/statuses: newest first, paged. */
+    function listStatuses(repo: RepoState, ref: string) {
+      if (record.method !== 'GET') return refuse('unsupported method');
+      for (const key of target.searchParams.keys()) {
+        if (!STATUS_PARAMS.has(key)) problem(`unknown query parameter ${key}`);
+      }
+      // A branch name is resolved to its commit, as Gitea does for any ref.
+      const sha = options.heads?.(`${repo.owner}/${repo.name}`, ref) ?? ref;
+      const state = target.searchParams.get('state');
+      const all = statuses
+        .filter((st) => st.repoPath === `${repo.owner}/${repo.name}` && st.sha === sha)
+        .filter((st) => !state || st.status === state)
+        .sort((a, b) => b.id - a.id);
+      const { items } = pageOf(all, target.searchParams, {
+        param: 'limit',
+        default: DEFAULT_PAGE_SIZE,
+        max: MAX_PAGE_SIZE,
+      });
+      return send(
+        200,
+        items.map((st) => ({
+          id: st.id,
+          status: st.status,
+          target_url: st.targetUrl,
+          description: st.description,
+          url: `${url}/api/v1/repos/${repo.owner}/${repo.name}/statuses/${st.sha}`,
+          context: st.context,
+          creator: userJson('gitea-actions'),
+          created_at: st.createdAt,
+          updated_at: st.createdAt,
+        })),
+        { 'x-total-count': String(all.length) },
+      );
+    }
+
+    /** GET /repos/{owner}/{repo}/pulls/{index}/reviews: oldest first, paged. */
+    function listReviews(pr: FakePullRequest | undefined) {
+      if (record.method !== 'GET') return refuse('unsupported method');
+      for (const key of target.searchParams.keys()) {
+        if (!PAGE_PARAMS.has(key)) problem(`unknown query parameter ${key}`);
+      }
+      if (!pr) return send(404, apiError('not found'));
+      const all = reviews.filter((r) => r.repoPath === pr.repoPath && r.number === pr.number);
+      const { items } = pageOf(all, target.searchParams, {
+        param: 'limit',
+        default: DEFAULT_PAGE_SIZE,
+        max: MAX_PAGE_SIZE,
+      });
+      const htmlUrl = `${url}/${pr.repoPath}/pulls/${pr.number}`;
+      return send(
+        200,
+        items.map((r) => ({
+          id: r.id,
+          user: userJson(r.login),
+          team: null,
+          state: r.state,
+          body: '',
+          commit_id: headSha(pr),
+          stale: false,
+          official: r.state !== 'COMMENT',
+          dismissed: r.dismissed,
+          comments_count: 0,
+          submitted_at: r.submittedAt,
+          updated_at: r.submittedAt,
+          html_url: `${htmlUrl}#issuecomment-${r.id}`,
+          pull_request_url: htmlUrl,
+        })),
+        { 'x-total-count': String(all.length) },
+      );
+    }
+
+    /**
+     * POST /repos/{owner}/{repo}/pulls/{index}/merge, refusing in Gitea's order: merged (405
+     * with an empty message), closed (404), a draft or not mergeable (405), branch protection
+     * (405), the head moved (409); 200 with an empty body when merged.
+     */
+    function merge(repo: RepoState, pr: FakePullRequest | undefined) {
+      if (record.method !== 'POST') return refuse('unsupported method');
+      if (options.access === 'read')
+        return send(
+          403,
+          apiError(
+            'token does not have at least one of required scope(s), required=[write:repository], token scope=read:repository',
+          ),
+        );
+      const body = isRecord(record.body) ? record.body : {};
+      for (const key of Object.keys(body)) {
+        if (!MERGE_FIELDS.has(key)) problem(`unknown field ${key}`);
+      }
+      if (typeof body.Do !== 'string' || !MERGE_STYLES.has(body.Do))
+        return send(422, apiError('[Do]: Required'));
+      if (body.head_commit_id !== undefined && typeof body.head_commit_id !== 'string')
+        return send(422, apiError('[]: json: cannot unmarshal into Go struct field'));
+      if (body.Do === 'manually-merged' || body.merge_when_checks_succeed === true)
+        problem(`merge style ${body.Do} / scheduled merge is not supported by the fake`);
+      if (!pr) return send(404, apiError('not found'));
+      if (pr.merged) return send(405, apiError(''));
+      if (pr.state === 'closed') return send(404, apiError('not found'));
+      if (WIP_TITLE.test(pr.title))
+        return send(405, apiError('Work in progress PRs cannot be merged'));
+      if (pr.mergeable !== true) return send(405, apiError('Please try again later'));
+      const protection = blocked.get(repo.id);
+      if (protection !== undefined) return send(405, apiError(protection));
+      const head = headSha(pr);
+      const asked = typeof body.head_commit_id === 'string' ? body.head_commit_id : '';
+      if (asked !== '' && asked !== head) return send(409, apiError('head out of date'));
+      pr.merged = true;
+      pr.state = 'closed';
+      pr.updatedAt = now();
+      pr.mergedAt = pr.updatedAt;
+      pr.mergeCommitSha = fakeSha(`merge ${pr.repoPath} ${pr.number} ${head}`);
+      merges.push({ repo: pr.repoPath, number: pr.number, method: body.Do, sha: head });
+      return send(200, '');
+    }
 
     /** Comments, reactions and permissions: what Errand says on issues and pull requests. */
     function conversation(
@@ -568,6 +807,10 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       base: fields.base ?? 'main',
       headRepoId: fields.headRepoId ?? repo.id,
       headBranchDeleted: fields.headBranchDeleted ?? false,
+      labels: [...(fields.labels ?? [])],
+      mergeable: fields.mergeable === undefined ? true : fields.mergeable,
+      mergedAt: fields.mergedAt ?? null,
+      mergeCommitSha: fields.mergeCommitSha ?? null,
       createdAt: fields.createdAt ?? at,
       updatedAt: fields.updatedAt ?? at,
     };
@@ -593,6 +836,65 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     if (!repo) throw new Error(`fake Gitea has no repository ${path}`);
     return repo;
   };
+  const pullOrThrow = (path: string, number: number): FakePullRequest => {
+    const repo = repoOrThrow(path);
+    const pr = pulls.find((p) => p.repoId === repo.id && p.number === number);
+    if (!pr) throw new Error(`fake Gitea has no pull request #${number} in ${path}`);
+    return pr;
+  };
+  const setCheck = (path: string, sha: string, check: FakeGiteaCheck): FakeGiteaStatus => {
+    const repo = repoOrThrow(path);
+    const repoPath = `${repo.owner}/${repo.name}`;
+    const id = nextStatusId++;
+    const lastLine = check.log
+      ?.split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '')
+      .at(-1);
+    const status: FakeGiteaStatus = {
+      repoPath,
+      sha,
+      id,
+      context: check.name,
+      status: check.state,
+      description: check.summary ?? lastLine ?? DESCRIPTIONS[check.state],
+      // Gitea Actions links its job by a path on the instance, without the host.
+      targetUrl: check.url ?? `${basePath}/${repoPath}/actions/runs/${id}/jobs/0`,
+      createdAt: now(),
+    };
+    statuses.push(status);
+    return status;
+  };
+  const addReview: FakeGitea['addReview'] = (path, number, review) => {
+    const pr = pullOrThrow(path, number);
+    const stored: FakeGiteaReview = {
+      repoPath: pr.repoPath,
+      number,
+      id: nextReviewId++,
+      login: review.login,
+      state: review.state,
+      dismissed: review.dismissed ?? false,
+      submittedAt: now(),
+    };
+    reviews.push(stored);
+    return { ...stored };
+  };
+  const addPullLabel = (path: string, number: number, label: string) => {
+    const pr = pullOrThrow(path, number);
+    if (!pr.labels.includes(label)) pr.labels.push(label);
+    pr.updatedAt = now();
+  };
+  const setState: FakeGitea['setState'] = (repoPath, number, state) => {
+    const pr = pullOrThrow(repoPath, number);
+    pr.state = state === 'open' ? 'open' : 'closed';
+    const wasMerged = pr.merged;
+    pr.merged = state === 'merged';
+    pr.updatedAt = now();
+    if (pr.merged && !wasMerged) {
+      pr.mergedAt = pr.updatedAt;
+      pr.mergeCommitSha = fakeSha(`merge ${pr.repoPath} ${pr.number}`);
+    }
+  };
 
   return {
     url,
@@ -608,6 +910,32 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
         const repo = repos.get(path.toLowerCase());
         const pr = repo && pulls.find((p) => p.repoId === repo.id && p.number === number);
         return pr ? toJson(pr) : undefined;
+      },
+      status(repo, sha, check) {
+        // A delivery announces a status that was created: the one a test set, or a new one.
+        const last = statuses
+          .filter((st) => st.repoPath.toLowerCase() === repo.toLowerCase() && st.sha === sha)
+          .filter((st) => st.context === check.name)
+          .at(-1);
+        const st = last?.status === check.state ? last : setCheck(repo, sha, check);
+        return {
+          id: st.id,
+          description: st.description,
+          target_url: st.targetUrl,
+          created_at: st.createdAt,
+        };
+      },
+      happened(repo, number, change) {
+        if (change.type === 'approval')
+          addReview(repo, number, { login: change.login, state: 'APPROVED' });
+        else if (change.type === 'labeled') addPullLabel(repo, number, change.label);
+        else if (change.type === 'synchronize') return;
+        else if (change.type === 'reopened') setState(repo, number, 'open');
+        else {
+          // Closing a merged pull request again changes nothing.
+          const pr = pullOrThrow(repo, number);
+          if (!pr.merged) setState(repo, number, change.type);
+        }
       },
       written: (c) => {
         const repo = repos.get(c.repo.toLowerCase());
@@ -630,13 +958,31 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
     addPull(repoPath, pr) {
       return { ...store(repoOrThrow(repoPath), pr) };
     },
-    setState(repoPath, number, state) {
-      const repo = repoOrThrow(repoPath);
-      const pr = pulls.find((p) => p.repoId === repo.id && p.number === number);
-      if (!pr) throw new Error(`fake Gitea has no pull request #${number} in ${repoPath}`);
-      pr.state = state === 'open' ? 'open' : 'closed';
-      pr.merged = state === 'merged';
-      pr.updatedAt = now();
+    setState,
+    setCheck(repo, sha, check) {
+      setCheck(repo, sha, check);
+    },
+    statuses(repo, sha) {
+      const repoPath = `${repoOrThrow(repo).owner}/${repoOrThrow(repo).name}`;
+      return statuses
+        .filter((st) => st.repoPath === repoPath && st.sha === sha)
+        .map((st) => ({ ...st }));
+    },
+    setMergeable(repo, number, mergeable) {
+      pullOrThrow(repo, number).mergeable = mergeable;
+    },
+    approve(repo, number, login) {
+      addReview(repo, number, { login, state: 'APPROVED' });
+    },
+    addReview,
+    addPullLabel,
+    blockMerges(repo, message) {
+      const { id } = repoOrThrow(repo);
+      if (message === null) blocked.delete(id);
+      else blocked.set(id, message);
+    },
+    merges() {
+      return merges.map((m) => ({ ...m }));
     },
     addBranch(repoPath, branch) {
       repoOrThrow(repoPath).branches.add(branch);
@@ -692,11 +1038,29 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       comments.length = 0;
       reactions.length = 0;
       permissions.clear();
+      statuses.length = 0;
+      reviews.length = 0;
+      blocked.clear();
+      merges.length = 0;
       server.forget();
       nextId = 1;
     },
     close: server.close,
   };
+}
+
+/** The description a CI gives a status when the test says nothing, as Gitea Actions words it. */
+const DESCRIPTIONS: Record<FakeGiteaCheck['state'], string> = {
+  pending: 'Waiting to run',
+  success: 'Successful in 3s',
+  failure: 'Failing after 3s',
+  error: 'Has been cancelled',
+  warning: 'Successful in 3s, with warnings',
+};
+
+/** A commit id made from `seed`, the same for the same seed. */
+function fakeSha(seed: string): string {
+  return createHash('sha1').update(seed).digest('hex');
 }
 
 /** Gitea takes `token <t>`, `Bearer <t>`, or Basic with the token as password (or as user name). */

@@ -3,6 +3,7 @@
 
 import assert from 'node:assert/strict';
 import { createSign } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { type FakeGitHub, generateAppKeys, startFakeGitHub } from './fake-github.ts';
 
@@ -289,5 +290,321 @@ describe('fake GitHub as Enterprise Server', () => {
     } finally {
       await gh.close();
     }
+  });
+});
+
+describe('fake GitHub: the pull request watch', () => {
+  const HEAD = '3333333333333333333333333333333333333333';
+  let gh: FakeGitHub;
+  let branchHead: string | undefined = HEAD;
+  before(async () => {
+    gh = await startFakeGitHub({
+      repos: ['octo/hello'],
+      token,
+      heads: (repo, branch) =>
+        repo === 'octo/hello' && branch === 'errand/w' ? branchHead : undefined,
+    });
+    await call(gh, 'POST', '/repos/octo/hello/pulls', {
+      body: { ...newPull, head: 'errand/w' },
+    });
+  });
+  after(() => gh.close());
+
+  test("a pull request's head is the branch's commit; mergeable and labels are its state", async () => {
+    const read = async () =>
+      (await call(gh, 'GET', '/repos/octo/hello/pulls/1')).body as {
+        head: { sha: string };
+        mergeable: boolean | null;
+        mergeable_state: string;
+        labels: { name: string }[];
+      };
+    assert.equal((await read()).head.sha, HEAD);
+    assert.equal((await read()).mergeable, true);
+    branchHead = undefined;
+    assert.match((await read()).head.sha, /^[0-9a-f]{40}$/);
+    assert.notEqual((await read()).head.sha, HEAD);
+    branchHead = HEAD;
+    gh.setMergeable('octo/hello', 1, null);
+    assert.equal((await read()).mergeable_state, 'unknown');
+    gh.setMergeable('octo/hello', 1, false);
+    assert.equal((await read()).mergeable_state, 'dirty');
+    gh.setMergeable('octo/hello', 1, true);
+    gh.addPullLabel('octo/hello', 1, 'no-errand');
+    gh.addPullLabel('octo/hello', 1, 'no-errand');
+    assert.deepEqual(
+      (await read()).labels.map((l) => l.name),
+      ['no-errand'],
+    );
+    gh.assertNoUnexpected();
+  });
+
+  test('check runs: the latest of each name by default, all with filter=all, paged', async () => {
+    gh.setCheck('octo/hello', HEAD, { name: 'build', state: 'failure', log: 'boom\n' });
+    gh.setCheck('octo/hello', HEAD, { name: 'build', state: 'pending' });
+    gh.setCheck('octo/hello', HEAD, { name: 'lint', state: 'success', summary: 'clean' });
+    type Runs = {
+      total_count: number;
+      check_runs: { name: string; status: string; conclusion: string | null }[];
+    };
+    const latest = (await call(gh, 'GET', `/repos/octo/hello/commits/${HEAD}/check-runs`))
+      .body as Runs;
+    assert.equal(latest.total_count, 2);
+    assert.deepEqual(
+      latest.check_runs.map((r) => [r.name, r.status, r.conclusion]),
+      [
+        ['lint', 'completed', 'success'],
+        ['build', 'in_progress', null],
+      ],
+    );
+    const all = (
+      await call(
+        gh,
+        'GET',
+        `/repos/octo/hello/commits/${HEAD}/check-runs?filter=all&per_page=1&page=3`,
+      )
+    ).body as Runs;
+    assert.equal(all.total_count, 3);
+    assert.deepEqual(
+      all.check_runs.map((r) => r.conclusion),
+      ['failure'],
+    );
+    gh.assertNoUnexpected();
+  });
+
+  test('commit statuses: the latest of each context, and the combined state', async () => {
+    const sha = '4444444444444444444444444444444444444444';
+    const combined = async () =>
+      (await call(gh, 'GET', `/repos/octo/hello/commits/${sha}/status`)).body as {
+        state: string;
+        total_count: number;
+        statuses: { context: string; state: string }[];
+      };
+    assert.deepEqual(await combined().then((c) => [c.state, c.total_count]), ['pending', 0]);
+    gh.setStatus('octo/hello', sha, { context: 'ci', state: 'pending' });
+    gh.setStatus('octo/hello', sha, { context: 'ci', state: 'success' });
+    assert.deepEqual(await combined().then((c) => [c.state, c.total_count]), ['success', 1]);
+    gh.setStatus('octo/hello', sha, { context: 'ext', state: 'error' });
+    assert.equal((await combined()).state, 'failure');
+    gh.assertNoUnexpected();
+  });
+
+  test('a job log: a redirect to signed storage that refuses the token and a bad signature', async () => {
+    const sha = '5555555555555555555555555555555555555555';
+    gh.setCheck('octo/hello', sha, { name: 'test', state: 'failure', log: 'line 1\nline 2\n' });
+    const runs = (await call(gh, 'GET', `/repos/octo/hello/commits/${sha}/check-runs`)).body as {
+      check_runs: { id: number; app: { slug: string } }[];
+    };
+    const run = runs.check_runs[0];
+    assert.equal(run?.app.slug, 'github-actions');
+    const redirect = await fetch(`${gh.apiUrl}/repos/octo/hello/actions/jobs/${run?.id}/logs`, {
+      headers: { 'user-agent': 't', authorization: `token ${token}` },
+      redirect: 'manual',
+    });
+    await redirect.arrayBuffer();
+    assert.equal(redirect.status, 302);
+    const location = redirect.headers.get('location') ?? '';
+    assert.match(location, /\/_storage\/job-logs\/\d+\?sig=[0-9a-f]{64}$/);
+    const log = await fetch(location);
+    assert.equal(log.status, 200);
+    assert.equal(await log.text(), 'line 1\nline 2\n');
+    const forged = await fetch(location.replace(/sig=./, 'sig=x'));
+    await forged.arrayBuffer();
+    assert.equal(forged.status, 403);
+    gh.assertNoUnexpected();
+    const before = gh.unexpected.length;
+    const withToken = await fetch(location, { headers: { authorization: `token ${token}` } });
+    await withToken.arrayBuffer();
+    assert.equal(withToken.status, 400);
+    assert.equal(gh.unexpected.length, before + 1);
+    assert.match(gh.unexpected.at(-1)?.unexpected ?? '', /token was sent to the log storage/);
+    gh.unexpected.pop();
+  });
+
+  test('reviews list as GitHub gives them', async () => {
+    gh.approve('octo/hello', 1, 'alice');
+    gh.review('octo/hello', 1, 'bob', 'CHANGES_REQUESTED');
+    const list = (await call(gh, 'GET', '/repos/octo/hello/pulls/1/reviews')).body as {
+      user: { login: string };
+      state: string;
+      commit_id: string;
+    }[];
+    assert.deepEqual(
+      list.map((r) => [r.user.login, r.state, r.commit_id]),
+      [
+        ['alice', 'APPROVED', HEAD],
+        ['bob', 'CHANGES_REQUESTED', HEAD],
+      ],
+    );
+    gh.assertNoUnexpected();
+  });
+
+  test('the merge API refuses as GitHub does, then merges and records it', async () => {
+    const merge = (body: unknown) => call(gh, 'PUT', '/repos/octo/hello/pulls/1/merge', { body });
+    const moved = await merge({ sha: '6'.repeat(40) });
+    assert.deepEqual(
+      [moved.status, messageOf(moved.body)],
+      [409, 'Head branch was modified. Review and try the merge again.'],
+    );
+    gh.setMergeable('octo/hello', 1, false);
+    const conflict = await merge({ sha: HEAD });
+    assert.deepEqual(
+      [conflict.status, messageOf(conflict.body)],
+      [405, 'Pull Request is not mergeable'],
+    );
+    gh.setMergeable('octo/hello', 1, true);
+    gh.blockMerges('octo/hello', 'Required status check "test" is failing.');
+    const blocked = await merge({ sha: HEAD });
+    assert.deepEqual(
+      [blocked.status, messageOf(blocked.body)],
+      [405, 'Required status check "test" is failing.'],
+    );
+    const badMethod = await merge({ sha: HEAD, merge_method: 'octopus' });
+    assert.equal(badMethod.status, 422);
+    gh.unexpected.pop();
+    gh.blockMerges('octo/hello', null);
+    assert.deepEqual(gh.merges(), []);
+    const done = await merge({ sha: HEAD, merge_method: 'squash' });
+    assert.equal(done.status, 200);
+    assert.equal((done.body as { merged: boolean }).merged, true);
+    assert.deepEqual(gh.merges(), [{ repo: 'octo/hello', number: 1, method: 'squash', sha: HEAD }]);
+    const pull = (await call(gh, 'GET', '/repos/octo/hello/pulls/1')).body as {
+      merged: boolean;
+      merged_at: string | null;
+      head: { sha: string };
+    };
+    assert.equal(pull.merged, true);
+    assert.match(pull.merged_at ?? '', /Z$/);
+    branchHead = undefined;
+    assert.equal(
+      ((await call(gh, 'GET', '/repos/octo/hello/pulls/1')).body as { head: { sha: string } }).head
+        .sha,
+      HEAD,
+      'a merged pull request keeps the head it merged',
+    );
+    branchHead = HEAD;
+    const again = await merge({ sha: HEAD });
+    assert.equal(again.status, 405);
+    gh.assertNoUnexpected();
+  });
+});
+
+describe('fake GitHub: webhook deliveries for the pull request watch', () => {
+  const HEAD = '7777777777777777777777777777777777777777';
+  let gh: FakeGitHub;
+  let server: Server;
+  let target = '';
+  const received: { event: string; body: Record<string, unknown> }[] = [];
+  before(async () => {
+    gh = await startFakeGitHub({ repos: ['octo/hello'], token, heads: () => HEAD });
+    await call(gh, 'POST', '/repos/octo/hello/pulls', { body: { ...newPull, head: 'errand/d' } });
+    server = createServer((req, res) => {
+      let text = '';
+      req.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+      });
+      req.on('end', () => {
+        received.push({
+          event: String(req.headers['x-github-event']),
+          body: JSON.parse(text) as Record<string, unknown>,
+        });
+        res.end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = server.address();
+    target = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}/hook`;
+  });
+  after(async () => {
+    await gh.close();
+    await new Promise((resolve) => server.close(resolve));
+  });
+  const last = () => received.at(-1) ?? { event: '', body: {} };
+
+  test('a check: check_run with its commit, branch and pull requests; the API agrees', async () => {
+    gh.setCheck('octo/hello', HEAD, { name: 'test', state: 'failure', log: 'the log\n' });
+    await gh.sendWebhook(target, 's', {
+      type: 'check',
+      sha: HEAD,
+      branch: 'errand/d',
+      name: 'test',
+      state: 'failure',
+      pulls: [1],
+    });
+    const { event, body } = last();
+    assert.equal(event, 'check_run');
+    assert.equal(body.action, 'completed');
+    const run = body.check_run as {
+      id: number;
+      head_sha: string;
+      conclusion: string;
+      check_suite: { head_branch: string };
+      pull_requests: { number: number }[];
+    };
+    assert.equal(run.head_sha, HEAD);
+    assert.equal(run.conclusion, 'failure');
+    assert.equal(run.check_suite.head_branch, 'errand/d');
+    assert.deepEqual(
+      run.pull_requests.map((p) => p.number),
+      [1],
+    );
+    const runs = (await call(gh, 'GET', `/repos/octo/hello/commits/${HEAD}/check-runs`)).body as {
+      check_runs: { id: number }[];
+    };
+    assert.deepEqual(
+      runs.check_runs.map((r) => r.id),
+      [run.id],
+      'the same run, not a new one',
+    );
+    await gh.sendWebhook(target, 's', {
+      type: 'check',
+      sha: HEAD,
+      branch: 'errand/d',
+      name: 'test',
+      state: 'success',
+    });
+    assert.equal((last().body.check_run as { conclusion: string }).conclusion, 'success');
+    const after = (await call(gh, 'GET', `/repos/octo/hello/commits/${HEAD}/check-runs`)).body as {
+      check_runs: { conclusion: string }[];
+    };
+    assert.deepEqual(
+      after.check_runs.map((r) => r.conclusion),
+      ['success'],
+    );
+    gh.assertNoUnexpected();
+  });
+
+  test('pull request changes and an approval: the payload and the API say the same', async () => {
+    await gh.sendWebhook(target, 's', {
+      type: 'pull-request',
+      pull: 1,
+      action: 'labeled',
+      label: 'no-errand',
+    });
+    assert.equal(last().event, 'pull_request');
+    assert.equal(last().body.action, 'labeled');
+    assert.equal((last().body.label as { name: string }).name, 'no-errand');
+    await gh.sendWebhook(target, 's', { type: 'pull-request', pull: 1, action: 'synchronize' });
+    assert.equal(last().body.after, HEAD);
+    await gh.sendWebhook(target, 's', { type: 'approval', pull: 1 });
+    assert.equal(last().event, 'pull_request_review');
+    const review = last().body.review as { state: string; body: string | null; commit_id: string };
+    assert.deepEqual([review.state, review.body, review.commit_id], ['approved', null, HEAD]);
+    await gh.sendWebhook(target, 's', { type: 'approval', pull: 1 });
+    const reviews = (await call(gh, 'GET', '/repos/octo/hello/pulls/1/reviews')).body as unknown[];
+    assert.equal(reviews.length, 1, 'approving again adds no review');
+    await gh.sendWebhook(target, 's', { type: 'pull-request', pull: 1, action: 'merged' });
+    assert.equal(last().body.action, 'closed');
+    assert.equal((last().body.pull_request as { merged: boolean }).merged, true);
+    const pull = (await call(gh, 'GET', '/repos/octo/hello/pulls/1')).body as {
+      merged: boolean;
+      labels: { name: string }[];
+    };
+    assert.equal(pull.merged, true);
+    assert.deepEqual(
+      pull.labels.map((l) => l.name),
+      ['no-errand'],
+    );
+    assert.deepEqual(gh.merges(), [], 'merged by a person, not through the API');
+    gh.assertNoUnexpected();
   });
 });

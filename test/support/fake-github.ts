@@ -1,9 +1,10 @@
-// A stateful fake of the GitHub REST endpoints Errand uses (pull requests, GitHub App
-// installation tokens) on 127.0.0.1. Requests are checked against GitHub's published OpenAPI
+// A stateful fake of the GitHub REST endpoints Errand uses (pull requests, their reviews, checks
+// and merge, Actions job logs, GitHub App installation tokens) on 127.0.0.1. Requests are checked against GitHub's published OpenAPI
 // description (@octokit/openapi) and refused the way GitHub refuses them; anything the fake does
 // not serve, or that the description forbids, is recorded in `unexpected` so tests can fail on it.
 
 import {
+  createHmac,
   createPublicKey,
   generateKeyPairSync,
   type KeyObject,
@@ -49,6 +50,41 @@ export interface FakeGitHubOptions {
    * moves it instead of waiting for a token to expire.
    */
   now?: () => number;
+  /**
+   * The commit a branch points at, read from the real git repository the test serves: a pull
+   * request's head sha is `heads(repo, head)` (a fixed sha derived from the branch's name when
+   * it answers undefined, or without it).
+   */
+  heads?: (repo: string, branch: string) => string | undefined;
+}
+
+/** A check as a test sets it: a GitHub Actions job's check run, with its log. */
+export interface FakeCheck {
+  name: string;
+  state: 'pending' | 'success' | 'failure';
+  /** The job's log, served through the log download's redirect; default empty. */
+  log?: string;
+  /** The check run's output title (what the checks list shows under the name). */
+  summary?: string;
+}
+
+/** A commit status as a test sets it (`error` fails like `failure`). */
+export interface FakeStatus {
+  context: string;
+  state: 'pending' | 'success' | 'failure' | 'error';
+  description?: string;
+  targetUrl?: string;
+}
+
+/** A review's state as GitHub's review list gives it. */
+export type FakeReviewState = 'APPROVED' | 'CHANGES_REQUESTED' | 'COMMENTED' | 'DISMISSED';
+
+/** A merge done through the merge API: `method` as asked (default `merge`), `sha` the head merged. */
+export interface FakeMerge {
+  repo: string;
+  number: number;
+  method: string;
+  sha: string;
 }
 
 /** A repository permission as GitHub reports it (maintain and triage as role names). */
@@ -132,6 +168,24 @@ export interface FakeGitHub {
   pullRequests(repo?: string): FakePullRequest[];
   /** Marks a pull request merged (and closed), as if someone clicked the button. */
   merge(repo: string, number: number): void;
+  /**
+   * A GitHub Actions job's check run of that name on commit `sha`: a new run of that name on
+   * that commit replaces the last (GitHub keeps both; the checks list gives the latest).
+   */
+  setCheck(repo: string, sha: string, check: FakeCheck): void;
+  /** A commit status of that context on commit `sha`; a new one replaces the last. */
+  setStatus(repo: string, sha: string, status: FakeStatus): void;
+  /** Whether the pull request merges into its base: null while GitHub works it out; default true. */
+  setMergeable(repo: string, number: number, mergeable: boolean | null): void;
+  /** `login` submits a review approving the pull request. */
+  approve(repo: string, number: number, login: string): void;
+  /** `login` submits a review in `state` (DISMISSED: a review since dismissed). */
+  review(repo: string, number: number, login: string, state: FakeReviewState): void;
+  addPullLabel(repo: string, number: number, label: string): void;
+  /** The merge API refuses with this message (branch protection), or accepts again (null). */
+  blockMerges(repo: string, message: string | null): void;
+  /** Merges done through the API, in order. */
+  merges(): FakeMerge[];
   /** The next request to a served operation gets this answer instead. Queued in order. */
   failNext(status: number, options?: { headers?: Record<string, string>; message?: string }): void;
   /**
@@ -374,6 +428,38 @@ interface StoredPull extends FakePullRequest {
   updatedAt: Date;
   closedAt: Date | null;
   mergedAt: Date | null;
+  mergeable: boolean | null;
+  labels: string[];
+  /** The head's commit when it was merged: the branch may move or go afterwards. */
+  mergedHead: string | null;
+}
+
+interface StoredReview {
+  repo: string;
+  number: number;
+  id: number;
+  login: string;
+  state: FakeReviewState;
+  commitId: string;
+  submittedAt: Date;
+}
+
+interface StoredCheckRun {
+  repo: string;
+  sha: string;
+  id: number;
+  name: string;
+  state: FakeCheck['state'];
+  log: string;
+  summary: string | null;
+  startedAt: Date;
+}
+
+interface StoredStatus extends FakeStatus {
+  repo: string;
+  sha: string;
+  id: number;
+  createdAt: Date;
 }
 
 interface Answer {
@@ -427,6 +513,10 @@ function fakeSha(text: string): string {
   return hex.slice(0, 40);
 }
 
+function hmacHex(key: string, text: string): string {
+  return createHmac('sha256', key).update(text).digest('hex');
+}
+
 function defaultMessage(status: number, headers: Record<string, string>): string {
   if (status === 401) return 'Bad credentials';
   if (status === 404) return 'Not Found';
@@ -459,6 +549,131 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
   const reactions: FakeReaction[] = [];
   const permissions = new Map<string, FakePermission>();
   let nextCommentId = 9000;
+  const reviews: StoredReview[] = [];
+  const checkRuns: StoredCheckRun[] = [];
+  const statuses: StoredStatus[] = [];
+  const mergeBlocks = new Map<string, string>();
+  const mergesDone: FakeMerge[] = [];
+  let nextReviewId = 80_000_001;
+  let nextCheckRunId = 30_000_000_001;
+  let nextStatusId = 50_000_000_001;
+  // What signs the log storage URLs the log download redirects to, as GitHub's storage does.
+  const storageKey = randomBytes(16).toString('hex');
+  const fullName = (repo: string) => repos.get(repo.toLowerCase()) ?? repo;
+  const headSha = (pull: StoredPull): string =>
+    pull.mergedHead ?? options.heads?.(pull.repo, pull.head) ?? fakeSha(pull.head);
+  const pullOrThrow = (repo: string, number: number): StoredPull => {
+    const pull = findPull(fullName(repo), String(number));
+    if (!pull) throw new Error(`fake-github: no pull request ${repo}#${number}`);
+    return pull;
+  };
+  const markMerged = (pull: StoredPull) => {
+    const now = new Date(clock());
+    pull.mergedHead = headSha(pull);
+    Object.assign(pull, {
+      state: 'closed',
+      merged: true,
+      mergedAt: now,
+      closedAt: now,
+      updatedAt: now,
+    });
+  };
+  const addReview = (repo: string, number: number, login: string, state: FakeReviewState) => {
+    const pull = pullOrThrow(repo, number);
+    reviews.push({
+      repo: pull.repo,
+      number,
+      id: nextReviewId++,
+      login,
+      state,
+      commitId: headSha(pull),
+      submittedAt: new Date(clock()),
+    });
+  };
+  const addCheckRun = (repo: string, sha: string, check: FakeCheck): StoredCheckRun => {
+    const run: StoredCheckRun = {
+      repo: fullName(repo),
+      sha,
+      id: nextCheckRunId++,
+      name: check.name,
+      state: check.state,
+      log: check.log ?? '',
+      summary: check.summary ?? null,
+      startedAt: new Date(clock()),
+    };
+    checkRuns.push(run);
+    return run;
+  };
+  /** Each name's latest run on the commit, as GitHub's `filter=latest`. */
+  const latestRuns = (repo: string, sha: string): StoredCheckRun[] => {
+    const latest = new Map<string, StoredCheckRun>();
+    for (const run of checkRuns)
+      if (run.repo === repo && run.sha === sha) latest.set(run.name, run);
+    return [...latest.values()];
+  };
+  const checkRunJson = (run: StoredCheckRun) => {
+    const apiRepo = `${origin}${prefix}/repos/${run.repo}`;
+    const done = run.state !== 'pending';
+    const pullRequests = pulls
+      .filter((p) => p.repo === run.repo && p.state === 'open' && headSha(p) === run.sha)
+      .map((p) => ({
+        id: 5000 + pulls.indexOf(p),
+        number: p.number,
+        url: `${apiRepo}/pulls/${p.number}`,
+        head: { ref: p.head, sha: headSha(p), repo: { id: 1000, url: apiRepo, name: p.repo } },
+        base: { ref: p.base, sha: fakeSha(p.base), repo: { id: 1000, url: apiRepo, name: p.repo } },
+      }));
+    return {
+      id: run.id,
+      head_sha: run.sha,
+      node_id: `CR_fake${run.id}`,
+      external_id: '',
+      url: `${apiRepo}/check-runs/${run.id}`,
+      html_url: `${origin}/${run.repo}/runs/${run.id}`,
+      details_url: `${origin}/${run.repo}/actions/runs/${run.id - 1}/job/${run.id}`,
+      status: done ? 'completed' : 'in_progress',
+      conclusion: done ? run.state : null,
+      started_at: isoSeconds(run.startedAt),
+      completed_at: done ? isoSeconds(run.startedAt) : null,
+      output: {
+        title: run.summary,
+        summary: null,
+        text: null,
+        annotations_count: 0,
+        annotations_url: `${apiRepo}/check-runs/${run.id}/annotations`,
+      },
+      name: run.name,
+      check_suite: { id: run.id - 1 },
+      app: {
+        id: 15368,
+        slug: 'github-actions',
+        node_id: 'MDM6QXBwMTUzNjg=',
+        name: 'GitHub Actions',
+        description: 'Automate your workflow from idea to production',
+        external_url: 'https://help.github.com/en/actions',
+        html_url: `${origin}/apps/github-actions`,
+        created_at: '2018-07-30T09:30:17Z',
+        updated_at: '2019-12-10T19:10:43Z',
+        permissions: { actions: 'write', checks: 'write', contents: 'write' },
+        events: ['check_run', 'push', 'pull_request'],
+      },
+      pull_requests: pullRequests,
+    };
+  };
+  const statusJson = (status: StoredStatus) => ({
+    url: `${origin}${prefix}/repos/${status.repo}/statuses/${status.sha}`,
+    avatar_url: null,
+    id: status.id,
+    node_id: `SC_fake${status.id}`,
+    state: status.state,
+    description: status.description ?? null,
+    target_url: status.targetUrl ?? null,
+    context: status.context,
+    created_at: isoSeconds(status.createdAt),
+    updated_at: isoSeconds(status.createdAt),
+  });
+  const storagePath = (id: number) => `/_storage/job-logs/${id}`;
+  const storageSignature = (id: number) => hmacHex(storageKey, String(id));
   const userJson = (login: string) => ({
     login,
     id: 100 + [...login].reduce((sum, ch) => sum + ch.charCodeAt(0), 0),
@@ -577,13 +792,21 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       title: pull.title,
       user: { login: 'errand-bot', id: 1, type: 'Bot' },
       body: pull.body,
-      labels: [],
+      labels: pull.labels.map((label, i) => ({
+        id: 600 + i,
+        node_id: `LA_fake${i}`,
+        url: `${apiRepo}/labels/${encodeURIComponent(label)}`,
+        name: label,
+        description: null,
+        color: 'ededed',
+        default: false,
+      })),
       created_at: isoSeconds(pull.createdAt),
       updated_at: isoSeconds(pull.updatedAt),
       closed_at: pull.closedAt ? isoSeconds(pull.closedAt) : null,
       merged_at: pull.mergedAt ? isoSeconds(pull.mergedAt) : null,
       merge_commit_sha: pull.mergedAt ? fakeSha(`merge${pull.number}`) : null,
-      head: { label: pull.headLabel, ref: pull.head, sha: fakeSha(pull.head), repo: repository },
+      head: { label: pull.headLabel, ref: pull.head, sha: headSha(pull), repo: repository },
       base: {
         label: `${owner}:${pull.base}`,
         ref: pull.base,
@@ -598,7 +821,16 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     return {
       ...simple,
       merged: pull.merged,
-      mergeable: null,
+      mergeable: pull.merged ? null : pull.mergeable,
+      mergeable_state: pull.merged
+        ? 'unknown'
+        : pull.mergeable === null
+          ? 'unknown'
+          : !pull.mergeable
+            ? 'dirty'
+            : mergeBlocks.has(pull.repo)
+              ? 'blocked'
+              : 'clean',
       comments: 0,
       commits: 1,
       maintainer_can_modify: false,
@@ -798,6 +1030,9 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
           updatedAt: now,
           closedAt: null,
           mergedAt: null,
+          mergeable: true,
+          labels: [],
+          mergedHead: null,
         };
         pulls.push(pull);
         return {
@@ -842,6 +1077,143 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         }
         pull.updatedAt = new Date(clock());
         return { status: 200, body: pullJson(pull, true) };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/pulls/{pull_number}/reviews',
+      handle: ({ params, query, repo }) => {
+        const pull = findPull(repo, params.pull_number ?? '');
+        if (!pull) return failure(404, 'Not Found');
+        const list = reviews.filter((r) => r.repo === repo && r.number === pull.number);
+        const { items } = pageOf(list, new URLSearchParams(query), {
+          param: 'per_page',
+          default: 30,
+          max: 100,
+        });
+        return {
+          status: 200,
+          body: items.map((r) => ({
+            id: r.id,
+            node_id: `PRR_fake${r.id}`,
+            user: userJson(r.login),
+            body: '',
+            state: r.state,
+            html_url: `${pull.htmlUrl}#pullrequestreview-${r.id}`,
+            pull_request_url: `${origin}${prefix}/repos/${repo}/pulls/${pull.number}`,
+            _links: {
+              html: { href: `${pull.htmlUrl}#pullrequestreview-${r.id}` },
+              pull_request: { href: `${origin}${prefix}/repos/${repo}/pulls/${pull.number}` },
+            },
+            submitted_at: isoSeconds(r.submittedAt),
+            commit_id: r.commitId,
+            author_association: 'COLLABORATOR',
+          })),
+        };
+      },
+    },
+    {
+      method: 'PUT',
+      template: '/repos/{owner}/{repo}/pulls/{pull_number}/merge',
+      handle: ({ params, body, repo }) => {
+        const pull = findPull(repo, params.pull_number ?? '');
+        if (!pull) return failure(404, 'Not Found');
+        const input = (body ?? {}) as { sha?: unknown; merge_method?: unknown };
+        // GitHub's words for each refusal, in the order it checks.
+        if (pull.merged || pull.state !== 'open' || pull.mergeable === false)
+          return failure(405, 'Pull Request is not mergeable');
+        const head = headSha(pull);
+        if (typeof input.sha === 'string' && input.sha !== head)
+          return failure(409, 'Head branch was modified. Review and try the merge again.');
+        const blocked = mergeBlocks.get(repo);
+        if (blocked !== undefined) return failure(405, blocked);
+        markMerged(pull);
+        const method = typeof input.merge_method === 'string' ? input.merge_method : 'merge';
+        mergesDone.push({ repo, number: pull.number, method, sha: head });
+        return {
+          status: 200,
+          body: {
+            sha: fakeSha(`merge${pull.number}`),
+            merged: true,
+            message: 'Pull Request successfully merged',
+          },
+        };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/commits/{ref}/check-runs',
+      handle: ({ params, query, repo }) => {
+        const sha = params.ref ?? '';
+        let list =
+          query.filter === 'all'
+            ? checkRuns.filter((r) => r.repo === repo && r.sha === sha)
+            : latestRuns(repo, sha);
+        if (query.check_name) list = list.filter((r) => r.name === query.check_name);
+        // Newest first, as GitHub lists them.
+        list = [...list].sort((a, b) => b.id - a.id);
+        const { items } = pageOf(list, new URLSearchParams(query), {
+          param: 'per_page',
+          default: 30,
+          max: 100,
+        });
+        return {
+          status: 200,
+          body: { total_count: list.length, check_runs: items.map(checkRunJson) },
+        };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/check-runs/{check_run_id}',
+      handle: ({ params, repo }) => {
+        const run = checkRuns.find((r) => r.repo === repo && String(r.id) === params.check_run_id);
+        return run ? { status: 200, body: checkRunJson(run) } : failure(404, 'Not Found');
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/commits/{ref}/status',
+      handle: ({ params, query, repo }) => {
+        const sha = params.ref ?? '';
+        const latest = new Map<string, StoredStatus>();
+        for (const status of statuses)
+          if (status.repo === repo && status.sha === sha) latest.set(status.context, status);
+        const list = [...latest.values()].sort((a, b) => b.id - a.id);
+        const { items } = pageOf(list, new URLSearchParams(query), {
+          param: 'per_page',
+          default: 30,
+          max: 100,
+        });
+        const states = list.map((status) => status.state);
+        const combined =
+          states.includes('failure') || states.includes('error')
+            ? 'failure'
+            : states.length === 0 || states.includes('pending')
+              ? 'pending'
+              : 'success';
+        return {
+          status: 200,
+          body: {
+            state: combined,
+            statuses: items.map(statusJson),
+            sha,
+            total_count: list.length,
+            commit_url: `${origin}${prefix}/repos/${repo}/commits/${sha}`,
+            url: `${origin}${prefix}/repos/${repo}/commits/${sha}/status`,
+          },
+        };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/actions/jobs/{job_id}/logs',
+      handle: ({ params, repo }) => {
+        const run = checkRuns.find((r) => r.repo === repo && String(r.id) === params.job_id);
+        if (!run) return failure(404, 'Not Found');
+        // Like GitHub: a redirect to a short-lived signed URL of its log storage.
+        const location = `${origin}${storagePath(run.id)}?sig=${storageSignature(run.id)}`;
+        return { status: 302, headers: { location } };
       },
     },
     {
@@ -1020,7 +1392,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
       : undefined;
   }
 
-  function handle({ req, method, target, text }: ForgeRequest, res: ServerResponse): void {
+  function handle(request: ForgeRequest, res: ServerResponse): void {
+    if (request.target.pathname.startsWith('/_storage/')) {
+      serveStorage(request, res);
+      return;
+    }
+    const { req, method, target, text } = request;
     const query: Record<string, string> = {};
     const duplicated: string[] = [];
     for (const [name, value] of target.searchParams) {
@@ -1056,6 +1433,42 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
     };
     res.writeHead(answer.status, headers);
     res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
+  }
+
+  /**
+   * The log storage the log download redirects to: the signature in the URL is its only
+   * credential, and a request carrying GitHub's token there is one a client should never send.
+   */
+  function serveStorage({ req, method, target }: ForgeRequest, res: ServerResponse): void {
+    const query = Object.fromEntries(target.searchParams);
+    const authorization = req.headers.authorization;
+    const record: RecordedRequest = {
+      index: requests.length,
+      method,
+      path: target.pathname,
+      query,
+      headers: req.headers,
+      body: undefined,
+      operation: undefined,
+      auth: authorization ? 'invalid' : 'none',
+      status: 0,
+    };
+    requests.push(record);
+    const match = /^\/_storage\/job-logs\/(\d+)$/.exec(target.pathname);
+    const run = checkRuns.find((r) => String(r.id) === match?.[1]);
+    let status = 200;
+    if (authorization) {
+      record.unexpected = "GitHub's token was sent to the log storage";
+      unexpected.push(record);
+      status = 400;
+    } else if (method !== 'GET' || !run) {
+      status = 404;
+    } else if (query.sig !== storageSignature(run.id)) {
+      status = 403;
+    }
+    record.status = status;
+    res.writeHead(status, { 'content-type': status === 200 ? 'text/plain' : 'application/xml' });
+    res.end(status === 200 ? run?.log : '<Error><Code>AuthenticationFailed</Code></Error>');
   }
 
   function route(record: RecordedRequest, text: string, duplicated: string[]): Answer {
@@ -1156,6 +1569,45 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         const pull = findPull(repos.get(repo.toLowerCase()) ?? repo, String(number));
         return pull ? pullJson(pull, true) : undefined;
       },
+      checkRun(repo, sha, name, state) {
+        const known = latestRuns(fullName(repo), sha).find((run) => run.name === name);
+        return checkRunJson(
+          known?.state === state ? known : addCheckRun(repo, sha, { name, state }),
+        );
+      },
+      pullChanged(change) {
+        const pull = pullOrThrow(change.repo, change.number);
+        const now = new Date(clock());
+        switch (change.action) {
+          case 'closed':
+            if (pull.state === 'open') Object.assign(pull, { state: 'closed', closedAt: now });
+            break;
+          case 'merged':
+            if (!pull.merged) markMerged(pull);
+            break;
+          case 'reopened':
+            if (pull.state === 'closed' && !pull.merged)
+              Object.assign(pull, { state: 'open', closedAt: null });
+            break;
+          case 'labeled':
+            if (change.label !== undefined && !pull.labels.includes(change.label))
+              pull.labels.push(change.label);
+            break;
+          case 'approved': {
+            const login = change.login ?? '';
+            const latest = reviews
+              .filter((r) => r.repo === pull.repo && r.number === pull.number && r.login === login)
+              .filter((r) => r.state === 'APPROVED' || r.state === 'CHANGES_REQUESTED')
+              .at(-1);
+            if (latest?.state !== 'APPROVED') addReview(pull.repo, pull.number, login, 'APPROVED');
+            break;
+          }
+          case 'synchronize':
+            // The head is what `heads` says: the test pushed to the real repository.
+            break;
+        }
+        pull.updatedAt = now;
+      },
       written: (c) => {
         // A review's body is no comment: GitHub keeps it as a review, which nothing here reads.
         if (c.kind === 'review') return;
@@ -1198,16 +1650,39 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         }));
     },
     merge(repo, number) {
-      const pull = findPull(repos.get(repo.toLowerCase()) ?? repo, String(number));
-      if (!pull) throw new Error(`fake-github: no pull request ${repo}#${number}`);
-      const now = new Date(clock());
-      Object.assign(pull, {
-        state: 'closed',
-        merged: true,
-        mergedAt: now,
-        closedAt: now,
-        updatedAt: now,
+      markMerged(pullOrThrow(repo, number));
+    },
+    setCheck(repo, sha, check) {
+      addCheckRun(repo, sha, check);
+    },
+    setStatus(repo, sha, status) {
+      statuses.push({
+        ...status,
+        repo: fullName(repo),
+        sha,
+        id: nextStatusId++,
+        createdAt: new Date(clock()),
       });
+    },
+    setMergeable(repo, number, mergeable) {
+      pullOrThrow(repo, number).mergeable = mergeable;
+    },
+    approve(repo, number, login) {
+      addReview(repo, number, login, 'APPROVED');
+    },
+    review(repo, number, login, state) {
+      addReview(repo, number, login, state);
+    },
+    addPullLabel(repo, number, label) {
+      const pull = pullOrThrow(repo, number);
+      if (!pull.labels.includes(label)) pull.labels.push(label);
+    },
+    blockMerges(repo, message) {
+      if (message === null) mergeBlocks.delete(fullName(repo));
+      else mergeBlocks.set(fullName(repo), message);
+    },
+    merges() {
+      return mergesDone.map((m) => ({ ...m }));
     },
     failNext(status, opts) {
       injected.push({

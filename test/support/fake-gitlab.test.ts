@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, beforeEach, describe, it } from 'node:test';
-import { type FakeGitLab, startFakeGitLab } from './fake-gitlab.ts';
+import { gitlabPayloads } from '../../src/features/forge-intake/payloads/gitlab.ts';
+import { startFakeForgeServer } from './fake-forge-server.ts';
+import { FAKE_GITLAB_HEAD, type FakeGitLab, startFakeGitLab } from './fake-gitlab.ts';
 
 const TOKEN = 'glpat-fake-token';
 const fake: FakeGitLab = await startFakeGitLab({
@@ -216,5 +218,245 @@ describe('fake GitLab: strictness', () => {
       ],
     );
     fake.assertNoUnexpected();
+  });
+});
+
+describe('fake GitLab: what the pull request watch reads', () => {
+  const HEAD = 'd'.repeat(40);
+  const API = `${fake.apiUrl}/projects/group%2Fsub%2Fproject`;
+  const json = async (url: string) => (await (await call(url)).json()) as Record<string, unknown>;
+  const list = async (url: string) =>
+    (await (await call(url)).json()) as Array<Record<string, unknown>>;
+
+  it("serves a commit's pipeline, its jobs (a rerun replaces a run), statuses and traces", async () => {
+    fake.setCheck('group/sub/project', HEAD, { name: 'test', state: 'failure', log: 'first' });
+    fake.setCheck('group/sub/project', HEAD, { name: 'test', state: 'success', log: 'second' });
+    fake.setCheck('group/sub/project', HEAD, { name: 'lint', state: 'pending' });
+    fake.addStatus('group/sub/project', HEAD, {
+      name: 'ci/jenkins',
+      state: 'failed',
+      description: 'red',
+      targetUrl: 'https://ci.example/1',
+    });
+    const pipelines = await list(`${API}/pipelines?sha=${HEAD}&order_by=id&sort=desc`);
+    assert.equal(pipelines.length, 1);
+    // The posted status sits on the commit's pipeline, as on GitLab, and fails it.
+    assert.equal(pipelines[0]?.status, 'failed');
+    assert.equal(pipelines[0]?.source, 'push');
+    const jobs = await list(`${API}/pipelines/${pipelines[0]?.id}/jobs?per_page=100`);
+    assert.deepEqual(
+      jobs.map((j) => [j.name, j.status]),
+      [
+        ['lint', 'running'],
+        ['test', 'success'],
+      ],
+    );
+    const withRetried = await list(
+      `${API}/pipelines/${pipelines[0]?.id}/jobs?include_retried=true`,
+    );
+    assert.equal(withRetried.length, 3);
+    const statuses = await list(`${API}/repository/commits/${HEAD}/statuses`);
+    assert.deepEqual(statuses.map((s) => s.name).sort(), ['ci/jenkins', 'lint', 'test']);
+    const jenkins = statuses.find((s) => s.name === 'ci/jenkins');
+    assert.equal(jenkins?.description, 'red');
+    assert.equal(jenkins?.target_url, 'https://ci.example/1');
+    const test = jobs.find((j) => j.name === 'test');
+    const trace = await call(`${API}/jobs/${test?.id}/trace`);
+    assert.equal(trace.headers.get('content-type'), 'text/plain');
+    assert.equal(await trace.text(), 'second');
+    assert.equal((await call(`${API}/jobs/1/trace`)).status, 404);
+    assert.deepEqual(await list(`${API}/pipelines?sha=${'e'.repeat(40)}`), []);
+    fake.assertNoUnexpected();
+  });
+
+  it('pages jobs with X-Next-Page', async () => {
+    for (let i = 0; i < 25; i++)
+      fake.setCheck('group/sub/project', HEAD, { name: `j${i}`, state: 'success' });
+    const [pipeline] = await list(`${API}/pipelines?sha=${HEAD}`);
+    const first = await call(`${API}/pipelines/${pipeline?.id}/jobs`);
+    assert.equal(first.headers.get('x-next-page'), '2');
+    assert.equal(((await first.json()) as unknown[]).length, 20);
+    const last = await call(`${API}/pipelines/${pipeline?.id}/jobs?page=2`);
+    assert.equal(last.headers.get('x-next-page'), '');
+    assert.equal(((await last.json()) as unknown[]).length, 5);
+  });
+
+  it("a merge request's head, labels, mergeability and approvals", async () => {
+    const heads = await startFakeGitLab({
+      token: TOKEN,
+      projects: ['g/p'],
+      heads: (repo, branch) => (repo === 'g/p' && branch === 'errand/1' ? HEAD : undefined),
+    });
+    try {
+      heads.addMergeRequest('g/p', { sourceBranch: 'errand/1' });
+      heads.addMergeRequest('g/p', { sourceBranch: 'unknown' });
+      const url = `${heads.apiUrl}/projects/g%2Fp/merge_requests`;
+      assert.equal((await json(`${url}/1`)).sha, HEAD);
+      assert.equal((await json(`${url}/2`)).sha, FAKE_GITLAB_HEAD);
+      heads.addPullLabel('g/p', 1, 'no-errand');
+      heads.setMergeable('g/p', 1, null);
+      let mr = await json(`${url}/1`);
+      assert.deepEqual(mr.labels, ['no-errand']);
+      assert.equal(mr.detailed_merge_status, 'checking');
+      heads.setMergeable('g/p', 1, false);
+      mr = await json(`${url}/1`);
+      assert.equal(mr.detailed_merge_status, 'conflict');
+      assert.equal(mr.has_conflicts, true);
+      assert.equal((await json(`${url}/1/approvals`)).approved, false);
+      heads.approve('g/p', 1, 'reviewer');
+      const approvals = await json(`${url}/1/approvals`);
+      assert.equal(approvals.approved, true);
+      assert.deepEqual(approvals.approved_by, [
+        { user: { id: 0, username: 'reviewer', name: 'reviewer', state: 'active' } },
+      ]);
+      heads.assertNoUnexpected();
+    } finally {
+      await heads.close();
+    }
+  });
+
+  it('merges as GitLab does: 401 blocked, 405 not open or draft, 422 conflict, 409 moved head', async () => {
+    const merge = (iid: number, body: Record<string, unknown>) =>
+      call(`${MRS}/${iid}/merge`, { method: 'PUT', body });
+    fake.addMergeRequest('group/sub/project', { sourceBranch: 'errand/1' });
+    fake.blockMerges('group/sub/project', 'Protected branch');
+    const blocked = await merge(1, { sha: FAKE_GITLAB_HEAD });
+    assert.equal(blocked.status, 401);
+    assert.deepEqual(await blocked.json(), { message: 'Protected branch' });
+    fake.blockMerges('group/sub/project', null);
+    fake.setMergeable('group/sub/project', 1, false);
+    const conflict = await merge(1, { sha: FAKE_GITLAB_HEAD });
+    assert.equal(conflict.status, 422);
+    assert.deepEqual(await conflict.json(), { message: 'Branch cannot be merged' });
+    fake.setMergeable('group/sub/project', 1, true);
+    const moved = await merge(1, { sha: 'f'.repeat(40) });
+    assert.equal(moved.status, 409);
+    assert.deepEqual(await moved.json(), {
+      message: `SHA does not match HEAD of source branch: ${FAKE_GITLAB_HEAD}`,
+    });
+    const done = await merge(1, { sha: FAKE_GITLAB_HEAD, squash: true });
+    assert.equal(done.status, 200);
+    const body = (await done.json()) as Record<string, unknown>;
+    assert.equal(body.state, 'merged');
+    assert.match(String(body.merged_at), /^2025-/);
+    assert.match(String(body.merge_commit_sha), /^[0-9a-f]{40}$/);
+    assert.equal((await merge(1, {})).status, 405);
+    fake.addMergeRequest('group/sub/project', { sourceBranch: 'b', title: 'Draft: x' });
+    assert.equal((await merge(2, {})).status, 405);
+    assert.equal((await merge(9, {})).status, 404);
+    assert.deepEqual(fake.merges(), [
+      { repo: 'group/sub/project', number: 1, method: 'squash', sha: FAKE_GITLAB_HEAD },
+    ]);
+    await merge(2, { strategy: 'rebase' });
+    assert.match(fake.unexpected.join('\n'), /unknown field strategy/);
+  });
+});
+
+// Stands in for Errand: keeps each delivery the fake sends.
+const received: Array<{ headers: Record<string, unknown>; body: unknown }> = [];
+const receiver = await startFakeForgeServer(
+  ({ req, text }, res) => {
+    received.push({ headers: { ...req.headers }, body: JSON.parse(text) });
+    res.writeHead(202).end('{}');
+  },
+  (err) => assert.fail(String(err)),
+);
+after(() => receiver.close());
+
+describe('fake GitLab: the watch webhooks it sends', () => {
+  beforeEach(() => {
+    received.length = 0;
+  });
+  const HEAD = 'd'.repeat(40);
+
+  /** The delivery as Errand's reader takes it. */
+  const sent = async (delivery: Parameters<FakeGitLab['sendWebhook']>[2]) => {
+    await fake.sendWebhook(`${receiver.origin}/hook`, 'secret-1234567890', delivery);
+    const last = received.at(-1);
+    assert.ok(last);
+    const headers = Object.fromEntries(
+      Object.entries(last.headers).map(([k, v]) => [k, typeof v === 'string' ? v : undefined]),
+    );
+    assert.equal(headers['x-gitlab-token'], 'secret-1234567890');
+    return { headers, body: last.body, signal: gitlabPayloads.readSignal(headers, last.body) };
+  };
+
+  it('a check is a Pipeline Hook with its jobs, for a merge request when it names one', async () => {
+    fake.addMergeRequest('group/sub/project', { sourceBranch: 'errand/1' });
+    fake.setCheck('group/sub/project', HEAD, { name: 'lint', state: 'success' });
+    const branch = await sent({
+      type: 'check',
+      sha: HEAD,
+      branch: 'errand/1',
+      name: 'test',
+      state: 'failure',
+    });
+    assert.equal(branch.headers['x-gitlab-event'], 'Pipeline Hook');
+    assert.deepEqual(
+      branch.signal && [branch.signal.kind, branch.signal.branches, branch.signal.sha],
+      ['checks', ['errand/1'], HEAD],
+    );
+    const body = branch.body as {
+      object_attributes: { status: string };
+      builds: Array<{ name: string; status: string }>;
+    };
+    assert.equal(body.object_attributes.status, 'failed');
+    assert.deepEqual(
+      body.builds.map((b) => [b.name, b.status]),
+      [
+        ['lint', 'success'],
+        ['test', 'failed'],
+      ],
+    );
+    const forMr = await sent({
+      type: 'check',
+      sha: HEAD,
+      branch: 'errand/1',
+      name: 'test',
+      state: 'success',
+      pulls: [1],
+    });
+    assert.deepEqual(forMr.signal?.numbers, [1]);
+    assert.deepEqual(forMr.signal?.branches, ['errand/1']);
+  });
+
+  it('pull request changes and approvals are Merge Request Hooks', async () => {
+    fake.addMergeRequest('group/sub/project', { sourceBranch: 'errand/1' });
+    fake.addPullLabel('group/sub/project', 1, 'bug');
+    const actions: Array<[Parameters<FakeGitLab['sendWebhook']>[2], string]> = [
+      [{ type: 'pull-request', pull: 1, action: 'closed' }, 'close'],
+      [{ type: 'pull-request', pull: 1, action: 'merged' }, 'merge'],
+      [{ type: 'pull-request', pull: 1, action: 'reopened' }, 'reopen'],
+      [{ type: 'pull-request', pull: 1, action: 'synchronize' }, 'update'],
+      [{ type: 'pull-request', pull: 1, action: 'labeled', label: 'no-errand' }, 'update'],
+      [{ type: 'approval', pull: 1 }, 'approved'],
+    ];
+    for (const [delivery, action] of actions) {
+      const { headers, body, signal } = await sent(delivery);
+      assert.equal(headers['x-gitlab-event'], 'Merge Request Hook');
+      const attributes = (body as { object_attributes: Record<string, unknown> }).object_attributes;
+      assert.equal(attributes.action, action);
+      assert.deepEqual(signal && [signal.kind, signal.numbers, signal.branches, signal.sha], [
+        'pull-request',
+        [1],
+        ['errand/1'],
+        FAKE_GITLAB_HEAD,
+      ]);
+    }
+    const labeled = received.at(-2)?.body as {
+      changes: {
+        labels: { previous: Array<{ title: string }>; current: Array<{ title: string }> };
+      };
+    };
+    assert.deepEqual(
+      labeled.changes.labels.current.map((l) => l.title),
+      ['bug', 'no-errand'],
+    );
+    assert.deepEqual(
+      labeled.changes.labels.previous.map((l) => l.title),
+      ['bug'],
+    );
+    const update = received.at(-3)?.body as { object_attributes: { oldrev?: string } };
+    assert.match(update.object_attributes.oldrev ?? '', /^[0-9a-f]{40}$/);
   });
 });

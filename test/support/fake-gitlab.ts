@@ -1,9 +1,12 @@
-// A stateful fake of GitLab's REST API v4 (the merge request endpoints Errand uses) on
-// 127.0.0.1. It checks the token, keeps merge requests between calls, validates bodies and
-// answers errors the way GitLab does (status and JSON shape), and records every request.
+// A stateful fake of GitLab's REST API v4 (the merge request endpoints Errand uses, and what the
+// pull request watch reads: pipelines, jobs and their traces, commit statuses, approvals, the
+// merge) on 127.0.0.1. It checks the token, keeps merge requests and pipelines between calls,
+// validates bodies and answers errors the way GitLab does (status and JSON shape), and records
+// every request.
 // Anything it does not support, or a real GitLab would ignore but is probably a mistake (an
 // unknown field or query parameter), lands in `unexpected`; `assertNoUnexpected()` throws.
 
+import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import {
   type ForgeExchange,
@@ -35,6 +38,53 @@ export interface FakeGitLabOptions {
   basePath?: string;
   /** Refuse a source branch that is not in `branches` (GitLab does; off so tests need not push). */
   requireSourceBranch?: boolean;
+  /**
+   * The commit a branch points at, read from the real git repository the test serves: a merge
+   * request's head (`sha`) is heads(project path, source branch), else a fixed commit.
+   */
+  heads?: (repo: string, branch: string) => string | undefined;
+}
+
+/** A check as a test sets it: a job of the commit's pipeline. */
+export interface FakeCheck {
+  name: string;
+  state: 'pending' | 'success' | 'failure';
+  /** The job's trace. */
+  log?: string;
+  /** GitLab jobs have no one-line account: kept for the other forges' fakes, unused here. */
+  summary?: string;
+}
+
+/** A commit status another system posted (POST /projects/:id/statuses/:sha). */
+export interface FakeExternalStatus {
+  name: string;
+  state: 'pending' | 'running' | 'success' | 'failed' | 'canceled';
+  description?: string;
+  targetUrl?: string;
+}
+
+interface FakeJob {
+  /** A commit status's id: GitLab numbers jobs and external statuses alike. */
+  id: number;
+  name: string;
+  status: string;
+  log: string;
+  /** Replaced by a newer run of the same name (GitLab's `retried`). */
+  retried: boolean;
+  /** An external status rather than a CI job. */
+  external: { description: string | null; targetUrl: string | null } | null;
+  createdAt: string;
+}
+
+interface FakePipeline {
+  id: number;
+  iid: number;
+  projectId: number;
+  sha: string;
+  ref: string;
+  source: 'push' | 'external';
+  jobs: FakeJob[];
+  createdAt: string;
 }
 
 export interface FakeMergeRequest {
@@ -51,6 +101,15 @@ export interface FakeMergeRequest {
   sourceProjectId: number;
   createdAt: string;
   updatedAt: string;
+  labels: string[];
+  /** Whether it merges into its target: null while GitLab checks. Default true. */
+  mergeable: boolean | null;
+  /** Who approved it, by username. */
+  approvedBy: string[];
+  mergedAt: string | null;
+  /** Its head when it was merged; its merge commit. */
+  mergedSha: string | null;
+  mergeCommitSha: string | null;
 }
 
 export interface FakeGitLabIssue {
@@ -128,12 +187,30 @@ export interface FakeGitLab {
   /** The next request gets this status (GitLab's body shape) whatever it asked. */
   failNext(status: number, headers?: Record<string, string>, body?: unknown): void;
   /**
+   * A job of that name on the commit's pipeline (made when the commit has none) ends, or runs,
+   * with `state`; a new run of that name replaces the last (which GitLab then calls retried).
+   */
+  setCheck(repo: string, sha: string, check: FakeCheck): void;
+  /** A commit status posted by another system (GitLab's external commit statuses). */
+  addStatus(repo: string, sha: string, status: FakeExternalStatus): void;
+  /** Whether the merge request merges into its target (null: GitLab still checking). */
+  setMergeable(repo: string, number: number, mergeable: boolean | null): void;
+  approve(repo: string, number: number, login: string): void;
+  addPullLabel(repo: string, number: number, label: string): void;
+  /** The merge API refuses with this message (branch protection), or accepts again (null). */
+  blockMerges(repo: string, message: string | null): void;
+  /** Merges done through the API, in order; `method` is `squash` or `merge` (GitLab's choice). */
+  merges(): Array<{ repo: string; number: number; method: string; sha: string }>;
+  /**
    * Sends Errand a signed webhook delivery as this forge does, built from the fake's state
    * (test/support/forge-requests.ts); returns Errand's answer, and a way to redeliver it.
    */
   sendWebhook: SendWebhook;
   assertNoUnexpected(): void;
-  /** Forgets merge requests, issues, notes, award emoji, recordings, failures and problems (users stay). */
+  /**
+   * Forgets merge requests, pipelines, issues, notes, award emoji, blocks, merges, recordings,
+   * failures and problems (users stay).
+   */
   reset(): void;
   close(): Promise<void>;
 }
@@ -198,6 +275,30 @@ const LIST_PARAMS = new Set([
 ]);
 const MAX_TITLE = 255;
 const MAX_DESCRIPTION = 1_048_576;
+const MERGE_FIELDS = new Set([
+  'merge_commit_message',
+  'squash_commit_message',
+  'squash',
+  'should_remove_source_branch',
+  'merge_when_pipeline_succeeds',
+  'auto_merge',
+  'sha',
+]);
+const PIPELINE_PARAMS = new Set([
+  'sha',
+  'ref',
+  'status',
+  'source',
+  'scope',
+  'order_by',
+  'sort',
+  'per_page',
+  'page',
+]);
+const JOB_PARAMS = new Set(['scope', 'include_retried', 'per_page', 'page']);
+const STATUS_PARAMS = new Set(['ref', 'stage', 'name', 'pipeline_id', 'all', 'per_page', 'page']);
+/** A merge request's head when the test serves no repository (`heads`) that knows it. */
+export const FAKE_GITLAB_HEAD = 'c0ffee0000000000000000000000000000c0ffee';
 
 export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeGitLab> {
   const basePath = (options.basePath ?? '').replace(/\/+$/, '');
@@ -269,9 +370,26 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     return projects.get(ref.toLowerCase());
   };
 
+  let pipelines: FakePipeline[] = [];
+  let nextPipelineId = 9001;
+  let nextJobId = 70_001;
+  const blocked = new Map<number, string>();
+  let merged: Array<{ repo: string; number: number; method: string; sha: string }> = [];
+  /** The commit the merge request's source branch points at (its head when merged). */
+  const headOf = (mr: FakeMergeRequest) =>
+    mr.mergedSha ?? options.heads?.(mr.projectPath, mr.sourceBranch) ?? FAKE_GITLAB_HEAD;
+  /** GitLab's merge status fields for a merge request's mergeability. */
+  const mergeStatus = (mr: FakeMergeRequest, draft: boolean) => {
+    if (mr.state !== 'opened') return { merge_status: 'can_be_merged', detailed: 'not_open' };
+    if (mr.mergeable === null) return { merge_status: 'checking', detailed: 'checking' };
+    if (!mr.mergeable) return { merge_status: 'cannot_be_merged', detailed: 'conflict' };
+    return { merge_status: 'can_be_merged', detailed: draft ? 'draft_status' : 'mergeable' };
+  };
+
   const toJson = (mr: FakeMergeRequest) => {
     const draft = DRAFT_TITLE.test(mr.title);
     const project = findProject(mr.projectPath);
+    const status = mergeStatus(mr, draft);
     return {
       id: mr.id,
       iid: mr.iid,
@@ -281,19 +399,23 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       state: mr.state,
       created_at: mr.createdAt,
       updated_at: mr.updatedAt,
-      merged_at: mr.state === 'merged' ? mr.updatedAt : null,
+      merged_at: mr.state === 'merged' ? (mr.mergedAt ?? mr.updatedAt) : null,
       closed_at: mr.state === 'closed' ? mr.updatedAt : null,
       target_branch: mr.targetBranch,
       source_branch: mr.sourceBranch,
       source_project_id: mr.sourceProjectId,
       target_project_id: mr.projectId,
       author: { id: 1, username: 'errand-bot', name: 'Errand', state: 'active' },
-      labels: [],
+      labels: [...mr.labels],
       draft,
       work_in_progress: draft,
-      merge_status: 'can_be_merged',
-      detailed_merge_status: draft ? 'draft_status' : 'mergeable',
-      sha: '0000000000000000000000000000000000000000',
+      merge_status: status.merge_status,
+      detailed_merge_status: status.detailed,
+      has_conflicts: mr.state === 'opened' && mr.mergeable === false,
+      sha: headOf(mr),
+      merge_commit_sha: mr.mergeCommitSha,
+      squash_commit_sha: null,
+      merge_error: null,
       references: {
         short: `!${mr.iid}`,
         relative: `!${mr.iid}`,
@@ -303,11 +425,116 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     };
   };
 
+  const pipelineStatus = (pipeline: FakePipeline) => {
+    const current = pipeline.jobs.filter((j) => !j.retried).map((j) => j.status);
+    if (current.includes('failed')) return 'failed';
+    if (current.some((status) => status === 'running' || status === 'pending')) return 'running';
+    return current.length === 0 ? 'created' : 'success';
+  };
+  const pipelineJson = (project: ProjectState, pipeline: FakePipeline) => ({
+    id: pipeline.id,
+    iid: pipeline.iid,
+    project_id: project.id,
+    sha: pipeline.sha,
+    ref: pipeline.ref,
+    status: pipelineStatus(pipeline),
+    source: pipeline.source,
+    created_at: pipeline.createdAt,
+    updated_at: pipeline.createdAt,
+    web_url: `${url}/${project.path}/-/pipelines/${pipeline.id}`,
+  });
+  const jobUrl = (project: ProjectState, job: FakeJob) => `${url}/${project.path}/-/jobs/${job.id}`;
+  const jobJson = (project: ProjectState, pipeline: FakePipeline, job: FakeJob) => ({
+    id: job.id,
+    status: job.status,
+    stage: 'test',
+    name: job.name,
+    ref: pipeline.ref,
+    tag: false,
+    coverage: null,
+    allow_failure: false,
+    created_at: job.createdAt,
+    started_at: job.createdAt,
+    finished_at: job.status === 'running' ? null : job.createdAt,
+    erased_at: null,
+    duration: 1,
+    queued_duration: 0,
+    user: userJson(tokenUser),
+    commit: { id: pipeline.sha, short_id: pipeline.sha.slice(0, 8), title: 'Commit' },
+    pipeline: pipelineJson(project, pipeline),
+    ...(job.status === 'failed' ? { failure_reason: 'script_failure' } : {}),
+    web_url: jobUrl(project, job),
+    project: { ci_job_token_scope_enabled: false },
+    artifacts: [],
+    runner: null,
+    tag_list: [],
+    archived: false,
+  });
+  const statusJson = (project: ProjectState, pipeline: FakePipeline, job: FakeJob) => ({
+    id: job.id,
+    sha: pipeline.sha,
+    ref: pipeline.ref,
+    status: job.status,
+    name: job.name,
+    target_url: job.external ? job.external.targetUrl : jobUrl(project, job),
+    description: job.external ? job.external.description : null,
+    created_at: job.createdAt,
+    started_at: job.createdAt,
+    finished_at: job.status === 'running' ? null : job.createdAt,
+    allow_failure: false,
+    coverage: null,
+    pipeline_id: pipeline.id,
+    author: userJson(tokenUser),
+  });
+  /** The commit's newest pipeline, made (for a push of `ref`, or to hold statuses) when none. */
+  const pipelineFor = (project: ProjectState, sha: string, source: FakePipeline['source']) => {
+    // Jobs go on a CI pipeline, never on the one GitLab makes to hold posted statuses.
+    const existing = pipelines
+      .filter((p) => p.projectId === project.id && p.sha === sha)
+      .filter((p) => source === 'external' || p.source !== 'external')
+      .sort((a, b) => b.id - a.id)[0];
+    if (existing) return existing;
+    const mr = mrs.find((m) => m.projectId === project.id && headOf(m) === sha);
+    const pipeline: FakePipeline = {
+      id: nextPipelineId++,
+      iid: pipelines.filter((p) => p.projectId === project.id).length + 1,
+      projectId: project.id,
+      sha,
+      ref: mr?.sourceBranch ?? 'main',
+      source,
+      jobs: [],
+      createdAt: now(),
+    };
+    pipelines.push(pipeline);
+    return pipeline;
+  };
+  /** A new run of `name` in the pipeline: the last one of that name is retried. */
+  const addRun = (pipeline: FakePipeline, job: Omit<FakeJob, 'id' | 'retried' | 'createdAt'>) => {
+    for (const old of pipeline.jobs) if (old.name === job.name) old.retried = true;
+    pipeline.jobs.push({ ...job, id: nextJobId++, retried: false, createdAt: now() });
+  };
+  const mergeRequestOrThrow = (repo: string, iid: number) => {
+    const project = projectOrThrow(repo);
+    const mr = mrs.find((m) => m.projectId === project.id && m.iid === iid);
+    if (!mr) throw new Error(`fake GitLab has no merge request !${iid} in ${repo}`);
+    return mr;
+  };
+
   const route = ({ req, target, record, send, problem, refuse }: ForgeExchange) => {
     if (!authenticated(req, options.token)) return send(401, { message: '401 Unauthorized' });
 
     // Split before decoding: the project id is the full path with its slashes encoded.
     const parts = target.pathname.slice(apiPrefix.length + 1).split('/');
+    if (
+      parts[0] === 'projects' &&
+      parts[1] !== undefined &&
+      (['pipelines', 'repository', 'jobs'].includes(parts[2] ?? '') ||
+        (parts[2] === 'merge_requests' &&
+          parts.length === 5 &&
+          (parts[4] === 'approvals' || parts[4] === 'merge')))
+    ) {
+      return watched(parts);
+    }
     if (
       parts[0] === 'projects' &&
       parts[1] !== undefined &&
@@ -407,6 +634,150 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       return send(200, toJson(mr));
     }
     return refuse('unsupported method');
+
+    /** Approvals, the merge, pipelines, jobs and statuses: what the pull request watch reads. */
+    function watched(parts: string[]) {
+      const project = findProject(safeDecode(parts[1] ?? ''));
+      if (!project) return send(404, { message: '404 Project Not Found' });
+      const [, , collection, id, sub, ...rest] = parts;
+      const allowed = (params: Set<string>) => {
+        for (const key of target.searchParams.keys()) {
+          if (!params.has(key)) problem(`unknown query parameter ${key}`);
+        }
+      };
+      const paged = (items: unknown[]) => {
+        const {
+          items: page,
+          page: number,
+          perPage,
+        } = pageOf(items, target.searchParams, {
+          param: 'per_page',
+          default: 20,
+          max: 100,
+        });
+        const last = number * perPage >= items.length;
+        return send(200, page, {
+          'x-total': String(items.length),
+          'x-page': String(number),
+          'x-per-page': String(perPage),
+          'x-next-page': last ? '' : String(number + 1),
+        });
+      };
+      if (collection === 'merge_requests') {
+        if (!id || !/^\d+$/.test(id)) return send(400, { error: 'merge_request_iid is invalid' });
+        const mr = mrs.find((m) => m.projectId === project.id && m.iid === Number(id));
+        if (sub === 'approvals') {
+          if (record.method !== 'GET') return refuse('unsupported method');
+          if (!mr) return send(404, { message: '404 Not found' });
+          return send(200, {
+            id: mr.id,
+            iid: mr.iid,
+            project_id: mr.projectId,
+            title: mr.title,
+            description: mr.description,
+            state: mr.state,
+            created_at: mr.createdAt,
+            updated_at: mr.updatedAt,
+            merge_status: mergeStatus(mr, DRAFT_TITLE.test(mr.title)).merge_status,
+            // GitLab Free: approved once anyone approved (no approval rules).
+            approved: mr.approvedBy.length > 0,
+            approvals_required: 0,
+            approvals_left: 0,
+            approved_by: mr.approvedBy.map((login) => ({ user: userJson(login) })),
+            user_has_approved: mr.approvedBy.includes(tokenUser),
+            user_can_approve: false,
+          });
+        }
+        if (record.method !== 'PUT') return refuse('unsupported method');
+        return merge(project, mr);
+      }
+      if (record.method !== 'GET') return refuse('unsupported method');
+      const commitPipelines = (sha: string) =>
+        pipelines.filter((p) => p.projectId === project.id && p.sha === sha);
+      if (collection === 'pipelines' && id === undefined) {
+        allowed(PIPELINE_PARAMS);
+        const sha = target.searchParams.get('sha');
+        const listed = pipelines
+          .filter((p) => p.projectId === project.id && (sha === null || p.sha === sha))
+          .sort((a, b) => b.id - a.id);
+        return paged(listed.map((p) => pipelineJson(project, p)));
+      }
+      if (collection === 'pipelines' && id && sub === 'jobs' && rest.length === 0) {
+        allowed(JOB_PARAMS);
+        const pipeline = pipelines.find((p) => p.projectId === project.id && String(p.id) === id);
+        if (!pipeline) return send(404, { message: '404 Not found' });
+        const retried = target.searchParams.get('include_retried') === 'true';
+        const jobs = pipeline.jobs
+          .filter((j) => j.external === null && (retried || !j.retried))
+          .sort((a, b) => b.id - a.id);
+        return paged(jobs.map((j) => jobJson(project, pipeline, j)));
+      }
+      if (collection === 'repository' && id === 'commits' && sub && rest[0] === 'statuses') {
+        allowed(STATUS_PARAMS);
+        const sha = safeDecode(sub);
+        // Without `all`: each name once, at its latest, over every pipeline of the commit.
+        const latest = new Map<string, { pipeline: FakePipeline; job: FakeJob }>();
+        for (const pipeline of commitPipelines(sha)) {
+          for (const job of pipeline.jobs) {
+            const seen = latest.get(job.name);
+            if (!seen || seen.job.id < job.id) latest.set(job.name, { pipeline, job });
+          }
+        }
+        const statuses = [...latest.values()]
+          .sort((a, b) => b.job.id - a.job.id)
+          .map(({ pipeline, job }) => statusJson(project, pipeline, job));
+        return paged(statuses);
+      }
+      if (collection === 'jobs' && id && sub === 'trace' && rest.length === 0) {
+        const job = pipelines
+          .filter((p) => p.projectId === project.id)
+          .flatMap((p) => p.jobs)
+          .find((j) => j.external === null && String(j.id) === id);
+        if (!job) return send(404, { message: '404 Not found' });
+        return send(200, job.log);
+      }
+      return refuse('unsupported endpoint');
+    }
+
+    /** PUT …/merge: GitLab's checks in GitLab's order, then the merge. */
+    function merge(project: ProjectState, mr: FakeMergeRequest | undefined) {
+      if (options.access === 'read') return send(403, { error: 'insufficient_scope' });
+      const body = isRecord(record.body) ? record.body : {};
+      for (const key of Object.keys(body)) {
+        if (!MERGE_FIELDS.has(key)) problem(`unknown field ${key}`);
+      }
+      if (body.sha !== undefined && typeof body.sha !== 'string') {
+        return send(400, { error: 'sha is invalid' });
+      }
+      if (body.squash !== undefined && typeof body.squash !== 'boolean') {
+        return send(400, { error: 'squash is invalid' });
+      }
+      if (!mr) return send(404, { message: '404 Not found' });
+      // Branch protection (Allowed to merge) is GitLab's 401.
+      const block = blocked.get(project.id);
+      if (block !== undefined) return send(401, { message: block });
+      if (mr.state !== 'opened' || DRAFT_TITLE.test(mr.title)) {
+        return send(405, { message: '405 Method Not Allowed' });
+      }
+      if (mr.mergeable !== true) return send(422, { message: 'Branch cannot be merged' });
+      const head = headOf(mr);
+      if (typeof body.sha === 'string' && body.sha !== head) {
+        return send(409, { message: `SHA does not match HEAD of source branch: ${head}` });
+      }
+      const at = now();
+      mr.state = 'merged';
+      mr.mergedAt = at;
+      mr.updatedAt = at;
+      mr.mergedSha = head;
+      mr.mergeCommitSha = fakeSha(`merge ${project.path} ${mr.iid} ${head}`);
+      merged.push({
+        repo: project.path,
+        number: mr.iid,
+        method: body.squash === true ? 'squash' : 'merge',
+        sha: head,
+      });
+      return send(200, toJson(mr));
+    }
 
     /** Notes, discussions, award emoji and members: what Errand says on issues and merge requests. */
     function conversation(parts: string[]) {
@@ -572,6 +943,12 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       sourceProjectId: fields.sourceProjectId ?? project.id,
       createdAt: fields.createdAt ?? at,
       updatedAt: fields.updatedAt ?? at,
+      labels: [...(fields.labels ?? [])],
+      mergeable: fields.mergeable === undefined ? true : fields.mergeable,
+      approvedBy: [...(fields.approvedBy ?? [])],
+      mergedAt: fields.mergedAt ?? null,
+      mergedSha: fields.mergedSha ?? null,
+      mergeCommitSha: fields.mergeCommitSha ?? null,
     };
     mrs.push(mr);
     return mr;
@@ -607,6 +984,19 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       web: url,
       repo: [...projects.values()][0]?.path ?? 'group/project',
       projectId: (path) => findProject(path)?.id ?? 9999,
+      pipeline(path, sha) {
+        const project = findProject(path);
+        const pipeline =
+          project && pipelines.find((p) => p.projectId === project.id && p.sha === sha);
+        return pipeline && project
+          ? {
+              ...pipelineJson(project, pipeline),
+              jobs: pipeline.jobs
+                .filter((j) => !j.retried && j.external === null)
+                .map((j) => ({ id: j.id, name: j.name, status: j.status })),
+            }
+          : undefined;
+      },
       pull(path, iid) {
         const project = findProject(path);
         const mr = project && mrs.find((m) => m.projectId === project.id && m.iid === iid);
@@ -651,6 +1041,47 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       if (!mr) throw new Error(`fake GitLab has no merge request !${iid} in ${projectPath}`);
       mr.state = state;
       mr.updatedAt = now();
+      if (state === 'merged') {
+        mr.mergedAt = mr.updatedAt;
+        mr.mergedSha = headOf(mr);
+      }
+    },
+    setCheck(repo, sha, check) {
+      const pipeline = pipelineFor(projectOrThrow(repo), sha, 'push');
+      const status = { pending: 'running', success: 'success', failure: 'failed' }[check.state];
+      addRun(pipeline, { name: check.name, status, log: check.log ?? '', external: null });
+    },
+    addStatus(repo, sha, status) {
+      // GitLab puts a posted status on the commit's newest pipeline, else on one of its own.
+      const pipeline = pipelineFor(projectOrThrow(repo), sha, 'external');
+      addRun(pipeline, {
+        name: status.name,
+        status: status.state,
+        log: '',
+        external: {
+          description: status.description ?? null,
+          targetUrl: status.targetUrl ?? null,
+        },
+      });
+    },
+    setMergeable(repo, number, mergeable) {
+      mergeRequestOrThrow(repo, number).mergeable = mergeable;
+    },
+    approve(repo, number, login) {
+      const mr = mergeRequestOrThrow(repo, number);
+      if (!mr.approvedBy.includes(login)) mr.approvedBy.push(login);
+    },
+    addPullLabel(repo, number, label) {
+      const mr = mergeRequestOrThrow(repo, number);
+      if (!mr.labels.includes(label)) mr.labels.push(label);
+    },
+    blockMerges(repo, message) {
+      const project = projectOrThrow(repo);
+      if (message === null) blocked.delete(project.id);
+      else blocked.set(project.id, message);
+    },
+    merges() {
+      return merged.map((m) => ({ ...m }));
     },
     addBranch(projectPath, branch) {
       projectOrThrow(projectPath).branches.add(branch);
@@ -703,6 +1134,9 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
     assertNoUnexpected: server.assertNoUnexpected,
     reset() {
       mrs = [];
+      pipelines = [];
+      blocked.clear();
+      merged = [];
       issues.length = 0;
       notes.length = 0;
       awards.length = 0;
@@ -718,6 +1152,11 @@ function authenticated(req: IncomingMessage, token: string): boolean {
   if (privateToken !== undefined) return privateToken === token;
   const auth = req.headers.authorization;
   return auth === `Bearer ${token}`;
+}
+
+/** A commit id made from `text`, for the commits the fake makes (merge commits). */
+function fakeSha(text: string): string {
+  return createHash('sha1').update(text).digest('hex');
 }
 
 function checkStrings(body: Record<string, unknown>, keys: string[]): string | undefined {

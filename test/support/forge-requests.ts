@@ -53,6 +53,31 @@ export type ForgeRequest =
    */
   | { type: 'push'; ref: string; after?: string; deleted?: boolean; author?: FakeUser }
   /**
+   * A check of commit `sha` on `branch` ended with `state` (GitHub `check_run` completed,
+   * GitLab `Pipeline Hook`, Gitea/Forgejo `status`); `pulls` are the pull requests the forge
+   * names with it (GitHub's `pull_requests`, GitLab's `merge_request`), default none.
+   */
+  | {
+      type: 'check';
+      sha: string;
+      branch: string;
+      name: string;
+      state: 'pending' | 'success' | 'failure';
+      pulls?: number[];
+      author?: FakeUser;
+    }
+  /** Something happened to a pull request (GitHub/Gitea `pull_request`, GitLab `Merge Request Hook`). */
+  | {
+      type: 'pull-request';
+      pull: number;
+      action: 'closed' | 'merged' | 'reopened' | 'synchronize' | 'labeled';
+      /** For `labeled`. */
+      label?: string;
+      author?: FakeUser;
+    }
+  /** A review approving the pull request (GitHub/Gitea review submitted, GitLab `approved`). */
+  | { type: 'approval'; pull: number; author?: FakeUser }
+  /**
    * An event Errand takes no action on: GitHub a star; GitLab and Gitea the push of `main` their
    * Test button sends, which asks for nothing of a project without a setup command.
    */
@@ -263,8 +288,36 @@ function githubUser(web: string, user: FakeUser) {
   };
 }
 
+/** A change to a pull request that a GitHub delivery says happened (`approved`: by `login`). */
+export interface GitHubPullChange {
+  repo: string;
+  number: number;
+  action: 'closed' | 'merged' | 'reopened' | 'synchronize' | 'labeled' | 'approved';
+  label?: string;
+  login?: string;
+}
+
+/** What the GitHub fake tells its sender beyond a RequestSource. */
+export interface GitHubRequestSource extends RequestSource {
+  /**
+   * The check run of that name on the commit, as the API gives it, in `state`: the fake's own
+   * when it has one in that state, else one it makes then (the delivery says it ran).
+   */
+  checkRun?(
+    repo: string,
+    sha: string,
+    name: string,
+    state: 'pending' | 'success' | 'failure',
+  ): Record<string, unknown>;
+  /** Told of a change a delivery says happened, before the delivery is built: the API agrees. */
+  pullChanged?(change: GitHubPullChange): void;
+}
+
+/** The GitHub Actions app, the sender of its check runs' deliveries. */
+const GITHUB_ACTIONS: FakeUser = { login: 'github-actions[bot]', id: 41898282, bot: true };
+
 /** Sends GitHub's deliveries (github.com and Enterprise Server alike) for the fake. */
-export function githubSender(source: RequestSource) {
+export function githubSender(source: GitHubRequestSource) {
   const nextId = ids(2_000_000_001);
   const build = ({ delivery, deliveryId, repo, author, web }: BuildInput): Built => {
     const [owner = '', name = ''] = repo.split('/');
@@ -517,6 +570,134 @@ export function githubSender(source: RequestSource) {
           },
         };
       }
+      case 'check': {
+        // GitHub Actions' check run: `created` when it starts, `completed` when it ends.
+        const run = source.checkRun?.(repo, delivery.sha, delivery.name, delivery.state) ?? {
+          id: nextId(),
+          name: delivery.name,
+          head_sha: delivery.sha,
+          status: delivery.state === 'pending' ? 'in_progress' : 'completed',
+          conclusion: delivery.state === 'pending' ? null : delivery.state,
+        };
+        const pulls = (delivery.pulls ?? []).map((number) => {
+          const pull = source.pull(repo, number);
+          const base = (pull?.base as { ref?: string } | undefined)?.ref ?? 'main';
+          return {
+            url: `${repository.url}/pulls/${number}`,
+            id: 5000 + number,
+            number,
+            head: {
+              ref: delivery.branch,
+              sha: delivery.sha,
+              repo: { id: 1000, url: repository.url, name },
+            },
+            base: { ref: base, sha: PREVIOUS, repo: { id: 1000, url: repository.url, name } },
+          };
+        });
+        const done = delivery.state !== 'pending';
+        return {
+          event: 'check_run',
+          headers: headers('check_run'),
+          payload: {
+            action: done ? 'completed' : 'created',
+            check_run: {
+              ...run,
+              pull_requests: pulls,
+              check_suite: {
+                id: Number(run.id) - 1,
+                node_id: `CS_fake${String(run.id)}`,
+                head_branch: delivery.branch,
+                head_sha: delivery.sha,
+                status: done ? 'completed' : 'in_progress',
+                conclusion: done ? delivery.state : null,
+                url: `${repository.url}/check-suites/${Number(run.id) - 1}`,
+                before: PREVIOUS,
+                after: delivery.sha,
+                pull_requests: pulls,
+                app: run.app ?? null,
+                created_at: now,
+                updated_at: now,
+              },
+            },
+            repository,
+            sender: githubUser(web, delivery.author ?? GITHUB_ACTIONS),
+          },
+        };
+      }
+      case 'pull-request': {
+        source.pullChanged?.({
+          repo,
+          number: delivery.pull,
+          action: delivery.action,
+          ...(delivery.label === undefined ? {} : { label: delivery.label }),
+        });
+        const pull = pullOf(source, repo, delivery.pull, 'fake-github');
+        const head = pull.head as { sha?: string } | undefined;
+        const extra =
+          delivery.action === 'labeled'
+            ? {
+                label: {
+                  id: 600,
+                  node_id: 'LA_fake',
+                  url: `${repository.url}/labels/${encodeURIComponent(delivery.label ?? '')}`,
+                  name: delivery.label ?? '',
+                  color: 'ededed',
+                  default: false,
+                  description: null,
+                },
+              }
+            : delivery.action === 'synchronize'
+              ? { before: PREVIOUS, after: head?.sha ?? '' }
+              : {};
+        return {
+          event: 'pull_request',
+          headers: headers('pull_request'),
+          payload: {
+            // A merge is a pull request `closed` with `merged: true`.
+            action: delivery.action === 'merged' ? 'closed' : delivery.action,
+            number: delivery.pull,
+            pull_request: pull,
+            ...extra,
+            repository,
+            sender,
+          },
+        };
+      }
+      case 'approval': {
+        source.pullChanged?.({
+          repo,
+          number: delivery.pull,
+          action: 'approved',
+          login: author.login,
+        });
+        const pull = pullOf(source, repo, delivery.pull, 'fake-github');
+        const id = nextId();
+        const html = `${String(pull.html_url)}#pullrequestreview-${id}`;
+        return {
+          event: 'pull_request_review',
+          headers: headers('pull_request_review'),
+          payload: {
+            action: 'submitted',
+            review: {
+              id,
+              node_id: `PRR_fake${id}`,
+              user: sender,
+              // An approval without words: no comment for Errand to answer.
+              body: null,
+              commit_id: (pull.head as { sha?: string } | undefined)?.sha ?? '',
+              submitted_at: now,
+              state: 'approved',
+              html_url: html,
+              pull_request_url: pull.url,
+              author_association: 'COLLABORATOR',
+              _links: { html: { href: html }, pull_request: { href: pull.url } },
+            },
+            pull_request: pull,
+            repository,
+            sender,
+          },
+        };
+      }
     }
   };
   return sender(
@@ -546,8 +727,27 @@ function gitlabUser(web: string, user: FakeUser) {
   };
 }
 
-/** Sends GitLab's deliveries for the fake; `projectId` gives a project path's numeric id. */
-export function gitlabSender(source: RequestSource & { projectId(path: string): number }) {
+/** A commit's newest pipeline as GitLab's API gives it, with its current jobs. */
+interface GitLabPipelineSource {
+  id: number;
+  iid: number;
+  jobs: Array<{ id: number; name: string; status: string }>;
+}
+
+/** A check's state as a GitLab job or pipeline status says it. */
+const gitlabStatus = { pending: 'running', success: 'success', failure: 'failed' } as const;
+
+/**
+ * Sends GitLab's deliveries for the fake; `projectId` gives a project path's numeric id,
+ * `pipeline` the commit's newest pipeline when the fake has one (its ids and jobs go into a
+ * Pipeline Hook).
+ */
+export function gitlabSender(
+  source: RequestSource & {
+    projectId(path: string): number;
+    pipeline?(path: string, sha: string): GitLabPipelineSource | undefined;
+  },
+) {
   const nextId = ids(7_000_001);
   const build = ({ delivery, deliveryId, repo: path, author, web }: BuildInput): Built => {
     const projectWeb = `${web}/${path}`;
@@ -704,6 +904,150 @@ export function gitlabSender(source: RequestSource & { projectId(path: string): 
         url: mr.web_url,
       };
     };
+    const commitJson = (sha: string) => ({
+      id: sha,
+      message: 'Change the parser\n',
+      title: 'Change the parser',
+      timestamp: iso(),
+      url: `${projectWeb}/-/commit/${sha}`,
+      author: { name: author.login, email: '[REDACTED]' },
+    });
+    /** A Pipeline Hook: a merge request pipeline when `pulls` names one, else a branch's. */
+    const pipelineHook = (check: Extract<ForgeRequest, { type: 'check' }>): Built => {
+      const status = gitlabStatus[check.state];
+      const known = source.pipeline?.(path, check.sha);
+      const pipelineId = known?.id ?? nextId();
+      const jobs = known?.jobs.some((job) => job.name === check.name)
+        ? known.jobs
+        : [...(known?.jobs ?? []), { id: nextId(), name: check.name, status }];
+      const iid = check.pulls?.[0];
+      const mr = iid === undefined ? undefined : mergeRequest(iid);
+      const finished = status === 'running' ? null : now;
+      return {
+        event: 'Pipeline Hook',
+        headers: headers('Pipeline Hook'),
+        payload: {
+          object_kind: 'pipeline',
+          object_attributes: {
+            id: pipelineId,
+            iid: known?.iid ?? 1,
+            name: null,
+            // A merge request pipeline runs on the merge request's own ref.
+            ref: iid === undefined ? check.branch : `refs/merge-requests/${iid}/head`,
+            tag: false,
+            sha: check.sha,
+            before_sha: ZEROS,
+            source: iid === undefined ? 'push' : 'merge_request_event',
+            status,
+            detailed_status: status === 'success' ? 'passed' : status,
+            stages: ['test'],
+            created_at: now,
+            finished_at: finished,
+            duration: finished ? 42 : null,
+            queued_duration: 1,
+            variables: [],
+            url: `${projectWeb}/-/pipelines/${pipelineId}`,
+          },
+          merge_request: mr
+            ? {
+                id: mr.id,
+                iid: mr.iid,
+                title: mr.title,
+                source_branch: mr.source_branch,
+                source_project_id: mr.source_project_id,
+                target_branch: mr.target_branch,
+                target_project_id: mr.target_project_id,
+                state: mr.state,
+                merge_status: 'can_be_merged',
+                detailed_merge_status: 'mergeable',
+                url: mr.url,
+              }
+            : null,
+          user,
+          project,
+          commit: commitJson(check.sha),
+          source_pipeline: null,
+          builds: jobs.map((job) => {
+            const jobStatus = job.name === check.name ? status : job.status;
+            return {
+              id: job.id,
+              stage: 'test',
+              name: job.name,
+              status: jobStatus,
+              created_at: now,
+              started_at: now,
+              finished_at: jobStatus === 'running' ? null : now,
+              duration: 40,
+              queued_duration: 1,
+              failure_reason: jobStatus === 'failed' ? 'script_failure' : null,
+              when: 'on_success',
+              manual: false,
+              allow_failure: false,
+              user,
+              runner: null,
+              artifacts_file: { filename: null, size: null },
+              environment: null,
+            };
+          }),
+        },
+      };
+    };
+    /**
+     * A Merge Request Hook: `close`, `merge`, `reopen`, `approved`, or `update` (new commits
+     * with `oldrev`, a label with `changes.labels`).
+     */
+    const mergeRequestHook = (
+      iid: number,
+      action: 'close' | 'merge' | 'reopen' | 'approved' | 'update',
+      extra: { oldrev?: string; label?: string } = {},
+    ): Built => {
+      const mr = mergeRequest(iid);
+      const api = pullOf(source, path, iid, 'fake-gitlab');
+      const head = typeof api.sha === 'string' ? api.sha : PUSHED;
+      const had = Array.isArray(api.labels) ? api.labels.map(String) : [];
+      const current =
+        extra.label === undefined || had.includes(extra.label) ? had : [...had, extra.label];
+      const previous = current.filter((label) => label !== extra.label);
+      const labels = current.map((title, i) => labelJson(title, i));
+      const state = { close: 'closed', merge: 'merged', reopen: 'opened' }[
+        action as 'close' | 'merge' | 'reopen'
+      ];
+      const changes: Record<string, unknown> = {
+        updated_at: { previous: now, current: now },
+      };
+      if (extra.label !== undefined) {
+        changes.labels = {
+          previous: previous.map((title, i) => labelJson(title, i)),
+          current: labels,
+        };
+      }
+      if (state !== undefined) changes.state_id = { previous: 1, current: 2 };
+      return {
+        event: 'Merge Request Hook',
+        headers: headers('Merge Request Hook'),
+        payload: {
+          object_kind: 'merge_request',
+          event_type: 'merge_request',
+          user,
+          project,
+          object_attributes: {
+            ...mr,
+            state: state ?? mr.state,
+            action,
+            merge_status: 'can_be_merged',
+            detailed_merge_status: 'mergeable',
+            last_commit: commitJson(head),
+            labels,
+            ...(extra.oldrev === undefined ? {} : { oldrev: extra.oldrev }),
+          },
+          labels,
+          changes,
+          repository,
+          assignees: [],
+          reviewers: [],
+        },
+      };
+    };
     /** A Push Hook, or a Tag Push Hook for a tag; a deletion has zeros and no checkout_sha. */
     const pushHook = (push: { ref: string; after?: string; deleted?: boolean }): Built => {
       const tag = push.ref.startsWith('refs/tags/');
@@ -801,6 +1145,23 @@ export function gitlabSender(source: RequestSource & { projectId(path: string): 
           },
         };
       }
+      case 'check':
+        return pipelineHook(delivery);
+      case 'pull-request': {
+        const action = {
+          closed: 'close',
+          merged: 'merge',
+          reopened: 'reopen',
+          synchronize: 'update',
+          labeled: 'update',
+        } as const;
+        return mergeRequestHook(delivery.pull, action[delivery.action], {
+          ...(delivery.action === 'synchronize' ? { oldrev: PREVIOUS } : {}),
+          ...(delivery.action === 'labeled' ? { label: delivery.label ?? 'errand' } : {}),
+        });
+      }
+      case 'approval':
+        return mergeRequestHook(delivery.pull, 'approved');
     }
   };
   return sender(
@@ -844,11 +1205,66 @@ function giteaUser(web: string, user: FakeUser) {
   };
 }
 
+/** A commit status as a `status` delivery names it. */
+export interface GiteaStatusRecord {
+  id: number;
+  description: string;
+  /** As the fake keeps it: a path on the instance for Gitea Actions, made absolute in the payload. */
+  target_url: string;
+  created_at: string;
+}
+
+/** What the fake Gitea tells its sender besides RequestSource. */
+export interface GiteaRequestSource extends RequestSource {
+  /** Send as Forgejo does (X-Forgejo-* headers beside the X-Gitea-* ones). */
+  forgejo?: boolean;
+  /**
+   * The status a `check` delivery announces: Gitea sends `status` when a status is created, so
+   * the fake keeps it (the latest of that name on the commit when it has that state already).
+   */
+  status?(
+    repo: string,
+    sha: string,
+    check: { name: string; state: 'pending' | 'success' | 'failure' },
+  ): GiteaStatusRecord;
+  /**
+   * Told, before the delivery is built, of what a `pull-request` or `approval` delivery says
+   * happened, so that the API says the same (doing it again is harmless).
+   */
+  happened?(repo: string, number: number, change: GiteaChange): void;
+}
+
+export type GiteaChange =
+  | { type: 'closed' | 'merged' | 'reopened' | 'synchronize' }
+  | { type: 'labeled'; label: string }
+  | { type: 'approval'; login: string };
+
+/** A commit as Gitea's payloads give it (PayloadCommit). */
+function giteaCommit(web: string, repoPath: string, sha: string, author: FakeUser) {
+  const person = {
+    name: author.login,
+    email: `${author.login}@noreply.localhost`,
+    username: author.login,
+  };
+  return {
+    id: sha,
+    message: 'Errand changes\n',
+    url: `${web}/${repoPath}/commit/${sha}`,
+    author: person,
+    committer: person,
+    verification: null,
+    timestamp: '2025-01-01T00:00:00Z',
+    added: null,
+    removed: null,
+    modified: null,
+  };
+}
+
 /**
  * Sends Gitea's deliveries for the fake, or Forgejo's (`forgejo`: X-Forgejo-* headers beside
  * the X-Gitea-* ones, as Forgejo sends both).
  */
-export function giteaSender(source: RequestSource & { forgejo?: boolean }) {
+export function giteaSender(source: GiteaRequestSource) {
   const nextId = ids(900_001);
   const build = ({ delivery, deliveryId, repo: repoPath, author, web }: BuildInput): Built => {
     const [owner = '', name = ''] = repoPath.split('/');
@@ -1035,6 +1451,87 @@ export function giteaSender(source: RequestSource & { forgejo?: boolean }) {
             sender,
             commit_id: '',
             review: { type: 'pull_request_review_comment', content: delivery.body },
+          },
+        };
+      }
+      case 'check': {
+        const status = source.status?.(repoPath, delivery.sha, {
+          name: delivery.name,
+          state: delivery.state,
+        }) ?? {
+          id: nextId(),
+          description: '',
+          target_url: '',
+          created_at: now,
+        };
+        return {
+          event: 'status',
+          headers: headers('status', 'status'),
+          payload: {
+            // Gitea names no branch and no pull request with a status (a TODO in its source).
+            commit: giteaCommit(web, repoPath, delivery.sha, author),
+            context: delivery.name,
+            created_at: status.created_at,
+            description: status.description,
+            id: status.id,
+            repository,
+            sender,
+            sha: delivery.sha,
+            state: delivery.state,
+            // The payload's target is absolute, where the API may give Gitea Actions' path.
+            target_url: status.target_url ? new URL(status.target_url, web).href : '',
+            updated_at: status.created_at,
+          },
+        };
+      }
+      case 'pull-request': {
+        const change: GiteaChange =
+          delivery.action === 'labeled'
+            ? { type: 'labeled', label: delivery.label ?? 'errand' }
+            : { type: delivery.action };
+        source.happened?.(repoPath, delivery.pull, change);
+        const pull = pullOf(source, repoPath, delivery.pull, 'fake-gitea');
+        // A merge is a `closed` with `merged: true`; a push a `pull_request_sync`, a label a
+        // `pull_request_label`, all in the `pull_request` family.
+        const [eventType, action] =
+          delivery.action === 'synchronize'
+            ? ['pull_request_sync', 'synchronized']
+            : delivery.action === 'labeled'
+              ? ['pull_request_label', 'label_updated']
+              : ['pull_request', delivery.action === 'merged' ? 'closed' : delivery.action];
+        return {
+          event: eventType,
+          headers: headers('pull_request', eventType),
+          payload: {
+            action,
+            number: delivery.pull,
+            pull_request: pull,
+            requested_reviewer: null,
+            repository,
+            sender,
+            commit_id: '',
+            review: null,
+          },
+        };
+      }
+      case 'approval': {
+        source.happened?.(repoPath, delivery.pull, { type: 'approval', login: sender.login });
+        const pull = pullOf(source, repoPath, delivery.pull, 'fake-gitea');
+        const head = pull.head;
+        return {
+          event: 'pull_request_review_approved',
+          headers: headers('pull_request_approved', 'pull_request_review_approved'),
+          payload: {
+            action: 'reviewed',
+            number: delivery.pull,
+            pull_request: pull,
+            requested_reviewer: null,
+            repository,
+            sender,
+            commit_id:
+              typeof head === 'object' && head !== null && 'sha' in head ? String(head.sha) : '',
+            // An approval without a body: no comment for Errand to answer.
+            review: { type: 'pull_request_review_approved', content: '' },
           },
         };
       }

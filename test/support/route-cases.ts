@@ -75,6 +75,7 @@ export const JOB_FIELDS = [
   'id',
   'model',
   'origin',
+  'pr',
   'prLink',
   'projectId',
   'source',

@@ -52,6 +52,9 @@ export const TABLES: readonly TableSpec[] = [
   // What Errand has said on the forge about each turn: without them, an imported turn that
   // ended lately would be answered on the forge a second time.
   { name: 'forge_replies', order: 'job_id, seq, kind', noun: ['forge answer', 'forge answers'] },
+  // The pull request watch's memory: without it, an imported job's open pull request would be
+  // watched again only once a turn ends, its attempts counted from 0 and its acts repeated.
+  { name: 'pr_watches', order: 'job_id', noun: ['pull request watch', 'pull request watches'] },
   // The threads where someone without write access was told so: without them, they would be
   // told again after a move (they are forgotten after 30 days anyway, by the upkeep).
   {

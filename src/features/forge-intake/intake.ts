@@ -243,15 +243,10 @@ export class ForgeIntake {
     prompt: string,
     trigger: TurnTrigger,
   ): Promise<Accepted> {
-    const { job } = await sendMessage(
-      this.#ctx,
-      project,
-      jobId,
-      prompt,
-      undefined,
+    const { job } = await sendMessage(this.#ctx, project, jobId, prompt, {
       trigger,
-      forgeUser(trigger),
-    );
+      by: forgeUser(trigger),
+    });
     return { jobId, projectId: project.id, seq: job.turn_count, fromIssue: false };
   }
 

@@ -8,11 +8,12 @@
 import type { AppContext } from '../../context.ts';
 import type { ProjectRow } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
-import type { ForgePush } from '../../forges/events.ts';
+import type { ForgePush, ForgeSignal } from '../../forges/events.ts';
 import { afterBaseMoved } from '../../projects/environment-builds.ts';
 import { type ForgeKind, projectForge } from '../../projects/forge.ts';
 import { findProject } from '../../projects/service.ts';
 import { open } from '../../secrets/box.ts';
+import { nudgeBaseMoved, nudgeWatches } from '../pr-watch/index.ts';
 import { payloadReaders } from './payloads/readers.ts';
 import {
   MalformedPayloadError,
@@ -34,6 +35,8 @@ type ReceivedOutcome =
   | 'duplicate'
   /** A push that moved the project's base ref: a build of its environment asked for. */
   | 'build'
+  /** A check, a pull request's change or a base's push that names watched pull requests. */
+  | 'watch'
   /** A ping, or an event Errand has no use for: nothing recorded or queued. */
   | 'ignored';
 
@@ -140,9 +143,11 @@ function movesBaseRef(project: ProjectRow, push: ForgePush): boolean {
 
 /**
  * A push: a build of the project's environment when it moved the base ref and the project has
- * one to build. Not recorded: a redelivery asks again, and that is harmless (at most one build
- * of a project waits, and a builder that has the snapshot builds nothing). A queue that
- * refuses is logged, and the push answered as ignored: the next turn finds the new key anyway.
+ * one to build, and a look at the watched pull requests into that branch (they may conflict
+ * with it now). Not recorded: a redelivery asks again, and that is harmless (at most one build
+ * of a project waits, and a builder that has the snapshot builds nothing; a look repeats
+ * nothing it did). A queue that refuses is logged, and the push answered as ignored: the next
+ * turn finds the new key anyway.
  */
 async function takePush(
   ctx: AppContext,
@@ -151,16 +156,51 @@ async function takePush(
 ): Promise<ReceivedRequest> {
   const log = ctx.log.child({ projectId: project.id });
   const fields = { forge: push.forge, deliveryId: push.deliveryId, ref: push.ref };
+  const branch = pushedBranch(project, push);
+  const watched = branch === null ? 0 : await nudgeBaseMoved(ctx, project.id, branch);
   if (!movesBaseRef(project, push)) {
+    if (watched > 0) return { outcome: 'watch', events: watched };
     log.debug(fields, "forge push ignored: it did not move the project's base ref");
     return { outcome: 'ignored', events: 0 };
   }
   if (!(await afterBaseMoved(ctx, project))) {
+    if (watched > 0) return { outcome: 'watch', events: watched };
     log.debug(fields, 'forge push ignored: no environment build was asked for');
     return { outcome: 'ignored', events: 0 };
   }
   log.info({ ...fields, after: push.after }, 'forge push: environment build asked for');
   return { outcome: 'build', events: 0 };
+}
+
+/** The branch a push of the project's repository moved, or null (a tag, a deletion, another repository). */
+function pushedBranch(project: ProjectRow, push: ForgePush): string | null {
+  if (push.after === null || !push.ref.startsWith('refs/heads/')) return null;
+  if (!sameRepository(push.repositoryUrl, project.repository)) return null;
+  return push.ref.slice('refs/heads/'.length);
+}
+
+/**
+ * A check, a pipeline or a pull request's change: the watched pull requests of the project it
+ * names are looked at now. Nothing is recorded or queued: the watch asks the forge what holds.
+ */
+async function takeSignal(
+  ctx: AppContext,
+  project: ProjectRow,
+  signal: ForgeSignal,
+): Promise<ReceivedRequest> {
+  const log = ctx.log.child({ projectId: project.id });
+  const fields = { forge: signal.forge, deliveryId: signal.deliveryId, kind: signal.kind };
+  if (!sameRepository(signal.repositoryUrl, project.repository)) {
+    log.debug(fields, 'forge signal ignored: another repository');
+    return { outcome: 'ignored', events: 0 };
+  }
+  const watched = await nudgeWatches(ctx, project.id, signal);
+  if (watched === 0) {
+    log.debug(fields, 'forge signal ignored: it names no watched pull request');
+    return { outcome: 'ignored', events: 0 };
+  }
+  log.info({ ...fields, watched }, 'forge signal: watched pull requests looked at');
+  return { outcome: 'watch', events: watched };
 }
 
 /**
@@ -178,8 +218,12 @@ export async function receiveRequest(
   const push = readPayload(() => reader.readPush(headers, body));
   if (push) return takePush(ctx, project, push);
   const events = readPayload(() => reader.readEvents(headers, body));
+  // A review may be both: a comment for Errand, and an approval the watch looks at.
+  const signal = readPayload(() => reader.readSignal(headers, body));
+  const watched = signal ? await takeSignal(ctx, project, signal) : undefined;
   const first = events[0];
   if (!first) {
+    if (watched) return watched;
     log.debug({ forge }, 'forge delivery ignored: an event Errand does not read');
     return { outcome: 'ignored', events: 0 };
   }

@@ -488,12 +488,18 @@ describe('POST /v2/forges/{projectId}/webhook', () => {
       assert.match(body.secret ?? '', /^[0-9A-Za-z]{40}$/);
       assert.equal(body.url, `${svc.url}/v2/forges/${id}/webhook`);
       assert.deepEqual(body.events, [
+        // The pull request watch's: the checks of its head, and its changes.
+        'Check runs',
+        'Check suites',
         'Issue comments',
         'Issues',
         'Pull request review comments',
         'Pull request reviews',
-        // The base ref's pushes, for the environment's background build.
+        'Pull requests',
+        // The base ref's pushes, for the environment's background build and the watch.
         'Pushes',
+        'Statuses',
+        'Workflow runs',
       ]);
       assert.equal(body.project?.forgeWebhookSecretSet, true);
       const secret = body.secret ?? '';

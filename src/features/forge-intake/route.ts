@@ -17,11 +17,14 @@ const MAX_DELIVERY_BYTES = 5 * 1024 * 1024;
 
 const answer = z.object({
   outcome: z
-    .enum(['queued', 'duplicate', 'build', 'ignored'])
+    .enum(['queued', 'duplicate', 'build', 'watch', 'ignored'])
     .describe(
-      "queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; ignored: a ping, a push that asks for no build, or an event Errand has no use for.",
+      "queued: its events will be worked on; duplicate: every event of it was taken before (a redelivery, or the same signed events under another delivery id); build: a push that moved the project's base ref, and a background build of the project's environment was asked for; watch: a check, a pipeline, a pull request's change or a push of a base that concerns pull requests Errand watches, which it looks at now; ignored: a ping, a push that asks for nothing, or an event Errand has no use for.",
     ),
-  events: z.number().int().describe('How many events were queued.'),
+  events: z
+    .number()
+    .int()
+    .describe('How many events were queued; for watch, how many watched pull requests it names.'),
 });
 
 /** The verified body as JSON, or the 400 that says why it is not usable. */
@@ -83,7 +86,7 @@ export async function registerForgeWebhook(app: FastifyInstance, ctx: AppContext
           );
         const verified = await verifyRequest(ctx, request.params.projectId, request.headers, raw);
         const result = await receiveRequest(ctx, verified, request.headers, parseBody(raw));
-        const accepted = result.outcome === 'queued' || result.outcome === 'build';
+        const accepted = result.outcome !== 'duplicate' && result.outcome !== 'ignored';
         return reply.code(accepted ? 202 : 200).send(result);
       },
     );

@@ -3,13 +3,12 @@
 // marker, so that Errand's own comments (posted with a person's token, they look like that
 // person's) never call it again.
 import type { AppError } from '../../errors.ts';
-import type { ForgeCommentEvent, ForgeEvent } from '../../forges/events.ts';
+import { ERRAND_MARKER, type ForgeCommentEvent, type ForgeEvent } from '../../forges/events.ts';
 import { readForgeRepository } from '../../forges/http.ts';
 import { withoutReviewToken } from '../../jobs/review-link.ts';
 import { RateLimitedError } from '../../ratelimit/ratelimit.ts';
 
-/** In every comment Errand writes; a comment that carries it never triggers a turn. */
-export const ERRAND_MARKER = '<!-- errand -->';
+export { ERRAND_MARKER };
 
 /** How many lines of a turn's summary its answer quotes. */
 const SUMMARY_LINES = 6;

@@ -1,5 +1,6 @@
 // The Gitea and Forgejo forge (REST API v1, always at an explicit URL): finds, opens and updates
-// a job's pull request and hands git the HTTPS header for pushes. Gitea's list of pull requests
+// a job's pull request and hands git the HTTPS header for pushes; what the pull request watch
+// asks of it (status, checks, merge) is in ./pull-requests.ts. Gitea's list of pull requests
 // cannot filter by head branch, so the look-up pages through it, newest activity first, bounded.
 
 import { z } from 'zod';
@@ -22,6 +23,7 @@ import type {
   ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
+import { giteaWatch } from './pull-requests.ts';
 
 export const id = 'gitea';
 
@@ -127,6 +129,8 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     base,
     repository,
   );
+  // The API's origin is the instance's: Gitea Actions' status links are paths on it.
+  const watch = giteaWatch({ http, base, repository, origin: api.origin });
 
   async function gitAuth() {
     // ssh remotes authenticate with the deployment's ssh key; the header is HTTP only.
@@ -203,6 +207,7 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     reply: (target, body, signal) => comment(target.thread, body, signal),
     comment,
     canWrite,
+    ...watch,
   };
 }
 

@@ -57,6 +57,19 @@ function httpFailure(err: unknown): GitHubFailure | undefined {
   };
 }
 
+/**
+ * GitHub's answer inside an Octokit error when its status is one of `statuses`: what a caller
+ * reads as GitHub refusing (a merge blocked by branch protection) rather than failing.
+ */
+export function refusalOf(
+  err: unknown,
+  statuses: readonly number[],
+): { status: number; detail: string } | undefined {
+  const failure = httpFailure(err);
+  if (!failure || !statuses.includes(failure.status)) return undefined;
+  return { status: failure.status, detail: failure.detail };
+}
+
 function errorDetail(data: unknown): string {
   const body = githubErrorBody.safeParse(data);
   if (!body.success) return '';

@@ -14,8 +14,11 @@ import type {
   ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
+import type { GitHubApi } from './api.ts';
 import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
+import { githubChecks } from './checks.ts';
 import { type CallAttempt, toForgeError } from './errors.ts';
+import { githubPullRequestWatch } from './pull-requests.ts';
 import { parseRepository } from './repository.ts';
 
 export const id = 'github';
@@ -137,12 +140,20 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     return data.data.data;
   }
 
-  const api: GitHubApi = { call, octokit, target, repository };
+  const api: GitHubApi = {
+    call,
+    octokit,
+    target,
+    repository,
+    fetch: options.fetch ?? globalThis.fetch,
+  };
   return {
     kind: 'github',
     ...githubPulls(api),
     ...githubComments(api),
     ...githubPermissions(api),
+    ...githubPullRequestWatch(api),
+    ...githubChecks(api),
     async gitAuth(signal) {
       const token = await tokens.token(signal);
       return {
@@ -151,22 +162,6 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
       };
     },
   };
-}
-
-/** One API call of the repository's client: with the current token, its answer parsed. */
-type Call = <T>(
-  attempted: Omit<CallAttempt, 'repository' | 'auth'>,
-  schema: z.ZodType<T>,
-  run: (headers: { authorization: string }, request: { signal?: AbortSignal }) => Promise<unknown>,
-  signal: AbortSignal | undefined,
-) => Promise<T>;
-
-/** The repository's client as the pull requests and the comments use it. */
-interface GitHubApi {
-  call: Call;
-  octokit: Octokit;
-  target: ReturnType<typeof parseRepository>;
-  repository: string;
 }
 
 /** Finding, opening and updating the job's pull request. */

@@ -1,11 +1,13 @@
 // The GitLab forge (gitlab.com and self-managed, REST API v4): finds, opens and updates a job's
 // merge request, addressing the project by its full path (nested groups included), and hands
-// git the HTTPS header for pushes. Every answer is checked by a schema before use.
+// git the HTTPS header for pushes; what the pull request watch asks (pipelines, job traces, the
+// merge) is in ./pull-requests.ts. Every answer is checked by a schema before use.
 
 import { z } from 'zod';
 import {
   createForgeHttp,
   type ForgeHttp,
+  type ForgeHttpOptions,
   normalizeApiUrl,
   pathBelowBase,
   readForgeRepository,
@@ -22,6 +24,7 @@ import type {
   ThreadRef,
 } from '../types.ts';
 import { ForgeError } from '../types.ts';
+import { gitlabPullRequestWatch } from './pull-requests.ts';
 
 export const id = 'gitlab';
 
@@ -110,7 +113,7 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     .join('')}`;
   // GitLab takes a project's full path as its id when the slashes are encoded.
   const project = `/projects/${encodeURIComponent(projectPath)}`;
-  const http: ForgeHttp = createForgeHttp({
+  const httpOptions: ForgeHttpOptions = {
     forge: 'gitlab',
     name: 'GitLab',
     apiUrl: api,
@@ -123,7 +126,8 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     permissions: PERMISSIONS,
     tokenHelp: TOKEN_HELP,
     secrets: [token],
-  });
+  };
+  const http: ForgeHttp = createForgeHttp(httpOptions);
 
   const { findPullRequest, createPullRequest, updatePullRequest } = gitlabMergeRequests(
     http,
@@ -223,6 +227,7 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     reply,
     comment,
     canWrite,
+    ...gitlabPullRequestWatch(httpOptions, project, projectPath),
   };
 }
 

@@ -45,6 +45,9 @@ const patchSpec: RouteSpec = {
 };
 
 const PROJECT_FIELDS = [
+  'autoMerge',
+  'autofixAttempts',
+  'autofixChecks',
   'commandCpuSeconds',
   'commandDiskMb',
   'commandFileSizeMb',
@@ -52,6 +55,7 @@ const PROJECT_FIELDS = [
   'commandProcesses',
   'commandTimeoutSeconds',
   'commandsEnabled',
+  'conflictStrategy',
   'createdAt',
   'draftPullRequests',
   'engine',
@@ -63,6 +67,7 @@ const PROJECT_FIELDS = [
   'id',
   'jobBudgetUsd',
   'maintenanceCommand',
+  'mergeMethod',
   'model',
   'monthlyBudgetUsd',
   'name',

@@ -107,6 +107,8 @@ describe('POST /v2/agent/{projectId}/job', () => {
       // Who created it: the key, by id (never the key).
       assert.deepEqual(job.createdBy, { kind: 'key', id: keyId });
       isoNear(job.updatedAt);
+      // No pull request yet: nothing the forge said.
+      assert.equal(job.pr, null);
 
       const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });
       assert.equal(read.status, 200);

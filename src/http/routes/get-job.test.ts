@@ -402,6 +402,7 @@ describe('RenderedJobs', () => {
     usage: { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0, costUsd: 0 },
     origin: null,
     created_by: null,
+    pr: null,
     created_at: new Date('2026-11-22T05:00:00.000Z'),
     updated_at: new Date('2026-11-22T05:00:00.000Z'),
     archived_at: null,

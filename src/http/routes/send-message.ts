@@ -43,15 +43,10 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
         `/v2/agent/${project.id}/job/${id}/message`,
         request.body,
       );
-      const result = await sendMessage(
-        ctx,
-        project,
-        id,
-        request.body.prompt,
+      const result = await sendMessage(ctx, project, id, request.body.prompt, {
         idempotency,
-        undefined,
-        whoOf(request, request.principal),
-      );
+        by: whoOf(request, request.principal),
+      });
       if ('replayed' in result) return sendReplay(reply, result.replayed);
       setRateLimitHeaders(reply, result.rateLimit);
       return reply.code(200).send(toJobRecord(result.job));

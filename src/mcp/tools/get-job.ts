@@ -2,7 +2,7 @@
 import { attempt, describeJob, result } from '../results.ts';
 import { jobIdField, projectIdField, projectOf, type RegisterTool, STATUS_GUIDE } from '../tool.ts';
 
-const DESCRIPTION = `Get an Errand job's current record, at once and without waiting: its status, prLink (the pull request's URL), error (why it failed), turns (messages worked on), branch and dates.
+const DESCRIPTION = `Get an Errand job's current record, at once and without waiting: its status, prLink (the pull request's URL), pr (what the forge last said of the pull request: open, merged or closed, its checks, and whether Errand still fixes its failing checks and conflicts), error (why it failed), turns (messages worked on), branch and dates.
 
 Use it to check on a job; to wait until a job finishes, use wait_for_job instead of calling this repeatedly.
 

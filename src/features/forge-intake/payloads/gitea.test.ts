@@ -218,3 +218,207 @@ describe('Gitea and Forgejo webhook payloads', () => {
     );
   });
 });
+
+describe('Gitea and Forgejo signals to the pull request watch', () => {
+  const SHA = 'c0ffee0000000000000000000000000000000001';
+  const pull = (extra: Record<string, unknown> = {}) => ({
+    id: 70,
+    number: 3,
+    title: 'Fix',
+    body: '',
+    html_url: 'https://git.example.com/acme/app/pulls/3',
+    state: 'open',
+    merged: false,
+    head: { label: 'errand/job-1', ref: 'errand/job-1', sha: SHA, repo_id: 1 },
+    base: { label: 'main', ref: 'main', sha: '0'.repeat(40), repo_id: 1 },
+    ...extra,
+  });
+  const pullPayload = (action: string, extra: Record<string, unknown> = {}) => ({
+    action,
+    number: 3,
+    pull_request: pull(extra),
+    requested_reviewer: null,
+    repository,
+    sender: user('maintainer'),
+    commit_id: '',
+    review: null,
+  });
+  const statusPayload = {
+    commit: { id: SHA, message: 'x', url: `${repository.html_url}/commit/${SHA}` },
+    context: 'ci / test (push)',
+    created_at: '2025-05-01T10:00:00Z',
+    description: 'Failing after 41s',
+    id: 9,
+    repository,
+    sender: user('gitea-actions', -2),
+    sha: SHA,
+    state: 'failure',
+    target_url: 'https://git.example.com/acme/app/actions/runs/4/jobs/0',
+    updated_at: '2025-05-01T10:00:00Z',
+  };
+  const base = { forge: 'gitea', deliveryId: 'g-1', repositoryUrl: repository.html_url };
+
+  test('a commit status names its commit, no branch and no pull request', () => {
+    assert.deepEqual(giteaPayloads.readSignal(headers('status', 'status'), statusPayload), {
+      ...base,
+      kind: 'checks',
+      numbers: [],
+      branches: [],
+      sha: SHA,
+    });
+    // Old versions name only the family, which for a status is the event.
+    assert.equal(giteaPayloads.readSignal(headers('status'), statusPayload)?.kind, 'checks');
+    // Forgejo's own headers.
+    const forgejo = {
+      'x-forgejo-event': 'status',
+      'x-forgejo-event-type': 'status',
+      'x-forgejo-delivery': 'f-1',
+    };
+    assert.equal(giteaPayloads.readSignal(forgejo, statusPayload)?.deliveryId, 'f-1');
+  });
+
+  test('a pull request closed (or merged), reopened, pushed to, relabelled', () => {
+    const expected = {
+      ...base,
+      kind: 'pull-request',
+      numbers: [3],
+      branches: ['errand/job-1'],
+      sha: null,
+    };
+    for (const [type, action] of [
+      ['pull_request', 'closed'],
+      ['pull_request', 'reopened'],
+      ['pull_request_sync', 'synchronized'],
+      ['pull_request_label', 'label_updated'],
+      ['pull_request_label', 'label_cleared'],
+    ] as const) {
+      assert.deepEqual(
+        giteaPayloads.readSignal(headers('pull_request', type), pullPayload(action)),
+        expected,
+        `${type} ${action}`,
+      );
+    }
+    const merged = pullPayload('closed', { merged: true, state: 'closed' });
+    assert.deepEqual(
+      giteaPayloads.readSignal(headers('pull_request', 'pull_request'), merged),
+      expected,
+    );
+    // Old versions: the family only; the action tells a change from an assignment.
+    assert.deepEqual(
+      giteaPayloads.readSignal(headers('pull_request'), pullPayload('closed')),
+      expected,
+    );
+    // The head branch deleted after the merge: its name is still the label.
+    const deleted = pullPayload('closed', {
+      head: { label: 'errand/job-1', ref: 'refs/pull/3/head', sha: SHA, repo_id: 1 },
+    });
+    assert.deepEqual(
+      giteaPayloads.readSignal(headers('pull_request', 'pull_request'), deleted)?.branches,
+      ['errand/job-1'],
+    );
+  });
+
+  test('reviews: approved, changes asked, commented; with or without a body', () => {
+    const review = (type: string, content: string) => ({
+      ...pullPayload('reviewed'),
+      review: { type, content },
+    });
+    for (const [family, type] of [
+      ['pull_request_approved', 'pull_request_review_approved'],
+      ['pull_request_rejected', 'pull_request_review_rejected'],
+      ['pull_request_comment', 'pull_request_review_comment'],
+    ] as const) {
+      for (const content of ['', 'Looks good']) {
+        const signal = giteaPayloads.readSignal(headers(family, type), review(type, content));
+        assert.equal(signal?.kind, 'pull-request', `${type} ${JSON.stringify(content)}`);
+        assert.deepEqual(signal?.numbers, [3]);
+      }
+    }
+    // Old versions: an approval's family names it.
+    assert.equal(
+      giteaPayloads.readSignal(headers('pull_request_approved'), review('x', ''))?.kind,
+      'pull-request',
+    );
+    // An approval without a body is no comment for Errand to answer.
+    assert.deepEqual(
+      giteaPayloads.readEvents(
+        headers('pull_request_approved', 'pull_request_review_approved'),
+        review('pull_request_review_approved', ''),
+      ),
+      [],
+    );
+  });
+
+  test('nothing for the watch: other actions and events', () => {
+    for (const [type, action] of [
+      ['pull_request', 'opened'],
+      ['pull_request', 'edited'],
+      ['pull_request_assign', 'assigned'],
+      ['pull_request_review_request', 'review_requested'],
+      ['pull_request_milestone', 'milestoned'],
+    ] as const) {
+      assert.equal(
+        giteaPayloads.readSignal(headers('pull_request', type), pullPayload(action)),
+        null,
+        type,
+      );
+    }
+    assert.equal(giteaPayloads.readSignal(headers('pull_request'), pullPayload('assigned')), null);
+    assert.equal(
+      giteaPayloads.readSignal(
+        headers('issue_comment', 'pull_request_comment'),
+        commentPayload(true),
+      ),
+      null,
+    );
+    assert.equal(
+      giteaPayloads.readSignal(headers('push', 'push'), { ref: 'refs/heads/main' }),
+      null,
+    );
+    assert.equal(giteaPayloads.readSignal({}, statusPayload), null);
+  });
+
+  test('the watch’s events are no comment or label, and no push', () => {
+    for (const [h, body] of [
+      [headers('status', 'status'), statusPayload],
+      [headers('pull_request', 'pull_request'), pullPayload('closed')],
+      [headers('pull_request', 'pull_request_sync'), pullPayload('synchronized')],
+      [headers('pull_request', 'pull_request_label'), pullPayload('label_updated')],
+    ] as const) {
+      assert.deepEqual(giteaPayloads.readEvents(h, body), []);
+      assert.equal(giteaPayloads.readPush(h, body), null);
+    }
+  });
+
+  test('a payload that is not Gitea’s is refused', () => {
+    const { sha: _sha, ...noSha } = statusPayload;
+    assert.throws(
+      () => giteaPayloads.readSignal(headers('status', 'status'), noSha),
+      MalformedPayloadError,
+    );
+    assert.throws(
+      () => giteaPayloads.readSignal(headers('pull_request', 'pull_request'), { action: 'closed' }),
+      MalformedPayloadError,
+    );
+    assert.throws(
+      () =>
+        giteaPayloads.readSignal(headers('pull_request_approved', 'pull_request_review_approved'), {
+          ...pullPayload('reviewed'),
+          pull_request: { number: 'three' },
+        }),
+      MalformedPayloadError,
+    );
+  });
+
+  test('the events to tick include the watch’s', () => {
+    for (const event of [
+      'Status',
+      'Pull Request',
+      'Pull Request Synchronized',
+      'Pull Request Labeled',
+      'Pull Request Reviewed',
+    ]) {
+      assert.ok(giteaPayloads.webhookEvents.includes(event), event);
+    }
+  });
+});

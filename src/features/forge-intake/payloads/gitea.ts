@@ -3,10 +3,11 @@
 // event is read from X-Gitea-Event-Type, which names it exactly; X-Gitea-Event gives only its
 // family (a review comment and a comment both say `issue_comment`... or `pull_request_comment`)
 // and is the fallback of versions without the former. A `push` is read apart, for whether the
-// project's base ref moved.
+// project's base ref moved; a commit `status`, a pull request's change and a review are read
+// apart too, as signals to the pull request watch.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import type { ForgeActor, ForgeEvent } from '../../../forges/events.ts';
+import type { ForgeActor, ForgeEvent, ForgeSignal } from '../../../forges/events.ts';
 import {
   deliveryIdOf,
   equalSecret,
@@ -54,6 +55,39 @@ const issueLabelSchema = z.object({
   sender: userSchema,
   repository: repositorySchema,
 });
+
+// A commit status was created (the `status` event of recent Gitea; where the server sends none,
+// the watch polls). The payload names no branch and no pull request: only the commit.
+const statusEventSchema = z.object({
+  sha: z.string().min(1),
+  context: z.string(),
+  state: z.string(),
+  repository: repositorySchema,
+});
+// A pull request's change (`pull_request`, `pull_request_sync`, `pull_request_label`) or review.
+const pullEventSchema = z.object({
+  action: z.string(),
+  pull_request: z.object({
+    number: z.number().int().positive(),
+    // The head branch's name; its `ref` is `refs/pull/N/head` once the branch is deleted.
+    head: z.object({ label: z.string(), ref: z.string() }),
+  }),
+  repository: repositorySchema,
+});
+/** What a `pull_request`-family delivery does that the watch wants to hear of. */
+const PULL_ACTIONS: ReadonlySet<string> = new Set([
+  'closed',
+  'reopened',
+  'synchronized',
+  'label_updated',
+  'label_cleared',
+]);
+/** The event types of a submitted review (X-Gitea-Event-Type). */
+const REVIEW_EVENTS: ReadonlySet<string> = new Set([
+  'pull_request_review_approved',
+  'pull_request_review_rejected',
+  'pull_request_review_comment',
+]);
 
 /** Gitea's own actors (Ghost -1, Gitea Actions -2) have ids below 1; apps sign as name[bot]. */
 function actor(user: z.infer<typeof userSchema>): ForgeActor {
@@ -159,12 +193,68 @@ function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
   return [];
 }
 
+function readSignal(headers: RequestHeaders, body: unknown): ForgeSignal | null {
+  const event = exactEventOf(headers);
+  const base = {
+    forge: 'gitea' as const,
+    deliveryId: deliveryIdOf(headers, ['x-forgejo-delivery', 'x-gitea-delivery'], body),
+  };
+  if (event === 'status') {
+    const p = parsePayload(statusEventSchema, body, event);
+    return {
+      ...base,
+      repositoryUrl: p.repository.html_url,
+      kind: 'checks',
+      numbers: [],
+      branches: [],
+      sha: p.sha,
+    };
+  }
+  const isPull =
+    event === 'pull_request' || event === 'pull_request_sync' || event === 'pull_request_label';
+  if (!isPull && !REVIEW_EVENTS.has(event)) return null;
+  const p = parsePayload(pullEventSchema, body, event);
+  // A review counts whatever its action; a change only when it may change what the watch does.
+  if (isPull && !PULL_ACTIONS.has(p.action)) return null;
+  const head = p.pull_request.head;
+  return {
+    ...base,
+    repositoryUrl: p.repository.html_url,
+    kind: 'pull-request',
+    numbers: [p.pull_request.number],
+    branches: head.label ? [head.label] : head.ref.startsWith('refs/') ? [] : [head.ref],
+    // About the pull request, not one commit: the watch reads its head from the API.
+    sha: null,
+  };
+}
+
+/**
+ * The event's exact name; on versions that send only its family, the family where it names one
+ * event the watch reads (a `pull_request` family's action tells its changes apart), else ''.
+ */
+function exactEventOf(headers: RequestHeaders): string {
+  for (const name of ['x-forgejo-event-type', 'x-gitea-event-type']) {
+    const value = header(headers, name).trim();
+    if (value) return value;
+  }
+  const family = eventOf(headers);
+  if (family === 'status') return family;
+  // The review families (pull_request_approved, …) name their review exactly.
+  if (family === 'pull_request_approved') return 'pull_request_review_approved';
+  if (family === 'pull_request_rejected') return 'pull_request_review_rejected';
+  return family === 'pull_request' ? 'pull_request' : '';
+}
+
 export const giteaPayloads: PayloadReader = {
   webhookEvents: [
     'Issue Label',
     'Issue Comment',
+    'Pull Request',
+    'Pull Request Labeled',
+    'Pull Request Synchronized',
     'Pull Request Comment',
     'Pull Request Reviewed',
+    'Status',
     'Push',
   ],
   verifySignature(headers, body, secret) {
@@ -173,6 +263,7 @@ export const giteaPayloads: PayloadReader = {
     return signature !== '' && equalSecret(signature.toLowerCase(), hmacSha256Hex(secret, body));
   },
   readEvents: read,
+  readSignal,
   readPush(headers, body) {
     if (eventOf(headers) !== 'push') return null;
     return webPush(

@@ -220,3 +220,184 @@ describe('GitHub webhook payloads', () => {
     );
   });
 });
+
+describe('GitHub signals for the pull request watch', () => {
+  const SHA = 'abc1230000000000000000000000000000000def';
+  const pullRef = (number: number) => ({
+    url: `https://api.github.com/repos/acme/app/pulls/${number}`,
+    id: 500 + number,
+    number,
+    head: { ref: 'errand/j1', sha: SHA, repo: { id: 1, url: 'u', name: 'app' } },
+    base: { ref: 'main', sha: 'b', repo: { id: 1, url: 'u', name: 'app' } },
+  });
+  const suite = (branch: string | null, pulls: number[]) => ({
+    id: 77,
+    head_branch: branch,
+    head_sha: SHA,
+    status: 'completed',
+    conclusion: 'failure',
+    pull_requests: pulls.map(pullRef),
+  });
+  const signal = (event: string, body: unknown) => githubPayloads.readSignal(headers(event), body);
+  const checks = (numbers: number[], branches: string[]) => ({
+    forge: 'github',
+    deliveryId: 'd-1',
+    repositoryUrl: 'https://github.com/acme/app',
+    kind: 'checks',
+    numbers,
+    branches,
+    sha: SHA,
+  });
+
+  test('a check run, a check suite and a workflow run name their commit, branch and pull requests', () => {
+    const checkRun = {
+      action: 'completed',
+      check_run: {
+        id: 9,
+        name: 'test',
+        head_sha: SHA,
+        status: 'completed',
+        conclusion: 'failure',
+        check_suite: suite('errand/j1', [7]),
+        pull_requests: [pullRef(7), pullRef(7)],
+      },
+      repository,
+      sender: user('github-actions[bot]', 'Bot'),
+    };
+    assert.deepEqual(signal('check_run', checkRun), checks([7], ['errand/j1']));
+    // Created or requested too: the watch asks the API what holds.
+    assert.deepEqual(
+      signal('check_run', { ...checkRun, action: 'created' }),
+      checks([7], ['errand/j1']),
+    );
+    assert.deepEqual(
+      signal('check_suite', {
+        action: 'completed',
+        check_suite: suite('errand/j1', [7, 8]),
+        repository,
+      }),
+      checks([7, 8], ['errand/j1']),
+    );
+    // A fork's commit: no branch here, no pull request named.
+    assert.deepEqual(
+      signal('workflow_run', {
+        action: 'completed',
+        workflow: { id: 1 },
+        workflow_run: { ...suite(null, []), name: 'CI', run_number: 3 },
+        repository,
+      }),
+      checks([], []),
+    );
+  });
+
+  test('a commit status names its commit and the branches that contain it', () => {
+    const status = {
+      id: 1,
+      sha: SHA,
+      name: 'acme/app',
+      context: 'ci/ext',
+      state: 'failure',
+      description: 'Tests failed',
+      target_url: 'https://ci.example.com/1',
+      branches: [
+        { name: 'errand/j1', commit: { sha: SHA, url: 'u' }, protected: false },
+        { name: 'main', commit: { sha: 'other', url: 'u' }, protected: true },
+      ],
+      repository,
+      sender: user('ci-bot', 'Bot'),
+    };
+    assert.deepEqual(signal('status', status), checks([], ['errand/j1', 'main']));
+  });
+
+  test('a pull request closed, reopened, pushed to or labelled, and a review', () => {
+    const pr = {
+      ...pull,
+      merged: false,
+      head: { ref: 'errand/j1', sha: SHA, label: 'acme:errand/j1' },
+      base: { ref: 'main', sha: 'b', label: 'acme:main' },
+    };
+    const expected = {
+      forge: 'github',
+      deliveryId: 'd-1',
+      repositoryUrl: 'https://github.com/acme/app',
+      kind: 'pull-request',
+      numbers: [7],
+      branches: ['errand/j1'],
+      sha: SHA,
+    };
+    for (const action of ['closed', 'reopened', 'synchronize', 'labeled', 'unlabeled']) {
+      const body = { action, number: 7, pull_request: pr, repository, sender: user('octo') };
+      assert.deepEqual(signal('pull_request', body), expected, action);
+      // Nothing for the comment and label readers: a pull request's label is no issue label.
+      assert.deepEqual(githubPayloads.readEvents(headers('pull_request'), body), [], action);
+    }
+    for (const action of ['opened', 'edited', 'assigned', 'review_requested']) {
+      const body = { action, number: 7, pull_request: pr, repository, sender: user('octo') };
+      assert.equal(signal('pull_request', body), null, action);
+    }
+    const review = (action: string, body: string | null) => ({
+      action,
+      review: {
+        id: 8,
+        body,
+        html_url: 'https://github.com/acme/app/pull/7#pullrequestreview-8',
+        user: user('octo'),
+        state: 'approved',
+      },
+      pull_request: pr,
+      repository,
+      sender: user('octo'),
+    });
+    assert.deepEqual(signal('pull_request_review', review('submitted', null)), expected);
+    assert.deepEqual(signal('pull_request_review', review('dismissed', null)), expected);
+    assert.equal(signal('pull_request_review', review('edited', null)), null);
+    // An approval without a body is no comment to answer.
+    assert.deepEqual(
+      githubPayloads.readEvents(headers('pull_request_review'), review('submitted', null)),
+      [],
+    );
+  });
+
+  test('the check events are no comment or label, and the comment events no signal', () => {
+    const checkSuite = { action: 'completed', check_suite: suite('errand/j1', [7]), repository };
+    for (const event of ['check_suite', 'check_run', 'workflow_run', 'status']) {
+      assert.deepEqual(githubPayloads.readEvents(headers(event), checkSuite), [], event);
+    }
+    assert.equal(signal('issue_comment', { action: 'created' }), null);
+    assert.equal(signal('issues', { action: 'labeled' }), null);
+    assert.equal(signal('push', { ref: 'refs/heads/main' }), null);
+    assert.equal(signal('ping', { zen: 'z' }), null);
+    assert.equal(signal('star', { action: 'created' }), null);
+  });
+
+  test('a check or pull request payload that is not GitHub’s shape names what is wrong', () => {
+    assert.throws(
+      () => signal('check_run', { action: 'completed', check_run: { id: 1 }, repository }),
+      (err: unknown) =>
+        err instanceof MalformedPayloadError &&
+        /check_run delivery .*check_run\.head_sha/.test(err.message),
+    );
+    assert.throws(
+      () => signal('status', { sha: SHA, repository }),
+      (err: unknown) => err instanceof MalformedPayloadError && /branches/.test(err.message),
+    );
+    assert.throws(
+      () => signal('pull_request', { action: 'closed', pull_request: { number: 7 }, repository }),
+      (err: unknown) =>
+        err instanceof MalformedPayloadError && /pull_request\.head/.test(err.message),
+    );
+  });
+
+  test('the webhook form lists the events the watch needs', () => {
+    for (const event of [
+      'Check runs',
+      'Check suites',
+      'Workflow runs',
+      'Statuses',
+      'Pull requests',
+      'Pull request reviews',
+    ]) {
+      assert.ok(githubPayloads.webhookEvents.includes(event), event);
+    }
+  });
+});

@@ -1,6 +1,7 @@
 // GitLab's deliveries read into ForgeEvents: the token check, notes on issues and merge
 // requests (diff notes on a line among them), and issue updates that add labels, in GitLab's
-// payload shape, with the notes and updates Errand leaves.
+// payload shape, with the notes and updates Errand leaves; and into the pull request watch's
+// signals (pipelines, jobs, merge requests).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { gitlabPayloads } from './gitlab.ts';
@@ -230,5 +231,165 @@ describe('GitLab webhook payloads', () => {
         }),
       MalformedPayloadError,
     );
+  });
+
+  test("the events to tick include the watch's", () => {
+    for (const event of ['Merge request events', 'Pipeline events', 'Job events']) {
+      assert.ok(gitlabPayloads.webhookEvents.includes(event), event);
+    }
+  });
+});
+
+describe('GitLab signals for the pull request watch', () => {
+  const pipeline = (attributes: Record<string, unknown>, mergeRequest: unknown = null) => ({
+    object_kind: 'pipeline',
+    object_attributes: {
+      id: 31,
+      iid: 7,
+      ref: 'errand/job-1',
+      tag: false,
+      sha: 'a'.repeat(40),
+      source: 'push',
+      status: 'failed',
+      ...attributes,
+    },
+    merge_request: mergeRequest,
+    user: user('reviewer'),
+    project,
+    commit: { id: 'a'.repeat(40) },
+    builds: [{ id: 90, name: 'test', status: 'failed' }],
+  });
+
+  test('a branch pipeline names its branch and commit', () => {
+    assert.deepEqual(gitlabPayloads.readSignal(headers('Pipeline Hook'), pipeline({})), {
+      forge: 'gitlab',
+      deliveryId: 'key-1',
+      repositoryUrl: project.web_url,
+      kind: 'checks',
+      numbers: [],
+      branches: ['errand/job-1'],
+      sha: 'a'.repeat(40),
+    });
+  });
+
+  test('a merge request pipeline names its merge request and source branch', () => {
+    const signal = gitlabPayloads.readSignal(
+      headers('Pipeline Hook'),
+      pipeline(
+        { ref: 'refs/merge-requests/4/head', source: 'merge_request_event' },
+        { id: 88, iid: 4, source_branch: 'errand/job-1', target_branch: 'main', url: mr.url },
+      ),
+    );
+    assert.deepEqual(signal?.numbers, [4]);
+    assert.deepEqual(signal?.branches, ['errand/job-1']);
+    // Without the merge request object, its ref still names it.
+    const bare = gitlabPayloads.readSignal(
+      headers('Pipeline Hook'),
+      pipeline({ ref: 'refs/merge-requests/5/merge' }),
+    );
+    assert.deepEqual([bare?.numbers, bare?.branches], [[5], []]);
+    const tag = gitlabPayloads.readSignal(
+      headers('Pipeline Hook'),
+      pipeline({ ref: 'v1.0', tag: true }),
+    );
+    assert.deepEqual([tag?.numbers, tag?.branches], [[], []]);
+  });
+
+  test('a job names its branch and commit; older GitLab names the project in repository', () => {
+    const job = {
+      object_kind: 'build',
+      ref: 'errand/job-1',
+      tag: false,
+      before_sha: '0'.repeat(40),
+      sha: 'b'.repeat(40),
+      build_id: 90,
+      build_name: 'test',
+      build_stage: 'test',
+      build_status: 'failed',
+      pipeline_id: 31,
+      project_id: 3,
+      user: user('reviewer'),
+      commit: { id: 'b'.repeat(40) },
+      repository: {
+        name: 'app',
+        url: 'git@gitlab.example.com:group/app.git',
+        homepage: project.web_url,
+      },
+    };
+    const signal = gitlabPayloads.readSignal(headers('Job Hook'), job);
+    assert.deepEqual(signal, {
+      forge: 'gitlab',
+      deliveryId: 'key-1',
+      repositoryUrl: project.web_url,
+      kind: 'checks',
+      numbers: [],
+      branches: ['errand/job-1'],
+      sha: 'b'.repeat(40),
+    });
+    const withProject = { ...job, project: { ...project, web_url: 'https://gl.example/a/b' } };
+    assert.equal(
+      gitlabPayloads.readSignal(headers('Job Hook'), withProject)?.repositoryUrl,
+      'https://gl.example/a/b',
+    );
+  });
+
+  test('a merge request event, whatever its action, names the merge request and its head', () => {
+    for (const action of ['open', 'update', 'close', 'reopen', 'merge', 'approved', 'approval']) {
+      const signal = gitlabPayloads.readSignal(headers('Merge Request Hook'), {
+        object_kind: 'merge_request',
+        event_type: 'merge_request',
+        user: user('reviewer'),
+        project,
+        object_attributes: {
+          id: 88,
+          iid: 4,
+          title: mr.title,
+          source_branch: 'errand/job-1',
+          target_branch: 'main',
+          state: 'opened',
+          action,
+          last_commit: { id: 'c'.repeat(40), message: 'm' },
+          url: mr.url,
+        },
+        labels: [],
+        changes: {},
+      });
+      assert.deepEqual(signal, {
+        forge: 'gitlab',
+        deliveryId: 'key-1',
+        repositoryUrl: project.web_url,
+        kind: 'pull-request',
+        numbers: [4],
+        branches: ['errand/job-1'],
+        sha: 'c'.repeat(40),
+      });
+    }
+  });
+
+  test("other hooks are no signal, and the watch's hooks are no ForgeEvent", () => {
+    assert.equal(gitlabPayloads.readSignal(headers('Note Hook'), note({})), null);
+    assert.equal(gitlabPayloads.readSignal(headers('Push Hook'), { object_kind: 'push' }), null);
+    assert.equal(gitlabPayloads.readSignal(headers('Deployment Hook'), {}), null);
+    assert.deepEqual(gitlabPayloads.readEvents(headers('Pipeline Hook'), pipeline({})), []);
+    assert.deepEqual(
+      gitlabPayloads.readEvents(headers('Merge Request Hook'), { object_kind: 'merge_request' }),
+      [],
+    );
+    assert.equal(gitlabPayloads.readPush(headers('Pipeline Hook'), pipeline({})), null);
+  });
+
+  test('a watch hook that is not what GitLab sends is refused', () => {
+    for (const [event, body] of [
+      ['Pipeline Hook', { object_kind: 'pipeline', project }],
+      ['Job Hook', { object_kind: 'build', ref: 'main', sha: 'a' }],
+      ['Merge Request Hook', { object_kind: 'merge_request', project, object_attributes: {} }],
+      ['Pipeline Hook', { object_kind: 'note' }],
+    ] as const) {
+      assert.throws(
+        () => gitlabPayloads.readSignal(headers(event), body),
+        MalformedPayloadError,
+        event,
+      );
+    }
   });
 });

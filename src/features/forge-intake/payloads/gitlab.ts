@@ -2,7 +2,9 @@
 // is no signature), named by X-Gitlab-Event, identified by Idempotency-Key (X-Gitlab-Event-UUID
 // before GitLab 17.4). Errand reads
 // notes (comments) on issues and merge requests, diff notes on a line among them, and issue
-// updates that add labels; and a push (`Push Hook`), for whether the project's base ref moved.
+// updates that add labels; a push (`Push Hook`), for whether the project's base ref moved; and,
+// for the pull request watch, pipelines and jobs (`Pipeline Hook`, `Job Hook`) and merge
+// requests (`Merge Request Hook`, any action, approvals among them).
 import { z } from 'zod';
 import type {
   ForgeActor,
@@ -10,6 +12,7 @@ import type {
   ForgeLabelEvent,
   ForgeLineAnchor,
   ForgePush,
+  ForgeSignal,
   ForgeThread,
 } from '../../../forges/events.ts';
 import {
@@ -89,6 +92,100 @@ const pushSchema = z.object({
   checkout_sha: z.string().nullable().optional(),
   project: projectSchema,
 });
+
+const pipelineSchema = z.object({
+  object_kind: z.literal('pipeline'),
+  project: projectSchema,
+  object_attributes: z.object({
+    id: z.number(),
+    // The branch, the tag, or a merge request pipeline's refs/merge-requests/<iid>/head.
+    ref: z.string(),
+    tag: z.boolean().optional(),
+    sha: z.string(),
+    status: z.string(),
+  }),
+  // Set for a merge request pipeline only.
+  merge_request: z
+    .object({ iid: z.number().int().positive(), source_branch: z.string() })
+    .nullable()
+    .optional(),
+});
+// A job's hook names the project in `repository` (its `homepage` the project's page); the
+// `project` object came later (GitLab 15.x).
+const jobSchema = z.object({
+  object_kind: z.literal('build'),
+  ref: z.string(),
+  tag: z.boolean().optional(),
+  sha: z.string(),
+  build_id: z.number(),
+  build_status: z.string(),
+  project: projectSchema.optional(),
+  repository: z.object({ homepage: z.string() }),
+});
+const mergeRequestSchema = z.object({
+  object_kind: z.literal('merge_request'),
+  project: projectSchema,
+  object_attributes: z.object({
+    iid: z.number().int().positive(),
+    source_branch: z.string(),
+    action: z.string().optional(),
+    last_commit: z.object({ id: z.string() }).nullable().optional(),
+  }),
+});
+
+/** A merge request pipeline's ref names its merge request (head, merged result, merge train). */
+const MERGE_REQUEST_REF = /^refs\/merge-requests\/(\d+)\/(?:head|merge|train)$/;
+
+/** What a pipeline's or job's ref names: a merge request, a branch, or (a tag) nothing. */
+function refTargets(ref: string, tag: boolean | undefined) {
+  const mr = MERGE_REQUEST_REF.exec(ref);
+  if (mr) return { numbers: [Number(mr[1])], branches: [] };
+  return { numbers: [], branches: tag === true ? [] : [ref.replace(/^refs\/heads\//, '')] };
+}
+
+function readSignal(headers: RequestHeaders, body: unknown): ForgeSignal | null {
+  const base = { forge: 'gitlab' as const, deliveryId: idOf(headers, body) };
+  switch (header(headers, 'x-gitlab-event')) {
+    case 'Pipeline Hook': {
+      const p = parsePayload(pipelineSchema, body, 'Pipeline Hook');
+      const attributes = p.object_attributes;
+      const targets = refTargets(attributes.ref, attributes.tag);
+      const mr = p.merge_request;
+      return {
+        ...base,
+        repositoryUrl: p.project.web_url,
+        kind: 'checks',
+        numbers: mr ? [mr.iid] : targets.numbers,
+        branches: mr ? [mr.source_branch] : targets.branches,
+        sha: attributes.sha,
+      };
+    }
+    case 'Job Hook': {
+      const p = parsePayload(jobSchema, body, 'Job Hook');
+      return {
+        ...base,
+        repositoryUrl: p.project?.web_url ?? p.repository.homepage,
+        kind: 'checks',
+        ...refTargets(p.ref, p.tag),
+        sha: p.sha,
+      };
+    }
+    case 'Merge Request Hook': {
+      const p = parsePayload(mergeRequestSchema, body, 'Merge Request Hook');
+      const attributes = p.object_attributes;
+      return {
+        ...base,
+        repositoryUrl: p.project.web_url,
+        kind: 'pull-request',
+        numbers: [attributes.iid],
+        branches: [attributes.source_branch],
+        sha: attributes.last_commit?.id ?? null,
+      };
+    }
+    default:
+      return null;
+  }
+}
 
 function actor(user: z.infer<typeof userSchema>): ForgeActor {
   return {
@@ -203,7 +300,14 @@ function read(headers: RequestHeaders, body: unknown): ForgeEvent[] {
 }
 
 export const gitlabPayloads: PayloadReader = {
-  webhookEvents: ['Comments', 'Issues events', 'Push events'],
+  webhookEvents: [
+    'Comments',
+    'Issues events',
+    'Push events',
+    'Merge request events',
+    'Pipeline events',
+    'Job events',
+  ],
   verifySignature(headers, _body, secret) {
     const token = header(headers, 'x-gitlab-token');
     return token !== '' && equalSecret(token, secret);
@@ -221,4 +325,5 @@ export const gitlabPayloads: PayloadReader = {
       after: p.checkout_sha === null ? null : pushedCommit(p.after),
     };
   },
+  readSignal,
 };

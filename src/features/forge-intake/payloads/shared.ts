@@ -6,7 +6,7 @@
 // that word for its own webhooks out, and says "delivery id" only for the forge's header.)
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
-import type { ForgeEvent, ForgePush, ForgeThread } from '../../../forges/events.ts';
+import type { ForgeEvent, ForgePush, ForgeSignal, ForgeThread } from '../../../forges/events.ts';
 
 /** A request's headers, names in lower case (Node's IncomingHttpHeaders). */
 export type RequestHeaders = Readonly<Record<string, string | string[] | undefined>>;
@@ -31,6 +31,12 @@ export interface PayloadReader {
    * MalformedPayloadError when the payload is not what the forge sends for a push.
    */
   readPush(headers: RequestHeaders, body: unknown): ForgePush | null;
+  /**
+   * What a verified request tells the pull request watch (a check, a pipeline, a commit status,
+   * a pull request's change or review), or null when it is none of those. Throws
+   * MalformedPayloadError when the payload is not what the forge sends for its event.
+   */
+  readSignal(headers: RequestHeaders, body: unknown): ForgeSignal | null;
 }
 
 /** A signed request whose payload is not the shape its forge sends for the event it names. */

@@ -1,0 +1,36 @@
+// What the tests of the GitHub client's pull request watch calls share (src/forges/github/
+// checks.test.ts, pull-requests.test.ts): the fake GitHub with one open pull request, #1 of
+// `errand/job`, whose head is HEAD, and the client on it.
+
+import { provider } from '../../src/forges/github/index.ts';
+import type { ForgeClient } from '../../src/forges/types.ts';
+import { type FakeGitHub, startFakeGitHub } from './fake-github.ts';
+
+export const TOKEN = 'ghp_prwatch000000000000000000000000000000';
+export const HEAD = '1111111111111111111111111111111111111111';
+export const OTHER = '2222222222222222222222222222222222222222';
+const REPOSITORY = 'https://github.com/octo/hello.git';
+
+export async function startWithPull(
+  options: { enterprise?: boolean } = {},
+): Promise<{ gh: FakeGitHub; client: ForgeClient }> {
+  const gh = await startFakeGitHub({
+    repos: ['octo/hello'],
+    token: TOKEN,
+    heads: (repo, branch) => (repo === 'octo/hello' && branch === 'errand/job' ? HEAD : undefined),
+    ...options,
+  });
+  const client = provider.create({
+    apiUrl: gh.apiUrl,
+    repository: REPOSITORY,
+    credentials: { token: TOKEN },
+  });
+  await client.createPullRequest({
+    head: 'errand/job',
+    base: 'main',
+    title: 'Errand job',
+    body: 'What the agent did.',
+    draft: false,
+  });
+  return { gh, client };
+}
