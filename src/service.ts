@@ -22,6 +22,11 @@ import {
   startForgeWorker,
 } from './features/forge-intake/index.ts';
 import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
+import {
+  type ScheduleWorker,
+  scheduleRoutes,
+  startScheduleWorker,
+} from './features/schedules/index.ts';
 import { liveStream } from './features/stream/index.ts';
 import {
   type DeliveryWorker,
@@ -55,7 +60,7 @@ import { TurnPipeline, workspaceConfig } from './turns/pipeline.ts';
 import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts';
 
 /** The API routes of the features (src/features/), in the order the OpenAPI document lists them. */
-const FEATURE_ROUTES = [forgeIntakeRoutes, webhookRoutes];
+const FEATURE_ROUTES = [forgeIntakeRoutes, webhookRoutes, scheduleRoutes];
 /** The dashboard pages of the features. */
 const FEATURE_PAGES = [webhookPages, forgeIntakePages];
 
@@ -97,6 +102,7 @@ export async function startService(
   let janitor: Janitor | undefined;
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
+  let scheduleWorker: ScheduleWorker | undefined;
   let forgeWorker: ForgeWorker | undefined;
   let prWatcher: PrWatcher | undefined;
   let environmentWorker: EnvironmentWorker | undefined;
@@ -116,6 +122,7 @@ export async function startService(
     await worker?.stop();
     await janitor?.stop();
     await deliveryWorker?.stop();
+    await scheduleWorker?.stop();
     await forgeWorker?.stop();
     await environmentWorker?.stop();
     await queue?.stop();
@@ -187,6 +194,8 @@ export async function startService(
       );
       // Webhooks are sent by the processes that run turns, as many at once as configured.
       deliveryWorker = await startDeliveryWorker(ctx);
+      // Schedules fire here: each firing's entry becomes a job (at most one).
+      scheduleWorker = await startScheduleWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.
       // The jobs' pull requests are looked after here too: checks, conflicts, merges.
       const publicUrl = config.publicUrl ?? url;

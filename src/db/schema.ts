@@ -109,7 +109,8 @@ interface JobsTable {
 export type Actor =
   | { kind: 'user'; id: string; name?: string | null | undefined }
   | { kind: 'key'; id: string; name?: string | null | undefined }
-  | { kind: 'forge'; forge: 'github' | 'gitlab' | 'gitea'; login: string };
+  | { kind: 'forge'; forge: 'github' | 'gitlab' | 'gitea'; login: string }
+  | { kind: 'schedule'; id: string; name?: string | null | undefined };
 
 /** The forge issue a job was made from (jobs.origin). */
 export interface JobOrigin {
@@ -427,6 +428,34 @@ interface EnvironmentsTable {
   last_used_at: Timestamp;
 }
 
+/** A project's recurring prompt (migration 0031, src/features/schedules/). */
+interface SchedulesTable {
+  id: string;
+  project_id: string;
+  name: string;
+  cron: string;
+  timezone: string;
+  prompt: string;
+  mode: 'code' | 'ask' | 'plan';
+  model: string | null;
+  paused: Generated<boolean>;
+  created_by: ColumnType<Actor | null, string | null | undefined, string | null>;
+  created_at: Timestamp;
+  updated_at: Timestamp;
+  last_fired_at: Timestamp | null;
+  last_job_id: string | null;
+  last_error: string | null;
+}
+
+/** One firing of a schedule, claimed by the queue entry that carried it. */
+interface ScheduleFiringsTable {
+  entry_id: string;
+  schedule_id: string;
+  fired_at: Timestamp;
+  job_id: string | null;
+  error: string | null;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -450,6 +479,8 @@ export interface Database {
   project_roles: ProjectRolesTable;
   user_tokens: UserTokensTable;
   audit_log: AuditLogTable;
+  schedules: SchedulesTable;
+  schedule_firings: ScheduleFiringsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;
@@ -466,3 +497,4 @@ export type UserRow = Selectable<UsersTable>;
 export type ProjectRoleRow = Selectable<ProjectRolesTable>;
 export type UserTokenRow = Selectable<UserTokensTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;
+export type ScheduleRow = Selectable<SchedulesTable>;

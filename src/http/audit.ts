@@ -23,7 +23,7 @@ declare module 'fastify' {
 function targetId(params: unknown): string | undefined {
   if (typeof params !== 'object' || params === null) return undefined;
   const named = params as Record<string, unknown>;
-  for (const name of ['webhookId', 'name', 'key', 'id', 'projectId']) {
+  for (const name of ['webhookId', 'scheduleId', 'name', 'key', 'id', 'projectId']) {
     const value = named[name];
     if (typeof value === 'string' && value.length <= 200) return value;
   }

@@ -23,6 +23,7 @@ import type { Logger } from '../log.ts';
 import { DeliveryQueue } from './deliveries.ts';
 import { EnvironmentBuildQueue } from './environment-builds.ts';
 import { ForgeEventQueue } from './forge-events.ts';
+import { ScheduleQueue } from './schedules.ts';
 import { ensureQueue, insertAll, workEach } from './work.ts';
 
 const TURN_QUEUE = 'turns';
@@ -78,6 +79,8 @@ export class TurnQueue {
   readonly forgeEvents: ForgeEventQueue;
   /** The queue of environment builds, on the same pg-boss instance (environment-builds.ts). */
   readonly environmentBuilds: EnvironmentBuildQueue;
+  /** The schedules' firings, from pg-boss's scheduler on the same instance (schedules.ts). */
+  readonly schedules: ScheduleQueue;
 
   constructor(
     boss: PgBoss,
@@ -85,12 +88,14 @@ export class TurnQueue {
     deliveries: DeliveryQueue,
     forgeEvents: ForgeEventQueue,
     environmentBuilds: EnvironmentBuildQueue,
+    schedules: ScheduleQueue,
   ) {
     this.#boss = boss;
     this.#db = db;
     this.deliveries = deliveries;
     this.forgeEvents = forgeEvents;
     this.environmentBuilds = environmentBuilds;
+    this.schedules = schedules;
   }
 
   static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
@@ -105,6 +110,10 @@ export class TurnQueue {
       superviseIntervalSeconds: 1,
       monitorIntervalSeconds: 1,
       useListenNotify: true,
+      // The scheduler's pass (one process at a time claims it) and the poll of what it sent: a
+      // schedule's occurrence becomes a firing within seconds (src/queue/schedules.ts).
+      cronMonitorIntervalSeconds: 5,
+      cronWorkerIntervalSeconds: 1,
       migrate: true,
       // Its own pool beside Errand's: a few connections for fetching, completing and sending.
       max: Math.min(4, config.database.poolSize),
@@ -132,7 +141,8 @@ export class TurnQueue {
     const deliveries = await DeliveryQueue.create(boss, config);
     const forgeEvents = await ForgeEventQueue.create(boss, config);
     const environmentBuilds = await EnvironmentBuildQueue.create(boss, config);
-    return new TurnQueue(boss, handle.db, deliveries, forgeEvents, environmentBuilds);
+    const schedules = await ScheduleQueue.create(boss);
+    return new TurnQueue(boss, handle.db, deliveries, forgeEvents, environmentBuilds, schedules);
   }
 
   /**

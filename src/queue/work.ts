@@ -19,7 +19,7 @@ export async function ensureQueue(
   boss: PgBoss,
   name: string,
   options: QueueOptions,
-  policy: 'key_strict_fifo' | 'stately' = 'key_strict_fifo',
+  policy: 'key_strict_fifo' | 'stately' | 'standard' = 'key_strict_fifo',
 ): Promise<void> {
   if (await boss.getQueue(name)) {
     await boss.updateQueue(name, options);

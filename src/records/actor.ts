@@ -1,6 +1,7 @@
 // Who did something, declared once: a job's creator (createdBy), a turn's sender (sentBy) and an
 // audit row's actor. A user signed in through the OpenID provider, an API key, or a forge's user
-// whose comment or label made the job through the forge webhook.
+// whose comment or label made the job through the forge webhook, or a schedule whose firing made
+// it (src/features/schedules/).
 import { z } from 'zod';
 import type { Actor } from '../db/schema.ts';
 
@@ -23,8 +24,13 @@ export const actorRecord = z
       forge: z.enum(FORGES),
       login: z.string().describe("The forge user's login, through the forge webhook."),
     }),
+    z.object({
+      kind: z.literal('schedule'),
+      id: z.string().describe("The schedule's id (sch_…) whose firing made the job."),
+      name: z.string().nullable().optional().describe("The schedule's name when it fired."),
+    }),
   ])
-  .describe('Who: a user, an API key, or a forge user.');
+  .describe('Who: a user, an API key, a forge user, or a schedule.');
 
 // The column's type (src/db/schema.ts) is this schema's shape: a row's actor is sent as is.
 

@@ -37,6 +37,9 @@ export const AUDIT_ACTIONS = Object.freeze([
   'user.reactivate',
   'token.create',
   'token.revoke',
+  'schedule.create',
+  'schedule.update',
+  'schedule.delete',
 ] as const);
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -56,7 +59,9 @@ export const auditRecord = z
     target: z
       .object({ kind: z.string(), id: z.string() })
       .nullable()
-      .describe('On what: a job, project, key, secret, webhook, environment, user or token.'),
+      .describe(
+        'On what: a job, project, key, secret, webhook, environment, user, token or schedule.',
+      ),
     outcome: z.enum(['success', 'refused']),
     errorCode: z.string().nullable().describe("The API's error code of a refusal."),
     requestId: z.string().nullable().describe("The request's id (its X-Request-Id)."),

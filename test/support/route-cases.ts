@@ -125,6 +125,7 @@ export interface Snapshot {
   environments: string[];
   /** The environment builds asked for, from the build queue. */
   environmentBuilds: string[];
+  schedules: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
@@ -142,6 +143,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     secrets,
     environments,
     environmentBuilds,
+    schedules,
   ] = await Promise.all([
     db.selectFrom('projects').selectAll().orderBy('id').execute(),
     db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
@@ -164,6 +166,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       .orderBy('worker')
       .execute(),
     environmentBuildRequests(svc),
+    db.selectFrom('schedules').selectAll().orderBy('id').execute(),
   ]);
   return {
     projects: projects.map(
@@ -191,6 +194,10 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       (r) => `${r.project_id} ${r.key} ${r.worker} ${r.size_bytes} ${iso(r.last_used_at)}`,
     ),
     environmentBuilds: environmentBuilds.map((r) => `${r.projectId} ${r.reason}`),
+    schedules: schedules.map(
+      (r) =>
+        `${r.id} ${r.project_id} ${r.name} ${r.cron} ${r.timezone} ${r.mode} ${r.model} ${r.paused} ${iso(r.updated_at)}`,
+    ),
   };
 }
 
