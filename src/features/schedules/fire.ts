@@ -12,6 +12,9 @@ import type { NewJob } from '../../jobs/create.ts';
 import { createJob } from '../../jobs/service.ts';
 import type { ScheduleEntry } from '../../queue/schedules.ts';
 
+/** What a firing needs of its queue entry: its id (the firing's identity) and its schedule. */
+type Firing = Pick<ScheduleEntry, 'id' | 'data'>;
+
 /** Who a firing's job is created by: the schedule, with its id and name. */
 function scheduleWho(schedule: ScheduleRow): Who {
   return {
@@ -36,7 +39,7 @@ export function firingJob(schedule: ScheduleRow): NewJob {
 }
 
 /** Claims the entry's firing; the schedule, or undefined when nothing is to be done. */
-async function claim(ctx: AppContext, entry: ScheduleEntry): Promise<ScheduleRow | undefined> {
+async function claim(ctx: AppContext, entry: Firing): Promise<ScheduleRow | undefined> {
   return ctx.db.transaction().execute(async (trx) => {
     const schedule = await trx
       .selectFrom('schedules')
@@ -58,7 +61,7 @@ async function claim(ctx: AppContext, entry: ScheduleEntry): Promise<ScheduleRow
 /** Records what the firing made: a job, or why there is none. */
 async function record(
   ctx: AppContext,
-  entry: ScheduleEntry,
+  entry: Firing,
   scheduleId: string,
   outcome: { jobId: string; error: null } | { jobId: null; error: string },
 ): Promise<void> {
@@ -77,7 +80,7 @@ async function record(
 }
 
 /** Handles one firing's entry: at most one job, whatever the number of deliveries. */
-export async function fire(ctx: AppContext, entry: ScheduleEntry): Promise<void> {
+export async function fire(ctx: AppContext, entry: Firing): Promise<void> {
   const schedule = await claim(ctx, entry);
   if (!schedule) return;
   const scope = { scheduleId: schedule.id, projectId: schedule.project_id };
