@@ -11,6 +11,7 @@ import { jobs } from './cli/jobs.ts';
 import { keys } from './cli/keys.ts';
 import { mcp } from './cli/mcp.ts';
 import { projects } from './cli/projects.ts';
+import { schedules } from './cli/schedules.ts';
 import { secrets } from './cli/secrets.ts';
 import { migrate, serve, worker } from './cli/service.ts';
 import { exportCommand, importCommand } from './cli/transfer.ts';
@@ -32,7 +33,7 @@ const SECTIONS: readonly Section[] = [
   },
   {
     title: `Administration (client of the admin API at ERRAND_URL, ${ADMIN_KEY}; all take --json)`,
-    items: [projects, keys, webhooks, secrets, environments],
+    items: [projects, keys, webhooks, secrets, environments, schedules],
   },
 ];
 

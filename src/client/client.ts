@@ -13,6 +13,7 @@ import {
   type CreatedApiKey,
   type CreateJobInput,
   type CreateProjectInput,
+  type CreateScheduleInput,
   type CreateWebhookInput,
   checkEnvironment,
   checkEvent,
@@ -30,9 +31,11 @@ import {
   type JobStatus,
   notA,
   type Project,
+  type Schedule,
   type Secret,
   type SetSecretInput,
   type UpdateProjectInput,
+  type UpdateScheduleInput,
   type UpdateWebhookInput,
   type Webhook,
   type WebhookWithSecret,
@@ -45,6 +48,7 @@ export type {
   CreatedApiKey,
   CreateJobInput,
   CreateProjectInput,
+  CreateScheduleInput,
   CreateWebhookInput,
   Delivery,
   DeliveryPage,
@@ -55,10 +59,12 @@ export type {
   JobEventPage,
   JobStatus,
   Project,
+  Schedule,
   Secret,
   SecretExposure,
   SetSecretInput,
   UpdateProjectInput,
+  UpdateScheduleInput,
   UpdateWebhookInput,
   Webhook,
   WebhookEventType,
@@ -479,6 +485,62 @@ export class ErrandClient {
     await response.body?.cancel();
   }
 
+  // ---- Schedules of a project (an admin key) ------------------------------------------------
+
+  /** The project's schedules, oldest first, each with its last firing. */
+  async listSchedules(options: CallOptions = {}): Promise<Schedule[]> {
+    const what = 'listSchedules';
+    const { value, status } = await this.#http.call(this.#schedulePath(undefined, options), {
+      method: 'GET',
+      signal: options.signal,
+      what,
+    });
+    return checkList<Schedule>(value, 'schedules', what, status, 'a schedule');
+  }
+
+  async getSchedule(scheduleId: string, options: CallOptions = {}): Promise<Schedule> {
+    const path = this.#schedulePath(scheduleId, options);
+    return this.#record(path, 'a schedule', {
+      method: 'GET',
+      signal: options.signal,
+      what: 'getSchedule',
+    });
+  }
+
+  /** Adds a recurring prompt: a job at each occurrence of its cron expression. */
+  async createSchedule(input: CreateScheduleInput, options: CallOptions = {}): Promise<Schedule> {
+    return this.#record(this.#schedulePath(undefined, options), 'a schedule', {
+      method: 'POST',
+      body: input,
+      signal: options.signal,
+      what: 'createSchedule',
+    });
+  }
+
+  /** Changes the given fields; `{ paused: true }` pauses it, `{ paused: false }` resumes it. */
+  async updateSchedule(
+    scheduleId: string,
+    input: UpdateScheduleInput,
+    options: CallOptions = {},
+  ): Promise<Schedule> {
+    return this.#record(this.#schedulePath(scheduleId, options), 'a schedule', {
+      method: 'PATCH',
+      body: input,
+      signal: options.signal,
+      what: 'updateSchedule',
+    });
+  }
+
+  /** Deletes the schedule; the jobs it created stay. */
+  async deleteSchedule(scheduleId: string, options: CallOptions = {}): Promise<void> {
+    const response = await this.#http.request(this.#schedulePath(scheduleId, options), {
+      method: 'DELETE',
+      signal: options.signal,
+      what: 'deleteSchedule',
+    });
+    await response.body?.cancel();
+  }
+
   // ---- Environments of a project (an admin key) --------------------------------------------
 
   /** The snapshots of the project's environment its workers keep, the one used last first. */
@@ -547,6 +609,11 @@ export class ErrandClient {
 
   #environmentsPath(options: CallOptions): string {
     return `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/environments`;
+  }
+
+  #schedulePath(scheduleId: string | undefined, options: CallOptions): string {
+    const base = `/v2/admin/projects/${encodeURIComponent(this.#project(options))}/schedules`;
+    return scheduleId === undefined ? base : `${base}/${segment(scheduleId, 'scheduleId')}`;
   }
 
   #webhookPath(webhookId: string, options: CallOptions): string {

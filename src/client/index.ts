@@ -1,5 +1,5 @@
-// errand/client: the typed client of Errand's API (jobs, and projects, keys, webhooks, secrets
-// and environments with an admin key), for other Node projects (built to dist/client/ by `npm
+// errand/client: the typed client of Errand's API (jobs, and projects, keys, webhooks, secrets,
+// environments and schedules with an admin key), for other Node projects (built to dist/client/ by `npm
 // run build:client`) and for Errand's own CLI and MCP server.
 export {
   type ApiKey,
@@ -10,6 +10,7 @@ export {
   type CreatedApiKey,
   type CreateJobInput,
   type CreateProjectInput,
+  type CreateScheduleInput,
   type CreateWebhookInput,
   type Delivery,
   type DeliveryPage,
@@ -22,12 +23,14 @@ export {
   type JobEventPage,
   type JobStatus,
   type Project,
+  type Schedule,
   type Secret,
   type SecretExposure,
   type SetSecretInput,
   type StreamOptions,
   TERMINAL_STATUSES,
   type UpdateProjectInput,
+  type UpdateScheduleInput,
   type UpdateWebhookInput,
   type WaitOptions,
   type Webhook,

@@ -2930,6 +2930,318 @@ export interface paths {
       };
     };
   };
+  '/v2/admin/projects/{projectId}/schedules': {
+    /** List schedules */
+    get: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          projectId: string;
+        };
+      };
+      responses: {
+        /** @description The project’s schedules, oldest first, each with its last firing. */
+        200: {
+          content: {
+            'application/json': {
+              schedules: components['schemas']['Schedule'][];
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /**
+     * Create schedule
+     * @description Adds a recurring prompt: at each occurrence of the cron expression (in the time zone), a job is created as the API creates one, counted in the project's rate limit and budget, its createdBy the schedule. At most one job per occurrence, however many workers run; at most one firing a minute.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          projectId: string;
+        };
+      };
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @description A name to know it by; else the prompt's first line. */
+            name?: string;
+            /** @description When it fires: a cron expression, e.g. "0 6 * * 1" (Mondays at 06:00). */
+            cron: string;
+            /** @description The IANA time zone the expression is read in; UTC when not given. */
+            timezone?: string;
+            /** @description The prompt of each job it creates. */
+            prompt: string;
+            /**
+             * @description The mode of its jobs: code (the default), ask or plan.
+             * @enum {string}
+             */
+            mode?: 'code' | 'ask' | 'plan';
+            /** @description The jobs' model (provider:model); null or not given: the project's. */
+            model?: string | null;
+            /** @description A paused schedule does not fire; false when not given. */
+            paused?: boolean;
+          };
+        };
+      };
+      responses: {
+        /** @description The new schedule. */
+        201: {
+          content: {
+            'application/json': components['schemas']['Schedule'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The project already has 50 schedules. */
+        409: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is too large. */
+        413: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is not JSON. */
+        415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/projects/{projectId}/schedules/{scheduleId}': {
+    /** Get schedule */
+    get: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          projectId: string;
+          /** @description The schedule id (sch_ and 20 characters). */
+          scheduleId: string;
+        };
+      };
+      responses: {
+        /** @description The schedule, with its last firing. */
+        200: {
+          content: {
+            'application/json': components['schemas']['Schedule'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /**
+     * Delete schedule
+     * @description Deletes the schedule; the jobs it created stay.
+     */
+    delete: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          projectId: string;
+          /** @description The schedule id (sch_ and 20 characters). */
+          scheduleId: string;
+        };
+      };
+      responses: {
+        /** @description Deleted. */
+        204: {
+          content: never;
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /**
+     * Update schedule
+     * @description Changes the given fields. {"paused": true} pauses it (no firing until {"paused": false}).
+     */
+    patch: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          projectId: string;
+          /** @description The schedule id (sch_ and 20 characters). */
+          scheduleId: string;
+        };
+      };
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @description A name to know it by; else the prompt's first line. */
+            name?: string;
+            /** @description When it fires: a cron expression, e.g. "0 6 * * 1" (Mondays at 06:00). */
+            cron?: string;
+            /** @description The IANA time zone the expression is read in; UTC when not given. */
+            timezone?: string;
+            /** @description The prompt of each job it creates. */
+            prompt?: string;
+            /**
+             * @description The mode of its jobs: code (the default), ask or plan.
+             * @enum {string}
+             */
+            mode?: 'code' | 'ask' | 'plan';
+            /** @description The jobs' model (provider:model); null or not given: the project's. */
+            model?: string | null;
+            /** @description A paused schedule does not fire; false when not given. */
+            paused?: boolean;
+          };
+        };
+      };
+      responses: {
+        /** @description The schedule as it is now. */
+        200: {
+          content: {
+            'application/json': components['schemas']['Schedule'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is too large. */
+        413: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is not JSON. */
+        415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
   '/v2/admin/projects/{id}/secrets/{name}': {
     /**
      * Set secret
@@ -3363,7 +3675,10 @@ export interface paths {
             | 'user.deactivate'
             | 'user.reactivate'
             | 'token.create'
-            | 'token.revoke';
+            | 'token.revoke'
+            | 'schedule.create'
+            | 'schedule.update'
+            | 'schedule.delete';
           /** @description Only rows on this target's id (a job's, a project's, a key's, a secret's name…). */
           target?: string;
           /** @description Only rows at or after this time. */
@@ -4338,6 +4653,14 @@ export interface components {
                 /** @description The forge user's login, through the forge webhook. */
                 login: string;
               }
+            | {
+                /** @constant */
+                kind: 'schedule';
+                /** @description The schedule's id (sch_…) whose firing made the job. */
+                id: string;
+                /** @description The schedule's name when it fired. */
+                name?: string | null;
+              }
           )
         | null;
       /** Format: date-time */
@@ -4420,6 +4743,14 @@ export interface components {
                 /** @description The forge user's login, through the forge webhook. */
                 login: string;
               }
+            | {
+                /** @constant */
+                kind: 'schedule';
+                /** @description The schedule's id (sch_…) whose firing made the job. */
+                id: string;
+                /** @description The schedule's name when it fired. */
+                name?: string | null;
+              }
           )
         | null;
       /** @description The request's address as the server saw it; null for what no request made. */
@@ -4456,8 +4787,11 @@ export interface components {
         | 'user.deactivate'
         | 'user.reactivate'
         | 'token.create'
-        | 'token.revoke';
-      /** @description On what: a job, project, key, secret, webhook, environment, user or token. */
+        | 'token.revoke'
+        | 'schedule.create'
+        | 'schedule.update'
+        | 'schedule.delete';
+      /** @description On what: a job, project, key, secret, webhook, environment, user, token or schedule. */
       target: {
         kind: string;
         id: string;
@@ -4646,6 +4980,82 @@ export interface components {
       role: 'maintainer' | 'member' | 'viewer';
       /** Format: date-time */
       createdAt: string;
+    };
+    /** @description A project's recurring prompt: a job at each firing. */
+    Schedule: {
+      /** @description The schedule id (sch_ and 20 characters). */
+      id: string;
+      projectId: string;
+      /** @description A name to know it by; the jobs' createdBy carries it. */
+      name: string;
+      /** @description When it fires: a cron expression (five fields, minutes first). */
+      cron: string;
+      /** @description The IANA time zone the expression is read in. */
+      timezone: string;
+      /** @description The prompt of each job it creates. */
+      prompt: string;
+      /**
+       * @description The mode of the jobs it creates.
+       * @enum {string}
+       */
+      mode: 'code' | 'ask' | 'plan';
+      /** @description The jobs' model; null: the project's at each firing. */
+      model: string | null;
+      /** @description A paused schedule does not fire. */
+      paused: boolean;
+      /** @description Who made the schedule. */
+      createdBy:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+            | {
+                /** @constant */
+                kind: 'schedule';
+                /** @description The schedule's id (sch_…) whose firing made the job. */
+                id: string;
+                /** @description The schedule's name when it fired. */
+                name?: string | null;
+              }
+          )
+        | null;
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+      /** @description Its last firing; null until it has fired. */
+      lastFiring: {
+        /**
+         * Format: date-time
+         * @description When it fired last.
+         */
+        at: string;
+        /** @description The job that firing created; null when none. */
+        jobId: string | null;
+        /** @description Why no job was created (a rate limit, the budget, a model); null: one was. */
+        error: string | null;
+      } | null;
     };
     /** @description A project secret, without its value. */
     Secret: {

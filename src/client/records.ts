@@ -34,6 +34,15 @@ export type ApiKey = components['schemas']['Key'];
 export type CreatedApiKey = JsonBody<paths['/v2/admin/keys']['post']['responses'][201]>;
 export type CreateApiKeyInput = RequestJson<paths['/v2/admin/keys']['post']>;
 
+/** A project's recurring prompt, with its last firing. */
+export type Schedule = components['schemas']['Schedule'];
+export type CreateScheduleInput = RequestJson<
+  paths['/v2/admin/projects/{projectId}/schedules']['post']
+>;
+export type UpdateScheduleInput = RequestJson<
+  paths['/v2/admin/projects/{projectId}/schedules/{scheduleId}']['patch']
+>;
+
 type WebhookPath = paths['/v2/admin/projects/{projectId}/webhooks/{webhookId}'];
 /** A webhook endpoint without its signing secret. */
 export type Webhook = components['schemas']['Webhook'];

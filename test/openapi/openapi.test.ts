@@ -83,6 +83,11 @@ const ERRAND_OPERATIONS = [
   'get /v2/admin/projects/{projectId}/webhooks/{webhookId}',
   'patch /v2/admin/projects/{projectId}/webhooks/{webhookId}',
   'delete /v2/admin/projects/{projectId}/webhooks/{webhookId}',
+  'post /v2/admin/projects/{projectId}/schedules',
+  'get /v2/admin/projects/{projectId}/schedules',
+  'get /v2/admin/projects/{projectId}/schedules/{scheduleId}',
+  'patch /v2/admin/projects/{projectId}/schedules/{scheduleId}',
+  'delete /v2/admin/projects/{projectId}/schedules/{scheduleId}',
   'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/rotate-secret',
   'get /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries',
   'post /v2/admin/projects/{projectId}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver',
@@ -229,6 +234,7 @@ describe('OpenAPI document', () => {
       'Key',
       'Project',
       'ProjectRole',
+      'Schedule',
       'Secret',
       'User',
       'Webhook',
@@ -250,6 +256,12 @@ describe('OpenAPI document', () => {
         'Webhook',
       ],
       ['put /v2/admin/projects/{id}/secrets/{name}', '201', 'Created.', 'Secret'],
+      [
+        'get /v2/admin/projects/{projectId}/schedules/{scheduleId}',
+        '200',
+        'The schedule, with its last firing.',
+        'Schedule',
+      ],
       [
         'put /v2/admin/projects/{id}/roles/{granteeKind}/{grantee}',
         '200',
@@ -646,6 +658,42 @@ describe('OpenAPI document', () => {
       ],
       [`delete ${base}/{webhookId}`, 204, () => svc.request('DELETE', hook, admin)],
       [`delete ${base}/{webhookId}`, 404, () => svc.request('DELETE', hook, admin)],
+    ];
+    for (const [key, status, call] of calls) {
+      const res = await call();
+      assert.equal(res.status, status, `${key}: ${res.text}`);
+      assertDocumented(doc, key, res);
+    }
+  });
+
+  test("the schedule routes' real responses are what Errand's document says", async () => {
+    const admin = { key: svc.adminKey };
+    const list = `/v2/admin/projects/${fx.project.id}/schedules`;
+    const created = await svc.request('POST', list, {
+      ...admin,
+      body: { cron: '0 6 * * 1', prompt: 'documented', paused: true },
+    });
+    const one = `${list}/${created.json.id}`;
+    const base = '/v2/admin/projects/{projectId}/schedules';
+    const calls: [string, number, () => Promise<HttpResult>][] = [
+      [`post ${base}`, 201, async () => created],
+      [
+        `post ${base}`,
+        400,
+        () => svc.request('POST', list, { ...admin, body: { cron: 'often', prompt: 'x' } }),
+      ],
+      [`get ${base}`, 200, () => svc.request('GET', list, admin)],
+      [`get ${base}`, 403, () => svc.request('GET', list, { key: fx.projectKey })],
+      [`get ${base}/{scheduleId}`, 200, () => svc.request('GET', one, admin)],
+      [`get ${base}/{scheduleId}`, 404, () => svc.request('GET', `${one}x`, admin)],
+      [
+        `patch ${base}/{scheduleId}`,
+        200,
+        () => svc.request('PATCH', one, { ...admin, body: { name: 'documented' } }),
+      ],
+      [`patch ${base}/{scheduleId}`, 400, () => svc.request('PATCH', one, { ...admin, body: {} })],
+      [`delete ${base}/{scheduleId}`, 204, () => svc.request('DELETE', one, admin)],
+      [`delete ${base}/{scheduleId}`, 404, () => svc.request('DELETE', one, admin)],
     ];
     for (const [key, status, call] of calls) {
       const res = await call();
