@@ -73,6 +73,11 @@ export class ScheduleQueue {
     await this.#boss.unschedule(SCHEDULE_QUEUE, scheduleId);
   }
 
+  /** The ids of the schedules pg-boss's scheduler fires. */
+  async scheduled(): Promise<string[]> {
+    return (await this.#boss.getSchedules(SCHEDULE_QUEUE)).map((s) => s.key);
+  }
+
   /** Runs `handler` for each firing handed to this process until stopWork; a throw retries it. */
   async work(concurrency: number, handler: (entry: ScheduleEntry) => Promise<void>): Promise<void> {
     await workEach<ScheduleMessage>(this.#boss, SCHEDULE_QUEUE, concurrency, handler);

@@ -46,6 +46,15 @@ export const TABLES: readonly TableSpec[] = [
   },
   { name: 'api_keys', order: 'id', noun: ['API key', 'API keys'] },
   { name: 'webhooks', order: 'id', noun: ['webhook endpoint', 'webhook endpoints'] },
+  // A paused schedule stays paused; an active one is given to pg-boss's scheduler again when a
+  // worker starts (src/features/schedules/, syncSchedules), since pg-boss's schema is left out.
+  { name: 'schedules', order: 'id', noun: ['schedule', 'schedules'] },
+  // What each firing made: without them, the dashboard's last firings would lose their jobs.
+  {
+    name: 'schedule_firings',
+    order: 'entry_id',
+    noun: ['schedule firing', 'schedule firings'],
+  },
   { name: 'jobs', order: 'id', noun: ['job', 'jobs'] },
   { name: 'turns', order: 'job_id, seq', noun: ['turn', 'turns'] },
   { name: 'events', order: 'seq', noun: ['event', 'events'] },

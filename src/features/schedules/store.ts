@@ -225,3 +225,20 @@ export async function deleteSchedule(
   });
   ctx.log.info({ scheduleId, projectId }, 'schedule deleted');
 }
+
+/**
+ * Brings pg-boss's scheduler in line with the table: every active schedule fired on its
+ * expression, nothing else. Run when a worker starts: an imported database (pg-boss's schema is
+ * not exported) and a change whose commit failed after the scheduler was told are set right.
+ */
+export async function syncSchedules(ctx: AppContext): Promise<void> {
+  const active = await ctx.db
+    .selectFrom('schedules')
+    .select(['id', 'cron', 'timezone'])
+    .where('paused', '=', false)
+    .execute();
+  const ids = new Set(active.map((s) => s.id));
+  for (const id of await ctx.queue.schedules.scheduled())
+    if (!ids.has(id)) await ctx.queue.schedules.unschedule(id);
+  for (const schedule of active) await ctx.queue.schedules.schedule(schedule.id, schedule);
+}

@@ -1,7 +1,8 @@
 // The firings' worker: takes the schedules' queue in each process that runs turns and hands each
-// entry to fire.ts.
+// entry to fire.ts; at its start, pg-boss's scheduler is brought in line with the table.
 import type { AppContext } from '../../context.ts';
 import { fire } from './fire.ts';
+import { syncSchedules } from './store.ts';
 
 const CONCURRENCY = 2;
 
@@ -10,6 +11,7 @@ export interface ScheduleWorker {
 }
 
 export async function startScheduleWorker(ctx: AppContext): Promise<ScheduleWorker> {
+  await syncSchedules(ctx);
   await ctx.queue.schedules.work(CONCURRENCY, (entry) => fire(ctx, entry));
   return { stop: () => ctx.queue.schedules.stopWork() };
 }
