@@ -24,6 +24,7 @@ import {
 import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
 import {
   type ScheduleWorker,
+  schedulePages,
   scheduleRoutes,
   startScheduleWorker,
 } from './features/schedules/index.ts';
@@ -62,7 +63,7 @@ import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts
 /** The API routes of the features (src/features/), in the order the OpenAPI document lists them. */
 const FEATURE_ROUTES = [forgeIntakeRoutes, webhookRoutes, scheduleRoutes];
 /** The dashboard pages of the features. */
-const FEATURE_PAGES = [webhookPages, forgeIntakePages];
+const FEATURE_PAGES = [webhookPages, forgeIntakePages, schedulePages];
 
 export interface ServiceOptions {
   api: boolean;

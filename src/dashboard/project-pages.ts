@@ -269,6 +269,7 @@ export function projectsPage(
       hasRole(principal, project.id, 'maintainer')
         ? html`<a href="/projects/${project.id}/keys">API keys</a>
       <a href="/projects/${project.id}/webhooks">Webhooks</a>
+      <a href="/projects/${project.id}/schedules">Schedules</a>
       <a href="/projects/${project.id}/settings">Settings</a>`
         : ''
     }${admin ? html`<a href="/projects/${project.id}/roles">Roles</a>` : ''}</td>  </tr>`,
@@ -312,6 +313,7 @@ ${form.environments}
 <p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
 <p><a href="/projects/${project.id}/roles">Roles on this project</a> (server admins)</p>
 <p><a href="/projects/${project.id}/webhooks">Webhooks of this project</a></p>
+<p><a href="/projects/${project.id}/schedules">Schedules of this project</a></p>
 <p><a href="/projects/${project.id}/forge-webhook">Comments and labels on the forge (its webhook)</a></p>`,
   );
 }

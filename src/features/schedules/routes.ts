@@ -1,7 +1,7 @@
 // Admin API for a project's schedules, under /v2/admin/projects/{projectId}/schedules: create,
 // list, get, update (pause is {"paused": true}) and delete. The schemas check each field's
 // shape; the store checks what needs the server (the expression and zone as pg-boss's scheduler
-// reads them, the model), before anything is written.
+// reads them, the model), before anything is written. The dashboard's form takes the same body.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -73,7 +73,7 @@ const notAnObject = {
     issue.code === 'invalid_type' ? 'request body must be a JSON object' : undefined,
 };
 
-function createBody(maxPromptChars: number) {
+export function createBody(maxPromptChars: number) {
   const f = fields(maxPromptChars);
   return z.strictObject(
     {
