@@ -35,7 +35,7 @@ export async function actorNames(
   return names;
 }
 
-/** "key ci (key_…)", "Ada (usr_…)", "github @octocat"; "—" for no one recorded. */
+/** "key ci (key_…)", "Ada (usr_…)", "github @octocat", "schedule nightly (sch_…)"; "—" for no one. */
 export function actorLabel(
   actor: Actor | null | undefined,
   names: ReadonlyMap<string, string>,
@@ -43,7 +43,7 @@ export function actorLabel(
   if (!actor) return html`<span class="muted">—</span>`;
   if (actor.kind === 'forge') return html`${actor.forge} @${actor.login}`;
   const name = names.get(actor.id) ?? actor.name ?? undefined;
-  const kind = actor.kind === 'key' ? 'key ' : '';
+  const kind = actor.kind === 'key' ? 'key ' : actor.kind === 'schedule' ? 'schedule ' : '';
   return name
     ? html`${kind}${name} <span class="muted mono">${actor.id}</span>`
     : html`${kind}<span class="mono">${actor.id}</span>`;
