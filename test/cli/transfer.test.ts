@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { copyFile, mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { loadMigrations } from '../../src/db/migrate.ts';
@@ -40,6 +41,7 @@ const TABLES = [
   'project_secrets',
   'api_keys',
   'webhooks',
+  'schedules',
   'jobs',
   'turns',
   'events',
@@ -148,6 +150,7 @@ describe('errand export and import', () => {
     secrets: unknown;
     keys: Omit<KeyRecord, 'lastUsedAt'>[];
     webhooks: unknown;
+    schedules: { schedules: { id: string; paused: boolean }[] };
     roles: unknown;
     jobs: unknown[];
     events: unknown[];
@@ -212,6 +215,16 @@ describe('errand export and import', () => {
         'webhook create',
       );
       hookSecret = (JSON.parse(hook.text) as { secret: string }).secret;
+      // Two schedules, one paused: they come across as they were, the active one fired again.
+      for (const body of [
+        { cron: '0 0 1 1 *', prompt: 'a new year chore', name: 'yearly' },
+        { cron: '0 6 * * 1', prompt: 'a weekly chore', paused: true },
+      ])
+        expectStatus(
+          await call('POST', `/v2/admin/projects/${projectId}/schedules`, body),
+          201,
+          'schedule create',
+        );
       expectStatus(
         await call('PUT', `/v2/admin/projects/${projectId}/secrets/NPM_TOKEN`, {
           value: PROJECT_SECRET,
@@ -255,6 +268,9 @@ describe('errand export and import', () => {
           ({ lastUsedAt, ...k }) => k,
         ),
         webhooks: JSON.parse((await call('GET', `/v2/admin/projects/${projectId}/webhooks`)).text),
+        schedules: JSON.parse(
+          (await call('GET', `/v2/admin/projects/${projectId}/schedules`)).text,
+        ) as { schedules: { id: string; paused: boolean }[] },
         roles: JSON.parse((await call('GET', `/v2/admin/projects/${projectId}/roles`)).text),
         jobs: await Promise.all(jobIds.map(async (id) => (await call('GET', jobPath(id))).json)),
         events: await Promise.all(
@@ -282,7 +298,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
+          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -335,6 +351,7 @@ describe('errand export and import', () => {
         'project_secrets',
         'api_keys',
         'webhooks',
+        'schedules',
         'jobs',
         'turns',
         'events',
@@ -356,6 +373,7 @@ describe('errand export and import', () => {
         forge_refusals: 0,
         forge_events: 0,
         webhook_attempts: 0,
+        schedule_firings: 0,
       },
     });
     // The busy projects made during the export: every key's project is in the file.
@@ -382,7 +400,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -409,6 +427,10 @@ describe('errand export and import', () => {
       assert.deepEqual(
         JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/roles`)).text),
         before_.roles,
+      );
+      assert.deepEqual(
+        JSON.parse((await api.request('GET', `/v2/admin/projects/${projectId}/schedules`)).text),
+        before_.schedules,
       );
       // The audit log came across, the import's own row after it; the next rows follow on.
       const rowsInFile = (await fileLines(file)).filter((l) => l.table === 'audit_log');
@@ -480,6 +502,13 @@ describe('errand export and import', () => {
     llm.script(reply('Nothing at all.'));
     const worker = await startTestService({ database: target, adminKey, worker: true, env });
     try {
+      // The worker gave pg-boss's scheduler the active schedule, and only it.
+      const { rows: fired } = await sql<{ key: string }>`
+        SELECT key FROM pgboss.schedule WHERE name = 'schedules'`.execute(worker.service.ctx.db);
+      assert.deepEqual(
+        fired.map((r) => r.key),
+        before_.schedules.schedules.filter((s) => !s.paused).map((s) => s.id),
+      );
       for (const id of jobIds) {
         await waitFor(
           `job ${id} to complete`,
@@ -652,7 +681,7 @@ describe('errand export and import', () => {
     const again = await errand(['import', file], { DATABASE_URL: url, ...key });
     refused(
       again,
-      /the database already holds \d+ projects, 1 project role, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries and \d+ audit log rows: import needs an empty database/,
+      /the database already holds \d+ projects, 1 project role, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 schedules, 2 jobs, 3 turns, \d+ events, 2 webhook deliveries and \d+ audit log rows: import needs an empty database/,
       'a non-empty database',
     );
     assert.deepEqual(await contents(url), held);
