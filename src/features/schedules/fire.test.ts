@@ -1,13 +1,18 @@
-// A schedule's firings: two services (each with its own pg-boss, pool and workers) on one
-// database make one job per occurrence, minute after minute; a redelivered entry makes no
+// A schedule's firings: two `errand worker` processes and a service on one database (each
+// running pg-boss's scheduler, the two workers taking firings) make one job per occurrence,
+// minute after minute; a redelivered entry makes no
 // second job; a paused schedule makes none; a refusal of the project's rate limit is recorded on
 // the schedule and its firing, and no job is made.
 import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import { exited, startWorkerProcess } from '../../../test/support/process.ts';
 import { SCRIPTED_ENV, scriptedRunner } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
 import type { AppContext } from '../../context.ts';
+import { createLogger } from '../../log.ts';
 import { fire, firingJob } from './fire.ts';
 import type { ScheduleRecord } from './types.ts';
 
@@ -51,27 +56,35 @@ async function firingsOf(ctx: AppContext, scheduleId: string) {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe('schedule firings', () => {
-  // Two workers on one database: each runs pg-boss's cron pass and takes the schedules' queue.
+  // The API (its pg-boss runs the scheduler's pass too, and takes no firing) and two worker
+  // processes on its database: each runs the pass and takes the schedules' queue.
   let a: TestService;
-  let b: TestService;
+  const workers: ChildProcess[] = [];
 
   before(async () => {
-    a = await startTestService({ runner: scriptedRunner(), env: SCRIPTED_ENV });
-    b = await startTestService({
-      runner: scriptedRunner(),
-      env: SCRIPTED_ENV,
-      database: a.database,
-      adminKey: a.adminKey,
-    });
+    a = await startTestService({ worker: false });
+    for (let i = 0; i < 2; i++)
+      workers.push(
+        await startWorkerProcess({
+          ...a.env,
+          ERRAND_PUBLIC_URL: a.url,
+          // The jobs' turns reach for their model here, on loopback, where nothing answers:
+          // only the jobs' count matters.
+          ANTHROPIC_BASE_URL: 'http://127.0.0.1:9/v1',
+        }),
+      );
   });
   after(async () => {
-    await b?.stop();
+    for (const worker of workers) {
+      worker.kill('SIGTERM');
+      await exited(worker);
+    }
     await a?.close();
   });
 
   test('one job per occurrence across two workers, made by the schedule', async () => {
     const project = await a.createProject({ name: 'scheduled' });
-    const schedule = await createSchedule(b, project.id, {
+    const schedule = await createSchedule(a, project.id, {
       name: 'every minute',
       cron: '* * * * *',
       prompt: 'complete the chore',
@@ -130,8 +143,8 @@ describe('schedule firings', () => {
       paused: false,
     });
     const entry = { id: randomUUID(), data: { scheduleId: schedule.id } };
-    await Promise.all([fire(a.service.ctx, entry), fire(b.service.ctx, entry)]);
-    await fire(b.service.ctx, entry);
+    await Promise.all([fire(a.service.ctx, entry), fire(a.service.ctx, entry)]);
+    await fire(a.service.ctx, entry);
     assert.equal((await jobsOf(a.service.ctx, project.id)).length, 1);
     assert.equal((await firingsOf(a.service.ctx, schedule.id)).length, 1);
   });
@@ -187,10 +200,18 @@ describe('schedule firings', () => {
 
 describe('a firing the rate limit refuses', () => {
   let svc: TestService;
+  let logged = '';
+  const logSink = new Writable({
+    write(chunk, _encoding, done) {
+      logged += String(chunk);
+      done();
+    },
+  });
   before(async () => {
     svc = await startTestService({
       runner: scriptedRunner(),
       env: { ...SCRIPTED_ENV, ERRAND_RATE_LIMIT_CREATE: '1' },
+      log: createLogger('info', logSink),
     });
   });
   after(() => svc?.close());
@@ -215,5 +236,13 @@ describe('a firing the rate limit refuses', () => {
     assert.equal(firing?.job_id, null);
     assert.match(firing?.error ?? '', /rate_limited/);
     assert.equal((await jobsOf(svc.service.ctx, project.id)).length, 1);
+    // And in the log, with the schedule and its project.
+    const line = logged
+      .split('\n')
+      .filter((l) => l.includes('"schedule firing refused"'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((l) => l.scheduleId === schedule.id);
+    assert.equal(line?.projectId, project.id);
+    assert.equal(line?.code, 'rate_limited');
   });
 });
