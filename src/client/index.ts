@@ -20,6 +20,7 @@ export {
   type Job,
   type JobEvent,
   type JobEventPage,
+  type JobMode,
   type JobStatus,
   type Project,
   type Secret,

@@ -1,7 +1,7 @@
 // A prompt accepted as a turn of a job: the turn row and its queue entry, written in the
 // transaction that accepts it (a job's create, create.ts, or a follow-up, service.ts), and the
 // transition that announces it.
-import type { Actor, ProjectRow, TurnPurpose, TurnTrigger } from '../db/schema.ts';
+import type { Actor, ProjectRow, TurnMode, TurnPurpose, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
@@ -55,6 +55,18 @@ export function checkModel(ctx: JobsContext, project: ProjectRow, model: string)
     );
 }
 
+/**
+ * Refuses a mode the project's engine cannot hold: Codex edits through shell commands, and its
+ * own sandbox, which alone could make them read-only, is off inside Errand's (docs/modes.md).
+ */
+export function checkMode(project: ProjectRow, mode: TurnMode): void {
+  if (mode !== 'code' && project.engine === 'codex')
+    throw new AppError(
+      'bad_request',
+      `mode "${mode}" is not available with the codex engine (project ${project.id}): Codex cannot be held read-only in Errand's sandbox; use mode "code", or the errand, claude-code or opencode engine`,
+    );
+}
+
 /** A prompt accepted as a turn of a job. */
 export interface NewTurn {
   jobId: string;
@@ -65,6 +77,8 @@ export interface NewTurn {
   sentBy: Actor | null;
   /** Why Errand queued it itself; absent or null for a prompt someone sent. */
   purpose?: TurnPurpose | null;
+  /** What the turn may do; absent: `code`. */
+  mode?: TurnMode | undefined;
 }
 
 /**
@@ -85,7 +99,7 @@ export async function acceptTurns(
   await trx
     .insertInto('turns')
     .values(
-      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose }, i) => ({
+      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose, mode }, i) => ({
         job_id: jobId,
         seq,
         prompt,
@@ -94,6 +108,7 @@ export async function acceptTurns(
         trigger: trigger ? JSON.stringify(trigger) : null,
         sent_by: sentBy ? JSON.stringify(sentBy) : null,
         purpose: purpose ?? null,
+        mode: mode ?? 'code',
       })),
     )
     .execute();
