@@ -76,8 +76,8 @@ export async function createJob(
   // The model a new job runs on: the one asked for, else the project's, else the server's. One
   // that cannot be used is refused here, with what to set, rather than failing the job later.
   const model = asked ?? project.model ?? ctx.models.defaultId;
-  checkModel(ctx, project, model);
   checkMode(project, mode);
+  checkModel(ctx, project, model);
   const row: NewJobRow = {
     id: newId('job'),
     projectId: project.id,
