@@ -96,6 +96,8 @@ export interface EngineTurnInput {
   /** The server's model settings: the proxy's upstream and key. */
   models: ModelSettings;
   prompt: string;
+  /** The user's own prompt, for the session's title; else the prompt. */
+  title?: string | undefined;
   /**
    * An ask or a plan turn (docs/modes.md): the engine gets its own read-only settings. Codex,
    * which has none that hold in Errand's sandbox, is refused such a turn before it starts.
@@ -232,7 +234,7 @@ async function prepare(
     prompt,
     readOnly: input.readOnly === true,
     resume,
-    title: oneLine(input.prompt, 60),
+    title: oneLine(input.title ?? input.prompt, 60),
   });
   return { home, resume, invocation };
 }

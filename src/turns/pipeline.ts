@@ -409,6 +409,7 @@ export class TurnPipeline implements TurnRunner {
       model: job.model,
       models: config.models,
       prompt,
+      title: turn.prompt,
       earlier: input.earlier,
       limits: engineLimits(projectCommandLimits(project), config.turn.timeoutSeconds),
       signal,
