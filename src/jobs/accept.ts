@@ -5,7 +5,7 @@ import type { Actor, ProjectRow, TurnMode, TurnPurpose, TurnTrigger } from '../d
 import { AppError } from '../errors.ts';
 import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
-import { engineModelRefusal } from '../projects/engine.ts';
+import { engineModelRefusal, engineModeRefusal } from '../projects/engine.ts';
 import type { RateLimitState } from '../ratelimit/ratelimit.ts';
 import type { JobsContext } from './context.ts';
 import { type JobView, toJobRecord } from './record.ts';
@@ -55,15 +55,13 @@ export function checkModel(ctx: JobsContext, project: ProjectRow, model: string)
     );
 }
 
-/**
- * Refuses a mode the project's engine cannot hold: Codex edits through shell commands, and its
- * own sandbox, which alone could make them read-only, is off inside Errand's (docs/modes.md).
- */
+/** Refuses a mode the project's engine cannot hold (docs/modes.md). */
 export function checkMode(project: ProjectRow, mode: TurnMode): void {
-  if (mode !== 'code' && project.engine === 'codex')
+  const refusal = engineModeRefusal(project.engine, mode);
+  if (refusal !== undefined)
     throw new AppError(
       'bad_request',
-      `mode "${mode}" is not available with the codex engine (project ${project.id}): Codex cannot be held read-only in Errand's sandbox; use mode "code", or the errand, claude-code or opencode engine`,
+      `${refusal} (project ${project.id}): use mode "code", or the errand, claude-code or opencode engine`,
     );
 }
 

@@ -32,6 +32,7 @@ import {
 import { readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import { engineModeRefusal } from '../projects/engine.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { commandsNetwork } from '../projects/network.ts';
 import { projectCommandLimits } from '../projects/service.ts';
@@ -187,10 +188,9 @@ export class TurnPipeline implements TurnRunner {
 
       // An ask or a plan turn changes nothing: no commands (a command could write), no setup.
       const mode = turn.mode;
-      if (!writes(mode) && input.project.engine === 'codex')
-        throw new TurnFailedError(
-          `mode "${mode}" is not available with the codex engine: Codex cannot be held read-only in Errand's sandbox`,
-        );
+      // A project whose engine changed since the turn was accepted.
+      const refusal = engineModeRefusal(input.project.engine, mode);
+      if (refusal !== undefined) throw new TurnFailedError(refusal);
       const commands = writes(mode)
         ? await this.#commands(input, checkout, emit, secrets)
         : undefined;
