@@ -10,7 +10,7 @@ import {
   type JobStatus,
   TERMINAL_STATUSES,
 } from '../client/index.ts';
-import { JOB_STATUSES } from '../records/job.ts';
+import { JOB_MODES, JOB_STATUSES } from '../records/job.ts';
 import { prLine, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import {
@@ -53,10 +53,15 @@ function jobDetails(job: Job): string {
     `  prLink:   ${job.prLink ?? ''}`,
     ...(job.pr ? [`  pr:       ${prLine(job.pr)}`] : []),
     `  turns:    ${job.turns}`,
+    ...(job.mode && job.mode !== 'code' ? [`  mode:     ${job.mode}`] : []),
+    ...(job.awaitingApproval
+      ? [`  awaiting approval: errand job approve ${job.id} carries the plan out`]
+      : []),
     `  usage:    ${usageLine(job.usage)}`,
     `  created:  ${job.createdAt}`,
     `  updated:  ${job.updatedAt}`,
     ...(job.archivedAt ? [`  archived: ${job.archivedAt}`] : []),
+    ...(job.summary ? ['', job.summary] : []),
   ].join('\n');
 }
 
@@ -64,6 +69,13 @@ function jobDetails(job: Job): string {
 function spentText(job: Job): string {
   const { inputTokens, outputTokens } = job.usage;
   return inputTokens + outputTokens > 0 ? `\nused ${usageLine(job.usage)}` : '';
+}
+
+/** An ask turn's answer or a plan turn's plan, which is what the user waited for. */
+function answerText(job: Job): string {
+  if (!job.summary || job.mode === undefined || job.mode === 'code') return '';
+  const next = job.awaitingApproval ? `\n\napprove it: errand job approve ${job.id}` : '';
+  return `\n\n${job.summary}${next}`;
 }
 
 function jobLine(job: Job): string {
@@ -159,7 +171,7 @@ async function follow(
       const job = await client.getJob(id);
       if (TERMINAL_STATUSES.includes(job.status)) {
         progress.stop();
-        print(io, json, job, `${statusText(job)}${spentText(job)}`);
+        print(io, json, job, `${statusText(job)}${spentText(job)}${answerText(job)}`);
         return exitCodeOf(job.status);
       }
       if (!seen) await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -199,15 +211,17 @@ const create = jobCommand({
   options: {
     model: { type: 'string', value: 'provider:model' },
     'base-ref': { type: 'string', value: 'REF' },
+    mode: { type: 'string', choices: JOB_MODES },
     wait: { type: 'boolean' },
   },
-  summary: 'start a job; --wait follows its progress to the end',
+  summary: 'start a job (--mode ask: an answer; plan: a plan to approve); --wait follows it',
   async run({ values, args: [prompt = ''], io }) {
     const { client, project } = await connect(io, values);
     const job = await client.createJob({
       prompt,
       ...(values.model !== undefined ? { model: values.model } : {}),
       ...(values['base-ref'] !== undefined ? { baseRef: values['base-ref'] } : {}),
+      ...(values.mode !== undefined ? { mode: values.mode } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);
@@ -217,13 +231,30 @@ const create = jobCommand({
 const message = jobCommand({
   name: 'message',
   args: ['ID', '"PROMPT"'],
-  options: { wait: { type: 'boolean' } },
+  options: { mode: { type: 'string', choices: JOB_MODES }, wait: { type: 'boolean' } },
   summary: 'a follow-up prompt: another turn on the same branch',
   async run({ values, args: [id = '', prompt = ''], io }) {
     const { client, project } = await connect(io, values);
-    const job = await client.sendMessage(id, prompt);
+    const job = await client.sendMessage(
+      id,
+      prompt,
+      values.mode !== undefined ? { mode: values.mode } : {},
+    );
     // This prompt is the job's latest turn: --wait shows the log from its first event.
     const how = { verb: 'sent a follow-up to', wait: values.wait, fromTurn: job.turns };
+    return started(client, project, job, how, io, values.json === true);
+  },
+});
+
+const approve = jobCommand({
+  name: 'approve',
+  args: ['ID'],
+  options: { wait: { type: 'boolean' } },
+  summary: "approve the job's plan: a turn carries it out on the same branch",
+  async run({ values, args: [id = ''], io }) {
+    const { client, project } = await connect(io, values);
+    const job = await client.approvePlan(id);
+    const how = { verb: 'approved the plan of', wait: values.wait, fromTurn: job.turns };
     return started(client, project, job, how, io, values.json === true);
   },
 });
@@ -308,7 +339,7 @@ export const jobs: Family = {
   name: 'job',
   intro: `Jobs of one project (--project ID, or ERRAND_PROJECT), with the key in ERRAND_API_KEY (a
 project key, or the admin key; default: <data-dir>/admin.key) at ERRAND_URL.`,
-  commands: [create, message, get, list, watch, events, archive],
+  commands: [create, message, approve, get, list, watch, events, archive],
   subcommandPages: true,
   overview:
     'all take --project ID and --json; exit codes: 0 done (completed), 1 failed or an error, 2 usage error, 3 archived',

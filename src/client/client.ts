@@ -28,6 +28,7 @@ import {
   isRecord,
   type Job,
   type JobEvent,
+  type JobMode,
   type JobStatus,
   notA,
   type Project,
@@ -57,6 +58,7 @@ export type {
   Job,
   JobEvent,
   JobEventPage,
+  JobMode,
   JobStatus,
   Project,
   Schedule,
@@ -115,12 +117,13 @@ export class ErrandClient {
 
   /** Creates a job; the agent works in the background (poll it, or waitForJob). */
   async createJob(
-    input: { prompt: string; model?: string; baseRef?: string },
+    input: { prompt: string; model?: string; baseRef?: string; mode?: JobMode },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
     const body: CreateJobInput = { prompt: input.prompt };
     if (input.model !== undefined) body.model = input.model;
     if (input.baseRef !== undefined) body.baseRef = input.baseRef;
+    if (input.mode !== undefined) body.mode = input.mode;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,
@@ -129,15 +132,18 @@ export class ErrandClient {
     });
   }
 
-  /** Sends a follow-up prompt; the job becomes active again. */
+  /**
+   * Sends a follow-up prompt; the job becomes active again. `mode`: what the turn may do (else
+   * code, which after a plan carries it out).
+   */
   async sendMessage(
     jobId: string,
     prompt: string,
-    options: CallOptions & { idempotencyKey?: string } = {},
+    options: CallOptions & { idempotencyKey?: string; mode?: JobMode } = {},
   ): Promise<Job> {
     return this.#job(`${this.#jobPath(jobId, options)}/message`, 'sendMessage', {
       method: 'POST',
-      body: { prompt },
+      body: options.mode === undefined ? { prompt } : { prompt, mode: options.mode },
       headers: idempotency(options.idempotencyKey),
       signal: options.signal,
     });
@@ -148,6 +154,14 @@ export class ErrandClient {
       method: 'GET',
       signal: options.signal,
     });
+  }
+
+  /** Approves a job's plan (its last turn, in plan mode): a turn carries it out. */
+  approvePlan(
+    jobId: string,
+    options: CallOptions & { idempotencyKey?: string } = {},
+  ): Promise<Job> {
+    return this.sendMessage(jobId, 'approve', options);
   }
 
   /** The project's jobs, newest first, read a page at a time as the loop asks for more. */

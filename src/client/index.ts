@@ -21,6 +21,7 @@ export {
   type Job,
   type JobEvent,
   type JobEventPage,
+  type JobMode,
   type JobStatus,
   type Project,
   type Schedule,

@@ -221,7 +221,7 @@ export interface paths {
   '/v2/agent/{projectId}/job': {
     /**
      * Create agent job
-     * @description Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's) and the ref to start from (else the project's). With an Idempotency-Key, a retry gets the first response instead of a second job.
+     * @description Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's), the ref to start from (else the project's) and the mode (code, the default; ask: an answer, read-only; plan: a plan that waits for approval). With an Idempotency-Key, a retry gets the first response instead of a second job.
      */
     post: {
       parameters: {
@@ -243,6 +243,11 @@ export interface paths {
             model?: string;
             /** @description The branch, tag or commit to start from; else the project's ref. One that does not exist fails the job when its turn starts. */
             baseRef?: string;
+            /**
+             * @description What the turn may do: code (the default: change the repository, commit, push, open the pull request), ask (read-only: the answer is the turn's summary; nothing is committed or pushed), plan (read-only: the plan is the summary, and the job waits for approval).
+             * @enum {string}
+             */
+            mode?: 'code' | 'ask' | 'plan';
           };
         };
       };
@@ -319,7 +324,7 @@ export interface paths {
   '/v2/agent/{projectId}/job/{id}/message': {
     /**
      * Send follow-up message
-     * @description Queues a follow-up prompt on the same job, branch and pull request. A job that is active runs it after the current turn; a completed or failed job becomes active again. With an Idempotency-Key, a retry gets the first response instead of a second turn.
+     * @description Queues a follow-up prompt on the same job, branch and pull request. A job that is active runs it after the current turn; a completed or failed job becomes active again. `mode` says what the turn may do (code, ask, plan); after a plan, the prompt `approve` or any code turn carries the plan out. With an Idempotency-Key, a retry gets the first response instead of a second turn.
      */
     post: {
       parameters: {
@@ -337,8 +342,13 @@ export interface paths {
       requestBody: {
         content: {
           'application/json': {
-            /** @description The instruction for the agent: 1 to 100000 characters, not only spaces. */
+            /** @description The instruction for the agent: 1 to 100000 characters, not only spaces. `approve` (any case) after a plan carries the plan out. */
             prompt: string;
+            /**
+             * @description What the turn may do: code (the default: change the repository, commit, push, open the pull request), ask (read-only: the answer is the turn's summary; nothing is committed or pushed), plan (read-only: the plan is the summary, and the job waits for approval).
+             * @enum {string}
+             */
+            mode?: 'code' | 'ask' | 'plan';
           };
         };
       };
@@ -631,6 +641,8 @@ export interface paths {
                     type: 'turn.started';
                     data: {
                       attempt: number;
+                      /** @enum {string} */
+                      mode?: 'code' | 'ask' | 'plan';
                       /** @description The forge comment or label that asked for the turn. */
                       trigger?: {
                         forge: string;
@@ -3971,7 +3983,7 @@ export interface webhooks {
   'turn.started': {
     /**
      * turn.started
-     * @description A worker started the turn; `attempt` counts from 1, and `trigger` names a forge's request. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     * @description A worker started the turn; `attempt` counts from 1, `mode` is what the turn may do (absent on turns before modes: code), and `trigger` names a forge's request. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
      */
     post: {
       requestBody: {
@@ -3987,7 +3999,7 @@ export interface webhooks {
             data: {
               projectId: string;
               jobId: string;
-              /** @description A worker started the turn; `attempt` counts from 1, and `trigger` names a forge's request. */
+              /** @description A worker started the turn; `attempt` counts from 1, `mode` is what the turn may do (absent on turns before modes: code), and `trigger` names a forge's request. */
               event: {
                 /** @description Increases with every event of the job. */
                 seq: number;
@@ -3997,6 +4009,8 @@ export interface webhooks {
                 type: 'turn.started';
                 data: {
                   attempt: number;
+                  /** @enum {string} */
+                  mode?: 'code' | 'ask' | 'plan';
                   /** @description The forge comment or label that asked for the turn. */
                   trigger?: {
                     forge: string;
@@ -4706,6 +4720,15 @@ export interface components {
          */
         observedAt: string;
       } | null;
+      /**
+       * @description The mode of the last turn: code (changes the repository and opens the pull request), ask (answers, read-only) or plan (writes a plan, read-only, and waits for approval).
+       * @enum {string}
+       */
+      mode?: 'code' | 'ask' | 'plan';
+      /** @description The last finished turn's summary: what a code turn did, an ask turn's answer, a plan turn's plan; null before a turn finished. */
+      summary?: string | null;
+      /** @description The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch. */
+      awaitingApproval?: boolean;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {

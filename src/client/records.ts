@@ -10,6 +10,8 @@ type RequestJson<T> = T extends { requestBody?: infer R } ? JsonBody<NonNullable
 /** The agent job record. */
 export type Job = components['schemas']['AgentJob'];
 export type JobStatus = Job['status'];
+/** What a turn may do: code (the default), ask (an answer, read-only), plan (awaits approval). */
+export type JobMode = NonNullable<CreateJobInput['mode']>;
 /** A page of a job's progress log. */
 export type JobEventPage = JsonBody<
   paths['/v2/agent/{projectId}/job/{id}/events']['get']['responses'][200]

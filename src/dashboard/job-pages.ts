@@ -6,7 +6,7 @@ import type { MonthUsage } from '../jobs/spend.ts';
 import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
 import { actorRef } from '../records/actor.ts';
-import { JOB_STATUSES, type JobRecord } from '../records/job.ts';
+import { JOB_MODES, JOB_STATUSES, type JobMode, type JobRecord } from '../records/job.ts';
 import type { ProjectRecord } from '../records/project.ts';
 import { formatUsd, prLine, usageLine } from '../words.ts';
 import { html, SafeHtml } from './html.ts';
@@ -61,7 +61,12 @@ export function jobsPage(
     nextCursor: string | null;
     now: number;
   },
-  form: { prompt?: string | undefined; error?: string | undefined; created?: string | undefined },
+  form: {
+    prompt?: string | undefined;
+    mode?: string | undefined;
+    error?: string | undefined;
+    created?: string | undefined;
+  },
 ): string {
   const filter = html`<form method="get" action="/projects/${project.id}/jobs" class="filter">
   <label for="status">Status</label>
@@ -102,6 +107,7 @@ ${notice(form.error)}
 <form method="post" action="/projects/${project.id}/jobs" class="card">
   <label for="prompt">Prompt</label>
   <textarea id="prompt" name="prompt" rows="5" required>${form.prompt ?? ''}</textarea>
+  ${modeField(form.mode)}
   <button type="submit">Create job</button>
 </form></section>`,
   );
@@ -120,6 +126,17 @@ export interface TurnView {
   finishedAt: string | null;
   /** Who sent the prompt, as the page shows it. */
   sentBy: SafeHtml;
+  /** What the turn could do (docs/modes.md). */
+  mode: JobMode;
+}
+
+/** The mode picker of the create and follow-up forms; code first, the default. */
+function modeField(chosen: string | undefined): SafeHtml {
+  return html`<label for="mode">Mode</label>
+  <select id="mode" name="mode" aria-describedby="mode-help">
+    ${JOB_MODES.map((m) => html`<option value="${m}" ${(chosen ?? 'code') === m ? html`selected` : ''}>${m}</option>`)}
+  </select>
+  <p class="muted" id="mode-help">code: change the repository and open a pull request; ask: an answer, nothing changed; plan: a plan that waits for your approval.</p>`;
 }
 
 export interface EventView {
@@ -187,6 +204,7 @@ export function jobPage(
     /** Who created the job, as the page shows it. */
     createdBy: SafeHtml;
     prompt?: string | undefined;
+    mode?: string | undefined;
     error?: string | undefined;
   },
 ): string {
@@ -203,6 +221,7 @@ export function jobPage(
   <dt>Base ref</dt><dd class="mono">${job.source.baseRef}</dd>
   <dt>Branch</dt><dd class="mono">${job.branch}</dd>
   <dt>Model</dt><dd class="mono">${job.model}</dd>
+  <dt>Mode</dt><dd><span class="badge" id="job-mode">${job.mode ?? 'code'}</span>${job.awaitingApproval ? html` <strong id="job-awaiting">awaiting approval</strong>` : ''}</dd>
   <dt>Pull request</dt><dd class="wrap">${externalLink(job.prLink)}</dd>
   ${job.pr ? html`<dt>Pull request status</dt><dd class="wrap" id="job-pr">${prFacts(job.pr)}</dd>` : ''}
   ${job.origin ? html`<dt>Issue</dt><dd class="wrap">#${job.origin.number} ${job.origin.title} ${externalLink(job.origin.url)}</dd>` : ''}
@@ -214,7 +233,7 @@ export function jobPage(
 <h2>Turns</h2>
 ${detail.turns.map(
   (turn) => html`<section class="card turn" aria-label="Turn ${turn.seq}">
-  <h3>Turn ${turn.seq} <span class="badge">${turn.state}</span></h3>
+  <h3>Turn ${turn.seq} <span class="badge">${turn.state}</span>${turn.mode !== 'code' ? html` <span class="badge">${turn.mode}</span>` : ''}</h3>
   <pre class="prompt">${turn.prompt}</pre>
   ${turn.summaryHtml !== undefined ? html`<div class="summary">${new SafeHtml(turn.summaryHtml)}</div>` : ''}
   ${turn.error ? notice(turn.error) : ''}
@@ -235,9 +254,19 @@ ${
     ? ''
     : html`<section aria-labelledby="follow-up"><h2 id="follow-up">Follow-up</h2>
 ${notice(detail.error)}
+${
+  job.awaitingApproval && job.status === 'completed'
+    ? html`<form method="post" action="${base}/message" class="card" id="approve-plan">
+  <p>The last turn wrote a plan. Approving it runs a turn that carries it out on this branch.</p>
+  <input type="hidden" name="prompt" value="approve">
+  <button type="submit">Approve the plan</button>
+</form>`
+    : ''
+}
 <form method="post" action="${base}/message" class="card">
   <label for="prompt">Prompt</label>
   <textarea id="prompt" name="prompt" rows="4" required>${detail.prompt ?? ''}</textarea>
+  ${modeField(detail.mode)}
   <button type="submit">Send follow-up</button>
 </form>
 <p><a href="${base}/archive">Archive this job…</a></p></section>`

@@ -84,6 +84,12 @@ async function spentThisMonth(ctx: AppContext, projectId: string): Promise<Month
   return month;
 }
 
+/** The form's mode: absent (the approve button sends none) or empty is code. */
+function formMode(form: Form | undefined): string | undefined {
+  const mode = form?.mode;
+  return mode === undefined || mode === '' ? undefined : mode;
+}
+
 /** A job's page: its turns, its first events and its review diff. */
 async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
   const job = toJobRecord(await getJob(ctx, projectId, jobId));
@@ -105,6 +111,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
       startedAt: turn.started_at?.toISOString() ?? null,
       finishedAt: turn.finished_at?.toISOString() ?? null,
       sentBy: actorLabel(turn.sent_by, names),
+      mode: turn.mode,
     })),
     events: events.map((event) => eventView(toEventRecord(event))),
     diffHtml: review
@@ -140,8 +147,9 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
     async (request, reply) => {
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       const prompt = request.body?.prompt ?? '';
+      const mode = formMode(request.body);
       try {
-        const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt });
+        const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt, mode });
         const { job } = await createJob(ctx, row, { ...body, by: whoOf(request, principal) });
         return reply.redirect(`/projects/${row.id}/jobs?created=${job.id}`, 303);
       } catch (err) {
@@ -154,7 +162,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
             toProjectRecord(ctx, row),
             await spentThisMonth(ctx, row.id),
             await jobList(ctx, row.id, {}),
-            { prompt, error: err.message },
+            { prompt, mode, error: err.message },
           ),
         );
       }
@@ -183,10 +191,12 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
     async (request, reply) => {
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       const prompt = request.body?.prompt ?? '';
+      const mode = formMode(request.body);
       try {
-        const body = parse(promptBody(ctx.config.maxPromptChars), { prompt });
+        const body = parse(promptBody(ctx.config.maxPromptChars), { prompt, mode });
         await sendMessage(ctx, row, request.params.jobId, body.prompt, {
           by: whoOf(request, principal),
+          mode: body.mode,
         });
         return reply.redirect(`/projects/${row.id}/jobs/${request.params.jobId}`, 303);
       } catch (err) {
@@ -198,6 +208,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
           jobPage(principal, toProjectRecord(ctx, row), detail.job, {
             ...detail,
             prompt,
+            mode,
             error: err.message,
           }),
         );

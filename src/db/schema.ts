@@ -97,6 +97,12 @@ interface JobsTable {
   created_by: ColumnType<Actor | null, string | null | undefined, string | null>;
   /** What the forge last said of its pull request (a PrRecord, src/records/pr.ts); null before. */
   pr: ColumnType<StoredPr | null, string | null | undefined, string | null>;
+  /** The mode of its last turn (migration 0030). */
+  mode: ColumnType<TurnMode, TurnMode | undefined, TurnMode>;
+  /** The summary of its last finished turn: an ask turn's answer, a plan turn's plan. */
+  summary: string | null;
+  /** Its last turn was a plan that finished and no turn came after it. */
+  awaiting_approval: Generated<boolean>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
@@ -139,6 +145,8 @@ interface TurnsTable {
   sent_by: ColumnType<Actor | null, string | null | undefined, string | null>;
   /** Why Errand queued the turn itself (the pull request watch); null for a turn someone asked. */
   purpose: ColumnType<TurnPurpose | null, TurnPurpose | null | undefined, TurnPurpose | null>;
+  /** What the turn may do (migration 0030): change the repository, answer, or plan. */
+  mode: ColumnType<TurnMode, TurnMode | undefined, TurnMode>;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
@@ -185,6 +193,9 @@ export interface StoredPr {
 
 /** Why the pull request watch queued a turn: its checks failed, or it conflicts with its base. */
 export type TurnPurpose = 'autofix' | 'conflict';
+
+/** A turn's mode (src/records/job.ts's JOB_MODES, docs/modes.md). */
+export type TurnMode = 'code' | 'ask' | 'plan';
 
 /** The pull request watch's own state of a job (migration 0029, src/features/pr-watch/). */
 interface PrWatchesTable {

@@ -21,6 +21,12 @@ import {
  */
 export const CLAUDE_CODE_REMOVED_TOOLS = ['WebFetch', 'WebSearch', 'CronCreate', 'ScheduleWakeup'];
 
+/**
+ * Taken away too in an ask or a plan turn (docs/modes.md): every tool that writes a file, and
+ * Bash, which could. Read, Glob and Grep remain.
+ */
+export const CLAUDE_CODE_WRITING_TOOLS = ['Edit', 'MultiEdit', 'Write', 'NotebookEdit', 'Bash'];
+
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
   invocation(setup) {
@@ -38,7 +44,9 @@ export const claudeCode: EngineDefinition = {
         '--permission-mode',
         'bypassPermissions',
         '--disallowedTools',
-        CLAUDE_CODE_REMOVED_TOOLS.join(','),
+        [...CLAUDE_CODE_REMOVED_TOOLS, ...(setup.readOnly ? CLAUDE_CODE_WRITING_TOOLS : [])].join(
+          ',',
+        ),
         ...(setup.resume ? ['--resume', setup.resume] : []),
       ],
       // With no prompt argument, print mode reads it from standard input.

@@ -18,6 +18,8 @@ interface EngineSetup {
   /** The model proxy's origin inside the sandbox (`http://127.0.0.1:<port>`), no path. */
   proxyOrigin: string;
   prompt: string;
+  /** An ask or a plan turn: the engine is offered no tool that writes or runs commands. */
+  readOnly?: boolean | undefined;
   /** The engine's session to continue, when the state directory still holds it. */
   resume: string | undefined;
   /** A short title for the session (engines that would ask the model for one). */

@@ -48,6 +48,17 @@ export const OPENCODE_PERMISSIONS: Readonly<Record<string, 'allow' | 'deny'>> = 
   plan_exit: 'deny',
 };
 
+/**
+ * An ask or a plan turn's permissions (docs/modes.md): OpenCode's `edit` covers every tool that
+ * writes a file (write, edit, patch), and `bash` is denied since a command could write; the
+ * model is not offered them.
+ */
+export const OPENCODE_READ_ONLY: Readonly<Record<string, 'allow' | 'deny'>> = {
+  ...OPENCODE_PERMISSIONS,
+  edit: 'deny',
+  bash: 'deny',
+};
+
 /** The AI SDK provider package OpenCode loads for each of Errand's providers. */
 const PROVIDER_PACKAGES: Readonly<Record<string, string>> = {
   anthropic: '@ai-sdk/anthropic',
@@ -80,7 +91,7 @@ export const opencode: EngineDefinition = {
       share: 'disabled',
       model: `errand/${setup.model.id}`,
       small_model: `errand/${setup.model.id}`,
-      permission: OPENCODE_PERMISSIONS,
+      permission: setup.readOnly ? OPENCODE_READ_ONLY : OPENCODE_PERMISSIONS,
       provider: {
         errand: {
           npm: PROVIDER_PACKAGES[setup.model.provider],

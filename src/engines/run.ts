@@ -96,6 +96,13 @@ export interface EngineTurnInput {
   /** The server's model settings: the proxy's upstream and key. */
   models: ModelSettings;
   prompt: string;
+  /** The user's own prompt, for the session's title; else the prompt. */
+  title?: string | undefined;
+  /**
+   * An ask or a plan turn (docs/modes.md): the engine gets its own read-only settings. Codex,
+   * which has none that hold in Errand's sandbox, is refused such a turn before it starts.
+   */
+  readOnly?: boolean | undefined;
   /** The job's earlier turns: the context of a turn that cannot resume the engine's session. */
   earlier: readonly EarlierTurn[];
   /** The project's sandbox limits; the wall time is the turn's. */
@@ -225,8 +232,9 @@ async function prepare(
     model,
     proxyOrigin: `http://127.0.0.1:${PROXY_PORT}`,
     prompt,
+    readOnly: input.readOnly === true,
     resume,
-    title: oneLine(input.prompt, 60),
+    title: oneLine(input.title ?? input.prompt, 60),
   });
   return { home, resume, invocation };
 }

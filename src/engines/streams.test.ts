@@ -2,10 +2,10 @@
 // prints them (taken from runs of the pinned versions; test/engines/ runs the real CLIs).
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { claudeCode } from './claude-code.ts';
+import { CLAUDE_CODE_REMOVED_TOOLS, CLAUDE_CODE_WRITING_TOOLS, claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
 import type { EngineDefinition, EngineEvent } from './engine.ts';
-import { opencode } from './opencode.ts';
+import { OPENCODE_PERMISSIONS, OPENCODE_READ_ONLY, opencode } from './opencode.ts';
 
 const setup = {
   bin: '/engines/x/bin',
@@ -91,6 +91,27 @@ describe('engine command lines', () => {
     assert.equal(config.provider.errand.npm, '@ai-sdk/anthropic');
     assert.equal(config.provider.errand.options.baseURL, 'http://127.0.0.1:8787/v1');
     assert.equal(config.model, 'errand/c');
+  });
+
+  it('claude code: an ask or plan turn is offered no tool that writes or runs a command', () => {
+    const removed = (readOnly: boolean) => {
+      const { argv } = claudeCode.invocation({ ...setup, readOnly });
+      return argv[argv.indexOf('--disallowedTools') + 1]?.split(',') ?? [];
+    };
+    assert.deepEqual(removed(false), CLAUDE_CODE_REMOVED_TOOLS);
+    assert.deepEqual(removed(true), [...CLAUDE_CODE_REMOVED_TOOLS, ...CLAUDE_CODE_WRITING_TOOLS]);
+    for (const tool of ['Edit', 'Write', 'Bash']) assert.ok(removed(true).includes(tool));
+  });
+
+  it('opencode: an ask or plan turn denies edit and bash, and allows the rest as a code turn', () => {
+    const permission = (readOnly: boolean) =>
+      JSON.parse(opencode.invocation({ ...setup, readOnly }).env.OPENCODE_CONFIG_CONTENT ?? '{}')
+        .permission;
+    assert.deepEqual(permission(false), OPENCODE_PERMISSIONS);
+    assert.deepEqual(permission(true), OPENCODE_READ_ONLY);
+    assert.equal(permission(true).edit, 'deny');
+    assert.equal(permission(true).bash, 'deny');
+    assert.equal(permission(true).read, 'allow');
   });
 
   it('opencode: a title that starts with a dash stays the title', () => {

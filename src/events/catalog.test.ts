@@ -63,6 +63,8 @@ const CASES: Case[] = [
   ['job.archived', { job: job('archived') }, 'archived'],
   ['turn.accepted', {}, 'queued'],
   ['turn.started', { attempt: 1 }, 'turn 1'],
+  ['turn.started', { attempt: 1, mode: 'code' }, 'turn 1'],
+  ['turn.started', { attempt: 2, mode: 'plan' }, 'turn 1, plan mode, attempt 2'],
   [
     'turn.retrying',
     { error: 'HTTP 529', attempt: 1, retryInSeconds: 30 },

@@ -6,6 +6,7 @@
 // its facts: what is stored is data, so the words of old events change with the catalog's.
 // How a type is declared, and the pieces declarations share, are in declare.ts.
 import { z } from 'zod';
+import { JOB_MODES } from '../records/job.ts';
 import { formatMs } from '../words.ts';
 import {
   commandEnd,
@@ -48,13 +49,18 @@ export const EVENTS = {
   'turn.started': declare({
     kind: 'transition',
     description:
-      "A worker started the turn; `attempt` counts from 1, and `trigger` names a forge's request.",
-    data: payload({ attempt: z.number().int().min(1), trigger: trigger.optional() }),
+      "A worker started the turn; `attempt` counts from 1, `mode` is what the turn may do (absent on turns before modes: code), and `trigger` names a forge's request.",
+    data: payload({
+      attempt: z.number().int().min(1),
+      mode: z.enum(JOB_MODES).optional(),
+      trigger: trigger.optional(),
+    }),
     words: (d, turn) => {
       const t = d.trigger;
       const how = t?.kind === 'label' ? 'with a label' : `in a ${t?.kind || 'comment'}`;
       const parts = [
         turn !== undefined ? `turn ${turn}` : undefined,
+        d.mode && d.mode !== 'code' ? `${d.mode} mode` : undefined,
         d.attempt > 1 ? `attempt ${d.attempt}` : undefined,
         t?.author ? `asked by @${t.author} ${how} on ${t.forge || 'the forge'}` : undefined,
       ];

@@ -1,11 +1,11 @@
 // A prompt accepted as a turn of a job: the turn row and its queue entry, written in the
 // transaction that accepts it (a job's create, create.ts, or a follow-up, service.ts), and the
 // transition that announces it.
-import type { Actor, ProjectRow, TurnPurpose, TurnTrigger } from '../db/schema.ts';
+import type { Actor, ProjectRow, TurnMode, TurnPurpose, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
-import { engineModelRefusal } from '../projects/engine.ts';
+import { engineModelRefusal, engineModeRefusal } from '../projects/engine.ts';
 import type { RateLimitState } from '../ratelimit/ratelimit.ts';
 import type { JobsContext } from './context.ts';
 import { type JobView, toJobRecord } from './record.ts';
@@ -55,6 +55,16 @@ export function checkModel(ctx: JobsContext, project: ProjectRow, model: string)
     );
 }
 
+/** Refuses a mode the project's engine cannot hold (docs/modes.md). */
+export function checkMode(project: ProjectRow, mode: TurnMode): void {
+  const refusal = engineModeRefusal(project.engine, mode);
+  if (refusal !== undefined)
+    throw new AppError(
+      'bad_request',
+      `${refusal} (project ${project.id}): use mode "code", or the errand, claude-code or opencode engine`,
+    );
+}
+
 /** A prompt accepted as a turn of a job. */
 export interface NewTurn {
   jobId: string;
@@ -65,6 +75,8 @@ export interface NewTurn {
   sentBy: Actor | null;
   /** Why Errand queued it itself; absent or null for a prompt someone sent. */
   purpose?: TurnPurpose | null;
+  /** What the turn may do; absent: `code`. */
+  mode?: TurnMode | undefined;
 }
 
 /**
@@ -85,7 +97,7 @@ export async function acceptTurns(
   await trx
     .insertInto('turns')
     .values(
-      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose }, i) => ({
+      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose, mode }, i) => ({
         job_id: jobId,
         seq,
         prompt,
@@ -94,6 +106,7 @@ export async function acceptTurns(
         trigger: trigger ? JSON.stringify(trigger) : null,
         sent_by: sentBy ? JSON.stringify(sentBy) : null,
         purpose: purpose ?? null,
+        mode: mode ?? 'code',
       })),
     )
     .execute();

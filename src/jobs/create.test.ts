@@ -27,6 +27,7 @@ describe('creating jobs', () => {
       ref: 'main',
       model: 'anthropic:claude-sonnet-4-5',
       prompt: `together ${i}`,
+      mode: 'code' as const,
       monthlyBudgetUsd: null,
     });
     /** The transaction that wrote each job (its row version's xmin). */
@@ -131,6 +132,7 @@ describe('creating jobs', () => {
       ref: 'main',
       model: 'anthropic:claude-sonnet-4-5',
       prompt: `budgeted ${i}`,
+      mode: 'code' as const,
       monthlyBudgetUsd: p.monthly_budget_usd,
     });
     const jobs = [newJob(0, project), newJob(1, spentProject), newJob(2, project)];

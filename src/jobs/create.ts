@@ -6,13 +6,13 @@
 import { sql } from 'kysely';
 import type { Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
-import type { JobOrigin, ProjectRow, TurnTrigger } from '../db/schema.ts';
+import type { JobOrigin, ProjectRow, TurnMode, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { newId } from '../ids.ts';
 import { countUses, RateLimitedError } from '../ratelimit/ratelimit.ts';
 import type { AuditRecord } from '../records/audit.ts';
-import { type Accepted, accepted, checkModel, type Replayed, stored } from './accept.ts';
+import { type Accepted, accepted, checkMode, checkModel, type Replayed, stored } from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import { BudgetExhaustedError, type SpentMonth, spentMonthRefusal, spentMonths } from './spend.ts';
@@ -23,6 +23,8 @@ export interface NewJob {
   prompt: string;
   model?: string | undefined;
   baseRef?: string | undefined;
+  /** What its first turn may do (docs/modes.md); absent: `code`. */
+  mode?: TurnMode | undefined;
   /** The forge issue the job is made from (src/features/forge-intake/). */
   origin?: JobOrigin | undefined;
   /** The forge event that asked for it. */
@@ -42,6 +44,7 @@ export interface NewJobRow {
   ref: string;
   model: string;
   prompt: string;
+  mode: TurnMode;
   /** The project's monthly budget as the request found it; null: none. */
   monthlyBudgetUsd: number | null;
   /** The forge issue the job comes from, for jobs made from one. */
@@ -67,12 +70,13 @@ export function createJob(
 export async function createJob(
   ctx: JobsContext,
   project: ProjectRow,
-  { prompt, model: asked, baseRef, origin, trigger, by }: NewJob,
+  { prompt, model: asked, baseRef, mode = 'code', origin, trigger, by }: NewJob,
   idempotency?: IdempotentRequest,
 ): Promise<Accepted | Replayed> {
   // The model a new job runs on: the one asked for, else the project's, else the server's. One
   // that cannot be used is refused here, with what to set, rather than failing the job later.
   const model = asked ?? project.model ?? ctx.models.defaultId;
+  checkMode(project, mode);
   checkModel(ctx, project, model);
   const row: NewJobRow = {
     id: newId('job'),
@@ -81,6 +85,7 @@ export async function createJob(
     ref: baseRef ?? project.ref,
     model,
     prompt,
+    mode,
     monthlyBudgetUsd: project.monthly_budget_usd,
     origin,
     trigger,
@@ -251,20 +256,20 @@ async function writeJobs(
           ${column((j) => (j.trigger ? JSON.stringify(j.trigger) : null))}::jsonb[],
           ${column((j) => (j.by?.actor ? JSON.stringify(j.by.actor) : null))}::jsonb[],
           ${column((j) => j.by?.address ?? null)}::text[],
-          ${column((j) => j.by?.requestId ?? null)}::text[])
+          ${column((j) => j.by?.requestId ?? null)}::text[], ${column((j) => j.mode)}::text[])
         WITH ORDINALITY AS i(id, project_id, repository, ref, model, origin, prompt, queue_id,
-          trigger, created_by, address, request_id, n)
+          trigger, created_by, address, request_id, mode, n)
       WHERE (SELECT ok FROM accepted)
     ), job AS (
       INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin,
-        created_by)
+        created_by, mode)
       SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1, origin,
-        created_by
+        created_by, mode
       FROM input ORDER BY n
       RETURNING ${sql.join(JOB_VIEW_COLUMNS.map((c) => sql.ref(c)))}
     ), turn AS (
-      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by)
-      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by FROM input ORDER BY n
+      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by, mode)
+      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by, mode FROM input ORDER BY n
     ), audit AS (
       -- Each job's row of the audit log, in this statement: a round trip less per batch.
       INSERT INTO audit_log (actor, address, action, target_kind, target_id, outcome, request_id,

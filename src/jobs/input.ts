@@ -3,6 +3,7 @@
 // forms alike, so both refuse with the same codes and words.
 import { z } from 'zod';
 import { isValidModelId, isValidRef } from '../projects/repository.ts';
+import { JOB_MODES } from '../records/job.ts';
 import { refusedAs } from '../validation.ts';
 
 /** The prompt of create and message. */
@@ -22,6 +23,19 @@ function promptField(maxChars: number) {
     .describe(`The instruction for the agent: 1 to ${maxChars} characters, not only spaces.`);
 }
 
+/** The mode of create and message (docs/modes.md). */
+const modeField = z
+  .enum(JOB_MODES, { error: `"mode" must be one of ${JOB_MODES.join(', ')}` })
+  .optional()
+  .describe(
+    "What the turn may do: code (the default: change the repository, commit, push, open the pull request), ask (read-only: the answer is the turn's summary; nothing is committed or pushed), plan (read-only: the plan is the summary, and the job waits for approval).",
+  );
+
+/** A follow-up's prompt that approves the plan before it: `approve`, any case, spaces around. */
+export function isApproval(prompt: string): boolean {
+  return prompt.trim().toLowerCase() === 'approve';
+}
+
 const bodyType = {
   error: (issue: z.core.$ZodRawIssue) =>
     issue.code === 'invalid_type'
@@ -29,10 +43,18 @@ const bodyType = {
       : undefined,
 };
 
-/** The body of a follow-up message: one prompt, nothing else. */
+/** The body of a follow-up message: its prompt, and its mode. */
 export function promptBody(maxChars: number) {
   return refusedAs(
-    z.strictObject({ prompt: promptField(maxChars) }, bodyType),
+    z.strictObject(
+      {
+        prompt: promptField(maxChars).describe(
+          `The instruction for the agent: 1 to ${maxChars} characters, not only spaces. \`approve\` (any case) after a plan carries the plan out.`,
+        ),
+        mode: modeField,
+      },
+      bodyType,
+    ),
     'invalid_prompt',
     'prompt',
   );
@@ -63,6 +85,7 @@ export function createJobBody(maxChars: number) {
           .describe(
             "The branch, tag or commit to start from; else the project's ref. One that does not exist fails the job when its turn starts.",
           ),
+        mode: modeField,
       },
       bodyType,
     ),

@@ -77,7 +77,7 @@ describe('job lifecycle', () => {
     // The job was active already: starting its turn is no change of status.
     assert.deepEqual(
       (await takeHeard()).map((h) => [h.transition.type, h.transition.data, h.statusSeen]),
-      [['turn.started', { attempt: 1 }, 'active']],
+      [['turn.started', { attempt: 1, mode: 'code' }, 'active']],
     );
 
     const finished = await finishTurn(ctx, job.id, 1, {
@@ -117,7 +117,7 @@ describe('job lifecycle', () => {
     assert.deepEqual(heardFinish[1]?.transition.data, { job: completedRecord });
     assert.deepEqual(await eventsOf(job.id), [
       { turn: null, type: 'job.created', data: { job: createdRecord } },
-      { turn: 1, type: 'turn.started', data: { attempt: 1 } },
+      { turn: 1, type: 'turn.started', data: { attempt: 1, mode: 'code' } },
       {
         turn: 1,
         type: 'turn.finished',
@@ -223,7 +223,7 @@ describe('job lifecycle', () => {
       (await eventsOf(job.id)).map((e) => [e.type, e.data]),
       [
         ['job.created', { job: toJobRecord(job) }],
-        ['turn.started', { attempt: 1 }],
+        ['turn.started', { attempt: 1, mode: 'code' }],
         ['turn.retrying', data],
         ['turn.failed', { error: ORPHAN_MESSAGE }],
         ['job.failed', { job: failedRecord }],
@@ -467,7 +467,7 @@ describe('job lifecycle', () => {
       (await eventsOf(job.id)).map((e) => [e.type, e.data]),
       [
         ['job.created', { job: toJobRecord(job) }],
-        ['turn.started', { attempt: 1 }],
+        ['turn.started', { attempt: 1, mode: 'code' }],
         ['command.started', { command: 'before', cwd: '.' }],
       ],
     );

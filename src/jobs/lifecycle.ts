@@ -95,7 +95,11 @@ export function startTurn(
       .returningAll()
       .executeTakeFirstOrThrow();
     // A turn a forge event asked for says which one (its URL and author).
-    const data = turn.trigger ? { attempt, trigger: shownTrigger(turn.trigger) } : { attempt };
+    const data = {
+      attempt,
+      mode: turn.mode,
+      ...(turn.trigger ? { trigger: shownTrigger(turn.trigger) } : {}),
+    };
     await record({ type: 'turn.started', jobId, turn: seq, status: 'active', data });
     await recordStatus(scope, status, job);
     return { job, turn };
@@ -133,13 +137,16 @@ export function finishTurn(
       .where('job_id', '=', jobId)
       .where('seq', '=', seq)
       .where('state', '=', 'running')
-      .returning('usage')
+      .returning(['usage', 'mode'])
       .executeTakeFirst();
     if (!done) return false;
     const job = await trx
       .updateTable('jobs')
       .set({
         status: statusAfterTurn(jobId, seq, 'completed'),
+        summary: output.summary,
+        // A plan waits for its approval unless a turn already follows it.
+        awaiting_approval: sql<boolean>`${done.mode === 'plan'} AND NOT EXISTS (SELECT 1 FROM turns WHERE job_id = ${jobId} AND seq > ${seq})`,
         ...(output.prLink ? { pr_link: output.prLink } : {}),
         ...(output.prNumber ? { pr_number: output.prNumber } : {}),
         ...(counted ? { usage: usagePlus('usage', counted) } : {}),

@@ -57,6 +57,7 @@ export type TurnSummary = Pick<
   | 'started_at'
   | 'finished_at'
   | 'sent_by'
+  | 'mode'
 >;
 
 /** The turns of a job, in order. */
@@ -74,6 +75,7 @@ export async function listTurns(ctx: Reader, jobId: string): Promise<TurnSummary
       'started_at',
       'finished_at',
       'sent_by',
+      'mode',
     ])
     .where('job_id', '=', jobId)
     .orderBy('seq')

@@ -27,6 +27,9 @@ export const JOB_VIEW_COLUMNS = [
   'origin',
   'created_by',
   'pr',
+  'mode',
+  'summary',
+  'awaiting_approval',
   'created_at',
   'updated_at',
   'archived_at',
@@ -50,5 +53,8 @@ export function toJobRecord(row: JobView): JobRecord {
     createdBy: row.created_by ?? null,
     updatedAt: row.updated_at.toISOString(),
     pr: row.pr ?? null,
+    mode: row.mode,
+    summary: row.summary,
+    awaitingApproval: row.awaiting_approval,
   };
 }

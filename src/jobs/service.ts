@@ -4,13 +4,20 @@
 // (start, finish, fail a turn) are in lifecycle.ts.
 import { sql } from 'kysely';
 import { audit, type Who } from '../audit/audit.ts';
-import type { JobStatus, ProjectRow, TurnPurpose, TurnTrigger } from '../db/schema.ts';
+import type { JobStatus, ProjectRow, TurnMode, TurnPurpose, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { isId } from '../ids.ts';
 import { consume } from '../ratelimit/ratelimit.ts';
 import type { AuditRecord } from '../records/audit.ts';
-import { type Accepted, acceptTurns, checkModel, type Replayed, stored } from './accept.ts';
+import {
+  type Accepted,
+  acceptTurns,
+  checkMode,
+  checkModel,
+  type Replayed,
+  stored,
+} from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 import { refuseSpentJob, refuseSpentMonths } from './spend.ts';
@@ -32,6 +39,11 @@ export interface FollowUpOptions {
   by?: Who | undefined;
   /** Why Errand queued it itself (the pull request watch, src/features/pr-watch/). */
   purpose?: TurnPurpose | undefined;
+  /**
+   * What the turn may do (docs/modes.md); absent: `code`, which after a plan carries it out, as
+   * a prompt `approve` does.
+   */
+  mode?: TurnMode | undefined;
 }
 
 /** A follow-up of a job: a new turn, queued in the transaction that accepts it. */
@@ -55,9 +67,10 @@ export async function sendMessage(
   project: ProjectRow,
   jobId: string,
   prompt: string,
-  { idempotency, trigger, by, purpose }: FollowUpOptions = {},
+  { idempotency, trigger, by, purpose, mode = 'code' }: FollowUpOptions = {},
 ): Promise<Accepted | Replayed> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
+  checkMode(project, mode);
   const policy = {
     limit: ctx.config.rateLimits.message,
     windowSeconds: ctx.config.rateLimits.windowSeconds,
@@ -87,18 +100,29 @@ export async function sendMessage(
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
     await acceptTurns(ctx, scope, [
-      { jobId, seq, prompt, trigger, sentBy: by?.actor ?? null, purpose: purpose ?? null },
+      { jobId, seq, prompt, trigger, sentBy: by?.actor ?? null, purpose: purpose ?? null, mode },
     ]);
+    // A plan waits no more once anything follows it: a code turn carries it out.
     const job = await trx
       .updateTable('jobs')
-      .set({ status: 'active', turn_count: seq, updated_at: sql`now()` })
+      .set({
+        status: 'active',
+        turn_count: seq,
+        mode,
+        awaiting_approval: false,
+        updated_at: sql`now()`,
+      })
       .where('id', '=', jobId)
       .returning(JOB_VIEW_COLUMNS)
       .executeTakeFirstOrThrow();
     await recordStatus(scope, current.status, job);
     audited = await audit(
       { db: trx, who: by ?? NO_ONE },
-      { action: 'job.message', target: { kind: 'job', id: jobId }, details: { turn: seq } },
+      {
+        action: 'job.message',
+        target: { kind: 'job', id: jobId },
+        details: { turn: seq, ...(mode === 'code' ? {} : { mode }) },
+      },
     );
     if (idempotency) await saveResponse(trx, idempotency, stored(200, job));
     return { job, rateLimit };

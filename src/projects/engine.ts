@@ -2,6 +2,7 @@
 // `errand engine install` puts on the worker (src/engines/catalog.ts says which version and
 // where). What a project may choose and which model providers each one can talk to are said
 // here, below the engines, so that the project service can refuse a choice that cannot work.
+import type { TurnMode } from '../db/schema.ts';
 import type { ENGINE_NAMES } from '../records/project.ts';
 
 /** An engine a project may choose (the list is the project record's, src/records/project.ts). */
@@ -36,6 +37,16 @@ export function engineModelRefusal(
   const allowed = ENGINE_PROVIDERS[engine];
   if (allowed.includes(provider)) return undefined;
   return `engine ${engine} cannot run model '${model}'${whose}: it talks to ${allowed.map((p) => `${p}:`).join(', ')} models only`;
+}
+
+/**
+ * Why `engine` cannot run a turn in `mode` (docs/modes.md), or undefined when it can. Codex
+ * reads and edits through shell commands, and its own sandbox, which alone could make them
+ * read-only, is off inside Errand's: it cannot be held to an ask or a plan turn.
+ */
+export function engineModeRefusal(engine: EngineName, mode: TurnMode): string | undefined {
+  if (mode === 'code' || engine !== 'codex') return undefined;
+  return `mode "${mode}" is not available with the codex engine: Codex cannot be held read-only in Errand's sandbox`;
 }
 
 /** What projects ask of the engines' installs, which live above them (src/engines/catalog.ts). */

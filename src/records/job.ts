@@ -2,7 +2,7 @@
 // OpenAPI component AgentJob and, through the document, the typed client's Job all come from
 // this schema. Every field of the seed interface first, Errand's own after them.
 import { z } from 'zod';
-import type { JobRow } from '../db/schema.ts';
+import type { JobRow, TurnMode } from '../db/schema.ts';
 import { actorRecord } from './actor.ts';
 import { prRecord } from './pr.ts';
 
@@ -12,6 +12,17 @@ export const JOB_STATUSES = Object.freeze(['active', 'completed', 'failed', 'arc
 // The database's column holds the same four (src/db/schema.ts); a status the column has and
 // the list has not fails to compile where a row becomes a record (src/jobs/record.ts).
 JOB_STATUSES satisfies readonly JobRow['status'][];
+
+/**
+ * What a turn may do, the one list (docs/modes.md): `code` changes the repository and opens the
+ * pull request; `ask` answers without changing anything; `plan` writes a plan and waits for
+ * its approval.
+ */
+export const JOB_MODES = Object.freeze(['code', 'ask', 'plan'] as const);
+
+JOB_MODES satisfies readonly TurnMode[];
+
+export type JobMode = (typeof JOB_MODES)[number];
 
 const isoTime = z.iso.datetime();
 
@@ -101,6 +112,25 @@ export const jobRecord = z
       .optional()
       .describe(
         "What the forge last said of the job's pull request (state, head, checks) and what Errand's pull request watch does with it; null before Errand first looked, and on a plain git remote.",
+      ),
+    mode: z
+      .enum(JOB_MODES)
+      .optional()
+      .describe(
+        'The mode of the last turn: code (changes the repository and opens the pull request), ask (answers, read-only) or plan (writes a plan, read-only, and waits for approval).',
+      ),
+    summary: z
+      .string()
+      .nullable()
+      .optional()
+      .describe(
+        "The last finished turn's summary: what a code turn did, an ask turn's answer, a plan turn's plan; null before a turn finished.",
+      ),
+    awaitingApproval: z
+      .boolean()
+      .optional()
+      .describe(
+        'The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch.',
       ),
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });

@@ -7,6 +7,7 @@ import { jobHistory } from '../agent/conversation.ts';
 import { BudgetExceededError, type CostBudget, runAgentTurn } from '../agent/loop.ts';
 import { ModelError } from '../agent/model-errors.ts';
 import type { ModelRegistry } from '../agent/models.ts';
+import { modePrompt, writes } from '../agent/modes.ts';
 import {
   buildSystemPrompt,
   readRepoInstructions,
@@ -31,6 +32,7 @@ import {
 import { readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
+import { engineModeRefusal } from '../projects/engine.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import { commandsNetwork } from '../projects/network.ts';
 import { projectCommandLimits } from '../projects/service.ts';
@@ -184,7 +186,14 @@ export class TurnPipeline implements TurnRunner {
         return { summary, messages, usage: null, ...published };
       }
 
-      const commands = await this.#commands(input, checkout, emit, secrets);
+      // An ask or a plan turn changes nothing: no commands (a command could write), no setup.
+      const mode = turn.mode;
+      // A project whose engine changed since the turn was accepted.
+      const refusal = engineModeRefusal(input.project.engine, mode);
+      if (refusal !== undefined) throw new TurnFailedError(refusal);
+      const commands = writes(mode)
+        ? await this.#commands(input, checkout, emit, secrets)
+        : undefined;
       const agentInput = integration ? withConflicts(input, integration) : input;
       // Everything around the agent is Errand's whichever engine the project runs.
       const result =
@@ -194,6 +203,9 @@ export class TurnPipeline implements TurnRunner {
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
+      // Its answer or its plan is the summary; nothing is committed, pushed or opened, and what
+      // an engine may have left in the checkout goes with the next turn's reset.
+      if (!writes(mode)) return { summary, messages, usage, commitSha: null };
       const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
       if (changed.length === 0 && !integration) {
         await emit('turn.no_changes', {});
@@ -305,7 +317,7 @@ export class TurnPipeline implements TurnRunner {
     const { config } = this.#deps;
     const { metrics } = this.#deps;
     const repoInstructions = await readRepoInstructions(dir);
-    const tools = createRepoTools({ root: dir, signal });
+    const tools = createRepoTools({ root: dir, signal }, { readOnly: !writes(turn.mode) });
     if (commands) {
       tools[RUN_COMMAND] = createRunCommandTool({
         root: dir,
@@ -329,7 +341,7 @@ export class TurnPipeline implements TurnRunner {
         commands: commands !== undefined,
       }),
       history: jobHistory(input.earlier),
-      prompt: turn.prompt,
+      prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
       note: commands?.setup ? setupNote(commands.setup) : undefined,
       tools,
       budgets: {
@@ -388,13 +400,16 @@ export class TurnPipeline implements TurnRunner {
         `engine ${name} runs only in the sandbox, which is unavailable here: ${status.reason}; ${status.howToFix}`,
       );
     }
+    const prompt = modePrompt(turn.mode, turn.prompt, input.earlier.length > 0);
     const result = await runEngineTurn({
       engine,
+      readOnly: !writes(turn.mode),
       checkout: dir,
       stateDir: engineStateDir(this.#workspace, job.id),
       model: job.model,
       models: config.models,
-      prompt: turn.prompt,
+      prompt,
+      title: turn.prompt,
       earlier: input.earlier,
       limits: engineLimits(projectCommandLimits(project), config.turn.timeoutSeconds),
       signal,
@@ -418,7 +433,7 @@ export class TurnPipeline implements TurnRunner {
       summary: result.summary,
       usage: result.usage,
       turnMessages: [
-        { role: 'user', content: turn.prompt },
+        { role: 'user', content: prompt },
         { role: 'assistant', content: result.summary },
       ],
     };

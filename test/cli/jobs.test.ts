@@ -34,7 +34,8 @@ const SPENT = {
 const gates = new Map<string, () => void>();
 
 /**
- * pr: a tool call, a commit and a pull request; complete: done, nothing changed; spend: one
+ * pr: a tool call, a commit and a pull request; complete: done, nothing changed; plan: a plan
+ * (whatever the turn's mode); approve: the plan carried out; spend: one
  * model step whose tokens count; fail: a
  * failure retrying cannot fix; hold: works until archived; gate NAME: waits for the test.
  */
@@ -68,6 +69,8 @@ function runner(): RecordingRunner {
       return { summary: 'Greet the world', prLink: PR, prNumber: 7, commitSha: SHA };
     }
     if (word === 'complete') return { summary: 'nothing to do' };
+    if (word === 'plan') return { summary: 'Plan: 1. change README.md.' };
+    if (word === 'approve') return { summary: 'carried out' };
     if (word === 'spend') {
       await input.emit('model.step', { step: 1, usage: { ...SPENT, costUsd: null } });
       return { summary: 'spent some', usage: SPENT };
@@ -560,11 +563,52 @@ describe('errand job', () => {
     await misused(['job'], /missing the subcommand/, /^Usage: errand job <subcommand>/);
   });
 
+  test('create --mode plan --wait prints the plan; job approve carries it out; a bad mode is a usage error', async () => {
+    const run = ok(
+      await cli(['job', 'create', '--project', projectId, 'plan it', '--mode', 'plan', '--wait']),
+    );
+    const jobId = /created job (job_\w+)/.exec(run.stdout)?.[1] ?? '';
+    assert.ok(run.stdout.includes('Plan: 1. change README.md.'), run.stdout);
+    assert.ok(run.stdout.includes(`approve it: errand job approve ${jobId}`), run.stdout);
+    const planned = await json(['job', 'get', jobId, '--project', projectId]);
+    assert.equal(planned.mode, 'plan');
+    assert.equal(planned.awaitingApproval, true);
+    assert.equal(planned.summary, 'Plan: 1. change README.md.');
+    const shown = ok(await cli(['job', 'get', jobId, '--project', projectId])).stdout;
+    assert.match(shown, /mode: {5}plan/);
+    assert.match(shown, /awaiting approval: errand job approve/);
+
+    const approved = ok(await cli(['job', 'approve', jobId, '--project', projectId, '--wait']));
+    assert.match(approved.stdout, new RegExp(`^approved the plan of job ${jobId} `));
+    const done = await json(['job', 'get', jobId, '--project', projectId]);
+    assert.equal(done.awaitingApproval, false);
+    assert.equal(done.mode, 'code');
+    assert.equal(done.turns, 2);
+    assert.equal(done.summary, 'carried out');
+
+    const asked = await json([
+      'job',
+      'message',
+      jobId,
+      'complete, just answer',
+      '--mode',
+      'ask',
+      '--project',
+      projectId,
+    ]);
+    assert.equal(asked.mode, 'ask');
+    await misused(
+      ['job', 'create', '--project', projectId, 'x', '--mode', 'yolo'],
+      /--mode/,
+      /^Usage: errand job create/,
+    );
+  });
+
   test('--version, help COMMAND and COMMAND --help', async () => {
     const { version } = JSON.parse(await readFile(PACKAGE, 'utf8')) as { version: string };
     assert.equal(ok(await cli(['--version'])).stdout, `${version}\n`);
     const job = ok(await cli(['help', 'job'])).stdout;
-    for (const sub of ['create', 'message', 'get', 'list', 'watch', 'events', 'archive'])
+    for (const sub of ['create', 'message', 'approve', 'get', 'list', 'watch', 'events', 'archive'])
       assert.match(job, new RegExp(`\\n {2}job ${sub} `));
     assert.match(job, /Exit codes: 0 .* 1 .*\n2 a usage error, 3 the job was archived/);
     const create = ok(await cli(['help', 'job', 'create'])).stdout;

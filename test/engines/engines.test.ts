@@ -859,5 +859,51 @@ for (const c of CASES) {
         await monthly.close();
       }
     });
+
+    test('modes: an ask turn is offered no writing tool and changes nothing; a plan waits for approve, which carries it out (docs/modes.md)', async () => {
+      const create = (mode: string) =>
+        svc.request('POST', `/v2/agent/${projectId}/job`, {
+          body: { prompt: 'What is in this repository?', mode },
+        });
+      if (c.engine === 'codex') {
+        for (const mode of ['ask', 'plan']) {
+          const refused = await create(mode);
+          assert.equal(refused.status, 400, refused.text);
+          assert.match(refused.json.error ?? '', /not available with the codex engine/);
+        }
+        return;
+      }
+      const branches = () => git(bare, 'for-each-ref', '--format=%(refname)', 'refs/heads/');
+      const before = branches();
+      llm.script(reply('An empty repository with one commit.'));
+      const asked = await create('ask');
+      assert.equal(asked.status, 201, asked.text);
+      const askId = asked.json.id as string;
+      const answered = await until(askId, 'completed');
+      assert.equal(answered.summary, 'An empty repository with one commit.');
+      assert.equal(answered.prLink, null);
+      const offered = toolsOffered(llm.requests[0]?.body).map((t) => t.toLowerCase());
+      for (const tool of ['write', 'edit', 'bash'])
+        assert.ok(!offered.includes(tool), `an ask turn offered ${tool}: ${offered.join(', ')}`);
+      assert.ok(offered.includes('read'), `no read tool: ${offered.join(', ')}`);
+      assert.equal(branches(), before);
+      llm.assertDone();
+      llm.reset();
+
+      llm.script(reply('Plan: write NOTES.md.'));
+      const planned = await create('plan');
+      const planId = planned.json.id as string;
+      const plan = await until(planId, 'completed');
+      assert.equal(plan.awaitingApproval, true);
+      assert.equal(plan.summary, 'Plan: write NOTES.md.');
+      llm.assertDone();
+      llm.reset();
+      llm.script(toolCalls([c.edit('# Notes\n\nas planned\n')]), reply('Write NOTES.md'));
+      await followUp(planId, 'approve', 2);
+      const done = (await svc.request('GET', `/v2/agent/${projectId}/job/${planId}`)).json;
+      assert.equal(done.awaitingApproval, false);
+      assert.equal(git(bare, 'show', `errand/${planId}:NOTES.md`), '# Notes\n\nas planned');
+      assert.ok(gh.pullRequests('acme/app').some((p) => p.htmlUrl === done.prLink));
+    });
   });
 }

@@ -180,10 +180,15 @@ describe('errand mcp', () => {
     assert.deepEqual(create?.inputSchema.required, ['prompt']);
     assert.deepEqual(Object.keys(create?.inputSchema.properties ?? {}).sort(), [
       'baseRef',
+      'mode',
       'model',
       'projectId',
       'prompt',
     ]);
+    // Modes (docs/modes.md): create_job and send_message take the same three.
+    for (const tool of ['create_job', 'send_message'])
+      assert.deepEqual(property(tool, 'mode').enum, ['code', 'ask', 'plan'], tool);
+    assert.match(create?.description ?? '', /awaitingApproval/);
     assert.match(create?.description ?? '', /asynchronous/);
     assert.match(create?.description ?? '', /prLink/);
     assert.match(create?.description ?? '', /wait_for_job/);

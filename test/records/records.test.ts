@@ -115,6 +115,9 @@ describe('records and their schemas', () => {
           title: 'Fix the build',
         }),
         archived_at: new Date(),
+        mode: 'plan',
+        summary: 'Plan: 1. fix the build.',
+        awaiting_approval: true,
         pr: JSON.stringify({
           number: 7,
           url: 'https://github.com/acme/app/pull/7',

@@ -68,11 +68,13 @@ export async function createJobId(
 /** Every field of a job record: the seed interface's, then Errand's own. */
 export const JOB_FIELDS = [
   'archivedAt',
+  'awaitingApproval',
   'branch',
   'createdAt',
   'createdBy',
   'error',
   'id',
+  'mode',
   'model',
   'origin',
   'pr',
@@ -80,6 +82,7 @@ export const JOB_FIELDS = [
   'projectId',
   'source',
   'status',
+  'summary',
   'turns',
   'updatedAt',
   'usage',

@@ -28,9 +28,20 @@ const repoTools = [
   moveFileTool,
 ] as const;
 
-export function createRepoTools(run: ToolRun): Record<string, Tool> {
+/** The file tools that change nothing: an ask or a plan turn gets these alone. */
+const READ_ONLY = new Set<string>([listFilesTool.name, readFileTool.name, searchTool.name]);
+
+/** The file tools of a turn; `readOnly`: those that change nothing (ask and plan modes). */
+export function createRepoTools(
+  run: ToolRun,
+  { readOnly = false }: { readOnly?: boolean } = {},
+): Record<string, Tool> {
   const limits = limitsOf(run);
-  return Object.fromEntries(repoTools.map((t) => [t.name, toSdkTool(t as RepoTool, run, limits)]));
+  return Object.fromEntries(
+    repoTools
+      .filter((t) => !readOnly || READ_ONLY.has(t.name))
+      .map((t) => [t.name, toSdkTool(t as RepoTool, run, limits)]),
+  );
 }
 
 function toSdkTool(repoTool: RepoTool, run: ToolRun, limits: ReturnType<typeof limitsOf>): Tool {

@@ -170,7 +170,7 @@ describe('schedule firings', () => {
     assert.equal((await jobsOf(a.service.ctx, project.id)).length, 0);
   });
 
-  test('the job of a firing: its prompt, model and creator', () => {
+  test('the job of a firing: its prompt, mode, model and creator', () => {
     const job = firingJob({
       id: 'sch_00000000000000000000',
       project_id: 'prj_00000000000000000000',
@@ -178,7 +178,7 @@ describe('schedule firings', () => {
       cron: '0 6 * * 1',
       timezone: 'UTC',
       prompt: 'update the dependencies',
-      mode: 'code',
+      mode: 'ask',
       model: null,
       paused: false,
       created_by: null,
@@ -189,6 +189,7 @@ describe('schedule firings', () => {
       last_error: null,
     });
     assert.equal(job.prompt, 'update the dependencies');
+    assert.equal(job.mode, 'ask');
     assert.equal(job.model, undefined);
     assert.deepEqual(job.by?.actor, {
       kind: 'schedule',

@@ -25,15 +25,14 @@ function scheduleWho(schedule: ScheduleRow): Who {
 }
 
 /**
- * The job a firing asks for: the one place a schedule becomes createJob's input.
- * MODE: the schedule's `mode` (schedule.mode: code, ask or plan) is stored but not passed yet;
- * createJob takes no mode until the modes part of issue 34 lands. Wire `mode: schedule.mode`
- * here then, and nowhere else.
+ * The job a firing asks for: the one place a schedule becomes createJob's input, in the
+ * schedule's mode (a weekly "what changed" is an ask; a dependency update is code).
  */
 export function firingJob(schedule: ScheduleRow): NewJob {
   return {
     prompt: schedule.prompt,
     model: schedule.model ?? undefined,
+    mode: schedule.mode,
     by: scheduleWho(schedule),
   };
 }

@@ -109,6 +109,10 @@ describe('POST /v2/agent/{projectId}/job', () => {
       isoNear(job.updatedAt);
       // No pull request yet: nothing the forge said.
       assert.equal(job.pr, null);
+      // A code turn, the default; no summary before a turn finished, no plan waiting.
+      assert.equal(job.mode, 'code');
+      assert.equal(job.summary, null);
+      assert.equal(job.awaitingApproval, false);
 
       const read = await svc.request('GET', `/v2/agent/${project.id}/job/${job.id}`, { key });
       assert.equal(read.status, 200);

@@ -21,7 +21,7 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
       schema: {
         summary: 'Create agent job',
         description:
-          "Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's) and the ref to start from (else the project's). With an Idempotency-Key, a retry gets the first response instead of a second job.",
+          "Creates a job and queues its first turn. The agent works in the background: poll the job until its status is completed, failed or archived. Optional: the model (else the project's), the ref to start from (else the project's) and the mode (code, the default; ask: an answer, read-only; plan: a plan that waits for approval). With an Idempotency-Key, a retry gets the first response instead of a second job.",
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: projectParams,

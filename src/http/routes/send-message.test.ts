@@ -127,6 +127,40 @@ describe('POST /v2/agent/{projectId}/job/{id}/message', () => {
       await archive(project.id, jobId);
     });
 
+    test("the mode is the turn's and the job's; a follow-up clears a plan's awaitingApproval", async () => {
+      const project = await limited.createProject({ name: 'modes' });
+      const created = await limited.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: 'plan it', mode: 'plan' },
+      });
+      assert.equal(created.status, 201, created.text);
+      assert.equal(created.json.mode, 'plan');
+      const jobId = created.json.id as string;
+      // As if the plan had finished: the lifecycle's own transitions are lifecycle.test.ts's.
+      await limited.service.ctx.db
+        .updateTable('jobs')
+        .set({ status: 'completed', awaiting_approval: true })
+        .where('id', '=', jobId)
+        .execute();
+      const asked = await limited.request('POST', `/v2/agent/${project.id}/job/${jobId}/message`, {
+        body: { prompt: 'why step 2?', mode: 'ask' },
+      });
+      assert.equal(asked.status, 200, asked.text);
+      assert.equal(asked.json.mode, 'ask');
+      assert.equal(asked.json.awaitingApproval, false);
+      const plain = await message(limited, project.id, jobId, 'approve');
+      assert.equal(plain.json.mode, 'code');
+      const modes = await limited.service.ctx.db
+        .selectFrom('turns')
+        .select(['seq', 'mode'])
+        .where('job_id', '=', jobId)
+        .orderBy('seq')
+        .execute();
+      assert.deepEqual(
+        modes.map((t) => t.mode),
+        ['plan', 'ask', 'code'],
+      );
+    });
+
     test('reactivates a failed job', async () => {
       const jobId = await createJobId(svc, fx.project.id, 'fail at once');
       const failed = await waitForStatus(fx.project.id, jobId, 'failed');
@@ -197,6 +231,34 @@ describe('POST /v2/agent/{projectId}/job/{id}/message', () => {
     jsonBodyCases(spec, fixture);
     promptCases(spec, fixture, MAX_PROMPT);
     jobIdCases(spec, fixture);
+
+    test('400 for a mode the API does not know, and for ask or plan on a Codex project; nothing is written', async () => {
+      const project = await limited.createProject({ name: 'codex modes' });
+      const jobId = await createJobId(limited, project.id, 'first');
+      const send = (mode: string) =>
+        limited.request('POST', `/v2/agent/${project.id}/job/${jobId}/message`, {
+          body: { prompt: 'a question', mode },
+        });
+      const bad = await unchanged(limited, () => send('yolo'));
+      assertError(bad, 400, 'bad_request');
+      assert.match(bad.json.error ?? '', /"mode" must be one of code, ask, plan/);
+      await limited.service.ctx.db
+        .updateTable('projects')
+        .set({ engine: 'codex' })
+        .where('id', '=', project.id)
+        .execute();
+      for (const mode of ['ask', 'plan']) {
+        const res = await unchanged(limited, () => send(mode));
+        assertError(res, 400, 'bad_request');
+        assert.match(res.json.error ?? '', /not available with the codex engine/);
+      }
+      const created = await unchanged(limited, () =>
+        limited.request('POST', `/v2/agent/${project.id}/job`, {
+          body: { prompt: 'a question', mode: 'ask' },
+        }),
+      );
+      assertError(created, 400, 'bad_request');
+    });
 
     test('409 for an archived job; nothing is written', async () => {
       const jobId = await createJobId(svc, fx.project.id, 'hold until archived');

@@ -21,7 +21,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
       schema: {
         summary: 'Send follow-up message',
         description:
-          'Queues a follow-up prompt on the same job, branch and pull request. A job that is active runs it after the current turn; a completed or failed job becomes active again. With an Idempotency-Key, a retry gets the first response instead of a second turn.',
+          'Queues a follow-up prompt on the same job, branch and pull request. A job that is active runs it after the current turn; a completed or failed job becomes active again. `mode` says what the turn may do (code, ask, plan); after a plan, the prompt `approve` or any code turn carries the plan out. With an Idempotency-Key, a retry gets the first response instead of a second turn.',
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: jobParams,
@@ -46,6 +46,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
       const result = await sendMessage(ctx, project, id, request.body.prompt, {
         idempotency,
         by: whoOf(request, request.principal),
+        mode: request.body.mode,
       });
       if ('replayed' in result) return sendReplay(reply, result.replayed);
       setRateLimitHeaders(reply, result.rateLimit);

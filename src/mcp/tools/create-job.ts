@@ -1,5 +1,6 @@
 // create_job: hands a coding task to Errand's agent; answers at once with the new job.
 import { z } from 'zod';
+import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import { projectIdField, projectOf, type RegisterTool } from '../tool.ts';
 
@@ -8,6 +9,8 @@ const DESCRIPTION = `Start a background job in which Errand's AI coding agent wo
 Use it to hand off a self-contained coding task (fix a bug, add a feature, write tests, update docs). Write the prompt as you would brief a colleague: the agent does not see this conversation, only the repository and your prompt.
 
 Returns at once with the job record, status "active": the job runs asynchronously and usually takes minutes. Follow it with wait_for_job (or poll get_job). When the status is "completed", prLink holds the URL of the pull request (null if the agent changed no files); "failed" means the work failed and the record's error says why.
+
+With mode "ask" the agent answers a question about the repository instead (read-only: no commit, no pull request; the answer is the job's summary). With mode "plan" it writes a plan without changing files: the job completes with the plan as its summary and awaitingApproval true, and send_message with the prompt "approve" (or any follow-up in code mode) carries it out.
 
 To give further instructions on the same work (same branch, same pull request), use send_message on this job instead of creating another one.`;
 
@@ -37,10 +40,16 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
           .describe(
             "The branch, tag or commit the work starts from. Omit to use the project's ref.",
           ),
+        mode: z
+          .enum(JOB_MODES)
+          .optional()
+          .describe(
+            'code (the default): change the repository and open a pull request; ask: answer a question, read-only; plan: write a plan and wait for approval.',
+          ),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ prompt, projectId, model, baseRef }, extra) =>
+    ({ prompt, projectId, model, baseRef, mode }, extra) =>
       attempt(async () => {
         const project = projectOf(deps, projectId);
         const job = await deps.client.createJob(
@@ -48,6 +57,7 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             prompt,
             ...(model !== undefined ? { model } : {}),
             ...(baseRef !== undefined ? { baseRef } : {}),
+            ...(mode !== undefined ? { mode } : {}),
           },
           { projectId: project, signal: extra.signal },
         );
