@@ -213,6 +213,8 @@ describe('job lifecycle', () => {
     assert.equal(await retryTurn(ctx, job.id, 1, data), true);
     assert.equal((await turnOf(job.id, 1)).state, 'running');
     assert.equal((await jobOf(job.id)).status, 'active');
+    // What the subscriber read of the job so far, before the orphan's failure changes it.
+    await settled();
     assert.equal(await failOrphan(ctx, job.id, 1), true);
     const row = await jobOf(job.id);
     assert.equal(row.status, 'failed');
