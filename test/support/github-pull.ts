@@ -2,6 +2,7 @@
 // checks.test.ts, pull-requests.test.ts): the fake GitHub with one open pull request, #1 of
 // `errand/job`, whose head is HEAD, and the client on it.
 
+import { afterEach } from 'node:test';
 import { provider } from '../../src/forges/github/index.ts';
 import type { ForgeClient } from '../../src/forges/types.ts';
 import { type FakeGitHub, startFakeGitHub } from './fake-github.ts';
@@ -11,9 +12,27 @@ export const HEAD = '1111111111111111111111111111111111111111';
 export const OTHER = '2222222222222222222222222222222222222222';
 const REPOSITORY = 'https://github.com/octo/hello.git';
 
-export async function startWithPull(
-  options: { enterprise?: boolean } = {},
-): Promise<{ gh: FakeGitHub; client: ForgeClient }> {
+type Started = { gh: FakeGitHub; client: ForgeClient };
+
+/**
+ * A test file's `start`: each test's fake is checked for unexpected requests and closed after
+ * the test (an afterEach of the file that calls this).
+ */
+export function withPull(): (options?: { enterprise?: boolean }) => Promise<Started> {
+  let gh: FakeGitHub | undefined;
+  afterEach(async () => {
+    gh?.assertNoUnexpected();
+    await gh?.close();
+    gh = undefined;
+  });
+  return async (options = {}) => {
+    const started = await startWithPull(options);
+    gh = started.gh;
+    return started;
+  };
+}
+
+async function startWithPull(options: { enterprise?: boolean } = {}): Promise<Started> {
   const gh = await startFakeGitHub({
     repos: ['octo/hello'],
     token: TOKEN,

@@ -3,26 +3,13 @@
 // the token, and bounded to its tail.
 
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import type { FakeGitHub } from '../../../test/support/fake-github.ts';
-import { HEAD, OTHER, startWithPull, TOKEN } from '../../../test/support/github-pull.ts';
+import { HEAD, OTHER, TOKEN, withPull } from '../../../test/support/github-pull.ts';
 import { type CheckResult, type ForgeClient, ForgeError } from '../types.ts';
 
-let gh: FakeGitHub | undefined;
-afterEach(async () => {
-  gh?.assertNoUnexpected();
-  await gh?.close();
-  gh = undefined;
-});
-
 /** The fake with one open pull request (#1, head `errand/job`) whose head is HEAD. */
-async function start(
-  options: { enterprise?: boolean } = {},
-): Promise<{ gh: FakeGitHub; client: ForgeClient }> {
-  const started = await startWithPull(options);
-  gh = started.gh;
-  return started;
-}
+const start = withPull();
 
 describe('checks', () => {
   test('check runs and commit statuses, each name at its latest', async () => {

@@ -2,26 +2,12 @@
 // status and approvals (every page of reviews), and the merge with GitHub's refusals.
 
 import assert from 'node:assert/strict';
-import { afterEach, describe, test } from 'node:test';
-import type { FakeGitHub } from '../../../test/support/fake-github.ts';
-import { HEAD, OTHER, startWithPull, TOKEN } from '../../../test/support/github-pull.ts';
-import { type ForgeClient, ForgeError } from '../types.ts';
-
-let gh: FakeGitHub | undefined;
-afterEach(async () => {
-  gh?.assertNoUnexpected();
-  await gh?.close();
-  gh = undefined;
-});
+import { describe, test } from 'node:test';
+import { HEAD, OTHER, TOKEN, withPull } from '../../../test/support/github-pull.ts';
+import { ForgeError } from '../types.ts';
 
 /** The fake with one open pull request (#1, head `errand/job`) whose head is HEAD. */
-async function start(
-  options: { enterprise?: boolean } = {},
-): Promise<{ gh: FakeGitHub; client: ForgeClient }> {
-  const started = await startWithPull(options);
-  gh = started.gh;
-  return started;
-}
+const start = withPull();
 
 describe('pull request status', () => {
   test('state, head, base, mergeability and labels as GitHub says them', async () => {
