@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { mkdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -144,5 +145,20 @@ test('a conflicted file the agent made a link out of the tree is not read', asyn
   await writeFile(outside, '<<<<<<< HEAD\nsecret\n');
   await rm(join(co.dir, 'src/app.txt'));
   await symlink(outside, join(co.dir, 'src/app.txt'));
+  assert.deepEqual(await stillConflicted(co.dir, result.paths), []);
+});
+
+test('a conflicted file the agent replaced with a FIFO is not waited on', async () => {
+  const { cfg, co } = await moved({ 'src/app.txt': 'one\nTWO by a person\nthree\n' });
+  const result = await integrateBase(cfg, {
+    dir: co.dir,
+    base: co.baseCommit,
+    baseName: 'main',
+    strategy: 'merge',
+    message,
+  });
+  await rm(join(co.dir, 'src/app.txt'));
+  execFileSync('mkfifo', [join(co.dir, 'src/app.txt')]);
+  // A blocking open would never return: no writer ever comes.
   assert.deepEqual(await stillConflicted(co.dir, result.paths), []);
 });

@@ -116,7 +116,7 @@ const MARKER = /^(<{7}|>{7})( |$)/m;
 /**
  * Of `paths`, those that still hold a conflict marker (the agent left them unresolved). The
  * tree is the agent's: a path that leads out of it through a link is not read (the agent may
- * have made any file a link), nor one that is gone; the commit that follows records them as
+ * have made any file a link), nor one that is no regular file (a FIFO would block) or is gone; the commit that follows records them as
  * they are.
  */
 export async function stillConflicted(dir: string, paths: readonly string[]): Promise<string[]> {
@@ -134,7 +134,11 @@ async function readInside(root: string, path: string): Promise<string | undefine
   const full = join(root, path);
   const real = await realpath(full).catch(() => undefined);
   if (real !== full || !real.startsWith(`${root}${sep}`)) return undefined;
-  const file = await open(real, constants.O_RDONLY | constants.O_NOFOLLOW).catch(() => undefined);
+  // Non-blocking: a FIFO left in its place would hold the open until someone wrote to it.
+  const file = await open(
+    real,
+    constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+  ).catch(() => undefined);
   if (!file) return undefined;
   try {
     return (await file.stat()).isFile() ? await file.readFile('utf8') : undefined;
