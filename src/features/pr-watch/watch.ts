@@ -387,12 +387,20 @@ export class PrWatch {
     const ctx = this.#ctx;
     const secrets = [
       ...ctx.config.secrets,
-      ...secretScrubForms(await turnSecrets(ctx, look.project.id).catch(() => [])),
+      // Unreadable secrets fail the look (tried again later): a log unscrubbed never goes out.
+      ...secretScrubForms(await turnSecrets(ctx, look.project.id)),
     ];
     const logged = failed.slice(0, CHECKS_WITH_LOGS);
     const perCheck = Math.min(LOG_BYTES_PER_CHECK, Math.floor(LOG_BYTES_IN_ALL / logged.length));
     const logs = await Promise.all(
-      logged.map((check) => look.client.checkLog(check, perCheck).catch(() => '')),
+      logged.map((check) =>
+        // A log the forge will not give is no reason to leave the failure unfixed: the turn
+        // gets the check's name, page and summary, and the log says why.
+        look.client.checkLog(check, perCheck).catch((err: unknown) => {
+          ctx.log.warn({ err, jobId: look.job.id, check: check.name }, 'a check log was not read');
+          return '';
+        }),
+      ),
     );
     return failed.map((check, i) => ({ check, log: scrubSecrets(logs[i] ?? '', secrets) }));
   }
