@@ -58,6 +58,8 @@ export interface ProjectsTable {
   merge_method: Generated<'merge' | 'squash' | 'rebase'>;
   /** How a turn brings a pull request that conflicts with its base up to it. */
   conflict_strategy: Generated<'merge' | 'rebase'>;
+  /** The MCP servers its turns get (migration 0032, docs/mcp-servers.md); null: none. */
+  mcp_servers: ColumnType<McpServers | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -103,6 +105,10 @@ interface JobsTable {
   summary: string | null;
   /** Its last turn was a plan that finished and no turn came after it. */
   awaiting_approval: Generated<boolean>;
+  /** The structured output of its last finished turn that was asked for one (migration 0032). */
+  output: ColumnType<unknown, string | null | undefined, string | null>;
+  /** The MCP servers its create added to the project's (migration 0032); null: none. */
+  mcp_servers: ColumnType<McpServers | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
@@ -147,6 +153,10 @@ interface TurnsTable {
   purpose: ColumnType<TurnPurpose | null, TurnPurpose | null | undefined, TurnPurpose | null>;
   /** What the turn may do (migration 0030): change the repository, answer, or plan. */
   mode: ColumnType<TurnMode, TurnMode | undefined, TurnMode>;
+  /** The JSON Schema its answer must satisfy (migration 0032); null: a free-text summary only. */
+  output_schema: ColumnType<unknown, string | null | undefined, string | null>;
+  /** The value it produced against output_schema, once it finished. */
+  output: ColumnType<unknown, string | null | undefined, string | null>;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
@@ -440,6 +450,34 @@ interface EnvironmentsTable {
 }
 
 /** A project's recurring prompt (migration 0031, src/features/schedules/). */
+/**
+ * An MCP server a job's turns may use (projects.mcp_servers, jobs.mcp_servers): a command run in
+ * the job's sandbox (stdio), or a remote server the service calls. Values may name project
+ * secrets as ${secret:NAME}; they are opened only when a turn runs.
+ */
+type McpServerConfig =
+  | { command: string; args?: string[] | undefined; env?: Record<string, string> | undefined }
+  | { url: string; headers?: Record<string, string> | undefined };
+
+/** MCP servers by name (the name prefixes their tools: `name__tool`). */
+export type McpServers = Record<string, McpServerConfig>;
+
+/** An image given with a turn (migration 0032): up to five per turn. */
+interface AttachmentsTable {
+  job_id: string;
+  seq: number;
+  /** Its place among the turn's images, from 1. */
+  n: number;
+  media_type: AttachmentMediaType;
+  size: number;
+  data: Buffer;
+  /** The https URL it was fetched from; null for one sent inline. */
+  source: string | null;
+}
+
+/** The image types a turn may carry. */
+export type AttachmentMediaType = 'image/png' | 'image/jpeg' | 'image/webp' | 'image/gif';
+
 interface SchedulesTable {
   id: string;
   project_id: string;
@@ -491,6 +529,7 @@ export interface Database {
   user_tokens: UserTokensTable;
   audit_log: AuditLogTable;
   schedules: SchedulesTable;
+  attachments: AttachmentsTable;
   schedule_firings: ScheduleFiringsTable;
 }
 

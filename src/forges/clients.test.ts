@@ -53,6 +53,7 @@ function project(fields: Partial<ProjectRow> = {}): ProjectRow {
     auto_merge: 'off',
     merge_method: 'merge',
     conflict_strategy: 'merge',
+    mcp_servers: null,
     engine: 'errand',
     created_at: new Date('2026-01-01T00:00:00Z'),
     updated_at: new Date('2026-01-01T00:00:00Z'),

@@ -1,7 +1,16 @@
 // A prompt accepted as a turn of a job: the turn row and its queue entry, written in the
 // transaction that accepts it (a job's create, create.ts, or a follow-up, service.ts), and the
 // transition that announces it.
-import type { Actor, ProjectRow, TurnMode, TurnPurpose, TurnTrigger } from '../db/schema.ts';
+import type { Transaction } from 'kysely';
+import type {
+  Actor,
+  AttachmentMediaType,
+  Database,
+  ProjectRow,
+  TurnMode,
+  TurnPurpose,
+  TurnTrigger,
+} from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { ShownTrigger } from '../events/declare.ts';
 import type { StoredResponse } from '../idempotency/keys.ts';
@@ -65,8 +74,24 @@ export function checkMode(project: ProjectRow, mode: TurnMode): void {
     );
 }
 
+/** An image given with a turn (docs/images.md), checked, and fetched when it came as a URL. */
+interface NewAttachment {
+  mediaType: AttachmentMediaType;
+  data: Buffer;
+  /** The https URL it was fetched from; null for one sent inline. */
+  source: string | null;
+}
+
+/** What a turn may carry besides its prompt (issue 34), on a create and on a follow-up. */
+export interface TurnExtras {
+  /** The JSON Schema its answer must satisfy (docs/structured-output.md). */
+  outputSchema?: Record<string, unknown> | undefined;
+  /** Its images, in order (docs/images.md). */
+  attachments?: readonly NewAttachment[] | undefined;
+}
+
 /** A prompt accepted as a turn of a job. */
-export interface NewTurn {
+export interface NewTurn extends TurnExtras {
   jobId: string;
   seq: number;
   prompt: string;
@@ -97,7 +122,7 @@ export async function acceptTurns(
   await trx
     .insertInto('turns')
     .values(
-      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose, mode }, i) => ({
+      turns.map(({ jobId, seq, prompt, trigger, sentBy, purpose, mode, outputSchema }, i) => ({
         job_id: jobId,
         seq,
         prompt,
@@ -107,10 +132,31 @@ export async function acceptTurns(
         sent_by: sentBy ? JSON.stringify(sentBy) : null,
         purpose: purpose ?? null,
         mode: mode ?? 'code',
+        output_schema: outputSchema ? JSON.stringify(outputSchema) : null,
       })),
     )
     .execute();
+  await writeAttachments(trx, turns);
   await scope.recordAll(turns.map(accepted));
+}
+
+/** Stores the images of turns just written, in the caller's transaction. */
+export async function writeAttachments(
+  trx: Transaction<Database>,
+  turns: readonly Pick<NewTurn, 'jobId' | 'seq' | 'attachments'>[],
+): Promise<void> {
+  const rows = turns.flatMap(({ jobId, seq, attachments = [] }) =>
+    attachments.map((image, i) => ({
+      job_id: jobId,
+      seq,
+      n: i + 1,
+      media_type: image.mediaType,
+      size: image.data.length,
+      data: image.data,
+      source: image.source,
+    })),
+  );
+  if (rows.length > 0) await trx.insertInto('attachments').values(rows).execute();
 }
 
 /**

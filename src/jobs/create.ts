@@ -6,25 +6,39 @@
 import { sql } from 'kysely';
 import type { Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
-import type { JobOrigin, ProjectRow, TurnMode, TurnTrigger } from '../db/schema.ts';
+import type { JobOrigin, McpServers, ProjectRow, TurnMode, TurnTrigger } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { newId } from '../ids.ts';
 import { countUses, RateLimitedError } from '../ratelimit/ratelimit.ts';
 import type { AuditRecord } from '../records/audit.ts';
-import { type Accepted, accepted, checkMode, checkModel, type Replayed, stored } from './accept.ts';
+import {
+  type Accepted,
+  accepted,
+  checkMode,
+  checkModel,
+  type Replayed,
+  stored,
+  type TurnExtras,
+  writeAttachments,
+} from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import { BudgetExhaustedError, type SpentMonth, spentMonthRefusal, spentMonths } from './spend.ts';
 import { inTransition, type TransitionScope } from './transaction.ts';
 
-/** What a create may say: the prompt, and the model and ref it starts from (else the project's). */
-export interface NewJob {
+/**
+ * What a create may say: the prompt, and the model and ref it starts from (else the project's),
+ * and what its first turn carries (an output schema, images).
+ */
+export interface NewJob extends TurnExtras {
   prompt: string;
   model?: string | undefined;
   baseRef?: string | undefined;
   /** What its first turn may do (docs/modes.md); absent: `code`. */
   mode?: TurnMode | undefined;
+  /** MCP servers this job's turns get besides the project's (docs/mcp-servers.md). */
+  mcpServers?: McpServers | undefined;
   /** The forge issue the job is made from (src/features/forge-intake/). */
   origin?: JobOrigin | undefined;
   /** The forge event that asked for it. */
@@ -37,7 +51,7 @@ export interface NewJob {
 }
 
 /** A new job as createJob decided it, with its first prompt. */
-export interface NewJobRow {
+export interface NewJobRow extends TurnExtras {
   id: string;
   projectId: string;
   repository: string;
@@ -45,6 +59,7 @@ export interface NewJobRow {
   model: string;
   prompt: string;
   mode: TurnMode;
+  mcpServers?: McpServers | undefined;
   /** The project's monthly budget as the request found it; null: none. */
   monthlyBudgetUsd: number | null;
   /** The forge issue the job comes from, for jobs made from one. */
@@ -70,7 +85,18 @@ export function createJob(
 export async function createJob(
   ctx: JobsContext,
   project: ProjectRow,
-  { prompt, model: asked, baseRef, mode = 'code', origin, trigger, by }: NewJob,
+  {
+    prompt,
+    model: asked,
+    baseRef,
+    mode = 'code',
+    mcpServers,
+    outputSchema,
+    attachments,
+    origin,
+    trigger,
+    by,
+  }: NewJob,
   idempotency?: IdempotentRequest,
 ): Promise<Accepted | Replayed> {
   // The model a new job runs on: the one asked for, else the project's, else the server's. One
@@ -86,6 +112,9 @@ export async function createJob(
     model,
     prompt,
     mode,
+    mcpServers,
+    outputSchema,
+    attachments,
     monthlyBudgetUsd: project.monthly_budget_usd,
     origin,
     trigger,
@@ -256,20 +285,24 @@ async function writeJobs(
           ${column((j) => (j.trigger ? JSON.stringify(j.trigger) : null))}::jsonb[],
           ${column((j) => (j.by?.actor ? JSON.stringify(j.by.actor) : null))}::jsonb[],
           ${column((j) => j.by?.address ?? null)}::text[],
-          ${column((j) => j.by?.requestId ?? null)}::text[], ${column((j) => j.mode)}::text[])
+          ${column((j) => j.by?.requestId ?? null)}::text[], ${column((j) => j.mode)}::text[],
+          ${column((j) => (j.mcpServers ? JSON.stringify(j.mcpServers) : null))}::jsonb[],
+          ${column((j) => (j.outputSchema ? JSON.stringify(j.outputSchema) : null))}::jsonb[])
         WITH ORDINALITY AS i(id, project_id, repository, ref, model, origin, prompt, queue_id,
-          trigger, created_by, address, request_id, mode, n)
+          trigger, created_by, address, request_id, mode, mcp_servers, output_schema, n)
       WHERE (SELECT ok FROM accepted)
     ), job AS (
       INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin,
-        created_by, mode)
+        created_by, mode, mcp_servers)
       SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1, origin,
-        created_by, mode
+        created_by, mode, mcp_servers
       FROM input ORDER BY n
       RETURNING ${sql.join(JOB_VIEW_COLUMNS.map((c) => sql.ref(c)))}
     ), turn AS (
-      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by, mode)
-      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by, mode FROM input ORDER BY n
+      INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by, mode,
+        output_schema)
+      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by, mode, output_schema
+      FROM input ORDER BY n
     ), audit AS (
       -- Each job's row of the audit log, in this statement: a round trip less per batch.
       INSERT INTO audit_log (actor, address, action, target_kind, target_id, outcome, request_id,
@@ -303,6 +336,10 @@ async function writeJobs(
     if (!written) throw new Error(`job ${job.id} was not written`);
     return written;
   });
+  await writeAttachments(
+    trx,
+    jobs.map((job) => ({ jobId: job.id, seq: 1, attachments: job.attachments })),
+  );
   await scope.recordAll(
     created.flatMap(({ job }, i) => [
       {

@@ -6,10 +6,14 @@ import { repositoryAsUrl } from '../repository/url.ts';
 import { NO_USAGE, readUsage } from './usage.ts';
 
 /**
- * A job row without the review diff, which can be megabytes and no record shows, and without its
- * review token, which only the review link and the review page's check read.
+ * A job row without the review diff, which can be megabytes and no record shows, without its
+ * review token, which only the review link and the review page's check read, and without its
+ * MCP servers, whose headers and environment no reader of the job may see.
  */
-export type JobView = Omit<JobRow, 'review_diff' | 'review_diff_truncated' | 'review_token'>;
+export type JobView = Omit<
+  JobRow,
+  'review_diff' | 'review_diff_truncated' | 'review_token' | 'mcp_servers'
+>;
 
 export const JOB_VIEW_COLUMNS = [
   'id',
@@ -30,6 +34,7 @@ export const JOB_VIEW_COLUMNS = [
   'mode',
   'summary',
   'awaiting_approval',
+  'output',
   'created_at',
   'updated_at',
   'archived_at',
@@ -56,5 +61,6 @@ export function toJobRecord(row: JobView): JobRecord {
     mode: row.mode,
     summary: row.summary,
     awaitingApproval: row.awaiting_approval,
+    output: row.output ?? null,
   };
 }

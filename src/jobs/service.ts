@@ -17,6 +17,7 @@ import {
   checkModel,
   type Replayed,
   stored,
+  type TurnExtras,
 } from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
@@ -26,8 +27,8 @@ import { inTransition, recordStatus } from './transaction.ts';
 // Creating a job, the hot write, reads top-down in its own module.
 export { createJob } from './create.ts';
 
-/** How a follow-up came, besides its prompt. */
-export interface FollowUpOptions {
+/** How a follow-up came, besides its prompt, and what it carries with it. */
+export interface FollowUpOptions extends TurnExtras {
   /** An Idempotency-Key: claimed first, in the same transaction, as createJob does. */
   idempotency?: IdempotentRequest | undefined;
   /** The forge event that asked for it (src/features/forge-intake/), recorded in its turn. */
@@ -67,7 +68,15 @@ export async function sendMessage(
   project: ProjectRow,
   jobId: string,
   prompt: string,
-  { idempotency, trigger, by, purpose, mode = 'code' }: FollowUpOptions = {},
+  {
+    idempotency,
+    trigger,
+    by,
+    purpose,
+    mode = 'code',
+    outputSchema,
+    attachments,
+  }: FollowUpOptions = {},
 ): Promise<Accepted | Replayed> {
   if (!isId('job', jobId)) throw jobNotFound(jobId);
   checkMode(project, mode);
@@ -100,7 +109,17 @@ export async function sendMessage(
     const rateLimit = await consume(trx, project.id, 'message', policy);
     const seq = current.turn_count + 1;
     await acceptTurns(ctx, scope, [
-      { jobId, seq, prompt, trigger, sentBy: by?.actor ?? null, purpose: purpose ?? null, mode },
+      {
+        jobId,
+        seq,
+        prompt,
+        trigger,
+        sentBy: by?.actor ?? null,
+        purpose: purpose ?? null,
+        mode,
+        outputSchema,
+        attachments,
+      },
     ]);
     // A plan waits no more once anything follows it: a code turn carries it out.
     const job = await trx

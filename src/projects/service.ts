@@ -221,6 +221,7 @@ export const PROJECT_COLUMNS = [
   'auto_merge',
   'merge_method',
   'conflict_strategy',
+  'mcp_servers',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];

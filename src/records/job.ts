@@ -132,6 +132,12 @@ export const jobRecord = z
       .describe(
         'The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch.',
       ),
+    output: z
+      .unknown()
+      .optional()
+      .describe(
+        'The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished.',
+      ),
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });
 

@@ -406,6 +406,7 @@ describe('RenderedJobs', () => {
     mode: 'code',
     summary: null,
     awaiting_approval: false,
+    output: null,
     created_at: new Date('2026-11-22T05:00:00.000Z'),
     updated_at: new Date('2026-11-22T05:00:00.000Z'),
     archived_at: null,
