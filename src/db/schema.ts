@@ -455,7 +455,7 @@ interface EnvironmentsTable {
  * the job's sandbox (stdio), or a remote server the service calls. Values may name project
  * secrets as ${secret:NAME}; they are opened only when a turn runs.
  */
-type McpServerConfig =
+export type McpServerConfig =
   | { command: string; args?: string[] | undefined; env?: Record<string, string> | undefined }
   | { url: string; headers?: Record<string, string> | undefined };
 
