@@ -156,6 +156,9 @@ const cases: Case[] = [
   },
 ];
 
+/** A project secret a CI job prints in its log. */
+const DEPLOY_TOKEN = 'dpl-7f3c9a1e5b2d8046';
+
 for (const c of cases) {
   describe(`the pull request watch on ${c.forge}`, () => {
     let tmp: string;
@@ -316,6 +319,15 @@ for (const c of cases) {
       });
 
     test('a red check becomes a turn that fixes it; green and approved, the pull request is merged', async () => {
+      // A secret the CI job printed reaches the model as its name, never as its value.
+      const secret = await svc.request(
+        'PUT',
+        `/v2/admin/projects/${projectId}/secrets/DEPLOY_TOKEN`,
+        {
+          body: { value: DEPLOY_TOKEN },
+        },
+      );
+      assert.equal(secret.status, 201, secret.text);
       const job = await jobWithPull('src/sum.js', 'export const sum = (a, b) => a - b;\n');
       llm.script(
         toolCalls([
@@ -330,13 +342,16 @@ for (const c of cases) {
         name: 'unit tests',
         state: 'failure',
         // Gitea keeps no log: its status's description, the log's last line here, is it.
-        log: 'running 12 tests\nnot ok 3 - sum(1, 2) expected 3, got -1\n',
+        log: `running 12 tests with ${DEPLOY_TOKEN}\nnot ok 3 - sum(1, 2) expected 3, got -1 (${DEPLOY_TOKEN})\n`,
       });
       const fixed = await untilStatus(svc, projectId, job.jobId, 'completed', { failFast: true });
       assert.equal(fixed.turns, 2);
       const prompt = prompts().at(-2) ?? '';
       assert.match(prompt, /unit tests/);
-      assert.match(prompt, /expected 3, got -1/);
+      assert.match(prompt, /expected 3, got -1 \(\[secret DEPLOY_TOKEN\]\)/);
+      for (const request of prompts()) assert.ok(!request.includes(DEPLOY_TOKEN));
+      const events = await svc.request('GET', `/v2/agent/${projectId}/job/${job.jobId}/events`);
+      assert.ok(!events.text.includes(DEPLOY_TOKEN));
       assert.match(prompt, /attempt 1 of 2/);
       const types = await eventTypes(job.jobId);
       assert.ok(types.includes('checks.failed'), types.join());
