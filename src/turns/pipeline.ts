@@ -15,6 +15,7 @@ import {
   setupNote,
 } from '../agent/prompt.ts';
 import { scrubbedModel } from '../agent/scrubbed-model.ts';
+import { structuredOutput } from '../agent/structured-output.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
@@ -23,13 +24,14 @@ import type { Environments } from '../environments/environments.ts';
 import type { Emit } from '../events/catalog.ts';
 import { compactionSummary } from '../events/declare.ts';
 import type { Forges } from '../forges/clients.ts';
+import { invalidOutputMessage, outputSchemaOf } from '../jobs/output-schema.ts';
 import {
   TurnFailedError,
   type TurnInput,
   type TurnOutput,
   type TurnRunner,
 } from '../jobs/runner.ts';
-import { readUsage, type TokenUsage } from '../jobs/usage.ts';
+import { addTokens, readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { engineModeRefusal } from '../projects/engine.ts';
@@ -72,6 +74,14 @@ export interface TurnPipelineDeps {
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
+
+/** What the agent (Errand's own or an engine) did in a turn, and the value it was asked for. */
+type AgentOutcome = {
+  summary: string;
+  usage: TokenUsage;
+  turnMessages: unknown[];
+  output?: { value: unknown } | undefined;
+};
 
 /** The run_command tool's settings for a turn where it is offered. */
 interface TurnCommands {
@@ -203,13 +213,15 @@ export class TurnPipeline implements TurnRunner {
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
+      // The value asked for (docs/structured-output.md), in every mode, besides what follows.
+      const output = result.output && { output: scrubbed(result.output) };
       // Its answer or its plan is the summary; nothing is committed, pushed or opened, and what
       // an engine may have left in the checkout goes with the next turn's reset.
-      if (!writes(mode)) return { summary, messages, usage, commitSha: null };
+      if (!writes(mode)) return { summary, messages, usage, commitSha: null, ...output };
       const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
       if (changed.length === 0 && !integration) {
         await emit('turn.no_changes', {});
-        return { summary, messages, usage, commitSha: null };
+        return { summary, messages, usage, commitSha: null, ...output };
       }
       if (changed.length > 0)
         await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
@@ -218,10 +230,10 @@ export class TurnPipeline implements TurnRunner {
       const sha = integration
         ? await concludeResolution(this.#workspace, checkout, integration, message, signal)
         : await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
-      if (!sha) return { summary, messages, usage, commitSha: null };
+      if (!sha) return { summary, messages, usage, commitSha: null, ...output };
       await emit('commit', { sha, subject: message.split('\n')[0] ?? '' });
       const published = await this.#publish(input, checkout, forge, sha, summary, { emit, scrub });
-      return { summary, messages, usage, ...published };
+      return { summary, messages, usage, ...published, ...output };
     } catch (err) {
       if (err instanceof BudgetExceededError)
         throw new TurnFailedError(`${err.message}; nothing was committed`);
@@ -312,7 +324,7 @@ export class TurnPipeline implements TurnRunner {
     emit: Emit,
     commands: TurnCommands | undefined,
     secrets: readonly ScrubSecret[],
-  ): Promise<Awaited<ReturnType<typeof runAgentTurn>>> {
+  ): Promise<AgentOutcome> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
     const { metrics } = this.#deps;
@@ -331,15 +343,22 @@ export class TurnPipeline implements TurnRunner {
     }
     const { models } = this.#deps;
     const info = models.info(job.model);
-    return runAgentTurn({
-      // Whatever a tool read or the prompt holds, the model gets no secret value.
-      model: scrubbedModel(models.resolve(job.model), secretScrubber(secrets)),
-      system: buildSystemPrompt({
-        ...(repoInstructions ? { repoInstructions } : {}),
-        repository: job.repository,
-        branch: job.branch,
-        commands: commands !== undefined,
-      }),
+    // Whatever a tool read or the prompt holds, the model gets no secret value.
+    const model = scrubbedModel(models.resolve(job.model), secretScrubber(secrets));
+    const system = buildSystemPrompt({
+      ...(repoInstructions ? { repoInstructions } : {}),
+      repository: job.repository,
+      branch: job.branch,
+      commands: commands !== undefined,
+    });
+    const modelStep = (step: number, tokens: TokenUsage) => {
+      const usage = models.usage(job.model, tokens);
+      metrics.modelStep(job.model, usage);
+      return emit('model.step', { step, usage });
+    };
+    const result = await runAgentTurn({
+      model,
+      system,
       history: jobHistory(input.earlier),
       prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
       note: commands?.setup ? setupNote(commands.setup) : undefined,
@@ -354,11 +373,7 @@ export class TurnPipeline implements TurnRunner {
       budget: info.prices ? await this.#budget(job) : undefined,
       signal,
       onEvent: async (event) => {
-        if (event.type === 'model.step') {
-          const usage = models.usage(job.model, event.usage);
-          metrics.modelStep(job.model, usage);
-          return emit('model.step', { step: event.step, usage });
-        }
+        if (event.type === 'model.step') return modelStep(event.step, event.usage);
         if (event.type === 'context.compacted') {
           const usage = models.usage(job.model, event.usage);
           metrics.modelStep(job.model, usage);
@@ -372,6 +387,31 @@ export class TurnPipeline implements TurnRunner {
       if (err instanceof ModelError) metrics.modelError(job.model);
       throw err;
     });
+    const schema = outputSchemaOf(turn);
+    if (!schema) return result;
+    // The turn's value, asked for once its work is done (docs/structured-output.md).
+    let step = result.steps;
+    const structured = await structuredOutput({
+      model,
+      system,
+      messages: jobHistory([...input.earlier, { messages: result.turnMessages }]),
+      schema,
+      maxOutputTokens: config.agent.maxOutputTokens,
+      maxRetries: 3,
+      signal,
+      onCall: (usage) => modelStep(++step, usage),
+    }).catch((err: unknown) => {
+      if (err instanceof ModelError) metrics.modelError(job.model);
+      throw err;
+    });
+    if (!structured.check.ok)
+      throw new TurnFailedError(invalidOutputMessage(structured.check.problems));
+    return {
+      ...result,
+      usage: addTokens(result.usage, structured.usage),
+      turnMessages: [...result.turnMessages, ...structured.messages],
+      output: { value: structured.check.value },
+    };
   }
 
   /**
@@ -385,7 +425,7 @@ export class TurnPipeline implements TurnRunner {
     dir: string,
     emit: Emit,
     secrets: readonly ScrubSecret[],
-  ): Promise<{ summary: string; usage: TokenUsage; turnMessages: unknown[] }> {
+  ): Promise<AgentOutcome> {
     const { job, turn, project, signal } = input;
     const { config, models, metrics } = this.#deps;
     const engine = await installedEngine(config, name);
