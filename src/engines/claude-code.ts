@@ -29,6 +29,9 @@ export const CLAUDE_CODE_WRITING_TOOLS = ['Edit', 'MultiEdit', 'Write', 'Noteboo
 
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
+  // `--json-schema`: a StructuredOutput tool the model must call, checked by Claude Code, its
+  // value in the result line's `structured_output`.
+  nativeOutput: () => true,
   invocation(setup) {
     return {
       argv: [
@@ -48,6 +51,7 @@ export const claudeCode: EngineDefinition = {
           ',',
         ),
         ...(setup.resume ? ['--resume', setup.resume] : []),
+        ...(setup.outputSchema ? ['--json-schema', JSON.stringify(setup.outputSchema)] : []),
       ],
       // With no prompt argument, print mode reads it from standard input.
       stdin: setup.prompt,
@@ -71,6 +75,7 @@ class ClaudeReader implements StreamReader {
   sessionId: string | undefined;
   summary: string | undefined;
   error: string | undefined;
+  output: { value: unknown } | undefined;
   /** Tool names by call id, for their results. */
   readonly #calls = new Map<string, string>();
 
@@ -117,6 +122,7 @@ class ClaudeReader implements StreamReader {
         } else if (text !== undefined) {
           this.summary = text;
         }
+        if ('structured_output' in line) this.output = { value: line.structured_output };
         break;
       }
       default:

@@ -136,3 +136,10 @@ export function outputSchemaOf(turn: {
 export function invalidOutputMessage(problems: string): string {
   return `the agent's answer is not valid against the outputSchema, after one retry:\n${problems}`;
 }
+/**
+ * What an engine is told with its prompt (docs/structured-output.md): its final message is the
+ * turn's value, as JSON valid against the schema.
+ */
+export function outputNote(schema: Record<string, unknown>): string {
+  return `When you have finished, your final message must be only a JSON value (no other text, no code fence) valid against this JSON Schema (2020-12); it is the result of this task:\n${JSON.stringify(schema)}`;
+}

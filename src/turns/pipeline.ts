@@ -19,7 +19,7 @@ import { structuredOutput } from '../agent/structured-output.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
-import { runEngineTurn } from '../engines/run.ts';
+import { runEngineTurnWithOutput } from '../engines/output.ts';
 import type { Environments } from '../environments/environments.ts';
 import type { Emit } from '../events/catalog.ts';
 import { compactionSummary } from '../events/declare.ts';
@@ -441,7 +441,8 @@ export class TurnPipeline implements TurnRunner {
       );
     }
     const prompt = modePrompt(turn.mode, turn.prompt, input.earlier.length > 0);
-    const result = await runEngineTurn({
+    const schema = outputSchemaOf(turn);
+    const result = await runEngineTurnWithOutput({
       engine,
       readOnly: !writes(turn.mode),
       checkout: dir,
@@ -468,10 +469,12 @@ export class TurnPipeline implements TurnRunner {
       secretEnv: secretEnv(input.secrets, 'commands'),
       scrub: secretScrubber(secrets),
       network: commandsNetwork(project),
+      outputSchema: schema,
     });
     return {
       summary: result.summary,
       usage: result.usage,
+      output: result.output,
       turnMessages: [
         { role: 'user', content: prompt },
         { role: 'assistant', content: result.summary },
