@@ -33,7 +33,7 @@ export function outputSchemaProblem(schema: unknown): string | undefined {
     return `is ${bytes} bytes as JSON; the maximum is ${MAX_OUTPUT_SCHEMA_BYTES}`;
   }
   if (schema.$schema !== undefined && schema.$schema !== DRAFT_2020_12) {
-    return `"$schema" must be ${DRAFT_2020_12} (JSON Schema 2020-12) or absent`;
+    return `names another draft in "$schema": only JSON Schema 2020-12 (${DRAFT_2020_12}) is taken; leave "$schema" out or name that one`;
   }
   const remote = remoteReference(schema);
   if (remote !== undefined) {

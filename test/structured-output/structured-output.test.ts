@@ -134,7 +134,7 @@ describe('structured output', () => {
       [
         'another draft',
         { $schema: 'http://json-schema.org/draft-04/schema#', type: 'object' },
-        /"\$schema" must be https:\/\/json-schema.org\/draft\/2020-12\/schema/,
+        /"outputSchema" names another draft in "\$schema": only JSON Schema 2020-12 \(https:\/\/json-schema.org\/draft\/2020-12\/schema\) is taken/,
       ],
       [
         'a dangling local $ref',
