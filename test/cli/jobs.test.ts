@@ -656,16 +656,17 @@ describe('errand job', () => {
         turns.map((t) => t.output_schema),
         [schema, inline],
       );
+      const createWith = (schemaArg: string) => [
+        'job',
+        'create',
+        '--project',
+        projectId,
+        'x',
+        '--output-schema',
+        schemaArg,
+      ];
       await misused(
-        [
-          'job',
-          'create',
-          '--project',
-          projectId,
-          'x',
-          '--output-schema',
-          path.join(dir, 'none.json'),
-        ],
+        createWith(path.join(dir, 'none.json')),
         /--output-schema: cannot read .*none\.json/,
         /^Usage: errand job create/,
       );
@@ -675,15 +676,7 @@ describe('errand job', () => {
         /^Usage: errand job message/,
       );
       // The service's own refusal, as any API error: one line with its code.
-      const refused = await cli([
-        'job',
-        'create',
-        '--project',
-        projectId,
-        'x',
-        '--output-schema',
-        '{"type":"nope"}',
-      ]);
+      const refused = await cli(createWith('{"type":"nope"}'));
       assert.equal(refused.code, 1, refused.stderr);
       assert.match(refused.stderr, /"outputSchema" is not a valid JSON Schema 2020-12/);
     } finally {

@@ -5,26 +5,15 @@
 // its turn.finished event; an invalid answer is told its errors and asked once more; invalid
 // twice fails the turn with the validation errors. Refused schemas change nothing.
 import assert from 'node:assert/strict';
-import path from 'node:path';
-import { after, afterEach, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { isRecord } from '../../src/json.ts';
-import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
-import { type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
-import {
-  type GitHttpServer,
-  git,
-  makeServedRepo,
-  makeTempDir,
-  removeDir,
-  startGitHttpServer,
-} from '../support/git.ts';
+import { reply, toolCalls } from '../support/fake-llm.ts';
+import { git } from '../support/git.ts';
+import { useGitHubStand } from '../support/github-stand.ts';
 import { untilStatus } from '../support/jobs.ts';
 import { assertError, unchanged } from '../support/route-cases.ts';
-import { startTestService, type TestService } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-output-8c2f1e0b';
-const TOKEN = 'ghp_outputtoken0123456789abcdef';
-const basic = `Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`;
 
 /** A closed schema, as both vendors' structured outputs take it. */
 const VERDICT = {
@@ -49,68 +38,37 @@ function lastUserText(body: unknown): string {
 }
 
 describe('structured output', () => {
-  let tmp: string;
-  let bare: string;
-  let gitServer: GitHttpServer;
-  let github: FakeGitHub;
-  let llm: FakeLlm;
-  let svc: TestService;
-  let projectId: string;
-
-  before(async () => {
-    tmp = await makeTempDir('output');
-    const root = path.join(tmp, 'served');
-    bare = await makeServedRepo(root, tmp);
-    gitServer = await startGitHttpServer({ projectRoot: root, authorization: basic });
-    github = await startFakeGitHub({ repos: ['acme/app'], token: TOKEN });
-    llm = await startFakeLlm({
-      apiKey: MODEL_KEY,
-      models: ['gpt-test', 'claude-sonnet-4-5'],
-    });
-    svc = await startTestService({
-      env: {
-        OPENAI_API_KEY: MODEL_KEY,
-        OPENAI_BASE_URL: `${llm.url}/v1`,
-        ANTHROPIC_API_KEY: MODEL_KEY,
-        ANTHROPIC_BASE_URL: `${llm.url}/v1`,
-        ERRAND_MODEL: 'openai:gpt-test',
-        ERRAND_SECRET_KEY: 'test-secret-key-for-errand-output',
-      },
-    });
-    const project = await svc.request('POST', '/v2/admin/projects', {
-      body: {
-        name: 'output',
-        repository: `${gitServer.url}/acme/app.git`,
-        forge: 'github',
-        forgeUrl: github.apiUrl,
-        forgeToken: TOKEN,
-      },
-    });
-    assert.equal(project.status, 201, project.text);
-    projectId = project.json.id as string;
-  });
-  after(async () => {
-    await svc?.close();
-    await llm?.close();
-    await github?.close();
-    await gitServer?.close();
-    await removeDir(tmp);
-  });
-  afterEach(() => {
-    try {
-      llm.assertDone();
-      github.assertNoUnexpected();
-    } finally {
-      llm.reset();
-    }
+  const stand = useGitHubStand({
+    name: 'output',
+    modelKey: MODEL_KEY,
+    models: ['gpt-test', 'claude-sonnet-4-5'],
+    env: {
+      ERRAND_MODEL: 'openai:gpt-test',
+      ERRAND_SECRET_KEY: 'test-secret-key-for-errand-output',
+    },
   });
 
   const until = (jobId: string, status: string) =>
-    untilStatus(svc, projectId, jobId, status, { failFast: status !== 'failed' });
+    untilStatus(stand.svc, stand.projectId, jobId, status, { failFast: status !== 'failed' });
   const events = async (jobId: string) =>
-    (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
+    (await stand.svc.request('GET', `/v2/agent/${stand.projectId}/job/${jobId}/events`)).json
+      .events ?? [];
   const create = (body: Record<string, unknown>) =>
-    svc.request('POST', `/v2/agent/${projectId}/job`, { body });
+    stand.svc.request('POST', `/v2/agent/${stand.projectId}/job`, { body });
+  /** An ask job on an Anthropic model, its model calls answered by `answers` in turn. */
+  const askClaude = async (outputSchema: Record<string, unknown>, answers: string[]) => {
+    stand.llm.script(
+      ...answers.map((text) => ({ ...reply(text), protocol: 'anthropic' as const })),
+    );
+    const created = await create({
+      prompt: 'Is it broken?',
+      mode: 'ask',
+      model: 'anthropic:claude-sonnet-4-5',
+      outputSchema,
+    });
+    assert.equal(created.status, 201, created.text);
+    return until(created.json.id as string, 'completed');
+  };
 
   describe('refused schemas', () => {
     const cases: [string, unknown, RegExp][] = [
@@ -145,7 +103,7 @@ describe('structured output', () => {
     // A finished job, for the messages.
     let jobId: string;
     before(async () => {
-      llm.script(reply('Nothing to see.'));
+      stand.llm.script(reply('Nothing to see.'));
       const created = await create({ prompt: 'look', mode: 'ask' });
       assert.equal(created.status, 201, created.text);
       jobId = created.json.id as string;
@@ -154,13 +112,13 @@ describe('structured output', () => {
 
     for (const [what, schema, message] of cases) {
       test(`400 on create and on a message for ${what}; nothing is written`, async () => {
-        const refused = await unchanged(svc, () =>
+        const refused = await unchanged(stand.svc, () =>
           create({ prompt: 'answer', mode: 'ask', outputSchema: schema }),
         );
         assertError(refused, 400, 'bad_request');
         assert.match(refused.json.error ?? '', message);
-        const message_ = await unchanged(svc, () =>
-          svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
+        const message_ = await unchanged(stand.svc, () =>
+          stand.svc.request('POST', `/v2/agent/${stand.projectId}/job/${jobId}/message`, {
             body: { prompt: 'again', mode: 'ask', outputSchema: schema },
           }),
         );
@@ -172,7 +130,7 @@ describe('structured output', () => {
 
   test("an ask job's output is valid against its schema, in the record and in turn.finished; sent as OpenAI's json_schema response format", async () => {
     const value = { verdict: 'yes', files: ['src/main.ts'] };
-    llm.script(
+    stand.llm.script(
       toolCalls([{ name: 'list_files', input: {} }]),
       reply('Yes: src/main.ts starts it.'),
       reply(JSON.stringify(value)),
@@ -190,7 +148,7 @@ describe('structured output', () => {
     assert.equal(job.summary, 'Yes: src/main.ts starts it.');
 
     // The loop's requests ask for no format; the last one asks for the schema, not strict.
-    const requests = llm.requests;
+    const requests = stand.llm.requests;
     assert.equal(requests.length, 3);
     assert.equal(responseFormat(requests[0]?.body), undefined);
     assert.deepEqual(responseFormat(requests[2]?.body), {
@@ -205,7 +163,7 @@ describe('structured output', () => {
     assert.deepEqual(finished.data.output, value);
     // Its call is a model step of the turn like the others, counted in the job's usage.
     assert.equal(log.filter((e) => e.type === 'model.step').length, 3);
-    const stored = await svc.service.ctx.db
+    const stored = await stand.svc.service.ctx.db
       .selectFrom('turns')
       .select(['output', 'output_schema'])
       .where('job_id', '=', jobId)
@@ -215,7 +173,7 @@ describe('structured output', () => {
   });
 
   test('an invalid answer is told its errors and asked once more; the valid one is the output', async () => {
-    llm.script(
+    stand.llm.script(
       reply('Done looking.'),
       reply(JSON.stringify({ verdict: 'maybe' })),
       reply(JSON.stringify({ verdict: 'no', files: [] })),
@@ -224,14 +182,18 @@ describe('structured output', () => {
     assert.equal(created.status, 201, created.text);
     const job = await until(created.json.id as string, 'completed');
     assert.deepEqual(job.output, { verdict: 'no', files: [] });
-    const retry = lastUserText(llm.requests[2]?.body);
+    const retry = lastUserText(stand.llm.requests[2]?.body);
     assert.match(retry, /does not satisfy the required JSON Schema/);
     assert.match(retry, /must have required property 'files'/);
     assert.match(retry, /\/verdict: must be equal to one of the allowed values/);
   });
 
   test('an answer still invalid after the retry fails the turn with the validation errors', async () => {
-    llm.script(reply('Done.'), reply('not json at all'), reply(JSON.stringify({ verdict: 1 })));
+    stand.llm.script(
+      reply('Done.'),
+      reply('not json at all'),
+      reply(JSON.stringify({ verdict: 1 })),
+    );
     const created = await create({ prompt: 'Is there a bug?', mode: 'ask', outputSchema: VERDICT });
     assert.equal(created.status, 201, created.text);
     const jobId = created.json.id as string;
@@ -241,7 +203,7 @@ describe('structured output', () => {
     assert.match(error, /not valid against the outputSchema, after one retry/);
     assert.match(error, /\/verdict: must be string/);
     assert.match(error, /must have required property 'files'/);
-    assert.match(lastUserText(llm.requests[2]?.body), /the answer is not JSON/);
+    assert.match(lastUserText(stand.llm.requests[2]?.body), /the answer is not JSON/);
     const failed = (await events(jobId)).find((e) => e.type === 'turn.failed');
     assert.ok(isRecord(failed?.data));
     assert.equal(failed.data.error, job.error);
@@ -249,7 +211,7 @@ describe('structured output', () => {
 
   test('a code job commits and pushes its change, and its output comes with it; a later turn without a schema keeps it', async () => {
     const value = { verdict: 'yes', files: ['NOTES.md'] };
-    llm.script(
+    stand.llm.script(
       toolCalls([{ name: 'write_file', input: { path: 'NOTES.md', content: 'notes\n' } }]),
       reply('Add NOTES.md'),
       reply(JSON.stringify(value)),
@@ -261,48 +223,41 @@ describe('structured output', () => {
     assert.deepEqual(job.output, value);
     assert.ok(job.prLink, 'the code turn opened no pull request');
     const branch = String(job.branch);
-    assert.equal(git(bare, 'show', `refs/heads/${branch}:NOTES.md`), 'notes');
+    assert.equal(git(stand.bare, 'show', `refs/heads/${branch}:NOTES.md`), 'notes');
 
-    llm.script(reply('Nothing more to do.'));
-    const followed = await svc.request('POST', `/v2/agent/${projectId}/job/${jobId}/message`, {
-      body: { prompt: 'anything else?', mode: 'ask' },
-    });
+    stand.llm.script(reply('Nothing more to do.'));
+    const followed = await stand.svc.request(
+      'POST',
+      `/v2/agent/${stand.projectId}/job/${jobId}/message`,
+      {
+        body: { prompt: 'anything else?', mode: 'ask' },
+      },
+    );
     assert.equal(followed.status, 200, followed.text);
     const after = await until(jobId, 'completed');
     assert.equal(after.summary, 'Nothing more to do.');
     assert.deepEqual(after.output, value);
     // The follow-up's conversation holds the value the earlier turn gave.
-    assert.match(JSON.stringify(llm.requests.at(-1)?.body), /NOTES\.md/);
+    assert.match(JSON.stringify(stand.llm.requests.at(-1)?.body), /NOTES\.md/);
   });
 
   test('a job on an Anthropic model gets its output through output_config.format', async () => {
     const value = { verdict: 'no', files: [] };
-    llm.script(
-      { ...reply('Looked.'), protocol: 'anthropic' },
-      { ...reply(JSON.stringify(value)), protocol: 'anthropic' },
-    );
-    const created = await create({
-      prompt: 'Is it broken?',
-      mode: 'ask',
-      model: 'anthropic:claude-sonnet-4-5',
-      outputSchema: VERDICT,
-    });
-    assert.equal(created.status, 201, created.text);
-    const job = await until(created.json.id as string, 'completed');
+    const job = await askClaude(VERDICT, ['Looked.', JSON.stringify(value)]);
     assert.deepEqual(job.output, value);
-    const body = llm.requests[1]?.body;
+    const body = stand.llm.requests[1]?.body;
     assert.ok(isRecord(body) && isRecord(body.output_config));
     assert.deepEqual(body.output_config.format, { type: 'json_schema', schema: VERDICT });
   });
 
   test('a schema whose root is not an object is sent wrapped in one, and its value unwrapped', async () => {
     const schema = { type: 'array', items: { type: 'string' }, minItems: 1 };
-    llm.script(reply('Two files.'), reply(JSON.stringify({ value: ['a.ts', 'b.ts'] })));
+    stand.llm.script(reply('Two files.'), reply(JSON.stringify({ value: ['a.ts', 'b.ts'] })));
     const created = await create({ prompt: 'Which files?', mode: 'ask', outputSchema: schema });
     assert.equal(created.status, 201, created.text);
     const job = await until(created.json.id as string, 'completed');
     assert.deepEqual(job.output, ['a.ts', 'b.ts']);
-    assert.deepEqual(responseFormat(llm.requests[1]?.body), {
+    assert.deepEqual(responseFormat(stand.llm.requests[1]?.body), {
       type: 'json_schema',
       json_schema: {
         schema: {
@@ -319,21 +274,9 @@ describe('structured output', () => {
 
   test('on an Anthropic model an empty answer is retried in a conversation the vendor takes; objects are sent closed', async () => {
     const schema = { type: 'object', properties: { n: { type: 'integer' } }, required: ['n'] };
-    llm.script(
-      { ...reply('Counted.'), protocol: 'anthropic' },
-      { ...reply(''), protocol: 'anthropic' },
-      { ...reply('{"n": 3}'), protocol: 'anthropic' },
-    );
-    const created = await create({
-      prompt: 'How many?',
-      mode: 'ask',
-      model: 'anthropic:claude-sonnet-4-5',
-      outputSchema: schema,
-    });
-    assert.equal(created.status, 201, created.text);
-    const job = await until(created.json.id as string, 'completed');
+    const job = await askClaude(schema, ['Counted.', '', '{"n": 3}']);
     assert.deepEqual(job.output, { n: 3 });
-    const body = llm.requests[2]?.body;
+    const body = stand.llm.requests[2]?.body;
     assert.ok(isRecord(body) && isRecord(body.output_config));
     // Anthropic takes only closed objects: the SDK closes them; the answer is checked against
     // the client's own schema.
