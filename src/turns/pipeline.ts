@@ -3,6 +3,7 @@
 // request. Every step is safe to repeat: a turn retried after a crash finds its pushed commit
 // and does not redo it. It reads no database: the project and the conversation come in its
 // input, and what it records goes through the input's callbacks.
+import type { LanguageModel, ModelMessage } from 'ai';
 import { jobHistory } from '../agent/conversation.ts';
 import { BudgetExceededError, type CostBudget, runAgentTurn } from '../agent/loop.ts';
 import { ModelError } from '../agent/model-errors.ts';
@@ -154,6 +155,21 @@ export class TurnPipeline implements TurnRunner {
       const landed = await landedCommit(this.#workspace, checkout.dir, job.id, turn.seq, signal);
       if (landed) {
         await emit('turn.resumed', { commit: landed.sha, note: 'this turn was already pushed' });
+        // The lost attempt's tool calls are gone; the prompt and its outcome keep the
+        // conversation whole for follow-ups.
+        const messages = [
+          { role: 'user', content: turn.prompt },
+          { role: 'assistant', content: landed.summary },
+        ];
+        // Its value, when it was asked for one, is asked again from that outcome.
+        const structured = await this.#output(input, messages, 0, emit, {
+          model: scrubbedModel(this.#deps.models.resolve(job.model), secretScrubber(secrets)),
+          system: buildSystemPrompt({
+            repository: job.repository,
+            branch: job.branch,
+            commands: false,
+          }),
+        });
         const reviewed = await review(
           config,
           this.#workspace,
@@ -166,15 +182,11 @@ export class TurnPipeline implements TurnRunner {
         );
         return {
           summary: landed.summary,
-          // The lost attempt's tool calls are gone; the prompt and its outcome keep the
-          // conversation whole for follow-ups.
-          messages: [
-            { role: 'user', content: turn.prompt },
-            { role: 'assistant', content: landed.summary },
-          ],
+          messages: [...messages, ...(structured?.messages ?? [])],
           commitSha: landed.sha,
-          usage: null,
+          usage: structured?.usage ?? null,
           ...reviewed,
+          ...(structured ? { output: scrubbed(structured.output) } : {}),
         };
       }
 
@@ -387,31 +399,59 @@ export class TurnPipeline implements TurnRunner {
       if (err instanceof ModelError) metrics.modelError(job.model);
       throw err;
     });
-    const schema = outputSchemaOf(turn);
-    if (!schema) return result;
-    // The turn's value, asked for once its work is done (docs/structured-output.md).
-    let step = result.steps;
-    const structured = await structuredOutput({
+    const structured = await this.#output(input, result.turnMessages, result.steps, emit, {
       model,
       system,
-      messages: jobHistory([...input.earlier, { messages: result.turnMessages }]),
+    });
+    if (!structured) return result;
+    return {
+      ...result,
+      usage: addTokens(result.usage, structured.usage),
+      turnMessages: [...result.turnMessages, ...structured.messages],
+      output: structured.output,
+    };
+  }
+
+  /**
+   * The value of a turn given an output schema (docs/structured-output.md), asked of its model
+   * once its work is done, `turnMessages` being the turn's conversation; undefined for a turn
+   * without one. Still invalid after the retry, the turn fails. `asked`: the model and system
+   * prompt the turn ran with, else the job's model with the plain system prompt.
+   */
+  async #output(
+    input: TurnInput,
+    turnMessages: unknown[],
+    steps: number,
+    emit: Emit,
+    asked: { model: LanguageModel; system: string },
+  ): Promise<
+    { output: { value: unknown }; usage: TokenUsage; messages: ModelMessage[] } | undefined
+  > {
+    const { job, turn, signal } = input;
+    const schema = outputSchemaOf(turn);
+    if (!schema) return undefined;
+    const { config, models, metrics } = this.#deps;
+    let step = steps;
+    const structured = await structuredOutput({
+      ...asked,
+      messages: jobHistory([...input.earlier, { messages: turnMessages }]),
       schema,
       maxOutputTokens: config.agent.maxOutputTokens,
       maxRetries: 3,
       signal,
-      onCall: (usage) => modelStep(++step, usage),
+      onCall: (tokens) => {
+        const usage = models.usage(job.model, tokens);
+        metrics.modelStep(job.model, usage);
+        return emit('model.step', { step: ++step, usage });
+      },
     }).catch((err: unknown) => {
       if (err instanceof ModelError) metrics.modelError(job.model);
       throw err;
     });
     if (!structured.check.ok)
       throw new TurnFailedError(invalidOutputMessage(structured.check.problems));
-    return {
-      ...result,
-      usage: addTokens(result.usage, structured.usage),
-      turnMessages: [...result.turnMessages, ...structured.messages],
-      output: { value: structured.check.value },
-    };
+    const { usage, messages } = structured;
+    return { output: { value: structured.check.value }, usage, messages };
   }
 
   /**
