@@ -3,7 +3,6 @@
 // request. Every step is safe to repeat: a turn retried after a crash finds its pushed commit
 // and does not redo it. It reads no database: the project and the conversation come in its
 // input, and what it records goes through the input's callbacks.
-import type { LanguageModel, ModelMessage } from 'ai';
 import { jobHistory } from '../agent/conversation.ts';
 import { BudgetExceededError, type CostBudget, runAgentTurn } from '../agent/loop.ts';
 import { ModelError } from '../agent/model-errors.ts';
@@ -16,7 +15,6 @@ import {
   setupNote,
 } from '../agent/prompt.ts';
 import { scrubbedModel } from '../agent/scrubbed-model.ts';
-import { structuredOutput } from '../agent/structured-output.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
@@ -25,7 +23,7 @@ import type { Environments } from '../environments/environments.ts';
 import type { Emit } from '../events/catalog.ts';
 import { compactionSummary } from '../events/declare.ts';
 import type { Forges } from '../forges/clients.ts';
-import { invalidOutputMessage, outputSchemaOf } from '../jobs/output-schema.ts';
+import { outputSchemaOf } from '../jobs/output-schema.ts';
 import {
   TurnFailedError,
   type TurnInput,
@@ -55,6 +53,7 @@ import {
 import { commitMessage, landedCommit } from './commits.ts';
 import { bringBaseIn, concludeResolution, integratedSummary, withConflicts } from './conflict.ts';
 import { asTurnError, review, type TurnForge, turnForge } from './forge.ts';
+import { turnOutput } from './output.ts';
 import { refuseSecretsInPush, secretEnv, secretScrubForms } from './secrets.ts';
 
 export interface TurnPipelineDeps {
@@ -162,7 +161,7 @@ export class TurnPipeline implements TurnRunner {
           { role: 'assistant', content: landed.summary },
         ];
         // Its value, when it was asked for one, is asked again from that outcome.
-        const structured = await this.#output(input, messages, 0, emit, {
+        const structured = await turnOutput(this.#deps, input, messages, 0, emit, {
           model: scrubbedModel(this.#deps.models.resolve(job.model), secretScrubber(secrets)),
           system: buildSystemPrompt({
             repository: job.repository,
@@ -363,11 +362,6 @@ export class TurnPipeline implements TurnRunner {
       branch: job.branch,
       commands: commands !== undefined,
     });
-    const modelStep = (step: number, tokens: TokenUsage) => {
-      const usage = models.usage(job.model, tokens);
-      metrics.modelStep(job.model, usage);
-      return emit('model.step', { step, usage });
-    };
     const result = await runAgentTurn({
       model,
       system,
@@ -385,7 +379,11 @@ export class TurnPipeline implements TurnRunner {
       budget: info.prices ? await this.#budget(job) : undefined,
       signal,
       onEvent: async (event) => {
-        if (event.type === 'model.step') return modelStep(event.step, event.usage);
+        if (event.type === 'model.step') {
+          const usage = models.usage(job.model, event.usage);
+          metrics.modelStep(job.model, usage);
+          return emit('model.step', { step: event.step, usage });
+        }
         if (event.type === 'context.compacted') {
           const usage = models.usage(job.model, event.usage);
           metrics.modelStep(job.model, usage);
@@ -399,10 +397,17 @@ export class TurnPipeline implements TurnRunner {
       if (err instanceof ModelError) metrics.modelError(job.model);
       throw err;
     });
-    const structured = await this.#output(input, result.turnMessages, result.steps, emit, {
-      model,
-      system,
-    });
+    const structured = await turnOutput(
+      this.#deps,
+      input,
+      result.turnMessages,
+      result.steps,
+      emit,
+      {
+        model,
+        system,
+      },
+    );
     if (!structured) return result;
     return {
       ...result,
@@ -410,48 +415,6 @@ export class TurnPipeline implements TurnRunner {
       turnMessages: [...result.turnMessages, ...structured.messages],
       output: structured.output,
     };
-  }
-
-  /**
-   * The value of a turn given an output schema (docs/structured-output.md), asked of its model
-   * once its work is done, `turnMessages` being the turn's conversation; undefined for a turn
-   * without one. Still invalid after the retry, the turn fails. `asked`: the model and system
-   * prompt the turn ran with, else the job's model with the plain system prompt.
-   */
-  async #output(
-    input: TurnInput,
-    turnMessages: unknown[],
-    steps: number,
-    emit: Emit,
-    asked: { model: LanguageModel; system: string },
-  ): Promise<
-    { output: { value: unknown }; usage: TokenUsage; messages: ModelMessage[] } | undefined
-  > {
-    const { job, turn, signal } = input;
-    const schema = outputSchemaOf(turn);
-    if (!schema) return undefined;
-    const { config, models, metrics } = this.#deps;
-    let step = steps;
-    const structured = await structuredOutput({
-      ...asked,
-      messages: jobHistory([...input.earlier, { messages: turnMessages }]),
-      schema,
-      maxOutputTokens: config.agent.maxOutputTokens,
-      maxRetries: 3,
-      signal,
-      onCall: (tokens) => {
-        const usage = models.usage(job.model, tokens);
-        metrics.modelStep(job.model, usage);
-        return emit('model.step', { step: ++step, usage });
-      },
-    }).catch((err: unknown) => {
-      if (err instanceof ModelError) metrics.modelError(job.model);
-      throw err;
-    });
-    if (!structured.check.ok)
-      throw new TurnFailedError(invalidOutputMessage(structured.check.problems));
-    const { usage, messages } = structured;
-    return { output: { value: structured.check.value }, usage, messages };
   }
 
   /**
