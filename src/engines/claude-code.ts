@@ -117,6 +117,12 @@ class ClaudeReader implements StreamReader {
         break;
       case 'result': {
         const text = str(line.result);
+        // No valid structured output after Claude Code's own tries: not the engine's failure but
+        // an invalid answer, which Errand's check tells it once more (src/engines/output.ts).
+        if (line.subtype === 'error_max_structured_output_retries') {
+          this.summary = text ?? '';
+          break;
+        }
         if (line.is_error === true || line.subtype !== 'success') {
           this.error = text || `Claude Code ended with ${str(line.subtype) ?? 'an error'}`;
         } else if (text !== undefined) {
