@@ -2,14 +2,17 @@
 // that a user never assembles curl commands or polls by hand. Each subcommand resolves to an
 // exit code: 0 done (completed, for the ones that wait), 1 failed, 3 archived; a wrong
 // command line is a UsageError (2), an API or network error a CliError (1).
+import { readFile } from 'node:fs/promises';
 import {
   type ErrandClient,
   ErrandError,
   type Job,
   type JobEvent,
   type JobStatus,
+  type OutputSchema,
   TERMINAL_STATUSES,
 } from '../client/index.ts';
+import { isRecord } from '../json.ts';
 import { JOB_MODES, JOB_STATUSES } from '../records/job.ts';
 import { prLine, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
@@ -62,7 +65,42 @@ function jobDetails(job: Job): string {
     `  updated:  ${job.updatedAt}`,
     ...(job.archivedAt ? [`  archived: ${job.archivedAt}`] : []),
     ...(job.summary ? ['', job.summary] : []),
+    ...(hasOutput(job) ? ['', 'output:', JSON.stringify(job.output, null, 2)] : []),
   ].join('\n');
+}
+
+/** Whether a turn of the job produced a structured output (docs/structured-output.md). */
+function hasOutput(job: Job): boolean {
+  return job.output !== undefined && job.output !== null;
+}
+
+/** The job's structured output, which is what a caller that gave a schema waited for. */
+function outputText(job: Job): string {
+  return hasOutput(job) ? `\n\n${JSON.stringify(job.output, null, 2)}` : '';
+}
+
+/**
+ * `--output-schema`: a JSON Schema inline (it starts with `{`) or the file that holds one,
+ * checked here only for being a JSON object; the service says what else is wrong with it.
+ */
+async function outputSchemaOf(value: string | undefined): Promise<OutputSchema | undefined> {
+  if (value === undefined) return undefined;
+  const inline = value.trimStart().startsWith('{');
+  const text = inline
+    ? value
+    : await readFile(value, 'utf8').catch((err: unknown) => {
+        throw new UsageError(
+          `--output-schema: cannot read ${value}: ${err instanceof Error ? err.message : String(err)}`,
+        );
+      });
+  let schema: unknown;
+  try {
+    schema = JSON.parse(text);
+  } catch {
+    throw new UsageError(`--output-schema: ${inline ? 'the value' : value} is not JSON`);
+  }
+  if (!isRecord(schema)) throw new UsageError('--output-schema: a JSON Schema is a JSON object');
+  return schema;
 }
 
 /** What the job used of the model, on a line of its own once it used anything. */
@@ -171,7 +209,12 @@ async function follow(
       const job = await client.getJob(id);
       if (TERMINAL_STATUSES.includes(job.status)) {
         progress.stop();
-        print(io, json, job, `${statusText(job)}${spentText(job)}${answerText(job)}`);
+        print(
+          io,
+          json,
+          job,
+          `${statusText(job)}${spentText(job)}${answerText(job)}${outputText(job)}`,
+        );
         return exitCodeOf(job.status);
       }
       if (!seen) await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -212,16 +255,20 @@ const create = jobCommand({
     model: { type: 'string', value: 'provider:model' },
     'base-ref': { type: 'string', value: 'REF' },
     mode: { type: 'string', choices: JOB_MODES },
+    'output-schema': { type: 'string', value: 'FILE|JSON' },
     wait: { type: 'boolean' },
   },
-  summary: 'start a job (--mode ask: an answer; plan: a plan to approve); --wait follows it',
+  summary:
+    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer); --wait follows it',
   async run({ values, args: [prompt = ''], io }) {
+    const outputSchema = await outputSchemaOf(values['output-schema']);
     const { client, project } = await connect(io, values);
     const job = await client.createJob({
       prompt,
       ...(values.model !== undefined ? { model: values.model } : {}),
       ...(values['base-ref'] !== undefined ? { baseRef: values['base-ref'] } : {}),
       ...(values.mode !== undefined ? { mode: values.mode } : {}),
+      ...(outputSchema !== undefined ? { outputSchema } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);
@@ -231,15 +278,19 @@ const create = jobCommand({
 const message = jobCommand({
   name: 'message',
   args: ['ID', '"PROMPT"'],
-  options: { mode: { type: 'string', choices: JOB_MODES }, wait: { type: 'boolean' } },
+  options: {
+    mode: { type: 'string', choices: JOB_MODES },
+    'output-schema': { type: 'string', value: 'FILE|JSON' },
+    wait: { type: 'boolean' },
+  },
   summary: 'a follow-up prompt: another turn on the same branch',
   async run({ values, args: [id = '', prompt = ''], io }) {
+    const outputSchema = await outputSchemaOf(values['output-schema']);
     const { client, project } = await connect(io, values);
-    const job = await client.sendMessage(
-      id,
-      prompt,
-      values.mode !== undefined ? { mode: values.mode } : {},
-    );
+    const job = await client.sendMessage(id, prompt, {
+      ...(values.mode !== undefined ? { mode: values.mode } : {}),
+      ...(outputSchema !== undefined ? { outputSchema } : {}),
+    });
     // This prompt is the job's latest turn: --wait shows the log from its first event.
     const how = { verb: 'sent a follow-up to', wait: values.wait, fromTurn: job.turns };
     return started(client, project, job, how, io, values.json === true);

@@ -31,9 +31,11 @@ import {
   type JobMode,
   type JobStatus,
   notA,
+  type OutputSchema,
   type Project,
   type Schedule,
   type Secret,
+  type SendMessageInput,
   type SetSecretInput,
   type UpdateProjectInput,
   type UpdateScheduleInput,
@@ -60,10 +62,12 @@ export type {
   JobEventPage,
   JobMode,
   JobStatus,
+  OutputSchema,
   Project,
   Schedule,
   Secret,
   SecretExposure,
+  SendMessageInput,
   SetSecretInput,
   UpdateProjectInput,
   UpdateScheduleInput,
@@ -117,13 +121,21 @@ export class ErrandClient {
 
   /** Creates a job; the agent works in the background (poll it, or waitForJob). */
   async createJob(
-    input: { prompt: string; model?: string; baseRef?: string; mode?: JobMode },
+    input: {
+      prompt: string;
+      model?: string;
+      baseRef?: string;
+      mode?: JobMode;
+      /** A JSON Schema the turn's answer must satisfy: the job's `output` (docs/structured-output.md). */
+      outputSchema?: OutputSchema;
+    },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
     const body: CreateJobInput = { prompt: input.prompt };
     if (input.model !== undefined) body.model = input.model;
     if (input.baseRef !== undefined) body.baseRef = input.baseRef;
     if (input.mode !== undefined) body.mode = input.mode;
+    if (input.outputSchema !== undefined) body.outputSchema = input.outputSchema;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,
@@ -134,16 +146,24 @@ export class ErrandClient {
 
   /**
    * Sends a follow-up prompt; the job becomes active again. `mode`: what the turn may do (else
-   * code, which after a plan carries it out).
+   * code, which after a plan carries it out). `outputSchema`: the JSON Schema this turn's
+   * answer must satisfy (docs/structured-output.md).
    */
   async sendMessage(
     jobId: string,
     prompt: string,
-    options: CallOptions & { idempotencyKey?: string; mode?: JobMode } = {},
+    options: CallOptions & {
+      idempotencyKey?: string;
+      mode?: JobMode;
+      outputSchema?: OutputSchema;
+    } = {},
   ): Promise<Job> {
+    const body: SendMessageInput = { prompt };
+    if (options.mode !== undefined) body.mode = options.mode;
+    if (options.outputSchema !== undefined) body.outputSchema = options.outputSchema;
     return this.#job(`${this.#jobPath(jobId, options)}/message`, 'sendMessage', {
       method: 'POST',
-      body: options.mode === undefined ? { prompt } : { prompt, mode: options.mode },
+      body,
       headers: idempotency(options.idempotencyKey),
       signal: options.signal,
     });

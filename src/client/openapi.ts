@@ -248,6 +248,10 @@ export interface paths {
              * @enum {string}
              */
             mode?: 'code' | 'ask' | 'plan';
+            /** @description A JSON Schema (2020-12, at most 16 KB, only references inside itself): the turn ends with the agent producing a value valid against it, the job's `output`. An answer still invalid after one retry fails the turn with the validation errors. */
+            outputSchema?: {
+              [key: string]: unknown;
+            };
           };
         };
       };
@@ -349,6 +353,10 @@ export interface paths {
              * @enum {string}
              */
             mode?: 'code' | 'ask' | 'plan';
+            /** @description A JSON Schema (2020-12, at most 16 KB, only references inside itself): the turn ends with the agent producing a value valid against it, the job's `output`. An answer still invalid after one retry fails the turn with the validation errors. */
+            outputSchema?: {
+              [key: string]: unknown;
+            };
           };
         };
       };
@@ -709,6 +717,7 @@ export interface paths {
                         costUsd: number | null;
                       } | null;
                       prLink: string | null;
+                      output?: unknown;
                       [key: string]: unknown;
                     };
                     /** Format: date-time */
@@ -4042,7 +4051,7 @@ export interface webhooks {
   'turn.finished': {
     /**
      * turn.finished
-     * @description The turn finished: its summary, what it used, and its pull request. Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
+     * @description The turn finished: its summary, what it used, its pull request, and `output`, the value valid against its outputSchema when it was given one (docs/structured-output.md). Signed as Standard Webhooks says (webhook-id, webhook-timestamp, webhook-signature); answer with a 2xx within ERRAND_WEBHOOK_TIMEOUT_SECONDS (10 s by default), or the delivery is tried again.
      */
     post: {
       requestBody: {
@@ -4058,7 +4067,7 @@ export interface webhooks {
             data: {
               projectId: string;
               jobId: string;
-              /** @description The turn finished: its summary, what it used, and its pull request. */
+              /** @description The turn finished: its summary, what it used, its pull request, and `output`, the value valid against its outputSchema when it was given one (docs/structured-output.md). */
               event: {
                 /** @description Increases with every event of the job. */
                 seq: number;
@@ -4081,6 +4090,7 @@ export interface webhooks {
                     costUsd: number | null;
                   } | null;
                   prLink: string | null;
+                  output?: unknown;
                   [key: string]: unknown;
                 };
                 /** Format: date-time */
@@ -4729,6 +4739,8 @@ export interface components {
       summary?: string | null;
       /** @description The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch. */
       awaitingApproval?: boolean;
+      /** @description The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished. */
+      output?: unknown;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {

@@ -20,6 +20,10 @@ export type JobEventPage = JsonBody<
 export type JobEvent = JobEventPage['events'][number];
 /** A job's input at creation. */
 export type CreateJobInput = RequestJson<paths['/v2/agent/{projectId}/job']['post']>;
+/** A follow-up's input. */
+export type SendMessageInput = RequestJson<paths['/v2/agent/{projectId}/job/{id}/message']['post']>;
+/** A JSON Schema a turn's answer must satisfy (docs/structured-output.md). */
+export type OutputSchema = NonNullable<CreateJobInput['outputSchema']>;
 
 /** A project, as the admin API shows it (never its credentials). */
 export type Project = components['schemas']['Project'];

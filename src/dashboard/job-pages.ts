@@ -128,6 +128,8 @@ export interface TurnView {
   sentBy: SafeHtml;
   /** What the turn could do (docs/modes.md). */
   mode: JobMode;
+  /** Its structured output as indented JSON, for a turn given an output schema that finished. */
+  outputJson?: string | undefined;
 }
 
 /** The mode picker of the create and follow-up forms; code first, the default. */
@@ -236,6 +238,7 @@ ${detail.turns.map(
   <h3>Turn ${turn.seq} <span class="badge">${turn.state}</span>${turn.mode !== 'code' ? html` <span class="badge">${turn.mode}</span>` : ''}</h3>
   <pre class="prompt">${turn.prompt}</pre>
   ${turn.summaryHtml !== undefined ? html`<div class="summary">${new SafeHtml(turn.summaryHtml)}</div>` : ''}
+  ${turn.outputJson !== undefined ? html`<details open class="turn-output"><summary>Output</summary><pre class="output">${turn.outputJson}</pre></details>` : ''}
   ${turn.error ? notice(turn.error) : ''}
   <p class="muted">Sent by ${turn.sentBy}. Queued ${when(turn.createdAt)}${turn.startedAt ? html`, started ${when(turn.startedAt)}` : ''}${
     turn.finishedAt ? html`, finished ${when(turn.finishedAt)}` : ''

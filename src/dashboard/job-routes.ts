@@ -112,6 +112,11 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
       finishedAt: turn.finished_at?.toISOString() ?? null,
       sentBy: actorLabel(turn.sent_by, names),
       mode: turn.mode,
+      // The value it produced against its output schema (docs/structured-output.md).
+      outputJson:
+        turn.output_schema !== null && turn.state === 'done'
+          ? JSON.stringify(turn.output, null, 2)
+          : undefined,
     })),
     events: events.map((event) => eventView(toEventRecord(event))),
     diffHtml: review

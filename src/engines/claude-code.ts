@@ -29,6 +29,9 @@ export const CLAUDE_CODE_WRITING_TOOLS = ['Edit', 'MultiEdit', 'Write', 'Noteboo
 
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
+  // `--json-schema`: a StructuredOutput tool the model must call, checked by Claude Code, its
+  // value in the result line's `structured_output`.
+  nativeOutput: () => true,
   invocation(setup) {
     return {
       argv: [
@@ -48,6 +51,7 @@ export const claudeCode: EngineDefinition = {
           ',',
         ),
         ...(setup.resume ? ['--resume', setup.resume] : []),
+        ...(setup.outputSchema ? ['--json-schema', JSON.stringify(setup.outputSchema)] : []),
       ],
       // With no prompt argument, print mode reads it from standard input.
       stdin: setup.prompt,
@@ -71,6 +75,7 @@ class ClaudeReader implements StreamReader {
   sessionId: string | undefined;
   summary: string | undefined;
   error: string | undefined;
+  output: { value: unknown } | undefined;
   /** Tool names by call id, for their results. */
   readonly #calls = new Map<string, string>();
 
@@ -112,11 +117,18 @@ class ClaudeReader implements StreamReader {
         break;
       case 'result': {
         const text = str(line.result);
+        // No valid structured output after Claude Code's own tries: not the engine's failure but
+        // an invalid answer, which Errand's check tells it once more (src/engines/output.ts).
+        if (line.subtype === 'error_max_structured_output_retries') {
+          this.summary = text ?? '';
+          break;
+        }
         if (line.is_error === true || line.subtype !== 'success') {
           this.error = text || `Claude Code ended with ${str(line.subtype) ?? 'an error'}`;
         } else if (text !== undefined) {
           this.summary = text;
         }
+        if ('structured_output' in line) this.output = { value: line.structured_output };
         break;
       }
       default:

@@ -47,9 +47,36 @@ function configuration(setup: { model: { id: string }; proxyOrigin: string }): s
   ];
 }
 
+/** Where the output schema's file is, in the sandbox's own /tmp. */
+const OUTPUT_SCHEMA_FILE = '/tmp/errand-output-schema.json';
+
+/**
+ * Whether OpenAI's strict structured outputs, which `--output-schema` asks for, take `schema`:
+ * an object at the root, and every object closed with all its properties required.
+ */
+function strictCompatible(schema: unknown, root = true): boolean {
+  if (Array.isArray(schema)) return schema.every((item) => strictCompatible(item, false));
+  if (!isRecord(schema)) return true;
+  if (root && schema.type !== 'object') return false;
+  if (schema.type === 'object' || isRecord(schema.properties)) {
+    const keys = isRecord(schema.properties) ? Object.keys(schema.properties) : [];
+    const required = Array.isArray(schema.required) ? schema.required : [];
+    if (schema.additionalProperties !== false) return false;
+    if (!keys.every((key) => required.includes(key))) return false;
+  }
+  return Object.entries(schema).every(
+    ([key, value]) =>
+      ['enum', 'const', 'default', 'examples'].includes(key) || strictCompatible(value, false),
+  );
+}
+
 export const codex: EngineDefinition = {
   name: 'codex',
+  // `--output-schema` asks the Responses API for a strict JSON schema: a schema strict mode
+  // refuses is asked for in the prompt instead.
+  nativeOutput: (schema) => strictCompatible(schema),
   invocation(setup) {
+    const schema = setup.outputSchema;
     return {
       argv: [
         setup.bin,
@@ -61,6 +88,7 @@ export const codex: EngineDefinition = {
         // No approval is ever asked and Codex's own sandbox is off: the run is in Errand's.
         '--dangerously-bypass-approvals-and-sandbox',
         ...configuration(setup).flatMap(([key, value]) => ['-c', `${key}=${value}`]),
+        ...(schema ? ['--output-schema', OUTPUT_SCHEMA_FILE] : []),
         '--',
         ...(setup.resume ? [setup.resume] : []),
         // `-`: the prompt is read from standard input.
@@ -68,6 +96,7 @@ export const codex: EngineDefinition = {
       ],
       stdin: setup.prompt,
       env: { [KEY_VARIABLE]: PLACEHOLDER_KEY },
+      ...(schema ? { files: { [OUTPUT_SCHEMA_FILE]: JSON.stringify(schema) } } : {}),
     };
   },
   reader: () => new CodexReader(),

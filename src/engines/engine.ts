@@ -24,6 +24,11 @@ interface EngineSetup {
   resume: string | undefined;
   /** A short title for the session (engines that would ask the model for one). */
   title: string;
+  /**
+   * The JSON Schema the turn's final answer must satisfy (docs/structured-output.md), for an
+   * engine that takes it natively (nativeOutput).
+   */
+  outputSchema?: Record<string, unknown> | undefined;
 }
 
 /**
@@ -38,6 +43,11 @@ interface EngineInvocation {
    * rewords it (OpenCode quotes a message argument that has spaces and escapes its quotes).
    */
   stdin: string;
+  /**
+   * Files the engine's own shell writes in the sandbox's /tmp before it starts (path → text):
+   * what a flag must name as a file, written where only the sandbox sees it.
+   */
+  files?: Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -56,6 +66,8 @@ export interface StreamReader {
   readonly summary: string | undefined;
   /** The error the engine ended with, in its own words, if it reported one. */
   readonly error: string | undefined;
+  /** The structured output the engine produced natively (Claude Code's), if it did. */
+  readonly output?: { value: unknown } | undefined;
 }
 
 export interface EngineDefinition {
@@ -65,6 +77,11 @@ export interface EngineDefinition {
    * below which the engine cannot start: a project's lower `memoryMb` is raised to it.
    */
   minimumMemoryMb?: number;
+  /**
+   * Whether the engine itself is held to `schema` (docs/structured-output.md): its invocation
+   * then carries it; else the prompt asks for the JSON and Errand checks the final message.
+   */
+  nativeOutput(schema: Record<string, unknown>): boolean;
   invocation(setup: EngineSetup): EngineInvocation;
   reader(): StreamReader;
 }

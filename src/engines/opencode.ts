@@ -81,6 +81,8 @@ const BUN_RESERVATIONS = {
 };
 
 export const opencode: EngineDefinition = {
+  // No flag of its own: the prompt asks for the JSON, and Errand checks the final message.
+  nativeOutput: () => false,
   name: 'opencode',
   // Below it JavaScriptCore stops with MemoryExhaustion at start, even with the small reservations.
   minimumMemoryMb: 2048,

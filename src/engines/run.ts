@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
 import type { Emit, EventData, ProgressType } from '../events/catalog.ts';
+import { outputNote } from '../jobs/output-schema.ts';
 import type { EarlierTurn } from '../jobs/runner.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import type { TokenUsage, Usage } from '../jobs/usage.ts';
@@ -126,11 +127,18 @@ export interface EngineTurnInput {
    * the engine and every command it runs reach those hosts through the egress proxy.
    */
   network?: CommandsNetwork | undefined;
+  /**
+   * The JSON Schema the final answer must satisfy (docs/structured-output.md): given to an
+   * engine that takes it, else asked for in the prompt.
+   */
+  outputSchema?: Record<string, unknown> | undefined;
 }
 
 export interface EngineTurnResult {
   summary: string;
   usage: TokenUsage;
+  /** The value the engine produced natively against the output schema (Claude Code's). */
+  output?: { value: unknown } | undefined;
 }
 
 export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnResult> {
@@ -183,7 +191,7 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     result = await runSandboxed({
       checkout: input.checkout,
       cwd: input.checkout,
-      command: shellCommand(invocation.argv),
+      command: withFiles(invocation.files, shellCommand(invocation.argv)),
       limits: {
         ...input.limits,
         memoryMb: Math.max(input.limits.memoryMb, definition.minimumMemoryMb ?? 0),
@@ -225,7 +233,11 @@ async function prepare(
   await makeDirectory(home);
   const previous = await readSession(input.stateDir, input.engine.name);
   const resume = previous?.session;
-  const prompt = resume ? input.prompt : withHistory(input.prompt, input.earlier);
+  const schema = input.outputSchema;
+  // An engine that is not held to the schema itself is asked for the JSON in its prompt.
+  const native = schema !== undefined && definition.nativeOutput(schema);
+  const asked = schema && !native ? `${input.prompt}\n\n${outputNote(schema)}` : input.prompt;
+  const prompt = resume ? asked : withHistory(asked, input.earlier);
   const invocation = definition.invocation({
     bin: input.engine.bin,
     workspace: input.checkout,
@@ -235,6 +247,7 @@ async function prepare(
     readOnly: input.readOnly === true,
     resume,
     title: oneLine(input.title ?? input.prompt, 60),
+    ...(native ? { outputSchema: schema } : {}),
   });
   return { home, resume, invocation };
 }
@@ -318,7 +331,11 @@ function outcome(
     if (final) throw new TurnFailedError(message);
     throw new ExternalError('model', message, { transient: true });
   }
-  return { summary: reader.summary.trim(), usage: meter.usage };
+  return {
+    summary: reader.summary.trim(),
+    usage: meter.usage,
+    ...(reader.output ? { output: reader.output } : {}),
+  };
 }
 
 /**
@@ -395,6 +412,19 @@ function upstreamOf(
 function keyOf(models: ModelSettings, settings: keyof ModelSettings): string {
   const entry = models[settings];
   return isRecord(entry) && typeof entry.apiKey === 'string' ? entry.apiKey : '';
+}
+
+/**
+ * The command with the files it needs written first by its own shell, in the sandbox (umask
+ * 077: for the engine alone), then the engine exec'd in its place.
+ */
+function withFiles(files: Readonly<Record<string, string>> | undefined, command: string): string {
+  const entries = Object.entries(files ?? {});
+  if (entries.length === 0) return command;
+  const writes = entries.map(
+    ([path, text]) => `printf '%s' ${shellCommand([text])} > ${shellCommand([path])}`,
+  );
+  return ['umask 077', ...writes, `exec ${command}`].join(' && ');
 }
 
 /** argv as one `sh -c` line: every word single-quoted. */

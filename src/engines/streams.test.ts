@@ -120,6 +120,39 @@ describe('engine command lines', () => {
   });
 });
 
+describe('engine command lines: output schema (docs/structured-output.md)', () => {
+  const closed = {
+    type: 'object',
+    properties: { a: { type: 'string' } },
+    required: ['a'],
+    additionalProperties: false,
+  };
+  it('claude code takes any schema as --json-schema', () => {
+    assert.equal(claudeCode.nativeOutput({ type: 'array' }), true);
+    const { argv } = claudeCode.invocation({ ...setup, outputSchema: closed });
+    assert.equal(argv[argv.indexOf('--json-schema') + 1], JSON.stringify(closed));
+    assert.ok(!claudeCode.invocation(setup).argv.includes('--json-schema'));
+  });
+  it("codex takes a schema OpenAI's strict mode takes, as a file its shell writes in /tmp", () => {
+    assert.equal(codex.nativeOutput(closed), true);
+    for (const refused of [
+      { type: 'array' },
+      { ...closed, additionalProperties: true },
+      { ...closed, required: [] },
+      { ...closed, properties: { a: { type: 'object', properties: {} } } },
+    ])
+      assert.equal(codex.nativeOutput(refused), false, JSON.stringify(refused));
+    const { argv, files } = codex.invocation({ ...setup, outputSchema: closed });
+    const file = argv[argv.indexOf('--output-schema') + 1] ?? '';
+    assert.match(file, /^\/tmp\//);
+    assert.deepEqual(files, { [file]: JSON.stringify(closed) });
+    assert.equal(codex.invocation(setup).files, undefined);
+  });
+  it('opencode has no flag: the prompt asks for the JSON', () => {
+    assert.equal(opencode.nativeOutput(closed), false);
+  });
+});
+
 describe('claude code stream', () => {
   const usage = {
     input_tokens: 3,
@@ -186,6 +219,27 @@ describe('claude code stream', () => {
     ]);
     assert.equal(reader.summary, undefined);
     assert.equal(reader.error, 'API Error: 401');
+  });
+
+  it('structured output (docs/structured-output.md): the result line holds it; none valid after its own tries is an answer to check, not an error', () => {
+    const value = { verdict: 'no' };
+    const given = readAll(claudeCode, [
+      { type: 'result', subtype: 'success', is_error: false, result: '', structured_output: value },
+    ]).reader;
+    assert.deepEqual(given.output, { value });
+    assert.equal(given.error, undefined);
+    const none = readAll(claudeCode, [
+      {
+        type: 'result',
+        subtype: 'error_max_structured_output_retries',
+        is_error: true,
+        result: 'I could not',
+      },
+    ]).reader;
+    assert.equal(none.output, undefined);
+    assert.equal(none.error, undefined);
+    assert.equal(none.summary, 'I could not');
+    assert.equal(readAll(claudeCode, lines).reader.output, undefined);
   });
 });
 

@@ -82,11 +82,13 @@ export const EVENTS = {
   }),
   'turn.finished': declare({
     kind: 'transition',
-    description: 'The turn finished: its summary, what it used, and its pull request.',
+    description:
+      'The turn finished: its summary, what it used, its pull request, and `output`, the value valid against its outputSchema when it was given one (docs/structured-output.md).',
     data: payload({
       summary: z.string().nullable(),
       usage: usage.nullable(),
       prLink: z.string().nullable(),
+      output: z.unknown().optional(),
     }),
     words: (d) => ({ text: d.prLink ?? d.summary?.split('\n')[0] ?? '' }),
     webhook: true,

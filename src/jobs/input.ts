@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { isValidModelId, isValidRef } from '../projects/repository.ts';
 import { JOB_MODES } from '../records/job.ts';
 import { refusedAs } from '../validation.ts';
+import { MAX_OUTPUT_SCHEMA_BYTES, outputSchemaProblem } from './output-schema.ts';
 
 /** The prompt of create and message. */
 function promptField(maxChars: number) {
@@ -31,6 +32,18 @@ const modeField = z
     "What the turn may do: code (the default: change the repository, commit, push, open the pull request), ask (read-only: the answer is the turn's summary; nothing is committed or pushed), plan (read-only: the plan is the summary, and the job waits for approval).",
   );
 
+/** The output schema of create and message (docs/structured-output.md). */
+const outputSchemaField = z
+  .record(z.string(), z.unknown(), { error: '"outputSchema" must be a JSON Schema object' })
+  .superRefine((schema, check) => {
+    const problem = outputSchemaProblem(schema);
+    if (problem) check.addIssue({ code: 'custom', message: `"outputSchema" ${problem}` });
+  })
+  .optional()
+  .describe(
+    `A JSON Schema (2020-12, at most ${MAX_OUTPUT_SCHEMA_BYTES / 1024} KB, only references inside itself): the turn ends with the agent producing a value valid against it, the job's \`output\`. An answer still invalid after one retry fails the turn with the validation errors.`,
+  );
+
 /** A follow-up's prompt that approves the plan before it: `approve`, any case, spaces around. */
 export function isApproval(prompt: string): boolean {
   return prompt.trim().toLowerCase() === 'approve';
@@ -52,6 +65,7 @@ export function promptBody(maxChars: number) {
           `The instruction for the agent: 1 to ${maxChars} characters, not only spaces. \`approve\` (any case) after a plan carries the plan out.`,
         ),
         mode: modeField,
+        outputSchema: outputSchemaField,
       },
       bodyType,
     ),
@@ -86,6 +100,7 @@ export function createJobBody(maxChars: number) {
             "The branch, tag or commit to start from; else the project's ref. One that does not exist fails the job when its turn starts.",
           ),
         mode: modeField,
+        outputSchema: outputSchemaField,
       },
       bodyType,
     ),

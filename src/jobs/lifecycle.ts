@@ -132,6 +132,7 @@ export function finishTurn(
         ...(counted ? { usage: usagePlus('usage', counted) } : {}),
         messages: output.messages ? JSON.stringify(output.messages) : null,
         commit_sha: output.commitSha ?? null,
+        ...(output.output ? { output: JSON.stringify(output.output.value) } : {}),
         finished_at: sql`now()`,
       })
       .where('job_id', '=', jobId)
@@ -149,6 +150,9 @@ export function finishTurn(
         awaiting_approval: sql<boolean>`${done.mode === 'plan'} AND NOT EXISTS (SELECT 1 FROM turns WHERE job_id = ${jobId} AND seq > ${seq})`,
         ...(output.prLink ? { pr_link: output.prLink } : {}),
         ...(output.prNumber ? { pr_number: output.prNumber } : {}),
+        // The job's output is its last finished turn's that was asked for one: a turn without a
+        // schema leaves it as it was.
+        ...(output.output ? { output: JSON.stringify(output.output.value) } : {}),
         ...(counted ? { usage: usagePlus('usage', counted) } : {}),
         updated_at: sql`now()`,
       })
@@ -166,6 +170,7 @@ export function finishTurn(
         summary: output.summary,
         usage: readUsage(done.usage) ?? null,
         prLink: output.prLink ?? null,
+        ...(output.output ? { output: output.output.value } : {}),
       },
     });
     if (job) await recordStatus(scope, before, job);

@@ -58,6 +58,8 @@ export type TurnSummary = Pick<
   | 'finished_at'
   | 'sent_by'
   | 'mode'
+  | 'output_schema'
+  | 'output'
 >;
 
 /** The turns of a job, in order. */
@@ -76,6 +78,8 @@ export async function listTurns(ctx: Reader, jobId: string): Promise<TurnSummary
       'finished_at',
       'sent_by',
       'mode',
+      'output_schema',
+      'output',
     ])
     .where('job_id', '=', jobId)
     .orderBy('seq')

@@ -51,6 +51,11 @@ export interface TurnOutput {
   messages?: unknown[] | null;
   /** The commit this turn pushed, if any. */
   commitSha?: string | null;
+  /**
+   * The value its agent produced against the turn's output schema (docs/structured-output.md),
+   * already checked; absent for a turn without one.
+   */
+  output?: { value: unknown } | undefined;
 }
 
 export interface TurnRunner {

@@ -34,6 +34,14 @@ export const jobIdField = z
   .min(1)
   .describe('The job id (job_…), as create_job or list_jobs returned it.');
 
+/** A turn's output schema (docs/structured-output.md), on create_job and send_message. */
+export const outputSchemaField = z
+  .record(z.string(), z.unknown())
+  .optional()
+  .describe(
+    "A JSON Schema (2020-12, at most 16 KB, only references inside itself) the agent's answer must satisfy: the job's `output` holds the value once the turn completes. Give it when you need a result you can parse (a verdict, a list, numbers); omit it otherwise.",
+  );
+
 export function projectOf(deps: ToolDeps, projectId: string | undefined): string {
   const id = projectId ?? deps.defaultProject;
   if (!id) {

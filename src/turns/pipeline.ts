@@ -18,18 +18,19 @@ import { scrubbedModel } from '../agent/scrubbed-model.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
-import { runEngineTurn } from '../engines/run.ts';
+import { runEngineTurnWithOutput } from '../engines/output.ts';
 import type { Environments } from '../environments/environments.ts';
 import type { Emit } from '../events/catalog.ts';
 import { compactionSummary } from '../events/declare.ts';
 import type { Forges } from '../forges/clients.ts';
+import { outputSchemaOf } from '../jobs/output-schema.ts';
 import {
   TurnFailedError,
   type TurnInput,
   type TurnOutput,
   type TurnRunner,
 } from '../jobs/runner.ts';
-import { readUsage, type TokenUsage } from '../jobs/usage.ts';
+import { addTokens, readUsage, type TokenUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { engineModeRefusal } from '../projects/engine.ts';
@@ -52,6 +53,7 @@ import {
 import { commitMessage, landedCommit } from './commits.ts';
 import { bringBaseIn, concludeResolution, integratedSummary, withConflicts } from './conflict.ts';
 import { asTurnError, review, type TurnForge, turnForge } from './forge.ts';
+import { turnOutput } from './output.ts';
 import { refuseSecretsInPush, secretEnv, secretScrubForms } from './secrets.ts';
 
 export interface TurnPipelineDeps {
@@ -72,6 +74,14 @@ export interface TurnPipelineDeps {
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
+
+/** What the agent (Errand's own or an engine) did in a turn, and the value it was asked for. */
+type AgentOutcome = {
+  summary: string;
+  usage: TokenUsage;
+  turnMessages: unknown[];
+  output?: { value: unknown } | undefined;
+};
 
 /** The run_command tool's settings for a turn where it is offered. */
 interface TurnCommands {
@@ -144,6 +154,21 @@ export class TurnPipeline implements TurnRunner {
       const landed = await landedCommit(this.#workspace, checkout.dir, job.id, turn.seq, signal);
       if (landed) {
         await emit('turn.resumed', { commit: landed.sha, note: 'this turn was already pushed' });
+        // The lost attempt's tool calls are gone; the prompt and its outcome keep the
+        // conversation whole for follow-ups.
+        const messages = [
+          { role: 'user', content: turn.prompt },
+          { role: 'assistant', content: landed.summary },
+        ];
+        // Its value, when it was asked for one, is asked again from that outcome.
+        const structured = await turnOutput(this.#deps, input, messages, 0, emit, {
+          model: scrubbedModel(this.#deps.models.resolve(job.model), secretScrubber(secrets)),
+          system: buildSystemPrompt({
+            repository: job.repository,
+            branch: job.branch,
+            commands: false,
+          }),
+        });
         const reviewed = await review(
           config,
           this.#workspace,
@@ -156,15 +181,11 @@ export class TurnPipeline implements TurnRunner {
         );
         return {
           summary: landed.summary,
-          // The lost attempt's tool calls are gone; the prompt and its outcome keep the
-          // conversation whole for follow-ups.
-          messages: [
-            { role: 'user', content: turn.prompt },
-            { role: 'assistant', content: landed.summary },
-          ],
+          messages: [...messages, ...(structured?.messages ?? [])],
           commitSha: landed.sha,
-          usage: null,
+          usage: structured?.usage ?? null,
           ...reviewed,
+          ...(structured ? { output: scrubbed(structured.output) } : {}),
         };
       }
 
@@ -203,13 +224,15 @@ export class TurnPipeline implements TurnRunner {
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
+      // The value asked for (docs/structured-output.md), in every mode, besides what follows.
+      const output = result.output && { output: scrubbed(result.output) };
       // Its answer or its plan is the summary; nothing is committed, pushed or opened, and what
       // an engine may have left in the checkout goes with the next turn's reset.
-      if (!writes(mode)) return { summary, messages, usage, commitSha: null };
+      if (!writes(mode)) return { summary, messages, usage, commitSha: null, ...output };
       const changed = await changedFiles(this.#workspace, { dir: checkout.dir, signal });
       if (changed.length === 0 && !integration) {
         await emit('turn.no_changes', {});
-        return { summary, messages, usage, commitSha: null };
+        return { summary, messages, usage, commitSha: null, ...output };
       }
       if (changed.length > 0)
         await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
@@ -218,10 +241,10 @@ export class TurnPipeline implements TurnRunner {
       const sha = integration
         ? await concludeResolution(this.#workspace, checkout, integration, message, signal)
         : await commitAll(this.#workspace, { dir: checkout.dir, message, signal });
-      if (!sha) return { summary, messages, usage, commitSha: null };
+      if (!sha) return { summary, messages, usage, commitSha: null, ...output };
       await emit('commit', { sha, subject: message.split('\n')[0] ?? '' });
       const published = await this.#publish(input, checkout, forge, sha, summary, { emit, scrub });
-      return { summary, messages, usage, ...published };
+      return { summary, messages, usage, ...published, ...output };
     } catch (err) {
       if (err instanceof BudgetExceededError)
         throw new TurnFailedError(`${err.message}; nothing was committed`);
@@ -312,7 +335,7 @@ export class TurnPipeline implements TurnRunner {
     emit: Emit,
     commands: TurnCommands | undefined,
     secrets: readonly ScrubSecret[],
-  ): Promise<Awaited<ReturnType<typeof runAgentTurn>>> {
+  ): Promise<AgentOutcome> {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
     const { metrics } = this.#deps;
@@ -331,15 +354,17 @@ export class TurnPipeline implements TurnRunner {
     }
     const { models } = this.#deps;
     const info = models.info(job.model);
-    return runAgentTurn({
-      // Whatever a tool read or the prompt holds, the model gets no secret value.
-      model: scrubbedModel(models.resolve(job.model), secretScrubber(secrets)),
-      system: buildSystemPrompt({
-        ...(repoInstructions ? { repoInstructions } : {}),
-        repository: job.repository,
-        branch: job.branch,
-        commands: commands !== undefined,
-      }),
+    // Whatever a tool read or the prompt holds, the model gets no secret value.
+    const model = scrubbedModel(models.resolve(job.model), secretScrubber(secrets));
+    const system = buildSystemPrompt({
+      ...(repoInstructions ? { repoInstructions } : {}),
+      repository: job.repository,
+      branch: job.branch,
+      commands: commands !== undefined,
+    });
+    const result = await runAgentTurn({
+      model,
+      system,
       history: jobHistory(input.earlier),
       prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
       note: commands?.setup ? setupNote(commands.setup) : undefined,
@@ -372,6 +397,24 @@ export class TurnPipeline implements TurnRunner {
       if (err instanceof ModelError) metrics.modelError(job.model);
       throw err;
     });
+    const structured = await turnOutput(
+      this.#deps,
+      input,
+      result.turnMessages,
+      result.steps,
+      emit,
+      {
+        model,
+        system,
+      },
+    );
+    if (!structured) return result;
+    return {
+      ...result,
+      usage: addTokens(result.usage, structured.usage),
+      turnMessages: [...result.turnMessages, ...structured.messages],
+      output: structured.output,
+    };
   }
 
   /**
@@ -385,7 +428,7 @@ export class TurnPipeline implements TurnRunner {
     dir: string,
     emit: Emit,
     secrets: readonly ScrubSecret[],
-  ): Promise<{ summary: string; usage: TokenUsage; turnMessages: unknown[] }> {
+  ): Promise<AgentOutcome> {
     const { job, turn, project, signal } = input;
     const { config, models, metrics } = this.#deps;
     const engine = await installedEngine(config, name);
@@ -401,7 +444,8 @@ export class TurnPipeline implements TurnRunner {
       );
     }
     const prompt = modePrompt(turn.mode, turn.prompt, input.earlier.length > 0);
-    const result = await runEngineTurn({
+    const schema = outputSchemaOf(turn);
+    const result = await runEngineTurnWithOutput({
       engine,
       readOnly: !writes(turn.mode),
       checkout: dir,
@@ -428,10 +472,12 @@ export class TurnPipeline implements TurnRunner {
       secretEnv: secretEnv(input.secrets, 'commands'),
       scrub: secretScrubber(secrets),
       network: commandsNetwork(project),
+      outputSchema: schema,
     });
     return {
       summary: result.summary,
       usage: result.usage,
+      output: result.output,
       turnMessages: [
         { role: 'user', content: prompt },
         { role: 'assistant', content: result.summary },

@@ -105,6 +105,44 @@ describe('agent failures and recovery', () => {
     assert.equal(git(origin.bare, 'rev-list', '--count', `main..${branch}`), '1');
   });
 
+  test('a turn with an outputSchema retried after its push asks its value again from its outcome (docs/structured-output.md)', async () => {
+    const schema = {
+      type: 'object',
+      properties: { files: { type: 'array', items: { type: 'string' } } },
+      required: ['files'],
+      additionalProperties: false,
+    };
+    llm.script(
+      toolCalls([{ name: 'write_file', input: { path: 'out.md', content: 'out\n' } }]),
+      reply('Write out.md'),
+      reply('{"files": ["out.md"]}'),
+    );
+    const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+      body: { prompt: 'Write out.md', outputSchema: schema },
+    });
+    assert.equal(created.status, 201, created.text);
+    const jobId = created.json.id as string;
+    const job = await until(jobId, 'completed');
+    assert.deepEqual(job.output, { files: ['out.md'] });
+    llm.reset();
+
+    llm.script(reply('{"files": ["out.md", "again"]}'));
+    const { output, events: emitted } = await redeliverTurn(svc, jobId, 1);
+    assert.ok(emitted.includes('turn.resumed'));
+    assert.deepEqual(output.output, { value: { files: ['out.md', 'again'] } });
+    assert.ok(output.usage && output.usage.outputTokens > 0, 'its model call is counted');
+    // Asked from the prompt and the landed summary: the lost attempt's tool calls are gone.
+    const body = llm.requests[0]?.body as { messages?: { role: string; content: unknown }[] };
+    assert.deepEqual(
+      body.messages?.slice(1, 3).map((m) => [m.role, m.content]),
+      [
+        ['user', 'Write out.md'],
+        ['assistant', 'Write out.md'],
+      ],
+    );
+    assert.equal(git(origin.bare, 'rev-list', '--count', `main..errand/${jobId}`), '1');
+  });
+
   test('a follow-up on a worker without the job’s clone continues from the pushed branch', async () => {
     llm.script(
       toolCalls([{ name: 'write_file', input: { path: 'one.md', content: '1\n' } }]),

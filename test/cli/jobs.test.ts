@@ -3,7 +3,9 @@
 // is only ever in the child's environment.
 import assert from 'node:assert/strict';
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { untilStatus } from '../support/jobs.ts';
@@ -69,6 +71,8 @@ function runner(): RecordingRunner {
       return { summary: 'Greet the world', prLink: PR, prNumber: 7, commitSha: SHA };
     }
     if (word === 'complete') return { summary: 'nothing to do' };
+    // The value its schema asked for (the runner plays the agent: the schema is the turn's).
+    if (word === 'judge') return { summary: 'judged', output: { value: { verdict: 'yes' } } };
     if (word === 'plan') return { summary: 'Plan: 1. change README.md.' };
     if (word === 'approve') return { summary: 'carried out' };
     if (word === 'spend') {
@@ -602,6 +606,82 @@ describe('errand job', () => {
       /--mode/,
       /^Usage: errand job create/,
     );
+  });
+
+  test('--output-schema takes a file or inline JSON on create and message; the output is printed; a bad one is a usage error', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'errand-cli-schema-'));
+    try {
+      const schema = {
+        type: 'object',
+        properties: { verdict: { enum: ['yes', 'no'] } },
+        required: ['verdict'],
+      };
+      const file = path.join(dir, 'schema.json');
+      await writeFile(file, JSON.stringify(schema));
+      const run = ok(
+        await cli([
+          'job',
+          'create',
+          '--project',
+          projectId,
+          'judge',
+          '--output-schema',
+          file,
+          '--wait',
+        ]),
+      );
+      const jobId = /created job (job_\w+)/.exec(run.stdout)?.[1] ?? '';
+      assert.ok(run.stdout.endsWith('\n\n{\n  "verdict": "yes"\n}\n'), run.stdout);
+      const shown = ok(await cli(['job', 'get', jobId, '--project', projectId])).stdout;
+      assert.match(shown, /\noutput:\n\{\n {2}"verdict": "yes"\n\}/);
+      const inline = { type: 'object', required: ['n'] };
+      const sent = await json([
+        'job',
+        'message',
+        jobId,
+        'judge again',
+        '--output-schema',
+        JSON.stringify(inline),
+        '--project',
+        projectId,
+      ]);
+      assert.equal(sent.turns, 2);
+      const turns = await svc.service.ctx.db
+        .selectFrom('turns')
+        .select(['seq', 'output_schema'])
+        .where('job_id', '=', jobId)
+        .orderBy('seq')
+        .execute();
+      assert.deepEqual(
+        turns.map((t) => t.output_schema),
+        [schema, inline],
+      );
+      const createWith = (schemaArg: string) => [
+        'job',
+        'create',
+        '--project',
+        projectId,
+        'x',
+        '--output-schema',
+        schemaArg,
+      ];
+      await misused(
+        createWith(path.join(dir, 'none.json')),
+        /--output-schema: cannot read .*none\.json/,
+        /^Usage: errand job create/,
+      );
+      await misused(
+        ['job', 'message', jobId, 'x', '--project', projectId, '--output-schema', '{not json'],
+        /--output-schema: the value is not JSON/,
+        /^Usage: errand job message/,
+      );
+      // The service's own refusal, as any API error: one line with its code.
+      const refused = await cli(createWith('{"type":"nope"}'));
+      assert.equal(refused.code, 1, refused.stderr);
+      assert.match(refused.stderr, /"outputSchema" is not a valid JSON Schema 2020-12/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   test('--version, help COMMAND and COMMAND --help', async () => {

@@ -905,5 +905,66 @@ for (const c of CASES) {
       assert.equal(git(bare, 'show', `errand/${planId}:NOTES.md`), '# Notes\n\nas planned');
       assert.ok(gh.pullRequests('acme/app').some((p) => p.htmlUrl === done.prLink));
     });
+
+    test('structured output (docs/structured-output.md): Claude Code through --json-schema, Codex through --output-schema, OpenCode through its final message, told its errors once in the same session', async () => {
+      const schema = {
+        type: 'object',
+        properties: { verdict: { type: 'string', enum: ['yes', 'no'] } },
+        required: ['verdict'],
+        additionalProperties: false,
+      };
+      const value = { verdict: 'no' };
+      if (c.engine === 'claude-code') {
+        // Claude Code's StructuredOutput tool, offered with the schema, ends the turn.
+        llm.script(toolCalls([{ name: 'StructuredOutput', input: value }]));
+      } else if (c.engine === 'codex') {
+        llm.script(reply(JSON.stringify(value)));
+      } else {
+        llm.script(reply('It is fine, I think.'), reply(JSON.stringify(value)));
+      }
+      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'Is anything broken?', outputSchema: schema },
+      });
+      assert.equal(created.status, 201, created.text);
+      const jobId = created.json.id as string;
+      const job = await until(jobId, 'completed');
+      assert.deepEqual(job.output, value);
+      const finished = (await events(jobId)).find((e) => e.type === 'turn.finished');
+      assert.deepEqual(finished?.data.output, value);
+      const [first] = llm.requests;
+      if (c.engine === 'claude-code') {
+        const tool = (
+          isObject(first?.body) && Array.isArray(first.body.tools)
+            ? first.body.tools.filter(isObject)
+            : []
+        ).find((t) => t.name === 'StructuredOutput');
+        assert.ok(tool, `no StructuredOutput tool: ${toolsOffered(first?.body).join(', ')}`);
+        assert.deepEqual(
+          isObject(tool.input_schema) ? tool.input_schema.properties : undefined,
+          schema.properties,
+        );
+      } else if (c.engine === 'codex') {
+        const format =
+          isObject(first?.body) && isObject(first.body.text) ? first.body.text.format : undefined;
+        assert.ok(isObject(format), 'codex asked for no text.format');
+        assert.equal(format.type, 'json_schema');
+        assert.equal(format.strict, true);
+        assert.deepEqual(format.schema, schema);
+      } else {
+        // Asked in the prompt; the retry, in the same session, is told what was wrong.
+        assert.match(c.promptIn(first?.body) ?? '', /final message must be only a JSON value/);
+        const retry = c.promptIn(llm.requests[1]?.body) ?? '';
+        assert.match(retry, /the answer is not JSON/);
+        assert.ok(
+          messagesOf(llm.requests[1]?.body).some((m) =>
+            JSON.stringify(m).includes('It is fine, I think.'),
+          ),
+          'the retry is not in the same session',
+        );
+        const started = (await events(jobId)).filter((e) => e.type === 'engine.started');
+        assert.equal(started.length, 2);
+        assert.ok(started[1]?.data.resumed, 'the retry did not resume the session');
+      }
+    });
   });
 }

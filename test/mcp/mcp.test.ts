@@ -182,12 +182,18 @@ describe('errand mcp', () => {
       'baseRef',
       'mode',
       'model',
+      'outputSchema',
       'projectId',
       'prompt',
     ]);
     // Modes (docs/modes.md): create_job and send_message take the same three.
     for (const tool of ['create_job', 'send_message'])
       assert.deepEqual(property(tool, 'mode').enum, ['code', 'ask', 'plan'], tool);
+    // Structured output (docs/structured-output.md): both take a JSON Schema object.
+    for (const tool of ['create_job', 'send_message']) {
+      assert.equal(property(tool, 'outputSchema').type, 'object', tool);
+      assert.match(String(property(tool, 'outputSchema').description), /JSON Schema/, tool);
+    }
     assert.match(create?.description ?? '', /awaitingApproval/);
     assert.match(create?.description ?? '', /asynchronous/);
     assert.match(create?.description ?? '', /prLink/);
@@ -236,13 +242,30 @@ describe('errand mcp', () => {
       /It has used 12000 input tokens \(10000 from the cache\) and 800 output tokens, about \$0\.0210 at list prices\./,
     );
 
-    const sent = await ok('send_message', { jobId: id, prompt: 'complete the follow-up' });
+    const schema = { type: 'object', required: ['done'] };
+    const sent = await ok('send_message', {
+      jobId: id,
+      prompt: 'complete the follow-up',
+      outputSchema: schema,
+    });
     assert.equal(job(sent).id, id);
     assert.equal(job(sent).status, 'active');
     assert.equal(job(sent).turns, 2);
     const again = await ok('wait_for_job', { jobId: id, timeoutSeconds: 60 });
     assert.equal(job(again).status, 'completed');
     assert.equal(job(again).turns, 2);
+
+    const turns = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('output_schema')
+      .where('job_id', '=', id)
+      .orderBy('seq')
+      .execute();
+    assert.deepEqual(
+      turns.map((t) => t.output_schema),
+      [null, schema],
+      'send_message gave its turn the schema',
+    );
 
     const got = await ok('get_job', { jobId: id });
     assert.deepEqual(job(got), job(again), 'the same record as the API');
@@ -280,6 +303,25 @@ describe('errand mcp', () => {
     assert.match(afterArchive.summary, /archived/);
   });
 
+  test('create_job gives its first turn the outputSchema, and a refused one is an error the model reads', async () => {
+    const schema = { type: 'object', required: ['done'] };
+    const created = job(
+      await ok('create_job', { prompt: 'complete with a schema', outputSchema: schema }),
+    );
+    const first = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('output_schema')
+      .where('job_id', '=', created.id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(first.output_schema, schema);
+    await ok('wait_for_job', { jobId: created.id });
+    const refused = await call('create_job', {
+      prompt: 'complete it',
+      outputSchema: { type: 'object', properties: { a: { $ref: 'https://example.com/a' } } },
+    });
+    assert.equal(refused.isError, true);
+    assert.match(refused.text, /only references inside the schema/);
+  });
   test('wait_for_job answers with the active job when its time is up, and reports progress meanwhile', async () => {
     const held = job(await ok('create_job', { prompt: 'hold this one' }));
     // From the start of its turn the held job does not change, so the only notifications are

@@ -118,6 +118,7 @@ describe('records and their schemas', () => {
         mode: 'plan',
         summary: 'Plan: 1. fix the build.',
         awaiting_approval: true,
+        output: JSON.stringify({ verdict: 'yes', files: ['src/main.ts'] }),
         pr: JSON.stringify({
           number: 7,
           url: 'https://github.com/acme/app/pull/7',

@@ -92,6 +92,85 @@ describe('fake LLM: strictness', () => {
     assert.equal(r2.status, 400);
     assert.match(fake.unexpected.join('\n'), /c1 have no result[\s\S]*max_tokens is required/);
   });
+
+  it('refuses a structured output format the vendor would refuse, and takes the ones it takes', async () => {
+    const open = { type: 'object', properties: { a: { type: 'string' } } };
+    const closed = { ...open, required: ['a'], additionalProperties: false };
+    const chat = (format: unknown) =>
+      post(
+        '/v1/chat/completions',
+        JSON.stringify({
+          model: 'm1',
+          messages: [{ role: 'user', content: 'hi' }],
+          response_format: format,
+        }),
+        { authorization: `Bearer ${KEY}` },
+      );
+    const messages = (format: unknown) =>
+      post(
+        '/v1/messages',
+        JSON.stringify({
+          model: 'm1',
+          max_tokens: 9,
+          messages: [{ role: 'user', content: 'hi' }],
+          output_config: { format },
+        }),
+        { 'x-api-key': KEY, 'anthropic-version': '2023-06-01' },
+      );
+    const refused: [() => Promise<{ status: number }>, RegExp][] = [
+      [
+        () => chat({ type: 'json_schema', json_schema: { name: 'has space', schema: closed } }),
+        /json_schema name/,
+      ],
+      [
+        () => chat({ type: 'json_schema', json_schema: { name: 'o', schema: { type: 'array' } } }),
+        /root is an object/,
+      ],
+      [
+        () => chat({ type: 'json_schema', json_schema: { name: 'o', schema: open, strict: true } }),
+        /strict mode requires additionalProperties: false/,
+      ],
+      [
+        () =>
+          chat({
+            type: 'json_schema',
+            json_schema: {
+              name: 'o',
+              schema: { ...open, additionalProperties: false },
+              strict: true,
+            },
+          }),
+        /strict mode requires every property in required \(missing a\)/,
+      ],
+      [() => chat({ type: 'xml' }), /unknown response format xml/],
+      [
+        () => messages({ type: 'json_schema', schema: open }),
+        /must set additionalProperties to false/,
+      ],
+      [() => messages({ type: 'json' }), /output_config.format must be/],
+    ];
+    for (const [send, problem] of refused) {
+      fake.reset();
+      const res = await send();
+      assert.equal(res.status, 400);
+      assert.match(fake.unexpected.join('\n'), problem);
+    }
+    fake.reset();
+    fake.script(reply('{"a":"x"}'), reply('{"a":"y"}'), reply('{"a":"z"}'));
+    for (const res of [
+      await chat({
+        type: 'json_schema',
+        json_schema: { name: 'output', schema: open, strict: false },
+      }),
+      await chat({
+        type: 'json_schema',
+        json_schema: { name: 'output', schema: closed, strict: true },
+      }),
+      await messages({ type: 'json_schema', schema: closed }),
+    ])
+      assert.equal(res.status, 200);
+    fake.assertDone();
+  });
 });
 
 describe('fake LLM: what Errand never sends', () => {

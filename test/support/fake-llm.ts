@@ -383,6 +383,8 @@ function checkBody(protocol: Protocol, body: unknown, models: string[]): string 
   }
   const acts = vendorActs(protocol, body);
   if (acts) return acts;
+  const format = checkOutputFormat(protocol, body);
+  if (format) return format;
   if (protocol === 'responses') return checkResponsesInput(body);
   if (!Array.isArray(body.messages) || body.messages.length === 0) return 'no messages';
   return protocol === 'openai'
@@ -464,6 +466,97 @@ function vendorActs(protocol: Protocol, body: Record<string, unknown>): string |
   };
   if (fetched(body.messages) || fetched(body.input) || fetched(body.system)) {
     return 'content the vendor would fetch or look up';
+  }
+  return undefined;
+}
+
+/**
+ * A request for structured output as the vendor takes it: OpenAI's `response_format` (chat) or
+ * `text.format` (responses) of type `json_schema` with a name and an object-rooted schema (in
+ * strict mode, every object closed and every property required), Anthropic's
+ * `output_config.format` of type `json_schema` whose objects are all closed.
+ */
+function checkOutputFormat(protocol: Protocol, body: Record<string, unknown>): string | undefined {
+  if (protocol === 'anthropic') {
+    const config = body.output_config;
+    if (config === undefined) return undefined;
+    if (!isRecord(config)) return 'output_config is not an object';
+    const format = config.format;
+    if (format === undefined) return undefined;
+    if (!isRecord(format) || format.type !== 'json_schema' || !isRecord(format.schema)) {
+      return 'output_config.format must be {type: "json_schema", schema}';
+    }
+    return openObject(format.schema, 'output_config.format.schema');
+  }
+  const format =
+    protocol === 'openai'
+      ? body.response_format
+      : isRecord(body.text)
+        ? body.text.format
+        : undefined;
+  if (format === undefined) return undefined;
+  if (!isRecord(format)) return 'the response format is not an object';
+  if (format.type === 'text' || format.type === 'json_object') return undefined;
+  if (format.type !== 'json_schema') return `unknown response format ${String(format.type)}`;
+  // Chat nests the schema's fields under json_schema; Responses puts them in the format.
+  const spec = protocol === 'openai' ? format.json_schema : format;
+  if (!isRecord(spec)) return 'json_schema is missing';
+  if (typeof spec.name !== 'string' || !/^[a-zA-Z0-9_-]{1,64}$/.test(spec.name)) {
+    return `json_schema name ${JSON.stringify(spec.name)} must be 1 to 64 of a-z, A-Z, 0-9, _ and -`;
+  }
+  if (!isRecord(spec.schema) || spec.schema.type !== 'object') {
+    return 'json_schema.schema must be a JSON Schema whose root is an object';
+  }
+  return spec.strict === true ? strictProblem(spec.schema, 'schema') : undefined;
+}
+
+/** Where a schema has an object that admits more properties than it lists (a refusal), if any. */
+function openObject(schema: unknown, at: string): string | undefined {
+  return walkObjects(schema, at, (node, where) =>
+    node.additionalProperties === false
+      ? undefined
+      : `${where}: an object schema must set additionalProperties to false`,
+  );
+}
+
+/** OpenAI's strict mode: every object closed, every one of its properties required. */
+function strictProblem(schema: unknown, at: string): string | undefined {
+  return walkObjects(schema, at, (node, where) => {
+    if (node.additionalProperties !== false) {
+      return `${where}: strict mode requires additionalProperties: false`;
+    }
+    const keys = isRecord(node.properties) ? Object.keys(node.properties) : [];
+    const required = Array.isArray(node.required) ? node.required : [];
+    const missing = keys.filter((k) => !required.includes(k));
+    return missing.length > 0
+      ? `${where}: strict mode requires every property in required (missing ${missing.join(', ')})`
+      : undefined;
+  });
+}
+
+/** The first problem `check` finds with an object schema anywhere in `schema`. */
+function walkObjects(
+  schema: unknown,
+  at: string,
+  check: (node: Record<string, unknown>, at: string) => string | undefined,
+): string | undefined {
+  if (Array.isArray(schema)) {
+    for (const [i, item] of schema.entries()) {
+      const found = walkObjects(item, `${at}[${i}]`, check);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (!isRecord(schema)) return undefined;
+  if (schema.type === 'object' || isRecord(schema.properties)) {
+    const found = check(schema, at);
+    if (found) return found;
+  }
+  for (const [key, value] of Object.entries(schema)) {
+    // The values of these are data, not schemas.
+    if (key === 'enum' || key === 'const' || key === 'default' || key === 'examples') continue;
+    const found = walkObjects(value, `${at}.${key}`, check);
+    if (found) return found;
   }
   return undefined;
 }

@@ -77,6 +77,7 @@ export const JOB_FIELDS = [
   'mode',
   'model',
   'origin',
+  'output',
   'pr',
   'prLink',
   'projectId',

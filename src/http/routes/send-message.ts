@@ -47,6 +47,7 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
         idempotency,
         by: whoOf(request, request.principal),
         mode: request.body.mode,
+        outputSchema: request.body.outputSchema,
       });
       if ('replayed' in result) return sendReplay(reply, result.replayed);
       setRateLimitHeaders(reply, result.rateLimit);

@@ -2,7 +2,13 @@
 import { z } from 'zod';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
-import { jobIdField, projectIdField, projectOf, type RegisterTool } from '../tool.ts';
+import {
+  jobIdField,
+  outputSchemaField,
+  projectIdField,
+  projectOf,
+  type RegisterTool,
+} from '../tool.ts';
 
 const DESCRIPTION = `Send a follow-up instruction to an existing Errand job: the agent continues the same work on the same branch and updates the same pull request.
 
@@ -33,15 +39,17 @@ export const registerSendMessage: RegisterTool = (server, deps) => {
           .describe(
             'code (the default): change the repository; ask: answer, read-only; plan: write a plan and wait for approval.',
           ),
+        outputSchema: outputSchemaField,
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ jobId, prompt, projectId, mode }, extra) =>
+    ({ jobId, prompt, projectId, mode, outputSchema }, extra) =>
       attempt(async () => {
         const job = await deps.client.sendMessage(jobId, prompt, {
           projectId: projectOf(deps, projectId),
           signal: extra.signal,
           ...(mode !== undefined ? { mode } : {}),
+          ...(outputSchema !== undefined ? { outputSchema } : {}),
         });
         return result(
           `Sent the message to job ${job.id}; it is ${job.status} with ${job.turns} turns. Call wait_for_job with jobId ${job.id} to wait for the agent to finish it.`,
