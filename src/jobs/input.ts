@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { isValidModelId, isValidRef } from '../projects/repository.ts';
 import { JOB_MODES } from '../records/job.ts';
 import { refusedAs } from '../validation.ts';
+import { attachmentsField } from './attachments.ts';
 
 /** The prompt of create and message. */
 function promptField(maxChars: number) {
@@ -52,6 +53,7 @@ export function promptBody(maxChars: number) {
           `The instruction for the agent: 1 to ${maxChars} characters, not only spaces. \`approve\` (any case) after a plan carries the plan out.`,
         ),
         mode: modeField,
+        attachments: attachmentsField,
       },
       bodyType,
     ),
@@ -86,6 +88,7 @@ export function createJobBody(maxChars: number) {
             "The branch, tag or commit to start from; else the project's ref. One that does not exist fails the job when its turn starts.",
           ),
         mode: modeField,
+        attachments: attachmentsField,
       },
       bodyType,
     ),

@@ -342,6 +342,7 @@ export class TurnPipeline implements TurnRunner {
       }),
       history: jobHistory(input.earlier),
       prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
+      images: input.images,
       note: commands?.setup ? setupNote(commands.setup) : undefined,
       tools,
       budgets: {

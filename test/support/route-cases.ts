@@ -129,6 +129,7 @@ export interface Snapshot {
   /** The environment builds asked for, from the build queue. */
   environmentBuilds: string[];
   schedules: string[];
+  attachments: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
@@ -147,6 +148,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     environments,
     environmentBuilds,
     schedules,
+    attachments,
   ] = await Promise.all([
     db.selectFrom('projects').selectAll().orderBy('id').execute(),
     db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
@@ -170,6 +172,13 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       .execute(),
     environmentBuildRequests(svc),
     db.selectFrom('schedules').selectAll().orderBy('id').execute(),
+    db
+      .selectFrom('attachments')
+      .select(['job_id', 'seq', 'n', 'size'])
+      .orderBy('job_id')
+      .orderBy('seq')
+      .orderBy('n')
+      .execute(),
   ]);
   return {
     projects: projects.map(
@@ -201,6 +210,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       (r) =>
         `${r.id} ${r.project_id} ${r.name} ${r.cron} ${r.timezone} ${r.mode} ${r.model} ${r.paused} ${iso(r.updated_at)}`,
     ),
+    attachments: attachments.map((a) => `${a.job_id} ${a.seq} ${a.n} ${a.size}`),
   };
 }
 
