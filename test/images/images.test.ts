@@ -25,6 +25,9 @@ const PNG = Buffer.from(
 );
 const JPEG = Buffer.concat([Buffer.from('ffd8ffe000104a46494600', 'hex'), Buffer.alloc(64, 7)]);
 const GIF = Buffer.concat([Buffer.from('GIF89a'), Buffer.alloc(24, 3)]);
+/** A project secret whose value the base64 of SECRET_PNG holds, at a 3-byte boundary. */
+const SECRET = 'SECRETVALUEXYZ12';
+const SECRET_PNG = Buffer.concat([PNG, Buffer.alloc(2), Buffer.from(SECRET, 'base64')]);
 
 describe('images', () => {
   let tmp: string;
@@ -64,10 +67,15 @@ describe('images', () => {
         // Loopback URLs may be fetched, as webhooks may reach loopback (docs/images.md).
         ERRAND_WEBHOOK_ALLOW_PRIVATE: 'true',
         ERRAND_TURN_RETRIES: '1',
+        ERRAND_SECRET_KEY: 'images-e2e-secret-key',
       },
     });
     const repository = origin.url;
     claudeProject = (await svc.createProject({ name: 'claude', repository, ref: 'main' })).id;
+    const secret = await svc.request('PUT', `/v2/admin/projects/${claudeProject}/secrets/TOKEN`, {
+      body: { value: SECRET, exposure: 'commands' },
+    });
+    assert.equal(secret.status, 201, secret.text);
     gptProject = (
       await svc.createProject({ name: 'gpt', repository, ref: 'main', model: 'openai:gpt-test' })
     ).id;
@@ -107,6 +115,8 @@ describe('images', () => {
           { data: PNG.toString('base64') },
           // A data URL that claims PNG; its bytes are a GIF, and a GIF is what is sent.
           { data: `data:image/png;base64,${GIF.toString('base64')}` },
+          // Bytes are not text: the scrub of secret values leaves them alone.
+          { data: SECRET_PNG.toString('base64') },
         ],
       },
     });
@@ -120,8 +130,10 @@ describe('images', () => {
       [
         ['image/png', PNG.toString('base64')],
         ['image/gif', GIF.toString('base64')],
+        ['image/png', SECRET_PNG.toString('base64')],
       ],
     );
+    assert.ok(SECRET_PNG.toString('base64').includes(SECRET));
     // In the prompt's own message, after its text.
     assert.ok(first);
     const { messages } = first.body as { messages: { role: string; content: unknown[] }[] };
@@ -129,7 +141,7 @@ describe('images', () => {
     assert.equal(last?.role, 'user');
     assert.deepEqual(
       last?.content.map((p) => (p as { type: string }).type),
-      ['text', 'image', 'image'],
+      ['text', 'image', 'image', 'image'],
     );
 
     // Kept with the job: the bytes as sent, their type from their bytes.
@@ -144,6 +156,7 @@ describe('images', () => {
       [
         [1, 1, 'image/png', PNG.length, null],
         [1, 2, 'image/gif', GIF.length, null],
+        [1, 3, 'image/png', SECRET_PNG.length, null],
       ],
     );
     assert.ok(stored[0]?.data.equals(PNG));
@@ -308,7 +321,13 @@ describe('images', () => {
       },
     });
     assert.equal(created.status, 201, created.text);
-    await until(claudeProject, created.json.id as string, 'completed');
+    const started = Date.now();
+    // 35 MB through the service, the SDK and the fake: slower than a usual turn.
+    await untilStatus(svc, claudeProject, created.json.id as string, 'completed', {
+      failFast: true,
+      timeoutMs: 120_000,
+    });
+    console.log(`five 5 MB images: the turn took ${Date.now() - started} ms`);
     assert.equal(llm.requests[0]?.images.length, 5);
     llm.scriptAll(undefined);
     const tooLarge = await unchanged(svc, () =>
