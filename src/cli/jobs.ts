@@ -25,6 +25,7 @@ import {
 } from './command.ts';
 import { EXIT, UsageError } from './errors.ts';
 import { eventLine, statusText } from './event-lines.ts';
+import { imageAttachments } from './images.ts';
 import { ProgressOutput } from './spinner.ts';
 
 const DEFAULT_LIST_LIMIT = 20;
@@ -205,6 +206,9 @@ async function started(
   return follow(client, job.id, how.fromTurn, io, json);
 }
 
+/** `--image FILE|URL`, repeatable: an image file sent inline, or a URL the service fetches. */
+const IMAGE = { type: 'string', value: 'FILE|URL', multiple: true } as const;
+
 const create = jobCommand({
   name: 'create',
   args: ['"PROMPT"'],
@@ -212,16 +216,20 @@ const create = jobCommand({
     model: { type: 'string', value: 'provider:model' },
     'base-ref': { type: 'string', value: 'REF' },
     mode: { type: 'string', choices: JOB_MODES },
+    image: IMAGE,
     wait: { type: 'boolean' },
   },
-  summary: 'start a job (--mode ask: an answer; plan: a plan to approve); --wait follows it',
+  summary:
+    'start a job (--mode ask: an answer; plan: a plan to approve; --image: up to 5 images); --wait follows it',
   async run({ values, args: [prompt = ''], io }) {
+    const attachments = await imageAttachments(values.image);
     const { client, project } = await connect(io, values);
     const job = await client.createJob({
       prompt,
       ...(values.model !== undefined ? { model: values.model } : {}),
       ...(values['base-ref'] !== undefined ? { baseRef: values['base-ref'] } : {}),
       ...(values.mode !== undefined ? { mode: values.mode } : {}),
+      ...(attachments !== undefined ? { attachments } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);
@@ -231,15 +239,19 @@ const create = jobCommand({
 const message = jobCommand({
   name: 'message',
   args: ['ID', '"PROMPT"'],
-  options: { mode: { type: 'string', choices: JOB_MODES }, wait: { type: 'boolean' } },
-  summary: 'a follow-up prompt: another turn on the same branch',
+  options: {
+    mode: { type: 'string', choices: JOB_MODES },
+    image: IMAGE,
+    wait: { type: 'boolean' },
+  },
+  summary: 'a follow-up prompt: another turn on the same branch (--image: up to 5 images)',
   async run({ values, args: [id = '', prompt = ''], io }) {
+    const attachments = await imageAttachments(values.image);
     const { client, project } = await connect(io, values);
-    const job = await client.sendMessage(
-      id,
-      prompt,
-      values.mode !== undefined ? { mode: values.mode } : {},
-    );
+    const job = await client.sendMessage(id, prompt, {
+      ...(values.mode !== undefined ? { mode: values.mode } : {}),
+      ...(attachments !== undefined ? { attachments } : {}),
+    });
     // This prompt is the job's latest turn: --wait shows the log from its first event.
     const how = { verb: 'sent a follow-up to', wait: values.wait, fromTurn: job.turns };
     return started(client, project, job, how, io, values.json === true);

@@ -9,6 +9,7 @@ import { ErrandError } from './errors.ts';
 import { pollJob, streamEvents } from './follow.ts';
 import {
   type ApiKey,
+  type Attachment,
   type CreateApiKeyInput,
   type CreatedApiKey,
   type CreateJobInput,
@@ -45,6 +46,7 @@ import { type CallInit, type ClientOptions, Transport } from './transport.ts';
 
 export type {
   ApiKey,
+  Attachment,
   CreateApiKeyInput,
   CreatedApiKey,
   CreateJobInput,
@@ -117,13 +119,20 @@ export class ErrandClient {
 
   /** Creates a job; the agent works in the background (poll it, or waitForJob). */
   async createJob(
-    input: { prompt: string; model?: string; baseRef?: string; mode?: JobMode },
+    input: {
+      prompt: string;
+      model?: string;
+      baseRef?: string;
+      mode?: JobMode;
+      attachments?: Attachment[];
+    },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
     const body: CreateJobInput = { prompt: input.prompt };
     if (input.model !== undefined) body.model = input.model;
     if (input.baseRef !== undefined) body.baseRef = input.baseRef;
     if (input.mode !== undefined) body.mode = input.mode;
+    if (input.attachments !== undefined) body.attachments = input.attachments;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,
@@ -134,16 +143,23 @@ export class ErrandClient {
 
   /**
    * Sends a follow-up prompt; the job becomes active again. `mode`: what the turn may do (else
-   * code, which after a plan carries it out).
+   * code, which after a plan carries it out); `attachments`: its images (docs/images.md).
    */
   async sendMessage(
     jobId: string,
     prompt: string,
-    options: CallOptions & { idempotencyKey?: string; mode?: JobMode } = {},
+    options: CallOptions & {
+      idempotencyKey?: string;
+      mode?: JobMode;
+      attachments?: Attachment[];
+    } = {},
   ): Promise<Job> {
+    const body: { prompt: string; mode?: JobMode; attachments?: Attachment[] } = { prompt };
+    if (options.mode !== undefined) body.mode = options.mode;
+    if (options.attachments !== undefined) body.attachments = options.attachments;
     return this.#job(`${this.#jobPath(jobId, options)}/message`, 'sendMessage', {
       method: 'POST',
-      body: options.mode === undefined ? { prompt } : { prompt, mode: options.mode },
+      body,
       headers: idempotency(options.idempotencyKey),
       signal: options.signal,
     });

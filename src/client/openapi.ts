@@ -248,6 +248,17 @@ export interface paths {
              * @enum {string}
              */
             mode?: 'code' | 'ask' | 'plan';
+            /** @description Images for the agent (PNG, JPEG, WebP or GIF), at most 5, each at most 5 MB: inline base64 or an https URL. The model must take images (docs/images.md). */
+            attachments?: (
+              | {
+                  /** @description The image as base64 (standard or URL-safe alphabet), or as a data URL `data:image/png;base64,…`. Its type is read from its bytes. */
+                  data: string;
+                }
+              | {
+                  /** @description An https URL the service fetches the image from, once, when the request arrives (public addresses only, like webhooks). */
+                  url: string;
+                }
+            )[];
           };
         };
       };
@@ -349,6 +360,17 @@ export interface paths {
              * @enum {string}
              */
             mode?: 'code' | 'ask' | 'plan';
+            /** @description Images for the agent (PNG, JPEG, WebP or GIF), at most 5, each at most 5 MB: inline base64 or an https URL. The model must take images (docs/images.md). */
+            attachments?: (
+              | {
+                  /** @description The image as base64 (standard or URL-safe alphabet), or as a data URL `data:image/png;base64,…`. Its type is read from its bytes. */
+                  data: string;
+                }
+              | {
+                  /** @description An https URL the service fetches the image from, once, when the request arrives (public addresses only, like webhooks). */
+                  url: string;
+                }
+            )[];
           };
         };
       };
@@ -4729,6 +4751,8 @@ export interface components {
       summary?: string | null;
       /** @description The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch. */
       awaitingApproval?: boolean;
+      /** @description The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished. */
+      output?: unknown;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {

@@ -20,6 +20,8 @@ export type JobEventPage = JsonBody<
 export type JobEvent = JobEventPage['events'][number];
 /** A job's input at creation. */
 export type CreateJobInput = RequestJson<paths['/v2/agent/{projectId}/job']['post']>;
+/** An image for a turn: `{ data: base64 }` or `{ url: 'https://…' }` (docs/images.md). */
+export type Attachment = NonNullable<CreateJobInput['attachments']>[number];
 
 /** A project, as the admin API shows it (never its credentials). */
 export type Project = components['schemas']['Project'];

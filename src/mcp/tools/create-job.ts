@@ -1,5 +1,6 @@
 // create_job: hands a coding task to Errand's agent; answers at once with the new job.
 import { z } from 'zod';
+import { attachmentsField } from '../../jobs/attachments.ts';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import { projectIdField, projectOf, type RegisterTool } from '../tool.ts';
@@ -11,6 +12,8 @@ Use it to hand off a self-contained coding task (fix a bug, add a feature, write
 Returns at once with the job record, status "active": the job runs asynchronously and usually takes minutes. Follow it with wait_for_job (or poll get_job). When the status is "completed", prLink holds the URL of the pull request (null if the agent changed no files); "failed" means the work failed and the record's error says why.
 
 With mode "ask" the agent answers a question about the repository instead (read-only: no commit, no pull request; the answer is the job's summary). With mode "plan" it writes a plan without changing files: the job completes with the plan as its summary and awaitingApproval true, and send_message with the prompt "approve" (or any follow-up in code mode) carries it out.
+
+To show the agent screenshots or diagrams, give them as attachments (at most 5 PNG, JPEG, WebP or GIF images of up to 5 MB, each base64 or an https URL); the job's model must take images.
 
 To give further instructions on the same work (same branch, same pull request), use send_message on this job instead of creating another one.`;
 
@@ -46,10 +49,11 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
           .describe(
             'code (the default): change the repository and open a pull request; ask: answer a question, read-only; plan: write a plan and wait for approval.',
           ),
+        attachments: attachmentsField,
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ prompt, projectId, model, baseRef, mode }, extra) =>
+    ({ prompt, projectId, model, baseRef, mode, attachments }, extra) =>
       attempt(async () => {
         const project = projectOf(deps, projectId);
         const job = await deps.client.createJob(
@@ -58,6 +62,7 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             ...(model !== undefined ? { model } : {}),
             ...(baseRef !== undefined ? { baseRef } : {}),
             ...(mode !== undefined ? { mode } : {}),
+            ...(attachments !== undefined ? { attachments } : {}),
           },
           { projectId: project, signal: extra.signal },
         );
