@@ -653,27 +653,13 @@ describe('errand job', () => {
           [2, 1, true],
         ],
       );
+      const createWith = (image: string) =>
+        cli(['job', 'create', '--project', projectId, 'x', '--image', image]);
       // A URL is the service's to fetch: this one, loopback, it refuses.
-      const refused = await cli([
-        'job',
-        'create',
-        '--project',
-        projectId,
-        'x',
-        '--image',
-        'http://127.0.0.1:9/x.png',
-      ]);
+      const refused = await createWith('http://127.0.0.1:9/x.png');
       assert.equal(refused.code, 1);
       assert.match(refused.stderr, /attachments\[0\]\.url.*must use https:\/\//);
-      const missing = await cli([
-        'job',
-        'create',
-        '--project',
-        projectId,
-        'x',
-        '--image',
-        path.join(dir, 'nope.png'),
-      ]);
+      const missing = await createWith(path.join(dir, 'nope.png'));
       assert.equal(missing.code, 1);
       assert.match(missing.stderr, /--image .*nope\.png: cannot be read \(ENOENT\)/);
       await misused(

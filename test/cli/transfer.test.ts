@@ -161,6 +161,23 @@ describe('errand export and import', () => {
     dbs.push(db);
     return db;
   };
+  /** Exports `from` to the file `name` and imports that into a fresh database. */
+  const move = async (from: TestDatabase, name: string) => {
+    const out = path.join(tmp, name);
+    const exported = ok(
+      await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
+      `export to ${name}`,
+    );
+    const to = await fresh();
+    ok(
+      await errand(['import', out], {
+        DATABASE_URL: to.databaseUrl ?? '',
+        ERRAND_ALLOW_LOCAL_REPOS: 'true',
+      }),
+      'import',
+    );
+    return { summary: exported.stderr, to };
+  };
 
   before(async () => {
     tmp = await makeTempDir('transfer');
@@ -889,22 +906,10 @@ describe('errand export and import', () => {
     } finally {
       await svc.stop();
     }
-    const out = path.join(tmp, 'forge-talk.jsonl');
-    const exported = ok(
-      await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
-      'export of the forge tables',
-    );
+    const { summary, to } = await move(from, 'forge-talk.jsonl');
     assert.match(
-      exported.stderr,
+      summary,
       /, 1 forge answer, 1 pull request watch, 2 forge refusals, 1 forge event, /,
-    );
-    const to = await fresh();
-    ok(
-      await errand(['import', out], {
-        DATABASE_URL: to.databaseUrl ?? '',
-        ERRAND_ALLOW_LOCAL_REPOS: 'true',
-      }),
-      'import',
     );
     const rows = async (url: string) => {
       const client = new pg.Client({ connectionString: url });
@@ -963,20 +968,8 @@ describe('errand export and import', () => {
     } finally {
       await svc.stop();
     }
-    const out = path.join(tmp, 'images.jsonl');
-    const exported = ok(
-      await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
-      'export of the images',
-    );
-    assert.match(exported.stderr, /, 1 turn, 1 image, /);
-    const to = await fresh();
-    ok(
-      await errand(['import', out], {
-        DATABASE_URL: to.databaseUrl ?? '',
-        ERRAND_ALLOW_LOCAL_REPOS: 'true',
-      }),
-      'import',
-    );
+    const { summary, to } = await move(from, 'images.jsonl');
+    assert.match(summary, /, 1 turn, 1 image, /);
     const client = new pg.Client({ connectionString: to.databaseUrl ?? '' });
     await client.connect();
     try {
