@@ -313,7 +313,8 @@ describe('images', () => {
   test('five images of 5 MB fit the body limit; a larger body is a 413 that changes nothing', async () => {
     const big = Buffer.concat([PNG, Buffer.alloc(5 * 1024 * 1024 - PNG.length)]);
     llm.scriptAll(() => reply('Five large images.'));
-    const created = await svc.request('POST', `/v2/agent/${claudeProject}/job`, {
+    // OpenAI's request takes five such images; Anthropic's (32 MB, 5 MB of base64 an image) not.
+    const created = await svc.request('POST', `/v2/agent/${gptProject}/job`, {
       body: {
         prompt: 'Five',
         mode: 'ask',
@@ -323,7 +324,7 @@ describe('images', () => {
     assert.equal(created.status, 201, created.text);
     const started = Date.now();
     // 35 MB through the service, the SDK and the fake: slower than a usual turn.
-    await untilStatus(svc, claudeProject, created.json.id as string, 'completed', {
+    await untilStatus(svc, gptProject, created.json.id as string, 'completed', {
       failFast: true,
       timeoutMs: 120_000,
     });

@@ -230,6 +230,8 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     if (authProblem) return refuse(401, authProblem);
     const bodyProblem = checkBody(protocol, record.body, options.models);
     if (bodyProblem) return refuse(400, bodyProblem);
+    if (protocol === 'anthropic' && raw.length > MAX_ANTHROPIC_REQUEST)
+      return refuse(413, `request exceeds ${MAX_ANTHROPIC_REQUEST} bytes`);
     const images = readImages(protocol, record.body as Record<string, unknown>);
     if (typeof images === 'string') return refuse(400, images);
     record.images = images;
@@ -568,8 +570,10 @@ const IMAGE_MAGIC: Readonly<Record<string, (b: Buffer) => boolean>> = {
     b.subarray(0, 4).toString('latin1') === 'RIFF' &&
     b.subarray(8, 12).toString('latin1') === 'WEBP',
 };
-/** Anthropic's limit on one image; OpenAI's is larger. */
+/** Anthropic's limit on one image, which it counts on the base64; OpenAI's, on the bytes. */
 const MAX_IMAGE_BYTES = { anthropic: 5 * 1024 * 1024, openai: 20 * 1024 * 1024 };
+/** Anthropic's limit on a whole request. */
+const MAX_ANTHROPIC_REQUEST = 32 * 1024 * 1024;
 const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** An image's bytes from strict base64 with the type it claims, checked; else the vendor's refusal. */
@@ -589,7 +593,8 @@ function imageBytes(
   )
     return 'image data is not valid base64';
   const bytes = Buffer.from(data, 'base64');
-  if (bytes.length > maxBytes) return `image exceeds ${maxBytes} bytes`;
+  const size = maxBytes === MAX_IMAGE_BYTES.anthropic ? data.length : bytes.length;
+  if (size > maxBytes) return `image exceeds ${maxBytes} bytes: ${size} bytes`;
   if (!matches(bytes)) return `image does not match the provided media type ${type}`;
   return { mediaType: type, bytes };
 }
