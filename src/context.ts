@@ -7,6 +7,7 @@ import type { DatabaseHandle, Db } from './db/database.ts';
 import type { Environments } from './environments/environments.ts';
 import type { Forges } from './forges/clients.ts';
 import type { TurnAborts } from './jobs/aborts.ts';
+import type { AttachmentReader } from './jobs/attachments.ts';
 import type { EventNotifications } from './jobs/notifications.ts';
 import type { Transitions } from './jobs/transitions.ts';
 import type { Logger } from './log.ts';
@@ -45,4 +46,6 @@ export interface AppContext {
   audit: AuditSink;
   /** This worker's environment snapshots (src/environments/): what turns restore or build. */
   environments: Environments;
+  /** Reads the images a create or a message gives (src/features/attachments/). */
+  attachments: AttachmentReader;
 }

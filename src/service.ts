@@ -13,6 +13,7 @@ import { type DatabaseHandle, openDatabase } from './db/database.ts';
 import { migrate } from './db/migrate.ts';
 import { engineInstalls } from './engines/catalog.ts';
 import { Environments } from './environments/environments.ts';
+import { configuredReader } from './features/attachments/index.ts';
 import {
   type ForgeWorker,
   forgeIntakePages,
@@ -156,6 +157,7 @@ export async function startService(
         metrics,
         workspace: workspaceConfig(config),
       }),
+      attachments: configuredReader(config),
     };
     // The job core calls its listeners, not the reverse: the outbox writes each event's
     // webhook deliveries in the event's transaction, in every process that records events.

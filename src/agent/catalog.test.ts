@@ -37,6 +37,7 @@ describe('the model catalog', () => {
         cacheReadUsdPerMTok: 0.3,
         cacheWriteUsdPerMTok: 3.75,
       },
+      images: true,
     });
     // A dated id is the same model.
     assert.deepEqual(
@@ -61,7 +62,11 @@ describe('the model catalog', () => {
       'openai-compatible:gpt-4o',
       'anthropic:no-such-model',
     ])
-      assert.deepEqual(catalog.info(id), { contextTokens: undefined, prices: undefined }, id);
+      assert.deepEqual(
+        catalog.info(id),
+        { contextTokens: undefined, prices: undefined, images: false },
+        id,
+      );
   });
 
   test("the operator's file wins over the package, field by field, and adds the models it lacks", async () => {
@@ -73,6 +78,7 @@ describe('the model catalog', () => {
           contextTokens: 32_768,
           inputUsdPerMTok: 0.2,
           outputUsdPerMTok: 0.6,
+          images: true,
         },
         // Half a price is no price.
         'openai-compatible:half': { inputUsdPerMTok: 1 },
@@ -87,6 +93,7 @@ describe('the model catalog', () => {
         cacheReadUsdPerMTok: 0.3,
         cacheWriteUsdPerMTok: 6,
       },
+      images: true,
     });
     assert.deepEqual(catalog.info('openai-compatible:qwen2.5-coder:32b'), {
       contextTokens: 32_768,
@@ -96,10 +103,12 @@ describe('the model catalog', () => {
         cacheReadUsdPerMTok: undefined,
         cacheWriteUsdPerMTok: undefined,
       },
+      images: true,
     });
     assert.deepEqual(catalog.info('openai-compatible:half'), {
       contextTokens: undefined,
       prices: undefined,
+      images: false,
     });
     // Through the registry, as the agent and the job core ask.
     const registry = new ModelRegistry({}, undefined, catalog);
@@ -114,6 +123,43 @@ describe('the model catalog', () => {
       ...tokens,
       costUsd: null,
     });
+  });
+
+  test("which models take images: each vendor's rule by name, a catalog entry over it", async () => {
+    const catalog = new ModelCatalog(
+      readCatalogFile(
+        await file(
+          'images.json',
+          JSON.stringify({
+            'openai-compatible:llava': { images: true },
+            'anthropic:claude-sonnet-4-5': { images: false },
+          }),
+        ),
+      ),
+    );
+    const takes = (id: string) => catalog.info(id).images;
+    for (const id of [
+      'anthropic:claude-opus-4-1',
+      'anthropic:claude-3-5-sonnet-20241022',
+      'openai:gpt-4o',
+      'openai:gpt-4.1-mini',
+      'openai:gpt-5',
+      'openai:o3',
+      'google:gemini-2.5-pro',
+      'openai-compatible:llava',
+    ])
+      assert.equal(takes(id), true, id);
+    for (const id of [
+      'anthropic:claude-3-5-haiku-20241022',
+      'anthropic:claude-2.1',
+      'openai:gpt-3.5-turbo',
+      'openai:o3-mini',
+      'openai-compatible:gpt-4o',
+      'openai-compatible:qwen2.5-coder:7b',
+      // The operator's word wins over the rule.
+      'anthropic:claude-sonnet-4-5',
+    ])
+      assert.equal(takes(id), false, id);
   });
 
   test('a cost: uncached input, cache reads, cache writes and output, each at its price; null for a price unknown', () => {
@@ -161,6 +207,11 @@ describe('the model catalog', () => {
         'type.json',
         '{"openai-compatible:q": {"outputUsdPerMTok": "0.5"}}',
         /"openai-compatible:q"\.outputUsdPerMTok: must be a number/,
+      ],
+      [
+        'images.json',
+        '{"openai-compatible:q": {"images": "yes"}}',
+        /"openai-compatible:q"\.images: must be true or false/,
       ],
       [
         'negative.json',

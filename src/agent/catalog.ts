@@ -1,12 +1,14 @@
 // The model catalog: each model's context window and list prices, from a maintained offline
 // data package, overridden field by field by the operator's file (ERRAND_MODEL_CATALOG) for the
-// models the package does not know (local and OpenAI-compatible ones) or knows wrong.
+// models the package does not know (local and OpenAI-compatible ones) or knows wrong; and
+// whether each takes images (vision.ts's rule, or the operator's `images`).
 
 import { readFileSync } from 'node:fs';
 import { calcPrice } from '@pydantic/genai-prices';
 import { z } from 'zod';
 import { ConfigError } from '../config.ts';
 import type { TokenUsage } from '../jobs/usage.ts';
+import { takesImagesByName } from './vision.ts';
 
 /** List prices in US dollars per million tokens; a cache price is undefined when unknown. */
 export interface ModelPrices {
@@ -20,6 +22,8 @@ export interface ModelPrices {
 export interface ModelInfo {
   contextTokens: number | undefined;
   prices: ModelPrices | undefined;
+  /** Whether a turn may give it images (docs/images.md). */
+  images: boolean;
 }
 
 /** One entry of the operator's file: every field optional, each wins over the package. */
@@ -29,6 +33,7 @@ interface CatalogOverride {
   outputUsdPerMTok?: number;
   cacheReadUsdPerMTok?: number;
   cacheWriteUsdPerMTok?: number;
+  images?: boolean;
 }
 
 /** The operator's entries by `provider:model` id. */
@@ -41,6 +46,7 @@ const entrySchema = z.strictObject({
   outputUsdPerMTok: price.optional(),
   cacheReadUsdPerMTok: price.optional(),
   cacheWriteUsdPerMTok: price.optional(),
+  images: z.boolean().optional(),
 });
 const fileSchema = z.record(
   z.string().regex(/^[^:\s]+:\S+$/, 'must be a model id like provider:model'),
@@ -83,7 +89,8 @@ function describeIssue(issue: z.core.$ZodIssue | undefined): string {
   if (issue.code === 'unrecognized_keys')
     return `"${model}": unknown field ${issue.keys.join(', ')} (known: ${known})`;
   if (field === undefined) return `"${model}": must be an object with some of ${known}`;
-  return `"${model}".${field}: ${issue.code === 'invalid_type' ? 'must be a number' : issue.message}`;
+  const wanted = field === 'images' ? 'must be true or false' : 'must be a number';
+  return `"${model}".${field}: ${issue.code === 'invalid_type' ? wanted : issue.message}`;
 }
 
 /** The catalog of one process: the package's data under the operator's overrides. */
@@ -96,7 +103,11 @@ export class ModelCatalog {
 
   /** What is known of `modelId` (`provider:model`). */
   info(modelId: string): ModelInfo {
-    return merge(fromPackage(modelId), this.#overrides[modelId]);
+    const over = this.#overrides[modelId];
+    return {
+      ...merge(fromPackage(modelId), over),
+      images: over?.images ?? takesImagesByName(modelId),
+    };
   }
 }
 
@@ -131,10 +142,13 @@ function basePrice(price: number | { base: number } | undefined): number | undef
   return typeof price === 'number' ? price : price?.base;
 }
 
-function merge(base: CatalogOverride, over: CatalogOverride | undefined): ModelInfo {
+function merge(
+  base: CatalogOverride,
+  over: CatalogOverride | undefined,
+): Omit<ModelInfo, 'images'> {
   const m: CatalogOverride = { ...base };
   for (const [key, value] of Object.entries(over ?? {})) {
-    if (value !== undefined) m[key as keyof CatalogOverride] = value;
+    if (typeof value === 'number') m[key as Exclude<keyof CatalogOverride, 'images'>] = value;
   }
   const prices =
     m.inputUsdPerMTok === undefined || m.outputUsdPerMTok === undefined

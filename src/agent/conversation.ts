@@ -28,6 +28,7 @@ import {
   userParts,
 } from './compaction-summary.ts';
 import { ERRAND, type ErrandMark, inStoredOrder, markOf, withMark } from './history.ts';
+import { estimateReplacer } from './images.ts';
 import { capAll, isToolResult, outputChars, toolCalls } from './tool-results.ts';
 import { overflowFacts } from './window-overflow.ts';
 import {
@@ -270,7 +271,7 @@ export class Conversation {
   #chars(message: ModelMessage): number {
     let n = this.#charsOf.get(message);
     if (n === undefined) {
-      n = JSON.stringify(message).length;
+      n = JSON.stringify(message, estimateReplacer).length;
       this.#charsOf.set(message, n);
     }
     return n;

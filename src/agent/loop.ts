@@ -18,6 +18,7 @@ import type { Emitted } from '../events/catalog.ts';
 import { addTokens, NO_TOKENS, type TokenUsage } from '../jobs/usage.ts';
 import { oneLine } from '../text.ts';
 import { type Compaction, Conversation, isWindowOverflow, tokenUsage } from './conversation.ts';
+import { imageParts, type PromptImage, withoutImages } from './images.ts';
 import { classifyModelError, overflowError } from './model-errors.ts';
 import { describeToolOutput } from './tool-output.ts';
 import { summarizeToolArgs } from './tools/index.ts';
@@ -65,6 +66,8 @@ export type AgentTurnInput = {
   /** The job's conversation so far: jobHistory() of the earlier turns' `turnMessages`. */
   history: ModelMessage[];
   prompt: string;
+  /** The turn's images, sent after the prompt (docs/images.md); stored as lines naming them. */
+  images?: readonly PromptImage[] | undefined;
   /** Errand's note for this turn (how the setup command went), sent after the prompt. */
   note?: string | undefined;
   tools: ToolSet;
@@ -185,15 +188,18 @@ class Turn {
     this.#summarizeResult =
       input.summarizeResult ?? ((_name, output) => describeToolOutput(output));
     this.#maxRetries = input.maxRetries ?? 3;
-    const userMessage: UserModelMessage = input.note
-      ? {
-          role: 'user',
-          content: [
-            { type: 'text', text: input.prompt },
-            { type: 'text', text: input.note },
-          ],
-        }
-      : { role: 'user', content: input.prompt };
+    const images = imageParts(input.images ?? []);
+    const userMessage: UserModelMessage =
+      input.note || images.length > 0
+        ? {
+            role: 'user',
+            content: [
+              { type: 'text', text: input.prompt },
+              ...images,
+              ...(input.note ? [{ type: 'text' as const, text: input.note }] : []),
+            ],
+          }
+        : { role: 'user', content: input.prompt };
     this.#conversation = new Conversation({
       model: input.model,
       system: input.system,
@@ -334,7 +340,7 @@ class Turn {
     this.#pending = [];
     return {
       responseMessages: [...this.#completed],
-      turnMessages: this.#conversation.stored(),
+      turnMessages: withoutImages(this.#conversation.stored()),
       usage: { ...this.#usage },
       steps: this.#stepCount,
     };

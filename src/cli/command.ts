@@ -21,15 +21,19 @@ export interface OptionDef {
   readonly either?: string;
   /** Shown as [GROUP] in the synopsis and spelled out under the family's commands. */
   readonly group?: string;
+  /** A string option that may be given again: its values, in order. */
+  readonly multiple?: boolean;
 }
 
 export type OptionDefs = Readonly<Record<string, OptionDef>>;
 
 type ValueOf<D extends OptionDef> = D['type'] extends 'boolean'
   ? boolean
-  : D extends { choices: readonly (infer C)[] }
-    ? C
-    : string;
+  : D extends { multiple: true }
+    ? string[]
+    : D extends { choices: readonly (infer C)[] }
+      ? C
+      : string;
 
 /** Options the parser makes sure of: required, and not one of a choice. */
 type Sure<D> = D extends { required: true } ? (D extends { either: string } ? false : true) : false;
@@ -144,11 +148,18 @@ function reason(err: Error & { code?: unknown }): string {
 function parserOptions(options: OptionDefs): ParseArgsOptionsConfig {
   const config: ParseArgsOptionsConfig = {};
   for (const [name, def] of Object.entries({ ...options, ...HELP }))
-    config[name] = def.short ? { type: def.type, short: def.short } : { type: def.type };
+    config[name] = {
+      type: def.type,
+      ...(def.short ? { short: def.short } : {}),
+      ...('multiple' in def && def.multiple ? { multiple: true } : {}),
+    };
   return config;
 }
 
-type Parsed = { values: Record<string, string | boolean | undefined>; positionals: string[] };
+type Parsed = {
+  values: Record<string, string | boolean | string[] | undefined>;
+  positionals: string[];
+};
 
 /** parseArgs, strict, with its errors turned into usage errors. */
 function parseStrict(argv: string[], options: OptionDefs): Parsed {
@@ -162,6 +173,8 @@ function parseStrict(argv: string[], options: OptionDefs): Parsed {
     const values: Parsed['values'] = {};
     for (const [name, value] of Object.entries(parsed.values))
       if (typeof value === 'string' || typeof value === 'boolean') values[name] = value;
+      else if (Array.isArray(value))
+        values[name] = value.filter((v): v is string => typeof v === 'string');
     return { values, positionals: parsed.positionals };
   } catch (err) {
     const code = (err as { code?: unknown }).code;
@@ -179,7 +192,7 @@ export class HelpRequested extends Error {
 /** The option as the usage writes it: --name VALUE, or --flag. */
 export function optionText(name: string, def: OptionDef): string {
   if (def.type === 'boolean') return `--${name}`;
-  return `--${name} ${def.value ?? def.choices?.join('|') ?? 'VALUE'}`;
+  return `--${name} ${def.value ?? def.choices?.join('|') ?? 'VALUE'}${def.multiple ? ' …' : ''}`;
 }
 
 /**
@@ -219,7 +232,10 @@ function parse(
   }
   for (const names of eithers.values()) {
     // An empty value is no choice: `--project ""` is a mistake, not a project.
-    const given = names.filter((n) => ![undefined, false, ''].includes(parsed.values[n]));
+    const given = names.filter((n) => {
+      const value = parsed.values[n];
+      return !Array.isArray(value) && ![undefined, false, ''].includes(value);
+    });
     const required = names.some((n) => options[n]?.required);
     if (required && given.length !== 1)
       throw new UsageError(

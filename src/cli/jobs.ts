@@ -28,6 +28,7 @@ import {
 } from './command.ts';
 import { EXIT, UsageError } from './errors.ts';
 import { eventLine, statusText } from './event-lines.ts';
+import { imageAttachments } from './images.ts';
 import { ProgressOutput } from './spinner.ts';
 
 const DEFAULT_LIST_LIMIT = 20;
@@ -248,6 +249,9 @@ async function started(
   return follow(client, job.id, how.fromTurn, io, json);
 }
 
+/** `--image FILE|URL`, repeatable: an image file sent inline, or a URL the service fetches. */
+const IMAGE = { type: 'string', value: 'FILE|URL', multiple: true } as const;
+
 const create = jobCommand({
   name: 'create',
   args: ['"PROMPT"'],
@@ -256,12 +260,14 @@ const create = jobCommand({
     'base-ref': { type: 'string', value: 'REF' },
     mode: { type: 'string', choices: JOB_MODES },
     'output-schema': { type: 'string', value: 'FILE|JSON' },
+    image: IMAGE,
     wait: { type: 'boolean' },
   },
   summary:
-    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer); --wait follows it',
+    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images); --wait follows it',
   async run({ values, args: [prompt = ''], io }) {
     const outputSchema = await outputSchemaOf(values['output-schema']);
+    const attachments = await imageAttachments(values.image);
     const { client, project } = await connect(io, values);
     const job = await client.createJob({
       prompt,
@@ -269,6 +275,7 @@ const create = jobCommand({
       ...(values['base-ref'] !== undefined ? { baseRef: values['base-ref'] } : {}),
       ...(values.mode !== undefined ? { mode: values.mode } : {}),
       ...(outputSchema !== undefined ? { outputSchema } : {}),
+      ...(attachments !== undefined ? { attachments } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);
@@ -281,15 +288,18 @@ const message = jobCommand({
   options: {
     mode: { type: 'string', choices: JOB_MODES },
     'output-schema': { type: 'string', value: 'FILE|JSON' },
+    image: IMAGE,
     wait: { type: 'boolean' },
   },
-  summary: 'a follow-up prompt: another turn on the same branch',
+  summary: 'a follow-up prompt: another turn on the same branch (--image: up to 5 images)',
   async run({ values, args: [id = '', prompt = ''], io }) {
     const outputSchema = await outputSchemaOf(values['output-schema']);
+    const attachments = await imageAttachments(values.image);
     const { client, project } = await connect(io, values);
     const job = await client.sendMessage(id, prompt, {
       ...(values.mode !== undefined ? { mode: values.mode } : {}),
       ...(outputSchema !== undefined ? { outputSchema } : {}),
+      ...(attachments !== undefined ? { attachments } : {}),
     });
     // This prompt is the job's latest turn: --wait shows the log from its first event.
     const how = { verb: 'sent a follow-up to', wait: values.wait, fromTurn: job.turns };

@@ -9,6 +9,7 @@ import { ErrandError } from './errors.ts';
 import { pollJob, streamEvents } from './follow.ts';
 import {
   type ApiKey,
+  type Attachment,
   type CreateApiKeyInput,
   type CreatedApiKey,
   type CreateJobInput,
@@ -47,6 +48,7 @@ import { type CallInit, type ClientOptions, Transport } from './transport.ts';
 
 export type {
   ApiKey,
+  Attachment,
   CreateApiKeyInput,
   CreatedApiKey,
   CreateJobInput,
@@ -128,6 +130,8 @@ export class ErrandClient {
       mode?: JobMode;
       /** A JSON Schema the turn's answer must satisfy: the job's `output` (docs/structured-output.md). */
       outputSchema?: OutputSchema;
+      /** Up to 5 images for the model: `{ data: base64 }` or `{ url }` (docs/images.md). */
+      attachments?: Attachment[];
     },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
@@ -136,6 +140,7 @@ export class ErrandClient {
     if (input.baseRef !== undefined) body.baseRef = input.baseRef;
     if (input.mode !== undefined) body.mode = input.mode;
     if (input.outputSchema !== undefined) body.outputSchema = input.outputSchema;
+    if (input.attachments !== undefined) body.attachments = input.attachments;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,
@@ -147,7 +152,7 @@ export class ErrandClient {
   /**
    * Sends a follow-up prompt; the job becomes active again. `mode`: what the turn may do (else
    * code, which after a plan carries it out). `outputSchema`: the JSON Schema this turn's
-   * answer must satisfy (docs/structured-output.md).
+   * answer must satisfy (docs/structured-output.md); `attachments`: its images (docs/images.md).
    */
   async sendMessage(
     jobId: string,
@@ -156,11 +161,13 @@ export class ErrandClient {
       idempotencyKey?: string;
       mode?: JobMode;
       outputSchema?: OutputSchema;
+      attachments?: Attachment[];
     } = {},
   ): Promise<Job> {
     const body: SendMessageInput = { prompt };
     if (options.mode !== undefined) body.mode = options.mode;
     if (options.outputSchema !== undefined) body.outputSchema = options.outputSchema;
+    if (options.attachments !== undefined) body.attachments = options.attachments;
     return this.#job(`${this.#jobPath(jobId, options)}/message`, 'sendMessage', {
       method: 'POST',
       body,

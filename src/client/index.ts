@@ -3,6 +3,7 @@
 // run build:client`) and for Errand's own CLI and MCP server.
 export {
   type ApiKey,
+  type Attachment,
   type CallOptions,
   type ClientOptions,
   type Clock,

@@ -252,6 +252,17 @@ export interface paths {
             outputSchema?: {
               [key: string]: unknown;
             };
+            /** @description Images for the agent (PNG, JPEG, WebP or GIF), at most 5, each at most 5 MB: inline base64 or an https URL. The model must take images (docs/images.md). */
+            attachments?: (
+              | {
+                  /** @description The image as base64 (standard or URL-safe alphabet), or as a data URL `data:image/png;base64,…`. Its type is read from its bytes. */
+                  data: string;
+                }
+              | {
+                  /** @description An https URL the service fetches the image from, once, when the request arrives (public addresses only, like webhooks). */
+                  url: string;
+                }
+            )[];
           };
         };
       };
@@ -357,6 +368,17 @@ export interface paths {
             outputSchema?: {
               [key: string]: unknown;
             };
+            /** @description Images for the agent (PNG, JPEG, WebP or GIF), at most 5, each at most 5 MB: inline base64 or an https URL. The model must take images (docs/images.md). */
+            attachments?: (
+              | {
+                  /** @description The image as base64 (standard or URL-safe alphabet), or as a data URL `data:image/png;base64,…`. Its type is read from its bytes. */
+                  data: string;
+                }
+              | {
+                  /** @description An https URL the service fetches the image from, once, when the request arrives (public addresses only, like webhooks). */
+                  url: string;
+                }
+            )[];
           };
         };
       };

@@ -24,6 +24,8 @@ export type CreateJobInput = RequestJson<paths['/v2/agent/{projectId}/job']['pos
 export type SendMessageInput = RequestJson<paths['/v2/agent/{projectId}/job/{id}/message']['post']>;
 /** A JSON Schema a turn's answer must satisfy (docs/structured-output.md). */
 export type OutputSchema = NonNullable<CreateJobInput['outputSchema']>;
+/** An image for a turn: `{ data: base64 }` or `{ url: 'https://…' }` (docs/images.md). */
+export type Attachment = NonNullable<CreateJobInput['attachments']>[number];
 
 /** A project, as the admin API shows it (never its credentials). */
 export type Project = components['schemas']['Project'];

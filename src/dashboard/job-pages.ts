@@ -8,7 +8,7 @@ import type { Principal } from '../keys/service.ts';
 import { actorRef } from '../records/actor.ts';
 import { JOB_MODES, JOB_STATUSES, type JobMode, type JobRecord } from '../records/job.ts';
 import type { ProjectRecord } from '../records/project.ts';
-import { formatUsd, prLine, usageLine } from '../words.ts';
+import { formatBytes, formatUsd, prLine, usageLine } from '../words.ts';
 import { html, SafeHtml } from './html.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 
@@ -130,6 +130,16 @@ export interface TurnView {
   mode: JobMode;
   /** Its structured output as indented JSON, for a turn given an output schema that finished. */
   outputJson?: string | undefined;
+  /** The images sent with its prompt, each with where the dashboard serves it (docs/images.md). */
+  images: { n: number; mediaType: string; size: number; src: string }[];
+}
+
+/** A turn's images, each linked to itself at full size. */
+function turnImages(turn: TurnView): SafeHtml {
+  return html`<div class="turn-images">${turn.images.map(
+    (image) =>
+      html`<figure><a href="${image.src}"><img src="${image.src}" alt="Image ${image.n} of turn ${turn.seq}" loading="lazy"></a><figcaption class="muted">Image ${image.n}: ${image.mediaType}, ${formatBytes(image.size)}</figcaption></figure>`,
+  )}</div>`;
 }
 
 /** The mode picker of the create and follow-up forms; code first, the default. */
@@ -237,6 +247,7 @@ ${detail.turns.map(
   (turn) => html`<section class="card turn" aria-label="Turn ${turn.seq}">
   <h3>Turn ${turn.seq} <span class="badge">${turn.state}</span>${turn.mode !== 'code' ? html` <span class="badge">${turn.mode}</span>` : ''}</h3>
   <pre class="prompt">${turn.prompt}</pre>
+  ${turn.images.length > 0 ? turnImages(turn) : ''}
   ${turn.summaryHtml !== undefined ? html`<div class="summary">${new SafeHtml(turn.summaryHtml)}</div>` : ''}
   ${turn.outputJson !== undefined ? html`<details open class="turn-output"><summary>Output</summary><pre class="output">${turn.outputJson}</pre></details>` : ''}
   ${turn.error ? notice(turn.error) : ''}

@@ -8,6 +8,7 @@ import type { AppContext } from '../context.ts';
 import { AppError } from '../errors.ts';
 import { listEvents, toEventRecord } from '../events/log.ts';
 import { isId } from '../ids.ts';
+import { listAttachments } from '../jobs/attachments.ts';
 import { requireMayArchive } from '../jobs/creator.ts';
 import { createJobBody, promptBody } from '../jobs/input.ts';
 import { firstPrompts, getReviewDiff, listTurns } from '../jobs/read.ts';
@@ -21,6 +22,7 @@ import { JOB_STATUSES } from '../records/job.ts';
 import { actorLabel, actorNames } from './actors.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
+import { imagePath, registerJobImages } from './job-images.ts';
 import { archivePage, eventView, jobPage, jobsPage } from './job-pages.ts';
 import { renderMarkdown } from './markdown.ts';
 import { type Form, parse, sendPage, visibleProject } from './requests.ts';
@@ -97,6 +99,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
   const events = await listEvents(ctx.db, job.id, 0, EVENTS_ON_PAGE);
   const review = await getReviewDiff(ctx, job.id);
   const names = await actorNames(ctx.db, [job.createdBy, ...turns.map((turn) => turn.sent_by)]);
+  const images = await listAttachments(ctx, job.id);
   return {
     job,
     createdBy: actorLabel(job.createdBy, names),
@@ -117,6 +120,9 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
         turn.output_schema !== null && turn.state === 'done'
           ? JSON.stringify(turn.output, null, 2)
           : undefined,
+      images: images
+        .filter((image) => image.seq === turn.seq)
+        .map((image) => ({ ...image, src: imagePath(projectId, job.id, image.seq, image.n) })),
     })),
     events: events.map((event) => eventView(toEventRecord(event))),
     diffHtml: review
@@ -127,6 +133,7 @@ async function jobDetail(ctx: AppContext, projectId: string, jobId: string) {
 }
 
 export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void {
+  registerJobImages(pages, ctx);
   pages.get<{
     Params: { id: string };
     Querystring: { status?: string; cursor?: string; created?: string; createdBy?: string };
@@ -155,7 +162,12 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const mode = formMode(request.body);
       try {
         const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt, mode });
-        const { job } = await createJob(ctx, row, { ...body, by: whoOf(request, principal) });
+        const attachments = await ctx.attachments.read(body.attachments);
+        const { job } = await createJob(ctx, row, {
+          ...body,
+          attachments,
+          by: whoOf(request, principal),
+        });
         return reply.redirect(`/projects/${row.id}/jobs?created=${job.id}`, 303);
       } catch (err) {
         if (!(err instanceof AppError) || err.status >= 500) throw err;

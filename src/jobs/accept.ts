@@ -75,7 +75,7 @@ export function checkMode(project: ProjectRow, mode: TurnMode): void {
 }
 
 /** An image given with a turn (docs/images.md), checked, and fetched when it came as a URL. */
-interface NewAttachment {
+export interface NewAttachment {
   mediaType: AttachmentMediaType;
   data: Buffer;
   /** The https URL it was fetched from; null for one sent inline. */

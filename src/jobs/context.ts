@@ -24,12 +24,13 @@ interface TurnSender {
 
 /**
  * The model registry as the core uses it: the default model, the check of a job's model, and
- * whether its prices are known (a budget can hold only a model whose are).
+ * whether its prices are known (a budget can hold only a model whose are), and whether it takes
+ * images (docs/images.md).
  */
 interface ModelCheck {
   readonly defaultId: string;
   check(id: string): { ok: true } | { ok: false; message: string };
-  info(id: string): { prices: object | undefined };
+  info(id: string): { prices: object | undefined; images: boolean };
 }
 
 export interface JobsContext {

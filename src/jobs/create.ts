@@ -3,6 +3,7 @@
 // turn, the turn's queue entry, the job's events and its audit row (a 201 means the prompt is
 // durable, and who asked for it recorded). The creates that arrive together share their
 // transaction, and a few transactions run at once.
+
 import { sql } from 'kysely';
 import type { Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
@@ -22,6 +23,7 @@ import {
   type TurnExtras,
   writeAttachments,
 } from './accept.ts';
+import { checkImages } from './attachments.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import { BudgetExhaustedError, type SpentMonth, spentMonthRefusal, spentMonths } from './spend.ts';
@@ -104,6 +106,7 @@ export async function createJob(
   const model = asked ?? project.model ?? ctx.models.defaultId;
   checkMode(project, mode);
   checkModel(ctx, project, model);
+  checkImages(ctx, project, model, attachments);
   const row: NewJobRow = {
     id: newId('job'),
     projectId: project.id,

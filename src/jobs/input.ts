@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { isValidModelId, isValidRef } from '../projects/repository.ts';
 import { JOB_MODES } from '../records/job.ts';
 import { refusedAs } from '../validation.ts';
+import { attachmentsField } from './attachments.ts';
 import { MAX_OUTPUT_SCHEMA_BYTES, outputSchemaProblem } from './output-schema.ts';
 
 /** The prompt of create and message. */
@@ -66,6 +67,7 @@ export function promptBody(maxChars: number) {
         ),
         mode: modeField,
         outputSchema: outputSchemaField,
+        attachments: attachmentsField,
       },
       bodyType,
     ),
@@ -101,6 +103,7 @@ export function createJobBody(maxChars: number) {
           ),
         mode: modeField,
         outputSchema: outputSchemaField,
+        attachments: attachmentsField,
       },
       bodyType,
     ),

@@ -10,7 +10,7 @@ import { SecretUnavailableError, type TurnSecret, turnSecrets } from '../project
 import { shownTrigger } from './accept.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS } from './record.ts';
-import { type EarlierTurn, TurnFailedError, type TurnOutput } from './runner.ts';
+import { type EarlierTurn, TurnFailedError, type TurnImage, type TurnOutput } from './runner.ts';
 import { addToMonth, usagePlus, usedAnything } from './spend.ts';
 import {
   insertEvents,
@@ -390,13 +390,18 @@ export async function recordReviewDiff(
 /**
  * What a turn works from besides its prompt: the job's project as it is now, its secrets, and
  * the job's earlier finished turns in order (their conversation, and their prompts and summaries
- * for the pull request's body). A secret that cannot be opened fails the turn.
+ * for the pull request's body), and the turn's own images. A secret that cannot be opened fails the turn.
  */
 export async function loadTurnInputs(
   ctx: Pick<JobsContext, 'db' | 'config'>,
   job: JobRow,
   seq: number,
-): Promise<{ project: ProjectRow; secrets: TurnSecret[]; earlier: EarlierTurn[] }> {
+): Promise<{
+  project: ProjectRow;
+  secrets: TurnSecret[];
+  earlier: EarlierTurn[];
+  images: TurnImage[];
+}> {
   const project = await ctx.db
     .selectFrom('projects')
     .selectAll()
@@ -413,9 +418,17 @@ export async function loadTurnInputs(
     .where('state', '=', 'done')
     .orderBy('seq')
     .execute();
+  const images = await ctx.db
+    .selectFrom('attachments')
+    .select(['n', 'media_type as mediaType', 'data'])
+    .where('job_id', '=', job.id)
+    .where('seq', '=', seq)
+    .orderBy('n')
+    .execute();
   return {
     project,
     secrets,
+    images,
     earlier: earlier.map((t) => ({
       seq: t.seq,
       prompt: t.prompt,

@@ -2,7 +2,7 @@
 // to a TurnRunner, with everything it works from, and records what comes back. The pipeline
 // (src/turns/pipeline.ts) implements it without reading the database; tests pass scripted
 // runners to exercise the queue and the job model around it.
-import type { JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
+import type { AttachmentMediaType, JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
 import type { Emit } from '../events/catalog.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
 import type { TokenUsage } from './usage.ts';
@@ -14,6 +14,13 @@ export interface EarlierTurn {
   summary: string | null;
   /** Its part of the model conversation, as TurnOutput.messages gave it. */
   messages: unknown[];
+}
+
+/** An image a turn was given: its place among the turn's images (from 1), type and bytes. */
+export interface TurnImage {
+  n: number;
+  mediaType: AttachmentMediaType;
+  data: Uint8Array;
 }
 
 export interface TurnInput {
@@ -28,6 +35,8 @@ export interface TurnInput {
   secrets: readonly TurnSecret[];
   /** The job's earlier finished turns, in order: the conversation so far. */
   earlier: EarlierTurn[];
+  /** The turn's images, in order (docs/images.md); absent or empty: none. */
+  images?: readonly TurnImage[] | undefined;
   /** Aborted when the job is archived, the worker shuts down, or the turn's claim is lost. */
   signal: AbortSignal;
   /** Appends a progress event, declared in the event catalog, to the job's event log. */

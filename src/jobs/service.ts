@@ -2,6 +2,7 @@
 // prompt stores the turn and its queue entry in the same transaction as the job change, so a
 // 201/200 means the prompt is durable and will be worked on. The transitions a worker makes
 // (start, finish, fail a turn) are in lifecycle.ts.
+
 import { sql } from 'kysely';
 import { audit, type Who } from '../audit/audit.ts';
 import type { JobStatus, ProjectRow, TurnMode, TurnPurpose, TurnTrigger } from '../db/schema.ts';
@@ -19,6 +20,7 @@ import {
   stored,
   type TurnExtras,
 } from './accept.ts';
+import { checkImages } from './attachments.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 import { refuseSpentJob, refuseSpentMonths } from './spend.ts';
@@ -102,6 +104,7 @@ export async function sendMessage(
       throw new AppError('conflict', `job ${jobId} is archived and accepts no more messages`);
     }
     checkModel(ctx, project, current.model);
+    checkImages(ctx, project, current.model, attachments);
     refuseSpentJob(jobId, current.usage, project.job_budget_usd);
     await refuseSpentMonths(trx, [
       { projectId: project.id, monthlyBudgetUsd: project.monthly_budget_usd },

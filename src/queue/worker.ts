@@ -114,13 +114,14 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
   let outcome: TurnOutcome = 'interrupted';
   let failure: unknown;
   try {
-    const { project, secrets, earlier } = await loadTurnInputs(ctx, started.job, seq);
+    const { project, secrets, earlier, images } = await loadTurnInputs(ctx, started.job, seq);
     const output = await runner.run({
       job: started.job,
       turn: started.turn,
       project,
       secrets,
       earlier,
+      images,
       signal,
       emit,
       saveReviewDiff: (diff, truncated) => recordReviewDiff(ctx, jobId, diff, truncated),

@@ -367,6 +367,7 @@ export class TurnPipeline implements TurnRunner {
       system,
       history: jobHistory(input.earlier),
       prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
+      images: input.images,
       note: commands?.setup ? setupNote(commands.setup) : undefined,
       tools,
       budgets: {

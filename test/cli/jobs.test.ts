@@ -684,6 +684,72 @@ describe('errand job', () => {
     }
   });
 
+  test('--image: files go inline and URLs to the service, on create and message; more than 5 is a usage error', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'errand-cli-images-'));
+    try {
+      const png = Buffer.from(
+        'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+        'base64',
+      );
+      const file = path.join(dir, 'shot.png');
+      await writeFile(file, png);
+      const created = await json([
+        'job',
+        'create',
+        '--project',
+        projectId,
+        'complete see it',
+        '--image',
+        file,
+        '--image',
+        file,
+      ]);
+      const jobId = String(created.id);
+      await untilStatus(svc, projectId, jobId, 'completed');
+      await json([
+        'job',
+        'message',
+        jobId,
+        'complete and again',
+        '--image',
+        file,
+        '--project',
+        projectId,
+      ]);
+      const kept = await svc.service.ctx.db
+        .selectFrom('attachments')
+        .select(['seq', 'n', 'data'])
+        .where('job_id', '=', jobId)
+        .orderBy('seq')
+        .orderBy('n')
+        .execute();
+      assert.deepEqual(
+        kept.map((a) => [a.seq, a.n, a.data.equals(png)]),
+        [
+          [1, 1, true],
+          [1, 2, true],
+          [2, 1, true],
+        ],
+      );
+      const createWith = (image: string) =>
+        cli(['job', 'create', '--project', projectId, 'x', '--image', image]);
+      // A URL is the service's to fetch: this one, loopback, it refuses.
+      const refused = await createWith('http://127.0.0.1:9/x.png');
+      assert.equal(refused.code, 1);
+      assert.match(refused.stderr, /attachments\[0\]\.url.*must use https:\/\//);
+      const missing = await createWith(path.join(dir, 'nope.png'));
+      assert.equal(missing.code, 1);
+      assert.match(missing.stderr, /--image .*nope\.png: cannot be read \(ENOENT\)/);
+      await misused(
+        ['job', 'create', '--project', projectId, 'x', ...Array(6).fill(['--image', file]).flat()],
+        /--image: 6 images; a turn may carry at most 5/,
+        /^Usage: errand job create/,
+      );
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test('--version, help COMMAND and COMMAND --help', async () => {
     const { version } = JSON.parse(await readFile(PACKAGE, 'utf8')) as { version: string };
     assert.equal(ok(await cli(['--version'])).stdout, `${version}\n`);

@@ -161,6 +161,23 @@ describe('errand export and import', () => {
     dbs.push(db);
     return db;
   };
+  /** Exports `from` to the file `name` and imports that into a fresh database. */
+  const move = async (from: TestDatabase, name: string) => {
+    const out = path.join(tmp, name);
+    const exported = ok(
+      await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
+      `export to ${name}`,
+    );
+    const to = await fresh();
+    ok(
+      await errand(['import', out], {
+        DATABASE_URL: to.databaseUrl ?? '',
+        ERRAND_ALLOW_LOCAL_REPOS: 'true',
+      }),
+      'import',
+    );
+    return { summary: exported.stderr, to };
+  };
 
   before(async () => {
     tmp = await makeTempDir('transfer');
@@ -298,7 +315,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
+          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, 0 images, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -374,6 +391,7 @@ describe('errand export and import', () => {
         forge_events: 0,
         webhook_attempts: 0,
         schedule_firings: 0,
+        attachments: 0,
       },
     });
     // The busy projects made during the export: every key's project is in the file.
@@ -400,7 +418,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, 0 images, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 
@@ -888,22 +906,10 @@ describe('errand export and import', () => {
     } finally {
       await svc.stop();
     }
-    const out = path.join(tmp, 'forge-talk.jsonl');
-    const exported = ok(
-      await errand(['export', out], { DATABASE_URL: from.databaseUrl ?? '' }),
-      'export of the forge tables',
-    );
+    const { summary, to } = await move(from, 'forge-talk.jsonl');
     assert.match(
-      exported.stderr,
+      summary,
       /, 1 forge answer, 1 pull request watch, 2 forge refusals, 1 forge event, /,
-    );
-    const to = await fresh();
-    ok(
-      await errand(['import', out], {
-        DATABASE_URL: to.databaseUrl ?? '',
-        ERRAND_ALLOW_LOCAL_REPOS: 'true',
-      }),
-      'import',
     );
     const rows = async (url: string) => {
       const client = new pg.Client({ connectionString: url });
@@ -931,6 +937,52 @@ describe('errand export and import', () => {
     assert.equal(before.refusals.length, 2);
     assert.equal(before.events.length, 1);
     assert.deepEqual(await rows(to.databaseUrl ?? ''), before);
+  });
+
+  test("a turn's images come across byte for byte: bytea through the file's JSON", async () => {
+    const from = await fresh();
+    const svc = await startTestService({ database: from, worker: false, env: llmEnv });
+    // Every byte value, after a PNG's signature.
+    const bytes = Buffer.concat([
+      Buffer.from('89504e470d0a1a0a', 'hex'),
+      Buffer.from(Array.from({ length: 256 }, (_, i) => i)),
+    ]);
+    try {
+      const project = await svc.createProject({ name: 'images', repository: origin.url });
+      const created = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: { prompt: 'with an image' },
+      });
+      assert.equal(created.status, 201, created.text);
+      await svc.service.ctx.db
+        .insertInto('attachments')
+        .values({
+          job_id: created.json.id ?? '',
+          seq: 1,
+          n: 1,
+          media_type: 'image/png',
+          size: bytes.length,
+          data: bytes,
+          source: 'https://images.example/shot.png',
+        })
+        .execute();
+    } finally {
+      await svc.stop();
+    }
+    const { summary, to } = await move(from, 'images.jsonl');
+    assert.match(summary, /, 1 turn, 1 image, /);
+    const client = new pg.Client({ connectionString: to.databaseUrl ?? '' });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ data: Buffer; media_type: string; source: string }>(
+        'SELECT data, media_type, source FROM attachments',
+      );
+      assert.equal(rows.length, 1);
+      assert.ok(rows[0]?.data.equals(bytes), 'the bytes changed on the way');
+      assert.equal(rows[0]?.media_type, 'image/png');
+      assert.equal(rows[0]?.source, 'https://images.example/shot.png');
+    } finally {
+      await client.end();
+    }
   });
 
   test('export to stdout; a failed export leaves no file behind', async () => {

@@ -179,6 +179,7 @@ describe('errand mcp', () => {
     const create = byName.get('create_job');
     assert.deepEqual(create?.inputSchema.required, ['prompt']);
     assert.deepEqual(Object.keys(create?.inputSchema.properties ?? {}).sort(), [
+      'attachments',
       'baseRef',
       'mode',
       'model',
@@ -194,6 +195,9 @@ describe('errand mcp', () => {
       assert.equal(property(tool, 'outputSchema').type, 'object', tool);
       assert.match(String(property(tool, 'outputSchema').description), /JSON Schema/, tool);
     }
+    // Images (docs/images.md): both take up to five.
+    for (const tool of ['create_job', 'send_message'])
+      assert.equal(property(tool, 'attachments').maxItems, 5, tool);
     assert.match(create?.description ?? '', /awaitingApproval/);
     assert.match(create?.description ?? '', /asynchronous/);
     assert.match(create?.description ?? '', /prLink/);
@@ -365,6 +369,47 @@ describe('errand mcp', () => {
     assert.equal(job(waited).error, 'the agent is not available');
     assert.match(waited.summary, /failed: the agent is not available/);
     assert.match(waited.summary, /send_message/);
+  });
+
+  test('create_job and send_message carry images to Errand, which keeps them with their turns', async () => {
+    const png = Buffer.from(
+      'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+      'base64',
+    );
+    const created = await ok('create_job', {
+      prompt: 'what does this screenshot show?',
+      attachments: [{ data: png.toString('base64') }],
+    });
+    const id = job(created).id;
+    await ok('wait_for_job', { jobId: id });
+    await ok('send_message', {
+      jobId: id,
+      prompt: 'and this one?',
+      attachments: [{ data: `data:image/png;base64,${png.toString('base64')}` }],
+    });
+    const kept = await svc.service.ctx.db
+      .selectFrom('attachments')
+      .select(['seq', 'n', 'media_type', 'data'])
+      .where('job_id', '=', id)
+      .orderBy('seq')
+      .execute();
+    assert.deepEqual(
+      kept.map((a) => [a.seq, a.n, a.media_type, a.data.equals(png)]),
+      [
+        [1, 1, 'image/png', true],
+        [2, 1, 'image/png', true],
+      ],
+    );
+    // Errand's refusal of what is not an image is the tool's error, naming the image.
+    const refused = await call('create_job', {
+      prompt: 'look',
+      attachments: [{ data: Buffer.from('not an image').toString('base64') }],
+    });
+    assert.equal(refused.isError, true);
+    assert.match(
+      refused.text,
+      /attachments\[0\]\.data.*is not a PNG, JPEG, WebP or GIF image.*code bad_request, HTTP 400/,
+    );
   });
 
   test("Errand's refusals are tool errors carrying the message and code", async () => {

@@ -757,3 +757,110 @@ describe('fake LLM: context window and prompt caches', () => {
     assert.match(windowed.unexpected.join(), /the script has no answer for this request/);
   });
 });
+
+describe('fake LLM: images', () => {
+  const png = Buffer.from('89504e470d0a1a0a0000000d49484452', 'hex');
+  const b64 = png.toString('base64');
+  const anthropic = { 'x-api-key': KEY, 'anthropic-version': '2023-06-01' };
+  const openai = { authorization: `Bearer ${KEY}` };
+  const anthropicBody = (content: unknown[], role = 'user') =>
+    JSON.stringify({ model: 'm1', max_tokens: 10, messages: [{ role, content }] });
+  const openAiImage = (url: string) =>
+    openAiBody({
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }],
+    });
+
+  it("records an image in each vendor's shape, decoded", async () => {
+    fake.script(reply('a'), reply('b'), reply('c'));
+    const image = { type: 'base64', media_type: 'image/png', data: b64 };
+    const a = await post(
+      '/v1/messages',
+      anthropicBody([{ type: 'image', source: image }]),
+      anthropic,
+    );
+    assert.equal(a.status, 200);
+    const o = await post(
+      '/v1/chat/completions',
+      openAiImage(`data:image/png;base64,${b64}`),
+      openai,
+    );
+    assert.equal(o.status, 200);
+    const responses = JSON.stringify({
+      model: 'm1',
+      input: [
+        {
+          role: 'user',
+          content: [{ type: 'input_image', image_url: `data:image/png;base64,${b64}` }],
+        },
+      ],
+    });
+    assert.equal((await post('/v1/responses', responses, openai)).status, 200);
+    assert.deepEqual(
+      fake.requests.map((r) => r.images.map((i) => [i.mediaType, i.bytes.equals(png)])),
+      [[['image/png', true]], [['image/png', true]], [['image/png', true]]],
+    );
+    fake.assertDone();
+  });
+
+  it('refuses what a vendor refuses: a type its bytes deny, bad base64, a URL, an assistant image, another shape', async () => {
+    const cases: [string, string, Record<string, string>, RegExp][] = [
+      [
+        '/v1/messages',
+        anthropicBody([
+          { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: b64 } },
+        ]),
+        anthropic,
+        /does not match the provided media type image\/jpeg/,
+      ],
+      [
+        '/v1/messages',
+        anthropicBody([
+          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: `${b64}\n` } },
+        ]),
+        anthropic,
+        /not valid base64/,
+      ],
+      [
+        '/v1/messages',
+        anthropicBody([
+          { type: 'image', source: { type: 'base64', media_type: 'image/svg+xml', data: b64 } },
+        ]),
+        anthropic,
+        /media type "image\/svg\+xml" is not supported/,
+      ],
+      [
+        '/v1/messages',
+        anthropicBody([{ type: 'image_url', image_url: { url: `data:image/png;base64,${b64}` } }]),
+        anthropic,
+        /not a anthropic image/,
+      ],
+      ['/v1/chat/completions', openAiImage('https://example.com/x.png'), openai, /fetch/],
+      [
+        '/v1/chat/completions',
+        openAiImage(`data:image/png,${b64}`),
+        openai,
+        /not a base64 data URL/,
+      ],
+      [
+        '/v1/chat/completions',
+        openAiBody({
+          messages: [
+            { role: 'user', content: 'hi' },
+            {
+              role: 'assistant',
+              content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${b64}` } }],
+            },
+          ],
+        }),
+        openai,
+        /an image in a assistant message/,
+      ],
+    ];
+    for (const [path, body, headers, problem] of cases) {
+      fake.reset();
+      const res = await post(path, body, headers);
+      assert.equal(res.status, 400, `${path}: ${problem}`);
+      assert.match(fake.unexpected.join(), problem);
+    }
+  });
+});

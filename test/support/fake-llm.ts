@@ -95,7 +95,12 @@ export type RecordedRequest = {
   cacheWriteTokens: number;
   /** Refused for passing the context window. */
   overflow: boolean;
+  /** The images the request carries, in order, decoded (each checked as its vendor checks it). */
+  images: RecordedImage[];
 };
+
+/** An image a request carried: where, its declared type, and its bytes. */
+export type RecordedImage = { message: number; mediaType: string; bytes: Buffer };
 
 export type FakeLlmOptions = {
   /** The key every request must carry (Bearer for OpenAI, x-api-key for Anthropic). */
@@ -202,6 +207,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
       cacheReadTokens: 0,
       cacheWriteTokens: 0,
       overflow: false,
+      images: [],
     };
     requests.push(record);
     res.on('close', () => {
@@ -224,6 +230,11 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     if (authProblem) return refuse(401, authProblem);
     const bodyProblem = checkBody(protocol, record.body, options.models);
     if (bodyProblem) return refuse(400, bodyProblem);
+    if (protocol === 'anthropic' && raw.length > MAX_ANTHROPIC_REQUEST)
+      return refuse(413, `request exceeds ${MAX_ANTHROPIC_REQUEST} bytes`);
+    const images = readImages(protocol, record.body as Record<string, unknown>);
+    if (typeof images === 'string') return refuse(400, images);
+    record.images = images;
     record.stream = isRecord(record.body) && record.body.stream === true;
     if (protocol === 'openai' && record.stream) {
       const so = isRecord(record.body) ? record.body.stream_options : undefined;
@@ -639,6 +650,93 @@ function checkAnthropicBody(
         : [];
   }
   return pendingToolUse.length > 0 ? 'last message has unanswered tool_use' : undefined;
+}
+
+// --- images ---
+
+/** The types every vendor takes, and the first bytes each starts with. */
+const IMAGE_MAGIC: Readonly<Record<string, (b: Buffer) => boolean>> = {
+  'image/png': (b) => b.subarray(0, 8).equals(Buffer.from('89504e470d0a1a0a', 'hex')),
+  'image/jpeg': (b) => b.subarray(0, 3).equals(Buffer.from('ffd8ff', 'hex')),
+  'image/gif': (b) => /^GIF8[79]a/.test(b.subarray(0, 6).toString('latin1')),
+  'image/webp': (b) =>
+    b.subarray(0, 4).toString('latin1') === 'RIFF' &&
+    b.subarray(8, 12).toString('latin1') === 'WEBP',
+};
+/** Anthropic's limit on one image, which it counts on the base64; OpenAI's, on the bytes. */
+const MAX_IMAGE_BYTES = { anthropic: 5 * 1024 * 1024, openai: 20 * 1024 * 1024 };
+/** Anthropic's limit on a whole request. */
+const MAX_ANTHROPIC_REQUEST = 32 * 1024 * 1024;
+const STRICT_BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** An image's bytes from strict base64 with the type it claims, checked; else the vendor's refusal. */
+function imageBytes(
+  mediaType: unknown,
+  data: unknown,
+  maxBytes: number,
+): { mediaType: string; bytes: Buffer } | string {
+  const type = String(mediaType);
+  const matches = IMAGE_MAGIC[type];
+  if (!matches) return `image media type ${JSON.stringify(mediaType)} is not supported`;
+  if (
+    typeof data !== 'string' ||
+    data.length === 0 ||
+    data.length % 4 !== 0 ||
+    !STRICT_BASE64.test(data)
+  )
+    return 'image data is not valid base64';
+  const bytes = Buffer.from(data, 'base64');
+  const size = maxBytes === MAX_IMAGE_BYTES.anthropic ? data.length : bytes.length;
+  if (size > maxBytes) return `image exceeds ${maxBytes} bytes: ${size} bytes`;
+  if (!matches(bytes)) return `image does not match the provided media type ${type}`;
+  return { mediaType: type, bytes };
+}
+
+/**
+ * The images of a request, each in its vendor's shape: Anthropic's `image` block with a base64
+ * source in a user message (or a tool result), OpenAI's `image_url` part with a data URL in a
+ * user message, the Responses API's `input_image` in a user message. Anything else that looks
+ * like an image (a wrong shape, a wrong place, a type its bytes deny) is refused.
+ */
+function readImages(protocol: Protocol, body: Record<string, unknown>): RecordedImage[] | string {
+  const images: RecordedImage[] = [];
+  const items = protocol === 'responses' ? body.input : body.messages;
+  for (const [i, m] of (Array.isArray(items) ? items : []).entries()) {
+    if (!isRecord(m) || !Array.isArray(m.content)) continue;
+    const parts = m.content.flatMap((p) =>
+      isRecord(p) && p.type === 'tool_result' && Array.isArray(p.content) ? [p, ...p.content] : [p],
+    );
+    for (const part of parts.filter(isRecord)) {
+      const where = `message ${i}`;
+      let found: { mediaType: string; bytes: Buffer } | string | undefined;
+      if (protocol === 'anthropic' && part.type === 'image') {
+        const source = isRecord(part.source) ? part.source : {};
+        if (source.type !== 'base64') return `${where}: image source type ${String(source.type)}`;
+        found = imageBytes(source.media_type, source.data, MAX_IMAGE_BYTES.anthropic);
+      } else if (protocol === 'openai' && part.type === 'image_url') {
+        const image = isRecord(part.image_url) ? part.image_url : {};
+        if (![undefined, 'auto', 'low', 'high'].includes(image.detail as string | undefined))
+          return `${where}: image detail ${String(image.detail)}`;
+        found = dataUrlImage(image.url);
+      } else if (protocol === 'responses' && part.type === 'input_image') {
+        if (![undefined, 'auto', 'low', 'high'].includes(part.detail as string | undefined))
+          return `${where}: image detail ${String(part.detail)}`;
+        found = dataUrlImage(part.image_url);
+      } else if (/image/.test(String(part.type))) {
+        return `${where}: a content part of type ${String(part.type)} is not a ${protocol} image`;
+      } else continue;
+      if (typeof found === 'string') return `${where}: ${found}`;
+      if (m.role !== 'user') return `${where}: an image in a ${String(m.role)} message`;
+      images.push({ message: i, ...found });
+    }
+  }
+  return images;
+}
+
+function dataUrlImage(url: unknown): { mediaType: string; bytes: Buffer } | string {
+  const match = /^data:([^;,]+);base64,(.*)$/s.exec(String(url));
+  if (!match) return 'image_url is not a base64 data URL';
+  return imageBytes(match[1], match[2], MAX_IMAGE_BYTES.openai);
 }
 
 // --- answers ---

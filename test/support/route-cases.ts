@@ -130,6 +130,7 @@ export interface Snapshot {
   /** The environment builds asked for, from the build queue. */
   environmentBuilds: string[];
   schedules: string[];
+  attachments: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
@@ -148,6 +149,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     environments,
     environmentBuilds,
     schedules,
+    attachments,
   ] = await Promise.all([
     db.selectFrom('projects').selectAll().orderBy('id').execute(),
     db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
@@ -171,6 +173,13 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       .execute(),
     environmentBuildRequests(svc),
     db.selectFrom('schedules').selectAll().orderBy('id').execute(),
+    db
+      .selectFrom('attachments')
+      .select(['job_id', 'seq', 'n', 'size'])
+      .orderBy('job_id')
+      .orderBy('seq')
+      .orderBy('n')
+      .execute(),
   ]);
   return {
     projects: projects.map(
@@ -202,6 +211,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       (r) =>
         `${r.id} ${r.project_id} ${r.name} ${r.cron} ${r.timezone} ${r.mode} ${r.model} ${r.paused} ${iso(r.updated_at)}`,
     ),
+    attachments: attachments.map((a) => `${a.job_id} ${a.seq} ${a.n} ${a.size}`),
   };
 }
 
@@ -324,6 +334,8 @@ export interface RouteSpec {
   path(ids: PathIds): string;
   /** A valid JSON body, for routes that read one. */
   body?: (fx: RouteFixture) => unknown;
+  /** The route's own body limit, for a route that sets one; else the app's. */
+  bodyLimit?: (fx: RouteFixture) => number;
 }
 
 function ids(fx: RouteFixture, over: Partial<PathIds> = {}): PathIds {
@@ -606,9 +618,11 @@ export function jsonBodyCases(spec: RouteSpec, fixture: () => RouteFixture): voi
 
     test('413 for a body one byte over the limit; exactly the limit is read', async () => {
       const fx = fixture();
-      const limit = fx.svc.service.app?.initialConfig.bodyLimit ?? 0;
+      const appLimit = fx.svc.service.app?.initialConfig.bodyLimit ?? 0;
       // Room for the largest prompt, but bounded: these services allow at most 100k characters.
-      assert.ok(limit >= 1024 * 1024 && limit <= 4 * 1024 * 1024, `body limit ${limit}`);
+      assert.ok(appLimit >= 1024 * 1024 && appLimit <= 4 * 1024 * 1024, `body limit ${appLimit}`);
+      // A route with images (create, message) has room for them too (docs/images.md).
+      const limit = spec.bodyLimit?.(fx) ?? appLimit;
       // {"prompt":"xxx…"} padded to an exact size.
       const sized = (n: number) => `{"prompt":"${'x'.repeat(n - 13)}"}`;
       assert.equal(sized(limit).length, limit);

@@ -57,6 +57,8 @@ export const TABLES: readonly TableSpec[] = [
   },
   { name: 'jobs', order: 'id', noun: ['job', 'jobs'] },
   { name: 'turns', order: 'job_id, seq', noun: ['turn', 'turns'] },
+  // A turn's images (docs/images.md): bytea goes through JSON as PostgreSQL's hex text.
+  { name: 'attachments', order: 'job_id, seq, n', noun: ['image', 'images'] },
   { name: 'events', order: 'seq', noun: ['event', 'events'] },
   // What Errand has said on the forge about each turn: without them, an imported turn that
   // ended lately would be answered on the forge a second time.

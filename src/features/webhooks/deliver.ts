@@ -71,7 +71,7 @@ function describe(err: unknown, timeoutMs: number): string {
  * Resolves through the address check and answers node:net with checked addresses only. Node
  * asks with `all: true` (it tries each address in turn) or for one address of a family.
  */
-function checkedLookup(allowPrivate: boolean, resolve: Resolve): LookupFunction {
+export function checkedLookup(allowPrivate: boolean, resolve: Resolve): LookupFunction {
   return (hostname, options, callback) => {
     resolveSafe(hostname, allowPrivate, resolve).then(
       (addresses) => {

@@ -7,6 +7,15 @@ import type { ApiRoutes } from '../../http/app.ts';
 import { registerWebhookPages } from './page-routes.ts';
 import { registerWebhookRoutes } from './routes.ts';
 
+// The address rules, for the other features that reach URLs a client gave (images).
+export {
+  bareHost,
+  type Resolve,
+  resolveAll,
+  resolveSafe,
+  UnsafeTargetError,
+} from './address.ts';
+export { checkedLookup } from './deliver.ts';
 export { requeuePendingDeliveries, webhookOutbox } from './outbox.ts';
 export { type DeliveryWorker, startDeliveryWorker } from './worker.ts';
 

@@ -1,6 +1,7 @@
 // POST /v2/agent/{projectId}/job: the job record, its model and source, prompt validation,
 // rate limits (also under 50 parallel requests) and the common auth cases; Idempotency-Key in
 // create-job-idempotency.test.ts.
+
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
@@ -19,6 +20,7 @@ import {
   unchanged,
 } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService } from '../../../test/support/service.ts';
+import { turnBodyLimit } from '../../jobs/attachments.ts';
 
 const MAX_PROMPT = 50;
 // The documented default when neither the project nor ERRAND_MODEL names a model.
@@ -33,6 +35,7 @@ const FAKE_KEY = 'test-key-not-used-0000';
 const spec: RouteSpec = {
   method: 'POST',
   scope: 'project',
+  bodyLimit: (fx) => turnBodyLimit(fx.svc.service.ctx.config.maxPromptChars),
   path: ({ projectId }) => `/v2/agent/${projectId}/job`,
   body: () => ({ prompt: 'a prompt from the common cases' }),
 };

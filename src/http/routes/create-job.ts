@@ -4,6 +4,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
+import { turnBodyLimit } from '../../jobs/attachments.ts';
 import { createJobBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { createJob } from '../../jobs/service.ts';
@@ -17,6 +18,8 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job',
     {
+      // Room for five images as base64 (docs/images.md).
+      bodyLimit: turnBodyLimit(ctx.config.maxPromptChars),
       config: { ...access('member'), audit: { action: 'job.create', target: 'project' } },
       schema: {
         summary: 'Create agent job',
@@ -42,10 +45,11 @@ export function registerCreateJob(app: FastifyInstance, ctx: AppContext): void {
         `/v2/agent/${project.id}/job`,
         request.body,
       );
+      const attachments = await ctx.attachments.read(request.body.attachments);
       const result = await createJob(
         ctx,
         project,
-        { ...request.body, by: whoOf(request, request.principal) },
+        { ...request.body, attachments, by: whoOf(request, request.principal) },
         idempotency,
       );
       if ('replayed' in result) return sendReplay(reply, result.replayed);

@@ -1,6 +1,7 @@
 // POST /v2/agent/{projectId}/job/{id}/message: follow-up turns, reactivation of finished jobs,
 // 409 on archived jobs, its own rate limit, Idempotency-Key, prompt validation and the common
 // auth cases.
+
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
@@ -21,6 +22,7 @@ import {
 } from '../../../test/support/route-cases.ts';
 import type { RecordingRunner } from '../../../test/support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
+import { turnBodyLimit } from '../../jobs/attachments.ts';
 
 const MAX_PROMPT = 50;
 const LONG_WINDOW = String(86_400 * 31);
@@ -28,6 +30,7 @@ const LONG_WINDOW = String(86_400 * 31);
 const spec: RouteSpec = {
   method: 'POST',
   scope: 'project',
+  bodyLimit: (fx) => turnBodyLimit(fx.svc.service.ctx.config.maxPromptChars),
   path: ({ projectId, jobId }) => `/v2/agent/${projectId}/job/${jobId}/message`,
   body: () => ({ prompt: 'a follow-up from the common cases' }),
 };

@@ -4,6 +4,7 @@ import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { whoOf } from '../../audit/audit.ts';
 import type { AppContext } from '../../context.ts';
 import { idempotentRequest, sendReplay } from '../../idempotency/http.ts';
+import { turnBodyLimit } from '../../jobs/attachments.ts';
 import { promptBody } from '../../jobs/input.ts';
 import { toJobRecord } from '../../jobs/record.ts';
 import { sendMessage } from '../../jobs/service.ts';
@@ -17,6 +18,8 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
   app.withTypeProvider<ZodTypeProvider>().post(
     '/v2/agent/:projectId/job/:id/message',
     {
+      // Room for five images as base64 (docs/images.md).
+      bodyLimit: turnBodyLimit(ctx.config.maxPromptChars),
       config: { ...access('member'), audit: { action: 'job.message', target: 'job' } },
       schema: {
         summary: 'Send follow-up message',
@@ -43,7 +46,9 @@ export function registerSendMessage(app: FastifyInstance, ctx: AppContext): void
         `/v2/agent/${project.id}/job/${id}/message`,
         request.body,
       );
+      const attachments = await ctx.attachments.read(request.body.attachments);
       const result = await sendMessage(ctx, project, id, request.body.prompt, {
+        attachments,
         idempotency,
         by: whoOf(request, request.principal),
         mode: request.body.mode,

@@ -1,5 +1,6 @@
 // create_job: hands a coding task to Errand's agent; answers at once with the new job.
 import { z } from 'zod';
+import { attachmentsField } from '../../jobs/attachments.ts';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import { outputSchemaField, projectIdField, projectOf, type RegisterTool } from '../tool.ts';
@@ -13,6 +14,7 @@ Returns at once with the job record, status "active": the job runs asynchronousl
 With mode "ask" the agent answers a question about the repository instead (read-only: no commit, no pull request; the answer is the job's summary). With mode "plan" it writes a plan without changing files: the job completes with the plan as its summary and awaitingApproval true, and send_message with the prompt "approve" (or any follow-up in code mode) carries it out.
 
 With outputSchema (a JSON Schema) the turn also ends with a value valid against it, the job record's output: use it when you need an answer you can parse.
+To show the agent screenshots or diagrams, give them as attachments (at most 5 PNG, JPEG, WebP or GIF images of up to 5 MB, each base64 or an https URL); the job's model must take images.
 
 To give further instructions on the same work (same branch, same pull request), use send_message on this job instead of creating another one.`;
 
@@ -49,10 +51,11 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             'code (the default): change the repository and open a pull request; ask: answer a question, read-only; plan: write a plan and wait for approval.',
           ),
         outputSchema: outputSchemaField,
+        attachments: attachmentsField,
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ prompt, projectId, model, baseRef, mode, outputSchema }, extra) =>
+    ({ prompt, projectId, model, baseRef, mode, outputSchema, attachments }, extra) =>
       attempt(async () => {
         const project = projectOf(deps, projectId);
         const job = await deps.client.createJob(
@@ -62,6 +65,7 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             ...(baseRef !== undefined ? { baseRef } : {}),
             ...(mode !== undefined ? { mode } : {}),
             ...(outputSchema !== undefined ? { outputSchema } : {}),
+            ...(attachments !== undefined ? { attachments } : {}),
           },
           { projectId: project, signal: extra.signal },
         );

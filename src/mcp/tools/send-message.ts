@@ -1,5 +1,6 @@
 // send_message: a follow-up instruction on an existing job (same branch, same pull request).
 import { z } from 'zod';
+import { attachmentsField } from '../../jobs/attachments.ts';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import {
@@ -40,16 +41,18 @@ export const registerSendMessage: RegisterTool = (server, deps) => {
             'code (the default): change the repository; ask: answer, read-only; plan: write a plan and wait for approval.',
           ),
         outputSchema: outputSchemaField,
+        attachments: attachmentsField,
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ jobId, prompt, projectId, mode, outputSchema }, extra) =>
+    ({ jobId, prompt, projectId, mode, outputSchema, attachments }, extra) =>
       attempt(async () => {
         const job = await deps.client.sendMessage(jobId, prompt, {
           projectId: projectOf(deps, projectId),
           signal: extra.signal,
           ...(mode !== undefined ? { mode } : {}),
           ...(outputSchema !== undefined ? { outputSchema } : {}),
+          ...(attachments !== undefined ? { attachments } : {}),
         });
         return result(
           `Sent the message to job ${job.id}; it is ${job.status} with ${job.turns} turns. Call wait_for_job with jobId ${job.id} to wait for the agent to finish it.`,
