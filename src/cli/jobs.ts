@@ -25,6 +25,7 @@ import {
 } from './command.ts';
 import { EXIT, UsageError } from './errors.ts';
 import { eventLine, statusText } from './event-lines.ts';
+import { readMcpServers } from './mcp-servers.ts';
 import { ProgressOutput } from './spinner.ts';
 
 const DEFAULT_LIST_LIMIT = 20;
@@ -212,16 +213,20 @@ const create = jobCommand({
     model: { type: 'string', value: 'provider:model' },
     'base-ref': { type: 'string', value: 'REF' },
     mode: { type: 'string', choices: JOB_MODES },
+    'mcp-servers': { type: 'string', value: 'FILE|JSON' },
     wait: { type: 'boolean' },
   },
   summary: 'start a job (--mode ask: an answer; plan: a plan to approve); --wait follows it',
   async run({ values, args: [prompt = ''], io }) {
+    const mcpServers =
+      values['mcp-servers'] === undefined ? null : await readMcpServers(values['mcp-servers']);
     const { client, project } = await connect(io, values);
     const job = await client.createJob({
       prompt,
       ...(values.model !== undefined ? { model: values.model } : {}),
       ...(values['base-ref'] !== undefined ? { baseRef: values['base-ref'] } : {}),
       ...(values.mode !== undefined ? { mode: values.mode } : {}),
+      ...(mcpServers ? { mcpServers } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);

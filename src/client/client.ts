@@ -117,13 +117,21 @@ export class ErrandClient {
 
   /** Creates a job; the agent works in the background (poll it, or waitForJob). */
   async createJob(
-    input: { prompt: string; model?: string; baseRef?: string; mode?: JobMode },
+    input: {
+      prompt: string;
+      model?: string;
+      baseRef?: string;
+      mode?: JobMode;
+      /** MCP servers for this job besides the project's (docs/mcp-servers.md). */
+      mcpServers?: CreateJobInput['mcpServers'];
+    },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
     const body: CreateJobInput = { prompt: input.prompt };
     if (input.model !== undefined) body.model = input.model;
     if (input.baseRef !== undefined) body.baseRef = input.baseRef;
     if (input.mode !== undefined) body.mode = input.mode;
+    if (input.mcpServers !== undefined) body.mcpServers = input.mcpServers;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,

@@ -248,6 +248,23 @@ export interface paths {
              * @enum {string}
              */
             mode?: 'code' | 'ask' | 'plan';
+            /** @description MCP servers for this job besides the project's (a name the project's setting has too is replaced): {"command", "args", "env"} runs in the job's sandbox, {"url", "headers"} is called by the service. Project secrets (${secret:NAME}) are refused here: only the project's setting may name them. */
+            mcpServers?: {
+              [key: string]:
+                | {
+                    command: string;
+                    args?: string[];
+                    env?: {
+                      [key: string]: string;
+                    };
+                  }
+                | {
+                    url: string;
+                    headers?: {
+                      [key: string]: string;
+                    };
+                  };
+            };
           };
         };
       };
@@ -1506,6 +1523,22 @@ export interface paths {
              * @enum {string}
              */
             conflictStrategy?: 'merge' | 'rebase';
+            mcpServers?: {
+              [key: string]:
+                | {
+                    command: string;
+                    args?: string[];
+                    env?: {
+                      [key: string]: string;
+                    };
+                  }
+                | {
+                    url: string;
+                    headers?: {
+                      [key: string]: string;
+                    };
+                  };
+            } | null;
           };
         };
       };
@@ -1707,6 +1740,22 @@ export interface paths {
              * @enum {string}
              */
             conflictStrategy?: 'merge' | 'rebase';
+            mcpServers?: {
+              [key: string]:
+                | {
+                    command: string;
+                    args?: string[];
+                    env?: {
+                      [key: string]: string;
+                    };
+                  }
+                | {
+                    url: string;
+                    headers?: {
+                      [key: string]: string;
+                    };
+                  };
+            } | null;
           };
         };
       };
@@ -4729,6 +4778,8 @@ export interface components {
       summary?: string | null;
       /** @description The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch. */
       awaitingApproval?: boolean;
+      /** @description The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished. */
+      output?: unknown;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {
@@ -4984,6 +5035,21 @@ export interface components {
        * @enum {string}
        */
       conflictStrategy: 'merge' | 'rebase';
+      /** @description The MCP servers the project's turns get (docs/mcp-servers.md), by name: a stdio server's command and arguments, a remote one's URL, and only the names of env variables and headers, whose values may be tokens. null: none. */
+      mcpServers: {
+        [key: string]:
+          | {
+              command: string;
+              args: string[];
+              /** @description The names of its env variables, not values. */
+              envNames: string[];
+            }
+          | {
+              url: string;
+              /** @description The names of its headers, not values. */
+              headerNames: string[];
+            };
+      } | null;
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */

@@ -13,7 +13,7 @@ import {
   resolveAll,
   resolveSafe,
   UnsafeTargetError,
-} from './address.ts';
+} from '../../net/address.ts';
 import type { SignatureHeaders } from './sign.ts';
 
 /** The most of a receiver's answer that is read before the connection is closed. */

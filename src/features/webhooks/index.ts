@@ -15,7 +15,7 @@ export {
   resolveAll,
   resolveSafe,
   UnsafeTargetError,
-} from './address.ts';
+} from '../../net/address.ts';
 export { requeuePendingDeliveries, webhookOutbox } from './outbox.ts';
 export { type DeliveryWorker, startDeliveryWorker } from './worker.ts';
 

@@ -1,5 +1,6 @@
 // create_job: hands a coding task to Errand's agent; answers at once with the new job.
 import { z } from 'zod';
+import { jobMcpServersField } from '../../projects/mcp-servers.ts';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import { projectIdField, projectOf, type RegisterTool } from '../tool.ts';
@@ -46,10 +47,15 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
           .describe(
             'code (the default): change the repository and open a pull request; ask: answer a question, read-only; plan: write a plan and wait for approval.',
           ),
+        mcpServers: jobMcpServersField
+          .optional()
+          .describe(
+            'MCP servers for this job besides the project\'s, by name: {"command", "args", "env"} (run in the job\'s sandbox) or {"url", "headers"}. Only when the user gives them; project secrets cannot be named here.',
+          ),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ prompt, projectId, model, baseRef, mode }, extra) =>
+    ({ prompt, projectId, model, baseRef, mode, mcpServers }, extra) =>
       attempt(async () => {
         const project = projectOf(deps, projectId);
         const job = await deps.client.createJob(
@@ -58,6 +64,7 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             ...(model !== undefined ? { model } : {}),
             ...(baseRef !== undefined ? { baseRef } : {}),
             ...(mode !== undefined ? { mode } : {}),
+            ...(mcpServers !== undefined ? { mcpServers } : {}),
           },
           { projectId: project, signal: extra.signal },
         );

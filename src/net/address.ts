@@ -6,7 +6,7 @@ import { lookup as dnsLookup } from 'node:dns/promises';
 import type { LookupFunction } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { AppError, errorMessage } from '../../errors.ts';
+import { AppError, errorMessage } from '../errors.ts';
 
 /** One address of a resolved name, as node:dns gives it. */
 export interface ResolvedAddress {
