@@ -168,7 +168,7 @@ function boundedBody(response: http.IncomingMessage, maxBytes: number): Readable
  * McpConnectError); the transport is closed when the client cannot connect, and the client
  * when `signal` aborts.
  */
-async function connectClient(
+export async function connectClient(
   transport: Transport,
   opts: Pick<ConnectOptions, 'signal' | 'timeoutMs'>,
 ): Promise<Client> {
