@@ -233,16 +233,27 @@ export async function checkWebhookTarget(
   }
   // A local receiver is allowed whatever its name resolves to, or whether it resolves yet.
   if (allowPrivate) return parsed;
-  try {
-    await resolveSafe(bareHost(parsed), false, resolve);
-  } catch (err) {
-    if (!(err instanceof UnsafeTargetError)) throw err;
+  const unsafe = await unsafeHostReason(parsed, resolve);
+  if (unsafe)
     throw new AppError(
       'bad_request',
-      `webhook url is not allowed: ${err.message}; only public addresses can receive webhooks (ERRAND_WEBHOOK_ALLOW_PRIVATE=true allows private ones)`,
+      `webhook url is not allowed: ${unsafe}; only public addresses can receive webhooks (ERRAND_WEBHOOK_ALLOW_PRIVATE=true allows private ones)`,
     );
-  }
   return parsed;
+}
+
+/** Why a URL's host is not a public address (resolved now), or undefined when it is. */
+export async function unsafeHostReason(
+  url: URL,
+  resolve: Resolve = resolveAll,
+): Promise<string | undefined> {
+  try {
+    await resolveSafe(bareHost(url), false, resolve);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof UnsafeTargetError)) throw err;
+    return err.message;
+  }
 }
 
 /**

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { McpServerConfig, McpServers } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
-import { bareHost, type Resolve, resolveSafe, UnsafeTargetError } from '../net/address.ts';
+import { type Resolve, unsafeHostReason } from '../net/address.ts';
 import type { ProjectRecord } from '../records/project.ts';
 
 /** Most servers one project, or one job, names. */
@@ -166,16 +166,12 @@ export async function checkMcpTargets(
         'bad_request',
         `MCP server "${name}": its URL must use https:// (http:// only with ERRAND_WEBHOOK_ALLOW_PRIVATE=true)`,
       );
-    if (allowPrivate) continue;
-    try {
-      await resolveSafe(bareHost(url), false, resolve);
-    } catch (err) {
-      if (!(err instanceof UnsafeTargetError)) throw err;
+    const unsafe = allowPrivate ? undefined : await unsafeHostReason(url, resolve);
+    if (unsafe)
       throw new AppError(
         'bad_request',
-        `MCP server "${name}": its URL is not allowed: ${err.message}; only public addresses can be reached (ERRAND_WEBHOOK_ALLOW_PRIVATE=true allows private ones)`,
+        `MCP server "${name}": its URL is not allowed: ${unsafe}; only public addresses can be reached (ERRAND_WEBHOOK_ALLOW_PRIVATE=true allows private ones)`,
       );
-    }
   }
 }
 
