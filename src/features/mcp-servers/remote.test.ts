@@ -135,6 +135,9 @@ describe('connectRemote', () => {
         (err: unknown) => err instanceof McpConnectError && /did not connect/.test(err.message),
       );
       assert.ok(Date.now() - started < 5000);
+      // A request's wait for its answer is bounded too (a tool call answered with JSON).
+      const fetch = checkedFetch({ allowPrivate: true, answerTimeoutMs: 200 });
+      await assert.rejects(fetch(`http://127.0.0.1:${port}/mcp`), /no answer within 0\.2 s/);
     } finally {
       silent.closeAllConnections();
       silent.close();

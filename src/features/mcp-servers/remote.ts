@@ -35,14 +35,20 @@ export interface ConnectOptions {
   allowPrivate: boolean;
   /** Ends the connection attempt and, later, the connection (the turn's end). */
   signal?: AbortSignal | undefined;
-  /** Bound on the handshake, and on any wait for an answer's head. Default 20 s. */
+  /** Bound on the handshake. Default 20 s. */
   timeoutMs?: number | undefined;
+  /**
+   * Bound on any one wait for an answer's head: a server that answers a tool call with JSON
+   * sends its head only once the tool is done. Default 5 minutes.
+   */
+  answerTimeoutMs?: number | undefined;
   /** Most bytes of one HTTP answer (a JSON body or a whole event stream). Default 4 MiB. */
   maxAnswerBytes?: number | undefined;
   resolve?: Resolve | undefined;
 }
 
 const DEFAULT_TIMEOUT_MS = 20_000;
+const DEFAULT_ANSWER_TIMEOUT_MS = 5 * 60_000;
 const DEFAULT_MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
 /** Most characters of a reason a server's failure is given as (it may quote the server). */
@@ -64,12 +70,12 @@ function reasonOf(err: unknown): string {
 
 /**
  * A fetch for the SDK's transport: node:http(s) on a fresh connection per request, to checked
- * addresses only, with the answer's head awaited at most `timeoutMs` and its body cut (an
+ * addresses only, with the answer's head awaited at most `answerTimeoutMs` and its body cut (an
  * error, not a silent truncation) past `maxAnswerBytes`. It never follows a redirect itself.
  */
 export function checkedFetch(opts: ConnectOptions): FetchLike {
   const resolve = opts.resolve ?? resolveAll;
-  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const timeoutMs = opts.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS;
   const maxBytes = opts.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES;
   return async (input, init) => {
     const url = new URL(String(input));
