@@ -65,8 +65,12 @@ export function agentMcpOpener(options: AgentMcpOptions): OpenAgentMcp {
         failures.push({ server: name, reason });
       }
     };
+    // Every server is closed; then the first failure (a refused host's event that could not be
+    // written) is thrown, as run_command's would be.
     const close = async () => {
-      await Promise.all(opened.map((s) => s.close().catch(() => undefined)));
+      const closed = await Promise.allSettled(opened.map((s) => s.close()));
+      const failed = closed.find((c) => c.status === 'rejected');
+      if (failed) throw failed.reason;
     };
     try {
       await Promise.all(servers.map(open));
@@ -120,7 +124,7 @@ async function openOne(
     );
   const { checkout, limits, network } = input.sandbox;
   const egress = runNetwork(network.mode, network.allow, input.emit);
-  return connectStdio(name, server.config, {
+  const started = await connectStdio(name, server.config, {
     checkout,
     limits,
     network: egress.network,
@@ -128,4 +132,12 @@ async function openOne(
     timeoutMs,
     run: runSandboxed,
   });
+  return {
+    client: started.client,
+    close: async () => {
+      await started.close();
+      // The `network.denied` events of the server's run, written.
+      await egress.settled();
+    },
+  };
 }
