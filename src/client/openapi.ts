@@ -1350,6 +1350,23 @@ export interface paths {
                     /** Format: date-time */
                     at: string;
                   }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'mcp.unavailable';
+                    data: {
+                      /** @description The server's name in the setting. */
+                      server: string;
+                      /** @description Why, in a sentence (no secret value; bounded). */
+                      reason: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
               )[];
               /** @description Pass as after to read on. */
               nextAfter: number;
