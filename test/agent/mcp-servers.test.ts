@@ -17,6 +17,7 @@ import {
   reply,
   startFakeLlm,
   toolCalls,
+  toolResults,
 } from '../support/fake-llm.ts';
 import { type FakeRemoteMcp, startFakeRemoteMcp } from '../support/fake-mcp.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
@@ -60,14 +61,6 @@ const PACKAGES = [
 ];
 
 type Event = { type: string; data: Record<string, unknown> };
-
-/** The tool results of a recorded OpenAI request, in order. */
-function toolResults(request: RecordedRequest | undefined): string[] {
-  const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
-  return (body?.messages ?? [])
-    .filter((m) => m.role === 'tool')
-    .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)));
-}
 
 function toolNames(request: RecordedRequest | undefined): string[] {
   const body = request?.body as { tools?: Array<{ function?: { name?: string } }> };
