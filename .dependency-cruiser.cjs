@@ -32,6 +32,7 @@ const LAYERS = [
   ['records'],
   // Shared pieces that import nothing above the database; config.ts's type is read everywhere.
   [
+    'net', // the address rules for URLs a user gives (webhooks, MCP servers)
     'config.ts',
     'validation.ts',
     'responses.ts',

@@ -22,6 +22,7 @@ import {
   forgetRefusals,
   startForgeWorker,
 } from './features/forge-intake/index.ts';
+import { agentMcpOpener } from './features/mcp-servers/index.ts';
 import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
 import {
   type ScheduleWorker,
@@ -375,6 +376,7 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
     monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
     environments: ctx.environments,
+    openAgentMcp: agentMcpOpener({ allowPrivate: config.webhooks.allowPrivate }),
   });
 }
 

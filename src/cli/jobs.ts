@@ -29,6 +29,7 @@ import {
 import { EXIT, UsageError } from './errors.ts';
 import { eventLine, statusText } from './event-lines.ts';
 import { imageAttachments } from './images.ts';
+import { readMcpServers } from './mcp-servers.ts';
 import { ProgressOutput } from './spinner.ts';
 
 const DEFAULT_LIST_LIMIT = 20;
@@ -261,13 +262,16 @@ const create = jobCommand({
     mode: { type: 'string', choices: JOB_MODES },
     'output-schema': { type: 'string', value: 'FILE|JSON' },
     image: IMAGE,
+    'mcp-servers': { type: 'string', value: 'FILE|JSON' },
     wait: { type: 'boolean' },
   },
   summary:
-    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images); --wait follows it',
+    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images; --mcp-servers: servers for this job); --wait follows it',
   async run({ values, args: [prompt = ''], io }) {
     const outputSchema = await outputSchemaOf(values['output-schema']);
     const attachments = await imageAttachments(values.image);
+    const mcpServers =
+      values['mcp-servers'] === undefined ? null : await readMcpServers(values['mcp-servers']);
     const { client, project } = await connect(io, values);
     const job = await client.createJob({
       prompt,
@@ -276,6 +280,7 @@ const create = jobCommand({
       ...(values.mode !== undefined ? { mode: values.mode } : {}),
       ...(outputSchema !== undefined ? { outputSchema } : {}),
       ...(attachments !== undefined ? { attachments } : {}),
+      ...(mcpServers ? { mcpServers } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);

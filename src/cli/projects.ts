@@ -22,6 +22,7 @@ import {
   wholeNumber,
 } from './command.ts';
 import { CliError, EXIT, UsageError } from './errors.ts';
+import { readMcpServers } from './mcp-servers.ts';
 
 const FORGE = 'FORGE';
 const COMMANDS = 'COMMANDS';
@@ -72,6 +73,7 @@ const SETTINGS = {
   'auto-merge': { type: 'string', choices: AUTO_MERGE_MODES, group: PR_WATCH },
   'merge-method': { type: 'string', choices: MERGE_METHODS, group: PR_WATCH },
   'conflict-strategy': { type: 'string', choices: CONFLICT_STRATEGIES, group: PR_WATCH },
+  'mcp-servers': { type: 'string', value: 'FILE|JSON' },
   json: { type: 'boolean' },
   'data-dir': { type: 'string', value: 'DIR', hidden: true },
 } as const;
@@ -208,6 +210,9 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
   if (values['forge-label'] !== undefined) body.forgeLabel = values['forge-label'];
   const drafts = boolFlag(values['draft-prs'], 'draft-prs');
   if (drafts !== undefined) body.draftPullRequests = drafts;
+  // `none` clears the setting.
+  if (values['mcp-servers'] !== undefined)
+    body.mcpServers = await readMcpServers(values['mcp-servers']);
   Object.assign(
     body,
     commandFields(values),

@@ -132,6 +132,8 @@ export class ErrandClient {
       outputSchema?: OutputSchema;
       /** Up to 5 images for the model: `{ data: base64 }` or `{ url }` (docs/images.md). */
       attachments?: Attachment[];
+      /** MCP servers for this job besides the project's (docs/mcp-servers.md). */
+      mcpServers?: CreateJobInput['mcpServers'];
     },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
@@ -141,6 +143,7 @@ export class ErrandClient {
     if (input.mode !== undefined) body.mode = input.mode;
     if (input.outputSchema !== undefined) body.outputSchema = input.outputSchema;
     if (input.attachments !== undefined) body.attachments = input.attachments;
+    if (input.mcpServers !== undefined) body.mcpServers = input.mcpServers;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,

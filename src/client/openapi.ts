@@ -263,6 +263,23 @@ export interface paths {
                   url: string;
                 }
             )[];
+            /** @description MCP servers for this job besides the project's (a name the project's setting has too is replaced): {"command", "args", "env"} runs in the job's sandbox, {"url", "headers"} is called by the service. Project secrets (${secret:NAME}) are refused here: only the project's setting may name them. */
+            mcpServers?: {
+              [key: string]:
+                | {
+                    command: string;
+                    args?: string[];
+                    env?: {
+                      [key: string]: string;
+                    };
+                  }
+                | {
+                    url: string;
+                    headers?: {
+                      [key: string]: string;
+                    };
+                  };
+            };
           };
         };
       };
@@ -1364,6 +1381,23 @@ export interface paths {
                     /** Format: date-time */
                     at: string;
                   }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'mcp.unavailable';
+                    data: {
+                      /** @description The server's name in the setting. */
+                      server: string;
+                      /** @description Why, in a sentence (no secret value; bounded). */
+                      reason: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
               )[];
               /** @description Pass as after to read on. */
               nextAfter: number;
@@ -1537,6 +1571,22 @@ export interface paths {
              * @enum {string}
              */
             conflictStrategy?: 'merge' | 'rebase';
+            mcpServers?: {
+              [key: string]:
+                | {
+                    command: string;
+                    args?: string[];
+                    env?: {
+                      [key: string]: string;
+                    };
+                  }
+                | {
+                    url: string;
+                    headers?: {
+                      [key: string]: string;
+                    };
+                  };
+            } | null;
           };
         };
       };
@@ -1738,6 +1788,22 @@ export interface paths {
              * @enum {string}
              */
             conflictStrategy?: 'merge' | 'rebase';
+            mcpServers?: {
+              [key: string]:
+                | {
+                    command: string;
+                    args?: string[];
+                    env?: {
+                      [key: string]: string;
+                    };
+                  }
+                | {
+                    url: string;
+                    headers?: {
+                      [key: string]: string;
+                    };
+                  };
+            } | null;
           };
         };
       };
@@ -5018,6 +5084,21 @@ export interface components {
        * @enum {string}
        */
       conflictStrategy: 'merge' | 'rebase';
+      /** @description The MCP servers the project's turns get (docs/mcp-servers.md), by name: a stdio server's command and arguments, a remote one's URL, and only the names of env variables and headers, whose values may be tokens. null: none. */
+      mcpServers: {
+        [key: string]:
+          | {
+              command: string;
+              args: string[];
+              /** @description The names of its env variables, not values. */
+              envNames: string[];
+            }
+          | {
+              url: string;
+              /** @description The names of its headers, not values. */
+              headerNames: string[];
+            };
+      } | null;
       /** Format: date-time */
       createdAt: string;
       /** Format: date-time */

@@ -308,6 +308,7 @@ ${monthSpend(project, month)}
 ${projectFields(form.values, project)}
 <button type="submit">Save</button>
 </form>
+${mcpServersSection(project)}
 ${form.secrets}
 ${form.environments}
 <p><a href="/projects/${project.id}/keys">API keys of this project</a></p>
@@ -316,6 +317,31 @@ ${form.environments}
 <p><a href="/projects/${project.id}/schedules">Schedules of this project</a></p>
 <p><a href="/projects/${project.id}/forge-webhook">Comments and labels on the forge (its webhook)</a></p>`,
   );
+}
+
+/**
+ * The project's MCP servers, read-only (set through the API or `errand project update
+ * --mcp-servers`): commands, arguments and URLs, and only the names of env variables and headers.
+ */
+function mcpServersSection(project: ProjectRecord): SafeHtml {
+  const servers = Object.entries(project.mcpServers ?? {});
+  const names = (list: string[], what: string) =>
+    list.length === 0 ? '' : `; ${what} ${list.join(', ')}`;
+  const rows = servers.map(
+    ([name, s]) =>
+      html`<li><code>${name}</code>: ${
+        'command' in s
+          ? html`stdio, <code>${[s.command, ...s.args].join(' ')}</code>${names(s.envNames, 'env')}`
+          : html`remote, <code>${s.url}</code>${names(s.headerNames, 'headers')}`
+      }</li>`,
+  );
+  return html`<section class="card" aria-labelledby="mcp-servers"><h2 id="mcp-servers">MCP servers</h2>
+${
+  servers.length === 0
+    ? html`<p>None. Set them with <code>errand project update ${project.id} --mcp-servers FILE</code> or the admin API (docs/mcp-servers.md).</p>`
+    : html`<ul>${rows}</ul><p>Values of env variables and headers are not shown. Change them with <code>errand project update ${project.id} --mcp-servers FILE</code> or the admin API.</p>`
+}
+</section>`;
 }
 
 /** The form values of a stored project. */

@@ -109,6 +109,11 @@ const CASES: Case[] = [
     { host: '::1', port: 80, reason: 'private address' },
     '[::1]:80 refused: it resolves to a private address',
   ],
+  [
+    'mcp.unavailable',
+    { server: 'tracker', reason: 'did not connect: HTTP 401' },
+    'MCP server tracker unavailable: did not connect: HTTP 401',
+  ],
   ['setup.finished', { command: 'npm ci', exitCode: 0, timedOut: false }, 'exit 0: npm ci'],
   [
     'environment.restored',

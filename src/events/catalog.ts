@@ -396,6 +396,16 @@ export const EVENTS = {
     // What a user may want to add to the allowlist (issue 30).
     webhook: true,
   }),
+  'mcp.unavailable': declare({
+    kind: 'progress',
+    description:
+      "An MCP server of the job's (docs/mcp-servers.md) that could not be started, reached or listed for this turn: the turn goes on without its tools, and the model is told.",
+    data: payload({
+      server: z.string().describe("The server's name in the setting."),
+      reason: z.string().describe('Why, in a sentence (no secret value; bounded).'),
+    }),
+    words: (d) => ({ text: `MCP server ${d.server} unavailable: ${d.reason}` }),
+  }),
 } as const;
 
 type Events = typeof EVENTS;

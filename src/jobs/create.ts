@@ -11,6 +11,7 @@ import type { JobOrigin, McpServers, ProjectRow, TurnMode, TurnTrigger } from '.
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { newId } from '../ids.ts';
+import { checkMcpTargets } from '../projects/mcp-servers.ts';
 import { countUses, RateLimitedError } from '../ratelimit/ratelimit.ts';
 import type { AuditRecord } from '../records/audit.ts';
 import {
@@ -107,6 +108,7 @@ export async function createJob(
   checkMode(project, mode);
   checkModel(ctx, project, model);
   checkImages(ctx, project, model, attachments);
+  if (mcpServers) await checkMcpTargets(mcpServers, ctx.config.webhooks.allowPrivate);
   const row: NewJobRow = {
     id: newId('job'),
     projectId: project.id,

@@ -2,6 +2,7 @@
 // and the ref to start from), checked by these schemas in the API's routes and the dashboard's
 // forms alike, so both refuse with the same codes and words.
 import { z } from 'zod';
+import { jobMcpServersField } from '../projects/mcp-servers.ts';
 import { isValidModelId, isValidRef } from '../projects/repository.ts';
 import { JOB_MODES } from '../records/job.ts';
 import { refusedAs } from '../validation.ts';
@@ -104,6 +105,7 @@ export function createJobBody(maxChars: number) {
         mode: modeField,
         outputSchema: outputSchemaField,
         attachments: attachmentsField,
+        mcpServers: jobMcpServersField.optional(),
       },
       bodyType,
     ),

@@ -4,12 +4,13 @@
 import type { Updateable } from 'kysely';
 import type { Config } from '../config.ts';
 import type { Db } from '../db/database.ts';
-import type { ProjectRow, ProjectsTable } from '../db/schema.ts';
+import type { McpServers, ProjectRow, ProjectsTable } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { validateRepositoryUrl } from '../repository/url.ts';
 import { seal } from '../secrets/box.ts';
 import { type EngineInstalls, type EngineName, engineModelRefusal } from './engine.ts';
 import { type ForgeCredentials, type ForgeKind, type ForgeTargets, projectForge } from './forge.ts';
+import { mcpServersChange } from './mcp-servers.ts';
 import { type NetworkChange, networkChanges } from './network.ts';
 import { checkRepository, localRepositoryExists } from './repository.ts';
 import { forgeTokenEnvRefusal } from './token-env.ts';
@@ -79,6 +80,8 @@ export interface ProjectFields {
   autoMerge?: ProjectRow['auto_merge'] | undefined;
   mergeMethod?: ProjectRow['merge_method'] | undefined;
   conflictStrategy?: ProjectRow['conflict_strategy'] | undefined;
+  /** The MCP servers its turns get (docs/mcp-servers.md); null: none. */
+  mcpServers?: McpServers | null | undefined;
 }
 
 /**
@@ -137,7 +140,7 @@ export async function toChanges(
   if (b.environmentKeyFiles !== undefined)
     changes.environment_key_files =
       b.environmentKeyFiles === null ? null : [...new Set(b.environmentKeyFiles)];
-  Object.assign(changes, networkChanges(b));
+  Object.assign(changes, networkChanges(b), await mcpServersChange(b, ctx.config));
   if (b.commandTimeoutSeconds !== undefined)
     changes.command_timeout_seconds = b.commandTimeoutSeconds;
   if (b.commandCpuSeconds !== undefined) changes.command_cpu_seconds = b.commandCpuSeconds;

@@ -18,6 +18,7 @@ import {
   MAX_ENVIRONMENT_KEY_FILE_CHARS,
   MAX_ENVIRONMENT_KEY_FILES,
 } from './environment-key-files.ts';
+import { mcpServersField } from './mcp-servers.ts';
 import { networkField } from './network-schema.ts';
 import { isValidModelId, isValidRef } from './repository.ts';
 
@@ -279,6 +280,7 @@ const fields = {
   conflictStrategy: oneOf('conflictStrategy', CONFLICT_STRATEGIES).describe(
     PR_WATCH_TEXTS.conflictStrategy,
   ),
+  mcpServers: mcpServersField.nullable(),
 };
 
 const ENGINE = `"engine" must be one of ${ENGINE_NAMES.join(', ')}`;
@@ -329,6 +331,7 @@ export const projectUpdateBody = z.strictObject(
     autoMerge: fields.autoMerge.optional(),
     mergeMethod: fields.mergeMethod.optional(),
     conflictStrategy: fields.conflictStrategy.optional(),
+    mcpServers: fields.mcpServers.optional(),
   },
   notAnObject,
 ) satisfies z.ZodType<ProjectFields>;

@@ -9,6 +9,7 @@ import type { ProjectRecord } from '../records/project.ts';
 import { type ProjectFields, type ProjectsContext, toChanges } from './changes.ts';
 import { projectForge } from './forge.ts';
 import { DEFAULT_LIMITS, type SandboxLimits } from './limits.ts';
+import { mcpServersView } from './mcp-servers.ts';
 import { networkColumns, networkRecord } from './network.ts';
 
 /** The limits a project's commands run under: its own where set, else the sandbox's defaults. */
@@ -72,6 +73,7 @@ export function toProjectRecord(
     autoMerge: row.auto_merge,
     mergeMethod: row.merge_method,
     conflictStrategy: row.conflict_strategy,
+    mcpServers: mcpServersView(row.mcp_servers),
     createdAt: row.created_at.toISOString(),
     updatedAt: row.updated_at.toISOString(),
   };
@@ -147,6 +149,7 @@ export async function createProject(
       ...(changes.conflict_strategy !== undefined
         ? { conflict_strategy: changes.conflict_strategy }
         : {}),
+      mcp_servers: changes.mcp_servers ?? null,
       updated_at: sql`now()`,
     })
     .returningAll()

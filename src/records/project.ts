@@ -171,6 +171,25 @@ export const projectRecord = z
     autoMerge: z.enum(AUTO_MERGE_MODES).describe(PR_WATCH_TEXTS.autoMerge),
     mergeMethod: z.enum(MERGE_METHODS).describe(PR_WATCH_TEXTS.mergeMethod),
     conflictStrategy: z.enum(CONFLICT_STRATEGIES).describe(PR_WATCH_TEXTS.conflictStrategy),
+    mcpServers: z
+      .record(
+        z.string(),
+        z.union([
+          z.object({
+            command: z.string(),
+            args: z.array(z.string()),
+            envNames: z.array(z.string()).describe('The names of its env variables, not values.'),
+          }),
+          z.object({
+            url: z.string(),
+            headerNames: z.array(z.string()).describe('The names of its headers, not values.'),
+          }),
+        ]),
+      )
+      .nullable()
+      .describe(
+        "The MCP servers the project's turns get (docs/mcp-servers.md), by name: a stdio server's command and arguments, a remote one's URL, and only the names of env variables and headers, whose values may be tokens. null: none.",
+      ),
     createdAt: z.iso.datetime(),
     updatedAt: z.iso.datetime(),
   })

@@ -16,6 +16,7 @@ import {
 } from '../agent/prompt.ts';
 import { scrubbedModel } from '../agent/scrubbed-model.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
+import type { OpenAgentMcp } from '../agent/tools/mcp.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
 import { runEngineTurnWithOutput } from '../engines/output.ts';
@@ -71,6 +72,8 @@ export interface TurnPipelineDeps {
   monthBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
   /** This worker's environment snapshots: restored, or built by the setup command. */
   environments: Environments;
+  /** Opens a turn's MCP servers for Errand's agent (features/mcp-servers); without it, none. */
+  openAgentMcp?: OpenAgentMcp | undefined;
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
@@ -362,60 +365,80 @@ export class TurnPipeline implements TurnRunner {
       branch: job.branch,
       commands: commands !== undefined,
     });
-    const result = await runAgentTurn({
-      model,
-      system,
-      history: jobHistory(input.earlier),
-      prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
-      images: input.images,
-      note: commands?.setup ? setupNote(commands.setup) : undefined,
-      tools,
-      budgets: {
-        maxSteps: config.agent.maxSteps,
-        maxOutputTokens: config.agent.maxOutputTokens,
-        timeoutMs: config.turn.timeoutSeconds * 1000,
-      },
-      conversation: { windowTokens: info.contextTokens, cacheKey: job.id },
-      // A model whose prices are unknown cannot be held to a budget (the settings say so).
-      budget: info.prices ? await this.#budget(job) : undefined,
+    const mcp = await this.#deps.openAgentMcp?.({
+      project: input.project.mcp_servers,
+      job: job.mcp_servers,
+      secrets: input.secrets,
+      readOnly: !writes(turn.mode),
+      sandbox: commands
+        ? { checkout: dir, limits: commands.limits, network: commandsNetwork(input.project) }
+        : undefined,
       signal,
-      onEvent: async (event) => {
-        if (event.type === 'model.step') {
-          const usage = models.usage(job.model, event.usage);
-          metrics.modelStep(job.model, usage);
-          return emit('model.step', { step: event.step, usage });
-        }
-        if (event.type === 'context.compacted') {
-          const usage = models.usage(job.model, event.usage);
-          metrics.modelStep(job.model, usage);
-          const { type, ...data } = event;
-          // The facts; `summary` is the catalog's words for them, kept for the API's readers.
-          return emit(type, { ...data, usage, summary: compactionSummary(data) });
-        }
-        return emit(event.type, { ...event });
-      },
-    }).catch((err: unknown) => {
-      if (err instanceof ModelError) metrics.modelError(job.model);
-      throw err;
-    });
-    const structured = await turnOutput(
-      this.#deps,
-      input,
-      result.turnMessages,
-      result.steps,
       emit,
-      {
+      scrub: secretScrubber(secrets),
+    });
+    // The file tools and run_command keep their names whatever a server's tools are called.
+    for (const [name, mcpTool] of Object.entries(mcp?.tools ?? {})) tools[name] ??= mcpTool;
+    const notes = [commands?.setup ? setupNote(commands.setup) : undefined, mcp?.note];
+    try {
+      const result = await runAgentTurn({
         model,
         system,
-      },
-    );
-    if (!structured) return result;
-    return {
-      ...result,
-      usage: addTokens(result.usage, structured.usage),
-      turnMessages: [...result.turnMessages, ...structured.messages],
-      output: structured.output,
-    };
+        history: jobHistory(input.earlier),
+        prompt: modePrompt(turn.mode, turn.prompt, input.earlier.length > 0),
+        images: input.images,
+        note: notes.filter((n) => n !== undefined).join('\n\n') || undefined,
+        tools,
+        budgets: {
+          maxSteps: config.agent.maxSteps,
+          maxOutputTokens: config.agent.maxOutputTokens,
+          timeoutMs: config.turn.timeoutSeconds * 1000,
+        },
+        conversation: { windowTokens: info.contextTokens, cacheKey: job.id },
+        // A model whose prices are unknown cannot be held to a budget (the settings say so).
+        budget: info.prices ? await this.#budget(job) : undefined,
+        signal,
+        onEvent: async (event) => {
+          if (event.type === 'model.step') {
+            const usage = models.usage(job.model, event.usage);
+            metrics.modelStep(job.model, usage);
+            return emit('model.step', { step: event.step, usage });
+          }
+          if (event.type === 'context.compacted') {
+            const usage = models.usage(job.model, event.usage);
+            metrics.modelStep(job.model, usage);
+            const { type, ...data } = event;
+            // The facts; `summary` is the catalog's words for them, kept for the API's readers.
+            return emit(type, { ...data, usage, summary: compactionSummary(data) });
+          }
+          return emit(event.type, { ...event });
+        },
+      }).catch((err: unknown) => {
+        if (err instanceof ModelError) metrics.modelError(job.model);
+        throw err;
+      });
+      const structured = await turnOutput(
+        this.#deps,
+        input,
+        result.turnMessages,
+        result.steps,
+        emit,
+        {
+          model,
+          system,
+        },
+      );
+      if (!structured) return result;
+      return {
+        ...result,
+        usage: addTokens(result.usage, structured.usage),
+        turnMessages: [...result.turnMessages, ...structured.messages],
+        output: structured.output,
+      };
+    } finally {
+      // Whatever happened, the turn's servers go with it.
+      await mcp?.close();
+    }
   }
 
   /**

@@ -22,6 +22,7 @@ import {
   reply,
   startFakeLlm,
   toolCalls,
+  toolResults,
 } from '../support/fake-llm.ts';
 import {
   git,
@@ -72,14 +73,6 @@ function systemPrompt(request: RecordedRequest | undefined): string {
 function userMessages(request: RecordedRequest | undefined): unknown[] {
   const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
   return (body?.messages ?? []).filter((m) => m.role === 'user').map((m) => m.content);
-}
-
-/** The tool results of a recorded OpenAI request, in order. */
-function toolResults(request: RecordedRequest | undefined): string[] {
-  const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
-  return (body?.messages ?? [])
-    .filter((m) => m.role === 'tool')
-    .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)));
 }
 
 /** A TCP server on loopback that counts connections (a command with network could reach it). */

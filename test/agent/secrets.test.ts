@@ -18,13 +18,7 @@ import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import { seal } from '../../src/secrets/box.ts';
 import { secretForms } from '../../src/secrets/scrub.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
-import {
-  type FakeLlm,
-  type RecordedRequest,
-  reply,
-  startFakeLlm,
-  toolCalls,
-} from '../support/fake-llm.ts';
+import { type FakeLlm, reply, startFakeLlm, toolCalls, toolResults } from '../support/fake-llm.ts';
 import {
   git,
   makeOrigin,
@@ -72,14 +66,6 @@ async function holding(marker: string): Promise<number[]> {
 /** The forms of either value found in `text` (empty: none). */
 function leaks(text: string): string[] {
   return [...secretForms(NPM_TOKEN), ...secretForms(LICENSE_KEY)].filter((f) => text.includes(f));
-}
-
-/** The tool results of a recorded OpenAI request, in order. */
-function toolResults(request: RecordedRequest | undefined): string[] {
-  const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
-  return (body?.messages ?? [])
-    .filter((m) => m.role === 'tool')
-    .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)));
 }
 
 describe('project secrets in turns', { skip }, () => {

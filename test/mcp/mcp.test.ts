@@ -181,12 +181,15 @@ describe('errand mcp', () => {
     assert.deepEqual(Object.keys(create?.inputSchema.properties ?? {}).sort(), [
       'attachments',
       'baseRef',
+      'mcpServers',
       'mode',
       'model',
       'outputSchema',
       'projectId',
       'prompt',
     ]);
+    // A job's own MCP servers (docs/mcp-servers.md): an object of servers by name.
+    assert.equal(property('create_job', 'mcpServers').type, 'object');
     // Modes (docs/modes.md): create_job and send_message take the same three.
     for (const tool of ['create_job', 'send_message'])
       assert.deepEqual(property(tool, 'mode').enum, ['code', 'ask', 'plan'], tool);

@@ -155,6 +155,14 @@ export function reply(text: string, extra: Omit<ReplyItem, 'type' | 'text'> = {}
   return { type: 'reply', text, ...extra };
 }
 
+/** The tool results of a recorded OpenAI request, in order. */
+export function toolResults(request: RecordedRequest | undefined): string[] {
+  const body = request?.body as { messages?: Array<{ role: string; content: unknown }> };
+  return (body?.messages ?? [])
+    .filter((m) => m.role === 'tool')
+    .map((m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content)));
+}
+
 export function toolCalls(calls: FakeToolCall[], extra: Omit<ReplyItem, 'type'> = {}): ReplyItem {
   return { type: 'reply', toolCalls: calls, ...extra };
 }

@@ -4,7 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadConfig } from '../../config.ts';
-import type { Resolve } from './address.ts';
+import type { Resolve } from '../../net/address.ts';
 import { type AttemptOptions, postWebhook } from './deliver.ts';
 import { signHeaders } from './sign.ts';
 

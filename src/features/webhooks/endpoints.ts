@@ -13,8 +13,8 @@ import type {
 } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
 import { isId, newId } from '../../ids.ts';
+import { checkWebhookTarget } from '../../net/address.ts';
 import { seal } from '../../secrets/box.ts';
-import { checkWebhookTarget } from './address.ts';
 import { requeueDelivery } from './outbox.ts';
 import {
   type DeliveryAttempt,

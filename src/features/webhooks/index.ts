@@ -7,15 +7,16 @@ import type { ApiRoutes } from '../../http/app.ts';
 import { registerWebhookPages } from './page-routes.ts';
 import { registerWebhookRoutes } from './routes.ts';
 
-// The address rules, for the other features that reach URLs a client gave (images).
+// The address rules: other features that reach a URL a user gave (images, MCP servers) follow
+// them too.
 export {
   bareHost,
+  checkedLookup,
   type Resolve,
   resolveAll,
   resolveSafe,
   UnsafeTargetError,
-} from './address.ts';
-export { checkedLookup } from './deliver.ts';
+} from '../../net/address.ts';
 export { requeuePendingDeliveries, webhookOutbox } from './outbox.ts';
 export { type DeliveryWorker, startDeliveryWorker } from './worker.ts';
 

@@ -67,6 +67,7 @@ const PROJECT_FIELDS = [
   'id',
   'jobBudgetUsd',
   'maintenanceCommand',
+  'mcpServers',
   'mergeMethod',
   'model',
   'monthlyBudgetUsd',

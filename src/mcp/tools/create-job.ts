@@ -1,6 +1,7 @@
 // create_job: hands a coding task to Errand's agent; answers at once with the new job.
 import { z } from 'zod';
 import { attachmentsField } from '../../jobs/attachments.ts';
+import { jobMcpServersField } from '../../projects/mcp-servers.ts';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
 import { outputSchemaField, projectIdField, projectOf, type RegisterTool } from '../tool.ts';
@@ -52,10 +53,15 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
           ),
         outputSchema: outputSchemaField,
         attachments: attachmentsField,
+        mcpServers: jobMcpServersField
+          .optional()
+          .describe(
+            'MCP servers for this job besides the project\'s, by name: {"command", "args", "env"} (run in the job\'s sandbox) or {"url", "headers"}. Only when the user gives them; project secrets cannot be named here.',
+          ),
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ prompt, projectId, model, baseRef, mode, outputSchema, attachments }, extra) =>
+    ({ prompt, projectId, model, baseRef, mode, outputSchema, attachments, mcpServers }, extra) =>
       attempt(async () => {
         const project = projectOf(deps, projectId);
         const job = await deps.client.createJob(
@@ -66,6 +72,7 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             ...(mode !== undefined ? { mode } : {}),
             ...(outputSchema !== undefined ? { outputSchema } : {}),
             ...(attachments !== undefined ? { attachments } : {}),
+            ...(mcpServers !== undefined ? { mcpServers } : {}),
           },
           { projectId: project, signal: extra.signal },
         );

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AppError } from '../../errors.ts';
+import { AppError } from '../errors.ts';
 import {
   addressRisk,
   checkWebhookTarget,

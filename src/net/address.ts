@@ -3,9 +3,10 @@
 // reach its own network (loopback, private ranges, cloud metadata) — directly, through a name
 // that resolves there, or through a name whose answer changes between check and connect.
 import { lookup as dnsLookup } from 'node:dns/promises';
+import type { LookupFunction } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { AppError, errorMessage } from '../../errors.ts';
+import { AppError, errorMessage } from '../errors.ts';
 
 /** One address of a resolved name, as node:dns gives it. */
 export interface ResolvedAddress {
@@ -232,14 +233,49 @@ export async function checkWebhookTarget(
   }
   // A local receiver is allowed whatever its name resolves to, or whether it resolves yet.
   if (allowPrivate) return parsed;
-  try {
-    await resolveSafe(bareHost(parsed), false, resolve);
-  } catch (err) {
-    if (!(err instanceof UnsafeTargetError)) throw err;
+  const unsafe = await unsafeHostReason(parsed, resolve);
+  if (unsafe)
     throw new AppError(
       'bad_request',
-      `webhook url is not allowed: ${err.message}; only public addresses can receive webhooks (ERRAND_WEBHOOK_ALLOW_PRIVATE=true allows private ones)`,
+      `webhook url is not allowed: ${unsafe}; only public addresses can receive webhooks (ERRAND_WEBHOOK_ALLOW_PRIVATE=true allows private ones)`,
     );
-  }
   return parsed;
+}
+
+/** Why a URL's host is not a public address (resolved now), or undefined when it is. */
+export async function unsafeHostReason(
+  url: URL,
+  resolve: Resolve = resolveAll,
+): Promise<string | undefined> {
+  try {
+    await resolveSafe(bareHost(url), false, resolve);
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof UnsafeTargetError)) throw err;
+    return err.message;
+  }
+}
+
+/**
+ * Resolves through the address check and answers node:net with checked addresses only. Node
+ * asks with `all: true` (it tries each address in turn) or for one address of a family.
+ */
+export function checkedLookup(allowPrivate: boolean, resolve: Resolve): LookupFunction {
+  return (hostname, options, callback) => {
+    resolveSafe(hostname, allowPrivate, resolve).then(
+      (addresses) => {
+        const family = options.family === 4 || options.family === 6 ? options.family : undefined;
+        const usable = family ? addresses.filter((a) => a.family === family) : addresses;
+        const first = usable[0];
+        if (!first) {
+          callback(new UnsafeTargetError(`host ${hostname} has no IPv${family} address`), '');
+        } else if (options.all) {
+          callback(null, usable);
+        } else {
+          callback(null, first.address, first.family);
+        }
+      },
+      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err)), ''),
+    );
+  };
 }
