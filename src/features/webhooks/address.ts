@@ -3,6 +3,7 @@
 // reach its own network (loopback, private ranges, cloud metadata) — directly, through a name
 // that resolves there, or through a name whose answer changes between check and connect.
 import { lookup as dnsLookup } from 'node:dns/promises';
+import type { LookupFunction } from 'node:net';
 import { isIPv4, isIPv6 } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { AppError, errorMessage } from '../../errors.ts';
@@ -242,4 +243,28 @@ export async function checkWebhookTarget(
     );
   }
   return parsed;
+}
+
+/**
+ * Resolves through the address check and answers node:net with checked addresses only. Node
+ * asks with `all: true` (it tries each address in turn) or for one address of a family.
+ */
+export function checkedLookup(allowPrivate: boolean, resolve: Resolve): LookupFunction {
+  return (hostname, options, callback) => {
+    resolveSafe(hostname, allowPrivate, resolve).then(
+      (addresses) => {
+        const family = options.family === 4 || options.family === 6 ? options.family : undefined;
+        const usable = family ? addresses.filter((a) => a.family === family) : addresses;
+        const first = usable[0];
+        if (!first) {
+          callback(new UnsafeTargetError(`host ${hostname} has no IPv${family} address`), '');
+        } else if (options.all) {
+          callback(null, usable);
+        } else {
+          callback(null, first.address, first.family);
+        }
+      },
+      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err)), ''),
+    );
+  };
 }

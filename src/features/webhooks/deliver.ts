@@ -4,10 +4,16 @@
 // for the connection). Redirects are not followed; a few KB of the answer are read at most.
 import http from 'node:http';
 import https from 'node:https';
-import type { LookupFunction } from 'node:net';
 import { isIP } from 'node:net';
 import { errorMessage } from '../../errors.ts';
-import { bareHost, type Resolve, resolveAll, resolveSafe, UnsafeTargetError } from './address.ts';
+import {
+  bareHost,
+  checkedLookup,
+  type Resolve,
+  resolveAll,
+  resolveSafe,
+  UnsafeTargetError,
+} from './address.ts';
 import type { SignatureHeaders } from './sign.ts';
 
 /** The most of a receiver's answer that is read before the connection is closed. */
@@ -65,30 +71,6 @@ function describe(err: unknown, timeoutMs: number): string {
     return `request failed: ${code}`;
   }
   return `request failed: ${errorMessage(err)}`;
-}
-
-/**
- * Resolves through the address check and answers node:net with checked addresses only. Node
- * asks with `all: true` (it tries each address in turn) or for one address of a family.
- */
-function checkedLookup(allowPrivate: boolean, resolve: Resolve): LookupFunction {
-  return (hostname, options, callback) => {
-    resolveSafe(hostname, allowPrivate, resolve).then(
-      (addresses) => {
-        const family = options.family === 4 || options.family === 6 ? options.family : undefined;
-        const usable = family ? addresses.filter((a) => a.family === family) : addresses;
-        const first = usable[0];
-        if (!first) {
-          callback(new UnsafeTargetError(`host ${hostname} has no IPv${family} address`), '');
-        } else if (options.all) {
-          callback(null, usable);
-        } else {
-          callback(null, first.address, first.family);
-        }
-      },
-      (err: unknown) => callback(err instanceof Error ? err : new Error(String(err)), ''),
-    );
-  };
 }
 
 /** POSTs `body` with `signature` to `url`, once. Never throws: a failure is a result. */

@@ -7,6 +7,15 @@ import type { ApiRoutes } from '../../http/app.ts';
 import { registerWebhookPages } from './page-routes.ts';
 import { registerWebhookRoutes } from './routes.ts';
 
+// The address rules: other features that reach a URL a user gave (MCP servers) follow them too.
+export {
+  bareHost,
+  checkedLookup,
+  type Resolve,
+  resolveAll,
+  resolveSafe,
+  UnsafeTargetError,
+} from './address.ts';
 export { requeuePendingDeliveries, webhookOutbox } from './outbox.ts';
 export { type DeliveryWorker, startDeliveryWorker } from './worker.ts';
 
