@@ -21,6 +21,7 @@ import {
   forgetRefusals,
   startForgeWorker,
 } from './features/forge-intake/index.ts';
+import { connectRemote, engineMcpOpener } from './features/mcp-servers/index.ts';
 import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
 import {
   type ScheduleWorker,
@@ -373,6 +374,10 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
     jobBudgetLeft: (job) => jobBudgetLeft(ctx, job),
     monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
     environments: ctx.environments,
+    openEngineMcp: engineMcpOpener({
+      allowPrivate: config.webhooks.allowPrivate,
+      connect: connectRemote,
+    }),
   });
 }
 

@@ -964,6 +964,21 @@ export interface paths {
                     /** @description The turn it belongs to; null for the job itself. */
                     turn: number | null;
                     /** @enum {string} */
+                    type: 'mcp.unavailable';
+                    data: {
+                      server: string;
+                      reason: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
                     type: 'tool.call';
                     data: {
                       id: string;
@@ -4729,6 +4744,8 @@ export interface components {
       summary?: string | null;
       /** @description The last turn was a plan and it finished: a message "approve", or any follow-up in code mode, carries it out on the same branch. */
       awaitingApproval?: boolean;
+      /** @description The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished. */
+      output?: unknown;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {

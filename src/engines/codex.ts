@@ -2,17 +2,20 @@
 // standard input: its approvals and its own sandbox off (Errand's sandbox replaces them), the
 // OpenAI Responses API reached through Errand's model proxy as a provider of its configuration,
 // whose key variable holds only a placeholder. Its home (sessions) is the job's engine state;
-// its configuration is given on the command line, so Errand writes no file there.
+// its configuration is given on the command line, but for the turn's MCP servers, whose
+// settings may hold secrets: they are written to ~/.codex/config.toml for the turn.
 import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import {
   type EngineDefinition,
   type EngineEvent,
+  type EngineFile,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
   summarizeOutput,
 } from './engine.ts';
+import type { EngineMcpServer } from './mcp.ts';
 
 const KEY_VARIABLE = 'OPENAI_API_KEY';
 
@@ -47,6 +50,37 @@ function configuration(setup: { model: { id: string }; proxyOrigin: string }): s
   ];
 }
 
+/** Seconds a server may take to start and list its tools (Codex's default is 10). */
+const MCP_STARTUP_SECONDS = 30;
+
+/**
+ * The turn's MCP servers as Codex's config.toml (`[mcp_servers.<name>]`), the one file Codex
+ * reads them from that is not an argument: a stdio server's command, arguments and environment;
+ * a remote one's URL at the bridge. Every tool is approved without asking: nobody answers.
+ */
+function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
+  const tables = servers.map((server) => {
+    const table = `mcp_servers.${tomlString(server.name)}`;
+    const common = [
+      `startup_timeout_sec = ${MCP_STARTUP_SECONDS}`,
+      'default_tools_approval_mode = "approve"',
+    ];
+    if (server.type === 'http') {
+      return [`[${table}]`, `url = ${tomlString(server.url)}`, ...common].join('\n');
+    }
+    const env = Object.entries(server.env).map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`);
+    return [
+      `[${table}]`,
+      `command = ${tomlString(server.command)}`,
+      `args = [${server.args.map(tomlString).join(', ')}]`,
+      ...common,
+      `[${table}.env]`,
+      ...env,
+    ].join('\n');
+  });
+  return { path: '.codex/config.toml', content: `${tables.join('\n\n')}\n` };
+}
+
 export const codex: EngineDefinition = {
   name: 'codex',
   invocation(setup) {
@@ -68,6 +102,7 @@ export const codex: EngineDefinition = {
       ],
       stdin: setup.prompt,
       env: { [KEY_VARIABLE]: PLACEHOLDER_KEY },
+      ...(setup.mcp.length > 0 ? { files: [mcpConfig(setup.mcp)] } : {}),
     };
   },
   reader: () => new CodexReader(),

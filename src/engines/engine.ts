@@ -1,11 +1,13 @@
 // What every engine runner has in common: how it is invoked (its command line, environment and
-// standard input, none of which holds a key; no file is written for it) and how its
-// machine-readable stream becomes Errand's events. One definition per engine (claude-code.ts,
+// standard input, none of which holds a key; the one file written for it is its MCP
+// configuration, when the turn has MCP servers) and how its machine-readable stream becomes
+// Errand's events. One definition per engine (claude-code.ts,
 // codex.ts, opencode.ts); run.ts runs a definition in the sandbox.
 import type { Emitted } from '../events/catalog.ts';
 import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
+import type { EngineMcpServer } from './mcp.ts';
 
 /** What an engine is started with, every path as the sandbox sees it; HOME is the job's state. */
 interface EngineSetup {
@@ -24,11 +26,23 @@ interface EngineSetup {
   resume: string | undefined;
   /** A short title for the session (engines that would ask the model for one). */
   title: string;
+  /** The engine's HOME (the job's engine state), where its MCP configuration is written. */
+  home: string;
+  /** The turn's MCP servers (mcp.ts): none, unless the project or the job names some. */
+  mcp: readonly EngineMcpServer[];
+}
+
+/** A file of the engine's configuration, written in its HOME for the turn and removed after. */
+export interface EngineFile {
+  /** Relative to HOME, e.g. `.codex/config.toml`. */
+  path: string;
+  content: string;
 }
 
 /**
  * The engine's command line, environment and standard input. Its configuration is in the first
- * two (flags, variables): Errand writes nothing into the engine's HOME, where the sandbox writes.
+ * two (flags, variables), but for its MCP servers: their settings may hold secrets (a stdio
+ * server's environment), which go in a file and never in an argument.
  */
 interface EngineInvocation {
   argv: string[];
@@ -38,6 +52,8 @@ interface EngineInvocation {
    * rewords it (OpenCode quotes a message argument that has spaces and escapes its quotes).
    */
   stdin: string;
+  /** Files written in HOME before the run (never through a link) and removed after it. */
+  files?: readonly EngineFile[];
 }
 
 /**

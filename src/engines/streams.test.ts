@@ -15,6 +15,8 @@ const setup = {
   prompt: '--help me; rm -rf /',
   resume: undefined,
   title: 'help me',
+  home: '/tmp/home',
+  mcp: [],
 };
 
 function readAll(definition: EngineDefinition, lines: unknown[]) {

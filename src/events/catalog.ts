@@ -198,6 +198,13 @@ export const EVENTS = {
         (d.resumed ? `, resuming session ${d.resumed}` : ', new session'),
     }),
   }),
+  'mcp.unavailable': declare({
+    kind: 'progress',
+    description:
+      "An MCP server of the project's or the job's could not be offered this turn (a secret it names is missing, a remote one did not connect); the turn goes on without it.",
+    data: payload({ server: z.string(), reason: z.string() }),
+    words: (d) => ({ text: `MCP server ${d.server} unavailable: ${d.reason}` }),
+  }),
   'tool.call': declare({
     kind: 'progress',
     description: 'The agent called a tool; `summary` is the call in one line.',

@@ -18,6 +18,7 @@ import { scrubbedModel } from '../agent/scrubbed-model.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
+import { type OpenEngineMcp, unavailableNote } from '../engines/mcp.ts';
 import { runEngineTurn } from '../engines/run.ts';
 import type { Environments } from '../environments/environments.ts';
 import type { Emit } from '../events/catalog.ts';
@@ -69,6 +70,8 @@ export interface TurnPipelineDeps {
   monthBudgetLeft: (job: { id: string }) => Promise<JobBudget | undefined>;
   /** This worker's environment snapshots: restored, or built by the setup command. */
   environments: Environments;
+  /** Opens an engine turn's MCP servers (features/mcp-servers); without it, engines get none. */
+  openEngineMcp?: OpenEngineMcp;
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
@@ -400,8 +403,18 @@ export class TurnPipeline implements TurnRunner {
         `engine ${name} runs only in the sandbox, which is unavailable here: ${status.reason}; ${status.howToFix}`,
       );
     }
-    const prompt = modePrompt(turn.mode, turn.prompt, input.earlier.length > 0);
+    const mcp = await this.#deps.openEngineMcp?.({
+      project: project.mcp_servers,
+      job: job.mcp_servers,
+      secrets: input.secrets,
+      readOnly: !writes(turn.mode),
+      signal,
+      emit,
+    });
+    const prompt =
+      modePrompt(turn.mode, turn.prompt, input.earlier.length > 0) + unavailableNote(mcp);
     const result = await runEngineTurn({
+      mcp,
       engine,
       readOnly: !writes(turn.mode),
       checkout: dir,
@@ -428,7 +441,7 @@ export class TurnPipeline implements TurnRunner {
       secretEnv: secretEnv(input.secrets, 'commands'),
       scrub: secretScrubber(secrets),
       network: commandsNetwork(project),
-    });
+    }).finally(() => mcp?.close());
     return {
       summary: result.summary,
       usage: result.usage,
