@@ -52,6 +52,8 @@ interface EngineCase {
   toolSearch?: boolean;
   /** Where the engine's MCP configuration is written in its HOME. */
   configFile: string;
+  /** The engine takes ask and plan turns (Codex is refused them). */
+  readOnly: boolean;
 }
 
 const CASES: EngineCase[] = [
@@ -63,6 +65,7 @@ const CASES: EngineCase[] = [
     tool: (server, tool) => `mcp__${server}__${tool}`,
     call: (server, tool, input) => ({ name: `mcp__${server}__${tool}`, input }),
     configFile: '.errand/mcp.json',
+    readOnly: true,
   },
   {
     engine: 'codex',
@@ -73,6 +76,7 @@ const CASES: EngineCase[] = [
     call: (server, tool, input) => ({ namespace: `mcp__${server}`, name: tool, input }),
     toolSearch: true,
     configFile: '.codex/config.toml',
+    readOnly: false,
   },
   {
     engine: 'opencode',
@@ -82,6 +86,7 @@ const CASES: EngineCase[] = [
     tool: (server, tool) => `${server}_${tool}`,
     call: (server, tool, input) => ({ name: `${server}_${tool}`, input }),
     configFile: '.errand/opencode-mcp.json',
+    readOnly: true,
   },
 ];
 
@@ -404,6 +409,46 @@ for (const c of CASES) {
       }
       // The configuration, which held the stdio server's secret, is gone after the turn.
       await assert.rejects(stat(path.join(homeOf(jobId), c.configFile)), { code: 'ENOENT' });
+    });
+
+    test('an ask turn offers only the remote tools marked readOnlyHint, and no stdio server', {
+      skip: c.readOnly ? false : `${c.engine} takes no ask or plan turn`,
+    }, async () => {
+      let offered: string[] = [];
+      const echo = c.tool('docs', 'echo');
+      llm.script(
+        dynamic((request) => {
+          offered = toolsOffered(request.body);
+          if (!offered.includes(echo)) return reply('no MCP tools');
+          return toolCalls([c.call('docs', 'echo', { text: 'read only' })]);
+        }),
+        reply('The remote answered.'),
+      );
+      const created = await svc.request('POST', `/v2/agent/${projectId}/job`, {
+        body: { prompt: 'What does the docs server say?', mode: 'ask' },
+      });
+      assert.equal(created.status, 201, created.text);
+      const jobId = created.json.id as string;
+      const job = await untilStatus(svc, projectId, jobId, 'completed', {
+        failFast: true,
+        timeoutMs: 180_000,
+      });
+      assert.equal(job.summary, 'The remote answered.');
+      const names = offered.join(', ');
+      assert.ok(offered.includes(echo), `${echo} is not offered: ${names}`);
+      assert.ok(!offered.includes(c.tool('docs', 'shout')), `shout is not read-only: ${names}`);
+      assert.ok(!offered.some((name) => name.includes('probe')), `no stdio server: ${names}`);
+      assert.match(JSON.stringify(llm.requests[1]?.body), /echo: read only/);
+      const events = await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`);
+      const log = (events.json.events ?? []) as { type: string; data: Record<string, unknown> }[];
+      assert.deepEqual(
+        log
+          .filter((e) => e.type === 'mcp.unavailable')
+          .map((e) => e.data.server)
+          .sort(),
+        ['probe', 'wiki'],
+      );
+      assert.deepEqual(tokenLeaks(events.text + JSON.stringify(job)), []);
     });
   });
 }
