@@ -6,10 +6,7 @@
 // `tools/call` (forwarded to the remote by the service's own connection, which holds the
 // headers), and refuses everything else. Nothing from the sandbox is trusted: bodies are
 // bounded, each message checked before it is read, one message per request (no batches).
-import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import {
   ErrorCode,
@@ -20,6 +17,7 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { errorMessage } from '../../errors.ts';
 import { isRecord } from '../../json.ts';
+import { listenPrivately, type PrivateSocket } from '../../sandbox/private-socket.ts';
 import { oneLine } from '../../text.ts';
 import { errandVersion } from '../../version.ts';
 
@@ -41,12 +39,8 @@ export interface McpBridgeOptions {
   parentDir?: string;
 }
 
-export interface McpBridge {
-  /** The socket to forward into the sandbox (SandboxRun.mcpBridge.socketPath). */
-  readonly socketPath: string;
-  /** Stops answering, cuts every request being answered and removes the socket. */
-  close(): Promise<void>;
-}
+/** The socket to forward into the sandbox (SandboxRun.mcpBridge), and how to stop answering. */
+export type McpBridge = PrivateSocket;
 
 type JsonRpcId = string | number;
 
@@ -60,8 +54,6 @@ class RpcError extends Error {
 }
 
 export async function startMcpBridge(options: McpBridgeOptions): Promise<McpBridge> {
-  const dir = await mkdtemp(join(options.parentDir ?? tmpdir(), 'errand-mcp-'));
-  const socketPath = join(dir, 'mcp.sock');
   const tools = new ToolLists(options);
   const server = createServer((req, res) => {
     answer(req, res, options.servers, tools).catch(() => {
@@ -72,31 +64,11 @@ export async function startMcpBridge(options: McpBridgeOptions): Promise<McpBrid
   server.headersTimeout = 30_000;
   // A tool call's own timeout bounds the wait; the turn's time limit bounds the rest.
   server.requestTimeout = CALL_TIMEOUT_MS + 30_000;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(socketPath, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (err) {
-    await rm(dir, { recursive: true, force: true });
-    throw err;
-  }
-  let closed: Promise<void> | undefined;
-  return {
-    socketPath,
-    close() {
-      closed ??= (async () => {
-        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeAllConnections();
-        await stopped;
-        await rm(dir, { recursive: true, force: true });
-      })();
-      return closed;
-    },
-  };
+  return listenPrivately(server, {
+    prefix: 'errand-mcp-',
+    name: 'mcp.sock',
+    parentDir: options.parentDir,
+  });
 }
 
 /** Each server's tools, read once a turn (every page, MAX_TOOLS at most), as offered. */
