@@ -51,6 +51,7 @@ function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
 
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
+  mcpConfig: MCP_CONFIG,
   invocation(setup) {
     const mcp = setup.mcp.length > 0 ? mcpConfig(setup.mcp) : undefined;
     return {

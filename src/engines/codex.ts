@@ -50,6 +50,9 @@ function configuration(setup: { model: { id: string }; proxyOrigin: string }): s
   ];
 }
 
+/** Codex reads its MCP servers from its config.toml, in CODEX_HOME (~/.codex). */
+const MCP_CONFIG = '.codex/config.toml';
+
 /** Seconds a server may take to start and list its tools (Codex's default is 10). */
 const MCP_STARTUP_SECONDS = 30;
 
@@ -78,11 +81,12 @@ function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
       ...env,
     ].join('\n');
   });
-  return { path: '.codex/config.toml', content: `${tables.join('\n\n')}\n` };
+  return { path: MCP_CONFIG, content: `${tables.join('\n\n')}\n` };
 }
 
 export const codex: EngineDefinition = {
   name: 'codex',
+  mcpConfig: MCP_CONFIG,
   invocation(setup) {
     return {
       argv: [

@@ -81,6 +81,11 @@ export interface EngineDefinition {
    * below which the engine cannot start: a project's lower `memoryMb` is raised to it.
    */
   minimumMemoryMb?: number;
+  /**
+   * Where, relative to HOME, its MCP configuration is written (EngineInvocation.files): removed
+   * before every run too, so that a file a crashed run left behind is never read again.
+   */
+  mcpConfig: string;
   invocation(setup: EngineSetup): EngineInvocation;
   reader(): StreamReader;
 }

@@ -83,6 +83,9 @@ const BUN_RESERVATIONS = {
   BUN_JSC_jitMemoryReservationSize: String(64 * 1024 * 1024),
 };
 
+/** Where its MCP servers are written, in HOME: OPENCODE_CONFIG names the file. */
+const MCP_CONFIG = '.errand/opencode-mcp.json';
+
 /** A server's requests may take this long (OpenCode's default is 5 s: a remote tool is slower). */
 const MCP_TIMEOUT_MS = 60_000;
 
@@ -106,13 +109,14 @@ function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
       : { type: 'remote', url: server.url, enabled: true, oauth: false, timeout: MCP_TIMEOUT_MS },
   ]);
   return {
-    path: '.errand/opencode-mcp.json',
+    path: MCP_CONFIG,
     content: `${JSON.stringify({ mcp: Object.fromEntries(entries) }, null, 2)}\n`,
   };
 }
 
 export const opencode: EngineDefinition = {
   name: 'opencode',
+  mcpConfig: MCP_CONFIG,
   // Below it JavaScriptCore stops with MemoryExhaustion at start, even with the small reservations.
   minimumMemoryMb: 2048,
   invocation(setup) {

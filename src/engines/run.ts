@@ -188,6 +188,8 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   const bridge = input.mcp?.bridgeSocket;
   let result: SandboxResult;
   try {
+    // A configuration a crashed run left is not read: only this turn's servers are there.
+    await removeEngineFiles(home, [definition.mcpConfig]);
     await writeEngineFiles(home, files);
     result = await runSandboxed({
       checkout: input.checkout,
@@ -211,7 +213,10 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   } finally {
     await proxy.close();
     // Its MCP configuration may hold secrets: not left in the state between turns.
-    await removeEngineFiles(home, files);
+    await removeEngineFiles(
+      home,
+      files.map((f) => f.path),
+    );
   }
   await egress.settled();
   await events.drained();
@@ -270,14 +275,15 @@ async function writeEngineFiles(home: string, files: readonly EngineFile[]): Pro
 }
 
 /**
- * The configuration files removed once the sandbox has ended. A directory on the way that the
- * run replaced (by a link, say) is not entered: nothing is removed through it.
+ * Configuration files removed while no sandbox runs (before the engine starts, once it has
+ * ended). A directory on the way that a run replaced (by a link, say) is not entered: nothing
+ * is removed through it.
  */
-async function removeEngineFiles(home: string, files: readonly EngineFile[]): Promise<void> {
-  for (const file of files) {
+async function removeEngineFiles(home: string, paths: readonly string[]): Promise<void> {
+  for (const path of paths) {
     let dir = home;
     let real = true;
-    for (const part of file.path.split('/').slice(0, -1)) {
+    for (const part of path.split('/').slice(0, -1)) {
       dir = join(dir, part);
       const info = await lstat(dir).catch(() => undefined);
       if (!info?.isDirectory() || info.isSymbolicLink()) {
@@ -285,7 +291,7 @@ async function removeEngineFiles(home: string, files: readonly EngineFile[]): Pr
         break;
       }
     }
-    if (real) await rm(join(home, file.path), { force: true, recursive: true });
+    if (real) await rm(join(home, path), { force: true, recursive: true });
   }
 }
 

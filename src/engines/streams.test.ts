@@ -60,6 +60,7 @@ describe('engine command lines', () => {
       const { argv, env, files = [] } = definition.invocation({ ...setup, mcp });
       assert.equal(files.length, 1);
       const [file] = files;
+      assert.equal(file?.path, definition.mcpConfig);
       assert.ok(file && !file.path.startsWith('/') && !file.path.includes('..'));
       assert.match(file.content, /probe-secret-value/);
       assert.match(file.content, /http:\/\/127\.0\.0\.1:8788\/mcp\/docs/);

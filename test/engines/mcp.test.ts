@@ -7,16 +7,15 @@
 // remote one was reached through the service's bridge. The bearer token is nowhere in the
 // sandbox (no process's environment or arguments, no file it can read, not the stdio server's
 // environment), not in any event, and the engine's MCP configuration is gone after the turn. A
-// server that cannot be opened is an event and a note in the prompt; the turn completes. An
+// server that cannot be opened is an event and a note in the prompt, and one the engine cannot
+// start (its command does not exist) is left out by the engine; the turn completes. An
 // engine not installed in ERRAND_ENGINES_DIR is skipped with the command that installs it.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, readlink, stat } from 'node:fs/promises';
+import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
-import { descendants } from '../../src/sandbox/processes.ts';
-import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import type { InstallableEngine } from '../../src/engines/catalog.ts';
 import { secretForms } from '../../src/secrets/scrub.ts';
 import {
   dynamic,
@@ -31,16 +30,20 @@ import { type FakeRemoteMcp, startFakeRemoteMcp } from '../support/fake-mcp.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService } from '../support/service.ts';
+import {
+  ENGINE_MODELS,
+  ENGINES_DIR,
+  engineSkip,
+  filesBelow,
+  sandboxFiles,
+  sandboxProcesses,
+} from './inside.ts';
 
-const ENGINES_DIR = process.env.ERRAND_ENGINES_DIR ?? '/var/cache/errand-ci/engines';
 const REMOTE_TOKEN = `mcp_${randomBytes(16).toString('hex')}`;
 const STDIO_TOKEN = `stdio_${randomBytes(16).toString('hex')}`;
 
 interface EngineCase {
   engine: InstallableEngine;
-  model: string;
-  vendorModel: string;
-  env: (llmUrl: string, key: string) => Record<string, string>;
   /** The engine's name for a server's tool, as the model is offered it. */
   tool: (server: string, tool: string) => string;
   /** The model's call of a server's tool. */
@@ -59,9 +62,6 @@ interface EngineCase {
 const CASES: EngineCase[] = [
   {
     engine: 'claude-code',
-    model: 'anthropic:claude-sonnet-4-5',
-    vendorModel: 'claude-sonnet-4-5',
-    env: (url, key) => ({ ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: `${url}/v1` }),
     tool: (server, tool) => `mcp__${server}__${tool}`,
     call: (server, tool, input) => ({ name: `mcp__${server}__${tool}`, input }),
     configFile: '.errand/mcp.json',
@@ -69,9 +69,6 @@ const CASES: EngineCase[] = [
   },
   {
     engine: 'codex',
-    model: 'openai:gpt-5.5',
-    vendorModel: 'gpt-5.5',
-    env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
     tool: (server, tool) => `mcp__${server}__${tool}`,
     call: (server, tool, input) => ({ namespace: `mcp__${server}`, name: tool, input }),
     toolSearch: true,
@@ -80,9 +77,6 @@ const CASES: EngineCase[] = [
   },
   {
     engine: 'opencode',
-    model: 'openai:gpt-4.1',
-    vendorModel: 'gpt-4.1',
-    env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
     tool: (server, tool) => `${server}_${tool}`,
     call: (server, tool, input) => ({ name: `${server}_${tool}`, input }),
     configFile: '.errand/opencode-mcp.json',
@@ -119,8 +113,6 @@ readline.createInterface({ input: process.stdin }).on('line', (line) => {
   }
 });
 `;
-
-const sandbox = await checkSandbox();
 
 function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -161,31 +153,6 @@ function tokenLeaks(text: string): string[] {
   return secretForms(REMOTE_TOKEN).filter((f) => text.includes(f));
 }
 
-/** The sandbox (bwrap) running in `checkout`, and every process below it. */
-async function sandboxProcesses(checkout: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
-    if (path.basename(argv[0] ?? '') === 'bwrap' && argv.includes(checkout)) {
-      pids.push(Number(name), ...(await descendants(Number(name))));
-    }
-  }
-  return pids;
-}
-
-async function* filesBelow(dir: string): AsyncGenerator<{ path: string; content: Buffer }> {
-  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
-  for (const entry of entries) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) yield* filesBelow(full);
-    else if (entry.isFile()) {
-      const content = await readFile(full).catch(() => null);
-      if (content) yield { path: full, content };
-    }
-  }
-}
-
 /**
  * Looks inside the running sandbox from the host: every process's environment and arguments
  * (the engine's, the stdio server's) and every file in its HOME, /tmp and checkout. The token is
@@ -204,36 +171,21 @@ async function assertTokenNowhereInside(checkout: string, configFile: string): P
     }
   }
   assert.ok(serverSeen, "no sandboxed process has the stdio server's secret: it did not run");
-  const hostMounts = await readlink('/proc/self/ns/mnt');
   let configSeen = false;
-  let files = 0;
-  for (const pid of [...pids].reverse()) {
-    const mounts = await readlink(`/proc/${pid}/ns/mnt`).catch(() => hostMounts);
-    if (mounts === hostMounts) continue;
-    for (const area of ['tmp', 'workspace']) {
-      for await (const file of filesBelow(`/proc/${pid}/root/${area}`)) {
-        files++;
-        assert.deepEqual(
-          tokenLeaks(file.content.toString('latin1')),
-          [],
-          `the token is in ${file.path}`,
-        );
-        if (file.path.endsWith(`/tmp/home/${configFile}`)) configSeen = true;
-      }
-    }
-    if (files > 0) break;
+  for await (const file of sandboxFiles(pids)) {
+    assert.deepEqual(
+      tokenLeaks(file.content.toString('latin1')),
+      [],
+      `the token is in ${file.path}`,
+    );
+    if (file.path.endsWith(`/tmp/home/${configFile}`)) configSeen = true;
   }
   assert.ok(configSeen, `the engine's MCP configuration (${configFile}) is not in its HOME`);
 }
 
 for (const c of CASES) {
-  const installed = await installedEngine({ enginesDir: ENGINES_DIR }, c.engine);
-  const skip = !sandbox.available
-    ? `bubblewrap does not work here: ${sandbox.reason}`
-    : !installed
-      ? `${c.engine} is not installed in ${ENGINES_DIR}: run \`errand engine install ${c.engine}\` with ERRAND_ENGINES_DIR=${ENGINES_DIR}`
-      : false;
-  if (skip) process.stdout.write(`# ${c.engine} MCP tests skipped: ${skip}\n`);
+  const skip = await engineSkip(c.engine, 'MCP');
+  const { model, vendorModel, env } = ENGINE_MODELS[c.engine];
 
   describe(`engine ${c.engine} with MCP servers`, { skip }, () => {
     const key = `sk-${c.engine}-mcp-0a1b2c3d4e5f`;
@@ -247,12 +199,12 @@ for (const c of CASES) {
     before(async () => {
       tmp = await makeTempDir(`engine-mcp-${c.engine}`);
       origin = await makeOrigin(tmp);
-      llm = await startFakeLlm({ apiKey: key, models: [c.vendorModel] });
+      llm = await startFakeLlm({ apiKey: key, models: [vendorModel] });
       remote = await startFakeRemoteMcp(REMOTE_TOKEN);
       svc = await startTestService({
         env: {
-          ...c.env(llm.url, key),
-          ERRAND_MODEL: c.model,
+          ...env(llm.url, key),
+          ERRAND_MODEL: model,
           ERRAND_ENGINES_DIR: ENGINES_DIR,
           ERRAND_TURN_RETRIES: '0',
           ERRAND_SECRET_KEY: 'test-secret-key-for-engine-mcp',
@@ -264,7 +216,7 @@ for (const c of CASES) {
         body: {
           name: c.engine,
           repository: origin.url,
-          model: c.model,
+          model,
           engine: c.engine,
           // OpenCode does not start with less.
           commandMemoryMb: 2048,
@@ -299,6 +251,8 @@ for (const c of CASES) {
             },
             docs: { url: remote.url, headers: { Authorization: 'Bearer ${secret:REMOTE_TOKEN}' } },
             wiki: { url: remote.url, headers: { Authorization: 'Bearer ${secret:WIKI_TOKEN}' } },
+            // A stdio server the engine cannot start: its business, not the turn's.
+            broken: { command: '/nonexistent/errand-mcp-server' },
           }),
         })
         .where('id', '=', projectId)
@@ -362,6 +316,7 @@ for (const c of CASES) {
         `a code turn offers every tool: ${names}`,
       );
       assert.ok(!offered.some((name) => name.includes('wiki')), `the unavailable server: ${names}`);
+      assert.ok(!offered.some((name) => name.includes('broken')), `the broken server: ${names}`);
       assert.equal(job.summary, 'Both servers answered.');
 
       // Both answers reached the model; the stdio server's secret only scrubbed.
@@ -446,7 +401,7 @@ for (const c of CASES) {
           .filter((e) => e.type === 'mcp.unavailable')
           .map((e) => e.data.server)
           .sort(),
-        ['probe', 'wiki'],
+        ['broken', 'probe', 'wiki'],
       );
       assert.deepEqual(tokenLeaks(events.text + JSON.stringify(job)), []);
     });
