@@ -22,7 +22,7 @@ import {
   forgetRefusals,
   startForgeWorker,
 } from './features/forge-intake/index.ts';
-import { agentMcpOpener } from './features/mcp-servers/index.ts';
+import { agentMcpOpener, connectRemote, engineMcpOpener } from './features/mcp-servers/index.ts';
 import { type PrWatcher, startPrWatch, watchHook } from './features/pr-watch/index.ts';
 import {
   type ScheduleWorker,
@@ -377,6 +377,10 @@ function turnPipeline(ctx: AppContext, apiUrl: string | undefined): TurnPipeline
     monthBudgetLeft: (job) => monthBudgetLeft(ctx, job),
     environments: ctx.environments,
     openAgentMcp: agentMcpOpener({ allowPrivate: config.webhooks.allowPrivate }),
+    openEngineMcp: engineMcpOpener({
+      allowPrivate: config.webhooks.allowPrivate,
+      connect: connectRemote,
+    }),
   });
 }
 

@@ -7,12 +7,14 @@ import { isRecord } from '../json.ts';
 import {
   type EngineDefinition,
   type EngineEvent,
+  type EngineFile,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
   summarizeCall,
   summarizeOutput,
 } from './engine.ts';
+import type { EngineMcpServer } from './mcp.ts';
 
 /**
  * Tools taken away (not refused: the model is never offered them): they would reach past the
@@ -27,12 +29,34 @@ export const CLAUDE_CODE_REMOVED_TOOLS = ['WebFetch', 'WebSearch', 'CronCreate',
  */
 export const CLAUDE_CODE_WRITING_TOOLS = ['Edit', 'MultiEdit', 'Write', 'NotebookEdit', 'Bash'];
 
+/** Where the turn's MCP servers are written for `--mcp-config`, in HOME. */
+const MCP_CONFIG = '.errand/mcp.json';
+
+/**
+ * The turn's MCP servers in Claude Code's `--mcp-config` format: a stdio server with its
+ * environment (the file, never an argument, holds its values), a remote one at the bridge.
+ */
+function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
+  const entries = servers.map((server) => [
+    server.name,
+    server.type === 'stdio'
+      ? { type: 'stdio', command: server.command, args: server.args, env: server.env }
+      : { type: 'http', url: server.url },
+  ]);
+  return {
+    path: MCP_CONFIG,
+    content: `${JSON.stringify({ mcpServers: Object.fromEntries(entries) }, null, 2)}\n`,
+  };
+}
+
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
   // `--json-schema`: a StructuredOutput tool the model must call, checked by Claude Code, its
   // value in the result line's `structured_output`.
   nativeOutput: () => true,
+  mcpConfig: MCP_CONFIG,
   invocation(setup) {
+    const mcp = setup.mcp.length > 0 ? mcpConfig(setup.mcp) : undefined;
     return {
       argv: [
         setup.bin,
@@ -52,9 +76,13 @@ export const claudeCode: EngineDefinition = {
         ),
         ...(setup.resume ? ['--resume', setup.resume] : []),
         ...(setup.outputSchema ? ['--json-schema', JSON.stringify(setup.outputSchema)] : []),
+        // Its tools are named mcp__<server>__<tool>, allowed like the rest (bypassPermissions);
+        // no other MCP configuration (a repository's .mcp.json) is read.
+        ...(mcp ? ['--mcp-config', `${setup.home}/${mcp.path}`, '--strict-mcp-config'] : []),
       ],
       // With no prompt argument, print mode reads it from standard input.
       stdin: setup.prompt,
+      ...(mcp ? { files: [mcp] } : {}),
       env: {
         ANTHROPIC_BASE_URL: setup.proxyOrigin,
         ANTHROPIC_API_KEY: PLACEHOLDER_KEY,
@@ -65,6 +93,9 @@ export const claudeCode: EngineDefinition = {
         // Said truthfully: it runs in bubblewrap. Without it Claude Code refuses to bypass
         // permissions as root (a service run as root is root in the sandbox's user namespace).
         CLAUDE_CODE_BUBBLEWRAP: '1',
+        // MCP tools offered with their schemas, like the built-in ones, rather than deferred
+        // behind its ToolSearch tool.
+        ...(mcp ? { ENABLE_TOOL_SEARCH: 'false' } : {}),
       },
     };
   },

@@ -2,17 +2,20 @@
 // standard input: its approvals and its own sandbox off (Errand's sandbox replaces them), the
 // OpenAI Responses API reached through Errand's model proxy as a provider of its configuration,
 // whose key variable holds only a placeholder. Its home (sessions) is the job's engine state;
-// its configuration is given on the command line, so Errand writes no file there.
+// its configuration is given on the command line, but for the turn's MCP servers, whose
+// settings may hold secrets: they are written to ~/.codex/config.toml for the turn.
 import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import {
   type EngineDefinition,
   type EngineEvent,
+  type EngineFile,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
   summarizeOutput,
 } from './engine.ts';
+import type { EngineMcpServer } from './mcp.ts';
 
 const KEY_VARIABLE = 'OPENAI_API_KEY';
 
@@ -70,11 +73,46 @@ function strictCompatible(schema: unknown, root = true): boolean {
   );
 }
 
+/** Codex reads its MCP servers from its config.toml, in CODEX_HOME (~/.codex). */
+const MCP_CONFIG = '.codex/config.toml';
+
+/** Seconds a server may take to start and list its tools (Codex's default is 10). */
+const MCP_STARTUP_SECONDS = 30;
+
+/**
+ * The turn's MCP servers as Codex's config.toml (`[mcp_servers.<name>]`), the one file Codex
+ * reads them from that is not an argument: a stdio server's command, arguments and environment;
+ * a remote one's URL at the bridge. Every tool is approved without asking: nobody answers.
+ */
+function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
+  const tables = servers.map((server) => {
+    const table = `mcp_servers.${tomlString(server.name)}`;
+    const common = [
+      `startup_timeout_sec = ${MCP_STARTUP_SECONDS}`,
+      'default_tools_approval_mode = "approve"',
+    ];
+    if (server.type === 'http') {
+      return [`[${table}]`, `url = ${tomlString(server.url)}`, ...common].join('\n');
+    }
+    const env = Object.entries(server.env).map(([k, v]) => `${tomlString(k)} = ${tomlString(v)}`);
+    return [
+      `[${table}]`,
+      `command = ${tomlString(server.command)}`,
+      `args = [${server.args.map(tomlString).join(', ')}]`,
+      ...common,
+      `[${table}.env]`,
+      ...env,
+    ].join('\n');
+  });
+  return { path: MCP_CONFIG, content: `${tables.join('\n\n')}\n` };
+}
+
 export const codex: EngineDefinition = {
   name: 'codex',
   // `--output-schema` asks the Responses API for a strict JSON schema: a schema strict mode
   // refuses is asked for in the prompt instead.
   nativeOutput: (schema) => strictCompatible(schema),
+  mcpConfig: MCP_CONFIG,
   invocation(setup) {
     const schema = setup.outputSchema;
     return {
@@ -96,7 +134,8 @@ export const codex: EngineDefinition = {
       ],
       stdin: setup.prompt,
       env: { [KEY_VARIABLE]: PLACEHOLDER_KEY },
-      ...(schema ? { files: { [OUTPUT_SCHEMA_FILE]: JSON.stringify(schema) } } : {}),
+      ...(schema ? { sandboxFiles: { [OUTPUT_SCHEMA_FILE]: JSON.stringify(schema) } } : {}),
+      ...(setup.mcp.length > 0 ? { files: [mcpConfig(setup.mcp)] } : {}),
     };
   },
   reader: () => new CodexReader(),

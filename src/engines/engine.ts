@@ -1,11 +1,13 @@
 // What every engine runner has in common: how it is invoked (its command line, environment and
-// standard input, none of which holds a key; no file is written for it) and how its
-// machine-readable stream becomes Errand's events. One definition per engine (claude-code.ts,
+// standard input, none of which holds a key; the one file written for it is its MCP
+// configuration, when the turn has MCP servers) and how its machine-readable stream becomes
+// Errand's events. One definition per engine (claude-code.ts,
 // codex.ts, opencode.ts); run.ts runs a definition in the sandbox.
 import type { Emitted } from '../events/catalog.ts';
 import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
 import type { InstallableEngine } from './catalog.ts';
+import type { EngineMcpServer } from './mcp.ts';
 
 /** What an engine is started with, every path as the sandbox sees it; HOME is the job's state. */
 interface EngineSetup {
@@ -29,11 +31,23 @@ interface EngineSetup {
    * engine that takes it natively (nativeOutput).
    */
   outputSchema?: Record<string, unknown> | undefined;
+  /** The engine's HOME (the job's engine state), where its MCP configuration is written. */
+  home: string;
+  /** The turn's MCP servers (mcp.ts): none, unless the project or the job names some. */
+  mcp: readonly EngineMcpServer[];
+}
+
+/** A file of the engine's configuration, written in its HOME for the turn and removed after. */
+export interface EngineFile {
+  /** Relative to HOME, e.g. `.codex/config.toml`. */
+  path: string;
+  content: string;
 }
 
 /**
  * The engine's command line, environment and standard input. Its configuration is in the first
- * two (flags, variables): Errand writes nothing into the engine's HOME, where the sandbox writes.
+ * two (flags, variables), but for its MCP servers: their settings may hold secrets (a stdio
+ * server's environment), which go in a file and never in an argument.
  */
 interface EngineInvocation {
   argv: string[];
@@ -47,7 +61,9 @@ interface EngineInvocation {
    * Files the engine's own shell writes in the sandbox's /tmp before it starts (path → text):
    * what a flag must name as a file, written where only the sandbox sees it.
    */
-  files?: Readonly<Record<string, string>> | undefined;
+  sandboxFiles?: Readonly<Record<string, string>> | undefined;
+  /** Files written in HOME before the run (never through a link) and removed after it. */
+  files?: readonly EngineFile[];
 }
 
 /**
@@ -82,6 +98,11 @@ export interface EngineDefinition {
    * then carries it; else the prompt asks for the JSON and Errand checks the final message.
    */
   nativeOutput(schema: Record<string, unknown>): boolean;
+  /**
+   * Where, relative to HOME, its MCP configuration is written (EngineInvocation.files): removed
+   * before every run too, so that a file a crashed run left behind is never read again.
+   */
+  mcpConfig: string;
   invocation(setup: EngineSetup): EngineInvocation;
   reader(): StreamReader;
 }

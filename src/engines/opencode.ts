@@ -2,17 +2,20 @@
 // standard input: a provider whose base URL is Errand's model proxy and whose key is a
 // placeholder, every permission allowed (Errand's sandbox confines it), a repository's own
 // OpenCode configuration ignored, and its data (sessions) in its HOME, the job's engine state.
-// Its configuration is given in the environment, so Errand writes no file there.
+// Its configuration is given in the environment, but for the turn's MCP servers, whose settings
+// may hold secrets: a file in its HOME for the turn, named by OPENCODE_CONFIG.
 import { isRecord } from '../json.ts';
 import {
   type EngineDefinition,
   type EngineEvent,
+  type EngineFile,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
   summarizeCall,
   summarizeOutput,
 } from './engine.ts';
+import type { EngineMcpServer } from './mcp.ts';
 
 /**
  * OpenCode's permissions, each named as its pinned version names them (its configuration
@@ -80,10 +83,42 @@ const BUN_RESERVATIONS = {
   BUN_JSC_jitMemoryReservationSize: String(64 * 1024 * 1024),
 };
 
+/** Where its MCP servers are written, in HOME: OPENCODE_CONFIG names the file. */
+const MCP_CONFIG = '.errand/opencode-mcp.json';
+
+/** A server's requests may take this long (OpenCode's default is 5 s: a remote tool is slower). */
+const MCP_TIMEOUT_MS = 60_000;
+
+/**
+ * The turn's MCP servers as OpenCode's `mcp` configuration: a stdio server is `local` (its
+ * command and arguments one array, its environment in the file), a remote one is the bridge's
+ * URL with OAuth detection off (the bridge never asks for it). Its tools are named
+ * `<server>_<tool>`, allowed by the `*` permission.
+ */
+function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
+  const entries = servers.map((server) => [
+    server.name,
+    server.type === 'stdio'
+      ? {
+          type: 'local',
+          command: [server.command, ...server.args],
+          environment: server.env,
+          enabled: true,
+          timeout: MCP_TIMEOUT_MS,
+        }
+      : { type: 'remote', url: server.url, enabled: true, oauth: false, timeout: MCP_TIMEOUT_MS },
+  ]);
+  return {
+    path: MCP_CONFIG,
+    content: `${JSON.stringify({ mcp: Object.fromEntries(entries) }, null, 2)}\n`,
+  };
+}
+
 export const opencode: EngineDefinition = {
   // No flag of its own: the prompt asks for the JSON, and Errand checks the final message.
   nativeOutput: () => false,
   name: 'opencode',
+  mcpConfig: MCP_CONFIG,
   // Below it JavaScriptCore stops with MemoryExhaustion at start, even with the small reservations.
   minimumMemoryMb: 2048,
   invocation(setup) {
@@ -103,6 +138,7 @@ export const opencode: EngineDefinition = {
         },
       },
     };
+    const mcp = setup.mcp.length > 0 ? mcpConfig(setup.mcp) : undefined;
     return {
       argv: [
         setup.bin,
@@ -117,7 +153,10 @@ export const opencode: EngineDefinition = {
       ],
       // With no message argument, the message is standard input, unchanged.
       stdin: setup.prompt,
+      ...(mcp ? { files: [mcp] } : {}),
       env: {
+        // Read before OPENCODE_CONFIG_CONTENT, which adds no `mcp` of its own.
+        ...(mcp ? { OPENCODE_CONFIG: `${setup.home}/${mcp.path}` } : {}),
         // Read after every configuration file, so it decides over what the sandbox may leave
         // in ~/.config/opencode.
         OPENCODE_CONFIG_CONTENT: JSON.stringify(config),

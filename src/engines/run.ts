@@ -4,7 +4,7 @@
 // events as it arrives. The proxy admits each model call while the turn's limit
 // (ERRAND_MAX_STEPS) and the budgets leave room, and reads its usage from the vendor's answer
 // (a step); a limit reached stops the engine.
-import { mkdir, rm } from 'node:fs/promises';
+import { lstat, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ModelSettings } from '../config.ts';
 import { ExternalError } from '../errors.ts';
@@ -16,6 +16,7 @@ import type { TokenUsage, Usage } from '../jobs/usage.ts';
 import { isRecord } from '../json.ts';
 import type { SandboxLimits } from '../projects/limits.ts';
 import type { CommandsNetwork } from '../projects/network.ts';
+import { SANDBOX_HOME } from '../sandbox/args.ts';
 import { ENDPOINTS, type ProxyEndpoint, startModelProxy } from '../sandbox/model-proxy.ts';
 import {
   makeDirectory,
@@ -29,7 +30,8 @@ import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import type { EngineDefinition, StreamReader } from './engine.ts';
+import type { EngineDefinition, EngineFile, StreamReader } from './engine.ts';
+import { type EngineMcp, engineServers } from './mcp.ts';
 import { type TurnBudget, TurnMeter } from './meter.ts';
 import { opencode } from './opencode.ts';
 
@@ -41,6 +43,8 @@ const DEFINITIONS: Readonly<Record<InstallableEngine, EngineDefinition>> = {
 
 /** Where the proxy's forwarder listens inside the sandbox (its own network namespace). */
 const PROXY_PORT = 8787;
+/** Where the MCP bridge's forwarder listens inside the sandbox, when the turn has remote servers. */
+const MCP_BRIDGE_PORT = 8788;
 /**
  * In the job's engine state: the engine's HOME, the one part the sandbox sees (writable), and
  * beside it Errand's record of which engine's session a follow-up resumes, out of its reach.
@@ -132,6 +136,8 @@ export interface EngineTurnInput {
    * engine that takes it, else asked for in the prompt.
    */
   outputSchema?: Record<string, unknown> | undefined;
+  /** The turn's MCP servers, opened (features/mcp-servers): written into the engine's configuration. */
+  mcp?: EngineMcp | undefined;
 }
 
 export interface EngineTurnResult {
@@ -186,12 +192,17 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     input.network?.allow ?? [],
     async (type, data) => events.deliver(type, data),
   );
+  const files = invocation.files ?? [];
+  const bridge = input.mcp?.bridgeSocket;
   let result: SandboxResult;
   try {
+    // A configuration a crashed run left is not read: only this turn's servers are there.
+    await removeEngineFiles(home, [definition.mcpConfig]);
+    await writeEngineFiles(home, files);
     result = await runSandboxed({
       checkout: input.checkout,
       cwd: input.checkout,
-      command: withFiles(invocation.files, shellCommand(invocation.argv)),
+      command: withFiles(invocation.sandboxFiles, shellCommand(invocation.argv)),
       limits: {
         ...input.limits,
         memoryMb: Math.max(input.limits.memoryMb, definition.minimumMemoryMb ?? 0),
@@ -204,10 +215,16 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
       readOnlyBinds: [engine.dir],
       home,
       modelProxy: { socketPath: proxy.socketPath, port: PROXY_PORT },
+      ...(bridge ? { mcpBridge: { socketPath: bridge, port: MCP_BRIDGE_PORT } } : {}),
       onStdoutLine: (text) => readLine(reader, text, events),
     });
   } finally {
     await proxy.close();
+    // Its MCP configuration may hold secrets: not left in the state between turns.
+    await removeEngineFiles(
+      home,
+      files.map((f) => f.path),
+    );
   }
   await egress.settled();
   await events.drained();
@@ -248,8 +265,47 @@ async function prepare(
     resume,
     title: oneLine(input.title ?? input.prompt, 60),
     ...(native ? { outputSchema: schema } : {}),
+    home: SANDBOX_HOME,
+    mcp: engineServers(input.mcp, `http://127.0.0.1:${MCP_BRIDGE_PORT}`),
   });
   return { home, resume, invocation };
+}
+
+/**
+ * The engine's configuration files written in its HOME, which an earlier run of the sandbox may
+ * have filled with links: each directory on the way is made a real one (whatever was there
+ * removed, never followed), and each file replaced, never written through.
+ */
+async function writeEngineFiles(home: string, files: readonly EngineFile[]): Promise<void> {
+  for (const file of files) {
+    let dir = home;
+    for (const part of file.path.split('/').slice(0, -1)) {
+      dir = join(dir, part);
+      await makeDirectory(dir);
+    }
+    await replaceFile(join(home, file.path), file.content);
+  }
+}
+
+/**
+ * Configuration files removed while no sandbox runs (before the engine starts, once it has
+ * ended). A directory on the way that a run replaced (by a link, say) is not entered: nothing
+ * is removed through it.
+ */
+async function removeEngineFiles(home: string, paths: readonly string[]): Promise<void> {
+  for (const path of paths) {
+    let dir = home;
+    let real = true;
+    for (const part of path.split('/').slice(0, -1)) {
+      dir = join(dir, part);
+      const info = await lstat(dir).catch(() => undefined);
+      if (!info?.isDirectory() || info.isSymbolicLink()) {
+        real = false;
+        break;
+      }
+    }
+    if (real) await rm(join(home, path), { force: true, recursive: true });
+  }
 }
 
 /** The turn's events, emitted in arrival order; a failed emit stops the engine and fails the turn. */

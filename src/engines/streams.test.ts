@@ -15,6 +15,8 @@ const setup = {
   prompt: '--help me; rm -rf /',
   resume: undefined,
   title: 'help me',
+  home: '/tmp/home',
+  mcp: [],
 };
 
 function readAll(definition: EngineDefinition, lines: unknown[]) {
@@ -39,6 +41,98 @@ describe('engine command lines', () => {
       assert.ok(!fresh.argv.includes('session-1'));
     });
   }
+
+  /** A stdio server whose environment holds a secret, and a remote one at the bridge. */
+  const mcp = [
+    {
+      type: 'stdio' as const,
+      name: 'probe',
+      command: '/usr/bin/node',
+      args: ['server.js', '--quote="x"'],
+      env: { PROBE_TOKEN: 'probe-secret-value' },
+    },
+    { type: 'http' as const, name: 'docs', url: 'http://127.0.0.1:8788/mcp/docs' },
+  ];
+
+  for (const definition of [claudeCode, codex, opencode]) {
+    it(`${definition.name}: MCP servers in a file of its HOME, their environment in no argument`, () => {
+      assert.equal(definition.invocation(setup).files, undefined, 'no servers, no file');
+      const { argv, env, files = [] } = definition.invocation({ ...setup, mcp });
+      assert.equal(files.length, 1);
+      const [file] = files;
+      assert.equal(file?.path, definition.mcpConfig);
+      assert.ok(file && !file.path.startsWith('/') && !file.path.includes('..'));
+      assert.match(file.content, /probe-secret-value/);
+      assert.match(file.content, /http:\/\/127\.0\.0\.1:8788\/mcp\/docs/);
+      assert.ok(!JSON.stringify(argv).includes('probe-secret-value'));
+      assert.ok(!JSON.stringify(env).includes('probe-secret-value'));
+    });
+  }
+
+  it('claude code: its MCP configuration named, and no other read', () => {
+    const { argv, env, files = [] } = claudeCode.invocation({ ...setup, mcp });
+    const at = argv.indexOf('--mcp-config');
+    assert.equal(argv[at + 1], '/tmp/home/.errand/mcp.json');
+    assert.ok(argv.includes('--strict-mcp-config'));
+    assert.equal(env.ENABLE_TOOL_SEARCH, 'false');
+    assert.deepEqual(JSON.parse(files[0]?.content ?? ''), {
+      mcpServers: {
+        probe: {
+          type: 'stdio',
+          command: '/usr/bin/node',
+          args: ['server.js', '--quote="x"'],
+          env: { PROBE_TOKEN: 'probe-secret-value' },
+        },
+        docs: { type: 'http', url: 'http://127.0.0.1:8788/mcp/docs' },
+      },
+    });
+    assert.ok(!claudeCode.invocation(setup).argv.includes('--mcp-config'));
+  });
+
+  it('codex: its MCP servers in ~/.codex/config.toml, each tool approved without asking', () => {
+    const { files = [] } = codex.invocation({ ...setup, mcp });
+    assert.equal(files[0]?.path, '.codex/config.toml');
+    assert.equal(
+      files[0]?.content,
+      [
+        '[mcp_servers."probe"]',
+        'command = "/usr/bin/node"',
+        'args = ["server.js", "--quote=\\"x\\""]',
+        'startup_timeout_sec = 30',
+        'default_tools_approval_mode = "approve"',
+        '[mcp_servers."probe".env]',
+        '"PROBE_TOKEN" = "probe-secret-value"',
+        '',
+        '[mcp_servers."docs"]',
+        'url = "http://127.0.0.1:8788/mcp/docs"',
+        'startup_timeout_sec = 30',
+        'default_tools_approval_mode = "approve"',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  it('opencode: its MCP servers in a file OPENCODE_CONFIG names, OAuth detection off', () => {
+    const { env, files = [] } = opencode.invocation({ ...setup, mcp });
+    assert.equal(env.OPENCODE_CONFIG, `/tmp/home/${files[0]?.path}`);
+    assert.deepEqual(JSON.parse(files[0]?.content ?? '').mcp, {
+      probe: {
+        type: 'local',
+        command: ['/usr/bin/node', 'server.js', '--quote="x"'],
+        environment: { PROBE_TOKEN: 'probe-secret-value' },
+        enabled: true,
+        timeout: 60_000,
+      },
+      docs: {
+        type: 'remote',
+        url: 'http://127.0.0.1:8788/mcp/docs',
+        enabled: true,
+        oauth: false,
+        timeout: 60_000,
+      },
+    });
+    assert.equal(opencode.invocation(setup).env.OPENCODE_CONFIG, undefined);
+  });
 
   it('claude code: every permission granted, as the sandbox (not the root user) it runs in', () => {
     const { argv, env } = claudeCode.invocation(setup);

@@ -95,6 +95,11 @@ const CASES: Case[] = [
     { engine: 'claude-code', version: '2.1.332', model: 'a:b', resumed: 'sess-1' },
     'claude-code 2.1.332, resuming session sess-1',
   ],
+  [
+    'mcp.unavailable',
+    { server: 'docs', reason: 'it names secret DOCS_TOKEN, which the project does not have' },
+    'MCP server docs unavailable: it names secret DOCS_TOKEN, which the project does not have',
+  ],
   ['setup.started', { command: 'npm ci', network: true }, 'npm ci (with network)'],
   ['setup.started', { command: 'npm ci', network: 'open' }, 'npm ci (with network)'],
   ['setup.started', { command: 'npm ci', network: 'allowlist' }, 'npm ci (network: allowlist)'],

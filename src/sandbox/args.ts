@@ -8,7 +8,9 @@ import { basename, dirname, isAbsolute, join, relative, sep } from 'node:path';
 const WORKSPACE = '/workspace';
 /** The only PATH commands get; programs outside /usr (a user's ~/.local, /opt) are not there. */
 export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-const HOME = '/tmp/home';
+/** HOME inside the sandbox: an empty directory, or SandboxRun's `home` mounted there. */
+export const SANDBOX_HOME = '/tmp/home';
+const HOME = SANDBOX_HOME;
 /** The size of /dev/shm, as a container runtime's default. */
 const SHM_BYTES = 64 * 1024 * 1024;
 /** Where the forwarder's sockets are mounted: `<name>.sock` (model.sock, egress.sock). */

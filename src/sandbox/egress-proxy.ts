@@ -8,7 +8,6 @@
 // learns what to add. TLS passes through untouched: the proxy never sees a request inside a tunnel,
 // and it logs and reports nothing of any request but its host and port.
 import { lookup } from 'node:dns/promises';
-import { mkdtemp, rm } from 'node:fs/promises';
 import {
   createServer,
   request as httpRequest,
@@ -18,11 +17,10 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { connect, isIP, type Socket } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
 import { type HostPattern, isAllowed, normalHost } from '../projects/network.ts';
 import { refusedAddresses } from './egress.ts';
+import { listenPrivately } from './private-socket.ts';
 
 /** Why a request was refused, as the run is told it. */
 type DenialReason = 'not allowed' | 'private address';
@@ -157,9 +155,6 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     },
     sockets: new Set(),
   };
-  // mkdtemp makes the directory 0700: only this user may reach the socket inside.
-  const dir = await mkdtemp(join(options.parentDir ?? tmpdir(), 'errand-egress-'));
-  const socketPath = join(dir, 'egress.sock');
   const server = createServer({ requestTimeout: 0, headersTimeout: 30_000 }, (req, res) => {
     // A failure of the proxy's own ends that one request, never the proxy.
     forward(proxy, req, res).catch(() => res.destroy());
@@ -176,32 +171,14 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   server.on('clientError', (_err, socket: Duplex) => {
     answerRaw(socket, 400, 'the egress proxy could not read the request');
   });
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(socketPath, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (err) {
-    await rm(dir, { recursive: true, force: true });
-    throw err;
-  }
-  let closed: Promise<void> | undefined;
-  return {
-    socketPath,
-    close() {
-      closed ??= (async () => {
-        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        server.closeAllConnections();
-        for (const socket of proxy.sockets) socket.destroy();
-        await stopped;
-        await rm(dir, { recursive: true, force: true });
-      })();
-      return closed;
+  return listenPrivately(server, {
+    prefix: 'errand-egress-',
+    name: 'egress.sock',
+    parentDir: options.parentDir,
+    cut: () => {
+      for (const socket of proxy.sockets) socket.destroy();
     },
-  };
+  });
 }
 
 /** `host:port` of a CONNECT (an IPv6 address in brackets), or undefined. */

@@ -141,7 +141,7 @@ interface Command {
   args: string[];
   secrets: string;
   secretsFd: number;
-  /** The forwarder's routes into the sandbox (the model proxy, the egress proxy). */
+  /** The forwarder's routes into the sandbox (the model proxy, the MCP bridge, the egress proxy). */
   routes: ForwarderRoute[];
 }
 
@@ -154,6 +154,7 @@ async function commandOf(
   const network = ready.network;
   const routes: ForwarderRoute[] = [
     ...(run.modelProxy ? [{ name: 'model', ...run.modelProxy }] : []),
+    ...(run.mcpBridge ? [{ name: 'mcp', ...run.mcpBridge }] : []),
     ...(egress ? [egress] : []),
   ];
   // The next descriptor after the network's and the filter's, when there are secrets.

@@ -8,7 +8,6 @@
 // forwarded is counted and metered. The key lives in this process only: never in the sandbox's
 // files, arguments or environment, never in a log line or an error the client reads. Answers
 // stream back unbuffered, so server-sent events arrive chunk by chunk.
-import { mkdtemp, rm } from 'node:fs/promises';
 import {
   createServer,
   request as httpRequest,
@@ -18,8 +17,6 @@ import {
   type ServerResponse,
 } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   type ModelApi,
   type PreparedBody,
@@ -27,6 +24,7 @@ import {
   prepareBody,
   type Removed,
 } from './model-request.ts';
+import { listenPrivately } from './private-socket.ts';
 
 /** One endpoint forwarded: a POST with a JSON body, to exactly this path. */
 export interface ProxyEndpoint {
@@ -188,9 +186,6 @@ interface Route {
 
 export async function startModelProxy(options: ModelProxyOptions): Promise<ModelProxy> {
   const route = routeOf(options);
-  // mkdtemp makes the directory 0700: only this user may reach the socket inside.
-  const dir = await mkdtemp(join(options.parentDir ?? tmpdir(), 'errand-model-'));
-  const socketPath = join(dir, 'model.sock');
   /** Every request being handled, settled once its call was observed to the end. */
   const handling = new Set<Promise<void>>();
   const server = createServer((req, res) => {
@@ -204,35 +199,15 @@ export async function startModelProxy(options: ModelProxyOptions): Promise<Model
   // A model's answer may take minutes to begin; the turn's own time limit bounds it.
   server.requestTimeout = 0;
   server.headersTimeout = 60_000;
-  try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(socketPath, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
-  } catch (err) {
-    await rm(dir, { recursive: true, force: true });
-    throw err;
-  }
-  let closed: Promise<void> | undefined;
-  return {
-    socketPath,
-    close() {
-      closed ??= (async () => {
-        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
-        route.slots.close();
-        server.closeAllConnections();
-        await stopped;
-        // Every call's observer has seen its end before close returns: what a cut call used is
-        // counted within the run, not after it.
-        await Promise.all(handling);
-        await rm(dir, { recursive: true, force: true });
-      })();
-      return closed;
-    },
-  };
+  return listenPrivately(server, {
+    prefix: 'errand-model-',
+    name: 'model.sock',
+    parentDir: options.parentDir,
+    cut: () => route.slots.close(),
+    // Every call's observer has seen its end before close returns: what a cut call used is
+    // counted within the run, not after it.
+    drain: () => Promise.all(handling),
+  });
 }
 
 function routeOf(options: ModelProxyOptions): Route {

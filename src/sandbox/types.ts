@@ -81,6 +81,11 @@ export interface SandboxRun {
    * model API at http://127.0.0.1:<port> (with network 'none', its only way out).
    */
   modelProxy?: { socketPath: string; port: number };
+  /**
+   * The MCP bridge of an engine's turn (src/features/mcp-servers/bridge.ts), forwarded as the
+   * model proxy is: the engine reaches the remote MCP servers at http://127.0.0.1:<port>/mcp/.
+   */
+  mcpBridge?: { socketPath: string; port: number };
   /** Written to the command's stdin, which is then closed (default: stdin is /dev/null). */
   stdin?: string;
   /**

@@ -19,6 +19,7 @@ import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/too
 import type { OpenAgentMcp } from '../agent/tools/mcp.ts';
 import type { Config } from '../config.ts';
 import { type InstallableEngine, installedEngine } from '../engines/catalog.ts';
+import { type OpenEngineMcp, unavailableNote } from '../engines/mcp.ts';
 import { runEngineTurnWithOutput } from '../engines/output.ts';
 import type { Environments } from '../environments/environments.ts';
 import type { Emit } from '../events/catalog.ts';
@@ -74,6 +75,8 @@ export interface TurnPipelineDeps {
   environments: Environments;
   /** Opens a turn's MCP servers for Errand's agent (features/mcp-servers); without it, none. */
   openAgentMcp?: OpenAgentMcp | undefined;
+  /** Opens an engine turn's MCP servers (features/mcp-servers); without it, engines get none. */
+  openEngineMcp?: OpenEngineMcp | undefined;
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
@@ -467,9 +470,19 @@ export class TurnPipeline implements TurnRunner {
         `engine ${name} runs only in the sandbox, which is unavailable here: ${status.reason}; ${status.howToFix}`,
       );
     }
-    const prompt = modePrompt(turn.mode, turn.prompt, input.earlier.length > 0);
+    const mcp = await this.#deps.openEngineMcp?.({
+      project: project.mcp_servers,
+      job: job.mcp_servers,
+      secrets: input.secrets,
+      readOnly: !writes(turn.mode),
+      signal,
+      emit,
+    });
+    const prompt =
+      modePrompt(turn.mode, turn.prompt, input.earlier.length > 0) + unavailableNote(mcp);
     const schema = outputSchemaOf(turn);
     const result = await runEngineTurnWithOutput({
+      mcp,
       engine,
       readOnly: !writes(turn.mode),
       checkout: dir,
@@ -497,7 +510,7 @@ export class TurnPipeline implements TurnRunner {
       scrub: secretScrubber(secrets),
       network: commandsNetwork(project),
       outputSchema: schema,
-    });
+    }).finally(() => mcp?.close());
     return {
       summary: result.summary,
       usage: result.usage,

@@ -24,7 +24,6 @@ import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
 import { CLAUDE_CODE_REMOVED_TOOLS } from '../../src/engines/claude-code.ts';
-import { descendants } from '../../src/sandbox/processes.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import { CONNECT } from '../sandbox/support.ts';
 import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
@@ -49,6 +48,7 @@ import {
 } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
+import { sandboxFiles, sandboxProcesses } from './inside.ts';
 
 const ENGINES_DIR = process.env.ERRAND_ENGINES_DIR ?? '/var/cache/errand-ci/engines';
 const FORGE_TOKEN = 'ghp_enginetesttoken0123456789ab';
@@ -204,32 +204,6 @@ const AWKWARD_PROMPT =
 
 const sandbox = await checkSandbox();
 
-/** The sandbox (bwrap) running in `checkout`, and every process below it. */
-async function sandboxProcesses(checkout: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const argv = (await readFile(`/proc/${name}/cmdline`, 'utf8').catch(() => '')).split('\0');
-    if (path.basename(argv[0] ?? '') === 'bwrap' && argv.includes(checkout)) {
-      pids.push(Number(name), ...(await descendants(Number(name))));
-    }
-  }
-  return pids;
-}
-
-/** Files below `dir` (as a sandboxed process sees its file system), and their contents. */
-async function* filesBelow(dir: string): AsyncGenerator<{ path: string; content: Buffer }> {
-  const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
-  for (const entry of entries) {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) yield* filesBelow(full);
-    else if (entry.isFile()) {
-      const content = await readFile(full).catch(() => null);
-      if (content) yield { path: full, content };
-    }
-  }
-}
-
 /**
  * Looks inside the running sandbox from the host: every process's environment and arguments,
  * and every file it can write (its HOME, /tmp and the checkout). The key is in none of them;
@@ -248,21 +222,12 @@ async function assertKeyNowhereInside(checkout: string, key: string): Promise<vo
     }
   }
   // The sandbox's files through the root of a process in its mount namespace, in the host's
-  // /proc. The engine starts and ends processes of its own meanwhile: one that has ended shows
-  // nothing, so the next is tried, until one shows the checkout's files.
-  const hostMounts = await readlink('/proc/self/ns/mnt');
+  // /proc.
   let files = 0;
-  for (const pid of [...pids].reverse()) {
-    const mounts = await readlink(`/proc/${pid}/ns/mnt`).catch(() => hostMounts);
-    if (mounts === hostMounts) continue;
-    for (const area of ['tmp', 'workspace']) {
-      for await (const file of filesBelow(`/proc/${pid}/root/${area}`)) {
-        files++;
-        assert.ok(!file.content.includes(key), `the key is in ${file.path}`);
-        if (file.content.includes(PLACEHOLDER)) placeholderSeen = true;
-      }
-    }
-    if (files > 0) break;
+  for await (const file of sandboxFiles(pids)) {
+    files++;
+    assert.ok(!file.content.includes(key), `the key is in ${file.path}`);
+    if (file.content.includes(PLACEHOLDER)) placeholderSeen = true;
   }
   assert.ok(files > 0, "no file of the sandbox's was read");
   // The engine's key variable or configuration holds the placeholder: these were its processes.

@@ -98,6 +98,8 @@ describe('OpenCode permissions', { skip }, () => {
       prompt: '',
       resume: undefined,
       title: '',
+      home: tmp,
+      mcp: [],
     });
     const { OPENCODE_CONFIG_CONTENT, ...defaults } = env;
     const home = await mkdtemp(path.join(tmp, 'home-'));
@@ -179,6 +181,8 @@ describe('OpenCode permissions', { skip }, () => {
       prompt: 'the prompt',
       resume: 'ses_1',
       title: 'a title',
+      home: tmp,
+      mcp: [],
     });
     const options = argv.filter((word) => word.startsWith('--')).map((word) => word.split('=')[0]);
     assert.ok(options.includes('--auto'), argv.join(' '));

@@ -6,8 +6,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
-import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
-import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import type { InstallableEngine } from '../../src/engines/catalog.ts';
 import { secretForms } from '../../src/secrets/scrub.ts';
 import {
   type FakeLlm,
@@ -19,16 +18,13 @@ import {
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
 import { startTestService, type TestService } from '../support/service.ts';
+import { ENGINE_MODELS, ENGINES_DIR, engineSkip } from './inside.ts';
 
-const ENGINES_DIR = process.env.ERRAND_ENGINES_DIR ?? '/var/cache/errand-ci/engines';
 const COMMAND_TOKEN = `cmd_${randomBytes(16).toString('hex')}`;
 const SETUP_ONLY = `setup_${randomBytes(16).toString('hex')}`;
 
 interface EngineCase {
   engine: InstallableEngine;
-  model: string;
-  vendorModel: string;
-  env: (llmUrl: string, key: string) => Record<string, string>;
   /** The engine's own tool call that runs `command` in the checkout. */
   run: (command: string) => FakeToolCall;
 }
@@ -36,28 +32,17 @@ interface EngineCase {
 const CASES: EngineCase[] = [
   {
     engine: 'claude-code',
-    model: 'anthropic:claude-sonnet-4-5',
-    vendorModel: 'claude-sonnet-4-5',
-    env: (url, key) => ({ ANTHROPIC_API_KEY: key, ANTHROPIC_BASE_URL: `${url}/v1` }),
     run: (command) => ({ name: 'Bash', input: { command, description: 'run it' } }),
   },
   {
     engine: 'codex',
-    model: 'openai:gpt-5.5',
-    vendorModel: 'gpt-5.5',
-    env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
     run: (command) => ({ name: 'exec_command', input: { cmd: command, yield_time_ms: 30_000 } }),
   },
   {
     engine: 'opencode',
-    model: 'openai:gpt-4.1',
-    vendorModel: 'gpt-4.1',
-    env: (url, key) => ({ OPENAI_API_KEY: key, OPENAI_BASE_URL: `${url}/v1` }),
     run: (command) => ({ name: 'bash', input: { command, description: 'run it' } }),
   },
 ];
-
-const sandbox = await checkSandbox();
 
 /** The forms of either value in `text` (empty: none). */
 function leaks(text: string): string[] {
@@ -67,13 +52,8 @@ function leaks(text: string): string[] {
 }
 
 for (const c of CASES) {
-  const installed = await installedEngine({ enginesDir: ENGINES_DIR }, c.engine);
-  const skip = !sandbox.available
-    ? `bubblewrap does not work here: ${sandbox.reason}`
-    : !installed
-      ? `${c.engine} is not installed in ${ENGINES_DIR}: run \`errand engine install ${c.engine}\` with ERRAND_ENGINES_DIR=${ENGINES_DIR}`
-      : false;
-  if (skip) process.stdout.write(`# ${c.engine} secrets tests skipped: ${skip}\n`);
+  const skip = await engineSkip(c.engine, 'secrets');
+  const { model, vendorModel, env } = ENGINE_MODELS[c.engine];
 
   describe(`engine ${c.engine} with secrets`, { skip }, () => {
     const key = `sk-${c.engine}-secrets-0a1b2c3d4e5f`;
@@ -86,11 +66,11 @@ for (const c of CASES) {
     before(async () => {
       tmp = await makeTempDir(`engine-secrets-${c.engine}`);
       origin = await makeOrigin(tmp);
-      llm = await startFakeLlm({ apiKey: key, models: [c.vendorModel] });
+      llm = await startFakeLlm({ apiKey: key, models: [vendorModel] });
       svc = await startTestService({
         env: {
-          ...c.env(llm.url, key),
-          ERRAND_MODEL: c.model,
+          ...env(llm.url, key),
+          ERRAND_MODEL: model,
           ERRAND_ENGINES_DIR: ENGINES_DIR,
           ERRAND_TURN_RETRIES: '0',
           ERRAND_SECRET_KEY: 'test-secret-key-for-engine-secrets',
@@ -100,7 +80,7 @@ for (const c of CASES) {
         body: {
           name: c.engine,
           repository: origin.url,
-          model: c.model,
+          model,
           engine: c.engine,
           // OpenCode does not start with less.
           commandMemoryMb: 2048,

@@ -448,6 +448,58 @@ describe('fake LLM: the OpenAI Responses API', () => {
     fake.assertDone();
   });
 
+  it('answers a client-run tool search, then a call of a function of the namespace it found', async () => {
+    const search = { type: 'tool_search', execution: 'client', parameters: { type: 'object' } };
+    fake.script(
+      toolCalls([{ id: 'call_s', name: 'tool_search', input: { query: 'inspect' } }]),
+      toolCalls([{ id: 'call_f', namespace: 'mcp__probe', name: 'inspect', input: {} }]),
+      toolCalls([{ namespace: 'mcp__other', name: 'inspect', input: {} }]),
+    );
+    const first = await post('/v1/responses', responsesBody({ tools: [search] }), {
+      authorization: `Bearer ${KEY}`,
+    });
+    const [searchCall] = ((await first.json()) as { output: Record<string, unknown>[] }).output;
+    assert.deepEqual(searchCall, {
+      type: 'tool_search_call',
+      id: searchCall?.id,
+      execution: 'client',
+      call_id: 'call_s',
+      status: 'completed',
+      arguments: { query: 'inspect' },
+    });
+    const found = {
+      type: 'tool_search_output',
+      call_id: 'call_s',
+      execution: 'client',
+      status: 'completed',
+      tools: [
+        {
+          type: 'namespace',
+          name: 'mcp__probe',
+          tools: [{ type: 'function', name: 'inspect', parameters: { type: 'object' } }],
+        },
+      ],
+    };
+    const input = [{ role: 'user', content: 'hi' }, searchCall, found];
+    const second = await post('/v1/responses', responsesBody({ tools: [search], input }), {
+      authorization: `Bearer ${KEY}`,
+    });
+    const [call] = ((await second.json()) as { output: Record<string, unknown>[] }).output;
+    assert.equal(call?.type, 'function_call');
+    assert.equal(call?.namespace, 'mcp__probe');
+    assert.equal(call?.name, 'inspect');
+    // A namespace no tool search found is not offered.
+    const third = await post('/v1/responses', responsesBody({ tools: [search], input }), {
+      authorization: `Bearer ${KEY}`,
+    });
+    assert.equal(third.status, 500);
+    assert.match(
+      fake.unexpected.join(),
+      /scripted a call of inspect, which the request does not offer/,
+    );
+    fake.reset();
+  });
+
   it('refuses a call of a tool the request does not offer, and an output for an unknown call', async () => {
     fake.script(toolCalls([{ name: 'shell', input: { cmd: 'ls' } }]));
     const a = await post('/v1/responses', responsesBody({ stream: true }), {

@@ -17,7 +17,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 
 export type Protocol = 'openai' | 'anthropic' | 'responses';
 
-export type FakeToolCall = { id?: string; name: string; input: unknown };
+/**
+ * A tool call. Responses only: `namespace` names the namespace of a function (Codex offers an
+ * MCP server's tools as one, once its tool search found them), and a call of `tool_search`,
+ * where the request offers client-run tool search, is a `tool_search_call` with `input` as its
+ * arguments.
+ */
+export type FakeToolCall = { id?: string; name: string; input: unknown; namespace?: string };
 
 /** A successful model answer: text and/or tool calls. */
 export type ReplyItem = {
@@ -295,7 +301,7 @@ export async function startFakeLlm(options: FakeLlmOptions): Promise<FakeLlm> {
     if (answer.type === 'error') return sendError(res, record, protocol, answer);
     if (protocol === 'responses') {
       const undeclared = (answer.toolCalls ?? []).find(
-        (c) => responsesToolKind(record.body, c.name) === undefined,
+        (c) => responsesToolKind(record.body, c.name, c.namespace) === undefined,
       );
       if (undeclared)
         return refuse(
@@ -611,9 +617,13 @@ function checkResponsesInput(body: Record<string, unknown>): string | undefined 
   for (const [i, item] of body.input.entries()) {
     if (!isRecord(item)) return `input ${i} is not an object`;
     const type = item.type ?? 'message';
-    if (type === 'function_call' || type === 'custom_tool_call') {
+    if (type === 'function_call' || type === 'custom_tool_call' || type === 'tool_search_call') {
       open.add(String(item.call_id));
-    } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
+    } else if (
+      type === 'function_call_output' ||
+      type === 'custom_tool_call_output' ||
+      type === 'tool_search_output'
+    ) {
       if (!open.delete(String(item.call_id))) {
         return `input ${i}: ${String(type)} for unknown call_id ${String(item.call_id)}`;
       }
@@ -628,8 +638,29 @@ function checkResponsesInput(body: Record<string, unknown>): string | undefined 
 }
 
 /** How the request declares a tool: a JSON `function`, a freeform `custom` one, or not at all. */
-function responsesToolKind(body: unknown, name: string): 'function' | 'custom' | undefined {
+function responsesToolKind(
+  body: unknown,
+  name: string,
+  namespace?: string,
+): 'function' | 'custom' | 'tool_search' | undefined {
   const tools = isRecord(body) && Array.isArray(body.tools) ? body.tools.filter(isRecord) : [];
+  if (namespace !== undefined) {
+    // A namespace offered, or found by an earlier tool search of the conversation.
+    const searched =
+      isRecord(body) && Array.isArray(body.input)
+        ? body.input.flatMap((item) =>
+            isRecord(item) && item.type === 'tool_search_output' && Array.isArray(item.tools)
+              ? item.tools.filter(isRecord)
+              : [],
+          )
+        : [];
+    const space = [...tools, ...searched].find(
+      (t) => t.type === 'namespace' && t.name === namespace,
+    );
+    const inner = Array.isArray(space?.tools) ? space.tools.filter(isRecord) : [];
+    return inner.some((t) => t.name === name && t.type === 'function') ? 'function' : undefined;
+  }
+  if (name === 'tool_search' && tools.some((t) => t.type === 'tool_search')) return 'tool_search';
   const tool = tools.find((t) => t.name === name);
   return tool?.type === 'function' || tool?.type === 'custom' ? tool.type : undefined;
 }
@@ -751,7 +782,13 @@ function dataUrlImage(url: unknown): { mediaType: string; bytes: Buffer } | stri
 
 type ShapedReply = {
   text: string;
-  toolCalls: Array<{ id: string; name: string; arguments: string; input: unknown }>;
+  toolCalls: Array<{
+    id: string;
+    name: string;
+    arguments: string;
+    input: unknown;
+    namespace?: string;
+  }>;
   finish: 'stop' | 'tool_calls' | 'length';
   /** `input` counts every prompt token, the cached ones included. */
   usage: { input: number; output: number; cacheRead: number; cacheWrite: number };
@@ -774,6 +811,7 @@ function normalizeReply(
     name: c.name,
     arguments: JSON.stringify(c.input),
     input: c.input,
+    ...(c.namespace !== undefined ? { namespace: c.namespace } : {}),
   }));
   const output = Math.max(1, countTokens(text)) + calls.length;
   return {
@@ -995,9 +1033,21 @@ function responsesOutput(
     });
   }
   for (const c of r.toolCalls) {
+    const kind = responsesToolKind(body, c.name, c.namespace);
+    if (kind === 'tool_search') {
+      items.push({
+        type: 'tool_search_call',
+        id: nextId('tsc_'),
+        execution: 'client',
+        call_id: c.id,
+        status: 'completed',
+        arguments: c.input,
+      });
+      continue;
+    }
     // A freeform (custom) tool takes its input as the text itself, a function tool as JSON.
     items.push(
-      responsesToolKind(body, c.name) === 'custom'
+      kind === 'custom'
         ? {
             type: 'custom_tool_call',
             id: nextId('ctc_'),
@@ -1013,6 +1063,7 @@ function responsesOutput(
             call_id: c.id,
             name: c.name,
             arguments: c.arguments,
+            ...(c.namespace !== undefined ? { namespace: c.namespace } : {}),
           },
     );
   }
@@ -1094,6 +1145,11 @@ function* responsesEvents(
         yield ev('response.function_call_arguments.delta', { ...at, delta: piece }, true);
       }
       yield ev('response.function_call_arguments.done', { ...at, arguments: args });
+    } else if (item.type === 'tool_search_call') {
+      yield ev('response.output_item.added', {
+        output_index: index,
+        item: { ...item, status: 'in_progress' },
+      });
     } else {
       yield ev('response.output_item.added', {
         output_index: index,

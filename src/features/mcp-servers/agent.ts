@@ -11,8 +11,9 @@ import {
   type OpenAgentMcp,
   serverTools,
 } from '../../agent/tools/mcp.ts';
+import type { McpServerConfig } from '../../db/schema.ts';
 import { runNetwork, runSandboxed } from '../../sandbox/sandbox.ts';
-import { jobServers, openServer } from './config.ts';
+import { jobServers, openForTurn } from './config.ts';
 import { connectRemote, McpConnectError } from './remote.ts';
 import { connectStdio } from './stdio.ts';
 
@@ -90,24 +91,13 @@ export function agentMcpOpener(options: AgentMcpOptions): OpenAgentMcp {
 /** One server, connected: remote by the service, stdio in the turn's sandbox. */
 async function openOne(
   name: string,
-  config: Parameters<typeof openServer>[1],
+  config: McpServerConfig,
   input: AgentMcpInput,
   allowPrivate: boolean,
   timeoutMs: number,
 ): Promise<Opened> {
-  const stdio = 'command' in config;
-  // A stdio server's env enters the sandbox: only the secrets the project lets its commands
-  // have. A remote server's headers stay in the service: any of the project's secrets.
-  const secrets = stdio ? input.secrets.filter((s) => s.exposure === 'commands') : input.secrets;
-  const server = openServer(name, config, secrets);
-  if (!server.ok) {
-    const other = stdio && openServer(name, config, input.secrets).ok;
-    throw new McpConnectError(
-      other
-        ? `server "${name}" is not started: a stdio server runs in the sandbox, and the secrets it names are not exposed to commands`
-        : `server "${name}" is not opened: ${server.reason}`,
-    );
-  }
+  const server = openForTurn(name, config, input.secrets);
+  if (!server.ok) throw new McpConnectError(`server "${name}" is not opened: ${server.reason}`);
   if ('url' in server.config) {
     const client = await connectRemote(name, server.config, {
       allowPrivate,

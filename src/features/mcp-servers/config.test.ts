@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { secretNames } from '../../projects/mcp-servers.ts';
-import { jobServers, openServer } from './config.ts';
+import { jobServers, openForTurn, openServer } from './config.ts';
 
 const secret = (name: string, value: string) => ({ name, value, exposure: 'commands' as const });
 
@@ -39,6 +39,35 @@ describe('openServer', () => {
         ['a', { command: 'j' }],
         ['b', { command: 'p' }],
       ],
+    );
+  });
+});
+
+describe('openForTurn', () => {
+  const setupOnly = {
+    name: 'NPM_TOKEN',
+    value: 'npm-setup-only-value',
+    exposure: 'setup' as const,
+  };
+  test("a stdio server gets only the secrets exposed to commands: it shares the sandbox with the agent's commands", () => {
+    const opened = openForTurn('s', { command: 'x', env: { T: '${secret:NPM_TOKEN}' } }, [
+      setupOnly,
+    ]);
+    assert.equal(opened.ok, false);
+    assert.match(opened.ok ? '' : opened.reason, /not exposed to commands/);
+    assert.ok(!JSON.stringify(opened).includes(setupOnly.value));
+    assert.deepEqual(
+      openForTurn('s', { command: 'x', env: { T: '${secret:A}' } }, [secret('A', 'aa')]),
+      { name: 's', ok: true, config: { command: 'x', env: { T: 'aa' } } },
+    );
+  });
+
+  test('a remote server, called by the service, may name any of the secrets', () => {
+    assert.deepEqual(
+      openForTurn('r', { url: 'https://h/mcp', headers: { A: '${secret:NPM_TOKEN}' } }, [
+        setupOnly,
+      ]),
+      { name: 'r', ok: true, config: { url: 'https://h/mcp', headers: { A: setupOnly.value } } },
     );
   });
 });

@@ -51,3 +51,27 @@ export function openServer(
       : { url: open(config.url), ...(config.headers ? { headers: record(config.headers) } : {}) };
   return { name, ok: true, config: opened };
 }
+
+/**
+ * A server's setting opened for a turn. A stdio server runs in the job's sandbox, where the
+ * agent's commands could read its environment: it gets only the secrets the project exposes to
+ * commands. A remote server's headers stay in the service: any of the project's secrets.
+ */
+export function openForTurn(
+  name: string,
+  config: McpServerConfig,
+  secrets: readonly TurnSecret[],
+): OpenedServer {
+  if (!('command' in config)) return openServer(name, config, secrets);
+  const opened = openServer(
+    name,
+    config,
+    secrets.filter((s) => s.exposure === 'commands'),
+  );
+  if (opened.ok || !openServer(name, config, secrets).ok) return opened;
+  return {
+    name,
+    ok: false,
+    reason: 'it runs in the sandbox, and a secret it names is not exposed to commands',
+  };
+}
