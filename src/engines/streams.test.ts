@@ -236,11 +236,11 @@ describe('engine command lines: output schema (docs/structured-output.md)', () =
       { ...closed, properties: { a: { type: 'object', properties: {} } } },
     ])
       assert.equal(codex.nativeOutput(refused), false, JSON.stringify(refused));
-    const { argv, files } = codex.invocation({ ...setup, outputSchema: closed });
+    const { argv, sandboxFiles } = codex.invocation({ ...setup, outputSchema: closed });
     const file = argv[argv.indexOf('--output-schema') + 1] ?? '';
     assert.match(file, /^\/tmp\//);
-    assert.deepEqual(files, { [file]: JSON.stringify(closed) });
-    assert.equal(codex.invocation(setup).files, undefined);
+    assert.deepEqual(sandboxFiles, { [file]: JSON.stringify(closed) });
+    assert.equal(codex.invocation(setup).sandboxFiles, undefined);
   });
   it('opencode has no flag: the prompt asks for the JSON', () => {
     assert.equal(opencode.nativeOutput(closed), false);

@@ -41,4 +41,36 @@ describe('checkImages', () => {
         refused(new RegExp(`the ${engine} engine of project prj_1 is not given images`)),
       );
   });
+
+  test("refused before the turn: an image over the vendor's own limit (Anthropic's 5 MB of base64)", () => {
+    const sized = (bytes: number): NewAttachment => ({ ...IMAGE, data: Buffer.alloc(bytes) });
+    const fits = (5 * 1024 * 1024 * 3) / 4;
+    checkImages({ models }, project('errand'), 'anthropic:claude-sonnet-4-5', [sized(fits)]);
+    assert.throws(
+      () =>
+        checkImages({ models }, project('errand'), 'anthropic:claude-sonnet-4-5', [
+          IMAGE,
+          sized(fits + 1),
+        ]),
+      (err: unknown) =>
+        err instanceof AppError &&
+        err.status === 400 &&
+        /"attachments\[1\]": 3932161 bytes; anthropic:claude-sonnet-4-5's vendor takes an image of at most 5242880 bytes as base64/.test(
+          err.message,
+        ),
+    );
+    // Five that fit one by one but not in one request together.
+    assert.throws(
+      () =>
+        checkImages(
+          { models },
+          project('errand'),
+          'anthropic:claude-sonnet-4-5',
+          Array.from({ length: 5 }, () => sized(fits)),
+        ),
+      /takes a request of at most 33554432 bytes/,
+    );
+    // OpenAI takes an image of up to 20 MB: Errand's own 5 MB bound is the one that holds.
+    checkImages({ models }, project('errand'), 'openai:gpt-4.1', [sized(5 * 1024 * 1024)]);
+  });
 });

@@ -99,7 +99,39 @@ export function checkImages(
       'bad_request',
       `"attachments": model '${model}' does not take images; use one that does (e.g. anthropic:claude-sonnet-4-5 or openai:gpt-4.1), or, for a model the server does not know, set "images": true in its ERRAND_MODEL_CATALOG entry`,
     );
+  const limits = VENDOR_LIMITS[model.slice(0, model.indexOf(':'))];
+  if (!limits) return;
+  // The vendor counts the base64 it is sent: refused here, not by the vendor once the turn runs.
+  const encoded = attachments.map((image) => Math.ceil(image.data.length / 3) * 4);
+  const large = encoded.findIndex((chars) => chars > limits.imageBase64);
+  if (large >= 0)
+    throw new AppError(
+      'bad_request',
+      `"attachments[${large}]": ${attachments[large]?.data.length} bytes; ${model}'s vendor takes an image of at most ${limits.imageBase64} bytes as base64 (about ${Math.floor((limits.imageBase64 * 3) / 4 / 1024)} KB decoded): send it smaller`,
+    );
+  const total = encoded.reduce((sum, chars) => sum + chars, 0);
+  if (total > limits.imagesBase64)
+    throw new AppError(
+      'bad_request',
+      `"attachments": ${attachments.length} images of ${total} bytes as base64 in all; ${model}'s vendor takes a request of at most ${limits.requestBytes} bytes: send fewer or smaller images`,
+    );
 }
+
+/**
+ * What a vendor takes of a request's images, counted on their base64, where it is below what
+ * Errand accepts (MAX_ATTACHMENT_BYTES decoded each): Anthropic's Messages API takes an image of
+ * 5 MB of base64 and a request of 32 MB, of which the images may use all but the conversation's
+ * share (a quarter, kept for it here).
+ */
+const VENDOR_LIMITS: Readonly<
+  Record<string, { imageBase64: number; imagesBase64: number; requestBytes: number }>
+> = {
+  anthropic: {
+    imageBase64: 5 * 1024 * 1024,
+    imagesBase64: 24 * 1024 * 1024,
+    requestBytes: 32 * 1024 * 1024,
+  },
+};
 
 /** What a page shows of one image of a job: which turn, its place, type and size. */
 export interface AttachmentSummary {
