@@ -41,6 +41,8 @@ import {
 
 const REMOTE_TOKEN = `mcp_${randomBytes(16).toString('hex')}`;
 const STDIO_TOKEN = `stdio_${randomBytes(16).toString('hex')}`;
+/** A value only the stdio server's environment has (not a secret): finds its process. */
+const PROBE_MARKER = 'errand-mcp-probe-5e1d9c';
 
 interface EngineCase {
   engine: InstallableEngine;
@@ -167,10 +169,10 @@ async function assertTokenNowhereInside(checkout: string, configFile: string): P
     for (const what of ['environ', 'cmdline']) {
       const text = await readFile(`/proc/${pid}/${what}`, 'utf8').catch(() => '');
       assert.deepEqual(tokenLeaks(text), [], `the token is in the ${what} of process ${pid}`);
-      if (what === 'environ' && text.includes(STDIO_TOKEN)) serverSeen = true;
+      if (what === 'environ' && text.includes(PROBE_MARKER)) serverSeen = true;
     }
   }
-  assert.ok(serverSeen, "no sandboxed process has the stdio server's secret: it did not run");
+  assert.ok(serverSeen, "no sandboxed process has the stdio server's environment: it did not run");
   let configSeen = false;
   for await (const file of sandboxFiles(pids)) {
     assert.deepEqual(
@@ -224,14 +226,15 @@ for (const c of CASES) {
       });
       assert.equal(created.status, 201, created.text);
       projectId = created.json.id as string;
-      // Of exposure "setup": never in the engine's environment, so only the MCP setting
-      // can bring either value anywhere.
-      for (const [name, value] of [
-        ['REMOTE_TOKEN', REMOTE_TOKEN],
-        ['STDIO_TOKEN', STDIO_TOKEN],
+      // The remote's token of exposure "setup": never in the sandbox, so only the service's
+      // bridge can use it. A stdio server runs beside the engine's commands: it may name only a
+      // secret they have too (exposure "commands").
+      for (const [name, value, exposure] of [
+        ['REMOTE_TOKEN', REMOTE_TOKEN, 'setup'],
+        ['STDIO_TOKEN', STDIO_TOKEN, 'commands'],
       ] as const) {
         const res = await svc.request('PUT', `/v2/admin/projects/${projectId}/secrets/${name}`, {
-          body: { value, exposure: 'setup' },
+          body: { value, exposure },
         });
         assert.equal(res.status, 201, res.text);
       }
@@ -247,7 +250,7 @@ for (const c of CASES) {
                 STDIO_SERVER,
                 path.join(svc.service.ctx.config.dataDir, 'workspaces', 'engine-state'),
               ],
-              env: { STDIO_TOKEN: '${secret:STDIO_TOKEN}' },
+              env: { STDIO_TOKEN: '${secret:STDIO_TOKEN}', PROBE_MARKER },
             },
             docs: { url: remote.url, headers: { Authorization: 'Bearer ${secret:REMOTE_TOKEN}' } },
             wiki: { url: remote.url, headers: { Authorization: 'Bearer ${secret:WIKI_TOKEN}' } },
