@@ -39,13 +39,39 @@ try {
   const billing = await svc.createProject({ name: 'billing service' });
   await svc.request('POST', '/v2/admin/keys', { body: { projectId: project.id, name: 'backend' } });
   let jobId = '';
-  for (const prompt of [
-    'Fix the typo in README.md',
-    'Add a dark mode toggle to the settings page and remember the choice per user',
-  ]) {
-    const made = await svc.request('POST', `/v2/agent/${project.id}/job`, { body: { prompt } });
+  // A 2×2 PNG, as a screenshot would come with the prompt (docs/images.md).
+  const screenshot = Buffer.from(
+    'iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGOQszkBRAwQCgAdHgSJ5Ed7/AAAAABJRU5ErkJggg==',
+    'base64',
+  ).toString('base64');
+  for (const [prompt, attachments] of [
+    ['Fix the typo in README.md', undefined],
+    [
+      'Add a dark mode toggle to the settings page and remember the choice per user',
+      [{ data: screenshot }],
+    ],
+  ] as const) {
+    const made = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+      body: { prompt, ...(attachments ? { attachments } : {}) },
+    });
     jobId = String(made.json.id);
   }
+  // The team's tools (docs/mcp-servers.md): the settings page lists them, values hidden.
+  await svc.request('PATCH', `/v2/admin/projects/${project.id}`, {
+    body: {
+      mcpServers: {
+        docs: {
+          command: 'node',
+          args: ['tools/docs-mcp.js'],
+          env: { DOCS_TOKEN: '${secret:LICENSE_KEY}' },
+        },
+        tracker: {
+          url: 'http://127.0.0.1:8931/mcp',
+          headers: { Authorization: 'Bearer ${secret:NPM_TOKEN}' },
+        },
+      },
+    },
+  });
   const { ctx } = svc.service;
   const head = '4f1c2a9e0b7d35c6a8e1f0d2b3c4a5e6f7a8b9c0';
   // A transition's event, written as the lifecycle writes it.
