@@ -89,6 +89,7 @@ const TABLE: Record<string, Access> = {
   'GET /projects/:id/jobs/:jobId/archive': 'member',
   'POST /projects/:id/jobs/:jobId/archive': 'member',
   'GET /projects/:id/jobs/:jobId/events': 'viewer',
+  'GET /projects/:id/jobs/:jobId/turns/:seq/images/:n': 'viewer',
   'GET /projects/:id/keys': 'maintainer',
   'POST /projects/:id/keys': 'maintainer',
   'POST /projects/:id/environments/rebuild': 'maintainer',
