@@ -3,7 +3,7 @@
 // (decoding, fetching, checking their bytes) is src/features/attachments/', reached through the
 // context's AttachmentReader so that the routes below the features can use it.
 import { z } from 'zod';
-import type { AttachmentMediaType, ProjectRow } from '../db/schema.ts';
+import type { AttachmentMediaType } from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import type { NewAttachment } from './accept.ts';
 import type { JobsContext } from './context.ts';
@@ -79,21 +79,15 @@ export interface AttachmentReader {
 }
 
 /**
- * Refuses images for a model that does not take them, and for an engine other than Errand's own
- * agent (the coding CLIs are not given images yet).
+ * Refuses images for a model that does not take them (Errand's own agent and the coding CLIs
+ * alike: each gives them to the job's model, docs/images.md), and past what its vendor takes.
  */
 export function checkImages(
   ctx: Pick<JobsContext, 'models'>,
-  project: ProjectRow,
   model: string,
   attachments: readonly NewAttachment[] | undefined,
 ): void {
   if (!attachments || attachments.length === 0) return;
-  if (project.engine !== 'errand')
-    throw new AppError(
-      'bad_request',
-      `"attachments": the ${project.engine} engine of project ${project.id} is not given images; send the job without them, or use the errand engine`,
-    );
   if (!ctx.models.info(model).images)
     throw new AppError(
       'bad_request',
