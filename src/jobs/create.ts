@@ -107,7 +107,7 @@ export async function createJob(
   const model = asked ?? project.model ?? ctx.models.defaultId;
   checkMode(project, mode);
   checkModel(ctx, project, model);
-  checkImages(ctx, model, attachments);
+  checkImages(ctx, project, model, attachments);
   if (mcpServers) await checkMcpTargets(mcpServers, ctx.config.webhooks.allowPrivate);
   const row: NewJobRow = {
     id: newId('job'),

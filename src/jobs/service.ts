@@ -104,7 +104,7 @@ export async function sendMessage(
       throw new AppError('conflict', `job ${jobId} is archived and accepts no more messages`);
     }
     checkModel(ctx, project, current.model);
-    checkImages(ctx, current.model, attachments);
+    checkImages(ctx, project, current.model, attachments);
     refuseSpentJob(jobId, current.usage, project.job_budget_usd);
     await refuseSpentMonths(trx, [
       { projectId: project.id, monthlyBudgetUsd: project.monthly_budget_usd },
