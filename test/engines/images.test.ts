@@ -14,10 +14,10 @@ import { crc32, deflateSync } from 'node:zlib';
 import type { InstallableEngine } from '../../src/engines/catalog.ts';
 import { IMAGES_DIR } from '../../src/engines/engine.ts';
 import { type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
-import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { makeTempDir, removeDir } from '../support/git.ts';
 import { untilStatus } from '../support/jobs.ts';
-import { startTestService, type TestService, waitFor } from '../support/service.ts';
-import { ENGINE_MODELS, ENGINES_DIR, engineSkip } from './inside.ts';
+import { type TestService, waitFor } from '../support/service.ts';
+import { ENGINE_MODELS, engineSkip, startEngineProject } from './inside.ts';
 
 /** A real one-pixel PNG (an engine may decode it). */
 const PNG = Buffer.from(
@@ -31,33 +31,19 @@ const ENGINES: InstallableEngine[] = ['claude-code', 'codex', 'opencode'];
 
 for (const engine of ENGINES) {
   const skip = await engineSkip(engine, 'image');
-  const { model, vendorModel, env } = ENGINE_MODELS[engine];
+  const { vendorModel } = ENGINE_MODELS[engine];
 
   describe(`engine ${engine} with images`, { skip }, () => {
     const key = `sk-${engine}-images-0a1b2c3d4e5f`;
     let tmp: string;
-    let origin: Origin;
     let llm: FakeLlm;
     let svc: TestService;
     let projectId: string;
 
     before(async () => {
       tmp = await makeTempDir(`engine-images-${engine}`);
-      origin = await makeOrigin(tmp);
       llm = await startFakeLlm({ apiKey: key, models: [vendorModel] });
-      svc = await startTestService({
-        env: {
-          ...env(llm.url, key),
-          ERRAND_MODEL: model,
-          ERRAND_ENGINES_DIR: ENGINES_DIR,
-          ERRAND_TURN_RETRIES: '0',
-        },
-      });
-      const created = await svc.request('POST', '/v2/admin/projects', {
-        body: { name: engine, repository: origin.url, model, engine, commandMemoryMb: 2048 },
-      });
-      assert.equal(created.status, 201, created.text);
-      projectId = created.json.id as string;
+      ({ svc, projectId } = await startEngineProject(engine, { tmp, llmUrl: llm.url, key }));
     });
     after(async () => {
       await svc?.close();
