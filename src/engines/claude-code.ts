@@ -8,6 +8,7 @@ import {
   type EngineDefinition,
   type EngineEvent,
   type EngineFile,
+  type EngineImage,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
@@ -49,6 +50,31 @@ function mcpConfig(servers: readonly EngineMcpServer[]): EngineFile {
   };
 }
 
+/**
+ * The prompt with its images as one user message of `--input-format stream-json`: the text,
+ * then each image as an Anthropic base64 `image` block, which Claude Code sends the API as is.
+ */
+function userMessage(prompt: string, images: readonly EngineImage[]): string {
+  const content = [
+    { type: 'text', text: prompt },
+    ...images.map((image) => ({
+      type: 'image',
+      source: {
+        type: 'base64',
+        media_type: image.mediaType,
+        data: Buffer.from(image.data).toString('base64'),
+      },
+    })),
+  ];
+  const line = {
+    type: 'user',
+    message: { role: 'user', content },
+    parent_tool_use_id: null,
+    session_id: '',
+  };
+  return `${JSON.stringify(line)}\n`;
+}
+
 export const claudeCode: EngineDefinition = {
   name: 'claude-code',
   // `--json-schema`: a StructuredOutput tool the model must call, checked by Claude Code, its
@@ -57,12 +83,16 @@ export const claudeCode: EngineDefinition = {
   mcpConfig: MCP_CONFIG,
   invocation(setup) {
     const mcp = setup.mcp.length > 0 ? mcpConfig(setup.mcp) : undefined;
+    // Images go with the prompt as a message of the JSON stream on standard input, never in an
+    // argument; a turn without any keeps the plain prompt.
+    const streamed = setup.images.length > 0;
     return {
       argv: [
         setup.bin,
         '-p',
         '--output-format',
         'stream-json',
+        ...(streamed ? ['--input-format', 'stream-json'] : []),
         '--verbose',
         '--model',
         setup.model.id,
@@ -81,7 +111,7 @@ export const claudeCode: EngineDefinition = {
         ...(mcp ? ['--mcp-config', `${setup.home}/${mcp.path}`, '--strict-mcp-config'] : []),
       ],
       // With no prompt argument, print mode reads it from standard input.
-      stdin: setup.prompt,
+      stdin: streamed ? userMessage(setup.prompt, setup.images) : setup.prompt,
       ...(mcp ? { files: [mcp] } : {}),
       env: {
         ANTHROPIC_BASE_URL: setup.proxyOrigin,

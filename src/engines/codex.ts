@@ -10,6 +10,7 @@ import {
   type EngineDefinition,
   type EngineEvent,
   type EngineFile,
+  imageFiles,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
@@ -115,6 +116,8 @@ export const codex: EngineDefinition = {
   mcpConfig: MCP_CONFIG,
   invocation(setup) {
     const schema = setup.outputSchema;
+    const images = imageFiles(setup.images);
+    const files = [...(setup.mcp.length > 0 ? [mcpConfig(setup.mcp)] : []), ...images];
     return {
       argv: [
         setup.bin,
@@ -127,6 +130,9 @@ export const codex: EngineDefinition = {
         '--dangerously-bypass-approvals-and-sandbox',
         ...configuration(setup).flatMap(([key, value]) => ['-c', `${key}=${value}`]),
         ...(schema ? ['--output-schema', OUTPUT_SCHEMA_FILE] : []),
+        // Attached to the prompt (`exec` and `exec resume` alike); one word each, as `--image`
+        // takes several values.
+        ...images.map((file) => `--image=${setup.home}/${file.path}`),
         '--',
         ...(setup.resume ? [setup.resume] : []),
         // `-`: the prompt is read from standard input.
@@ -135,7 +141,7 @@ export const codex: EngineDefinition = {
       stdin: setup.prompt,
       env: { [KEY_VARIABLE]: PLACEHOLDER_KEY },
       ...(schema ? { sandboxFiles: { [OUTPUT_SCHEMA_FILE]: JSON.stringify(schema) } } : {}),
-      ...(setup.mcp.length > 0 ? { files: [mcpConfig(setup.mcp)] } : {}),
+      ...(files.length > 0 ? { files } : {}),
     };
   },
   reader: () => new CodexReader(),

@@ -1,8 +1,9 @@
 // What every engine runner has in common: how it is invoked (its command line, environment and
-// standard input, none of which holds a key; the one file written for it is its MCP
-// configuration, when the turn has MCP servers) and how its machine-readable stream becomes
+// standard input, none of which holds a key; the files written for it are its MCP
+// configuration, when the turn has MCP servers, and its images, when it has some) and how its machine-readable stream becomes
 // Errand's events. One definition per engine (claude-code.ts,
 // codex.ts, opencode.ts); run.ts runs a definition in the sandbox.
+import type { AttachmentMediaType } from '../db/schema.ts';
 import type { Emitted } from '../events/catalog.ts';
 import { isRecord } from '../json.ts';
 import { oneLine } from '../text.ts';
@@ -35,13 +36,48 @@ interface EngineSetup {
   home: string;
   /** The turn's MCP servers (mcp.ts): none, unless the project or the job names some. */
   mcp: readonly EngineMcpServer[];
+  /** The turn's images, in order (docs/images.md): none, unless the turn was given some. */
+  images: readonly EngineImage[];
+  /**
+   * Whether the model takes images (docs/images.md), for an engine that must be told (OpenCode,
+   * which otherwise replaces an image, the turn's or an earlier one's, by a note).
+   */
+  takesImages?: boolean | undefined;
+}
+
+/** An image given with the turn's prompt. */
+export interface EngineImage {
+  mediaType: AttachmentMediaType;
+  data: Uint8Array;
+}
+
+/** Where an engine that reads its images from files finds them, in HOME. */
+export const IMAGES_DIR = '.errand/images';
+
+const EXTENSIONS: Readonly<Record<AttachmentMediaType, string>> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/gif': 'gif',
+};
+
+/**
+ * The turn's images as files in HOME (written by the service, never through a link, removed
+ * after the run), named by their place and type: a CLI that attaches a file by its path reads
+ * its type from the name.
+ */
+export function imageFiles(images: readonly EngineImage[]): EngineFile[] {
+  return images.map((image, i) => ({
+    path: `${IMAGES_DIR}/${i + 1}.${EXTENSIONS[image.mediaType]}`,
+    content: image.data,
+  }));
 }
 
 /** A file of the engine's configuration, written in its HOME for the turn and removed after. */
 export interface EngineFile {
   /** Relative to HOME, e.g. `.codex/config.toml`. */
   path: string;
-  content: string;
+  content: string | Uint8Array;
 }
 
 /**

@@ -9,6 +9,7 @@ import {
   type EngineDefinition,
   type EngineEvent,
   type EngineFile,
+  imageFiles,
   PLACEHOLDER_KEY,
   type StreamReader,
   str,
@@ -134,11 +135,21 @@ export const opencode: EngineDefinition = {
           npm: PROVIDER_PACKAGES[setup.model.provider],
           name: 'Errand model proxy',
           options: { baseURL: `${setup.proxyOrigin}/v1`, apiKey: PLACEHOLDER_KEY },
-          models: { [setup.model.id]: { name: setup.model.id } },
+          models: {
+            [setup.model.id]: {
+              name: setup.model.id,
+              // What it may be sent; without `image`, an image part becomes an error note.
+              ...(setup.takesImages || setup.images.length > 0
+                ? { modalities: { input: ['text', 'image'], output: ['text'] } }
+                : {}),
+            },
+          },
         },
       },
     };
     const mcp = setup.mcp.length > 0 ? mcpConfig(setup.mcp) : undefined;
+    const images = imageFiles(setup.images);
+    const files = [...(mcp ? [mcp] : []), ...images];
     return {
       argv: [
         setup.bin,
@@ -150,10 +161,12 @@ export const opencode: EngineDefinition = {
         // One word, so that a title starting with `-` is not read as an option.
         `--title=${setup.title}`,
         ...(setup.resume ? ['--session', setup.resume] : []),
+        // Attached to the message; one word each, as `--file` takes several values.
+        ...images.map((file) => `--file=${setup.home}/${file.path}`),
       ],
       // With no message argument, the message is standard input, unchanged.
       stdin: setup.prompt,
-      ...(mcp ? { files: [mcp] } : {}),
+      ...(files.length > 0 ? { files } : {}),
       env: {
         // Read before OPENCODE_CONFIG_CONTENT, which adds no `mcp` of its own.
         ...(mcp ? { OPENCODE_CONFIG: `${setup.home}/${mcp.path}` } : {}),

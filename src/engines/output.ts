@@ -44,6 +44,8 @@ export async function runEngineTurnWithOutput(
   const again = await runEngineTurn({
     ...input,
     prompt: retryPrompt(checked.problems),
+    // The session has them already.
+    images: undefined,
     budget: plus(input.budget, spent),
     monthBudget: plus(input.monthBudget, spent),
   });

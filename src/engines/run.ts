@@ -30,7 +30,13 @@ import { oneLine } from '../text.ts';
 import type { InstallableEngine, InstalledEngine } from './catalog.ts';
 import { claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import type { EngineDefinition, EngineFile, StreamReader } from './engine.ts';
+import {
+  type EngineDefinition,
+  type EngineFile,
+  type EngineImage,
+  IMAGES_DIR,
+  type StreamReader,
+} from './engine.ts';
 import { type EngineMcp, engineServers } from './mcp.ts';
 import { type TurnBudget, TurnMeter } from './meter.ts';
 import { opencode } from './opencode.ts';
@@ -138,6 +144,10 @@ export interface EngineTurnInput {
   outputSchema?: Record<string, unknown> | undefined;
   /** The turn's MCP servers, opened (features/mcp-servers): written into the engine's configuration. */
   mcp?: EngineMcp | undefined;
+  /** The turn's images (docs/images.md), given with the prompt the way the engine takes them. */
+  images?: readonly EngineImage[] | undefined;
+  /** Whether the job's model takes images (the model registry's rule): for an engine that asks. */
+  takesImages?: boolean | undefined;
 }
 
 export interface EngineTurnResult {
@@ -196,8 +206,9 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
   const bridge = input.mcp?.bridgeSocket;
   let result: SandboxResult;
   try {
-    // A configuration a crashed run left is not read: only this turn's servers are there.
-    await removeEngineFiles(home, [definition.mcpConfig]);
+    // A configuration a crashed run left is not read: only this turn's servers are there; nor
+    // are its images.
+    await removeEngineFiles(home, [definition.mcpConfig, IMAGES_DIR]);
     await writeEngineFiles(home, files);
     result = await runSandboxed({
       checkout: input.checkout,
@@ -220,11 +231,9 @@ export async function runEngineTurn(input: EngineTurnInput): Promise<EngineTurnR
     });
   } finally {
     await proxy.close();
-    // Its MCP configuration may hold secrets: not left in the state between turns.
-    await removeEngineFiles(
-      home,
-      files.map((f) => f.path),
-    );
+    // Its MCP configuration may hold secrets, and its images are a turn's: neither is left in
+    // the state between turns.
+    await removeEngineFiles(home, [...files.map((f) => f.path), IMAGES_DIR]);
   }
   await egress.settled();
   await events.drained();
@@ -267,6 +276,8 @@ async function prepare(
     ...(native ? { outputSchema: schema } : {}),
     home: SANDBOX_HOME,
     mcp: engineServers(input.mcp, `http://127.0.0.1:${MCP_BRIDGE_PORT}`),
+    images: input.images ?? [],
+    takesImages: input.takesImages === true,
   });
   return { home, resume, invocation };
 }

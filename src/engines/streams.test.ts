@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CLAUDE_CODE_REMOVED_TOOLS, CLAUDE_CODE_WRITING_TOOLS, claudeCode } from './claude-code.ts';
 import { codex } from './codex.ts';
-import type { EngineDefinition, EngineEvent } from './engine.ts';
+import type { EngineDefinition, EngineEvent, EngineFile } from './engine.ts';
 import { OPENCODE_PERMISSIONS, OPENCODE_READ_ONLY, opencode } from './opencode.ts';
 
 const setup = {
@@ -17,7 +17,15 @@ const setup = {
   title: 'help me',
   home: '/tmp/home',
   mcp: [],
+  images: [],
 };
+
+/** A configuration file's text (a binary file, an image, fails the test). */
+function text(file: EngineFile | undefined): string {
+  const content = file?.content;
+  if (typeof content !== 'string') assert.fail(`${file?.path} is not a text file`);
+  return content;
+}
 
 function readAll(definition: EngineDefinition, lines: unknown[]) {
   const reader = definition.reader();
@@ -62,12 +70,98 @@ describe('engine command lines', () => {
       const [file] = files;
       assert.equal(file?.path, definition.mcpConfig);
       assert.ok(file && !file.path.startsWith('/') && !file.path.includes('..'));
-      assert.match(file.content, /probe-secret-value/);
-      assert.match(file.content, /http:\/\/127\.0\.0\.1:8788\/mcp\/docs/);
+      assert.match(text(file), /probe-secret-value/);
+      assert.match(text(file), /http:\/\/127\.0\.0\.1:8788\/mcp\/docs/);
       assert.ok(!JSON.stringify(argv).includes('probe-secret-value'));
       assert.ok(!JSON.stringify(env).includes('probe-secret-value'));
     });
   }
+
+  /** Two images: their bytes must be in no argument and no variable. */
+  const images = [
+    { mediaType: 'image/png' as const, data: Buffer.from('89504e470d0a1a0a0001', 'hex') },
+    { mediaType: 'image/jpeg' as const, data: Buffer.from('ffd8ffe0000102', 'hex') },
+  ];
+  const inNoArgument = (argv: string[], env: Record<string, string>) => {
+    const all = JSON.stringify(argv) + JSON.stringify(env);
+    for (const image of images) assert.ok(!all.includes(image.data.toString('base64')));
+  };
+
+  it('claude code: images in a stream-json user message on standard input, after the prompt', () => {
+    const { argv, env, stdin, files } = claudeCode.invocation({ ...setup, images });
+    inNoArgument(argv, env);
+    assert.equal(files, undefined);
+    assert.deepEqual(
+      argv.slice(argv.indexOf('--input-format'), argv.indexOf('--input-format') + 2),
+      ['--input-format', 'stream-json'],
+    );
+    assert.ok(stdin.endsWith('\n'));
+    assert.deepEqual(JSON.parse(stdin), {
+      type: 'user',
+      message: {
+        role: 'user',
+        content: [
+          { type: 'text', text: setup.prompt },
+          ...images.map((image) => ({
+            type: 'image',
+            source: {
+              type: 'base64',
+              media_type: image.mediaType,
+              data: image.data.toString('base64'),
+            },
+          })),
+        ],
+      },
+      parent_tool_use_id: null,
+      session_id: '',
+    });
+    // Without images, the plain prompt as before.
+    assert.ok(!claudeCode.invocation(setup).argv.includes('--input-format'));
+  });
+
+  for (const [definition, option] of [
+    [codex, '--image'],
+    [opencode, '--file'],
+  ] as const) {
+    it(`${definition.name}: images as files in its HOME, each named by ${option}, never in an argument`, () => {
+      const { argv, env, stdin, files = [] } = definition.invocation({ ...setup, images });
+      inNoArgument(argv, env);
+      assert.equal(stdin, setup.prompt);
+      assert.deepEqual(
+        files.map((file) => [file.path, file.content]),
+        [
+          ['.errand/images/1.png', images[0]?.data],
+          ['.errand/images/2.jpg', images[1]?.data],
+        ],
+      );
+      assert.deepEqual(
+        argv.filter((word) => word.startsWith(`${option}=`)),
+        [`${option}=/tmp/home/.errand/images/1.png`, `${option}=/tmp/home/.errand/images/2.jpg`],
+      );
+      // On a follow-up too, and as options: before a `--` that ends them (Codex's).
+      const resumed = definition.invocation({ ...setup, images, resume: 'session-1' }).argv;
+      const at = resumed.indexOf(`${option}=/tmp/home/.errand/images/1.png`);
+      const end = resumed.indexOf('--');
+      assert.ok(at > 0 && (end < 0 || at < end), resumed.join(' '));
+      assert.ok(!definition.invocation(setup).argv.some((word) => word.startsWith(option)));
+    });
+  }
+
+  it('opencode: the model declared to take images when it does, so that none becomes a note', () => {
+    const modalities = (takesImages: boolean, withImages: boolean) => {
+      const { env } = opencode.invocation({
+        ...setup,
+        takesImages,
+        images: withImages ? images : [],
+      });
+      const config = JSON.parse(env.OPENCODE_CONFIG_CONTENT ?? '{}');
+      return config.provider.errand.models[setup.model.id].modalities;
+    };
+    const both = { input: ['text', 'image'], output: ['text'] };
+    assert.deepEqual(modalities(true, false), both);
+    assert.deepEqual(modalities(false, true), both);
+    assert.equal(modalities(false, false), undefined);
+  });
 
   it('claude code: its MCP configuration named, and no other read', () => {
     const { argv, env, files = [] } = claudeCode.invocation({ ...setup, mcp });
@@ -75,7 +169,7 @@ describe('engine command lines', () => {
     assert.equal(argv[at + 1], '/tmp/home/.errand/mcp.json');
     assert.ok(argv.includes('--strict-mcp-config'));
     assert.equal(env.ENABLE_TOOL_SEARCH, 'false');
-    assert.deepEqual(JSON.parse(files[0]?.content ?? ''), {
+    assert.deepEqual(JSON.parse(text(files[0])), {
       mcpServers: {
         probe: {
           type: 'stdio',
@@ -93,7 +187,7 @@ describe('engine command lines', () => {
     const { files = [] } = codex.invocation({ ...setup, mcp });
     assert.equal(files[0]?.path, '.codex/config.toml');
     assert.equal(
-      files[0]?.content,
+      text(files[0]),
       [
         '[mcp_servers."probe"]',
         'command = "/usr/bin/node"',
@@ -115,7 +209,7 @@ describe('engine command lines', () => {
   it('opencode: its MCP servers in a file OPENCODE_CONFIG names, OAuth detection off', () => {
     const { env, files = [] } = opencode.invocation({ ...setup, mcp });
     assert.equal(env.OPENCODE_CONFIG, `/tmp/home/${files[0]?.path}`);
-    assert.deepEqual(JSON.parse(files[0]?.content ?? '').mcp, {
+    assert.deepEqual(JSON.parse(text(files[0])).mcp, {
       probe: {
         type: 'local',
         command: ['/usr/bin/node', 'server.js', '--quote="x"'],

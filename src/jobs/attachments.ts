@@ -79,8 +79,9 @@ export interface AttachmentReader {
 }
 
 /**
- * Refuses images for a model that does not take them, and for an engine other than Errand's own
- * agent (the coding CLIs are not given images yet).
+ * Refuses images for a model that does not take them (Errand's own agent and the coding CLIs
+ * alike: each gives them to the job's model, docs/images.md), and past what its vendor takes,
+ * or, for an engine, what the model proxy forwards.
  */
 export function checkImages(
   ctx: Pick<JobsContext, 'models'>,
@@ -89,33 +90,42 @@ export function checkImages(
   attachments: readonly NewAttachment[] | undefined,
 ): void {
   if (!attachments || attachments.length === 0) return;
-  if (project.engine !== 'errand')
-    throw new AppError(
-      'bad_request',
-      `"attachments": the ${project.engine} engine of project ${project.id} is not given images; send the job without them, or use the errand engine`,
-    );
   if (!ctx.models.info(model).images)
     throw new AppError(
       'bad_request',
       `"attachments": model '${model}' does not take images; use one that does (e.g. anthropic:claude-sonnet-4-5 or openai:gpt-4.1), or, for a model the server does not know, set "images": true in its ERRAND_MODEL_CATALOG entry`,
     );
-  const limits = VENDOR_LIMITS[model.slice(0, model.indexOf(':'))];
-  if (!limits) return;
   // The vendor counts the base64 it is sent: refused here, not by the vendor once the turn runs.
   const encoded = attachments.map((image) => Math.ceil(image.data.length / 3) * 4);
-  const large = encoded.findIndex((chars) => chars > limits.imageBase64);
-  if (large >= 0)
-    throw new AppError(
-      'bad_request',
-      `"attachments[${large}]": ${attachments[large]?.data.length} bytes; ${model}'s vendor takes an image of at most ${limits.imageBase64} bytes as base64 (about ${Math.floor((limits.imageBase64 * 3) / 4 / 1024)} KB decoded): send it smaller`,
-    );
   const total = encoded.reduce((sum, chars) => sum + chars, 0);
-  if (total > limits.imagesBase64)
+  const limits = VENDOR_LIMITS[model.slice(0, model.indexOf(':'))];
+  if (limits) {
+    const large = encoded.findIndex((chars) => chars > limits.imageBase64);
+    if (large >= 0)
+      throw new AppError(
+        'bad_request',
+        `"attachments[${large}]": ${attachments[large]?.data.length} bytes; ${model}'s vendor takes an image of at most ${limits.imageBase64} bytes as base64 (about ${Math.floor((limits.imageBase64 * 3) / 4 / 1024)} KB decoded): send it smaller`,
+      );
+    if (total > limits.imagesBase64)
+      throw new AppError(
+        'bad_request',
+        `"attachments": ${attachments.length} images of ${total} bytes as base64 in all; ${model}'s vendor takes a request of at most ${limits.requestBytes} bytes: send fewer or smaller images`,
+      );
+  }
+  if (project.engine !== 'errand' && total > ENGINE_IMAGES_BASE64)
     throw new AppError(
       'bad_request',
-      `"attachments": ${attachments.length} images of ${total} bytes as base64 in all; ${model}'s vendor takes a request of at most ${limits.requestBytes} bytes: send fewer or smaller images`,
+      `"attachments": ${attachments.length} images of ${total} bytes as base64 in all; the ${project.engine} engine's requests to its model are at most ${ENGINE_REQUEST_BYTES} bytes: send fewer or smaller images`,
     );
 }
+
+/**
+ * An engine's request reaches the vendor through the model proxy, which reads at most 32 MB
+ * (its MAX_BODY_BYTES, Anthropic's own limit): the images may use all but the conversation's
+ * share, a quarter, as for Anthropic.
+ */
+const ENGINE_REQUEST_BYTES = 32 * 1024 * 1024;
+const ENGINE_IMAGES_BASE64 = 24 * 1024 * 1024;
 
 /**
  * What a vendor takes of a request's images, counted on their base64, where it is below what

@@ -510,6 +510,8 @@ export class TurnPipeline implements TurnRunner {
       scrub: secretScrubber(secrets),
       network: commandsNetwork(project),
       outputSchema: schema,
+      images: input.images,
+      takesImages: models.info(job.model).images,
     }).finally(() => mcp?.close());
     return {
       summary: result.summary,

@@ -2,11 +2,14 @@
 // inside a running engine's sandbox from the host: its processes
 // (bwrap in the job's checkout, and everything below it) and the files it can write (its /tmp,
 // HOME in it, and the checkout), read through the root of a process in its mount namespace.
+import assert from 'node:assert/strict';
 import { readdir, readFile, readlink } from 'node:fs/promises';
 import path from 'node:path';
 import { type InstallableEngine, installedEngine } from '../../src/engines/catalog.ts';
 import { descendants } from '../../src/sandbox/processes.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
+import { makeOrigin, type Origin } from '../support/git.ts';
+import { startTestService, type TestService } from '../support/service.ts';
 
 /** The sandbox (bwrap) running in `checkout`, and every process below it. */
 export async function sandboxProcesses(checkout: string): Promise<number[]> {
@@ -103,4 +106,42 @@ export async function engineSkip(engine: InstallableEngine, what: string): Promi
       : false;
   if (skip) process.stdout.write(`# ${engine} ${what} tests skipped: ${skip}\n`);
   return skip;
+}
+
+/**
+ * A test service whose project runs `engine` on a new origin repository in `tmp`, the engine's
+ * model the fake at `llmUrl` (which takes `key`); `env` adds to the service's settings.
+ */
+export async function startEngineProject(
+  engine: InstallableEngine,
+  {
+    tmp,
+    llmUrl,
+    key,
+    env = {},
+  }: { tmp: string; llmUrl: string; key: string; env?: Record<string, string> },
+): Promise<{ origin: Origin; svc: TestService; projectId: string }> {
+  const models = ENGINE_MODELS[engine];
+  const origin = await makeOrigin(tmp);
+  const svc = await startTestService({
+    env: {
+      ...models.env(llmUrl, key),
+      ERRAND_MODEL: models.model,
+      ERRAND_ENGINES_DIR: ENGINES_DIR,
+      ERRAND_TURN_RETRIES: '0',
+      ...env,
+    },
+  });
+  const created = await svc.request('POST', '/v2/admin/projects', {
+    body: {
+      name: engine,
+      repository: origin.url,
+      model: models.model,
+      engine,
+      // OpenCode does not start with less.
+      commandMemoryMb: 2048,
+    },
+  });
+  assert.equal(created.status, 201, created.text);
+  return { origin, svc, projectId: created.json.id as string };
 }

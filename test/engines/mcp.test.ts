@@ -27,16 +27,16 @@ import {
   toolCalls,
 } from '../support/fake-llm.ts';
 import { type FakeRemoteMcp, startFakeRemoteMcp } from '../support/fake-mcp.ts';
-import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { makeTempDir, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import type { TestService } from '../support/service.ts';
 import {
   ENGINE_MODELS,
-  ENGINES_DIR,
   engineSkip,
   filesBelow,
   sandboxFiles,
   sandboxProcesses,
+  startEngineProject,
 } from './inside.ts';
 
 const REMOTE_TOKEN = `mcp_${randomBytes(16).toString('hex')}`;
@@ -187,12 +187,11 @@ async function assertTokenNowhereInside(checkout: string, configFile: string): P
 
 for (const c of CASES) {
   const skip = await engineSkip(c.engine, 'MCP');
-  const { model, vendorModel, env } = ENGINE_MODELS[c.engine];
+  const { vendorModel } = ENGINE_MODELS[c.engine];
 
   describe(`engine ${c.engine} with MCP servers`, { skip }, () => {
     const key = `sk-${c.engine}-mcp-0a1b2c3d4e5f`;
     let tmp: string;
-    let origin: Origin;
     let llm: FakeLlm;
     let remote: FakeRemoteMcp;
     let svc: TestService;
@@ -200,32 +199,18 @@ for (const c of CASES) {
 
     before(async () => {
       tmp = await makeTempDir(`engine-mcp-${c.engine}`);
-      origin = await makeOrigin(tmp);
       llm = await startFakeLlm({ apiKey: key, models: [vendorModel] });
       remote = await startFakeRemoteMcp(REMOTE_TOKEN);
-      svc = await startTestService({
+      ({ svc, projectId } = await startEngineProject(c.engine, {
+        tmp,
+        llmUrl: llm.url,
+        key,
         env: {
-          ...env(llm.url, key),
-          ERRAND_MODEL: model,
-          ERRAND_ENGINES_DIR: ENGINES_DIR,
-          ERRAND_TURN_RETRIES: '0',
           ERRAND_SECRET_KEY: 'test-secret-key-for-engine-mcp',
           // The remote server listens on loopback.
           ERRAND_WEBHOOK_ALLOW_PRIVATE: 'true',
         },
-      });
-      const created = await svc.request('POST', '/v2/admin/projects', {
-        body: {
-          name: c.engine,
-          repository: origin.url,
-          model,
-          engine: c.engine,
-          // OpenCode does not start with less.
-          commandMemoryMb: 2048,
-        },
-      });
-      assert.equal(created.status, 201, created.text);
-      projectId = created.json.id as string;
+      }));
       // The remote's token of exposure "setup": never in the sandbox, so only the service's
       // bridge can use it. A stdio server runs beside the engine's commands: it may name only a
       // secret they have too (exposure "commands").

@@ -100,6 +100,7 @@ describe('OpenCode permissions', { skip }, () => {
       title: '',
       home: tmp,
       mcp: [],
+      images: [],
     });
     const { OPENCODE_CONFIG_CONTENT, ...defaults } = env;
     const home = await mkdtemp(path.join(tmp, 'home-'));
@@ -183,9 +184,12 @@ describe('OpenCode permissions', { skip }, () => {
       title: 'a title',
       home: tmp,
       mcp: [],
+      // Its images are attached by an option too: checked against the help like the rest.
+      images: [{ mediaType: 'image/png', data: new Uint8Array([0x89]) }],
     });
     const options = argv.filter((word) => word.startsWith('--')).map((word) => word.split('=')[0]);
     assert.ok(options.includes('--auto'), argv.join(' '));
+    assert.ok(options.includes('--file'), argv.join(' '));
     for (const option of options) {
       assert.match(
         help,

@@ -15,10 +15,10 @@ import {
   startFakeLlm,
   toolCalls,
 } from '../support/fake-llm.ts';
-import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
+import { makeTempDir, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
-import { startTestService, type TestService } from '../support/service.ts';
-import { ENGINE_MODELS, ENGINES_DIR, engineSkip } from './inside.ts';
+import type { TestService } from '../support/service.ts';
+import { ENGINE_MODELS, engineSkip, startEngineProject } from './inside.ts';
 
 const COMMAND_TOKEN = `cmd_${randomBytes(16).toString('hex')}`;
 const SETUP_ONLY = `setup_${randomBytes(16).toString('hex')}`;
@@ -53,41 +53,24 @@ function leaks(text: string): string[] {
 
 for (const c of CASES) {
   const skip = await engineSkip(c.engine, 'secrets');
-  const { model, vendorModel, env } = ENGINE_MODELS[c.engine];
+  const { vendorModel } = ENGINE_MODELS[c.engine];
 
   describe(`engine ${c.engine} with secrets`, { skip }, () => {
     const key = `sk-${c.engine}-secrets-0a1b2c3d4e5f`;
     let tmp: string;
-    let origin: Origin;
     let llm: FakeLlm;
     let svc: TestService;
     let projectId: string;
 
     before(async () => {
       tmp = await makeTempDir(`engine-secrets-${c.engine}`);
-      origin = await makeOrigin(tmp);
       llm = await startFakeLlm({ apiKey: key, models: [vendorModel] });
-      svc = await startTestService({
-        env: {
-          ...env(llm.url, key),
-          ERRAND_MODEL: model,
-          ERRAND_ENGINES_DIR: ENGINES_DIR,
-          ERRAND_TURN_RETRIES: '0',
-          ERRAND_SECRET_KEY: 'test-secret-key-for-engine-secrets',
-        },
-      });
-      const created = await svc.request('POST', '/v2/admin/projects', {
-        body: {
-          name: c.engine,
-          repository: origin.url,
-          model,
-          engine: c.engine,
-          // OpenCode does not start with less.
-          commandMemoryMb: 2048,
-        },
-      });
-      assert.equal(created.status, 201, created.text);
-      projectId = created.json.id as string;
+      ({ svc, projectId } = await startEngineProject(c.engine, {
+        tmp,
+        llmUrl: llm.url,
+        key,
+        env: { ERRAND_SECRET_KEY: 'test-secret-key-for-engine-secrets' },
+      }));
       for (const [name, value, exposure] of [
         ['COMMAND_TOKEN', COMMAND_TOKEN, 'commands'],
         ['SETUP_ONLY', SETUP_ONLY, 'setup'],

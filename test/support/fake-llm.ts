@@ -758,7 +758,12 @@ function readImages(protocol: Protocol, body: Record<string, unknown>): Recorded
           return `${where}: image detail ${String(image.detail)}`;
         found = dataUrlImage(image.url);
       } else if (protocol === 'responses' && part.type === 'input_image') {
-        if (![undefined, 'auto', 'low', 'high'].includes(part.detail as string | undefined))
+        // The Responses API takes `original` too (full resolution; Codex sends it for its models).
+        if (
+          ![undefined, 'auto', 'low', 'high', 'original'].includes(
+            part.detail as string | undefined,
+          )
+        )
           return `${where}: image detail ${String(part.detail)}`;
         found = dataUrlImage(part.image_url);
       } else if (/image/.test(String(part.type))) {
