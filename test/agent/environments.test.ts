@@ -315,7 +315,10 @@ describe('environment snapshots in turns', { skip }, () => {
     assert.ok(second.some((e) => e.type === 'setup.finished'));
     assert.ok(second.some((e) => e.type === 'environment.built'));
     assert.equal((await x.rows(projectId)).length, 1, 'the rebuild was not recorded');
-    // Dropped by a reconcile too when nobody asks for it: rows and files agree afterwards.
+    // Dropped by a reconcile too when nobody asks for it: rows and files agree afterwards. The
+    // rebuild's spare, copied in the background, is made first: a copy that lands after the
+    // reconcile is the next reconcile's to remove.
+    await x.settled();
     await h.svc.service.ctx.db
       .deleteFrom('environments')
       .where('project_id', '=', projectId)
