@@ -161,6 +161,10 @@ describe('records and their schemas', () => {
         job_budget_usd: 5,
         monthly_budget_usd: 100,
         autofix_checks: ['ci/*'],
+        mcp_servers: JSON.stringify({
+          docs: { command: 'node', args: ['docs-mcp.js'], env: { DOCS_TOKEN: 'x' } },
+          tracker: { url: 'https://mcp.example.com/mcp', headers: { Authorization: 'Bearer x' } },
+        }),
       })
       .where('id', '=', projectId)
       .execute();
