@@ -24,11 +24,11 @@ export function toBase62(value: number, width: number): string {
   return out.padStart(width, '0');
 }
 
-export type IdPrefix = 'prj' | 'key' | 'job' | 'whk' | 'msg' | 'usr' | 'tok' | 'sch';
+export type IdPrefix = 'prj' | 'key' | 'job' | 'whk' | 'msg' | 'usr' | 'tok' | 'sch' | 'evr';
 
 export const newId = (prefix: IdPrefix): string => `${prefix}_${randomBase62(20)}`;
 
-const ID_PATTERN = /^(prj|key|job|whk|msg|tok|sch)_[0-9A-Za-z]{20}$/;
+const ID_PATTERN = /^(prj|key|job|whk|msg|tok|sch|evr)_[0-9A-Za-z]{20}$/;
 export function isId(prefix: IdPrefix, value: string): boolean {
   return ID_PATTERN.test(value) && value.startsWith(`${prefix}_`);
 }

@@ -280,6 +280,23 @@ export interface paths {
                     };
                   };
             };
+            /** @description Best-of-N (docs/eval.md): the first turn runs this many attempts in parallel, each on a branch of its own; each finished attempt runs the check command, and the winner (the first to pass, then the cheapest, then the smallest diff) becomes the job's branch and pull request. The job's budget covers all of them. */
+            attempts?: {
+              /** @description How many attempts run at once, 1 to 4. */
+              count: number;
+              /** @description The agents to use, in turn: attempt i takes agents[(i - 1) mod length]; else the project's engine and the job's model for all. */
+              agents?: {
+                /**
+                 * @description The agent that makes the attempt; else the project's engine.
+                 * @enum {string}
+                 */
+                engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+                /** @description The model it runs on (provider:model); else the job's model. */
+                model?: string;
+              }[];
+            };
+            /** @description The command that judges this job's attempts instead of the project's checkCommand: run by sh in the sandbox, with the project's environment, on each attempt's finished checkout; exit 0 passes. */
+            checkCommand?: string;
           };
         };
       };
@@ -4829,6 +4846,51 @@ export interface components {
       awaitingApproval?: boolean;
       /** @description The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished. */
       output?: unknown;
+      /** @description Every attempt of the job's last best-of-N turn (create's `attempts`, docs/eval.md), the winner marked; null for a job that made none. */
+      attempts?:
+        | {
+            /** @description Its number, from 1. */
+            n: number;
+            /**
+             * @description The agent that made it.
+             * @enum {string}
+             */
+            engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
+            /** @description The model it ran on (provider:model). */
+            model: string;
+            /** @description The branch it worked on; pushed when it committed. */
+            branch: string;
+            /**
+             * @description passed or failed: what the check command said of its finished checkout; unchecked: no check command was set; no_changes: it changed nothing; error: it did not finish (see error).
+             * @enum {string}
+             */
+            outcome: 'passed' | 'failed' | 'unchecked' | 'no_changes' | 'error';
+            /** @description The check command run on its finished checkout; null when none ran. */
+            check: {
+              /** @description The check command exit code; null when it was stopped (time, memory). */
+              exitCode: number | null;
+              /** @description The last lines of the check's output, secrets removed. */
+              outputTail: string;
+              durationMs: number;
+            } | null;
+            /** @description What its model calls cost, estimated; null when the model's prices are unknown. */
+            costUsd: number | null;
+            /** @description What its commit changed against the turn start. */
+            diff: {
+              files: number;
+              /** @description Lines added plus lines removed. */
+              lines: number;
+            };
+            /** @description Its commit; null when it made none. */
+            commitSha: string | null;
+            /** @description Why it did not finish, for an error. */
+            error: string | null;
+            /** @description Whether it won (the first to pass, then the cheapest, then the smallest diff): its branch became the job's branch and pull request. */
+            winner: boolean;
+          }[]
+        | null;
+      /** @description The eval run this job is a task of (docs/eval.md); null for the project's own work. */
+      evalRunId?: string | null;
     };
     /** @description One change of state, or a refused attempt at one. */
     AuditEntry: {

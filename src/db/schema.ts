@@ -49,7 +49,7 @@ export interface ProjectsTable {
   /** The label that makes a forge issue a job. */
   forge_label: Generated<string>;
   /** The agent that runs the project's turns (src/projects/engine.ts's ENGINE_NAMES). */
-  engine: Generated<'errand' | 'claude-code' | 'codex' | 'opencode'>;
+  engine: Generated<EngineColumn>;
   /** Turns in a row that may try to fix a pull request's failing checks (migration 0029); 0: none. */
   autofix_attempts: Generated<number>;
   /** Globs of the check names the pull request watch acts on; null: every check. */
@@ -60,6 +60,8 @@ export interface ProjectsTable {
   conflict_strategy: Generated<'merge' | 'rebase'>;
   /** The MCP servers its turns get (migration 0032, docs/mcp-servers.md); null: none. */
   mcp_servers: ColumnType<McpServers | null, string | null | undefined, string | null>;
+  /** The command that judges best-of-N attempts (migration 0033, docs/eval.md); null: none. */
+  check_command: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
 }
@@ -109,6 +111,12 @@ interface JobsTable {
   output: ColumnType<unknown, string | null | undefined, string | null>;
   /** The MCP servers its create added to the project's (migration 0032); null: none. */
   mcp_servers: ColumnType<McpServers | null, string | null | undefined, string | null>;
+  /** The check command its create gave instead of the project's (migration 0033); null: none. */
+  check_command: string | null;
+  /** What its last best-of-N turn's attempts did (AttemptResult[]); null: it made none. */
+  attempts: ColumnType<AttemptResult[] | null, string | null | undefined, string | null>;
+  /** The eval run the job is a task of (src/features/eval/); null: the project's own work. */
+  eval_run_id: string | null;
   created_at: Timestamp;
   updated_at: Timestamp;
   archived_at: Timestamp | null;
@@ -123,6 +131,42 @@ export type Actor =
   | { kind: 'key'; id: string; name?: string | null | undefined }
   | { kind: 'forge'; forge: 'github' | 'gitlab' | 'gitea'; login: string }
   | { kind: 'schedule'; id: string; name?: string | null | undefined };
+
+/**
+ * The attempts a turn makes at once (turns.best_of, docs/eval.md): `count` of them, attempt i
+ * taking `agents[(i - 1) % agents.length]`; an agent's missing engine or model is the job's.
+ */
+export interface BestOf {
+  count: number;
+  agents: { engine?: EngineColumn | undefined; model?: string | undefined }[];
+}
+
+type EngineColumn = 'errand' | 'claude-code' | 'codex' | 'opencode';
+
+/**
+ * What one attempt of a best-of-N turn did (jobs.attempts): the job record's `attempts`, whose
+ * schema (src/records/attempt.ts) checks that it has this shape.
+ */
+export interface AttemptResult {
+  /** Its number, from 1. */
+  n: number;
+  engine: EngineColumn;
+  model: string;
+  /** The branch it worked on (pushed when it committed). */
+  branch: string;
+  /** passed/failed: its check's verdict; unchecked: no check command; error: it did not finish. */
+  outcome: 'passed' | 'failed' | 'unchecked' | 'no_changes' | 'error';
+  /** Its check's exit code and last lines of output; null when no check ran. */
+  check: { exitCode: number | null; outputTail: string; durationMs: number } | null;
+  costUsd: number | null;
+  /** What its commit changed against the turn's start. */
+  diff: { files: number; lines: number };
+  commitSha: string | null;
+  /** Why it did not finish, for an error. */
+  error: string | null;
+  /** Its changes became the job's branch and pull request. */
+  winner: boolean;
+}
 
 /** The forge issue a job was made from (jobs.origin). */
 export interface JobOrigin {
@@ -157,6 +201,8 @@ interface TurnsTable {
   output_schema: ColumnType<unknown, string | null | undefined, string | null>;
   /** The value it produced against output_schema, once it finished. */
   output: ColumnType<unknown, string | null | undefined, string | null>;
+  /** The attempts it was asked to make (migration 0033); null: one, the usual way. */
+  best_of: ColumnType<BestOf | null, string | null | undefined, string | null>;
   created_at: Timestamp;
   started_at: Timestamp | null;
   finished_at: Timestamp | null;
@@ -505,6 +551,38 @@ interface ScheduleFiringsTable {
   error: string | null;
 }
 
+/** An eval run (migration 0033, src/features/eval/). */
+interface EvalRunsTable {
+  id: string;
+  name: string;
+  /** The suite as accepted, its defaults filled in (src/features/eval/suite.ts). */
+  suite: Json;
+  state: Generated<'running' | 'finished' | 'cancelled'>;
+  created_by: ColumnType<Actor | null, string | null | undefined, string | null>;
+  created_at: Generated<Date>;
+  finished_at: Date | null;
+}
+
+/** One task × agent × repeat of an eval run: its job and its check's verdict. */
+interface EvalResultsTable {
+  run_id: string;
+  task: string;
+  agent: string;
+  repeat: number;
+  project_id: string;
+  job_id: string | null;
+  state: Generated<'pending' | 'running' | 'passed' | 'failed' | 'error' | 'cancelled'>;
+  check_exit: number | null;
+  tail: string | null;
+  cost_usd: number | null;
+  duration_ms: number | null;
+  steps: number | null;
+  input_tokens: ColumnType<string | null, number | null | undefined, number | null>;
+  output_tokens: ColumnType<string | null, number | null | undefined, number | null>;
+  started_at: Date | null;
+  finished_at: Date | null;
+}
+
 export interface Database {
   projects: ProjectsTable;
   api_keys: ApiKeysTable;
@@ -531,6 +609,8 @@ export interface Database {
   schedules: SchedulesTable;
   attachments: AttachmentsTable;
   schedule_firings: ScheduleFiringsTable;
+  eval_runs: EvalRunsTable;
+  eval_results: EvalResultsTable;
 }
 
 export type ProjectRow = Selectable<ProjectsTable>;

@@ -54,6 +54,7 @@ function project(fields: Partial<ProjectRow> = {}): ProjectRow {
     merge_method: 'merge',
     conflict_strategy: 'merge',
     mcp_servers: null,
+    check_command: null,
     engine: 'errand',
     created_at: new Date('2026-01-01T00:00:00Z'),
     updated_at: new Date('2026-01-01T00:00:00Z'),

@@ -7,7 +7,14 @@
 import { sql } from 'kysely';
 import type { Who } from '../audit/audit.ts';
 import { Batcher } from '../db/batch.ts';
-import type { JobOrigin, McpServers, ProjectRow, TurnMode, TurnTrigger } from '../db/schema.ts';
+import type {
+  BestOf,
+  JobOrigin,
+  McpServers,
+  ProjectRow,
+  TurnMode,
+  TurnTrigger,
+} from '../db/schema.ts';
 import { AppError } from '../errors.ts';
 import { claimKey, type IdempotentRequest, saveResponse } from '../idempotency/keys.ts';
 import { newId } from '../ids.ts';
@@ -25,6 +32,7 @@ import {
   writeAttachments,
 } from './accept.ts';
 import { checkImages } from './attachments.ts';
+import { checkBestOf } from './best-of.ts';
 import type { JobsContext } from './context.ts';
 import { JOB_VIEW_COLUMNS, type JobView, toJobRecord } from './record.ts';
 import { BudgetExhaustedError, type SpentMonth, spentMonthRefusal, spentMonths } from './spend.ts';
@@ -42,6 +50,12 @@ export interface NewJob extends TurnExtras {
   mode?: TurnMode | undefined;
   /** MCP servers this job's turns get besides the project's (docs/mcp-servers.md). */
   mcpServers?: McpServers | undefined;
+  /** Best-of-N: the attempts its first turn makes (docs/eval.md); absent: one. */
+  attempts?: { count: number; agents?: BestOf['agents'] | undefined } | undefined;
+  /** The command that judges its attempts instead of the project's. */
+  checkCommand?: string | undefined;
+  /** The eval run it is a task of (src/features/eval/). */
+  evalRunId?: string | undefined;
   /** The forge issue the job is made from (src/features/forge-intake/). */
   origin?: JobOrigin | undefined;
   /** The forge event that asked for it. */
@@ -63,6 +77,9 @@ export interface NewJobRow extends TurnExtras {
   prompt: string;
   mode: TurnMode;
   mcpServers?: McpServers | undefined;
+  bestOf?: BestOf | undefined;
+  checkCommand?: string | undefined;
+  evalRunId?: string | undefined;
   /** The project's monthly budget as the request found it; null: none. */
   monthlyBudgetUsd: number | null;
   /** The forge issue the job comes from, for jobs made from one. */
@@ -94,6 +111,9 @@ export async function createJob(
     baseRef,
     mode = 'code',
     mcpServers,
+    attempts,
+    checkCommand,
+    evalRunId,
     outputSchema,
     attachments,
     origin,
@@ -108,6 +128,8 @@ export async function createJob(
   checkMode(project, mode);
   checkModel(ctx, project, model);
   checkImages(ctx, project, model, attachments);
+  const bestOf = attempts && { count: attempts.count, agents: attempts.agents ?? [] };
+  if (bestOf) checkBestOf(ctx, project, model, mode, bestOf);
   if (mcpServers) await checkMcpTargets(mcpServers, ctx.config.webhooks.allowPrivate);
   const row: NewJobRow = {
     id: newId('job'),
@@ -118,6 +140,9 @@ export async function createJob(
     prompt,
     mode,
     mcpServers,
+    bestOf,
+    checkCommand,
+    evalRunId,
     outputSchema,
     attachments,
     monthlyBudgetUsd: project.monthly_budget_usd,
@@ -292,21 +317,25 @@ async function writeJobs(
           ${column((j) => j.by?.address ?? null)}::text[],
           ${column((j) => j.by?.requestId ?? null)}::text[], ${column((j) => j.mode)}::text[],
           ${column((j) => (j.mcpServers ? JSON.stringify(j.mcpServers) : null))}::jsonb[],
-          ${column((j) => (j.outputSchema ? JSON.stringify(j.outputSchema) : null))}::jsonb[])
+          ${column((j) => (j.outputSchema ? JSON.stringify(j.outputSchema) : null))}::jsonb[],
+          ${column((j) => (j.bestOf ? JSON.stringify(j.bestOf) : null))}::jsonb[],
+          ${column((j) => j.checkCommand ?? null)}::text[],
+          ${column((j) => j.evalRunId ?? null)}::text[])
         WITH ORDINALITY AS i(id, project_id, repository, ref, model, origin, prompt, queue_id,
-          trigger, created_by, address, request_id, mode, mcp_servers, output_schema, n)
+          trigger, created_by, address, request_id, mode, mcp_servers, output_schema, best_of,
+          check_command, eval_run_id, n)
       WHERE (SELECT ok FROM accepted)
     ), job AS (
       INSERT INTO jobs (id, project_id, status, repository, ref, branch, model, turn_count, origin,
-        created_by, mode, mcp_servers)
+        created_by, mode, mcp_servers, check_command, eval_run_id)
       SELECT id, project_id, 'active', repository, ref, 'errand/' || id, model, 1, origin,
-        created_by, mode, mcp_servers
+        created_by, mode, mcp_servers, check_command, eval_run_id
       FROM input ORDER BY n
       RETURNING ${sql.join(JOB_VIEW_COLUMNS.map((c) => sql.ref(c)))}
     ), turn AS (
       INSERT INTO turns (job_id, seq, prompt, state, queue_id, trigger, sent_by, mode,
-        output_schema)
-      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by, mode, output_schema
+        output_schema, best_of)
+      SELECT id, 1, prompt, 'queued', queue_id, trigger, created_by, mode, output_schema, best_of
       FROM input ORDER BY n
     ), audit AS (
       -- Each job's row of the audit log, in this statement: a round trip less per batch.

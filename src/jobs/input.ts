@@ -7,6 +7,7 @@ import { isValidModelId, isValidRef } from '../projects/repository.ts';
 import { JOB_MODES } from '../records/job.ts';
 import { refusedAs } from '../validation.ts';
 import { attachmentsField } from './attachments.ts';
+import { attemptsField, checkCommandField } from './best-of.ts';
 import { MAX_OUTPUT_SCHEMA_BYTES, outputSchemaProblem } from './output-schema.ts';
 
 /** The prompt of create and message. */
@@ -106,6 +107,8 @@ export function createJobBody(maxChars: number) {
         outputSchema: outputSchemaField,
         attachments: attachmentsField,
         mcpServers: jobMcpServersField.optional(),
+        attempts: attemptsField,
+        checkCommand: checkCommandField,
       },
       bodyType,
     ),

@@ -153,6 +153,7 @@ export function finishTurn(
         // The job's output is its last finished turn's that was asked for one: a turn without a
         // schema leaves it as it was.
         ...(output.output ? { output: JSON.stringify(output.output.value) } : {}),
+        ...(output.attempts ? { attempts: JSON.stringify(output.attempts) } : {}),
         ...(counted ? { usage: usagePlus('usage', counted) } : {}),
         updated_at: sql`now()`,
       })

@@ -8,11 +8,12 @@ import { NO_USAGE, readUsage } from './usage.ts';
 /**
  * A job row without the review diff, which can be megabytes and no record shows, without its
  * review token, which only the review link and the review page's check read, and without its
- * MCP servers, whose headers and environment no reader of the job may see.
+ * MCP servers, whose headers and environment no reader of the job may see, and without the check
+ * command its create gave, which only its turns read.
  */
 export type JobView = Omit<
   JobRow,
-  'review_diff' | 'review_diff_truncated' | 'review_token' | 'mcp_servers'
+  'review_diff' | 'review_diff_truncated' | 'review_token' | 'mcp_servers' | 'check_command'
 >;
 
 export const JOB_VIEW_COLUMNS = [
@@ -35,6 +36,8 @@ export const JOB_VIEW_COLUMNS = [
   'summary',
   'awaiting_approval',
   'output',
+  'attempts',
+  'eval_run_id',
   'created_at',
   'updated_at',
   'archived_at',
@@ -62,5 +65,7 @@ export function toJobRecord(row: JobView): JobRecord {
     summary: row.summary,
     awaitingApproval: row.awaiting_approval,
     output: row.output ?? null,
+    attempts: row.attempts ?? null,
+    evalRunId: row.eval_run_id,
   };
 }

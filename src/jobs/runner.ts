@@ -2,10 +2,16 @@
 // to a TurnRunner, with everything it works from, and records what comes back. The pipeline
 // (src/turns/pipeline.ts) implements it without reading the database; tests pass scripted
 // runners to exercise the queue and the job model around it.
-import type { AttachmentMediaType, JobRow, ProjectRow, TurnRow } from '../db/schema.ts';
+import type {
+  AttachmentMediaType,
+  AttemptResult,
+  JobRow,
+  ProjectRow,
+  TurnRow,
+} from '../db/schema.ts';
 import type { Emit } from '../events/catalog.ts';
 import type { TurnSecret } from '../projects/secrets.ts';
-import type { TokenUsage } from './usage.ts';
+import type { TokenUsage, Usage } from './usage.ts';
 
 /** One of the job's earlier finished turns. */
 export interface EarlierTurn {
@@ -65,6 +71,16 @@ export interface TurnOutput {
    * already checked; absent for a turn without one.
    */
   output?: { value: unknown } | undefined;
+  /**
+   * A best-of-N turn's attempts (docs/eval.md), the winner marked: the job's `attempts`. Absent
+   * for a turn that made none.
+   */
+  attempts?: AttemptResult[] | undefined;
+  /**
+   * `usage` already priced, for a turn whose model calls were not all the job's model's (the
+   * attempts' agents); absent: the worker prices `usage` at the job's model.
+   */
+  spent?: Usage | undefined;
 }
 
 export interface TurnRunner {

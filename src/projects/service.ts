@@ -225,6 +225,7 @@ export const PROJECT_COLUMNS = [
   'merge_method',
   'conflict_strategy',
   'mcp_servers',
+  'check_command',
   'created_at',
   'updated_at',
 ] as const satisfies readonly (keyof ProjectRow)[];

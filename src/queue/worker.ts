@@ -127,7 +127,7 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
       saveReviewDiff: (diff, truncated) => recordReviewDiff(ctx, jobId, diff, truncated),
     });
     signal.throwIfAborted();
-    await finishTurn(ctx, jobId, seq, output, spent(output.usage ?? stepTokens));
+    await finishTurn(ctx, jobId, seq, output, output.spent ?? spent(output.usage ?? stepTokens));
     outcome = 'done';
   } catch (err) {
     failure = err;

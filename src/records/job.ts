@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import type { JobRow, TurnMode } from '../db/schema.ts';
 import { actorRecord } from './actor.ts';
+import { attemptRecord } from './attempt.ts';
 import { prRecord } from './pr.ts';
 
 /** Every status a job can have, in the order of its life. The one list. */
@@ -137,6 +138,20 @@ export const jobRecord = z
       .optional()
       .describe(
         'The value the last finished turn that was given an outputSchema produced, valid against that schema; null before one finished.',
+      ),
+    attempts: z
+      .array(attemptRecord)
+      .nullable()
+      .optional()
+      .describe(
+        "Every attempt of the job's last best-of-N turn (create's `attempts`, docs/eval.md), the winner marked; null for a job that made none.",
+      ),
+    evalRunId: z
+      .string()
+      .nullable()
+      .optional()
+      .describe(
+        "The eval run this job is a task of (docs/eval.md); null for the project's own work.",
       ),
   })
   .meta({ id: 'AgentJob', description: 'An agent job.' });

@@ -103,6 +103,10 @@ describe('records and their schemas', () => {
   test('the job record', async () => {
     const db = svc.service.ctx.db;
     await db
+      .insertInto('eval_runs')
+      .values({ id: 'evr_records0000000000000', name: 'records', suite: '{}' })
+      .execute();
+    await db
       .updateTable('jobs')
       .set({
         pr_link: 'https://github.com/acme/app/pull/7',
@@ -131,6 +135,22 @@ describe('records and their schemas', () => {
           watch: { state: 'ended', reason: 'the pull request was merged', autofixes: 1 },
           observedAt: '2025-06-01T12:00:05.000Z',
         }),
+        attempts: JSON.stringify([
+          {
+            n: 1,
+            engine: 'codex',
+            model: 'openai:gpt-5',
+            branch: `errand/${jobId}-1`,
+            outcome: 'failed',
+            check: { exitCode: 1, outputTail: '1 test failed', durationMs: 1200 },
+            costUsd: 0.02,
+            diff: { files: 1, lines: 4 },
+            commitSha: 'b'.repeat(40),
+            error: 'none',
+            winner: false,
+          },
+        ]),
+        eval_run_id: 'evr_records0000000000000',
       })
       .where('id', '=', jobId)
       .execute();

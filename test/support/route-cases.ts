@@ -68,11 +68,13 @@ export async function createJobId(
 /** Every field of a job record: the seed interface's, then Errand's own. */
 export const JOB_FIELDS = [
   'archivedAt',
+  'attempts',
   'awaitingApproval',
   'branch',
   'createdAt',
   'createdBy',
   'error',
+  'evalRunId',
   'id',
   'mode',
   'model',

@@ -407,6 +407,8 @@ describe('RenderedJobs', () => {
     summary: null,
     awaiting_approval: false,
     output: null,
+    attempts: null,
+    eval_run_id: null,
     created_at: new Date('2026-11-22T05:00:00.000Z'),
     updated_at: new Date('2026-11-22T05:00:00.000Z'),
     archived_at: null,
