@@ -274,6 +274,37 @@ describe('best-of-N', () => {
     assert.equal(branchFile(`errand/${jobId}`), 'wrong');
   });
 
+  test("no attempt finishes: the turn fails naming each one's error, and what they spent counts", async () => {
+    llm.scriptAll((request: RecordedRequest) => {
+      const model = isRecord(request.body) ? String(request.body.model) : '';
+      if (hasToolResult(request.body))
+        return { type: 'error', status: 400, message: `${model} refuses the second step` };
+      return {
+        type: 'reply',
+        toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content: 'x\n' } }],
+        usage: CALL_USAGE,
+      };
+    });
+    const jobId = await create({
+      prompt: 'Write the answer',
+      attempts: { count: 2, agents: [{ model: 'openai:gpt-a' }, { model: 'openai:gpt-b' }] },
+      checkCommand: 'true',
+    });
+    const job = await untilStatus(svc, projectId, jobId, 'failed');
+    assert.match(
+      String(job.error),
+      /^no attempt finished: attempt 1: .*gpt-a refuses the second step.*; attempt 2: .*gpt-b refuses the second step/,
+    );
+    // One step of each, at its own model's prices.
+    assert.equal(job.usage?.costUsd, cost('gpt-a') / 2 + cost('gpt-b') / 2);
+    assert.ok(!hasBranch(`errand/${jobId}`), 'a failed best-of turn pushed the job branch');
+    const finished = (await events(jobId)).filter((e) => e.type === 'attempt.finished');
+    assert.deepEqual(
+      finished.map((e) => field(e.data, 'outcome')),
+      ['error', 'error'],
+    );
+  });
+
   test('an eval job runs its attempts and their check, and pushes nothing', async () => {
     agents(llm, { 'gpt-a': 'right\n' });
     const { ctx } = svc.service;
