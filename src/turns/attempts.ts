@@ -46,6 +46,8 @@ interface Finished {
   tokens: TokenUsage;
   summary: string;
   messages: unknown[];
+  /** The value asked for by the turn's output schema, when it has one. */
+  output?: { value: unknown } | undefined;
   checkout: Checkout | undefined;
 }
 
@@ -64,10 +66,15 @@ export async function runAttempts(
       const agent = attemptAgent(bestOf, n, { engine: input.project.engine, model: job.model });
       await how.emit('attempt.started', { n, ...agent, branch: attemptBranch(job.branch, n) });
     }
-    const finished = await Promise.all(
+    // All settled before the locks go: a cancelled turn's attempts stop on their own.
+    const settled = await Promise.allSettled(
       numbers.map((n, i) => runAttempt(steps, input, bestOf, how, n, leases[i] as JobLease)),
     );
     signal.throwIfAborted();
+    const finished = settled.map((s) => {
+      if (s.status === 'rejected') throw s.reason;
+      return s.value;
+    });
     const winner = pickWinner(finished.map((f) => f.result));
     const tokens = finished.reduce((sum, f) => addTokens(sum, f.tokens), NO_TOKENS);
     const costs = finished.map((f) => f.result.costUsd);
@@ -86,6 +93,7 @@ export async function runAttempts(
     const base = {
       summary: won.summary,
       messages: won.messages,
+      ...(won.output ? { output: how.scrubbed(won.output) } : {}),
       usage: tokens,
       spent,
       attempts,
@@ -202,7 +210,7 @@ async function runAttempt(
     const result = await steps.agent(input, place, emit, commands);
     const summary = how.scrub(result.summary);
     const messages = how.scrubbed(result.turnMessages);
-    const done = { summary, messages, checkout, tokens: result.usage };
+    const done = { summary, messages, checkout, tokens: result.usage, output: result.output };
     record.costUsd = cost(result.usage);
     const changed = await changedFiles(steps.workspace, { dir: checkout.dir, signal });
     const message = commitMessage(summary, job.id, turn.seq, how.scrub(turn.prompt));
@@ -214,6 +222,7 @@ async function runAttempt(
       await emit('turn.no_changes', {});
       finished = { ...done, result: { ...record, outcome: 'no_changes' } };
     } else {
+      await emit('files.changed', { files: changed.slice(0, 200), count: changed.length });
       await emit('commit', { sha, subject: message.split('\n')[0] ?? '' });
       const diff = await diffSize(steps, checkout, sha, signal);
       const judged = await judge(steps, input, how, checkout, emit);
