@@ -340,6 +340,53 @@ describe('best-of-N', () => {
     assert.ok(!log.some((e) => e.type === 'push'), 'an eval job recorded a push');
   });
 
+  test("the project's check command judges when the job names none, with the project's secrets, scrubbed; without one, unchecked", async () => {
+    const secret = 'check-secret-4f1d9a7c2b';
+    const put = await svc.request('PUT', `/v2/admin/projects/${projectId}/secrets/CHECK_TOKEN`, {
+      body: { value: secret, exposure: 'commands' },
+    });
+    assert.equal(put.status, 201, put.text);
+    const setCheck = (command: string | null) =>
+      svc.service.ctx.db
+        .updateTable('projects')
+        .set({ check_command: command })
+        .where('id', '=', projectId)
+        .execute();
+    await setCheck('echo "token is $CHECK_TOKEN"; grep -q right answer.txt');
+    try {
+      // The same agent twice: same cost, same diff; the lower number wins.
+      agents(llm, { 'gpt-a': 'right\n' });
+      const jobId = await create({ prompt: 'Write the answer', attempts: { count: 2 } });
+      const job = await until(jobId, 'completed');
+      const attempts = job.attempts as Attempt[];
+      assert.deepEqual(
+        attempts.map((a) => [a.n, a.model, a.outcome, a.check?.exitCode, a.winner]),
+        [
+          [1, 'openai:gpt-a', 'passed', 0, true],
+          [2, 'openai:gpt-a', 'passed', 0, false],
+        ],
+      );
+      const tail = attempts[0]?.check?.outputTail ?? '';
+      // The command had the secret (exposure "commands"); its output has its name instead.
+      assert.equal(tail, 'token is [secret CHECK_TOKEN]');
+      assert.ok(!JSON.stringify(await events(jobId)).includes(secret), 'an event kept the secret');
+
+      await setCheck(null);
+      llm.reset();
+      agents(llm, { 'gpt-a': 'right\n' });
+      const unchecked = await create({ prompt: 'Write the answer', attempts: { count: 1 } });
+      const done = await until(unchecked, 'completed');
+      assert.deepEqual(
+        (done.attempts as Attempt[]).map((a) => [a.outcome, a.check, a.winner]),
+        [['unchecked', null, true]],
+      );
+      assert.equal(branchFile(`errand/${unchecked}`), 'right');
+    } finally {
+      await setCheck(null);
+      await svc.request('DELETE', `/v2/admin/projects/${projectId}/secrets/CHECK_TOKEN`);
+    }
+  });
+
   test('the API refuses attempts that could not run, and writes nothing', async () => {
     const count = async () =>
       Number(
