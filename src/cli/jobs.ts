@@ -16,6 +16,7 @@ import { isRecord } from '../json.ts';
 import { JOB_MODES, JOB_STATUSES } from '../records/job.ts';
 import { prLine, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
+import { attemptsOf } from './attempts.ts';
 import {
   COMMON_OPTIONS,
   type CommandInput,
@@ -263,11 +264,15 @@ const create = jobCommand({
     'output-schema': { type: 'string', value: 'FILE|JSON' },
     image: IMAGE,
     'mcp-servers': { type: 'string', value: 'FILE|JSON' },
+    attempts: { type: 'string', value: 'N' },
+    agent: { type: 'string', value: 'ENGINE:MODEL', multiple: true },
+    'check-command': { type: 'string', value: 'CMD' },
     wait: { type: 'boolean' },
   },
   summary:
-    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images; --mcp-servers: servers for this job); --wait follows it',
+    "start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images; --mcp-servers: servers for this job; --attempts 1-4: best-of-N, with --agent ENGINE:MODEL for each in turn, either part empty for the project's, and --check-command instead of the project's to judge them); --wait follows it",
   async run({ values, args: [prompt = ''], io }) {
+    const attempts = attemptsOf(values.attempts, values.agent);
     const outputSchema = await outputSchemaOf(values['output-schema']);
     const attachments = await imageAttachments(values.image);
     const mcpServers =
@@ -281,6 +286,8 @@ const create = jobCommand({
       ...(outputSchema !== undefined ? { outputSchema } : {}),
       ...(attachments !== undefined ? { attachments } : {}),
       ...(mcpServers ? { mcpServers } : {}),
+      ...(attempts !== undefined ? { attempts } : {}),
+      ...(values['check-command'] !== undefined ? { checkCommand: values['check-command'] } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);
