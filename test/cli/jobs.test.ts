@@ -684,6 +684,101 @@ describe('errand job', () => {
     }
   });
 
+  test('--attempts, --agent and --check-command make a best-of-N create; a bad agent is a usage error', async () => {
+    const created = await json([
+      'job',
+      'create',
+      '--project',
+      projectId,
+      'complete in two tries',
+      '--attempts',
+      '3',
+      '--agent',
+      'claude-code:',
+      '--agent',
+      ':anthropic:claude-opus-4-1',
+      '--check-command',
+      'npm test',
+    ]);
+    const id = String(created.id);
+    const job = await svc.service.ctx.db
+      .selectFrom('jobs')
+      .select('check_command')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.equal(job.check_command, 'npm test');
+    const turn = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('best_of')
+      .where('job_id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(turn.best_of, {
+      count: 3,
+      agents: [{ engine: 'claude-code' }, { model: 'anthropic:claude-opus-4-1' }],
+    });
+    await untilStatus(svc, projectId, id, 'completed');
+
+    // Agents without a count make one attempt each.
+    const each = await json([
+      'job',
+      'create',
+      '--project',
+      projectId,
+      'complete',
+      '--agent',
+      'errand:anthropic:claude-opus-4-1',
+      '--agent',
+      'claude-code',
+    ]);
+    const eachTurn = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('best_of')
+      .where('job_id', '=', String(each.id))
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(eachTurn.best_of, {
+      count: 2,
+      agents: [{ engine: 'errand', model: 'anthropic:claude-opus-4-1' }, { engine: 'claude-code' }],
+    });
+    await untilStatus(svc, projectId, String(each.id), 'completed');
+
+    await misused(
+      ['job', 'create', '--project', projectId, 'x', '--attempts', '2', '--agent', 'openai:gpt-5'],
+      /--agent must be ENGINE:MODEL.*'openai:gpt-5'/,
+      /^Usage: errand job create/,
+    );
+    await misused(
+      ['job', 'create', '--project', projectId, 'x', '--attempts', 'none'],
+      /--attempts must be a whole number/,
+      /^Usage: errand job create/,
+    );
+    // The range and the agents' fit are the service's: one line with its words, nothing made.
+    const jobs = async () =>
+      (
+        await svc.service.ctx.db
+          .selectFrom('jobs')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n;
+    const before = await jobs();
+    const five = await cli(['job', 'create', '--project', projectId, 'x', '--attempts', '5']);
+    assert.equal(five.code, 1, five.stderr);
+    assert.match(five.stderr, /"count" must be a whole number from 1 to 4/);
+    const asked = await cli([
+      'job',
+      'create',
+      '--project',
+      projectId,
+      'x',
+      '--attempts',
+      '2',
+      '--mode',
+      'ask',
+    ]);
+    assert.equal(asked.code, 1, asked.stderr);
+    assert.match(asked.stderr, /"attempts" needs mode "code"/);
+    assert.equal(await jobs(), before);
+  });
+
   test('--image: files go inline and URLs to the service, on create and message; more than 5 is a usage error', async () => {
     const dir = await mkdtemp(path.join(tmpdir(), 'errand-cli-images-'));
     try {
