@@ -14,7 +14,7 @@ import {
 } from '../client/index.ts';
 import { isRecord } from '../json.ts';
 import { JOB_MODES, JOB_STATUSES } from '../records/job.ts';
-import { prLine, usageLine } from '../words.ts';
+import { formatUsd, prLine, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
 import { attemptsOf } from './attempts.ts';
 import {
@@ -64,12 +64,25 @@ function jobDetails(job: Job): string {
       ? [`  awaiting approval: errand job approve ${job.id} carries the plan out`]
       : []),
     `  usage:    ${usageLine(job.usage)}`,
+    ...(job.attempts ?? []).map(attemptLine),
     `  created:  ${job.createdAt}`,
     `  updated:  ${job.updatedAt}`,
     ...(job.archivedAt ? [`  archived: ${job.archivedAt}`] : []),
     ...(job.summary ? ['', job.summary] : []),
     ...(hasOutput(job) ? ['', 'output:', JSON.stringify(job.output, null, 2)] : []),
   ].join('\n');
+}
+
+/** One attempt of a best-of-N job (docs/eval.md) on a line: agent, outcome, check, cost, diff, branch. */
+function attemptLine(attempt: NonNullable<Job['attempts']>[number]): string {
+  const check =
+    attempt.check === null
+      ? ''
+      : attempt.check.exitCode === null
+        ? ' (check stopped)'
+        : ` (exit ${attempt.check.exitCode})`;
+  const { files, lines } = attempt.diff;
+  return `  attempt ${attempt.n}: ${attempt.engine} ${attempt.model}; ${attempt.outcome}${check}${attempt.error ? `: ${attempt.error}` : ''}; ${formatUsd(attempt.costUsd)}; ${files} file${files === 1 ? '' : 's'}, ${lines} line${lines === 1 ? '' : 's'}; ${attempt.branch}${attempt.winner ? '  <- winner' : ''}`;
 }
 
 /** Whether a turn of the job produced a structured output (docs/structured-output.md). */

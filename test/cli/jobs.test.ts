@@ -7,6 +7,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import type { AttemptResult } from '../../src/db/schema.ts';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { untilStatus } from '../support/jobs.ts';
 import { captureOutput, type Run } from '../support/process.ts';
@@ -717,6 +718,47 @@ describe('errand job', () => {
       agents: [{ engine: 'claude-code' }, { model: 'anthropic:claude-opus-4-1' }],
     });
     await untilStatus(svc, projectId, id, 'completed');
+    // job get lists the attempts the turn wrote, the winner marked.
+    const attempts: AttemptResult[] = [
+      {
+        n: 1,
+        engine: 'claude-code',
+        model: 'anthropic:claude-sonnet-4-5',
+        branch: `errand/${id}-1`,
+        outcome: 'failed',
+        check: { exitCode: 1, outputTail: 'not ok\n', durationMs: 800 },
+        costUsd: 0.0123,
+        diff: { files: 2, lines: 14 },
+        commitSha: 'a'.repeat(40),
+        error: null,
+        winner: false,
+      },
+      {
+        n: 2,
+        engine: 'errand',
+        model: 'anthropic:claude-opus-4-1',
+        branch: `errand/${id}-2`,
+        outcome: 'passed',
+        check: { exitCode: 0, outputTail: 'ok\n', durationMs: 700 },
+        costUsd: 0.5,
+        diff: { files: 1, lines: 3 },
+        commitSha: 'b'.repeat(40),
+        error: null,
+        winner: true,
+      },
+    ];
+    await svc.service.ctx.db
+      .updateTable('jobs')
+      .set({ attempts: JSON.stringify(attempts) })
+      .where('id', '=', id)
+      .execute();
+    const shown = ok(await cli(['job', 'get', id, '--project', projectId])).stdout;
+    assert.ok(
+      shown.includes(
+        `\n  attempt 1: claude-code anthropic:claude-sonnet-4-5; failed (exit 1); $0.0123; 2 files, 14 lines; errand/${id}-1\n  attempt 2: errand anthropic:claude-opus-4-1; passed (exit 0); $0.5000; 1 file, 3 lines; errand/${id}-2  <- winner\n`,
+      ),
+      shown,
+    );
 
     // Agents without a count make one attempt each.
     const each = await json([
