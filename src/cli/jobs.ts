@@ -14,8 +14,9 @@ import {
 } from '../client/index.ts';
 import { isRecord } from '../json.ts';
 import { JOB_MODES, JOB_STATUSES } from '../records/job.ts';
-import { prLine, usageLine } from '../words.ts';
+import { formatUsd, prLine, usageLine } from '../words.ts';
 import { cliClient, cliConfig, jobApiError } from './api.ts';
+import { attemptsOf } from './attempts.ts';
 import {
   COMMON_OPTIONS,
   type CommandInput,
@@ -63,12 +64,25 @@ function jobDetails(job: Job): string {
       ? [`  awaiting approval: errand job approve ${job.id} carries the plan out`]
       : []),
     `  usage:    ${usageLine(job.usage)}`,
+    ...(job.attempts ?? []).map(attemptLine),
     `  created:  ${job.createdAt}`,
     `  updated:  ${job.updatedAt}`,
     ...(job.archivedAt ? [`  archived: ${job.archivedAt}`] : []),
     ...(job.summary ? ['', job.summary] : []),
     ...(hasOutput(job) ? ['', 'output:', JSON.stringify(job.output, null, 2)] : []),
   ].join('\n');
+}
+
+/** One attempt of a best-of-N job (docs/eval.md) on a line: agent, outcome, check, cost, diff, branch. */
+function attemptLine(attempt: NonNullable<Job['attempts']>[number]): string {
+  const check =
+    attempt.check === null
+      ? ''
+      : attempt.check.exitCode === null
+        ? ' (check stopped)'
+        : ` (exit ${attempt.check.exitCode})`;
+  const { files, lines } = attempt.diff;
+  return `  attempt ${attempt.n}: ${attempt.engine} ${attempt.model}; ${attempt.outcome}${check}${attempt.error ? `: ${attempt.error}` : ''}; ${formatUsd(attempt.costUsd)}; ${files} file${files === 1 ? '' : 's'}, ${lines} line${lines === 1 ? '' : 's'}; ${attempt.branch}${attempt.winner ? '  <- winner' : ''}`;
 }
 
 /** Whether a turn of the job produced a structured output (docs/structured-output.md). */
@@ -263,11 +277,15 @@ const create = jobCommand({
     'output-schema': { type: 'string', value: 'FILE|JSON' },
     image: IMAGE,
     'mcp-servers': { type: 'string', value: 'FILE|JSON' },
+    attempts: { type: 'string', value: 'N' },
+    agent: { type: 'string', value: 'ENGINE:MODEL', multiple: true },
+    'check-command': { type: 'string', value: 'CMD' },
     wait: { type: 'boolean' },
   },
   summary:
-    'start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images; --mcp-servers: servers for this job); --wait follows it',
+    "start a job (--mode ask: an answer; plan: a plan to approve; --output-schema: a JSON answer; --image: up to 5 images; --mcp-servers: servers for this job; --attempts 1-4: best-of-N, with --agent ENGINE:MODEL for each in turn, either part empty for the project's, and --check-command instead of the project's to judge them); --wait follows it",
   async run({ values, args: [prompt = ''], io }) {
+    const attempts = attemptsOf(values.attempts, values.agent);
     const outputSchema = await outputSchemaOf(values['output-schema']);
     const attachments = await imageAttachments(values.image);
     const mcpServers =
@@ -281,6 +299,8 @@ const create = jobCommand({
       ...(outputSchema !== undefined ? { outputSchema } : {}),
       ...(attachments !== undefined ? { attachments } : {}),
       ...(mcpServers ? { mcpServers } : {}),
+      ...(attempts !== undefined ? { attempts } : {}),
+      ...(values['check-command'] !== undefined ? { checkCommand: values['check-command'] } : {}),
     });
     const how = { verb: 'created', wait: values.wait, fromTurn: undefined };
     return started(client, project, job, how, io, values.json === true);

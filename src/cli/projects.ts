@@ -50,6 +50,7 @@ const SETTINGS = {
   'forge-label': { type: 'string', value: 'LABEL', group: FORGE_WEBHOOK },
   commands: { type: 'string', value: 'true|false', group: COMMANDS },
   'setup-command': { type: 'string', value: 'CMD', group: COMMANDS },
+  'check-command': { type: 'string', value: 'CMD', group: COMMANDS },
   'maintenance-command': { type: 'string', value: 'CMD', group: ENVIRONMENT },
   'key-files': { type: 'string', value: 'GLOBS', group: ENVIRONMENT },
   'setup-network': {
@@ -89,6 +90,7 @@ function commandFields(values: SettingValues): UpdateProjectInput {
   if (values['setup-command'] !== undefined) body.setupCommand = values['setup-command'] || null;
   if (values['maintenance-command'] !== undefined)
     body.maintenanceCommand = values['maintenance-command'] || null;
+  if (values['check-command'] !== undefined) body.checkCommand = values['check-command'] || null;
   const keyFiles = values['key-files'];
   // 'default': the common lock files; '': none. The server checks each glob.
   if (keyFiles !== undefined)
@@ -242,7 +244,7 @@ async function projectFields(values: SettingValues): Promise<UpdateProjectInput>
 }
 
 function summary(verb: string, p: Project): string {
-  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${p.maintenanceCommand ? ' and a maintenance command' : ''}${network(p)}${budgets(p)}${p.autoMerge === 'off' ? '' : `; merges its pull requests when ${mergeWhen(p)}`})`;
+  return `${verb} project ${p.id} (${p.name}: ${p.repository} @ ${p.ref}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}; forge ${p.forge.kind}, credentials ${p.forge.credentials}; commands ${p.commandsEnabled ? 'on' : 'off'}${p.setupCommand ? ', with a setup command' : ''}${p.maintenanceCommand ? ' and a maintenance command' : ''}${p.checkCommand ? '; attempts checked by a command' : ''}${network(p)}${budgets(p)}${p.autoMerge === 'off' ? '' : `; merges its pull requests when ${mergeWhen(p)}`})`;
 }
 
 /** When the watch merges a pull request, in words. */
@@ -272,6 +274,7 @@ function details(p: Project): string {
     `  model:    ${p.model ?? "the server's default"}${p.engine === 'errand' ? '' : `; engine ${p.engine}`}`,
     `  forge:    ${p.forge.kind}${p.forge.apiUrl ? ` (${p.forge.apiUrl})` : ''}, credentials ${p.forge.credentials}${p.forge.kind === 'git' ? '' : `; @${p.forgeHandle}, label ${p.forgeLabel}, webhook secret ${p.forgeWebhookSecretSet ? 'set' : 'not set'}`}`,
     `  commands: ${p.commandsEnabled ? 'on' : 'off'}${setup.length > 0 ? `; ${setup.join('; ')}` : ''}${network(p)}`,
+    ...(p.checkCommand ? [`  check:    ${p.checkCommand}`] : []),
     ...(budgets(p) ? [`  budgets:  ${budgets(p).replace(/^; budget /, '')}`] : []),
     ...prWatch(p),
     `  created:  ${p.createdAt}`,
@@ -399,7 +402,7 @@ export const projects: Family = {
     [FORGE_WEBHOOK]:
       "comments and labels on the forge: the secret its webhook signs with ('' removes it; 'errand project forge-webhook ID' makes one), the @handle comments mention and the label that makes an issue a job (both 'errand' by default)",
     [COMMANDS]:
-      "--setup-command '' removes the command; a limit given as 'default' returns to the sandbox's default",
+      "--setup-command '' removes the command; --check-command judges a best-of-N job's attempts (exit 0 passes; '' removes it; see docs/eval.md); a limit given as 'default' returns to the sandbox's default",
     [ENVIRONMENT]:
       "the environment, what the setup command leaves in the checkout and later turns restore: the command run after a restore ('' removes it), and the globs of the files whose content keys it, comma-separated ('default': the common lock files; '': none). See errand environment",
     [NETWORK]:

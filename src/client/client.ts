@@ -134,6 +134,13 @@ export class ErrandClient {
       attachments?: Attachment[];
       /** MCP servers for this job besides the project's (docs/mcp-servers.md). */
       mcpServers?: CreateJobInput['mcpServers'];
+      /**
+       * Best-of-N (docs/eval.md): `{ count: 1..4, agents?: [{ engine?, model? }] }` attempts at
+       * once, the winner judged by the check command; the job's `attempts` lists them.
+       */
+      attempts?: CreateJobInput['attempts'];
+      /** The command that judges the attempts instead of the project's `checkCommand`. */
+      checkCommand?: string;
     },
     options: CallOptions & { idempotencyKey?: string } = {},
   ): Promise<Job> {
@@ -144,6 +151,8 @@ export class ErrandClient {
     if (input.outputSchema !== undefined) body.outputSchema = input.outputSchema;
     if (input.attachments !== undefined) body.attachments = input.attachments;
     if (input.mcpServers !== undefined) body.mcpServers = input.mcpServers;
+    if (input.attempts !== undefined) body.attempts = input.attempts;
+    if (input.checkCommand !== undefined) body.checkCommand = input.checkCommand;
     return this.#job(this.#projectPath(options), 'createJob', {
       method: 'POST',
       body,

@@ -1570,6 +1570,8 @@ export interface paths {
             setupCommand?: string | null;
             /** @description A shell command run in the sandbox after the environment is restored, instead of the setup command, e.g. npm run build (null: none). It gets the setup's network and secrets; changing it does not build the environment again. */
             maintenanceCommand?: string | null;
+            /** @description The command that judges a best-of-N job's attempts (docs/eval.md): run by sh in the sandbox, with the project's environment, on each attempt's finished checkout; exit 0 passes, e.g. npm test. A job's own checkCommand replaces it. At most 4000 characters; null or empty: none. */
+            checkCommand?: string | null;
             /** @description Globs of the files, relative to the repository's root, whose content keys the environment: a change to one builds it again (null: the common lock files, **\/package-lock.json, **\/npm-shrinkwrap.json, **\/pnpm-lock.yaml, **\/yarn.lock, **\/bun.lock, **\/requirements*.txt, **\/uv.lock, **\/poetry.lock, **\/Pipfile.lock, **\/Cargo.lock, **\/go.sum, **\/Gemfile.lock, **\/composer.lock; []: none, the setup command alone keys it). At most 50, each at most 200 characters, without .. or a leading /. */
             environmentKeyFiles?: string[] | null;
             /** @description The older way to say network.setup: true is "open", false "none". Not together with network. */
@@ -1787,6 +1789,8 @@ export interface paths {
             setupCommand?: string | null;
             /** @description A shell command run in the sandbox after the environment is restored, instead of the setup command, e.g. npm run build (null: none). It gets the setup's network and secrets; changing it does not build the environment again. */
             maintenanceCommand?: string | null;
+            /** @description The command that judges a best-of-N job's attempts (docs/eval.md): run by sh in the sandbox, with the project's environment, on each attempt's finished checkout; exit 0 passes, e.g. npm test. A job's own checkCommand replaces it. At most 4000 characters; null or empty: none. */
+            checkCommand?: string | null;
             /** @description Globs of the files, relative to the repository's root, whose content keys the environment: a change to one builds it again (null: the common lock files, **\/package-lock.json, **\/npm-shrinkwrap.json, **\/pnpm-lock.yaml, **\/yarn.lock, **\/bun.lock, **\/requirements*.txt, **\/uv.lock, **\/poetry.lock, **\/Pipfile.lock, **\/Cargo.lock, **\/go.sum, **\/Gemfile.lock, **\/composer.lock; []: none, the setup command alone keys it). At most 50, each at most 200 characters, without .. or a leading /. */
             environmentKeyFiles?: string[] | null;
             /** @description The older way to say network.setup: true is "open", false "none". Not together with network. */
@@ -5134,6 +5138,8 @@ export interface components {
       setupCommand: string | null;
       /** @description Run after the environment is restored, instead of the setup command (null: none). */
       maintenanceCommand: string | null;
+      /** @description The command that judges a best-of-N job's attempts (docs/eval.md): run by sh in the sandbox, with the project's environment, on each attempt's finished checkout; exit 0 passes. A job's own checkCommand replaces it. null: none (the attempts are unchecked). */
+      checkCommand: string | null;
       /** @description The globs of the files whose content keys the environment (null: the common lock files, **\/package-lock.json, **\/npm-shrinkwrap.json, **\/pnpm-lock.yaml, **\/yarn.lock, **\/bun.lock, **\/requirements*.txt, **\/uv.lock, **\/poetry.lock, **\/Pipfile.lock, **\/Cargo.lock, **\/go.sum, **\/Gemfile.lock, **\/composer.lock). */
       environmentKeyFiles: string[] | null;
       /** @description Whether network.setup is "open" (kept for clients of the older setting). */

@@ -10,6 +10,7 @@ import { JOB_MODES, JOB_STATUSES, type JobMode, type JobRecord } from '../record
 import type { ProjectRecord } from '../records/project.ts';
 import { formatBytes, formatUsd, prLine, usageLine } from '../words.ts';
 import { html, SafeHtml } from './html.ts';
+import { attemptsSection } from './job-attempts.ts';
 import { externalLink, notice, page, when } from './layout.ts';
 
 export interface JobListItem {
@@ -64,6 +65,7 @@ export function jobsPage(
   form: {
     prompt?: string | undefined;
     mode?: string | undefined;
+    attempts?: string | undefined;
     error?: string | undefined;
     created?: string | undefined;
   },
@@ -108,6 +110,7 @@ ${notice(form.error)}
   <label for="prompt">Prompt</label>
   <textarea id="prompt" name="prompt" rows="5" required>${form.prompt ?? ''}</textarea>
   ${modeField(form.mode)}
+  ${attemptsField(form.attempts, project)}
   <button type="submit">Create job</button>
 </form></section>`,
   );
@@ -140,6 +143,23 @@ function turnImages(turn: TurnView): SafeHtml {
     (image) =>
       html`<figure><a href="${image.src}"><img src="${image.src}" alt="Image ${image.n} of turn ${turn.seq}" loading="lazy"></a><figcaption class="muted">Image ${image.n}: ${image.mediaType}, ${formatBytes(image.size)}</figcaption></figure>`,
   )}</div>`;
+}
+
+/** The most attempts a job makes at once (src/jobs/best-of.ts). */
+const MAX_ATTEMPTS = 4;
+
+/** Best-of-N on the create form: how many attempts, each judged by the project's check command. */
+function attemptsField(chosen: string | undefined, project: ProjectRecord): SafeHtml {
+  const counts = Array.from({ length: MAX_ATTEMPTS }, (_, i) => String(i + 1));
+  return html`<label for="attempts">Attempts</label>
+  <select id="attempts" name="attempts" aria-describedby="attempts-help">
+    ${counts.map((n) => html`<option value="${n}" ${(chosen ?? '1') === n ? html`selected` : ''}>${n}</option>`)}
+  </select>
+  <p class="muted" id="attempts-help">More than one: the agent makes that many attempts at once (code mode), each on a branch of its own; ${
+    project.checkCommand
+      ? html`the check command <code>${project.checkCommand}</code> judges them`
+      : 'the project has no check command, so none is judged'
+  }, and the first to pass (then the cheapest, then the smallest diff) becomes the pull request. Each costs as much as a job.</p>`;
 }
 
 /** The mode picker of the create and follow-up forms; code first, the default. */
@@ -242,6 +262,7 @@ export function jobPage(
   }</dd>
   ${job.error ? html`<dt>Error</dt><dd class="wrap">${job.error}</dd>` : ''}
 </dl>
+${attemptsSection(job)}
 <h2>Turns</h2>
 ${detail.turns.map(
   (turn) => html`<section class="card turn" aria-label="Turn ${turn.seq}">

@@ -86,6 +86,15 @@ async function spentThisMonth(ctx: AppContext, projectId: string): Promise<Month
   return month;
 }
 
+/**
+ * The form's attempts (best-of-N, docs/eval.md): 1 or none is the usual single run; a count
+ * the schema refuses is refused in its words.
+ */
+function formAttempts(value: string | undefined): { attempts?: { count: number } } {
+  if (value === undefined || value === '' || value === '1') return {};
+  return { attempts: { count: Number(value) } };
+}
+
 /** The form's mode: absent (the approve button sends none) or empty is code. */
 function formMode(form: Form | undefined): string | undefined {
   const mode = form?.mode;
@@ -160,8 +169,13 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const { principal, row } = await visibleProject(ctx, request, request.params.id);
       const prompt = request.body?.prompt ?? '';
       const mode = formMode(request.body);
+      const attempts = request.body?.attempts;
       try {
-        const body = parse(createJobBody(ctx.config.maxPromptChars), { prompt, mode });
+        const body = parse(createJobBody(ctx.config.maxPromptChars), {
+          prompt,
+          mode,
+          ...formAttempts(attempts),
+        });
         const attachments = await ctx.attachments.read(body.attachments);
         const { job } = await createJob(ctx, row, {
           ...body,
@@ -179,7 +193,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
             toProjectRecord(ctx, row),
             await spentThisMonth(ctx, row.id),
             await jobList(ctx, row.id, {}),
-            { prompt, mode, error: err.message },
+            { prompt, mode, attempts, error: err.message },
           ),
         );
       }

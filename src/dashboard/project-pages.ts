@@ -228,6 +228,13 @@ function commandFields(values: ProjectForm): SafeHtml {
       aria-describedby="maintenance-help">
     <p id="maintenance-help" class="help">Run after the environment is restored, instead of the
     setup command: what must follow the job's own changes. Changing it rebuilds nothing.</p>
+    <label for="checkCommand">Check command</label>
+    <input id="checkCommand" name="checkCommand" maxlength="4000" value="${v('checkCommand')}"
+      placeholder="e.g. npm test (empty: none)" aria-describedby="check-help">
+    <p id="check-help" class="help">Judges the attempts of a job created with several
+    (best-of-N): run in the sandbox, with the environment, on each attempt's finished checkout;
+    exit 0 passes. The first attempt to pass wins, then the cheapest, then the smallest diff.
+    A job may give its own instead.</p>
     <label for="environmentKeyFiles">Key files of the environment</label>
     <textarea id="environmentKeyFiles" name="environmentKeyFiles" rows="3"
       aria-describedby="key-files-help"
@@ -359,6 +366,7 @@ export function projectValues(project: ProjectRecord): ProjectForm {
     commandsEnabled: project.commandsEnabled ? '1' : '',
     setupCommand: project.setupCommand ?? '',
     maintenanceCommand: project.maintenanceCommand ?? '',
+    checkCommand: project.checkCommand ?? '',
     environmentKeyFiles: (project.environmentKeyFiles ?? []).join('\n'),
     networkSetup: project.network.setup,
     networkCommands: project.network.commands,

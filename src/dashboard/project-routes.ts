@@ -123,6 +123,7 @@ function commandFields(form: Form, current: ProjectRecord | undefined): Record<s
     commandsEnabled: form.commandsEnabled === '1',
     setupCommand: given(form, 'setupCommand') ?? null,
     maintenanceCommand: given(form, 'maintenanceCommand') ?? null,
+    checkCommand: given(form, 'checkCommand') ?? null,
   };
   const globs = keyFiles(form);
   // An empty field shows both the default (null) and no key files ([], set through the API):

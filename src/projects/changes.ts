@@ -55,6 +55,8 @@ export interface ProjectFields {
   setupCommand?: string | null | undefined;
   /** Run after an environment is restored, instead of the setup command. */
   maintenanceCommand?: string | null | undefined;
+  /** Judges a best-of-N job's attempts; null or empty: none. */
+  checkCommand?: string | null | undefined;
   /** Globs of the files whose content keys the environment; null: the common lock files. */
   environmentKeyFiles?: string[] | null | undefined;
   /** The older way to say network.setup: true is "open", false "none". */
@@ -132,22 +134,12 @@ export async function toChanges(
       b.forgeWebhookSecret === null ? null : sealWebhookSecret(ctx.config, b.forgeWebhookSecret);
   if (b.draftPullRequests !== undefined) changes.draft_pull_requests = b.draftPullRequests;
   if (b.commandsEnabled !== undefined) changes.commands_enabled = b.commandsEnabled;
-  // A blank command is no command: stored as null so the pipeline has one case to skip.
-  if (b.setupCommand !== undefined) changes.setup_command = b.setupCommand?.trim() || null;
-  if (b.maintenanceCommand !== undefined)
-    changes.maintenance_command = b.maintenanceCommand?.trim() || null;
-  // A glob given twice keys nothing more: kept once, in the order given.
-  if (b.environmentKeyFiles !== undefined)
-    changes.environment_key_files =
-      b.environmentKeyFiles === null ? null : [...new Set(b.environmentKeyFiles)];
-  Object.assign(changes, networkChanges(b), await mcpServersChange(b, ctx.config));
-  if (b.commandTimeoutSeconds !== undefined)
-    changes.command_timeout_seconds = b.commandTimeoutSeconds;
-  if (b.commandCpuSeconds !== undefined) changes.command_cpu_seconds = b.commandCpuSeconds;
-  if (b.commandMemoryMb !== undefined) changes.command_memory_mb = b.commandMemoryMb;
-  if (b.commandProcesses !== undefined) changes.command_processes = b.commandProcesses;
-  if (b.commandFileSizeMb !== undefined) changes.command_file_size_mb = b.commandFileSizeMb;
-  if (b.commandDiskMb !== undefined) changes.command_disk_mb = b.commandDiskMb;
+  Object.assign(
+    changes,
+    commandChanges(b),
+    networkChanges(b),
+    await mcpServersChange(b, ctx.config),
+  );
   if (b.jobBudgetUsd !== undefined) changes.job_budget_usd = b.jobBudgetUsd;
   if (b.monthlyBudgetUsd !== undefined) changes.monthly_budget_usd = b.monthlyBudgetUsd;
   refuseUnpricedBudget(ctx, b, changes, current);
@@ -231,6 +223,28 @@ export async function toChanges(
       throw new AppError('bad_request', err instanceof Error ? err.message : String(err));
     }
   }
+  return changes;
+}
+
+/** The columns of the project's commands: the setup, maintenance and check commands, the limits. */
+function commandChanges(b: ProjectFields): ProjectChanges {
+  const changes: ProjectChanges = {};
+  // A blank command is no command: stored as null so the pipeline has one case to skip.
+  if (b.setupCommand !== undefined) changes.setup_command = b.setupCommand?.trim() || null;
+  if (b.maintenanceCommand !== undefined)
+    changes.maintenance_command = b.maintenanceCommand?.trim() || null;
+  if (b.checkCommand !== undefined) changes.check_command = b.checkCommand?.trim() || null;
+  // A glob given twice keys nothing more: kept once, in the order given.
+  if (b.environmentKeyFiles !== undefined)
+    changes.environment_key_files =
+      b.environmentKeyFiles === null ? null : [...new Set(b.environmentKeyFiles)];
+  if (b.commandTimeoutSeconds !== undefined)
+    changes.command_timeout_seconds = b.commandTimeoutSeconds;
+  if (b.commandCpuSeconds !== undefined) changes.command_cpu_seconds = b.commandCpuSeconds;
+  if (b.commandMemoryMb !== undefined) changes.command_memory_mb = b.commandMemoryMb;
+  if (b.commandProcesses !== undefined) changes.command_processes = b.commandProcesses;
+  if (b.commandFileSizeMb !== undefined) changes.command_file_size_mb = b.commandFileSizeMb;
+  if (b.commandDiskMb !== undefined) changes.command_disk_mb = b.commandDiskMb;
   return changes;
 }
 

@@ -80,6 +80,9 @@ const FORGE_LABEL = '"forgeLabel" must be 1 to 100 characters';
 const SETUP_COMMAND = '"setupCommand" must be a string of at most 2000 characters, or null';
 const MAINTENANCE_COMMAND =
   '"maintenanceCommand" must be a string of at most 2000 characters, or null';
+/** The longest check command, in characters (a job's own is held to the same, src/jobs/best-of.ts). */
+const MAX_CHECK_COMMAND = 4000;
+const CHECK_COMMAND = `"checkCommand" must be a command of at most ${MAX_CHECK_COMMAND} characters with at least one non-space character, or null (or empty) for none`;
 const KEY_FILES = `"environmentKeyFiles" must be a list of at most ${MAX_ENVIRONMENT_KEY_FILES} globs (strings of 1 to ${MAX_ENVIRONMENT_KEY_FILE_CHARS} characters), or null for the common lock files`;
 
 /** The key files: each glob trimmed, then checked by the rules the runtime relies on. */
@@ -217,6 +220,15 @@ const fields = {
     .describe(
       "A shell command run in the sandbox after the environment is restored, instead of the setup command, e.g. npm run build (null: none). It gets the setup's network and secrets; changing it does not build the environment again.",
     ),
+  // Empty clears it like null; only spaces is refused: a command typed blank is a mistake.
+  checkCommand: z
+    .string({ error: CHECK_COMMAND })
+    .max(MAX_CHECK_COMMAND, { error: CHECK_COMMAND })
+    .refine((command) => command === '' || command.trim().length > 0, { error: CHECK_COMMAND })
+    .nullable()
+    .describe(
+      `The command that judges a best-of-N job's attempts (docs/eval.md): run by sh in the sandbox, with the project's environment, on each attempt's finished checkout; exit 0 passes, e.g. npm test. A job's own checkCommand replaces it. At most ${MAX_CHECK_COMMAND} characters; null or empty: none.`,
+    ),
   environmentKeyFiles,
   setupNetwork: z
     .boolean({ error: '"setupNetwork" must be a boolean' })
@@ -314,6 +326,7 @@ export const projectUpdateBody = z.strictObject(
     commandsEnabled: fields.commandsEnabled.optional(),
     setupCommand: fields.setupCommand.optional(),
     maintenanceCommand: fields.maintenanceCommand.optional(),
+    checkCommand: fields.checkCommand.optional(),
     environmentKeyFiles: fields.environmentKeyFiles.optional(),
     setupNetwork: fields.setupNetwork.optional(),
     network: fields.network.optional(),

@@ -131,6 +131,12 @@ export const projectRecord = z
       .describe(
         'Run after the environment is restored, instead of the setup command (null: none).',
       ),
+    checkCommand: z
+      .string()
+      .nullable()
+      .describe(
+        "The command that judges a best-of-N job's attempts (docs/eval.md): run by sh in the sandbox, with the project's environment, on each attempt's finished checkout; exit 0 passes. A job's own checkCommand replaces it. null: none (the attempts are unchecked).",
+      ),
     environmentKeyFiles: z
       .array(z.string())
       .nullable()

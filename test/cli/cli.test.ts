@@ -244,6 +244,49 @@ describe('errand CLI', () => {
     assert.equal((await svc.request('GET', `/v2/admin/projects/${id}`)).json.autofixAttempts, 0);
   });
 
+  test('project create, update and show: the check command of best-of-N attempts', async () => {
+    const created = await cli([
+      'project',
+      'create',
+      '--name',
+      'checked',
+      '--repo',
+      svc.database.dataDir,
+      '--check-command',
+      "npm test -- --grep 'the fix'",
+    ]);
+    assert.equal(created.code, 0, created.stderr);
+    assert.match(created.stdout, /; attempts checked by a command/);
+    const id = /created project (prj_\w+)/.exec(created.stdout)?.[1] ?? '';
+    const read = async () => (await svc.request('GET', `/v2/admin/projects/${id}`)).json;
+    assert.equal((await read()).checkCommand, "npm test -- --grep 'the fix'");
+
+    const shown = await cli(['project', 'show', id]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.match(shown.stdout, /\n {2}check: {4}npm test -- --grep 'the fix'\n/);
+
+    const updated = json(
+      await cli(['project', 'update', id, '--check-command', 'make check', '--json']),
+    );
+    assert.equal(updated.checkCommand, 'make check');
+    const renamed = json(await cli(['project', 'update', id, '--name', 'renamed', '--json']));
+    assert.equal(renamed.checkCommand, 'make check', 'a setting not given is kept');
+
+    // Only spaces is the server's to refuse, naming the field; nothing changes.
+    const blank = await cli(['project', 'update', id, '--check-command', '   ']);
+    assert.equal(blank.code, 1, blank.stderr);
+    assert.equal(blank.stdout, '');
+    assert.match(blank.stderr, /"checkCommand" must be a command of at most 4000 characters/);
+    assert.equal((await read()).checkCommand, 'make check');
+
+    // '' removes it; show then leaves the line out.
+    const removed = json(await cli(['project', 'update', id, '--check-command', '', '--json']));
+    assert.equal(removed.checkCommand, null);
+    assert.doesNotMatch((await cli(['project', 'show', id])).stdout, /\n {2}check:/);
+    const help = await cli(['help', 'project']);
+    assert.match(help.stdout, /\[--check-command CMD\]/);
+  });
+
   test('errors go to stderr with a non-zero exit and nothing on stdout', async () => {
     const cases: Array<[string[], RegExp, Record<string, string>?]> = [
       [['project', 'create', '--repo', '/tmp', '--json'], /--name is required/],

@@ -7,6 +7,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import type { AttemptResult } from '../../src/db/schema.ts';
 import { TurnFailedError, type TurnInput, type TurnOutput } from '../../src/jobs/runner.ts';
 import { untilStatus } from '../support/jobs.ts';
 import { captureOutput, type Run } from '../support/process.ts';
@@ -682,6 +683,142 @@ describe('errand job', () => {
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
+  });
+
+  test('--attempts, --agent and --check-command make a best-of-N create; a bad agent is a usage error', async () => {
+    const created = await json([
+      'job',
+      'create',
+      '--project',
+      projectId,
+      'complete in two tries',
+      '--attempts',
+      '3',
+      '--agent',
+      'claude-code:',
+      '--agent',
+      ':anthropic:claude-opus-4-1',
+      '--check-command',
+      'npm test',
+    ]);
+    const id = String(created.id);
+    const job = await svc.service.ctx.db
+      .selectFrom('jobs')
+      .select('check_command')
+      .where('id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.equal(job.check_command, 'npm test');
+    const turn = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('best_of')
+      .where('job_id', '=', id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(turn.best_of, {
+      count: 3,
+      agents: [{ engine: 'claude-code' }, { model: 'anthropic:claude-opus-4-1' }],
+    });
+    await untilStatus(svc, projectId, id, 'completed');
+    // job get lists the attempts the turn wrote, the winner marked.
+    const attempts: AttemptResult[] = [
+      {
+        n: 1,
+        engine: 'claude-code',
+        model: 'anthropic:claude-sonnet-4-5',
+        branch: `errand/${id}-1`,
+        outcome: 'failed',
+        check: { exitCode: 1, outputTail: 'not ok\n', durationMs: 800 },
+        costUsd: 0.0123,
+        diff: { files: 2, lines: 14 },
+        commitSha: 'a'.repeat(40),
+        error: null,
+        winner: false,
+      },
+      {
+        n: 2,
+        engine: 'errand',
+        model: 'anthropic:claude-opus-4-1',
+        branch: `errand/${id}-2`,
+        outcome: 'passed',
+        check: { exitCode: 0, outputTail: 'ok\n', durationMs: 700 },
+        costUsd: 0.5,
+        diff: { files: 1, lines: 3 },
+        commitSha: 'b'.repeat(40),
+        error: null,
+        winner: true,
+      },
+    ];
+    await svc.service.ctx.db
+      .updateTable('jobs')
+      .set({ attempts: JSON.stringify(attempts) })
+      .where('id', '=', id)
+      .execute();
+    const shown = ok(await cli(['job', 'get', id, '--project', projectId])).stdout;
+    assert.ok(
+      shown.includes(
+        `\n  attempt 1: claude-code anthropic:claude-sonnet-4-5; failed (exit 1); $0.0123; 2 files, 14 lines; errand/${id}-1\n  attempt 2: errand anthropic:claude-opus-4-1; passed (exit 0); $0.5000; 1 file, 3 lines; errand/${id}-2  <- winner\n`,
+      ),
+      shown,
+    );
+
+    // Agents without a count make one attempt each.
+    const each = await json([
+      'job',
+      'create',
+      '--project',
+      projectId,
+      'complete',
+      '--agent',
+      'errand:anthropic:claude-opus-4-1',
+      '--agent',
+      'claude-code',
+    ]);
+    const eachTurn = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('best_of')
+      .where('job_id', '=', String(each.id))
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(eachTurn.best_of, {
+      count: 2,
+      agents: [{ engine: 'errand', model: 'anthropic:claude-opus-4-1' }, { engine: 'claude-code' }],
+    });
+    await untilStatus(svc, projectId, String(each.id), 'completed');
+
+    await misused(
+      ['job', 'create', '--project', projectId, 'x', '--attempts', '2', '--agent', 'openai:gpt-5'],
+      /--agent must be ENGINE:MODEL.*'openai:gpt-5'/,
+      /^Usage: errand job create/,
+    );
+    await misused(
+      ['job', 'create', '--project', projectId, 'x', '--attempts', 'none'],
+      /--attempts must be a whole number/,
+      /^Usage: errand job create/,
+    );
+    // The range and the agents' fit are the service's: one line with its words, nothing made.
+    const jobs = async () =>
+      (
+        await svc.service.ctx.db
+          .selectFrom('jobs')
+          .select((eb) => eb.fn.countAll<string>().as('n'))
+          .executeTakeFirstOrThrow()
+      ).n;
+    const before = await jobs();
+    const five = await cli(['job', 'create', '--project', projectId, 'x', '--attempts', '5']);
+    assert.equal(five.code, 1, five.stderr);
+    assert.match(five.stderr, /"count" must be a whole number from 1 to 4/);
+    const asked = await cli([
+      'job',
+      'create',
+      '--project',
+      projectId,
+      'x',
+      '--attempts',
+      '2',
+      '--mode',
+      'ask',
+    ]);
+    assert.equal(asked.code, 1, asked.stderr);
+    assert.match(asked.stderr, /"attempts" needs mode "code"/);
+    assert.equal(await jobs(), before);
   });
 
   test('--image: files go inline and URLs to the service, on create and message; more than 5 is a usage error', async () => {

@@ -11,9 +11,11 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { loadMigrations } from '../../src/db/migrate.ts';
+import type { AttemptResult } from '../../src/db/schema.ts';
 import type { WebhookPayload } from '../../src/features/webhooks/outbox.ts';
 import { turnSecrets } from '../../src/projects/secrets.ts';
 import type { KeyRecord } from '../../src/records/key.ts';
+import type { ProjectRecord } from '../../src/records/project.ts';
 import { open } from '../../src/secrets/box.ts';
 import {
   createEmbeddedDataDir,
@@ -982,6 +984,96 @@ describe('errand export and import', () => {
       assert.equal(rows[0]?.source, 'https://images.example/shot.png');
     } finally {
       await client.end();
+    }
+  });
+
+  test("best-of-N comes across: the project's check command, a job's own, its attempts and its turn's", async () => {
+    const from = await fresh();
+    const svc = await startTestService({ database: from, worker: false, env: llmEnv });
+    let project: ProjectRecord;
+    let jobId: string;
+    let before: { project: unknown; job: unknown };
+    const attempts: AttemptResult[] = [1, 2].map((n) => ({
+      n,
+      engine: 'errand',
+      model: 'openai:gpt-test',
+      branch: `errand/job-${n}`,
+      outcome: n === 1 ? 'failed' : 'passed',
+      check: {
+        exitCode: n === 1 ? 1 : 0,
+        outputTail: n === 1 ? 'FAIL <a>\n' : 'ok\n',
+        durationMs: 420,
+      },
+      costUsd: n === 1 ? 0.0123 : null,
+      diff: { files: n, lines: 10 * n },
+      commitSha: String(n).repeat(40),
+      error: null,
+      winner: n === 2,
+    }));
+    try {
+      const made = await svc.request('POST', '/v2/admin/projects', {
+        body: { name: 'checked', repository: origin.url, checkCommand: 'npm test' },
+      });
+      assert.equal(made.status, 201, made.text);
+      project = made.json as ProjectRecord;
+      const created = await svc.request('POST', `/v2/agent/${project.id}/job`, {
+        body: {
+          prompt: 'two tries',
+          attempts: { count: 2, agents: [{ engine: 'errand' }, { model: 'openai:gpt-test' }] },
+          checkCommand: "grep -q 'right' answer.txt",
+        },
+      });
+      assert.equal(created.status, 201, created.text);
+      jobId = created.json.id ?? '';
+      await svc.service.ctx.db
+        .updateTable('jobs')
+        .set({ attempts: JSON.stringify(attempts) })
+        .where('id', '=', jobId)
+        .execute();
+      before = {
+        project: (await svc.request('GET', `/v2/admin/projects/${project.id}`)).json,
+        job: (await svc.request('GET', `/v2/agent/${project.id}/job/${jobId}`)).json,
+      };
+    } finally {
+      await svc.stop();
+    }
+    assert.equal((before.project as ProjectRecord).checkCommand, 'npm test');
+    assert.deepEqual((before.job as { attempts: unknown }).attempts, attempts);
+
+    const { to } = await move(from, 'best-of.jsonl');
+    const api = await startTestService({
+      database: to,
+      adminKey: svc.adminKey,
+      worker: false,
+      env: llmEnv,
+    });
+    try {
+      assert.deepEqual(
+        (await api.request('GET', `/v2/admin/projects/${project.id}`)).json,
+        before.project,
+      );
+      assert.deepEqual(
+        (await api.request('GET', `/v2/agent/${project.id}/job/${jobId}`)).json,
+        before.job,
+      );
+      const job = await api.service.ctx.db
+        .selectFrom('jobs')
+        .select(['check_command', 'attempts'])
+        .where('id', '=', jobId)
+        .executeTakeFirstOrThrow();
+      assert.equal(job.check_command, "grep -q 'right' answer.txt");
+      assert.deepEqual(job.attempts, attempts);
+      const turn = await api.service.ctx.db
+        .selectFrom('turns')
+        .select('best_of')
+        .where('job_id', '=', jobId)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(turn.best_of, {
+        count: 2,
+        agents: [{ engine: 'errand' }, { model: 'openai:gpt-test' }],
+      });
+    } finally {
+      await api.stop();
     }
   });
 

@@ -41,15 +41,19 @@ describe('typed client: the admin API', () => {
       repository: svc.database.dataDir,
       ref: 'main',
       commandTimeoutSeconds: 30,
+      checkCommand: 'npm test',
     });
     assert.match(created.id, /^prj_/);
     assert.equal(created.commandTimeoutSeconds, 30);
+    assert.equal(created.checkCommand, 'npm test');
     assert.deepEqual(await admin.getProject(created.id), created);
     const updated = await admin.updateProject(created.id, {
       name: 'typed again',
       commandTimeoutSeconds: null,
+      checkCommand: null,
     });
     assert.equal(updated.name, 'typed again');
+    assert.equal(updated.checkCommand, null);
     assert.notEqual(updated.commandTimeoutSeconds, 30, 'null returns to the default');
     const stored = await svc.request('GET', `/v2/admin/projects/${created.id}`);
     assert.deepEqual(updated, stored.json);

@@ -176,6 +176,40 @@ describe('typed client against Errand', () => {
     assert.equal(first.source.baseRef, 'main');
   });
 
+  test('createJob sends attempts and checkCommand (best-of-N); the record carries the attempts', async () => {
+    const job = await client.createJob({
+      prompt: 'complete in two tries',
+      attempts: {
+        count: 2,
+        agents: [{ engine: 'errand' }, { model: 'anthropic:claude-opus-4-1' }],
+      },
+      checkCommand: 'npm test',
+    });
+    const turn = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('best_of')
+      .where('job_id', '=', job.id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(turn.best_of, {
+      count: 2,
+      agents: [{ engine: 'errand' }, { model: 'anthropic:claude-opus-4-1' }],
+    });
+    const row = await svc.service.ctx.db
+      .selectFrom('jobs')
+      .select('check_command')
+      .where('id', '=', job.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.check_command, 'npm test');
+    const done = await client.waitForJob(job.id);
+    assert.equal(done.status, 'completed');
+    // A refused count is the API's error, typed.
+    const refused = await expectError(
+      client.createJob({ prompt: 'complete', attempts: { count: 5 } }),
+    );
+    assert.equal(refused.status, 400);
+    assert.match(refused.message, /"count" must be a whole number from 1 to 4/);
+  });
+
   test('sendMessage makes a completed job active again; a failed turn resolves as failed', async () => {
     const job = await client.createJob({ prompt: 'complete first' });
     assert.equal((await client.waitForJob(job.id)).status, 'completed');

@@ -180,7 +180,9 @@ describe('errand mcp', () => {
     assert.deepEqual(create?.inputSchema.required, ['prompt']);
     assert.deepEqual(Object.keys(create?.inputSchema.properties ?? {}).sort(), [
       'attachments',
+      'attempts',
       'baseRef',
+      'checkCommand',
       'mcpServers',
       'mode',
       'model',
@@ -188,6 +190,19 @@ describe('errand mcp', () => {
       'projectId',
       'prompt',
     ]);
+    // Best-of-N (docs/eval.md): a count of 1 to 4 and optional agents; a check command.
+    const attempts = property('create_job', 'attempts') as {
+      type?: string;
+      properties?: Record<string, { minimum?: number; maximum?: number }>;
+    };
+    assert.equal(attempts.type, 'object');
+    assert.deepEqual(
+      [attempts.properties?.count?.minimum, attempts.properties?.count?.maximum],
+      [1, 4],
+    );
+    assert.ok(attempts.properties?.agents, 'attempts takes agents');
+    assert.equal(property('create_job', 'checkCommand').type, 'string');
+    assert.match(create?.description ?? '', /best-of-N/);
     // A job's own MCP servers (docs/mcp-servers.md): an object of servers by name.
     assert.equal(property('create_job', 'mcpServers').type, 'object');
     // Modes (docs/modes.md): create_job and send_message take the same three.
@@ -329,6 +344,36 @@ describe('errand mcp', () => {
     assert.equal(refused.isError, true);
     assert.match(refused.text, /only references inside the schema/);
   });
+  test('create_job gives its first turn the attempts and the job its check command; a refused count is an error the model reads', async () => {
+    const created = job(
+      await ok('create_job', {
+        prompt: 'complete in two tries',
+        attempts: { count: 2, agents: [{ engine: 'claude-code' }] },
+        checkCommand: 'npm test',
+      }),
+    );
+    const first = await svc.service.ctx.db
+      .selectFrom('turns')
+      .select('best_of')
+      .where('job_id', '=', created.id)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(first.best_of, { count: 2, agents: [{ engine: 'claude-code' }] });
+    const row = await svc.service.ctx.db
+      .selectFrom('jobs')
+      .select('check_command')
+      .where('id', '=', created.id)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.check_command, 'npm test');
+    await ok('wait_for_job', { jobId: created.id });
+    const refused = await call('create_job', {
+      prompt: 'complete it',
+      attempts: { count: 2 },
+      mode: 'ask',
+    });
+    assert.equal(refused.isError, true);
+    assert.match(refused.text, /"attempts" needs mode "code".*code bad_request, HTTP 400/s);
+  });
+
   test('wait_for_job answers with the active job when its time is up, and reports progress meanwhile', async () => {
     const held = job(await ok('create_job', { prompt: 'hold this one' }));
     // From the start of its turn the held job does not change, so the only notifications are

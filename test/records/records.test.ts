@@ -176,6 +176,7 @@ describe('records and their schemas', () => {
         forge_webhook_secret: 'sealed',
         setup_command: 'npm ci',
         maintenance_command: 'npm run build',
+        check_command: 'npm test',
         environment_key_files: ['package-lock.json'],
         network_allow: ['@npm'],
         job_budget_usd: 5,

@@ -48,6 +48,7 @@ const PROJECT_FIELDS = [
   'autoMerge',
   'autofixAttempts',
   'autofixChecks',
+  'checkCommand',
   'commandCpuSeconds',
   'commandDiskMb',
   'commandFileSizeMb',
@@ -136,6 +137,7 @@ describe('admin project routes', () => {
       assert.equal(project.commandsEnabled, true);
       assert.equal(project.setupCommand, null);
       assert.equal(project.maintenanceCommand, null);
+      assert.equal(project.checkCommand, null);
       assert.equal(project.environmentKeyFiles, null);
       assert.equal(project.setupNetwork, false);
       assert.deepEqual(project.network, { setup: 'none', commands: 'none', allow: [] });

@@ -1,6 +1,7 @@
 // create_job: hands a coding task to Errand's agent; answers at once with the new job.
 import { z } from 'zod';
 import { attachmentsField } from '../../jobs/attachments.ts';
+import { attemptsField, checkCommandField } from '../../jobs/best-of.ts';
 import { jobMcpServersField } from '../../projects/mcp-servers.ts';
 import { JOB_MODES } from '../../records/job.ts';
 import { attempt, result } from '../results.ts';
@@ -16,6 +17,8 @@ With mode "ask" the agent answers a question about the repository instead (read-
 
 With outputSchema (a JSON Schema) the turn also ends with a value valid against it, the job record's output: use it when you need an answer you can parse.
 To show the agent screenshots or diagrams, give them as attachments (at most 5 PNG, JPEG, WebP or GIF images of up to 5 MB, each base64 or an https URL); the job's model must take images.
+
+With attempts (best-of-N) the agent makes up to 4 attempts at once, optionally with different engines or models; the project's check command (or checkCommand) judges them, and the first that passes becomes the pull request. The record's attempts list each one's outcome, cost and branch. Use it only when the user asks for several attempts or a comparison: each attempt costs as much as a job.
 
 To give further instructions on the same work (same branch, same pull request), use send_message on this job instead of creating another one.`;
 
@@ -58,10 +61,26 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
           .describe(
             'MCP servers for this job besides the project\'s, by name: {"command", "args", "env"} (run in the job\'s sandbox) or {"url", "headers"}. Only when the user gives them; project secrets cannot be named here.',
           ),
+        attempts: attemptsField,
+        checkCommand: checkCommandField,
       },
       annotations: { readOnlyHint: false, destructiveHint: false, openWorldHint: true },
     },
-    ({ prompt, projectId, model, baseRef, mode, outputSchema, attachments, mcpServers }, extra) =>
+    (
+      {
+        prompt,
+        projectId,
+        model,
+        baseRef,
+        mode,
+        outputSchema,
+        attachments,
+        mcpServers,
+        attempts,
+        checkCommand,
+      },
+      extra,
+    ) =>
       attempt(async () => {
         const project = projectOf(deps, projectId);
         const job = await deps.client.createJob(
@@ -73,6 +92,8 @@ export const registerCreateJob: RegisterTool = (server, deps) => {
             ...(outputSchema !== undefined ? { outputSchema } : {}),
             ...(attachments !== undefined ? { attachments } : {}),
             ...(mcpServers !== undefined ? { mcpServers } : {}),
+            ...(attempts !== undefined ? { attempts } : {}),
+            ...(checkCommand !== undefined ? { checkCommand } : {}),
           },
           { projectId: project, signal: extra.signal },
         );
