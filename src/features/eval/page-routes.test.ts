@@ -84,9 +84,9 @@ describe('dashboard Evals pages', () => {
     assert.doesNotMatch(text, /<compared>|<ok>/);
     // The per-agent table: 3/4 with its Wilson interval, $1 in all, and 1/4.
     assert.match(text, /3 \/ 4/);
-    assert.match(text, /75\.0 % <span class="muted">30\.1 %–95\.4 %<\/span>/);
+    assert.match(text, /75\.0\u00a0% <span class="muted">30\.1\u00a0%–95\.4\u00a0%<\/span>/);
     assert.match(text, /\$1\.0000/);
-    assert.match(text, /25\.0 % <span class="muted">4\.6 %–69\.9 %<\/span>/);
+    assert.match(text, /25\.0\u00a0% <span class="muted">4\.6\u00a0%–69\.9\u00a0%<\/span>/);
     assert.match(text, /\$0\.1000/);
     assert.match(text, /60\.0 s/);
     // The chart: one labelled point per agent, with its interval bar.

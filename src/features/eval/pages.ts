@@ -10,8 +10,9 @@ import type { EvalRunRecord } from './types.ts';
 
 type RunSummary = Omit<EvalRunRecord, 'results'>;
 
+/** A rate as a percentage; the sign kept with its number (a no-break space). */
 const percent = (rate: number | null): string =>
-  rate === null ? '–' : `${(rate * 100).toFixed(1)} %`;
+  rate === null ? '–' : `${(rate * 100).toFixed(1)}\u00a0%`;
 const usd = (value: number | null): string => (value === null ? '–' : `$${value.toFixed(4)}`);
 const seconds = (ms: number | null): string => (ms === null ? '–' : `${(ms / 1000).toFixed(1)} s`);
 const plain = (value: number | null): string => (value === null ? '–' : String(value));
@@ -82,6 +83,11 @@ function passRateChart(agents: readonly AgentStats[]): SafeHtml {
   const yTicks = [0, 0.25, 0.5, 0.75, 1];
   const xTicks = [0, 0.25, 0.5, 0.75, 1].map((f) => f * xMax);
   const fmt = (n: number) => n.toFixed(2);
+  // A label beside its point, on the side with room: left of a point in the right half.
+  const label = (text: string, px: number, py: number) =>
+    px > x0 + plotW / 2
+      ? html`<text x="${fmt(px - 8)}" y="${fmt(py - 8)}" font-size="12" text-anchor="end">${text}</text>`
+      : html`<text x="${fmt(px + 8)}" y="${fmt(py - 8)}" font-size="12">${text}</text>`;
   const points = placed.map((a) => {
     const cx = fmt(x(a.totalCostUsd));
     const bar = a.interval
@@ -93,7 +99,7 @@ function passRateChart(agents: readonly AgentStats[]): SafeHtml {
       a.interval ? `${percent(a.interval.low)}–${percent(a.interval.high)}` : '–'
     }), ${usd(a.totalCostUsd)}</title>${bar}
 <circle cx="${cx}" cy="${fmt(y(a.passRate))}" r="5" fill="currentColor"/>
-<text x="${fmt(x(a.totalCostUsd) + 8)}" y="${fmt(y(a.passRate) - 8)}" font-size="12">${a.agent}</text></g>`;
+${label(a.agent, x(a.totalCostUsd), y(a.passRate))}</g>`;
   });
   return html`<figure class="chart">
 <svg role="img" aria-labelledby="chart-title" viewBox="0 0 ${width} ${height}" width="100%" style="max-width:${width}px" xmlns="http://www.w3.org/2000/svg">
