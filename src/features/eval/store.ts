@@ -111,12 +111,27 @@ export async function listRuns(
     .limit(LIST_LIMIT)
     .execute();
   const visible = runs.filter((run) => runProjects(run).every((p) => mayActOn(principal, p)));
-  const records = [];
-  for (const run of visible) {
-    const { results: _, ...summary } = await runRecord(ctx, run);
-    records.push(summary);
+  if (visible.length === 0) return [];
+  // One read of the results of every run shown: their per-agent tables.
+  const results = await ctx.db
+    .selectFrom('eval_results')
+    .selectAll()
+    .where(
+      'run_id',
+      'in',
+      visible.map((run) => run.id),
+    )
+    .execute();
+  const byRun = new Map<string, typeof results>();
+  for (const result of results) {
+    const list = byRun.get(result.run_id) ?? [];
+    list.push(result);
+    byRun.set(result.run_id, list);
   }
-  return records;
+  return visible.map((run) => {
+    const { results: _, ...summary } = toEvalRunRecord(run, byRun.get(run.id) ?? []);
+    return summary;
+  });
 }
 
 /** The run, for a principal that may read each of its projects (403 otherwise, then 404). */
