@@ -845,6 +845,47 @@ export interface paths {
                     /** @description The turn it belongs to; null for the job itself. */
                     turn: number | null;
                     /** @enum {string} */
+                    type: 'attempt.started';
+                    data: {
+                      n: number;
+                      /** @enum {string} */
+                      engine: 'errand' | 'claude-code' | 'codex' | 'opencode';
+                      model: string;
+                      branch: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
+                    type: 'attempt.finished';
+                    data: {
+                      n: number;
+                      /** @enum {string} */
+                      outcome: 'passed' | 'failed' | 'unchecked' | 'no_changes' | 'error';
+                      exitCode: number | null;
+                      costUsd: number | null;
+                      diff: {
+                        files: number;
+                        lines: number;
+                      };
+                      error?: string;
+                      [key: string]: unknown;
+                    };
+                    /** Format: date-time */
+                    at: string;
+                  }
+                | {
+                    /** @description Increases with every event of the job. */
+                    seq: number;
+                    /** @description The turn it belongs to; null for the job itself. */
+                    turn: number | null;
+                    /** @enum {string} */
                     type: 'base.integrated';
                     data: {
                       base: string;

@@ -74,6 +74,28 @@ const CASES: Case[] = [
   ['turn.finished', { summary: 'Greet\n\nmore', usage: null, prLink: null }, 'Greet'],
   ['turn.failed', { error: 'the model refused' }, 'the model refused'],
   [
+    'attempt.started',
+    { n: 2, engine: 'codex', model: 'openai:gpt-5', branch: 'errand/job_1-2' },
+    'attempt 2: codex on openai:gpt-5, branch errand/job_1-2',
+  ],
+  [
+    'attempt.finished',
+    { n: 1, outcome: 'passed', exitCode: 0, costUsd: 0.25, diff: { files: 1, lines: 3 } },
+    'attempt 1 passed, check exit 0, 1 file, 3 lines, $0.2500',
+  ],
+  [
+    'attempt.finished',
+    {
+      n: 3,
+      outcome: 'error',
+      exitCode: null,
+      costUsd: null,
+      diff: { files: 0, lines: 0 },
+      error: 'the model refused',
+    },
+    'attempt 3 error, 0 files, 0 lines, cost unknown, the model refused',
+  ],
+  [
     'turn.resumed',
     { commit: SHA, note: 'x' },
     'already pushed as 89abcdef0123; finishing the pull request',

@@ -6,7 +6,9 @@
 // its facts: what is stored is data, so the words of old events change with the catalog's.
 // How a type is declared, and the pieces declarations share, are in declare.ts.
 import { z } from 'zod';
+import { ATTEMPT_OUTCOMES } from '../records/attempt.ts';
 import { JOB_MODES } from '../records/job.ts';
+import { ENGINE_NAMES } from '../records/project.ts';
 import { formatMs } from '../words.ts';
 import {
   commandEnd,
@@ -113,6 +115,41 @@ export const EVENTS = {
     data: payload({ base: z.string(), head: z.string(), continued: z.boolean() }),
     words: (d) => ({ text: `${d.continued ? 'continuing' : 'new branch'} at ${sha(d.head)}` }),
     phase: 'workspace',
+  }),
+  'attempt.started': declare({
+    kind: 'progress',
+    description:
+      "An attempt of a best-of-N turn started (docs/eval.md): its number, agent and branch. The attempts' own progress events carry its number as `attemptN`.",
+    data: payload({
+      n: z.number().int().min(1),
+      engine: z.enum(ENGINE_NAMES),
+      model: z.string(),
+      branch: z.string(),
+    }),
+    words: (d) => ({ text: `attempt ${d.n}: ${d.engine} on ${d.model}, branch ${d.branch}` }),
+  }),
+  'attempt.finished': declare({
+    kind: 'progress',
+    description:
+      "An attempt of a best-of-N turn finished: its outcome (passed, failed, unchecked, no_changes, error), its check's exit code, its cost and what it changed.",
+    data: payload({
+      n: z.number().int().min(1),
+      outcome: z.enum(ATTEMPT_OUTCOMES),
+      exitCode: z.number().int().nullable(),
+      costUsd: z.number().nullable(),
+      diff: z.object({ files: z.number().int().min(0), lines: z.number().int().min(0) }),
+      error: z.string().optional(),
+    }),
+    words: (d) => {
+      const parts = [
+        `attempt ${d.n} ${d.outcome.replace('_', ' ')}`,
+        d.exitCode !== null && d.outcome !== 'error' ? `check exit ${d.exitCode}` : undefined,
+        `${d.diff.files} file${d.diff.files === 1 ? '' : 's'}, ${d.diff.lines} line${d.diff.lines === 1 ? '' : 's'}`,
+        d.costUsd !== null ? `$${d.costUsd.toFixed(4)}` : 'cost unknown',
+        d.error,
+      ];
+      return { text: parts.filter((part) => part !== undefined).join(', ') };
+    },
   }),
   'base.integrated': declare({
     kind: 'progress',

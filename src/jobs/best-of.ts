@@ -76,7 +76,7 @@ export const checkCommandField = z
   );
 
 /** The agent attempt `n` (from 1) of `bestOf` takes, its engine and model filled in. */
-function attemptAgent(
+export function attemptAgent(
   bestOf: BestOf,
   n: number,
   defaults: { engine: ProjectRow['engine']; model: string },

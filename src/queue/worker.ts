@@ -21,7 +21,14 @@ import {
 } from '../jobs/lifecycle.ts';
 import { TurnFailedError, type TurnRunner } from '../jobs/runner.ts';
 import { jobStatus } from '../jobs/states.ts';
-import { addTokens, NO_TOKENS, readUsage, type TokenUsage, type Usage } from '../jobs/usage.ts';
+import {
+  addTokens,
+  NO_TOKENS,
+  readUsage,
+  roundUsd,
+  type TokenUsage,
+  type Usage,
+} from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, TurnOutcome } from '../metrics/metrics.ts';
 import type { TurnEntry, TurnQueue } from './queue.ts';
@@ -99,13 +106,22 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
   // What this attempt's model calls used, as its progress events tell it: what a failed or
   // retried attempt spent counts too (its output, which would say, never comes).
   let stepTokens: TokenUsage = NO_TOKENS;
+  // A best-of-N turn's attempts run on models of their own: its steps come priced at theirs.
+  let stepCost: number | null = 0;
   const emit: Emit = (type, data) => {
     report.mark(type);
     const used = MODEL_CALLS.has(type) && 'usage' in data ? readUsage(data.usage) : undefined;
     if (used) stepTokens = addTokens(stepTokens, used);
+    if (used)
+      stepCost = stepCost === null || used.costUsd === null ? null : stepCost + used.costUsd;
     return recordProgress(ctx, jobId, seq, type, data);
   };
   const spent = (tokens: TokenUsage = stepTokens) => ctx.models.usage(started.job.model, tokens);
+  // What the steps spent, for a turn that gives no output to say it.
+  const stepsSpent = (): Usage =>
+    started.turn.best_of
+      ? { ...stepTokens, costUsd: stepCost === null ? null : roundUsd(stepCost) }
+      : spent();
   log.info('turn started');
 
   const local = ctx.aborts.start(jobId);
@@ -131,7 +147,7 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
     outcome = 'done';
   } catch (err) {
     failure = err;
-    outcome = await settleFailure(ctx, entry, err, signal, spent());
+    outcome = await settleFailure(ctx, entry, err, signal, stepsSpent());
   } finally {
     ctx.aborts.finish(jobId, local);
     report.end(log, ctx.metrics, outcome, failure);

@@ -6,7 +6,7 @@ import type { AttemptResult } from '../db/schema.ts';
 import { ENGINE_NAMES } from './project.ts';
 
 /** How an attempt ended: its check's verdict, or why there is none. */
-const ATTEMPT_OUTCOMES = Object.freeze([
+export const ATTEMPT_OUTCOMES = Object.freeze([
   'passed',
   'failed',
   'unchecked',

@@ -8,12 +8,7 @@ import { BudgetExceededError, type CostBudget, runAgentTurn } from '../agent/loo
 import { ModelError } from '../agent/model-errors.ts';
 import type { ModelRegistry } from '../agent/models.ts';
 import { modePrompt, writes } from '../agent/modes.ts';
-import {
-  buildSystemPrompt,
-  readRepoInstructions,
-  type SetupNote,
-  setupNote,
-} from '../agent/prompt.ts';
+import { buildSystemPrompt, readRepoInstructions, setupNote } from '../agent/prompt.ts';
 import { scrubbedModel } from '../agent/scrubbed-model.ts';
 import { createRepoTools, createRunCommandTool, RUN_COMMAND } from '../agent/tools/index.ts';
 import type { OpenAgentMcp } from '../agent/tools/mcp.ts';
@@ -32,7 +27,7 @@ import {
   type TurnOutput,
   type TurnRunner,
 } from '../jobs/runner.ts';
-import { addTokens, readUsage, type TokenUsage } from '../jobs/usage.ts';
+import { addTokens, readUsage } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics } from '../metrics/metrics.ts';
 import { engineModeRefusal } from '../projects/engine.ts';
@@ -40,7 +35,7 @@ import type { SandboxLimits } from '../projects/limits.ts';
 import { commandsNetwork } from '../projects/network.ts';
 import { projectCommandLimits } from '../projects/service.ts';
 import { sandboxStatus } from '../sandbox/sandbox.ts';
-import { type ScrubSecret, scrubDeep, scrubSecrets, secretScrubber } from '../secrets/scrub.ts';
+import { type ScrubSecret, scrubSecrets, secretScrubber } from '../secrets/scrub.ts';
 import {
   type Checkout,
   changedFiles,
@@ -52,11 +47,14 @@ import {
   type WorkspaceConfig,
   withJobLock,
 } from '../workspace/index.ts';
+import { runAttempts } from './attempts.ts';
 import { commitMessage, landedCommit } from './commits.ts';
 import { bringBaseIn, concludeResolution, integratedSummary, withConflicts } from './conflict.ts';
 import { asTurnError, review, type TurnForge, turnForge } from './forge.ts';
 import { turnOutput } from './output.ts';
 import { refuseSecretsInPush, secretEnv, secretScrubForms } from './secrets.ts';
+import type { AgentOutcome, AgentPlace, TurnCommands, TurnSteps } from './steps.ts';
+import { scrubNote, storable, turnScrubbing } from './storable.ts';
 
 export interface TurnPipelineDeps {
   config: Config;
@@ -80,20 +78,6 @@ export interface TurnPipelineDeps {
 }
 
 type JobBudget = { limitUsd: number; spentUsd: number };
-
-/** What the agent (Errand's own or an engine) did in a turn, and the value it was asked for. */
-type AgentOutcome = {
-  summary: string;
-  usage: TokenUsage;
-  turnMessages: unknown[];
-  output?: { value: unknown } | undefined;
-};
-
-/** The run_command tool's settings for a turn where it is offered. */
-interface TurnCommands {
-  limits: SandboxLimits;
-  setup: SetupNote | undefined;
-}
 
 export function workspaceConfig(config: Config): WorkspaceConfig {
   return {
@@ -124,17 +108,7 @@ export class TurnPipeline implements TurnRunner {
     const { config } = this.#deps;
     // Errand's own, the project's (in every form, by name) and, once known, the forge's.
     const secrets: ScrubSecret[] = [...config.secrets, ...secretScrubForms(input.secrets)];
-    const scrub = (text: string) => storable(scrubSecrets(text, secrets));
-    // String by string: a value's JSON escaping cannot hide it, nor scrubbing break the JSON.
-    const scrubbed = <T>(value: T): T =>
-      scrubDeep(JSON.parse(JSON.stringify(value, storableStrings)) as T, secretScrubber(secrets));
-    // Tools of one step run in parallel; the chain keeps the log in the order events happened.
-    let chain: Promise<void> = Promise.resolve();
-    const emit: Emit = (type, data) => {
-      const clean = scrubbed(data);
-      chain = chain.then(() => input.emit(type, clean));
-      return chain;
-    };
+    const { scrub, scrubbed, emit } = turnScrubbing(secrets, input.emit);
 
     let forge: TurnForge | undefined;
     try {
@@ -218,15 +192,18 @@ export class TurnPipeline implements TurnRunner {
       // A project whose engine changed since the turn was accepted.
       const refusal = engineModeRefusal(input.project.engine, mode);
       if (refusal !== undefined) throw new TurnFailedError(refusal);
+      // Best-of-N (docs/eval.md): attempts on clones of their own; the winner is published.
+      if (turn.best_of && mode === 'code')
+        return await runAttempts(this.#steps(secrets), input, turn.best_of, {
+          ...{ forge, emit, scrub, scrubbed, secrets },
+        });
       const commands = writes(mode)
         ? await this.#commands(input, checkout, emit, secrets)
         : undefined;
       const agentInput = integration ? withConflicts(input, integration) : input;
       // Everything around the agent is Errand's whichever engine the project runs.
-      const result =
-        input.project.engine === 'errand'
-          ? await this.#agent(agentInput, checkout.dir, emit, commands, secrets)
-          : await this.#engine(agentInput, input.project.engine, checkout.dir, emit, secrets);
+      const place = { dir: checkout.dir, workspaceId: job.id };
+      const result = await this.#runAgent(agentInput, place, emit, commands, secrets);
       const summary = scrub(result.summary);
       const usage = result.usage;
       const messages = scrubbed(result.turnMessages);
@@ -256,6 +233,40 @@ export class TurnPipeline implements TurnRunner {
         throw new TurnFailedError(`${err.message}; nothing was committed`);
       throw asTurnError(err, scrub, forge);
     }
+  }
+
+  /** The steps of a turn, lent to the best-of-N attempts (attempts.ts). */
+  #steps(secrets: readonly ScrubSecret[]): TurnSteps {
+    const { config, models, environments, log } = this.#deps;
+    return {
+      config,
+      log,
+      workspace: this.#workspace,
+      models,
+      environments,
+      commands: (input, checkout, emit) => this.#commands(input, checkout, emit, secrets),
+      agent: (input, place, emit, commands) =>
+        this.#runAgent(input, place, emit, commands, secrets),
+      publish: (input, checkout, forge, sha, summary, emit) =>
+        this.#publish(input, checkout, forge, sha, summary, {
+          emit,
+          scrub: (text) => storable(scrubSecrets(text, secrets)),
+        }),
+    };
+  }
+
+  /** Errand's own loop or the project's engine, whichever `input.project.engine` names. */
+  #runAgent(
+    input: TurnInput,
+    place: AgentPlace,
+    emit: Emit,
+    commands: TurnCommands | undefined,
+    secrets: readonly ScrubSecret[],
+  ): Promise<AgentOutcome> {
+    const engine = input.project.engine;
+    return engine === 'errand'
+      ? this.#agent(input, place, emit, commands, secrets)
+      : this.#engine(input, engine, place, emit, secrets);
   }
 
   /**
@@ -337,7 +348,7 @@ export class TurnPipeline implements TurnRunner {
 
   async #agent(
     input: TurnInput,
-    dir: string,
+    place: AgentPlace,
     emit: Emit,
     commands: TurnCommands | undefined,
     secrets: readonly ScrubSecret[],
@@ -345,6 +356,7 @@ export class TurnPipeline implements TurnRunner {
     const { job, turn, signal } = input;
     const { config } = this.#deps;
     const { metrics } = this.#deps;
+    const { dir } = place;
     const repoInstructions = await readRepoInstructions(dir);
     const tools = createRepoTools({ root: dir, signal }, { readOnly: !writes(turn.mode) });
     if (commands) {
@@ -399,7 +411,7 @@ export class TurnPipeline implements TurnRunner {
         },
         conversation: { windowTokens: info.contextTokens, cacheKey: job.id },
         // A model whose prices are unknown cannot be held to a budget (the settings say so).
-        budget: info.prices ? await this.#budget(job) : undefined,
+        budget: info.prices ? await this.#budget(job, place.budgetShare) : undefined,
         signal,
         onEvent: async (event) => {
           if (event.type === 'model.step') {
@@ -452,7 +464,7 @@ export class TurnPipeline implements TurnRunner {
   async #engine(
     input: TurnInput,
     name: InstallableEngine,
-    dir: string,
+    place: AgentPlace,
     emit: Emit,
     secrets: readonly ScrubSecret[],
   ): Promise<AgentOutcome> {
@@ -485,8 +497,8 @@ export class TurnPipeline implements TurnRunner {
       mcp,
       engine,
       readOnly: !writes(turn.mode),
-      checkout: dir,
-      stateDir: engineStateDir(this.#workspace, job.id),
+      checkout: place.dir,
+      stateDir: engineStateDir(this.#workspace, place.workspaceId),
       model: job.model,
       models: config.models,
       prompt,
@@ -502,7 +514,7 @@ export class TurnPipeline implements TurnRunner {
         return emit(type, data);
       },
       priced: (tokens) => models.usage(job.model, tokens),
-      budget: await this.#deps.jobBudgetLeft(job),
+      budget: shared(await this.#deps.jobBudgetLeft(job), place.budgetShare),
       monthBudget: await this.#deps.monthBudgetLeft(job),
       maxSteps: config.agent.maxSteps,
       // The engine's shell inherits them; its requests to the model are scrubbed at the proxy.
@@ -525,8 +537,11 @@ export class TurnPipeline implements TurnRunner {
   }
 
   /** The job's budget, read as the turn starts; the turn's steps add their cost to it. */
-  async #budget(job: { id: string; model: string }): Promise<CostBudget | undefined> {
-    const left = await this.#deps.jobBudgetLeft(job);
+  async #budget(
+    job: { id: string; model: string },
+    share: number | undefined,
+  ): Promise<CostBudget | undefined> {
+    const left = shared(await this.#deps.jobBudgetLeft(job), share);
     if (!left) return undefined;
     const { models } = this.#deps;
     return { ...left, costOf: (usage) => models.costOf(job.model, usage) };
@@ -545,27 +560,11 @@ function engineLimits(limits: SandboxLimits, timeoutSeconds: number): SandboxLim
   };
 }
 
-/** The note of the environment's commands with their output's secrets scrubbed. */
-function scrubNote(setup: SetupNote, secrets: readonly ScrubSecret[]): SetupNote {
-  if (setup.restored !== true) {
-    return { ...setup, outputTail: scrubSecrets(setup.outputTail, secrets) };
-  }
-  if (!setup.maintenance) return setup;
-  const { maintenance } = setup;
-  return {
-    ...setup,
-    maintenance: { ...maintenance, outputTail: scrubSecrets(maintenance.outputTail, secrets) },
-  };
-}
-
 /**
- * Model output may contain U+0000, which neither PostgreSQL text and jsonb nor a git commit
- * message can hold: it is stored as U+FFFD. Files the model writes keep their bytes.
+ * An attempt's part of the job's budget (docs/eval.md): what the budget has left, shared
+ * equally among the turn's `share` attempts, all of it for the attempt to spend.
  */
-function storable(text: string): string {
-  return text.replaceAll('\u0000', '\ufffd');
-}
-
-function storableStrings(_key: string, value: unknown): unknown {
-  return typeof value === 'string' ? storable(value) : value;
+function shared(left: JobBudget | undefined, share: number | undefined): JobBudget | undefined {
+  if (!left || share === undefined) return left;
+  return { limitUsd: Math.max(0, left.limitUsd - left.spentUsd) / share, spentUsd: 0 };
 }

@@ -11,7 +11,7 @@ export {
   integrateBase,
   stillConflicted,
 } from './integrate.ts';
-export { engineStateDir } from './layout.ts';
+export { attemptWorkspaceId, engineStateDir } from './layout.ts';
 export { withJobLock } from './lock.ts';
 export { pushBranch } from './push.ts';
 export { type Janitor, startJanitor, workspaceUsage } from './retention.ts';

@@ -20,6 +20,25 @@ export function jobDir(cfg: WorkspaceConfig, jobId: string): string {
   return join(cfg.rootDir, 'jobs', jobId);
 }
 
+/** What separates a job's id from an attempt's number in the attempt's workspace id. */
+const ATTEMPT_SEPARATOR = '.attempt-';
+
+/**
+ * The workspace id of attempt `n` of a best-of-N turn (docs/eval.md): its clone, its engine
+ * state and its lock are its own, beside the job's, and go with the job (retention.ts).
+ */
+export function attemptWorkspaceId(jobId: string, n: number): string {
+  return `${jobId}${ATTEMPT_SEPARATOR}${n}`;
+}
+
+/** The job a workspace id belongs to: the job's own, or the job of an attempt's. */
+export function workspaceJob(workspaceId: string): string {
+  const at = workspaceId.lastIndexOf(ATTEMPT_SEPARATOR);
+  return at > 0 && /^\d+$/.test(workspaceId.slice(at + ATTEMPT_SEPARATOR.length))
+    ? workspaceId.slice(0, at)
+    : workspaceId;
+}
+
 /**
  * A job's engine state (an engine's HOME: its configuration and sessions), beside the job's
  * clone, kept across turns so that a follow-up resumes the engine's session.

@@ -25,7 +25,13 @@ import { createLogger } from '../log.ts';
 import { prepareCheckout } from './checkout.ts';
 import { commitAll } from './commit.ts';
 import { removeCheckout } from './discard.ts';
-import { engineStateDir, jobDir, MIRROR_USED_STAMP, mirrorDir } from './layout.ts';
+import {
+  attemptWorkspaceId,
+  engineStateDir,
+  jobDir,
+  MIRROR_USED_STAMP,
+  mirrorDir,
+} from './layout.ts';
 import { withJobLock, withLocalLock } from './lock.ts';
 import { pushBranch } from './push.ts';
 import { type RetentionSettings, startJanitor, workspaceUsage } from './retention.ts';
@@ -180,6 +186,45 @@ describe('workspace janitor', () => {
     } finally {
       await j.stop();
     }
+  });
+
+  test("a best-of-N attempt's clone lives and goes with its job, and is kept while its lock is held", async () => {
+    const { origin, cfg } = await setup();
+    const going = await addJob('completed', { ageSeconds: 60 });
+    const archived = await addJob('archived');
+    const ids = [going, archived].flatMap((job) => [1, 2].map((n) => attemptWorkspaceId(job, n)));
+    for (const id of ids) {
+      await prepare(cfg, origin, id);
+      await mkdir(engineStateDir(cfg, id), { recursive: true });
+    }
+    const j = janitor(cfg);
+    try {
+      // Attempt 1 of the archived job is still running: its lock is held.
+      await withJobLock(cfg, attemptWorkspaceId(archived, 1), async () => {
+        await j.runOnce();
+        const left = (await readdir(join(cfg.rootDir, 'jobs'))).filter((e) => !e.endsWith('.lock'));
+        assert.deepEqual(
+          left.sort(),
+          [
+            attemptWorkspaceId(going, 1),
+            attemptWorkspaceId(going, 2),
+            attemptWorkspaceId(archived, 1),
+          ].sort(),
+        );
+      });
+      // Archived now: reclaim takes the job's attempts' clones at once, engine state too.
+      await handle.db
+        .updateTable('jobs')
+        .set({ status: 'archived', archived_at: new Date() })
+        .where('id', 'in', [going, archived])
+        .execute();
+      j.reclaim(going);
+      j.reclaim(archived);
+    } finally {
+      await j.stop();
+    }
+    assert.deepEqual(await readdir(join(cfg.rootDir, 'jobs')), []);
+    assert.deepEqual(await readdir(join(cfg.rootDir, 'engine-state')), []);
   });
 
   test('what a crash left is removed, and a half-deleted clone does not break the next turn', async () => {

@@ -13,12 +13,14 @@ import type { Logger } from '../log.ts';
 import { discardDir, removeTrash } from './discard.ts';
 import { runGit } from './git.ts';
 import {
+  attemptWorkspaceId,
   engineStateDir,
   exists,
   jobDir,
   MIRROR_USED_STAMP,
   STAGING_PREFIX,
   TRASH_PREFIX,
+  workspaceJob,
 } from './layout.ts';
 import { BUSY, tryJobLock, tryMirrorLock } from './lock.ts';
 import { checkId } from './refs.ts';
@@ -87,6 +89,9 @@ export interface Janitor {
   stop(): Promise<void>;
 }
 
+/** The numbers a best-of-N turn's attempts may have (src/jobs/best-of.ts allows 1 to 4). */
+const ATTEMPT_NUMBERS = [1, 2, 3, 4];
+
 /** How long noticed jobs are gathered before their one query. */
 const NOTICED_BATCH_MS = 100;
 
@@ -122,7 +127,11 @@ export function startJanitor(deps: JanitorDeps): Janitor {
     const job = (async () => {
       // Most jobs have no clone here, or one of a job that goes on: look only at clones.
       const here: string[] = [];
-      for (const jobId of jobIds) if (await exists(jobDir(deps.workspace, jobId))) here.push(jobId);
+      for (const jobId of jobIds) {
+        // The job's clone, and its best-of-N attempts' (at most MAX_ATTEMPTS of them).
+        const ids = [jobId, ...ATTEMPT_NUMBERS.map((n) => attemptWorkspaceId(jobId, n))];
+        for (const id of ids) if (await exists(jobDir(deps.workspace, id))) here.push(id);
+      }
       await deleteFinishedClones(ctx, here);
     })().catch((err: unknown) =>
       log.warn({ err, jobIds }, 'could not delete the clone of a finished job'),
@@ -180,9 +189,11 @@ async function runPass(ctx: JanitorDeps): Promise<void> {
  */
 async function deleteFinishedClones(ctx: JanitorDeps, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
-  const states = await jobStates(ctx.db, jobIds, ctx.settings.idleSeconds);
+  // An attempt's clone (a best-of-N turn's) lives and goes with its job's.
+  const owners = [...new Set(jobIds.map(workspaceJob))];
+  const states = await jobStates(ctx.db, owners, ctx.settings.idleSeconds);
   for (const jobId of jobIds) {
-    const reason = verdict(states.get(jobId));
+    const reason = verdict(states.get(workspaceJob(jobId)));
     if (reason === null) continue;
     try {
       // An engine's state (its sessions) goes with the clone: a later turn starts afresh.
