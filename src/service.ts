@@ -14,6 +14,7 @@ import { migrate } from './db/migrate.ts';
 import { engineInstalls } from './engines/catalog.ts';
 import { Environments } from './environments/environments.ts';
 import { configuredReader } from './features/attachments/index.ts';
+import { type EvalWorker, evalPages, evalRoutes, startEvalWorker } from './features/eval/index.ts';
 import {
   type ForgeWorker,
   forgeIntakePages,
@@ -63,9 +64,9 @@ import { TurnPipeline, workspaceConfig } from './turns/pipeline.ts';
 import { type Janitor, startJanitor, workspaceUsage } from './workspace/index.ts';
 
 /** The API routes of the features (src/features/), in the order the OpenAPI document lists them. */
-const FEATURE_ROUTES = [forgeIntakeRoutes, webhookRoutes, scheduleRoutes];
+const FEATURE_ROUTES = [forgeIntakeRoutes, webhookRoutes, scheduleRoutes, evalRoutes];
 /** The dashboard pages of the features. */
-const FEATURE_PAGES = [webhookPages, forgeIntakePages, schedulePages];
+const FEATURE_PAGES = [webhookPages, forgeIntakePages, schedulePages, evalPages];
 
 export interface ServiceOptions {
   api: boolean;
@@ -106,6 +107,7 @@ export async function startService(
   let upkeep: Upkeep | undefined;
   let deliveryWorker: DeliveryWorker | undefined;
   let scheduleWorker: ScheduleWorker | undefined;
+  let evalWorker: EvalWorker | undefined;
   let forgeWorker: ForgeWorker | undefined;
   let prWatcher: PrWatcher | undefined;
   let environmentWorker: EnvironmentWorker | undefined;
@@ -121,6 +123,7 @@ export async function startService(
     await app?.close();
     await notifications.close();
     await upkeep?.stop();
+    await evalWorker?.stop();
     await prWatcher?.stop();
     await worker?.stop();
     await janitor?.stop();
@@ -160,12 +163,7 @@ export async function startService(
       }),
       attachments: configuredReader(config),
     };
-    // The job core calls its listeners, not the reverse: the outbox writes each event's
-    // webhook deliveries in the event's transaction, in every process that records events.
-    ctx.transitions.hook(webhookOutbox(ctx));
-    // A turn that opened or updated a pull request makes or wakes the job's watch in its own
-    // transaction, in whichever process ends it.
-    ctx.transitions.hook(watchHook());
+    hookTransitions(ctx);
     if (opts.api) {
       const key = await ensureAdminKey(handle.db, config.dataDir);
       if (key) opts.onAdminKey?.(key);
@@ -200,6 +198,8 @@ export async function startService(
       deliveryWorker = await startDeliveryWorker(ctx);
       // Schedules fire here: each firing's entry becomes a job (at most one).
       scheduleWorker = await startScheduleWorker(ctx);
+      // Eval runs move on here: their results' jobs are made, and settled when they end.
+      evalWorker = startEvalWorker(ctx);
       // Forge webhook events become turns here, and their answers go back to the forge.
       // The jobs' pull requests are looked after here too: checks, conflicts, merges.
       const publicUrl = config.publicUrl ?? url;
@@ -221,6 +221,16 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/** The features' hooks in the job core's transitions, in every process that records events. */
+function hookTransitions(ctx: AppContext): void {
+  // The job core calls its listeners, not the reverse: the outbox writes each event's
+  // webhook deliveries in the event's transaction, in every process that records events.
+  ctx.transitions.hook(webhookOutbox(ctx));
+  // A turn that opened or updated a pull request makes or wakes the job's watch in its own
+  // transaction, in whichever process ends it.
+  ctx.transitions.hook(watchHook());
 }
 
 /** The database, and the settings with the secret key it keeps when none is given. */

@@ -489,7 +489,7 @@ export interface paths {
   '/v2/agent/{projectId}/jobs': {
     /**
      * List agent jobs
-     * @description The project's jobs, newest first, a page at a time.
+     * @description The project's jobs, newest first, a page at a time; the jobs of eval runs only with `evalRun`.
      */
     get: {
       parameters: {
@@ -502,6 +502,8 @@ export interface paths {
           status?: 'active' | 'completed' | 'failed' | 'archived';
           /** @description Only jobs this actor created: a user's id (usr_…), an API key's id (key_…), or a forge user as <forge>:<login> (github:octocat). */
           createdBy?: string;
+          /** @description The jobs of this eval run (evr_…) instead of the project's own work, which leaves out every run's jobs. */
+          evalRun?: string;
         };
         path: {
           /** @description The project id (prj_ and 20 characters). */
@@ -3413,6 +3415,209 @@ export interface paths {
       };
     };
   };
+  '/v2/admin/evals': {
+    /** List eval runs */
+    get: {
+      responses: {
+        /** @description The runs on projects the caller may read, newest first, without their results. */
+        200: {
+          content: {
+            'application/json': {
+              runs: components['schemas']['EvalRunSummary'][];
+            };
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+    /**
+     * Start eval run
+     * @description Starts a run of the suite (docs/eval.md): each task × agent × repeat becomes a real job of the task's project, created as the API creates one (the project's rate limit and budget apply; a create refused makes that result an error), at most `concurrency` at once, judged by the task's check. Needs the maintainer role on every project the suite names. A suite that could not run is refused, and nothing is written.
+     */
+    post: {
+      requestBody: {
+        content: {
+          'application/json': {
+            /** @description Its name; else "eval <date>". */
+            name?: string;
+            /** @description The tasks, 1 to 200. */
+            tasks: {
+              /** @description The task’s name in the run, unique in the suite. */
+              id: string;
+              /** @description The project it runs in (prj_…); or give `repository`. */
+              project?: string;
+              /** @description The repository of the one project it runs in; or give `project`. */
+              repository?: string;
+              /** @description The ref its job starts from; else the project's. */
+              ref?: string;
+              /** @description What the agent is asked to do. */
+              prompt: string;
+              /** @description The shell command run in the sandbox on the finished branch, with the project’s environment; exit 0 passes. */
+              check: string;
+            }[];
+            /** @description The agents each task runs with; else one: each project's engine and model. */
+            agents?: {
+              /**
+               * @description The agent's engine; else each project's.
+               * @enum {string}
+               */
+              engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+              /** @description The model it runs on (provider:model); else each project's. */
+              model?: string;
+            }[];
+            /** @description How many times each task runs with each agent; 1 when not given. */
+            repeat?: number;
+            /** @description How many of its jobs run at once, at most; 2 when not given. */
+            concurrency?: number;
+          };
+        };
+      };
+      responses: {
+        /** @description The new run, its results pending. */
+        201: {
+          content: {
+            'application/json': components['schemas']['EvalRun'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is too large. */
+        413: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The request body is not JSON. */
+        415: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/evals/{id}': {
+    /** Get eval run */
+    get: {
+      parameters: {
+        path: {
+          /** @description The run id (evr_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The run, its per-agent table and its results. */
+        200: {
+          content: {
+            'application/json': components['schemas']['EvalRun'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
+  '/v2/admin/evals/{id}/cancel': {
+    /**
+     * Cancel eval run
+     * @description Cancels its pending results and its running ones, whose jobs are archived. A run already over is returned as it is.
+     */
+    post: {
+      parameters: {
+        path: {
+          /** @description The run id (evr_ and 20 characters). */
+          id: string;
+        };
+      };
+      responses: {
+        /** @description The run as it is now. */
+        200: {
+          content: {
+            'application/json': components['schemas']['EvalRun'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
   '/v2/admin/projects/{id}/secrets/{name}': {
     /**
      * Set secret
@@ -3849,7 +4054,9 @@ export interface paths {
             | 'token.revoke'
             | 'schedule.create'
             | 'schedule.update'
-            | 'schedule.delete';
+            | 'schedule.delete'
+            | 'eval.create'
+            | 'eval.cancel';
           /** @description Only rows on this target's id (a job's, a project's, a key's, a secret's name…). */
           target?: string;
           /** @description Only rows at or after this time. */
@@ -5020,8 +5227,10 @@ export interface components {
         | 'token.revoke'
         | 'schedule.create'
         | 'schedule.update'
-        | 'schedule.delete';
-      /** @description On what: a job, project, key, secret, webhook, environment, user, token or schedule. */
+        | 'schedule.delete'
+        | 'eval.create'
+        | 'eval.cancel';
+      /** @description On what: a job, project, key, secret, webhook, environment, user, token, schedule or eval run. */
       target: {
         kind: string;
         id: string;
@@ -5093,6 +5302,225 @@ export interface components {
         | 'unavailable';
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
+    };
+    /** @description An eval run: its suite, per-agent table and results. */
+    EvalRun: {
+      /** @description The run id (evr_ and 20 characters). */
+      id: string;
+      name: string;
+      /**
+       * @description finished: no result is pending or running.
+       * @enum {string}
+       */
+      state: 'running' | 'finished' | 'cancelled';
+      /** @description Who started it. */
+      createdBy:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+            | {
+                /** @constant */
+                kind: 'schedule';
+                /** @description The schedule's id (sch_…) whose firing made the job. */
+                id: string;
+                /** @description The schedule's name when it fired. */
+                name?: string | null;
+              }
+          )
+        | null;
+      /** Format: date-time */
+      createdAt: string;
+      finishedAt: string | null;
+      /** @description The suite as accepted, its defaults filled in. */
+      suite: {
+        name: string;
+        tasks: {
+          id: string;
+          /** @description The project it runs in (found from `repository` if given). */
+          project: string;
+          repository?: string;
+          ref?: string;
+          prompt: string;
+          check: string;
+        }[];
+        agents: {
+          /** @enum {string} */
+          engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+          model?: string;
+        }[];
+        repeat: number;
+        concurrency: number;
+      };
+      /** @description The per-agent table. */
+      agents: {
+        /** @description engine/model. */
+        agent: string;
+        engine: string;
+        model: string;
+        /** @description Its results in the run. */
+        runs: number;
+        /** @description Of those, passed, failed or error. */
+        finished: number;
+        passed: number;
+        /** @description passed / finished; null while none finished. */
+        passRate: number | null;
+        /** @description The 95 % Wilson score interval of the pass rate (z = 1.96). */
+        interval: {
+          low: number;
+          high: number;
+        } | null;
+        medianCostUsd: number | null;
+        /** @description The finished results' cost; null when one of them is unknown. */
+        totalCostUsd: number | null;
+        medianDurationMs: number | null;
+        medianSteps: number | null;
+        inputTokens: number;
+        outputTokens: number;
+      }[];
+      /** @description In the suite’s order. */
+      results: {
+        task: string;
+        /** @description engine/model. */
+        agent: string;
+        repeat: number;
+        projectId: string;
+        /** @description Its job; null until it started, or if none was made. */
+        jobId: string | null;
+        /** @enum {string} */
+        state: 'pending' | 'running' | 'passed' | 'failed' | 'error' | 'cancelled';
+        /** @description The check's exit code. */
+        checkExit: number | null;
+        /** @description The last lines of a failed check's output, or why it is an error. */
+        tail: string | null;
+        costUsd: number | null;
+        /** @description Its job's first turn, start to end. */
+        durationMs: number | null;
+        /** @description Model steps of its job. */
+        steps: number | null;
+        inputTokens: number | null;
+        outputTokens: number | null;
+        startedAt: string | null;
+        finishedAt: string | null;
+      }[];
+    };
+    /** @description An eval run without its results. */
+    EvalRunSummary: {
+      /** @description The run id (evr_ and 20 characters). */
+      id: string;
+      name: string;
+      /**
+       * @description finished: no result is pending or running.
+       * @enum {string}
+       */
+      state: 'running' | 'finished' | 'cancelled';
+      /** @description Who started it. */
+      createdBy:
+        | (
+            | {
+                /** @constant */
+                kind: 'user';
+                /** @description The user's id (usr_…). */
+                id: string;
+                /** @description The user's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'key';
+                /** @description The API key's id (key_…), never the key. */
+                id: string;
+                /** @description The key's name when it was recorded. */
+                name?: string | null;
+              }
+            | {
+                /** @constant */
+                kind: 'forge';
+                /** @enum {string} */
+                forge: 'github' | 'gitlab' | 'gitea';
+                /** @description The forge user's login, through the forge webhook. */
+                login: string;
+              }
+            | {
+                /** @constant */
+                kind: 'schedule';
+                /** @description The schedule's id (sch_…) whose firing made the job. */
+                id: string;
+                /** @description The schedule's name when it fired. */
+                name?: string | null;
+              }
+          )
+        | null;
+      /** Format: date-time */
+      createdAt: string;
+      finishedAt: string | null;
+      /** @description The suite as accepted, its defaults filled in. */
+      suite: {
+        name: string;
+        tasks: {
+          id: string;
+          /** @description The project it runs in (found from `repository` if given). */
+          project: string;
+          repository?: string;
+          ref?: string;
+          prompt: string;
+          check: string;
+        }[];
+        agents: {
+          /** @enum {string} */
+          engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+          model?: string;
+        }[];
+        repeat: number;
+        concurrency: number;
+      };
+      /** @description The per-agent table. */
+      agents: {
+        /** @description engine/model. */
+        agent: string;
+        engine: string;
+        model: string;
+        /** @description Its results in the run. */
+        runs: number;
+        /** @description Of those, passed, failed or error. */
+        finished: number;
+        passed: number;
+        /** @description passed / finished; null while none finished. */
+        passRate: number | null;
+        /** @description The 95 % Wilson score interval of the pass rate (z = 1.96). */
+        interval: {
+          low: number;
+          high: number;
+        } | null;
+        medianCostUsd: number | null;
+        /** @description The finished results' cost; null when one of them is unknown. */
+        totalCostUsd: number | null;
+        medianDurationMs: number | null;
+        medianSteps: number | null;
+        inputTokens: number;
+        outputTokens: number;
+      }[];
     };
     /** @description An API key, without its secret. */
     Key: {

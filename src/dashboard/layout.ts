@@ -17,6 +17,7 @@ export function page(layout: Layout, body: SafeHtml): string {
   const nav = layout.principal
     ? html`<nav aria-label="Main">
         <a href="/projects">Projects</a>
+        <a href="/evals">Evals</a>
         ${
           admin
             ? html`<a href="/keys">Admin keys</a>

@@ -566,6 +566,8 @@ interface EvalRunsTable {
 /** One task × agent × repeat of an eval run: its job and its check's verdict. */
 interface EvalResultsTable {
   run_id: string;
+  /** Its place in the run: the suite's order of tasks, agents and repeats. */
+  n: number;
   task: string;
   agent: string;
   repeat: number;
@@ -628,3 +630,5 @@ export type ProjectRoleRow = Selectable<ProjectRolesTable>;
 export type UserTokenRow = Selectable<UserTokensTable>;
 export type AuditLogRow = Selectable<AuditLogTable>;
 export type ScheduleRow = Selectable<SchedulesTable>;
+export type EvalRunRow = Selectable<EvalRunsTable>;
+export type EvalResultRow = Selectable<EvalResultsTable>;

@@ -145,6 +145,11 @@ export async function registerOpenApi(app: FastifyInstance): Promise<void> {
           description: "Forge webhooks in: the forge's signature with the project's secret.",
         },
         { name: 'metrics', description: 'For Prometheus: the metrics token.' },
+        {
+          name: 'evals',
+          description:
+            'Eval runs (docs/eval.md): the maintainer role on every project a suite names to start or cancel one, a role on each to read it.',
+        },
       ],
       components: {
         securitySchemes: {

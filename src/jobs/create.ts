@@ -43,6 +43,11 @@ import { inTransition, type TransitionScope } from './transaction.ts';
  * and what its first turn carries (an output schema, images).
  */
 export interface NewJob extends TurnExtras {
+  /**
+   * The job's id, when the caller recorded it before asking (an eval run's result: a second
+   * create of the same job then fails on the id instead of making another); else a new one.
+   */
+  id?: string | undefined;
   prompt: string;
   model?: string | undefined;
   baseRef?: string | undefined;
@@ -106,6 +111,7 @@ export async function createJob(
   ctx: JobsContext,
   project: ProjectRow,
   {
+    id,
     prompt,
     model: asked,
     baseRef,
@@ -132,7 +138,7 @@ export async function createJob(
   if (bestOf) checkBestOf(ctx, project, model, mode, bestOf);
   if (mcpServers) await checkMcpTargets(mcpServers, ctx.config.webhooks.allowPrivate);
   const row: NewJobRow = {
-    id: newId('job'),
+    id: id ?? newId('job'),
     projectId: project.id,
     repository: project.repository,
     ref: baseRef ?? project.ref,

@@ -8,7 +8,10 @@ import { JOB_VIEW_COLUMNS, type JobView } from './record.ts';
 
 type Reader = Pick<JobsContext, 'db'>;
 
-/** How many jobs each of these projects has, and how many of them are active. */
+/**
+ * How many jobs each of these projects has, and how many of them are active: its own work, not
+ * the jobs of eval runs.
+ */
 export async function jobCounts(
   ctx: Reader,
   projectIds: readonly string[],
@@ -22,6 +25,7 @@ export async function jobCounts(
       eb.fn.countAll<string>().filterWhere('status', '=', 'active').as('active'),
     ])
     .where('project_id', 'in', projectIds)
+    .where('eval_run_id', 'is', null)
     .groupBy('project_id')
     .execute();
   return new Map(

@@ -196,6 +196,11 @@ export async function listJobs(
     status?: JobStatus | undefined;
     /** An actor's ref (src/records/actor.ts's actorRef): the jobs it created. */
     createdBy?: string | undefined;
+    /**
+     * The eval run whose jobs to list (src/features/eval/); absent: the project's own work,
+     * without any run's jobs.
+     */
+    evalRun?: string | undefined;
   },
 ): Promise<JobPage> {
   let query = ctx.db
@@ -206,6 +211,10 @@ export async function listJobs(
     .orderBy('id', 'desc')
     .limit(opts.limit + 1);
   if (opts.status) query = query.where('status', '=', opts.status);
+  query =
+    opts.evalRun === undefined
+      ? query.where('eval_run_id', 'is', null)
+      : query.where('eval_run_id', '=', opts.evalRun);
   // actor_ref() is the expression the jobs_created_by index holds (migration 0027).
   if (opts.createdBy !== undefined)
     query = query.where(sql<string>`actor_ref(created_by)`, '=', opts.createdBy);

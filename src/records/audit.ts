@@ -40,6 +40,8 @@ export const AUDIT_ACTIONS = Object.freeze([
   'schedule.create',
   'schedule.update',
   'schedule.delete',
+  'eval.create',
+  'eval.cancel',
 ] as const);
 
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
@@ -60,7 +62,7 @@ export const auditRecord = z
       .object({ kind: z.string(), id: z.string() })
       .nullable()
       .describe(
-        'On what: a job, project, key, secret, webhook, environment, user, token or schedule.',
+        'On what: a job, project, key, secret, webhook, environment, user, token, schedule or eval run.',
       ),
     outcome: z.enum(['success', 'refused']),
     errorCode: z.string().nullable().describe("The API's error code of a refusal."),

@@ -317,7 +317,7 @@ describe('errand export and import', () => {
       assert.match(
         exported.stderr,
         new RegExp(
-          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, 0 images, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
+          `^exported \\d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \\d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 0 eval runs, 0 eval results, 2 jobs, 3 turns, 0 images, \\d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \\d+ audit log rows to ${file}\\n$`,
         ),
       );
       assert.equal(exported.stdout, '');
@@ -393,6 +393,8 @@ describe('errand export and import', () => {
         forge_events: 0,
         webhook_attempts: 0,
         schedule_firings: 0,
+        eval_runs: 0,
+        eval_results: 0,
         attachments: 0,
       },
     });
@@ -420,7 +422,7 @@ describe('errand export and import', () => {
     );
     assert.match(
       imported.stdout,
-      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 2 jobs, 3 turns, 0 images, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
+      /^imported \d+ projects, 0 users, 1 project role, 0 personal API tokens, 1 project secret, \d+ API keys, 1 webhook endpoint, 2 schedules, 0 schedule firings, 0 eval runs, 0 eval results, 2 jobs, 3 turns, 0 images, \d+ events, 0 forge answers, 0 pull request watches, 0 forge refusals, 0 forge events, 2 webhook deliveries, 0 webhook delivery attempts, \d+ audit log rows; queued again: 3 turns and 2 webhook deliveries\n$/,
     );
     assert.equal(imported.stderr, '');
 

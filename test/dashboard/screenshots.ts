@@ -275,6 +275,55 @@ try {
     readOnly: false,
   });
   await revokeToken(ctx.db, person.id, old.row.id);
+  // An eval run (docs/eval.md) of three agents on four tasks, twice each, its results settled
+  // here as the runner would have: the Evals page's tables and chart.
+  const evalRun = await svc.request('POST', '/v2/admin/evals', {
+    body: {
+      name: 'agents on the website, November',
+      tasks: ['fix-date-format', 'add-rss-feed', 'dark-mode-toggle', 'flaky-login-test'].map(
+        (id) => ({ id, project: project.id, prompt: `Task ${id}`, check: 'npm test' }),
+      ),
+      agents: [
+        { engine: 'errand', model: 'anthropic:claude-sonnet-4-5' },
+        { engine: 'errand', model: 'anthropic:claude-haiku-4-5' },
+        { engine: 'claude-code', model: 'anthropic:claude-sonnet-4-5' },
+      ],
+      repeat: 2,
+    },
+  });
+  const evalRunId = String(evalRun.json.id);
+  const settled = await ctx.db
+    .selectFrom('eval_results')
+    .select(['n', 'agent'])
+    .where('run_id', '=', evalRunId)
+    .execute();
+  for (const { n, agent } of settled) {
+    const skill = agent.includes('haiku') ? 0.5 : agent.startsWith('claude-code') ? 0.8 : 0.7;
+    const passed = (n * 37) % 100 < skill * 100;
+    const cost = (agent.includes('haiku') ? 0.02 : 0.09) * (1 + (n % 3) / 2);
+    await ctx.db
+      .updateTable('eval_results')
+      .set({
+        state: passed ? 'passed' : 'failed',
+        check_exit: passed ? 0 : 1,
+        tail: passed ? null : 'not ok 3 - formats dates in the reader’s zone\n# 1 test failed',
+        cost_usd: cost,
+        duration_ms: 90_000 + n * 7_000,
+        steps: 12 + (n % 9),
+        input_tokens: 40_000 + n * 1000,
+        output_tokens: 3_000 + n * 100,
+        started_at: new Date(),
+        finished_at: new Date(),
+      })
+      .where('run_id', '=', evalRunId)
+      .where('n', '=', n)
+      .execute();
+  }
+  await ctx.db
+    .updateTable('eval_runs')
+    .set({ state: 'finished', finished_at: new Date() })
+    .where('id', '=', evalRunId)
+    .execute();
   for (const [width, height] of [
     [1280, 800],
     [390, 844],
@@ -326,6 +375,10 @@ try {
       // Every change above is a row of the audit log.
       await page.goto(`${svc.url}/audit`);
       await shot('audit');
+      await page.goto(`${svc.url}/evals`);
+      await shot('evals');
+      await page.goto(`${svc.url}/evals/${evalRunId}`);
+      await shot('eval-run');
       await context.close();
       // The Tokens page is a user's: a session of the user above, a token just made.
       const userContext = await browser.newContext({

@@ -133,6 +133,8 @@ export interface Snapshot {
   environmentBuilds: string[];
   schedules: string[];
   attachments: string[];
+  /** Eval runs with their results' states (src/features/eval/). */
+  evalRuns: string[];
 }
 
 const iso = (d: Date | null): string => (d ? d.toISOString() : '-');
@@ -152,6 +154,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
     environmentBuilds,
     schedules,
     attachments,
+    evalRuns,
   ] = await Promise.all([
     db.selectFrom('projects').selectAll().orderBy('id').execute(),
     db.selectFrom('api_keys').selectAll().orderBy('id').execute(),
@@ -181,6 +184,13 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
       .orderBy('job_id')
       .orderBy('seq')
       .orderBy('n')
+      .execute(),
+    db
+      .selectFrom('eval_runs as r')
+      .leftJoin('eval_results as e', 'e.run_id', 'r.id')
+      .select(['r.id', 'r.state', 'e.n', 'e.state as result'])
+      .orderBy('r.id')
+      .orderBy('e.n')
       .execute(),
   ]);
   return {
@@ -214,6 +224,7 @@ export async function snapshot(svc: TestService): Promise<Snapshot> {
         `${r.id} ${r.project_id} ${r.name} ${r.cron} ${r.timezone} ${r.mode} ${r.model} ${r.paused} ${iso(r.updated_at)}`,
     ),
     attachments: attachments.map((a) => `${a.job_id} ${a.seq} ${a.n} ${a.size}`),
+    evalRuns: evalRuns.map((r) => `${r.id} ${r.state} ${r.n} ${r.result}`),
   };
 }
 

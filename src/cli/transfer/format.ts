@@ -55,6 +55,10 @@ export const TABLES: readonly TableSpec[] = [
     order: 'entry_id',
     noun: ['schedule firing', 'schedule firings'],
   },
+  // Eval runs and their results (src/features/eval/), before the jobs that name their run: a
+  // run's table and its jobs' tag survive a move. A running run moves on when a worker starts.
+  { name: 'eval_runs', order: 'id', noun: ['eval run', 'eval runs'] },
+  { name: 'eval_results', order: 'run_id, n', noun: ['eval result', 'eval results'] },
   { name: 'jobs', order: 'id', noun: ['job', 'jobs'] },
   { name: 'turns', order: 'job_id, seq', noun: ['turn', 'turns'] },
   // A turn's images (docs/images.md): bytea goes through JSON as PostgreSQL's hex text.

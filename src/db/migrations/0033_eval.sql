@@ -31,6 +31,9 @@ CREATE TABLE eval_runs (
 -- A run's job for one task, agent and repeat, and what its check said.
 CREATE TABLE eval_results (
   run_id text NOT NULL REFERENCES eval_runs (id) ON DELETE CASCADE,
+  -- Its place in the run (task, then agent, then repeat, as the suite lists them): results are
+  -- started and shown in this order.
+  n integer NOT NULL,
   task text NOT NULL,
   -- The agent as the suite names it: engine/model.
   agent text NOT NULL,

@@ -1,5 +1,6 @@
 // GET /v2/agent/{projectId}/jobs: newest first, `limit` (1–100, default 20), opaque `cursor`
-// from the previous page's `nextCursor`, optional `status` and `createdBy` filters.
+// from the previous page's `nextCursor`, optional `status` and `createdBy` filters. The jobs of
+// eval runs are left out unless `evalRun` names the run.
 import type { FastifyInstance } from 'fastify';
 import type { ZodTypeProvider } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -26,6 +27,14 @@ const query = pageQuery('jobs').extend({
     .describe(
       "Only jobs this actor created: a user's id (usr_…), an API key's id (key_…), or a forge user as <forge>:<login> (github:octocat).",
     ),
+  evalRun: z
+    .string({ error: '"evalRun" must be given once' })
+    .min(1)
+    .max(100)
+    .optional()
+    .describe(
+      "The jobs of this eval run (evr_…) instead of the project's own work, which leaves out every run's jobs.",
+    ),
 });
 
 export function registerListJobs(app: FastifyInstance, ctx: AppContext): void {
@@ -35,7 +44,8 @@ export function registerListJobs(app: FastifyInstance, ctx: AppContext): void {
       config: access('viewer'),
       schema: {
         summary: 'List agent jobs',
-        description: "The project's jobs, newest first, a page at a time.",
+        description:
+          "The project's jobs, newest first, a page at a time; the jobs of eval runs only with `evalRun`.",
         tags: ['jobs'],
         security: [{ bearerAuth: [] }],
         params: projectParams,
