@@ -4,7 +4,7 @@
 // one fails it. run, show, list and compare against a loopback server that answers as the eval
 // API's contract says; the rendering of a fixed run record and the comparison, by hand.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -16,7 +16,9 @@ import { checkCommand, shellQuote } from '../../src/cli/eval/from-git.ts';
 import { resultLine, runMarkdown, runText } from '../../src/cli/eval/report.ts';
 import type { EvalResult, EvalRun } from '../../src/client/index.ts';
 import { git, makeTempDir, removeDir, writeFiles } from '../support/git.ts';
-import { type Run, runCli } from '../support/process.ts';
+import { captureOutput, type Run, runCli } from '../support/process.ts';
+
+const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 
 const CHECK = 'for f in {files}; do sh "$f" || exit 1; done';
 
@@ -219,13 +221,15 @@ describe('errand eval from-git', () => {
     }
   });
 
-  test('--max, --tests and --project: what is kept, what names a test, what the task names', async () => {
+  test('--max, --tests, --project and --setup: what is kept, what names a test, what the task names, what runs first', async () => {
     const out = await errand(work, [
       'eval',
       'from-git',
       h.dir,
+      '--setup',
+      'echo ok > .ready',
       '--test-cmd',
-      'sh {files} # {dirs}',
+      'test -f .ready && sh {files} # {dirs}',
       '--tests',
       'tests/add_*.sh',
       '--project',
@@ -240,7 +244,7 @@ describe('errand eval from-git', () => {
     // With only tests/add_*.sh as tests, the merge (tests/div_test.sh) is code only.
     assert.deepEqual(
       one.tasks.map((t: Record<string, string>) => [t.id, t.project, t.check]),
-      [[short(h.addFix), 'prj_demo', 'sh tests/add_test.sh # ./tests']],
+      [[short(h.addFix), 'prj_demo', 'test -f .ready && sh tests/add_test.sh # ./tests']],
     );
   });
 
@@ -476,8 +480,12 @@ const KEY = 'test-admin-key';
  * run created is running with its results pending, and each read of it settles two more, the
  * last read finishing it.
  */
-async function fakeEvalApi(): Promise<{ url: string; server: Server; posted: unknown[] }> {
-  const posted: unknown[] = [];
+async function fakeEvalApi(): Promise<{
+  url: string;
+  server: Server;
+  seen: { posted: unknown[]; cancelled: number };
+}> {
+  const seen = { posted: [] as unknown[], cancelled: 0 };
   const runs = new Map<string, { run: EvalRun; reads: number }>();
   const done = fixedRun('evr_1', ['passed', 'failed', 'passed', 'passed']);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -494,21 +502,24 @@ async function fakeEvalApi(): Promise<{ url: string; server: Server; posted: unk
     req.on('end', () => {
       const url = req.url ?? '';
       if (req.method === 'POST' && url === '/v2/admin/evals') {
-        const suite = JSON.parse(body) as { tasks: unknown[] };
-        posted.push(suite);
+        const suite = JSON.parse(body) as { name?: string; tasks: unknown[] };
+        seen.posted.push(suite);
         if (suite.tasks.length === 0)
           return send(400, {
             error: 'tasks: at least one task',
             code: 'invalid_request',
             requestId: 'req_2',
           });
+        // A run named "forever" (evr_2) never settles a result.
+        const forever = suite.name === 'forever';
+        const run = { ...done, id: forever ? 'evr_2' : 'evr_1' };
+        runs.set(run.id, { run, reads: forever ? -1_000_000 : 0 });
         const pending: EvalRun = {
-          ...done,
+          ...run,
           state: 'running',
           finishedAt: null,
-          results: done.results.map((r) => ({ ...r, state: 'pending' })),
+          results: run.results.map((r) => ({ ...r, state: 'pending' })),
         };
-        runs.set('evr_1', { run: done, reads: 0 });
         return send(201, pending);
       }
       if (req.method === 'GET' && url === '/v2/admin/evals')
@@ -517,9 +528,12 @@ async function fakeEvalApi(): Promise<{ url: string; server: Server; posted: unk
       const entry = match ? runs.get(match[1] ?? '') : undefined;
       if (!match || !entry)
         return send(404, { error: 'no such eval run', code: 'not_found', requestId: 'req_3' });
-      if (match[2]) return send(200, { ...entry.run, state: 'cancelled' });
+      if (match[2]) {
+        seen.cancelled += 1;
+        return send(200, { ...entry.run, state: 'cancelled' });
+      }
       entry.reads += 1;
-      const settled = Math.min(entry.reads * 2, entry.run.results.length);
+      const settled = Math.max(0, Math.min(entry.reads * 2, entry.run.results.length));
       const finished = settled === entry.run.results.length;
       return send(200, {
         ...entry.run,
@@ -531,7 +545,7 @@ async function fakeEvalApi(): Promise<{ url: string; server: Server; posted: unk
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, server, posted };
+  return { url: `http://127.0.0.1:${port}`, server, seen };
 }
 
 describe('errand eval run, show, list, cancel, compare', () => {
@@ -564,7 +578,7 @@ describe('errand eval run, show, list, cancel, compare', () => {
       'run.md',
     ]);
     assert.equal(out.code, 0, out.stderr);
-    assert.deepEqual(api.posted.at(-1), {
+    assert.deepEqual(api.seen.posted.at(-1), {
       name: 'nightly',
       tasks: [{ id: 'task-1', project: 'prj_1', prompt: 'fix it', check: 'npm test' }],
       agents: [{ engine: 'errand', model: 'fake:model' }],
@@ -585,6 +599,43 @@ describe('errand eval run, show, list, cancel, compare', () => {
     assert.equal(await readFile(join(work, 'run.md'), 'utf8'), runMarkdown(record));
   });
 
+  test('run --no-wait: the run as started, and how to follow it', async () => {
+    const out = await cli(['eval', 'run', 'suite.yaml', '--no-wait', '--json', 'started.json']);
+    assert.equal(out.code, 0, out.stderr);
+    assert.match(
+      out.stdout,
+      /^started evr_1 .*\nfollow it: errand eval show evr_1 --wait\nwrote started.json\n$/,
+    );
+    const record = JSON.parse(await readFile(join(work, 'started.json'), 'utf8')) as EvalRun;
+    assert.equal(record.state, 'running');
+  });
+
+  test('run: Ctrl-C stops the waiting, not the run, and says how to follow it again', async () => {
+    await writeFile(
+      join(work, 'forever.yaml'),
+      'name: forever\ntasks: [{id: t, project: prj_1, prompt: p, check: c}]\n',
+    );
+    const child = spawn(process.execPath, [MAIN, 'eval', 'run', 'forever.yaml'], {
+      cwd: work,
+      env: {
+        PATH: process.env.PATH ?? '',
+        ERRAND_URL: api.url,
+        ERRAND_API_KEY: KEY,
+        ERRAND_DATA_DIR: work,
+      },
+    });
+    const output = captureOutput(child);
+    while (!output.stdout().includes('started')) await new Promise((r) => setTimeout(r, 50));
+    child.kill('SIGINT');
+    const done = await output.done;
+    assert.equal(done.code, 130, done.stderr);
+    assert.match(
+      done.stdout,
+      /stopped waiting; the run goes on\. Follow it again: errand eval show evr_2 --wait\n$/,
+    );
+    assert.equal(api.seen.cancelled, 0, 'the run was not cancelled');
+  });
+
   test('run: a refused suite exits non-zero with the API’s reason; a file that is no suite too', async () => {
     await writeFile(join(work, 'empty.json'), '{"tasks": []}');
     const refused = await cli(['eval', 'run', 'empty.json']);
@@ -596,10 +647,27 @@ describe('errand eval run, show, list, cancel, compare', () => {
     assert.match(bad.stderr, /is not a suite/);
   });
 
-  test('show, list, cancel and compare', async () => {
+  test('show, show --wait, list, cancel and compare', async () => {
+    assert.equal((await cli(['eval', 'run', 'suite.yaml', '--no-wait'])).code, 0);
+    // The first read settles two results, the second the rest.
     const shown = await cli(['eval', 'show', 'evr_1', '--markdown', 'show.md']);
     assert.equal(shown.code, 0, shown.stderr);
-    assert.match(shown.stdout, /^evr_1 nightly evr_1 \(finished, 4\/4 results\)/);
+    assert.match(shown.stdout, /^evr_1 nightly evr_1 \(running, 2\/4 results\)/);
+    const markdown = await readFile(join(work, 'show.md'), 'utf8');
+    assert.match(
+      markdown,
+      /^Run `evr_1`: running, 2\/4 results, started 2026-11-29T07:00:00.000Z\./m,
+    );
+    const waited = await cli(['eval', 'show', 'evr_1', '--wait']);
+    assert.equal(waited.code, 0, waited.stderr);
+    assert.deepEqual(waited.stdout.split('\n').slice(0, 5), [
+      `task-1 ${AGENT} #1 passed 10.0s $0.0100`,
+      `task-2 ${AGENT} #1 failed (exit 1) 12.0s $0.0200: AssertionError: expected 5, got -1`,
+      `task-3 ${AGENT} #1 passed 14.0s $0.0300`,
+      `task-4 ${AGENT} #1 passed 20.0s $0.0400`,
+      '',
+    ]);
+    assert.match(waited.stdout, /^evr_1 nightly evr_1 \(finished, 4\/4 results\)$/m);
     const listed = await cli(['eval', 'list']);
     assert.equal(
       listed.stdout,

@@ -224,8 +224,9 @@ commit message, its check is --test-cmd with {files} replaced by the commit's te
 
 Each task is tried in a temporary worktree: --setup, then the check at the start (it must fail)
 and with the commit's real fix (it must pass); one that does not is dropped, and said why. These
-commands run in the bubblewrap sandbox, without network; where it is not available they run
-only with --unsandboxed. At most --max tasks (default 50) are kept; the suite goes to --out
+commands run in the bubblewrap sandbox, without network (--setup-network gives the setup command
+the network, to install dependencies; the checks never have it); where the sandbox is not
+available they run only with --unsandboxed, unconfined. At most --max tasks (default 50) are kept; the suite goes to --out
 (default suite.yaml).
 
   --tests GLOB      what names a test file (repeat it; replaces the defaults:
@@ -266,6 +267,7 @@ const fromGit = defineCommand({
     project: { type: 'string', value: 'prj_…' },
     repository: { type: 'string', value: 'URL' },
     setup: { type: 'string', value: 'CMD' },
+    'setup-network': { type: 'boolean' },
     out: { type: 'string', value: 'FILE' },
     push: { type: 'string', value: 'REMOTE' },
     unsandboxed: { type: 'boolean' },
@@ -292,10 +294,13 @@ const fromGit = defineCommand({
       });
       const repo = new LocalRepository(git, top);
       const target = await targetOf(repo, values);
-      const runner = await commandRunner(values.unsandboxed === true, io.env);
+      const setupNetwork = values['setup-network'] === true;
+      if (setupNetwork && values.setup === undefined)
+        throw new UsageError('--setup-network is about the --setup command: give one');
+      const runner = await commandRunner(values.unsandboxed === true, setupNetwork, io.env);
       io.stdout.write(
         runner.confined
-          ? 'the setup and test commands run in the sandbox (no network, only the worktree writable)\n'
+          ? `the setup and test commands run in the sandbox (${setupNetwork ? 'the setup with the network, the checks without' : 'no network'}, only the worktree writable)\n`
           : 'the sandbox is not available: the setup and test commands run UNCONFINED, with your rights and network (--unsandboxed)\n',
       );
       const outcome = await tasksFromGit(
@@ -309,6 +314,7 @@ const fromGit = defineCommand({
           testCmd: values['test-cmd'],
           target,
           setup: values.setup,
+          setupNetwork,
         },
         (line) => io.stdout.write(`${line}\n`),
       );

@@ -110,6 +110,8 @@ export interface FromGitOptions {
   /** What the suite's tasks name: a project id or a repository URL. */
   target: { project: string } | { repository: string };
   setup: string | undefined;
+  /** Whether the setup command may reach the network (the checks never do). */
+  setupNetwork: boolean;
 }
 
 /** A commit that became a task. */
@@ -180,13 +182,13 @@ async function validate(
   runner: CommandRunner,
   start: string,
   sha: string,
-  setup: string | undefined,
+  setup: { command: string; network: boolean } | undefined,
   check: string,
 ): Promise<string | null> {
   const dir = await repo.addWorktree(start);
   try {
     if (setup !== undefined) {
-      const prepared = await runner.run(dir, setup);
+      const prepared = await runner.run(dir, setup.command, setup.network);
       if (prepared.exitCode !== 0)
         return failureText('the setup command failed at the start', prepared);
     }
@@ -235,7 +237,11 @@ export async function tasksFromGit(
     const check = checkCommand(options.testCmd, candidate.testFiles);
     const start = await repo.startCommit(candidate.commit, candidate.tests);
     say(`trying ${short} ${candidate.subject}`);
-    const reason = await validate(repo, runner, start, sha, options.setup, check);
+    const setup =
+      options.setup === undefined
+        ? undefined
+        : { command: options.setup, network: options.setupNetwork };
+    const reason = await validate(repo, runner, start, sha, setup, check);
     if (reason !== null) {
       dropped.push({ sha, subject: candidate.subject, reason });
       say(`  dropped: ${reason}`);

@@ -1,7 +1,8 @@
 // The git side of `errand eval from-git`: a local repository's first-parent history, what each
 // commit changed, the start commit of a task (the parent with the commit's test files only),
 // its branch, a worktree to try it in and the push. git is spawned without a shell, hardened,
-// through src/workspace/git.ts; every name from the command line goes after --end-of-options.
+// through src/workspace/git.ts (but the push, which is the user's own: see push); every name
+// from the command line goes after --end-of-options.
 import { spawn } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -1,7 +1,7 @@
 // Where `errand eval from-git` runs a repository's setup and test commands: in the bubblewrap
 // sandbox (src/sandbox/: no network, only the worktree writable, bounded in time and memory)
-// when this machine has it; unconfined, with the user's rights and network, only when the user
-// said so with --unsandboxed.
+// when this machine has it; unconfined, with the user's rights and network (but not the
+// variables that look like secrets), only when the user said so with --unsandboxed.
 import { spawn } from 'node:child_process';
 import { DEFAULT_LIMITS } from '../../projects/limits.ts';
 import { runSandboxed, sandboxStatus } from '../../sandbox/sandbox.ts';
@@ -18,19 +18,31 @@ export interface CommandResult {
 export interface CommandRunner {
   /** Whether the commands run in the sandbox. */
   readonly confined: boolean;
-  /** Runs `command` with `sh -c` in `dir`, the only place it may write (when confined). */
-  run(dir: string, command: string): Promise<CommandResult>;
+  /**
+   * Runs `command` with `sh -c` in `dir`, the only place it may write (when confined); with
+   * `network`, it may reach public addresses (a setup that installs dependencies).
+   */
+  run(dir: string, command: string, network?: boolean): Promise<CommandResult>;
 }
 
 /** The characters of output kept from an unconfined run: its end. */
 const KEEP = 30_000;
 
-/** The sandbox, or with `unconfinedAllowed` plain `sh -c` when the sandbox is unavailable. */
+/**
+ * The sandbox, or with `unconfinedAllowed` plain `sh -c` when the sandbox is unavailable.
+ * `networkWanted`: some command will ask for the network, which the sandbox must then be able
+ * to give.
+ */
 export async function commandRunner(
   unconfinedAllowed: boolean,
+  networkWanted: boolean,
   env: NodeJS.ProcessEnv,
 ): Promise<CommandRunner> {
   const status = await sandboxStatus();
+  if (status.available && networkWanted && !status.network.available)
+    throw new CliError(
+      `the sandbox cannot give the setup command the network here: ${status.network.reason} (${status.network.howToFix})`,
+    );
   if (status.available) return sandboxRunner();
   if (!unconfinedAllowed)
     throw new CliError(
@@ -42,13 +54,13 @@ export async function commandRunner(
 function sandboxRunner(): CommandRunner {
   return {
     confined: true,
-    async run(dir, command) {
+    async run(dir, command, network = false) {
       const result = await runSandboxed({
         checkout: dir,
         cwd: dir,
         command,
         limits: DEFAULT_LIMITS,
-        network: 'none',
+        network: network ? 'open' : 'none',
         signal: new AbortController().signal,
       });
       return { exitCode: result.exitCode, timedOut: result.timedOut, output: result.output };
@@ -56,7 +68,11 @@ function sandboxRunner(): CommandRunner {
   };
 }
 
-function unconfinedRunner(env: NodeJS.ProcessEnv): CommandRunner {
+/** Variables an unconfined command does not get: Errand's own, and what looks like a secret. */
+const WITHHELD = /^ERRAND_|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL/i;
+
+function unconfinedRunner(all: NodeJS.ProcessEnv): CommandRunner {
+  const env = Object.fromEntries(Object.entries(all).filter(([name]) => !WITHHELD.test(name)));
   return {
     confined: false,
     run(dir, command) {
