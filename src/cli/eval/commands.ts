@@ -216,21 +216,22 @@ const compare = defineCommand({
 
 /** The usage page of from-git: how a commit becomes a task. */
 const FROM_GIT_DETAILS = `SWE-bench style tasks from REPO's own history (REPO is a local path). Walks the first-parent
-commits of --range (default: the last 200 of HEAD), so a merged pull request is one task; keeps
-those that changed code and tests. A task starts from the parent commit with only the commit's
-test changes (branch errand-eval/<sha12> in REPO, pushed to --push REMOTE), its prompt is the
-commit message, its check is --test-cmd with {files} replaced by the commit's test files and
-{dirs} by their folders (./pkg/x; for Go: 'go test {dirs}'), shell-quoted.
+commits of --range (default: the last 200 of HEAD), so that a merged pull request is one task,
+and keeps those that changed code and tests. A task starts from the parent commit with only the
+commit's test changes (branch errand-eval/<sha12> in REPO, pushed to --push REMOTE); its prompt
+is the commit message; its check is --test-cmd with {files} replaced by the commit's test files
+and {dirs} by their folders (./pkg/x; for Go: 'go test {dirs}'), shell-quoted.
 
 Each task is tried in a temporary worktree: --setup, then the check at the start (it must fail)
 and with the commit's real fix (it must pass); one that does not is dropped, and said why. These
-commands run in the bubblewrap sandbox, without network (--setup-network gives the setup command
-the network, to install dependencies; the checks never have it); where the sandbox is not
-available they run only with --unsandboxed, unconfined. At most --max tasks (default 50) are kept; the suite goes to --out
-(default suite.yaml).
+commands run in the bubblewrap sandbox without network (--setup-network gives the setup the
+network, to install dependencies; the checks never have it). Where the sandbox is not available
+they run unconfined, and only with --unsandboxed. At most --max tasks (default 50) are kept;
+the suite goes to --out (default suite.yaml).
 
-  --tests GLOB      what names a test file (repeat it; replaces the defaults:
-                    ${DEFAULT_TEST_GLOBS.join(' ')})
+  --tests GLOB      what names a test file (repeat it); replaces the defaults:
+                    ${DEFAULT_TEST_GLOBS.slice(0, 5).join(' ')}
+                    ${DEFAULT_TEST_GLOBS.slice(5).join(' ')}
   --paths GLOB      only commits whose code changes touch these paths (repeat it)
   --project ID      the project the tasks run in; or --repository URL (default: the URL of
                     --push's remote, else origin's)
@@ -361,7 +362,7 @@ const fromGit = defineCommand({
 export const evals: Family = {
   name: 'eval',
   intro:
-    'Measures agents (engine × model) on your own repositories: a suite of tasks, each a prompt and a check command, run as real jobs.',
+    'Measures agents (engine × model) on your own repositories: a suite of tasks, each a prompt on\na ref and a check command, run as real jobs (docs/eval.md).',
   commands: [run, show, list, cancel, compare, fromGit],
   subcommandPages: true,
   outro: `  --json FILE        (run, show) the run record, as the API gives it, in FILE
@@ -370,5 +371,6 @@ export const evals: Family = {
 
 Exit codes: 0 done (a run: finished), 1 failed or refused (a run: cancelled), 2 a wrong command
 line, 130 stopped waiting with Ctrl-C (the run goes on: errand eval show RUN --wait).
+
 ${ADMIN_NOTE.split('\n').slice(2).join('\n')}`,
 };
