@@ -248,10 +248,21 @@ describe('errand eval from-git', () => {
     );
   });
 
-  test('a path that is not a repository, and a missing --test-cmd', async () => {
+  test('a path that is not a repository, a range git does not know, a missing --test-cmd', async () => {
     const notRepo = await errand(work, ['eval', 'from-git', work, '--test-cmd', CHECK]);
     assert.equal(notRepo.code, 1);
     assert.match(notRepo.stderr, /is not a git repository/);
+    const range = await errand(work, [
+      'eval',
+      'from-git',
+      h.dir,
+      '--test-cmd',
+      CHECK,
+      '--range',
+      'nope..HEAD',
+    ]);
+    assert.equal(range.code, 1);
+    assert.match(range.stderr, /git rev-list failed: .*nope/);
     const usage = await errand(work, ['eval', 'from-git', h.dir]);
     assert.equal(usage.code, 2);
     assert.match(usage.stderr, /--test-cmd is required/);

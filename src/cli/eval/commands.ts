@@ -4,8 +4,9 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join, resolve } from 'node:path';
-import type { ErrandClient, EvalRun } from '../../client/index.ts';
+import { type ErrandClient, ErrandError, type EvalRun } from '../../client/index.ts';
 import { gitInheritedEnv } from '../../config.ts';
+import { GitError } from '../../workspace/errors.ts';
 import { ADMIN_NOTE, withAdminClient } from '../api.ts';
 import {
   COMMON_OPTIONS,
@@ -25,6 +26,8 @@ import { readSuite, writeSuite } from './suite.ts';
 
 /** How often a run is read again while waiting for it. */
 const POLL_MS = 2000;
+/** Reads of the run in a row that may fail (unreachable, 5xx) before the waiting gives up. */
+const MAX_FAILED_POLLS = 5;
 /** The exit code after Ctrl-C stopped the waiting (the run goes on). */
 const INTERRUPTED = 130;
 
@@ -58,6 +61,11 @@ function resultKey(r: EvalRun['results'][number]): string {
   return JSON.stringify([r.task, r.agent, r.repeat]);
 }
 
+/** Whether a failed read of the run may be tried again: the service unreachable, or failing. */
+function passing(err: unknown): boolean {
+  return err instanceof ErrandError && (err.code === 'network_error' || err.status >= 500);
+}
+
 /** Resolves after `ms`, or at once when `signal` aborts. */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((done) => {
@@ -74,8 +82,8 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /**
- * Reads the run every 2 s until it is no longer running, printing each result as it settles;
- * Ctrl-C stops the waiting (not the run). Answers the last record, or null when interrupted.
+ * Reads the run every 2 s until it is no longer running, printing each result as it settles
+ * (a few failed reads in a row are waited out); Ctrl-C stops the waiting (not the run). Answers the last record, or null when interrupted.
  */
 async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<EvalRun | null> {
   const stop = new AbortController();
@@ -83,6 +91,7 @@ async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<Eval
   process.once('SIGINT', interrupted);
   const printed = new Set<string>();
   let run = first;
+  let failures = 0;
   try {
     for (;;) {
       for (const r of run.results)
@@ -95,9 +104,11 @@ async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<Eval
       if (stop.signal.aborted) break;
       try {
         run = await client.getEval(run.id, { signal: stop.signal });
+        failures = 0;
       } catch (err) {
         if (stop.signal.aborted) break;
-        throw err;
+        // A restart of the service, a moment without network: the run goes on there.
+        if (!passing(err) || ++failures >= MAX_FAILED_POLLS) throw err;
       }
     }
   } finally {
@@ -353,6 +364,10 @@ const fromGit = defineCommand({
         ].join('\n'),
       );
       return EXIT.ok;
+    } catch (err) {
+      // git's refusals (a bad --range, a remote that is not one) are the user's to act on.
+      if (err instanceof GitError) throw new CliError(err.message);
+      throw err;
     } finally {
       await rm(home, { recursive: true, force: true });
     }

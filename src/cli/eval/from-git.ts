@@ -40,6 +40,8 @@ const NOT_CODE_GLOBS = [
   '.github/**',
 ];
 
+const notCode = pathMatcher(NOT_CODE_GLOBS);
+
 /** How many first-parent commits are walked without --range: the last ones of HEAD. */
 const DEFAULT_WALK = 200;
 /** How many commits a --range walks at most. */
@@ -157,7 +159,6 @@ async function candidateOf(
   const { parent } = commit;
   if (parent === null) return null;
   const changes = await repo.changes(parent, sha);
-  const notCode = pathMatcher(NOT_CODE_GLOBS);
   const tests = changes.filter((f) => isTest(f.path));
   const code = changes.filter((f) => !isTest(f.path) && !notCode(f.path));
   const testFiles = tests.filter((f) => !f.deleted).map((f) => f.path);

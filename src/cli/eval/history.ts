@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gitOut, runGit } from '../../workspace/git.ts';
 import type { WorkspaceConfig } from '../../workspace/types.ts';
+import { CliError } from '../errors.ts';
 
 /** Who the start commits are by (their dates are the original commit's, so they repeat). */
 const IDENTITY = { name: 'Errand eval', email: 'eval@errand.invalid' };
@@ -207,7 +208,7 @@ export class LocalRepository {
       child.on('error', reject);
       child.on('close', (code) => {
         if (code === 0) resolve();
-        else reject(new Error(`git push to ${remote} failed (exit ${code}): ${output.trim()}`));
+        else reject(new CliError(`git push to ${remote} failed (exit ${code}): ${output.trim()}`));
       });
     });
   }

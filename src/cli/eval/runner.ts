@@ -4,6 +4,7 @@
 // variables that look like secrets), only when the user said so with --unsandboxed.
 import { spawn } from 'node:child_process';
 import { DEFAULT_LIMITS } from '../../projects/limits.ts';
+import { SandboxError } from '../../sandbox/execute.ts';
 import { runSandboxed, sandboxStatus } from '../../sandbox/sandbox.ts';
 import { CliError } from '../errors.ts';
 
@@ -62,6 +63,9 @@ function sandboxRunner(): CommandRunner {
         limits: DEFAULT_LIMITS,
         network: network ? 'open' : 'none',
         signal: new AbortController().signal,
+      }).catch((err: unknown) => {
+        if (err instanceof SandboxError) throw new CliError(`the sandbox failed: ${err.message}`);
+        throw err;
       });
       return { exitCode: result.exitCode, timedOut: result.timedOut, output: result.output };
     },
