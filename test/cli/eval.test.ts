@@ -494,9 +494,9 @@ const KEY = 'test-admin-key';
 async function fakeEvalApi(): Promise<{
   url: string;
   server: Server;
-  seen: { posted: unknown[]; cancelled: number };
+  seen: { posted: unknown[]; cancelled: number; reads: number };
 }> {
-  const seen = { posted: [] as unknown[], cancelled: 0 };
+  const seen = { posted: [] as unknown[], cancelled: 0, reads: 0 };
   const runs = new Map<string, { run: EvalRun; reads: number }>();
   const done = fixedRun('evr_1', ['passed', 'failed', 'passed', 'passed']);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -544,6 +544,7 @@ async function fakeEvalApi(): Promise<{
         return send(200, { ...entry.run, state: 'cancelled' });
       }
       entry.reads += 1;
+      seen.reads += 1;
       const settled = Math.max(0, Math.min(entry.reads * 2, entry.run.results.length));
       const finished = settled === entry.run.results.length;
       return send(200, {
@@ -626,25 +627,34 @@ describe('errand eval run, show, list, cancel, compare', () => {
       join(work, 'forever.yaml'),
       'name: forever\ntasks: [{id: t, project: prj_1, prompt: p, check: c}]\n',
     );
-    const child = spawn(process.execPath, [MAIN, 'eval', 'run', 'forever.yaml'], {
-      cwd: work,
-      env: {
-        PATH: process.env.PATH ?? '',
-        ERRAND_URL: api.url,
-        ERRAND_API_KEY: KEY,
-        ERRAND_DATA_DIR: work,
+    const reads = api.seen.reads;
+    const child = spawn(
+      process.execPath,
+      [MAIN, 'eval', 'run', 'forever.yaml', '--json', 'forever.json'],
+      {
+        cwd: work,
+        env: {
+          PATH: process.env.PATH ?? '',
+          ERRAND_URL: api.url,
+          ERRAND_API_KEY: KEY,
+          ERRAND_DATA_DIR: work,
+        },
       },
-    });
+    );
     const output = captureOutput(child);
-    while (!output.stdout().includes('started')) await new Promise((r) => setTimeout(r, 50));
+    // Once it has read the run, it is waiting (and minds Ctrl-C).
+    while (api.seen.reads === reads) await new Promise((r) => setTimeout(r, 50));
     child.kill('SIGINT');
     const done = await output.done;
     assert.equal(done.code, 130, done.stderr);
     assert.match(
       done.stdout,
-      /stopped waiting; the run goes on\. Follow it again: errand eval show evr_2 --wait\n$/,
+      /stopped waiting; the run goes on\. Follow it again: errand eval show evr_2 --wait\nwrote forever\.json\n$/,
     );
     assert.equal(api.seen.cancelled, 0, 'the run was not cancelled');
+    // The file asked for holds the run as last read.
+    const record = JSON.parse(await readFile(join(work, 'forever.json'), 'utf8')) as EvalRun;
+    assert.equal(record.state, 'running');
   });
 
   test('run: a refused suite exits non-zero with the API’s reason; a file that is no suite too', async () => {

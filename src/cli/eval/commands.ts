@@ -62,7 +62,7 @@ function resultKey(r: EvalRun['results'][number]): string {
 }
 
 /** Whether a failed read of the run may be tried again: the service unreachable, or failing. */
-function passing(err: unknown): boolean {
+function transient(err: unknown): boolean {
   return err instanceof ErrandError && (err.code === 'network_error' || err.status >= 500);
 }
 
@@ -83,9 +83,14 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 
 /**
  * Reads the run every 2 s until it is no longer running, printing each result as it settles
- * (a few failed reads in a row are waited out); Ctrl-C stops the waiting (not the run). Answers the last record, or null when interrupted.
+ * (a few failed reads in a row are waited out); Ctrl-C stops the waiting (not the run).
+ * Answers the last record read, and whether Ctrl-C stopped the waiting.
  */
-async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<EvalRun | null> {
+async function watch(
+  client: ErrandClient,
+  first: EvalRun,
+  io: Io,
+): Promise<{ run: EvalRun; interrupted: boolean }> {
   const stop = new AbortController();
   const interrupted = () => stop.abort();
   process.once('SIGINT', interrupted);
@@ -99,7 +104,7 @@ async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<Eval
           printed.add(resultKey(r));
           io.stdout.write(`${resultLine(r)}\n`);
         }
-      if (run.state !== 'running') return run;
+      if (run.state !== 'running') return { run, interrupted: false };
       await pause(POLL_MS, stop.signal);
       if (stop.signal.aborted) break;
       try {
@@ -108,7 +113,7 @@ async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<Eval
       } catch (err) {
         if (stop.signal.aborted) break;
         // A restart of the service, a moment without network: the run goes on there.
-        if (!passing(err) || ++failures >= MAX_FAILED_POLLS) throw err;
+        if (!transient(err) || ++failures >= MAX_FAILED_POLLS) throw err;
       }
     }
   } finally {
@@ -117,17 +122,22 @@ async function watch(client: ErrandClient, first: EvalRun, io: Io): Promise<Eval
   io.stdout.write(
     `\nstopped waiting; the run goes on. Follow it again: errand eval show ${run.id} --wait\n`,
   );
-  return null;
+  return { run, interrupted: true };
 }
 
-/** After a run ended: its table, the files, and the exit code (0 finished, 1 cancelled). */
+/**
+ * After the waiting: the files with the run as last read; when it ended, its table first. The
+ * exit code: 0 finished, 1 cancelled, 130 stopped waiting.
+ */
 async function ended(
-  run: EvalRun,
+  watched: { run: EvalRun; interrupted: boolean },
   files: { json?: string | undefined; markdown?: string | undefined },
   io: Io,
 ): Promise<number> {
-  io.stdout.write(`\n${runText(run)}\n`);
+  const { run, interrupted } = watched;
+  if (!interrupted) io.stdout.write(`\n${runText(run)}\n`);
   await writeRun(run, files, io);
+  if (interrupted) return INTERRUPTED;
   return run.state === 'finished' ? EXIT.ok : EXIT.failed;
 }
 
@@ -152,8 +162,7 @@ const run = defineCommand({
         await writeRun(started, values, io);
         return EXIT.ok;
       }
-      const last = await watch(client, started, io);
-      return last === null ? INTERRUPTED : ended(last, values, io);
+      return ended(await watch(client, started, io), values, io);
     });
   },
 });
@@ -187,8 +196,7 @@ const show = defineCommand({
         await writeRun(current, values, io);
         return EXIT.ok;
       }
-      const last = await watch(client, current, io);
-      return last === null ? INTERRUPTED : ended(last, values, io);
+      return ended(await watch(client, current, io), values, io);
     });
   },
 });
