@@ -2,7 +2,7 @@
 // with a scripted TurnRunner standing in for the turn pipeline (the queue, the job core, the eval
 // runner and the database are the real ones): the pass rate, its interval and the costs the CLI
 // prints are those worked out by hand. Needs the eval routes (src/features/eval/, branch eval):
-// on branch cli alone its requests meet 404s; it passed on cli merged with eval at fb7c93d.
+// on branch cli alone its requests meet 404s; it passed on cli merged with eval at f884016.
 import assert from 'node:assert/strict';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
