@@ -6,6 +6,7 @@ import { runCli } from './cli/dispatch.ts';
 import { engines } from './cli/engines.ts';
 import { environments } from './cli/environments.ts';
 import { CliError, EXIT, UsageError } from './cli/errors.ts';
+import { evals } from './cli/eval/commands.ts';
 import type { Section } from './cli/help.ts';
 import { jobs } from './cli/jobs.ts';
 import { keys } from './cli/keys.ts';
@@ -34,6 +35,10 @@ const SECTIONS: readonly Section[] = [
   {
     title: `Administration (client of the admin API at ERRAND_URL, ${ADMIN_KEY}; all take --json)`,
     items: [projects, keys, webhooks, secrets, environments, schedules],
+  },
+  {
+    title: `Evaluation (agents measured on your own code, docs/eval.md; client of the eval API at ERRAND_URL, ${ADMIN_KEY})`,
+    items: [evals],
   },
 ];
 

@@ -92,9 +92,13 @@ export function commandUsage(command: Command): string {
   return `Usage: errand ${synopsis(command)}\n\n${command.details ?? `${wrap(command.summary, 0)}\n`}`;
 }
 
-/** `errand help job create`, for a family whose subcommands have usages of their own. */
+/**
+ * `errand help job create`, for a family whose subcommands have usages of their own: the
+ * summary, or the details when the subcommand has more to say.
+ */
 export function subcommandUsage(family: Family, command: Command): string {
-  return `Usage: errand ${synopsis(command)}\n\n${wrap(`${capitalised(command.summary)}.`, 0)}\n\n(errand help ${family.name}: every ${family.name} subcommand, --json and the exit codes)\n`;
+  const about = command.details ?? `${wrap(`${capitalised(command.summary)}.`, 0)}\n`;
+  return `Usage: errand ${synopsis(command)}\n\n${about}\n(errand help ${family.name}: every ${family.name} subcommand, --json and the exit codes)\n`;
 }
 
 function capitalised(text: string): string {

@@ -17,6 +17,7 @@ import {
   type CreateScheduleInput,
   type CreateWebhookInput,
   checkEnvironment,
+  checkEvalRun,
   checkEvent,
   checkJob,
   checkList,
@@ -25,6 +26,9 @@ import {
   type Delivery,
   type DeliveryPage,
   type Environment,
+  type EvalRun,
+  type EvalRunSummary,
+  type EvalSuite,
   type ForgeWebhookSecret,
   isRecord,
   type Job,
@@ -58,6 +62,14 @@ export type {
   Delivery,
   DeliveryPage,
   Environment,
+  EvalAgentSpec,
+  EvalAgentSummary,
+  EvalResult,
+  EvalResultState,
+  EvalRun,
+  EvalRunSummary,
+  EvalSuite,
+  EvalTask,
   ForgeWebhookSecret,
   Job,
   JobEvent,
@@ -633,6 +645,59 @@ export class ErrandClient {
       what: 'rebuildEnvironment',
     });
     await response.body?.cancel();
+  }
+
+  // ---- Eval runs (an admin key, or a maintainer of every project the suite names) ------------
+
+  /** Starts an eval run of `suite`: a job per task × agent × repeat, then each one's check. */
+  async createEval(
+    suite: EvalSuite,
+    options: Omit<CallOptions, 'projectId'> = {},
+  ): Promise<EvalRun> {
+    const what = 'createEval';
+    const { value, status } = await this.#http.call('/v2/admin/evals', {
+      method: 'POST',
+      body: suite,
+      signal: options.signal,
+      what,
+    });
+    return checkEvalRun<EvalRun>(value, what, status, true);
+  }
+
+  /** The eval runs on projects the key can read, newest first, without their results. */
+  async listEvals(options: Omit<CallOptions, 'projectId'> = {}): Promise<EvalRunSummary[]> {
+    const what = 'listEvals';
+    const { value, status } = await this.#http.call('/v2/admin/evals', {
+      method: 'GET',
+      signal: options.signal,
+      what,
+    });
+    const list = isRecord(value) ? value.runs : undefined;
+    if (!Array.isArray(list)) throw notA(what, 'a list of eval runs', status);
+    return list.map((item: unknown) => checkEvalRun<EvalRunSummary>(item, what, status, false));
+  }
+
+  /** An eval run with every result so far. */
+  async getEval(runId: string, options: Omit<CallOptions, 'projectId'> = {}): Promise<EvalRun> {
+    const what = 'getEval';
+    const { value, status } = await this.#http.call(`/v2/admin/evals/${segment(runId, 'runId')}`, {
+      method: 'GET',
+      signal: options.signal,
+      what,
+    });
+    return checkEvalRun<EvalRun>(value, what, status, true);
+  }
+
+  /** Cancels the run: its pending results are cancelled, its running jobs archived. */
+  async cancelEval(runId: string, options: Omit<CallOptions, 'projectId'> = {}): Promise<EvalRun> {
+    const what = 'cancelEval';
+    const path = `/v2/admin/evals/${segment(runId, 'runId')}/cancel`;
+    const { value, status } = await this.#http.call(path, {
+      method: 'POST',
+      signal: options.signal,
+      what,
+    });
+    return checkEvalRun<EvalRun>(value, what, status, true);
   }
 
   // ---- Paths and answers ---------------------------------------------------------------------

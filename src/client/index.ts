@@ -1,6 +1,6 @@
 // errand/client: the typed client of Errand's API (jobs, and projects, keys, webhooks, secrets,
-// environments and schedules with an admin key), for other Node projects (built to dist/client/ by `npm
-// run build:client`) and for Errand's own CLI and MCP server.
+// environments, schedules and eval runs with an admin key), for other Node projects (built to
+// dist/client/ by `npm run build:client`) and for Errand's own CLI and MCP server.
 export {
   type ApiKey,
   type Attachment,
@@ -17,6 +17,14 @@ export {
   type DeliveryPage,
   type Environment,
   ErrandClient,
+  type EvalAgentSpec,
+  type EvalAgentSummary,
+  type EvalResult,
+  type EvalResultState,
+  type EvalRun,
+  type EvalRunSummary,
+  type EvalSuite,
+  type EvalTask,
   type EventsOptions,
   type ForgeWebhookSecret,
   type Job,

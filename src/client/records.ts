@@ -175,3 +175,103 @@ export function checkList<T>(
   if (!Array.isArray(list)) throw notA(what, `a list of ${field}`, status);
   return list.map((item: unknown) => checkRecord<T>(item, what, status, noun));
 }
+
+// The eval API's records (docs/eval.md), written out by hand until the OpenAPI document that
+// the eval routes generate replaces them with its components.
+
+/** One task of a suite: a prompt on a project's (or repository's) ref, and its check command. */
+export interface EvalTask {
+  id: string;
+  project?: string;
+  repository?: string;
+  ref?: string;
+  prompt: string;
+  check: string;
+}
+
+/** An agent of a suite's matrix: an engine and a model, each the project's when left out. */
+export interface EvalAgentSpec {
+  engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
+  model?: string;
+}
+
+/** A suite as POST /v2/admin/evals takes it. */
+export interface EvalSuite {
+  name?: string;
+  tasks: EvalTask[];
+  agents?: EvalAgentSpec[];
+  repeat?: number;
+  concurrency?: number;
+}
+
+/** One agent's numbers over a run's finished results. */
+export interface EvalAgentSummary {
+  agent: string;
+  engine: string;
+  model: string;
+  runs: number;
+  finished: number;
+  passed: number;
+  passRate: number | null;
+  interval: { low: number; high: number } | null;
+  medianCostUsd: number | null;
+  totalCostUsd: number | null;
+  medianDurationMs: number | null;
+  medianSteps: number | null;
+  inputTokens: number;
+  outputTokens: number;
+}
+
+export type EvalResultState = 'pending' | 'running' | 'passed' | 'failed' | 'error' | 'cancelled';
+
+/** One task × agent × repeat: its job and how its check came out. */
+export interface EvalResult {
+  task: string;
+  agent: string;
+  repeat: number;
+  projectId: string;
+  jobId: string | null;
+  state: EvalResultState;
+  checkExit: number | null;
+  tail: string | null;
+  costUsd: number | null;
+  durationMs: number | null;
+  steps: number | null;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  startedAt: string | null;
+  finishedAt: string | null;
+}
+
+/** An eval run: its suite, its per-agent numbers and (but in lists) every result. */
+export interface EvalRun {
+  id: string;
+  name: string;
+  state: 'running' | 'finished' | 'cancelled';
+  createdAt: string;
+  finishedAt: string | null;
+  suite: EvalSuite;
+  agents: EvalAgentSummary[];
+  results: EvalResult[];
+}
+
+/** An eval run as the list shows it: without its results. */
+export type EvalRunSummary = Omit<EvalRun, 'results'>;
+
+/** An eval run record: an object with a string id, a state and a list of agents. */
+export function checkEvalRun<T extends EvalRunSummary>(
+  value: unknown,
+  what: string,
+  status: number,
+  withResults: boolean,
+): T {
+  if (
+    !isRecord(value) ||
+    typeof value.id !== 'string' ||
+    typeof value.state !== 'string' ||
+    !Array.isArray(value.agents) ||
+    (withResults && !Array.isArray(value.results))
+  )
+    throw notA(what, 'an eval run', status);
+  return value as T;
+}
