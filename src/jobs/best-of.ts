@@ -99,6 +99,9 @@ export function checkBestOf(
 ): void {
   if (mode !== 'code')
     throw new AppError('bad_request', `"attempts" needs mode "code"; this job's mode is ${mode}`);
+  // The job's own model, which its follow-ups run on, is one the server can use.
+  const usable = ctx.models.check(model);
+  if (!usable.ok) throw new AppError('model_unavailable', usable.message);
   for (let n = 1; n <= Math.min(bestOf.count, Math.max(bestOf.agents.length, 1)); n++) {
     const agent = attemptAgent(bestOf, n, { engine: project.engine, model });
     const as = { ...project, engine: agent.engine };

@@ -131,11 +131,15 @@ export async function createJob(
   // The model a new job runs on: the one asked for, else the project's, else the server's. One
   // that cannot be used is refused here, with what to set, rather than failing the job later.
   const model = asked ?? project.model ?? ctx.models.defaultId;
-  checkMode(project, mode);
-  checkModel(ctx, project, model);
-  checkImages(ctx, project, model, attachments);
   const bestOf = attempts && { count: attempts.count, agents: attempts.agents ?? [] };
+  // Attempts are checked each with its agent's engine and model (an eval's agent may run an
+  // engine other than the project's); a job of one turn, with the project's engine.
   if (bestOf) checkBestOf(ctx, project, model, mode, bestOf);
+  else {
+    checkMode(project, mode);
+    checkModel(ctx, project, model);
+  }
+  checkImages(ctx, project, model, attachments);
   if (mcpServers) await checkMcpTargets(mcpServers, ctx.config.webhooks.allowPrivate);
   const row: NewJobRow = {
     id: id ?? newId('job'),

@@ -134,6 +134,18 @@ describe('admin eval routes', () => {
       );
     });
 
+    test('an agent may run an engine other than the project’s, with a model that engine speaks', async () => {
+      assert.equal(fx.project.engine, 'errand');
+      const run = await start({
+        tasks: [task('other-engine')],
+        agents: [{ engine: 'claude-code', model: 'anthropic:claude-haiku-4-5' }],
+      });
+      assert.deepEqual(
+        run.agents.map((a) => [a.engine, a.model]),
+        [['claude-code', 'anthropic:claude-haiku-4-5']],
+      );
+    });
+
     test('defaults: a name, one agent (the project’s), repeat 1, concurrency 2', async () => {
       const run = await start({ tasks: [task('only')] });
       assert.match(run.name, /^eval \d{4}-\d{2}-\d{2} \d{2}:\d{2}$/);
@@ -234,6 +246,15 @@ describe('admin eval routes', () => {
         400,
         'model_unavailable',
         /agents\[1\]/,
+      );
+      // Codex speaks OpenAI's API only.
+      await refused(
+        'POST',
+        '/v2/admin/evals',
+        { tasks: [task('a')], agents: [{ engine: 'codex', model: 'anthropic:claude-haiku-4-5' }] },
+        400,
+        'model_unavailable',
+        /agents\[0\].*engine codex cannot run model/,
       );
       await refused(
         'POST',

@@ -8,7 +8,6 @@ import type { AppContext } from '../../context.ts';
 import type { ProjectRow } from '../../db/schema.ts';
 import { AppError } from '../../errors.ts';
 import { isId } from '../../ids.ts';
-import { checkMode, checkModel } from '../../jobs/accept.ts';
 import { checkBestOf } from '../../jobs/best-of.ts';
 import { requireAccess } from '../../keys/access.ts';
 import type { Principal } from '../../keys/service.ts';
@@ -275,8 +274,8 @@ export async function acceptSuite(
         );
       labels.set(label, a);
       try {
-        checkMode(project, 'code');
-        checkModel(ctx, project, resolved.model);
+        // As createJob checks a job of one attempt: the agent's engine with its model, which
+        // need not be the project's engine.
         checkBestOf(ctx, project, resolved.model, 'code', { count: 1, agents: [resolved] });
       } catch (err) {
         if (err instanceof AppError)
