@@ -28,6 +28,8 @@ const svc = await startTestService({
   env: {
     ERRAND_SECRET_KEY: 'screenshots-secret-key-0000',
     ERRAND_WEBHOOK_ALLOW_PRIVATE: 'true',
+    // Only so that the eval run's OpenAI agents are accepted; nothing calls a model here.
+    OPENAI_API_KEY: 'sk-screenshots-unused',
   },
 });
 const browser = await launchBrowser();
@@ -275,20 +277,25 @@ try {
     readOnly: false,
   });
   await revokeToken(ctx.db, person.id, old.row.id);
-  // An eval run (docs/eval.md) of three agents on four tasks, twice each, its results settled
-  // here as the runner would have: the Evals page's tables and chart.
+  // An eval run (docs/eval.md's walk-through) of the three engines on four tasks from the
+  // project's history, three times each, its results settled here as the runner would have: the
+  // Evals page's tables and chart.
   const evalRun = await svc.request('POST', '/v2/admin/evals', {
     body: {
-      name: 'agents on the website, November',
-      tasks: ['fix-date-format', 'add-rss-feed', 'dark-mode-toggle', 'flaky-login-test'].map(
-        (id) => ({ id, project: project.id, prompt: `Task ${id}`, check: 'npm test' }),
-      ),
+      name: 'three engines on the website, November',
+      tasks: ['3f2a9c1d0b7e', '9d81e0c4aa12', '51c07be2d9f3', 'a4e6f0197c2b'].map((id) => ({
+        id,
+        project: project.id,
+        ref: `errand-eval/${id}`,
+        prompt: `Task ${id}`,
+        check: 'npx vitest run {files}',
+      })),
       agents: [
-        { engine: 'errand', model: 'anthropic:claude-sonnet-4-5' },
-        { engine: 'errand', model: 'anthropic:claude-haiku-4-5' },
         { engine: 'claude-code', model: 'anthropic:claude-sonnet-4-5' },
+        { engine: 'codex', model: 'openai:gpt-5' },
+        { engine: 'opencode', model: 'openai:gpt-4.1' },
       ],
-      repeat: 2,
+      repeat: 3,
     },
   });
   const evalRunId = String(evalRun.json.id);
@@ -298,15 +305,17 @@ try {
     .where('run_id', '=', evalRunId)
     .execute();
   for (const { n, agent } of settled) {
-    const skill = agent.includes('haiku') ? 0.5 : agent.startsWith('claude-code') ? 0.8 : 0.7;
+    const skill = agent.startsWith('opencode') ? 0.5 : agent.startsWith('claude-code') ? 0.8 : 0.7;
     const passed = (n * 37) % 100 < skill * 100;
-    const cost = (agent.includes('haiku') ? 0.02 : 0.09) * (1 + (n % 3) / 2);
+    const cost = (agent.startsWith('opencode') ? 0.03 : 0.09) * (1 + (n % 3) / 2);
     await ctx.db
       .updateTable('eval_results')
       .set({
         state: passed ? 'passed' : 'failed',
         check_exit: passed ? 0 : 1,
-        tail: passed ? null : 'not ok 3 - formats dates in the reader’s zone\n# 1 test failed',
+        tail: passed
+          ? null
+          : ' FAIL  test/dates.test.ts > formats dates in the reader’s zone\n Tests  1 failed | 11 passed (12)',
         cost_usd: cost,
         duration_ms: 90_000 + n * 7_000,
         steps: 12 + (n % 9),
