@@ -176,87 +176,23 @@ export function checkList<T>(
   return list.map((item: unknown) => checkRecord<T>(item, what, status, noun));
 }
 
-// The eval API's records (docs/eval.md), written out by hand until the OpenAPI document that
-// the eval routes generate replaces them with its components.
+// The eval API's records (docs/eval.md).
 
+/** A suite as POST /v2/admin/evals takes it: tasks, the agents' matrix, repeats, concurrency. */
+export type EvalSuite = RequestJson<paths['/v2/admin/evals']['post']>;
 /** One task of a suite: a prompt on a project's (or repository's) ref, and its check command. */
-export interface EvalTask {
-  id: string;
-  project?: string;
-  repository?: string;
-  ref?: string;
-  prompt: string;
-  check: string;
-}
-
+export type EvalTask = EvalSuite['tasks'][number];
 /** An agent of a suite's matrix: an engine and a model, each the project's when left out. */
-export interface EvalAgentSpec {
-  engine?: 'errand' | 'claude-code' | 'codex' | 'opencode';
-  model?: string;
-}
-
-/** A suite as POST /v2/admin/evals takes it. */
-export interface EvalSuite {
-  name?: string;
-  tasks: EvalTask[];
-  agents?: EvalAgentSpec[];
-  repeat?: number;
-  concurrency?: number;
-}
-
-/** One agent's numbers over a run's finished results. */
-export interface EvalAgentSummary {
-  agent: string;
-  engine: string;
-  model: string;
-  runs: number;
-  finished: number;
-  passed: number;
-  passRate: number | null;
-  interval: { low: number; high: number } | null;
-  medianCostUsd: number | null;
-  totalCostUsd: number | null;
-  medianDurationMs: number | null;
-  medianSteps: number | null;
-  inputTokens: number;
-  outputTokens: number;
-}
-
-export type EvalResultState = 'pending' | 'running' | 'passed' | 'failed' | 'error' | 'cancelled';
-
-/** One task × agent × repeat: its job and how its check came out. */
-export interface EvalResult {
-  task: string;
-  agent: string;
-  repeat: number;
-  projectId: string;
-  jobId: string | null;
-  state: EvalResultState;
-  checkExit: number | null;
-  tail: string | null;
-  costUsd: number | null;
-  durationMs: number | null;
-  steps: number | null;
-  inputTokens: number | null;
-  outputTokens: number | null;
-  startedAt: string | null;
-  finishedAt: string | null;
-}
-
-/** An eval run: its suite, its per-agent numbers and (but in lists) every result. */
-export interface EvalRun {
-  id: string;
-  name: string;
-  state: 'running' | 'finished' | 'cancelled';
-  createdAt: string;
-  finishedAt: string | null;
-  suite: EvalSuite;
-  agents: EvalAgentSummary[];
-  results: EvalResult[];
-}
-
+export type EvalAgentSpec = NonNullable<EvalSuite['agents']>[number];
+/** An eval run: its suite, its per-agent numbers and every result. */
+export type EvalRun = components['schemas']['EvalRun'];
 /** An eval run as the list shows it: without its results. */
-export type EvalRunSummary = Omit<EvalRun, 'results'>;
+export type EvalRunSummary = components['schemas']['EvalRunSummary'];
+/** One agent's numbers over a run's finished results. */
+export type EvalAgentSummary = EvalRun['agents'][number];
+/** One task × agent × repeat: its job and how its check came out. */
+export type EvalResult = EvalRun['results'][number];
+export type EvalResultState = EvalResult['state'];
 
 /** An eval run record: an object with a string id, a state and a list of agents. */
 export function checkEvalRun<T extends EvalRunSummary>(

@@ -348,10 +348,15 @@ function fixedRun(id: string, states: Array<EvalResult['state']>): EvalRun {
     id,
     name: `nightly ${id}`,
     state: 'finished',
+    createdBy: { kind: 'key', id: 'key_1' },
     createdAt: '2026-11-29T07:00:00.000Z',
     finishedAt: '2026-11-29T07:30:00.000Z',
     suite: {
+      name: `nightly ${id}`,
       tasks: results.map((r) => ({ id: r.task, project: 'prj_1', prompt: 'p', check: 'c' })),
+      agents: [{ engine: 'errand', model: 'fake:model' }],
+      repeat: 1,
+      concurrency: 2,
     },
     agents: [
       {
