@@ -123,6 +123,20 @@ describe('OpenID Connect settings', () => {
     refused({ ERRAND_OIDC_ADMIN_GROUPS: 'admins' }, /ERRAND_OIDC_ADMIN_GROUPS/);
   });
 
+  test("ERRAND_SECRET_KEY: the example files' placeholder and a guessable key are refused", () => {
+    refused(
+      { ERRAND_SECRET_KEY: 'change-me-to-32-random-characters' },
+      /ERRAND_SECRET_KEY: is the example files' placeholder; set it to 32 random characters/,
+    );
+    refused(
+      { ERRAND_SECRET_KEY: 'aaaaaaaaaaaaaaaaaaaaaaaa' },
+      /ERRAND_SECRET_KEY: has fewer than 8/,
+    );
+    refused({ ERRAND_SECRET_KEY: 'short' }, /ERRAND_SECRET_KEY: must be at least 16 characters/);
+    const key = 'k3Jq9vX2pL7wR4tZ8mN1bC6d';
+    assert.equal(loadConfig({ ERRAND_SECRET_KEY: key }).secretKey, key);
+  });
+
   test('loopback hosts', () => {
     for (const host of ['127.0.0.1', '127.1.2.3', '[::1]', '::1', 'localhost', 'LOCALHOST'])
       assert.equal(isLoopbackHost(host), true, host);

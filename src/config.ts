@@ -65,7 +65,18 @@ const envSchema = z.object({
   GOOGLE_GENERATIVE_AI_API_KEY: z.string().min(1).optional(),
   ERRAND_OPENAI_COMPATIBLE_BASE_URL: z.url().optional(),
   ERRAND_OPENAI_COMPATIBLE_API_KEY: z.string().min(1).optional(),
-  ERRAND_SECRET_KEY: z.string().min(16, 'must be at least 16 characters').optional(),
+  ERRAND_SECRET_KEY: z
+    .string()
+    .min(16, 'must be at least 16 characters')
+    .refine((key) => !/change[-_ ]?me/i.test(key), {
+      error:
+        "is the example files' placeholder; set it to 32 random characters (e.g. `openssl rand -base64 32`)",
+    })
+    .refine((key) => new Set(key).size >= 8, {
+      error:
+        'has fewer than 8 different characters, too guessable to seal secrets with; set it to 32 random characters (e.g. `openssl rand -base64 32`)',
+    })
+    .optional(),
   ERRAND_PUBLIC_URL: z.url().optional(),
   ERRAND_OIDC_ISSUER: z.url().optional(),
   ERRAND_OIDC_CLIENT_ID: z.string().min(1).optional(),
@@ -77,6 +88,7 @@ const envSchema = z.object({
   ERRAND_OIDC_ADMIN_GROUPS: z.string().optional(),
   ERRAND_ADMIN_EMAILS: z.string().optional(),
   ERRAND_DASHBOARD_KEY_SIGNIN: bool.optional(),
+  ERRAND_REQUIRE_SANDBOX: bool.optional(),
   ERRAND_FORGE_TOKEN_ENV_ALLOW: z.string().optional(),
   ERRAND_STREAMS_PER_KEY: int(1, 100_000).default(100),
   ERRAND_STREAM_KEEPALIVE_SECONDS: decimal(0.05, 3600).default(15),
@@ -185,6 +197,8 @@ export interface Config {
    * when ERRAND_DASHBOARD_KEY_SIGNIN=true (the admin key stays a break-glass for the API).
    */
   dashboardKeySignIn: boolean;
+  /** A worker refuses to start where the sandbox does not work (ERRAND_REQUIRE_SANDBOX=true). */
+  requireSandbox: boolean;
   /** The process environment, for forge tokens a project names by variable (read by workers). */
   workerEnv: Readonly<Record<string, string | undefined>>;
   /** Variable names a project may give for its forge token besides `ERRAND_FORGE_TOKEN_*`. */
@@ -496,6 +510,7 @@ export function loadConfig(
     dashboard: overrides.dashboard ?? true,
     oidc,
     dashboardKeySignIn: oidc === undefined || (e.ERRAND_DASHBOARD_KEY_SIGNIN ?? false),
+    requireSandbox: e.ERRAND_REQUIRE_SANDBOX ?? false,
     workerEnv: env,
     forgeTokenEnvAllow: forgeTokenEnvAllow(e.ERRAND_FORGE_TOKEN_ENV_ALLOW),
     secrets: [

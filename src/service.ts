@@ -174,7 +174,7 @@ export async function startService(
       url = await app.listen({ host: config.host, port: config.port });
     }
     if (opts.worker) {
-      reportSandboxStatus(log, await sandboxStatus());
+      await checkWorkerSandbox(ctx);
       // Workspaces live on the machines that run turns; the janitor measures them.
       metrics.sample(async () => sampleWorkspaces(metrics));
       janitor = await startWorkspaceJanitor(ctx);
@@ -221,6 +221,23 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/**
+ * A worker's sandbox, said at start in its log and its metrics; where it does not work and
+ * ERRAND_REQUIRE_SANDBOX=true, the worker does not start.
+ */
+async function checkWorkerSandbox({ config, log, metrics }: AppContext): Promise<void> {
+  const sandbox = await sandboxStatus();
+  reportSandboxStatus(log, sandbox);
+  metrics.sandboxAvailable.set(
+    { reason: sandbox.available ? '' : sandbox.reason },
+    sandbox.available ? 1 : 0,
+  );
+  if (config.requireSandbox && !sandbox.available)
+    throw new ConfigError(
+      `the sandbox does not work here: ${sandbox.reason}; ${sandbox.howToFix}. ERRAND_REQUIRE_SANDBOX=true keeps a worker from running without it`,
+    );
 }
 
 /** The features' hooks in the job core's transitions, in every process that records events. */

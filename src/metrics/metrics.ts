@@ -181,6 +181,12 @@ export class Metrics {
     help: 'Bytes written to open event streams that their readers have not taken yet',
     registers: [this.registry],
   });
+  readonly sandboxAvailable: Gauge<'reason'> = new Gauge({
+    name: 'errand_sandbox_available',
+    help: "1 when this worker's sandbox (bubblewrap) works, else 0 with the reason as a label; workers only",
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
   readonly #samplers: Sampler[] = [];
 
   /** Adds a reading taken at every scrape (database gauges, workspace disk use). */

@@ -1,6 +1,8 @@
 // Whether the sandbox can run, and the start-up lines that say so: bwrap missing from PATH
 // makes it unavailable with the reason and the fix, and `errand serve` logs that once; pasta or
-// nft missing leaves setup commands without network; no memory cgroup is said too.
+// nft missing leaves setup commands without network; no memory cgroup is said too. The metric
+// errand_sandbox_available says it with the reason, and ERRAND_REQUIRE_SANDBOX=true makes a
+// worker without the sandbox refuse to start.
 import assert from 'node:assert/strict';
 import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -11,8 +13,19 @@ import { reportSandboxStatus } from '../../src/sandbox/report.ts';
 import { checkSandbox } from '../../src/sandbox/sandbox.ts';
 import type { SandboxStatus } from '../../src/sandbox/types.ts';
 import { makeTempDir, removeDir } from '../support/git.ts';
-import { killStrays, startServe } from '../support/process.ts';
+import { captureOutput, killStrays, runErrand, startServe } from '../support/process.ts';
 import { sandbox, skip } from './support.ts';
+
+const METRICS_TOKEN = 'sandbox-status-metrics-token';
+
+/** The service's metrics, as Prometheus scrapes them. */
+async function scrape(url: string): Promise<string> {
+  const res = await fetch(`${url}/metrics`, {
+    headers: { authorization: `Bearer ${METRICS_TOKEN}` },
+  });
+  assert.equal(res.status, 200);
+  return res.text();
+}
 
 let root: string;
 before(async () => {
@@ -147,6 +160,7 @@ describe('sandbox status', () => {
     const server = await startServe(join(root, 'data'), [], {
       ERRAND_LOG_LEVEL: 'info',
       PATH: join(root, 'no-such-dir'),
+      ERRAND_METRICS_TOKEN: METRICS_TOKEN,
     });
     try {
       const lines = server
@@ -159,6 +173,37 @@ describe('sandbox status', () => {
       assert.equal(line.msg, 'sandbox unavailable: the agent runs without its run_command tool');
       assert.equal(line.reason, 'bwrap not found on PATH');
       assert.match(String(line.howToFix), /apt-get install bubblewrap/);
+      // And in the metrics, with the reason.
+      const metrics = await scrape(server.url);
+      assert.match(metrics, /^errand_sandbox_available\{reason="bwrap not found on PATH"\} 0$/m);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test('ERRAND_REQUIRE_SANDBOX=true: a worker without the sandbox refuses to start, saying why', async () => {
+    const child = runErrand(['serve', '--port', '0', '--data-dir', join(root, 'strict')], {
+      PATH: join(root, 'no-such-dir'),
+      ERRAND_REQUIRE_SANDBOX: 'true',
+    });
+    const run = await captureOutput(child).done;
+    assert.equal(run.code, 1, run.stderr);
+    assert.match(
+      run.stderr,
+      /errand: the sandbox does not work here: bwrap not found on PATH; install the bubblewrap package .*ERRAND_REQUIRE_SANDBOX=true keeps a worker from running without it/,
+    );
+    assert.doesNotMatch(run.stderr, /\n\s+at /, 'no stack trace');
+    assert.doesNotMatch(run.stdout, /errand listening/);
+  });
+
+  test('with the sandbox working, the metric says 1', { skip }, async () => {
+    const server = await startServe(join(root, 'data-ok'), [], {
+      ERRAND_REQUIRE_SANDBOX: 'true',
+      ERRAND_METRICS_TOKEN: METRICS_TOKEN,
+    });
+    try {
+      const metrics = await scrape(server.url);
+      assert.match(metrics, /^errand_sandbox_available\{reason=""\} 1$/m);
     } finally {
       await server.stop();
     }
