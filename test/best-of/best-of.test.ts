@@ -145,8 +145,10 @@ describe('best-of-N', () => {
     }
   });
 
+  // Each job runs two or three agents, their checks and a push: on a loaded machine that is
+  // more than the helper's usual 20 s.
   const until = (jobId: string, status: string) =>
-    untilStatus(svc, projectId, jobId, status, { failFast: true });
+    untilStatus(svc, projectId, jobId, status, { failFast: true, timeoutMs: 90_000 });
   const events = async (jobId: string) =>
     (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}/events`)).json.events ?? [];
   const create = async (body: Record<string, unknown>) => {
@@ -290,7 +292,7 @@ describe('best-of-N', () => {
       attempts: { count: 2, agents: [{ model: 'openai:gpt-a' }, { model: 'openai:gpt-b' }] },
       checkCommand: 'true',
     });
-    const job = await untilStatus(svc, projectId, jobId, 'failed');
+    const job = await untilStatus(svc, projectId, jobId, 'failed', { timeoutMs: 90_000 });
     assert.match(
       String(job.error),
       /^no attempt finished: attempt 1: .*gpt-a refuses the second step.*; attempt 2: .*gpt-b refuses the second step/,
