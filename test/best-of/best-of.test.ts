@@ -389,6 +389,52 @@ describe('best-of-N', () => {
     }
   });
 
+  test('each attempt spends at most its share of the job budget: one that would go on past it stops, the other wins', async () => {
+    // $30 for the job: $15 for each of the two attempts. gpt-b asks for a tool at every step,
+    // at $12 a step: its second step passes its share, and it is stopped there.
+    const patched = await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
+      body: { jobBudgetUsd: 30 },
+    });
+    assert.equal(patched.status, 200, patched.text);
+    try {
+      llm.scriptAll((request: RecordedRequest) => {
+        const model = isRecord(request.body) ? String(request.body.model) : '';
+        if (model === 'gpt-a' && hasToolResult(request.body))
+          return { type: 'reply', text: 'Write answer.txt (gpt-a)', usage: CALL_USAGE };
+        if (model !== 'gpt-a' && model !== 'gpt-b') return undefined;
+        const content = model === 'gpt-a' ? 'right\n' : 'again\n';
+        return {
+          type: 'reply',
+          toolCalls: [{ name: 'write_file', input: { path: 'answer.txt', content } }],
+          usage: CALL_USAGE,
+        };
+      });
+      const jobId = await create({
+        prompt: 'Write the answer',
+        attempts: { count: 2, agents: [{ model: 'openai:gpt-a' }, { model: 'openai:gpt-b' }] },
+        checkCommand: 'grep -q right answer.txt',
+      });
+      const job = await until(jobId, 'completed');
+      const [a1, a2] = job.attempts as (Attempt & { error: string | null })[];
+      assert.deepEqual(
+        [a1?.outcome, a1?.winner, a2?.outcome, a2?.winner],
+        ['passed', true, 'error', false],
+      );
+      assert.match(String(a2?.error), /budget/);
+      // The fake's record is this test's own (reset after each).
+      const bSteps = llm.requests.filter((r) => isRecord(r.body) && r.body.model === 'gpt-b');
+      assert.equal(bSteps.length, 2, 'gpt-b was called past its share');
+      // gpt-a's two steps and gpt-b's two: within the $30, whatever gpt-b would have gone on to.
+      assert.equal(job.usage?.costUsd, cost('gpt-a') + cost('gpt-b'));
+      assert.ok((job.usage?.costUsd ?? Number.POSITIVE_INFINITY) <= 30);
+    } finally {
+      const cleared = await svc.request('PATCH', `/v2/admin/projects/${projectId}`, {
+        body: { jobBudgetUsd: null },
+      });
+      assert.equal(cleared.status, 200, cleared.text);
+    }
+  });
+
   test('the API refuses attempts that could not run, and writes nothing', async () => {
     const count = async () =>
       Number(
