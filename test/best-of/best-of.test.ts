@@ -5,31 +5,20 @@
 // them all, ties are broken by cost and diff, a follow-up continues from the winner, an eval
 // job pushes nothing, and the API refuses attempts that could not run.
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import { createJob } from '../../src/jobs/create.ts';
 import { isRecord } from '../../src/json.ts';
-import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
-import { type FakeLlm, type RecordedRequest, startFakeLlm } from '../support/fake-llm.ts';
-import {
-  type GitHttpServer,
-  git,
-  makeServedRepo,
-  makeTempDir,
-  removeDir,
-  startGitHttpServer,
-} from '../support/git.ts';
+import type { FakeGitHub } from '../support/fake-github.ts';
+import type { FakeLlm, RecordedRequest } from '../support/fake-llm.ts';
+import { git } from '../support/git.ts';
 import { untilStatus } from '../support/jobs.ts';
-import { startTestService, type TestService } from '../support/service.ts';
+import { type PricedStand, startPricedStand } from '../support/priced-stand.ts';
+import type { TestService } from '../support/service.ts';
 
-const MODEL_KEY = 'sk-test-best-of-7c2a91e4';
-const TOKEN = 'ghp_bestoftoken0123456789abcdef';
-const basic = `Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`;
 /** Every model call of these tests uses this much: 1M tokens in, 100k out. */
 const CALL_USAGE = { input: 1_000_000, output: 100_000 };
 /** Prices per million tokens (in, out): gpt-a $1/$2, gpt-b $10/$20, gpt-c as gpt-a. */
-const PRICES: Record<string, [number, number]> = {
+const PRICES: Record<string, readonly [number, number]> = {
   'gpt-a': [1, 2],
   'gpt-b': [10, 20],
   'gpt-c': [1, 2],
@@ -81,61 +70,18 @@ interface Attempt {
 }
 
 describe('best-of-N', () => {
-  let tmp: string;
+  let stand: PricedStand;
   let bare: string;
-  let gitServer: GitHttpServer;
   let github: FakeGitHub;
   let llm: FakeLlm;
   let svc: TestService;
   let projectId: string;
 
   before(async () => {
-    tmp = await makeTempDir('best-of');
-    const root = path.join(tmp, 'served');
-    bare = await makeServedRepo(root, tmp);
-    gitServer = await startGitHttpServer({ projectRoot: root, authorization: basic });
-    github = await startFakeGitHub({ repos: ['acme/app'], token: TOKEN });
-    llm = await startFakeLlm({ apiKey: MODEL_KEY, models: Object.keys(PRICES) });
-    const catalog = path.join(tmp, 'catalog.json');
-    await writeFile(
-      catalog,
-      JSON.stringify(
-        Object.fromEntries(
-          Object.entries(PRICES).map(([model, [input, output]]) => [
-            `openai:${model}`,
-            { contextTokens: 200_000, inputUsdPerMTok: input, outputUsdPerMTok: output },
-          ]),
-        ),
-      ),
-    );
-    svc = await startTestService({
-      env: {
-        OPENAI_API_KEY: MODEL_KEY,
-        OPENAI_BASE_URL: `${llm.url}/v1`,
-        ERRAND_MODEL: 'openai:gpt-a',
-        ERRAND_MODEL_CATALOG: catalog,
-        ERRAND_SECRET_KEY: 'test-secret-key-for-errand-best-of',
-      },
-    });
-    const project = await svc.request('POST', '/v2/admin/projects', {
-      body: {
-        name: 'best-of',
-        repository: `${gitServer.url}/acme/app.git`,
-        forge: 'github',
-        forgeUrl: github.apiUrl,
-        forgeToken: TOKEN,
-      },
-    });
-    assert.equal(project.status, 201, project.text);
-    projectId = project.json.id as string;
+    stand = await startPricedStand('best-of', PRICES);
+    ({ bare, github, llm, svc, projectId } = stand);
   });
-  after(async () => {
-    await svc?.close();
-    await llm?.close();
-    await github?.close();
-    await gitServer?.close();
-    await removeDir(tmp);
-  });
+  after(() => stand?.close());
   afterEach(() => {
     try {
       assert.deepEqual(llm.unexpected, []);

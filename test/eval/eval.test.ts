@@ -5,30 +5,19 @@
 // task only); the run's pass rates, costs, tokens and intervals come out as worked out by hand
 // from the models' prices, and nothing is pushed.
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { EvalRunRecord } from '../../src/features/eval/types.ts';
 import { isRecord } from '../../src/json.ts';
-import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
-import { type FakeLlm, type RecordedRequest, startFakeLlm } from '../support/fake-llm.ts';
-import {
-  type GitHttpServer,
-  git,
-  makeServedRepo,
-  makeTempDir,
-  removeDir,
-  startGitHttpServer,
-} from '../support/git.ts';
-import { startTestService, type TestService, waitFor } from '../support/service.ts';
+import type { FakeGitHub } from '../support/fake-github.ts';
+import type { FakeLlm, RecordedRequest } from '../support/fake-llm.ts';
+import { git } from '../support/git.ts';
+import { type PricedStand, startPricedStand } from '../support/priced-stand.ts';
+import { type TestService, waitFor } from '../support/service.ts';
 
-const MODEL_KEY = 'sk-test-eval-3b81c0d2';
-const TOKEN = 'ghp_evaltoken0123456789abcdefgh';
-const basic = `Basic ${Buffer.from(`x-access-token:${TOKEN}`).toString('base64')}`;
 /** Every model call uses this much: 1M tokens in, 100k out. */
 const CALL_USAGE = { input: 1_000_000, output: 100_000 };
 /** Prices per million tokens (in, out). */
-const PRICES: Record<string, [number, number]> = { 'gpt-a': [1, 2], 'gpt-b': [10, 20] };
+const PRICES: Record<string, readonly [number, number]> = { 'gpt-a': [1, 2], 'gpt-b': [10, 20] };
 
 /** Whether a chat request already carries a tool's result (the agent's second call). */
 function hasToolResult(body: unknown): boolean {
@@ -37,61 +26,18 @@ function hasToolResult(body: unknown): boolean {
 }
 
 describe('eval run, end to end', () => {
-  let tmp: string;
+  let stand: PricedStand;
   let bare: string;
-  let gitServer: GitHttpServer;
   let github: FakeGitHub;
   let llm: FakeLlm;
   let svc: TestService;
   let projectId: string;
 
   before(async () => {
-    tmp = await makeTempDir('eval');
-    const root = path.join(tmp, 'served');
-    bare = await makeServedRepo(root, tmp);
-    gitServer = await startGitHttpServer({ projectRoot: root, authorization: basic });
-    github = await startFakeGitHub({ repos: ['acme/app'], token: TOKEN });
-    llm = await startFakeLlm({ apiKey: MODEL_KEY, models: Object.keys(PRICES) });
-    const catalog = path.join(tmp, 'catalog.json');
-    await writeFile(
-      catalog,
-      JSON.stringify(
-        Object.fromEntries(
-          Object.entries(PRICES).map(([model, [input, output]]) => [
-            `openai:${model}`,
-            { contextTokens: 200_000, inputUsdPerMTok: input, outputUsdPerMTok: output },
-          ]),
-        ),
-      ),
-    );
-    svc = await startTestService({
-      env: {
-        OPENAI_API_KEY: MODEL_KEY,
-        OPENAI_BASE_URL: `${llm.url}/v1`,
-        ERRAND_MODEL: 'openai:gpt-a',
-        ERRAND_MODEL_CATALOG: catalog,
-        ERRAND_SECRET_KEY: 'test-secret-key-for-errand-eval-e2e',
-      },
-    });
-    const project = await svc.request('POST', '/v2/admin/projects', {
-      body: {
-        name: 'eval',
-        repository: `${gitServer.url}/acme/app.git`,
-        forge: 'github',
-        forgeUrl: github.apiUrl,
-        forgeToken: TOKEN,
-      },
-    });
-    assert.equal(project.status, 201, project.text);
-    projectId = project.json.id as string;
+    stand = await startPricedStand('eval', PRICES);
+    ({ bare, github, llm, svc, projectId } = stand);
   });
-  after(async () => {
-    await svc?.close();
-    await llm?.close();
-    await github?.close();
-    await gitServer?.close();
-    await removeDir(tmp);
-  });
+  after(() => stand?.close());
 
   test('two agents that differ per task: pass rates, costs and intervals as by hand', async () => {
     // gpt-b writes each task's word; gpt-a writes "alpha" whatever the task.
