@@ -75,6 +75,46 @@ try {
     },
   });
   const { ctx } = svc.service;
+  // Best-of-N (docs/eval.md): the job's page lists its attempts, the winner marked.
+  await ctx.db
+    .updateTable('jobs')
+    .set({
+      attempts: JSON.stringify([
+        {
+          n: 1,
+          engine: 'claude-code',
+          model: 'anthropic:claude-sonnet-4-5',
+          branch: `errand/${jobId}-1`,
+          outcome: 'passed',
+          check: { exitCode: 0, outputTail: ' Tests  12 passed (12)', durationMs: 4120 },
+          costUsd: 0.41,
+          diff: { files: 2, lines: 37 },
+          commitSha: '9f2c4e1a0b7d35c6a8e1f0d2b3c4a5e6f7a8b9c1',
+          error: null,
+          winner: true,
+        },
+        {
+          n: 2,
+          engine: 'codex',
+          model: 'openai:gpt-5',
+          branch: `errand/${jobId}-2`,
+          outcome: 'failed',
+          check: {
+            exitCode: 1,
+            outputTail:
+              ' FAIL  test/settings.test.tsx > remembers the choice per user\n Tests  1 failed | 11 passed (12)',
+            durationMs: 3980,
+          },
+          costUsd: 0.22,
+          diff: { files: 1, lines: 6 },
+          commitSha: '41be2a9e0b7d35c6a8e1f0d2b3c4a5e6f7a8b9c2',
+          error: null,
+          winner: false,
+        },
+      ]),
+    })
+    .where('id', '=', jobId)
+    .execute();
   const head = '4f1c2a9e0b7d35c6a8e1f0d2b3c4a5e6f7a8b9c0';
   // A transition's event, written as the lifecycle writes it.
   await insertEvents(ctx.db, [{ jobId, turn: 1, type: 'turn.started', data: { attempt: 1 } }]);
