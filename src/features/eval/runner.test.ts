@@ -11,6 +11,7 @@ import { RecordingRunner, work } from '../../../test/support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
 import type { AttemptResult } from '../../db/schema.ts';
 import { TurnFailedError, type TurnOutput } from '../../jobs/runner.ts';
+import { advanceRun } from './runner.ts';
 import type { EvalRunRecord } from './types.ts';
 
 const A = 'anthropic:claude-sonnet-4-5';
@@ -274,8 +275,8 @@ describe('eval runner', () => {
       .execute();
     assert.deepEqual(new Set(jobs.map((j) => j.id)), new Set(running.map((t) => t.id)));
     assert.ok(jobs.every((j) => j.status === 'archived'));
-    // A sweep later, still nothing more.
-    await new Promise((resolve) => setTimeout(resolve, 3500));
+    // What a sweep does (every running run moved on) starts nothing more on a cancelled run.
+    await advanceRun(svc.service.ctx, made.id);
     const later = await get(made.id);
     assert.deepEqual(later, cancelled);
   });
