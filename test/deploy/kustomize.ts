@@ -67,10 +67,21 @@ export class KustomizeError extends Error {}
 
 /** Renders the kustomization in `dir` (a folder with kustomization.yaml), as `kubectl kustomize` would. */
 export async function render(dir: string): Promise<Resource[]> {
-  return renderDir(path.resolve(dir), 'Kustomization');
+  return renderDir(path.resolve(dir));
 }
 
-async function renderDir(dir: string, kind: 'Kustomization' | 'Component'): Promise<Resource[]> {
+async function renderDir(dir: string): Promise<Resource[]> {
+  const { k, file } = await readKustomization(dir, 'Kustomization');
+  const resources: Resource[] = [];
+  for (const entry of k.resources ?? []) add(resources, await load(dir, entry), file);
+  return transform(resources, k, dir, file);
+}
+
+/** A folder's kustomization.yaml, of the kind asked for and with no field unsupported here. */
+async function readKustomization(
+  dir: string,
+  kind: 'Kustomization' | 'Component',
+): Promise<{ k: KustomizationFile; file: string }> {
   const file = path.join(dir, 'kustomization.yaml');
   const k = parse(await readFile(file, 'utf8'), { uniqueKeys: true }) as KustomizationFile;
   const unknown = Object.keys(k).filter((f) => !SUPPORTED.has(f));
@@ -81,9 +92,7 @@ async function renderDir(dir: string, kind: 'Kustomization' | 'Component'): Prom
     throw new KustomizeError(
       `${file}: expected ${apiVersion} ${kind}, got ${k.apiVersion} ${k.kind}`,
     );
-  const resources: Resource[] = [];
-  for (const entry of k.resources ?? []) add(resources, await load(dir, entry), file);
-  return transform(resources, k, dir, file);
+  return { k, file };
 }
 
 /**
@@ -99,12 +108,7 @@ function inside(from: string, target: string): string {
 
 /** A component changes what it is given: its resources join, then its transformers run on all. */
 async function applyComponent(resources: Resource[], dir: string): Promise<Resource[]> {
-  const file = path.join(dir, 'kustomization.yaml');
-  const k = parse(await readFile(file, 'utf8'), { uniqueKeys: true }) as KustomizationFile;
-  if (k.kind !== 'Component' || k.apiVersion !== 'kustomize.config.k8s.io/v1alpha1')
-    throw new KustomizeError(`${file}: not a kustomize.config.k8s.io/v1alpha1 Component`);
-  const unknown = Object.keys(k).filter((f) => !SUPPORTED.has(f));
-  if (unknown.length > 0) throw new KustomizeError(`${file}: unsupported ${unknown.join(', ')}`);
+  const { k, file } = await readKustomization(dir, 'Component');
   const all = [...resources];
   for (const entry of k.resources ?? []) add(all, await load(dir, entry), file);
   return transform(all, k, dir, file);
@@ -168,7 +172,7 @@ function sameId(a: Resource, b: Resource): boolean {
 /** A resource entry: a file of YAML documents, or a folder with a kustomization of its own. */
 async function load(dir: string, entry: string): Promise<Resource[]> {
   const target = path.resolve(dir, entry);
-  if ((await stat(target)).isDirectory()) return renderDir(inside(dir, target), 'Kustomization');
+  if ((await stat(target)).isDirectory()) return renderDir(inside(dir, target));
   return parseResources(await readFile(target, 'utf8'), target);
 }
 

@@ -266,11 +266,12 @@ describe('the Kubernetes manifests render and validate', () => {
         patches: [
           {
             patch:
-              'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: errand-worker\nspec:\n  template:\n    spec:\n      hostUsers: null\n      containers:\n        - name: errand\n          args: ["errand", "version"]\n',
+              'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: errand-worker\nspec:\n  template:\n    spec:\n      hostUsers: null\n      initContainers:\n        - name: engines\n          $patch: delete\n      containers:\n        - name: errand\n          args: ["errand", "version"]\n',
           },
           {
             target: { kind: 'Deployment', name: 'errand-api' },
-            patch: '- op: replace\n  path: /spec/replicas\n  value: 5\n',
+            patch:
+              '- op: replace\n  path: /spec/replicas\n  value: 5\n- op: add\n  path: /spec/template/spec/containers/0/env\n  value: []\n- op: add\n  path: /spec/template/spec/containers/0/env/-\n  value: {name: A, value: b}\n',
           },
         ],
       });
@@ -279,7 +280,10 @@ describe('the Kubernetes manifests render and validate', () => {
       assert.equal(worker.hostUsers, undefined);
       assert.deepEqual(worker.containers[0]?.args, ['errand', 'version']);
       assert.equal(worker.containers[0]?.securityContext?.procMount, 'Unmasked');
-      assert.equal(deployment(objects, 'errand-api').spec?.replicas, 5);
+      assert.equal(worker.initContainers?.length, 0);
+      const api = deployment(objects, 'errand-api');
+      assert.equal(api.spec?.replicas, 5);
+      assert.deepEqual(podSpec(api).containers[0]?.env, [{ name: 'A', value: 'b' }]);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
