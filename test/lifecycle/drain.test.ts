@@ -2,15 +2,17 @@
 // on a fake model whose answer the test holds: a turn running when SIGTERM comes finishes and
 // its job completes, the worker taking no new turn meanwhile and exiting 0; a turn still
 // running when ERRAND_DRAIN_SECONDS is up goes back to the queue and another worker completes
-// it at the same attempt (the hand-back used none up).
+// it at the same attempt (the hand-back used none up). And `errand serve` (embedded) drains
+// its workers while its API still accepts jobs.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { createEmbeddedDataDir } from '../support/databases.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
-import { exited, runErrand } from '../support/process.ts';
-import { startTestService, type TestService, waitFor } from '../support/service.ts';
+import { exited, killStrays, runErrand, startServe } from '../support/process.ts';
+import { http, startTestService, type TestService, waitFor } from '../support/service.ts';
 
 const MODEL_KEY = 'sk-test-drain-4e8a1c';
 
@@ -38,8 +40,8 @@ async function startWorker(env: Record<string, string>): Promise<WorkerRun> {
   return { child, log: () => err };
 }
 
-/** The worker's log lines with the message `msg`, parsed. */
-function logged(run: WorkerRun, msg: string): Record<string, unknown>[] {
+/** The log lines with the message `msg` of a process that logged `log`, parsed. */
+function logged(run: { log: () => string }, msg: string): Record<string, unknown>[] {
   return run
     .log()
     .split('\n')
@@ -214,5 +216,69 @@ describe('workers drain on SIGTERM (real worker processes)', () => {
     second.child.kill('SIGTERM');
     assert.equal(await exited(second.child), 0, second.log());
     llm.assertDone();
+  });
+});
+
+describe('errand serve drains its workers and answers meanwhile (a real serve process)', () => {
+  test('a job posted during the drain is accepted and left queued; the running turn finishes', async () => {
+    const tmp = await makeTempDir('drain-serve');
+    const origin = await makeOrigin(tmp);
+    const llm = await startFakeLlm({ apiKey: MODEL_KEY, models: ['gpt-test'] });
+    const db = await createEmbeddedDataDir();
+    try {
+      const serve = await startServe(db.dataDir, [], {
+        OPENAI_API_KEY: MODEL_KEY,
+        OPENAI_BASE_URL: `${llm.url}/v1`,
+        ERRAND_MODEL: 'openai:gpt-test',
+        ERRAND_LOG_LEVEL: 'info',
+        ERRAND_DRAIN_SECONDS: '300',
+      });
+      const key = serve.adminKey;
+      const project = await http(serve.url, 'POST', '/v2/admin/projects', {
+        key,
+        body: { name: 'drain', repository: origin.url },
+      });
+      assert.equal(project.status, 201, project.text);
+      const answer = gate();
+      llm.script(
+        dynamic(async () => {
+          await answer.opened;
+          return reply('Nothing needs to change.');
+        }),
+      );
+      const post = (prompt: string) =>
+        http(serve.url, 'POST', `/v2/agent/${project.json.id}/job`, { key, body: { prompt } });
+      const first = await post('finish across the stop');
+      assert.equal(first.status, 201, first.text);
+      await llm.waitFor((r) => r.index === 0, 60_000);
+
+      serve.child.kill('SIGTERM');
+      const log = { log: serve.stderr };
+      const draining = await waitFor('serve to say it drains', async () =>
+        logged(log, 'draining').at(0),
+      );
+      assert.equal(draining.turns, 1);
+      const later = await post('posted during the drain');
+      assert.equal(later.status, 201, later.text);
+      const health = await http(serve.url, 'GET', '/healthz');
+      assert.equal(health.status, 200, health.text);
+      const jobPath = `/v2/agent/${project.json.id}/job/${first.json.id}`;
+      assert.equal((await http(serve.url, 'GET', jobPath, { key })).json.status, 'active');
+      answer.open();
+
+      assert.equal(await exited(serve.child), 0, serve.stderr());
+      assert.deepEqual(
+        logged(log, 'drained').map((l) => [l.turns, l.handedBack]),
+        [[1, 0]],
+      );
+      // The later job's turn was not taken: the fake model saw one request, the first job's.
+      assert.equal(llm.requests.length, 1);
+      llm.assertDone();
+    } finally {
+      killStrays();
+      await llm.close();
+      await db.drop();
+      await removeDir(tmp);
+    }
   });
 });
