@@ -181,7 +181,11 @@ describe('workers drain on SIGTERM (real worker processes)', () => {
     llm.script(
       // The first worker's model call is held until the worker hangs up on it.
       dynamic(async (request) => {
-        await waitFor('the stopping worker to hang up', async () => request.aborted || undefined);
+        await waitFor(
+          'the stopping worker to hang up',
+          async () => request.aborted || undefined,
+          120_000,
+        );
         return { type: 'error', status: 500 };
       }),
       reply('Nothing needs to change.'),
