@@ -2,9 +2,9 @@
 // TurnRunner and settled: done, failed for good, or handed back to the queue to try again
 // (after Errand's backoff for a transient failure; at once when the worker was interrupted).
 // A stopping worker drains: it takes no more turns, lets the running ones finish for a while,
-// then hands the rest back without using up their attempts. Delivery is at-least-once, so every step checks the turn's state before acting on it. The
-// worker writes nothing itself: each change of a job, turn or event is a transition of
-// src/jobs/lifecycle.ts.
+// then hands the rest back without using up their attempts. Delivery is at-least-once, so
+// every step checks the turn's state before acting on it. The worker writes nothing itself:
+// each change of a job, turn or event is a transition of src/jobs/lifecycle.ts.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { ExternalError, errorMessage } from '../errors.ts';
@@ -149,9 +149,10 @@ export async function startWorker(
 
 /** A turn the queue delivered as the worker began to stop: it goes back before it starts. */
 async function handBackUnstarted(ctx: WorkerContext, shift: Shift, entry: TurnEntry) {
-  const { jobId, seq } = entry.data;
-  if (await ctx.queue.handBack(entry, HAND_BACK_REASON)) shift.handedBack += 1;
-  ctx.log.info({ jobId, turn: seq }, 'turn handed back unstarted: the worker is stopping');
+  const log = ctx.log.child({ jobId: entry.data.jobId, turn: entry.data.seq });
+  if (!(await ctx.queue.handBack(entry, HAND_BACK_REASON))) return;
+  shift.handedBack += 1;
+  log.info('turn handed back unstarted: the worker is stopping');
 }
 
 async function handleTurn(
