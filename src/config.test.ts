@@ -151,3 +151,13 @@ describe('OpenID Connect settings', () => {
       assert.equal(isLoopbackHost(host), false, host);
   });
 });
+
+describe('ERRAND_DRAIN_SECONDS', () => {
+  test('300 by default, 0 to 86400 accepted, anything else refused naming the setting', () => {
+    assert.equal(loadConfig({}).turn.drainSeconds, 300);
+    assert.equal(loadConfig({ ERRAND_DRAIN_SECONDS: '0' }).turn.drainSeconds, 0);
+    assert.equal(loadConfig({ ERRAND_DRAIN_SECONDS: '86400' }).turn.drainSeconds, 86_400);
+    for (const bad of ['-1', '86401', '2.5', 'soon'])
+      refused({ ERRAND_DRAIN_SECONDS: bad }, /ERRAND_DRAIN_SECONDS/);
+  });
+});

@@ -39,6 +39,7 @@ const envSchema = z.object({
   ERRAND_TURN_RETRY_DELAY_SECONDS: int(0, 3600).default(5),
   ERRAND_TURN_TIMEOUT_SECONDS: int(10, 86_400).default(1800),
   ERRAND_HEARTBEAT_SECONDS: int(10, 600).default(10),
+  ERRAND_DRAIN_SECONDS: int(0, 86_400).default(300),
   ERRAND_LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info'),
@@ -154,6 +155,11 @@ export interface Config {
     retryDelaySeconds: number;
     timeoutSeconds: number;
     heartbeatSeconds: number;
+    /**
+     * How long a worker stopped by SIGTERM or SIGINT lets its running turns finish before it
+     * hands the rest back to the queue (ERRAND_DRAIN_SECONDS).
+     */
+    drainSeconds: number;
   };
   agent: { maxSteps: number; maxOutputTokens: number };
   git: {
@@ -479,6 +485,7 @@ export function loadConfig(
       retryDelaySeconds: e.ERRAND_TURN_RETRY_DELAY_SECONDS,
       timeoutSeconds: e.ERRAND_TURN_TIMEOUT_SECONDS,
       heartbeatSeconds: e.ERRAND_HEARTBEAT_SECONDS,
+      drainSeconds: e.ERRAND_DRAIN_SECONDS,
     },
     agent: { maxSteps: e.ERRAND_MAX_STEPS, maxOutputTokens: e.ERRAND_MAX_OUTPUT_TOKENS },
     git: {

@@ -85,7 +85,18 @@ export interface RunningService {
   app: FastifyInstance | undefined;
   /** The metrics listener's URL, when ERRAND_METRICS_PORT opens one. */
   metricsUrl: string | undefined;
-  stop(): Promise<void>;
+  /**
+   * Stops the service. The workers stop first, while the API and the metrics listener still
+   * answer: they take no more turns, environment builds, deliveries or forge events, let their
+   * running turns finish for up to `drainSeconds` (none by default), and hand the rest back to
+   * the queue without using up their attempts.
+   */
+  stop(opts?: StopOptions): Promise<void>;
+}
+
+interface StopOptions {
+  /** How long running turns may go on before they are handed back (ERRAND_DRAIN_SECONDS). */
+  drainSeconds?: number;
 }
 
 export async function startService(
@@ -118,19 +129,16 @@ export async function startService(
     log,
   );
   const auditStream = config.auditLog ? AuditStream.open(config.auditLog, log) : undefined;
-  const stop = async () => {
-    await metricsServer?.close();
-    await app?.close();
-    await notifications.close();
-    await upkeep?.stop();
-    await evalWorker?.stop();
-    await prWatcher?.stop();
-    await worker?.stop();
+  const stop = async ({ drainSeconds = 0 }: StopOptions = {}) => {
+    // Whatever takes work stops taking it at once, and the turns drain, while the API and the
+    // metrics listener (/healthz) go on answering: a job posted now waits for another worker.
+    const takers = [upkeep, evalWorker, prWatcher, deliveryWorker, scheduleWorker, forgeWorker];
+    const others = [...takers, environmentWorker].map((w) => w?.stop());
+    await settleAll([worker?.stop(drainSeconds), ...others]);
     await janitor?.stop();
-    await deliveryWorker?.stop();
-    await scheduleWorker?.stop();
-    await forgeWorker?.stop();
-    await environmentWorker?.stop();
+    await app?.close();
+    await metricsServer?.close();
+    await notifications.close();
     await queue?.stop();
     // After everything that writes audit rows has stopped.
     await auditStream?.close();
@@ -221,6 +229,13 @@ export async function startService(
     await stop().catch(() => {});
     throw err;
   }
+}
+
+/** Waits for every one of `stops`, then throws the first of their errors, if any. */
+async function settleAll(stops: (Promise<void> | undefined)[]): Promise<void> {
+  const results = await Promise.allSettled(stops);
+  const failed = results.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
 }
 
 /**

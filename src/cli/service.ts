@@ -30,7 +30,10 @@ function loadServiceConfig(io: Io, values: ServiceFlags) {
   return loadConfig(io.env, o);
 }
 
-/** Starts the service and runs until SIGINT or SIGTERM (a second one exits at once). */
+/**
+ * Starts the service and runs until SIGINT or SIGTERM, then stops it, its workers draining (a
+ * second signal exits at once).
+ */
 async function runService(
   io: Io,
   values: ServiceFlags,
@@ -69,7 +72,10 @@ async function runService(
       }
       stopping = true;
       service.ctx.log.info({ signal }, 'stopping');
-      service.stop().then(resolve, (err: unknown) => {
+      // The workers drain: their running turns may finish for ERRAND_DRAIN_SECONDS, and what
+      // still runs then goes back to the queue. A second signal exits at once; the turns it
+      // cuts are taken up again as a dead worker's are.
+      service.stop({ drainSeconds: config.turn.drainSeconds }).then(resolve, (err: unknown) => {
         service.ctx.log.error({ err }, 'error while stopping');
         // Exits 1 once the rest of the process is done, whatever main resolves with.
         process.exitCode = EXIT.failed;

@@ -322,6 +322,31 @@ export async function recordSpent(
   });
 }
 
+/**
+ * Gives back the attempt of a turn that a stopping worker handed back to the queue unfinished
+ * (its drain ran out, src/queue/worker.ts): the turn's count of attempts drops by the one its
+ * start added, as the queue's own count was left as it was (TurnQueue.handBack). What the
+ * attempt used is added as recordSpent adds it. The turn's state is left alone: another worker
+ * may have started it already, and the count's change commutes with that start's.
+ */
+export async function handBackTurn(
+  ctx: LifecycleContext,
+  jobId: string,
+  seq: number,
+  spent: Usage,
+): Promise<void> {
+  await ctx.db.transaction().execute(async (trx) => {
+    if ((await lockJob(trx, jobId)) === undefined) return;
+    await trx
+      .updateTable('turns')
+      .set({ attempts: sql`greatest(attempts - 1, 0)` })
+      .where('job_id', '=', jobId)
+      .where('seq', '=', seq)
+      .execute();
+    if (usedAnything(spent)) await addSpent(trx, jobId, seq, spent);
+  });
+}
+
 /** Adds an attempt's usage to its turn, its job and its project's month. */
 async function addSpent(
   trx: Transaction<Database>,

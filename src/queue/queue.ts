@@ -54,8 +54,24 @@ function orderedId(): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
+/**
+ * A turn's message as the queue keeps it: the core's message, and how many times a stopping
+ * worker handed the turn back unfinished (handBack), which used up none of its attempts.
+ */
+interface QueuedTurn extends TurnMessage {
+  handedBack?: number;
+}
+
 /** A turn as the queue delivers it: the message, its claim, and a signal of a lost claim. */
-export type TurnEntry = JobWithMetadata<TurnMessage>;
+export type TurnEntry = JobWithMetadata<QueuedTurn>;
+
+/**
+ * How many attempts of the turn came before this delivery: the claims the queue counted, less
+ * the hand-backs of stopping workers, which count none.
+ */
+export function attemptsBefore(entry: TurnEntry): number {
+  return Math.max(0, entry.retryCount - (entry.data.handedBack ?? 0));
+}
 
 /** One delivery of a queue entry: its id and the attempt it was fetched at. */
 export interface TurnClaim {
@@ -177,12 +193,53 @@ export class TurnQueue {
    * stopWork. The handler settles the turn; a throw hands it back to the queue.
    */
   async work(concurrency: number, handler: (entry: TurnEntry) => Promise<void>): Promise<void> {
-    await workEach<TurnMessage>(this.#boss, TURN_QUEUE, concurrency, handler);
+    await workEach<QueuedTurn>(this.#boss, TURN_QUEUE, concurrency, handler);
+  }
+
+  /**
+   * Stops taking turns at once, and returns without waiting: the running ones go on, and are
+   * settled as usual when they end (stopWork waits for them).
+   */
+  async stopTaking(): Promise<void> {
+    await this.#boss.offWork(TURN_QUEUE, { wait: false });
   }
 
   /** Stops taking turns, once the running ones have ended (their signals abort them). */
   async stopWork(): Promise<void> {
     await this.#boss.offWork(TURN_QUEUE, { wait: true });
+  }
+
+  /**
+   * Hands a claimed turn back to the queue unfinished (its worker is stopping), without using
+   * up an attempt. pg-boss counts an attempt each time an entry is claimed again, so the entry
+   * is failed back to the queue (fenced to this attempt) and, in the same transaction, counts
+   * the hand-back in its message and raises its retry limit by one: the next worker starts it
+   * at once, at the attempt this one had (attemptsBefore), and the backstop for dead workers is
+   * as far away as it was. An entry whose fail was its last (the dead-worker backstop used up)
+   * is retried, which raises the limit itself. Returns false, changing nothing, when the claim
+   * was already gone (cancelled, or taken back as if the worker had died).
+   */
+  async handBack(entry: TurnEntry, reason: string): Promise<boolean> {
+    return this.#db.transaction().execute(async (trx) => {
+      const db = fromKysely(trx);
+      const failed = await this.#boss.fail(
+        TURN_QUEUE,
+        [{ id: entry.id, retryCount: entry.retryCount }],
+        { message: reason },
+        { db },
+      );
+      if (affected(failed) === 0) return false;
+      const last = entry.retryCount >= entry.retryLimit;
+      if (last) await this.#boss.retry(TURN_QUEUE, entry.id, { db });
+      const data: QueuedTurn = { ...entry.data, handedBack: (entry.data.handedBack ?? 0) + 1 };
+      const updated = await this.#boss.update(TURN_QUEUE, data, {
+        id: entry.id,
+        ...(last ? {} : { retryLimit: entry.retryLimit + 1 }),
+        db,
+      });
+      if (updated.updated !== 1) throw new Error(`the queue did not take turn ${entry.id} back`);
+      return true;
+    });
   }
 
   /**

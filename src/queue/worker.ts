@@ -1,9 +1,11 @@
 // Runs turns from the queue. A turn is claimed from pg-boss, marked running, handed to the
 // TurnRunner and settled: done, failed for good, or handed back to the queue to try again
 // (after Errand's backoff for a transient failure; at once when the worker was interrupted).
-// Delivery is at-least-once, so every step checks the turn's state before acting on it. The
-// worker writes nothing itself: each change of a job, turn or event is a transition of
-// src/jobs/lifecycle.ts.
+// A stopping worker drains: it takes no more turns, lets the running ones finish for a while,
+// then hands the rest back without using up their attempts. Delivery is at-least-once, so
+// every step checks the turn's state before acting on it. The worker writes nothing itself:
+// each change of a job, turn or event is a transition of src/jobs/lifecycle.ts.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { ExternalError, errorMessage } from '../errors.ts';
 import type { Emit, EventType } from '../events/catalog.ts';
@@ -12,6 +14,7 @@ import {
   failOrphan,
   failTurn,
   finishTurn,
+  handBackTurn,
   loadTurnInputs,
   recordProgress,
   recordReviewDiff,
@@ -31,7 +34,7 @@ import {
 } from '../jobs/usage.ts';
 import type { Logger } from '../log.ts';
 import type { Metrics, TurnOutcome } from '../metrics/metrics.ts';
-import type { TurnEntry, TurnQueue } from './queue.ts';
+import { attemptsBefore, type TurnEntry, type TurnQueue } from './queue.ts';
 import { TurnReport } from './turn-report.ts';
 
 /** What the worker uses of the application context (src/context.ts). */
@@ -46,7 +49,12 @@ export interface WorkerContext extends JobsContext {
 }
 
 export interface Worker {
-  stop(): Promise<void>;
+  /**
+   * Stops taking turns at once, lets the running ones finish for up to `drainSeconds` (none by
+   * default), then hands the rest back to the queue without using up their attempts, and
+   * resolves once every turn has ended here.
+   */
+  stop(drainSeconds?: number): Promise<void>;
 }
 
 export interface WorkerOptions {
@@ -64,16 +72,48 @@ const ORPHANED: ReadonlySet<string> = new Set(['failed', 'cancelled', 'completed
 const MODEL_CALLS: ReadonlySet<EventType> = new Set(['model.step', 'context.compacted']);
 const MAX_RETRY_AFTER_SECONDS = 300;
 
+/** Why a stopping worker's turns are aborted once its drain is over. */
+const HAND_BACK_REASON = 'the worker is shutting down';
+
+/** The turns this worker runs, and whether it is stopping (see Worker.stop). */
+class Shift {
+  readonly running = new Set<Promise<void>>();
+  /** Takes no more turns: one the queue delivers now is handed back at once. */
+  stopping = false;
+  /** The drain is over: a turn aborted now goes back to the queue unfinished. */
+  handingBack = false;
+  handedBack = 0;
+
+  /** Resolves when every turn running now has ended, or after `seconds`: true when they all did. */
+  async ended(seconds: number): Promise<boolean> {
+    const all = Promise.allSettled([...this.running]).then(() => true);
+    const timeout = new AbortController();
+    try {
+      return await Promise.race([
+        all,
+        sleep(seconds * 1000, false, { signal: timeout.signal }).catch(() => false),
+      ]);
+    } finally {
+      timeout.abort();
+    }
+  }
+}
+
 export async function startWorker(
   ctx: WorkerContext,
   runner: TurnRunner,
   opts: WorkerOptions = {},
 ): Promise<Worker> {
+  const shift = new Shift();
   await ctx.queue.work(ctx.config.concurrency, async (entry) => {
+    const turn = shift.stopping
+      ? handBackUnstarted(ctx, shift, entry)
+      : handleTurn(ctx, runner, entry, shift).finally(() => opts.turnEnded?.(entry.data.jobId));
+    shift.running.add(turn);
     try {
-      await handleTurn(ctx, runner, entry);
+      await turn;
     } finally {
-      opts.turnEnded?.(entry.data.jobId);
+      shift.running.delete(turn);
     }
   });
   let sweeping = Promise.resolve();
@@ -87,20 +127,44 @@ export async function startWorker(
   }, SWEEP_INTERVAL_MS);
   timer.unref();
   return {
-    async stop() {
+    async stop(drainSeconds = 0) {
       clearInterval(timer);
-      // Running turns are interrupted, not failed: pg-boss hands them to the next worker.
-      ctx.aborts.abortAll('the worker is shutting down');
+      shift.stopping = true;
+      await ctx.queue.stopTaking();
+      const turns = shift.running.size;
+      ctx.log.info({ turns, drainSeconds }, 'draining');
+      const finished = turns === 0 || (drainSeconds > 0 && (await shift.ended(drainSeconds)));
+      if (!finished) {
+        // The drain is over: the turns still running go back to the queue, their attempts
+        // unused, for another worker to run from the start.
+        shift.handingBack = true;
+        ctx.aborts.abortAll(HAND_BACK_REASON);
+      }
       await ctx.queue.stopWork();
       await sweeping;
+      ctx.log.info({ turns, handedBack: shift.handedBack }, 'drained');
     },
   };
 }
 
-async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEntry): Promise<void> {
+/** A turn the queue delivered as the worker began to stop: it goes back before it starts. */
+async function handBackUnstarted(ctx: WorkerContext, shift: Shift, entry: TurnEntry) {
+  const log = ctx.log.child({ jobId: entry.data.jobId, turn: entry.data.seq });
+  if (!(await ctx.queue.handBack(entry, HAND_BACK_REASON))) return;
+  shift.handedBack += 1;
+  log.info('turn handed back unstarted: the worker is stopping');
+}
+
+async function handleTurn(
+  ctx: WorkerContext,
+  runner: TurnRunner,
+  entry: TurnEntry,
+  shift: Shift,
+): Promise<void> {
   const { jobId, seq } = entry.data;
-  const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
-  const started = await startTurn(ctx, jobId, seq, entry.retryCount + 1);
+  const before = attemptsBefore(entry);
+  const log = ctx.log.child({ jobId, turn: seq, attempt: before });
+  const started = await startTurn(ctx, jobId, seq, before + 1);
   if (!started) return;
   const report = new TurnReport();
   // What this attempt's model calls used, as its progress events tell it: what a failed or
@@ -147,7 +211,7 @@ async function handleTurn(ctx: WorkerContext, runner: TurnRunner, entry: TurnEnt
     outcome = 'done';
   } catch (err) {
     failure = err;
-    outcome = await settleFailure(ctx, entry, err, signal, stepsSpent());
+    outcome = await settleFailure(ctx, entry, err, { signal, shift }, stepsSpent());
   } finally {
     ctx.aborts.finish(jobId, local);
     report.end(log, ctx.metrics, outcome, failure);
@@ -174,23 +238,25 @@ async function settleFailure(
   ctx: WorkerContext,
   entry: TurnEntry,
   err: unknown,
-  signal: AbortSignal,
+  { signal, shift }: { signal: AbortSignal; shift: Shift },
   spent: Usage,
-): Promise<Exclude<TurnOutcome, 'done' | 'interrupted'>> {
+): Promise<Exclude<TurnOutcome, 'done'>> {
   const { jobId, seq } = entry.data;
-  const log = ctx.log.child({ jobId, turn: seq, attempt: entry.retryCount });
+  const before = attemptsBefore(entry);
+  const log = ctx.log.child({ jobId, turn: seq, attempt: before });
   const status = await jobStatus(ctx.db, jobId);
-  if (status === undefined || status === 'archived' || signal.aborted)
-    await recordSpent(ctx, jobId, seq, spent);
-  if (status === undefined || status === 'archived') return 'archived';
+  const gone = status === undefined || status === 'archived';
+  if (!gone && signal.aborted && shift.handingBack) return handBack(ctx, entry, shift, spent);
+  if (gone || signal.aborted) await recordSpent(ctx, jobId, seq, spent);
+  if (gone) return 'archived';
   if (signal.aborted) {
     // Shutdown or a lost claim: the queue gives the turn to another worker.
     log.warn({ reason: errorMessage(signal.reason) }, 'turn interrupted');
     throw err;
   }
   const message = errorMessage(err);
-  if (isTransient(err) && entry.retryCount < ctx.config.turn.retries) {
-    const backoff = retryDelaySeconds(ctx.config.turn.retryDelaySeconds, entry.retryCount);
+  if (isTransient(err) && before < ctx.config.turn.retries) {
+    const backoff = retryDelaySeconds(ctx.config.turn.retryDelaySeconds, before);
     // A service's Retry-After wins over a shorter backoff, bounded so a bad header cannot
     // defer a turn for days.
     const retryAfter =
@@ -205,7 +271,7 @@ async function settleFailure(
       seq,
       {
         error: message,
-        attempt: entry.retryCount + 1,
+        attempt: before + 1,
         retryInSeconds: delay,
         ...(retryAfter > 0 ? { retryAfterSeconds: retryAfter } : {}),
       },
@@ -220,6 +286,31 @@ async function settleFailure(
   }
   await failTurn(ctx, jobId, seq, message, spent);
   return 'failed';
+}
+
+/**
+ * A turn the drain did not see finish: it goes back to the queue unfinished, for another
+ * worker to run from the start at the attempt it had here (its attempt is given back, in the
+ * queue and in the turn's count). What it used is recorded: the model was paid for it.
+ */
+async function handBack(
+  ctx: WorkerContext,
+  entry: TurnEntry,
+  shift: Shift,
+  spent: Usage,
+): Promise<'interrupted'> {
+  const { jobId, seq } = entry.data;
+  const log = ctx.log.child({ jobId, turn: seq, attempt: attemptsBefore(entry) });
+  if (await ctx.queue.handBack(entry, HAND_BACK_REASON)) {
+    await handBackTurn(ctx, jobId, seq, spent);
+    shift.handedBack += 1;
+    log.warn('turn handed back: the worker stopped before it finished');
+  } else {
+    // Taken back meanwhile (cancelled, or as if this worker had died): the queue decides.
+    await recordSpent(ctx, jobId, seq, spent);
+    log.warn('turn interrupted: its claim was gone before it could be handed back');
+  }
+  return 'interrupted';
 }
 
 /** Where a sweep goes on from: the last turn the sweep before it looked up. */
