@@ -2,10 +2,13 @@
 // printed, logged or written to the data directory; checked, not stored, once keys exist; a key
 // without Errand's shape refused at start. Real PostgreSQL, a real service and its log.
 import assert from 'node:assert/strict';
-import { readdir } from 'node:fs/promises';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
+import { runCli } from '../../test/support/process.ts';
 import { http, startTestService, type TestService } from '../../test/support/service.ts';
 import { ConfigError, loadConfig } from '../config.ts';
 import { openDatabase } from '../db/database.ts';
@@ -13,7 +16,7 @@ import { migrate } from '../db/migrate.ts';
 import { createLogger } from '../log.ts';
 import { startService } from '../service.ts';
 import { adminKeyPath, ensureAdminKey } from './bootstrap.ts';
-import { mintKey } from './format.ts';
+import { isWellFormedKey, mintKey } from './format.ts';
 
 /** A logger whose lines are kept, to show what reached the log and what did not. */
 function recordingLog() {
@@ -62,6 +65,28 @@ async function keyNames(svc: TestService): Promise<string[]> {
 }
 
 describe('ERRAND_ADMIN_KEY', () => {
+  test('errand key generate prints a new key of the shape it takes, asks no API, writes nothing', async () => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'errand-key-generate-'));
+    try {
+      // Port 9 (discard): nothing answers there, and nothing is asked.
+      const where = { url: 'http://127.0.0.1:9', database: { dataDir: dir } };
+      const [a, b] = await Promise.all([
+        runCli(where, ['key', 'generate']),
+        runCli(where, ['key', 'generate', '--json']),
+      ]);
+      assert.equal(a.code, 0, a.stderr);
+      assert.equal(b.code, 0, b.stderr);
+      const key = a.stdout.trim();
+      const other = (JSON.parse(b.stdout) as { key: string }).key;
+      assert.ok(isWellFormedKey(key), key);
+      assert.ok(isWellFormedKey(other), other);
+      assert.notEqual(key, other);
+      assert.deepEqual(await readdir(dir), []);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   test('on a fresh database it becomes the admin key: nothing printed, logged or written', async () => {
     const database = await freshDatabase();
     const key = mintKey();
