@@ -48,12 +48,21 @@ const skip =
     : false);
 if (skip) process.stdout.write(`# compose tests skipped: ${skip}\n`);
 
-/** The worker's health check as compose.yaml writes it: the shell command after CMD-SHELL. */
-async function workerHealthCommand(): Promise<string> {
+/** The worker service as compose.yaml writes it. */
+async function workerService(): Promise<{
+  healthcheck: { test: string[] };
+  security_opt: string[];
+  command: string[];
+}> {
   const compose = parse(await readFile(path.join(ROOT, 'deploy/compose.yaml'), 'utf8'), {
     merge: true,
-  }) as { services: { worker: { healthcheck: { test: string[] } } } };
-  const [kind, command] = compose.services.worker.healthcheck.test;
+  }) as { services: { worker: Awaited<ReturnType<typeof workerService>> } };
+  return compose.services.worker;
+}
+
+/** The worker's health check as compose.yaml writes it: the shell command after CMD-SHELL. */
+async function workerHealthCommand(): Promise<string> {
+  const [kind, command] = (await workerService()).healthcheck.test;
   assert.equal(kind, 'CMD-SHELL');
   return command ?? '';
 }
@@ -66,6 +75,9 @@ describe('the compose file', { skip }, () => {
   let env: NodeJS.ProcessEnv;
   let apiPort: number;
   let metricsPorts: [number, number];
+  let image: string;
+  let envFile: string;
+  let engines: string;
   const worker1 = `${project}_worker_1`;
   const worker2 = `${project}_worker_2`;
 
@@ -121,14 +133,15 @@ describe('the compose file', { skip }, () => {
 
   before(
     async () => {
-      const [{ image }, postgres] = await Promise.all([buildImage(), postgresImage()]);
+      const [built, postgres] = await Promise.all([buildImage(), postgresImage()]);
+      image = built.image;
       fixture = await startJobFixture();
       dir = await mkdtemp(path.join(tmpdir(), 'errand-compose-'));
       apiPort = await freePort();
       metricsPorts = [await freePort(), await freePort()];
       const postgresPort = await freePort();
       // A copy (the cache's files stay root's): the image's user owns the engines volume.
-      const engines = path.join(dir, 'engines');
+      engines = path.join(dir, 'engines');
       await run('mkdir', [engines]);
       await run('cp', ['-a', path.join(enginesCache ?? '', 'codex'), engines], {
         timeoutMs: 300_000,
@@ -138,7 +151,7 @@ describe('the compose file', { skip }, () => {
       // the engines, the model; a repository over plain http on loopback needs local
       // repositories allowed. PostgreSQL's: its password only.
       const password = `pw-${process.pid}-compose`;
-      const envFile = path.join(dir, 'errand.env');
+      envFile = path.join(dir, 'errand.env');
       const postgresEnvFile = path.join(dir, 'errand-postgres.env');
       const settings: Record<string, string> = {
         DATABASE_URL: `postgres://errand:${password}@127.0.0.1:${postgresPort}/errand`,
@@ -270,13 +283,26 @@ describe('the compose file', { skip }, () => {
   });
 
   test('a second worker with its own port: both see the engine of the shared volume; a job completes', async () => {
-    await compose(
+    // `podman-compose run worker` would make it, but podman 4.3 cannot start a container that
+    // requires the exited one-shot steps (--requires): so podman runs it as compose.yaml and
+    // the host-network variant describe the worker, with a metrics port of its own.
+    const service = await workerService();
+    await podman(
       'run',
       '--detach',
-      '--no-deps',
       `--name=${worker2}`,
+      `--label=io.podman.compose.project=${project}`,
+      '--network=host',
+      ...service.security_opt.map((o) => `--security-opt=${o.replace('=./', `=${ROOT}/deploy/`)}`),
+      '--device=/dev/net/tun',
+      `--env-file=${envFile}`,
+      '--env=ERRAND_ENGINES_DIR=/var/lib/errand-engines',
+      '--env=ERRAND_METRICS_HOST=127.0.0.1',
       `--env=ERRAND_METRICS_PORT=${metricsPorts[1]}`,
-      'worker',
+      `--volume=${engines}:/var/lib/errand-engines:ro`,
+      `--health-cmd=${await workerHealthCommand()}`,
+      image,
+      ...service.command,
     );
     await started(worker2);
     await podman('healthcheck', 'run', worker2);
