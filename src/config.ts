@@ -16,6 +16,7 @@ const envSchema = z.object({
   ERRAND_PORT: int(0, 65535).default(8080),
   ERRAND_DATA_DIR: z.string().min(1).default('.errand'),
   ERRAND_ENGINES_DIR: z.string().min(1).optional(),
+  ERRAND_ENGINES: z.string().optional(),
   DATABASE_URL: z.string().min(1).optional(),
   ERRAND_DB_CONNECT_TIMEOUT_SECONDS: int(1, 300).default(5),
   ERRAND_DB_STATEMENT_TIMEOUT_SECONDS: int(1, 3600).default(10),
@@ -78,6 +79,8 @@ const envSchema = z.object({
         'has fewer than 8 different characters, too guessable to seal secrets with; set it to 32 random characters (e.g. `openssl rand -base64 32`)',
     })
     .optional(),
+  // Its shape (an Errand key, checksum included) is checked where it is stored: src/keys/bootstrap.ts.
+  ERRAND_ADMIN_KEY: z.string().min(1).optional(),
   ERRAND_PUBLIC_URL: z.url().optional(),
   ERRAND_OIDC_ISSUER: z.url().optional(),
   ERRAND_OIDC_CLIENT_ID: z.string().min(1).optional(),
@@ -124,6 +127,11 @@ export interface Config {
    * (src/engines/catalog.ts): ERRAND_ENGINES_DIR, else `<data dir>/engines`.
    */
   enginesDir: string;
+  /**
+   * What `errand engine install` without a name installs (ERRAND_ENGINES, comma-separated):
+   * names as given, checked against the catalog by the command.
+   */
+  engines: readonly string[];
   /** PostgreSQL connection string; unset means the embedded PostgreSQL in the data directory. */
   databaseUrl: string | undefined;
   /**
@@ -192,6 +200,11 @@ export interface Config {
   models: ModelSettings;
   /** Key material for forge credentials stored in the database; unset: none can be stored. */
   secretKey: string | undefined;
+  /**
+   * The operator's first admin key (ERRAND_ADMIN_KEY): its hash is stored at the API's start
+   * when no key exists yet, instead of minting, printing and saving one (src/keys/bootstrap.ts).
+   */
+  adminKey: string | undefined;
   /** Base URL of Errand's own pages (review pages, links in pull requests); no trailing slash. */
   publicUrl: string | undefined;
   /** Whether `serve` serves the dashboard at `/` (off with `--no-dashboard`). */
@@ -451,6 +464,7 @@ export function loadConfig(
     port: overrides.port ?? e.ERRAND_PORT,
     dataDir,
     enginesDir: path.resolve(e.ERRAND_ENGINES_DIR ?? path.join(dataDir, 'engines')),
+    engines: commaList(e.ERRAND_ENGINES),
     databaseUrl,
     database: {
       connectTimeoutSeconds: e.ERRAND_DB_CONNECT_TIMEOUT_SECONDS,
@@ -513,6 +527,7 @@ export function loadConfig(
       },
     },
     secretKey: e.ERRAND_SECRET_KEY,
+    adminKey: e.ERRAND_ADMIN_KEY,
     publicUrl: e.ERRAND_PUBLIC_URL?.replace(/\/+$/, ''),
     dashboard: overrides.dashboard ?? true,
     oidc,
@@ -522,6 +537,7 @@ export function loadConfig(
     forgeTokenEnvAllow: forgeTokenEnvAllow(e.ERRAND_FORGE_TOKEN_ENV_ALLOW),
     secrets: [
       e.ERRAND_SECRET_KEY,
+      e.ERRAND_ADMIN_KEY,
       e.ANTHROPIC_API_KEY,
       e.OPENAI_API_KEY,
       e.GOOGLE_GENERATIVE_AI_API_KEY,

@@ -173,7 +173,7 @@ export async function startService(
     };
     hookTransitions(ctx);
     if (opts.api) {
-      const key = await ensureAdminKey(handle.db, config.dataDir);
+      const key = await ensureAdminKey(handle.db, config, log);
       if (key) opts.onAdminKey?.(key);
     }
     let url: string | undefined;

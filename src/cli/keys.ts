@@ -1,6 +1,7 @@
 // `errand key create|list|revoke`: API keys through the admin API. A new key is printed once:
-// only its hash is stored.
+// only its hash is stored. `errand key generate` makes one here, for ERRAND_ADMIN_KEY.
 import type { ApiKey } from '../client/index.ts';
+import { mintKey } from '../keys/format.ts';
 import { ADMIN_NOTE, withAdminClient } from './api.ts';
 import { COMMON_OPTIONS, defineCommand, type Family, print } from './command.ts';
 import { EXIT } from './errors.ts';
@@ -56,9 +57,22 @@ const revoke = defineCommand({
   },
 });
 
+const generate = defineCommand({
+  name: 'key generate',
+  options: { json: COMMON_OPTIONS.json },
+  summary: 'prints a new key without storing it anywhere: the value for ERRAND_ADMIN_KEY',
+  async run({ values, io }) {
+    const key = mintKey();
+    print(io, values.json, { key }, key);
+    return EXIT.ok;
+  },
+});
+
 export const keys: Family = {
   name: 'key',
-  commands: [create, list, revoke],
+  commands: [create, list, revoke, generate],
   subcommandPages: false,
-  outro: ADMIN_NOTE,
+  outro: `${ADMIN_NOTE}
+\`key generate\` asks no API: it prints a new admin key, stored nowhere, for ERRAND_ADMIN_KEY
+(the first admin key of a deploy, docs/deploy.md#the-first-admin-key).`,
 };

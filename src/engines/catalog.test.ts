@@ -163,6 +163,30 @@ describe('engine installs', () => {
     assert.equal(stdout.trim(), 'fake-engine 4.0.0');
   });
 
+  test('two processes installing into one directory at once both end with the one directory', async () => {
+    const config = { enginesDir: await enginesDir() };
+    const pkg = await packEngine('4.1.0');
+    // Each process runs the real install code, as two init containers on one volume do.
+    const script = `
+      const { installEngine } = await import(${JSON.stringify(new URL('./catalog.ts', import.meta.url).href)});
+      const [config, spec] = JSON.parse(process.argv[1]);
+      const installed = await installEngine(config, 'codex', { log: () => {}, spec });
+      process.stdout.write(JSON.stringify(installed));
+    `;
+    const install = () =>
+      run(process.execPath, ['--input-type=module', '-e', script, JSON.stringify([config, pkg])], {
+        timeout: 120_000,
+      });
+    const [a, b] = await Promise.all([install(), install()]);
+    assert.deepEqual(JSON.parse(a.stdout), JSON.parse(b.stdout));
+    // Only the engine's directory: the staging directory of the one that lost went.
+    assert.deepEqual(await readdir(path.join(config.enginesDir, 'codex')), [CATALOG.codex.version]);
+    const installed = await installedEngine(config, 'codex');
+    assert.deepEqual(installed, JSON.parse(a.stdout));
+    const { stdout } = await run(installed?.bin ?? '', ['--version']);
+    assert.equal(stdout.trim(), 'fake-engine 4.1.0');
+  });
+
   test('a damaged manifest is an error that says what to do, never an engine', async () => {
     const config = { enginesDir: await enginesDir() };
     const installed = await installEngine(config, 'codex', {

@@ -1,7 +1,8 @@
 // The coding CLIs a project may run instead of Errand's loop: each one's npm package, the version
 // Errand is tested with, and where it is once `errand engine install` has put it in
 // `<engines dir>/<name>/<version>/`. An engine directory appears by one rename after its
-// executable has answered `--version`, so a half-done install is never seen as installed.
+// executable has answered `--version`, so a half-done install is never seen as installed, and
+// installs at once into one directory (several processes, a volume shared by many) are safe.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
@@ -214,7 +215,14 @@ async function removeAbandoned(parent: string): Promise<void> {
   for (const entry of await readdir(parent)) {
     if (!entry.startsWith(STAGING)) continue;
     const staging = path.join(parent, entry);
-    const { mtimeMs } = await stat(staging);
+    let mtimeMs: number;
+    try {
+      ({ mtimeMs } = await stat(staging));
+    } catch (err) {
+      // Another process's install, renamed into place or removed since the listing.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
     if (Date.now() - mtimeMs > 2 * NPM_TIMEOUT_MS)
       await rm(staging, { recursive: true, force: true });
   }

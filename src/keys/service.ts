@@ -67,7 +67,15 @@ export async function createKey(
   db: Db,
   opts: { projectId: string | null; name: string | null },
 ): Promise<{ key: string; row: ApiKeyRow }> {
-  const key = mintKey();
+  return storeKey(db, mintKey(), opts);
+}
+
+/** Stores the hash of a key made elsewhere (the operator's ERRAND_ADMIN_KEY), well-formed. */
+export async function storeKey(
+  db: Db,
+  key: string,
+  opts: { projectId: string | null; name: string | null },
+): Promise<{ key: string; row: ApiKeyRow }> {
   const row = await db
     .insertInto('api_keys')
     .values({

@@ -1,6 +1,7 @@
 // Serves /metrics where the operator chose: on the API's port behind ERRAND_METRICS_TOKEN,
 // and/or on a listener of its own (ERRAND_METRICS_HOST/PORT) that a worker process, which has
-// no API, can open too. Without either, no metrics are served.
+// no API, can open too. Without either, no metrics are served. That listener also answers
+// GET /healthz without a token, as the API does: a worker's liveness for health checks.
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
@@ -54,7 +55,10 @@ export interface MetricsServer {
   close(): Promise<void>;
 }
 
-/** The metrics listener of ERRAND_METRICS_PORT: GET /metrics only, the token if one is set. */
+/**
+ * The metrics listener of ERRAND_METRICS_PORT: GET /metrics, behind the token if one is set,
+ * and GET /healthz (the process answers, as the API's /healthz says; no token, no database).
+ */
 export async function startMetricsServer(
   config: Config,
   metrics: Metrics,
@@ -68,8 +72,13 @@ export async function startMetricsServer(
   };
   const server: Server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'GET' && path === '/healthz') {
+      res.writeHead(200, { 'content-type': 'application/json; charset=utf-8' });
+      res.end(JSON.stringify({ ok: true }));
+      return;
+    }
     if (req.method !== 'GET' || path !== '/metrics') {
-      send(res, 404, 'not_found', 'only GET /metrics is served here');
+      send(res, 404, 'not_found', 'only GET /metrics and GET /healthz are served here');
       return;
     }
     if (!metricsAuthorized(req.headers.authorization, config.metrics.token)) {

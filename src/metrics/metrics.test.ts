@@ -3,11 +3,20 @@
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
+import { createTestDatabase } from '../../test/support/databases.ts';
 import { assertError } from '../../test/support/route-cases.ts';
 import { RecordingRunner } from '../../test/support/runners.ts';
-import { http, startTestService, type TestService, waitFor } from '../../test/support/service.ts';
+import {
+  http,
+  startTestService,
+  type TestService,
+  testEnv,
+  waitFor,
+} from '../../test/support/service.ts';
+import { loadConfig } from '../config.ts';
 import { TurnFailedError } from '../jobs/runner.ts';
 import { createLogger } from '../log.ts';
+import { startService } from '../service.ts';
 import { Metrics } from './metrics.ts';
 
 const TOKEN = 'metrics-token-0123456789abcdef';
@@ -172,6 +181,25 @@ describe('metrics and logs', () => {
     assert.equal((await http(base, 'GET', '/v2/admin/projects', { key: TOKEN })).status, 404);
   });
 
+  test('the listener of ERRAND_METRICS_PORT answers GET /healthz without the token, as the API does', async () => {
+    const base = (svc.service.metricsUrl ?? assert.fail('no metrics listener')).replace(
+      /\/metrics$/,
+      '',
+    );
+    const api = await http(svc.url, 'GET', '/healthz', {});
+    const res = await http(base, 'GET', '/healthz', {});
+    assert.equal(res.status, 200, res.text);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/json/);
+    assert.deepEqual(JSON.parse(res.text), JSON.parse(api.text));
+    assert.deepEqual(JSON.parse(res.text), { ok: true });
+    // The token opens /metrics only: /healthz is the same with a wrong one.
+    assert.equal((await http(base, 'GET', '/healthz', { key: 'not-the-token' })).status, 200);
+    assert.equal((await http(base, 'GET', '/metrics', {})).status, 401);
+    const post = await http(base, 'POST', '/healthz', {});
+    assert.equal(post.status, 404);
+    assert.equal(JSON.parse(post.text).error, 'only GET /metrics and GET /healthz are served here');
+  });
+
   test('one log line per request: route, status, latency and requestId, and no key', async () => {
     logged = '';
     const res = await svc.request('GET', '/v2/admin/projects');
@@ -244,5 +272,36 @@ describe('model metrics', () => {
     const local = 'provider="openai-compatible",model="qwen2.5-coder:7b"';
     assert.equal(sample(body, `errand_model_unpriced_calls_total{${local}}`), 1);
     assert.equal(sample(body, `errand_model_cost_usd_total{${local}}`), undefined);
+  });
+});
+
+describe('a worker process alone', () => {
+  test('answers GET /healthz on its metrics listener, with no API and no token', async () => {
+    const database = await createTestDatabase();
+    const env = testEnv(database, {
+      ERRAND_METRICS_HOST: '127.0.0.1',
+      ERRAND_METRICS_PORT: '0',
+      ERRAND_METRICS_TOKEN: TOKEN,
+      ERRAND_PUBLIC_URL: 'http://127.0.0.1:9',
+    });
+    const service = await startService(loadConfig(env), {
+      api: false,
+      worker: true,
+      runner: new RecordingRunner(async () => ({ summary: 'unused' })),
+    });
+    try {
+      assert.equal(service.url, undefined, 'a worker serves no API');
+      const base = (service.metricsUrl ?? assert.fail('no metrics listener')).replace(
+        /\/metrics$/,
+        '',
+      );
+      const res = await http(base, 'GET', '/healthz', {});
+      assert.equal(res.status, 200, res.text);
+      assert.deepEqual(JSON.parse(res.text), { ok: true });
+      assert.equal((await http(base, 'GET', '/metrics', {})).status, 401);
+    } finally {
+      await service.stop();
+      await database.drop();
+    }
   });
 });

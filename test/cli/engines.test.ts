@@ -24,8 +24,8 @@ describe('errand engine', () => {
     await server?.close();
   });
 
-  const cli = (args: string[]): Promise<Run> =>
-    runCli(svc, args, { ERRAND_ENGINES_DIR: enginesDir });
+  const cli = (args: string[], env: Record<string, string> = {}): Promise<Run> =>
+    runCli(svc, args, { ERRAND_ENGINES_DIR: enginesDir, ...env });
 
   test('list: each engine, its pinned version, installed or not and where', async () => {
     const run = await cli(['engine', 'list', '--json']);
@@ -87,7 +87,41 @@ describe('errand engine', () => {
     }
     const missing = await cli(['engine', 'install']);
     assert.equal(missing.code, 2);
-    assert.match(missing.stderr, /^errand engine: missing NAME/);
+    assert.equal(missing.stdout, '');
+    assert.ok(
+      missing.stderr.startsWith(
+        'errand engine: no engine to install: name one (claude-code, codex, opencode) or set ERRAND_ENGINES to a comma-separated list of them\n',
+      ),
+      missing.stderr,
+    );
+    assert.deepEqual((await readdir(enginesDir)).sort(), ['codex']);
+  });
+
+  test('install without NAME installs what ERRAND_ENGINES names, each once; one already there runs no npm', async () => {
+    const run = await cli(['engine', 'install', '--json'], { ERRAND_ENGINES: ' codex, codex ' });
+    assert.equal(run.code, 0, run.stderr);
+    assert.deepEqual(JSON.parse(run.stdout), [codex]);
+    const text = await cli(['engine', 'install'], { ERRAND_ENGINES: 'codex' });
+    assert.equal(text.code, 0, text.stderr);
+    // No npm output: the installed engine was found, not installed again.
+    assert.equal(text.stdout, `codex ${CATALOG.codex.version}: ${codex.bin}\n`);
+    assert.deepEqual((await readdir(enginesDir)).sort(), ['codex']);
+  });
+
+  test('an ERRAND_ENGINES naming what is not an engine to install stops before any install', async () => {
+    for (const [value, name, extra] of [
+      ['claude-code,claude', 'claude', ''],
+      ['errand,claude-code', 'errand', ' (errand is the built-in one: nothing to install)'],
+    ] as const) {
+      const run = await cli(['engine', 'install'], { ERRAND_ENGINES: value });
+      assert.equal(run.code, 1, run.stderr);
+      assert.equal(run.stdout, '');
+      assert.equal(
+        run.stderr,
+        `errand: invalid setting ERRAND_ENGINES: "${name}" is not an engine to install; the engines are claude-code, codex, opencode${extra}\n`,
+      );
+    }
+    // Claude Code, named first, was not installed.
     assert.deepEqual((await readdir(enginesDir)).sort(), ['codex']);
   });
 

@@ -661,11 +661,16 @@ describe('the compose files', () => {
     command?: string[];
     env_file?: string;
     restart?: string;
+    user?: string;
     network_mode?: string;
     security_opt?: string[];
+    volumes?: string[];
     deploy?: { replicas?: string | number };
     depends_on?: Record<string, { condition: string }>;
     environment?: Record<string, string>;
+    healthcheck?: { test?: string[] };
+    stop_grace_period?: string;
+    logging?: { driver?: string; options?: Record<string, string> };
   };
   /** A variable with a default, as the compose files write it: ${NAME:-default}. */
   const variable = (name: string, fallback: string) => `\${${name}:-${fallback}}`;
@@ -674,45 +679,148 @@ describe('the compose files', () => {
       merge: true,
       uniqueKeys: true,
     }) as { services: Record<string, ComposeService>; volumes?: Record<string, unknown> };
+  const ENGINES = '/var/lib/errand-engines';
+  const enginesVolume = variable('ERRAND_ENGINES_VOLUME', 'engines');
 
-  test('PostgreSQL, the migrations once, the API, the workers; restart policies, the env file', async () => {
+  test('PostgreSQL, the migrations and the engines once, the API, the workers; restart policies, the env files', async () => {
     const { services, volumes } = await readCompose('compose.yaml');
-    assert.deepEqual(Object.keys(services).sort(), ['api', 'migrate', 'postgres', 'worker']);
+    assert.deepEqual(Object.keys(services).sort(), [
+      'api',
+      'engines',
+      'migrate',
+      'postgres',
+      'worker',
+    ]);
     for (const [name, s] of Object.entries(services)) {
       assert.ok(s.restart, `${name} has no restart policy`);
-      assert.equal(s.env_file, variable('ERRAND_ENV_FILE', 'errand.env'), name);
+      // PostgreSQL gets its own file: the model keys and Errand's secrets stay out of it.
+      assert.equal(
+        s.env_file,
+        name === 'postgres'
+          ? variable('ERRAND_POSTGRES_ENV_FILE', 'errand-postgres.env')
+          : variable('ERRAND_ENV_FILE', 'errand.env'),
+        name,
+      );
     }
     assert.deepEqual(services.migrate?.command, ['errand', 'migrate']);
     assert.equal(services.migrate?.restart, 'on-failure');
+    assert.match(services.engines?.command?.at(-1) ?? '', /exec errand engine install;/);
+    assert.equal(services.engines?.restart, 'on-failure');
     assert.deepEqual(services.api?.command, ['errand', 'serve', '--no-worker']);
     assert.deepEqual(services.worker?.command, ['errand', 'worker']);
     for (const name of ['api', 'worker'])
-      assert.equal(
-        services[name]?.depends_on?.migrate?.condition,
-        'service_completed_successfully',
-      );
-    assert.deepEqual(services.worker?.security_opt, ['systempaths=unconfined']);
+      for (const step of ['migrate', 'engines'])
+        assert.equal(
+          services[name]?.depends_on?.[step]?.condition,
+          'service_completed_successfully',
+          `${name} after ${step}`,
+        );
     assert.equal(services.worker?.deploy?.replicas, variable('ERRAND_WORKERS', '2'));
-    assert.ok(volumes && 'postgres' in volumes);
+    assert.ok(volumes && 'postgres' in volumes && 'engines' in volumes);
   });
 
-  test('the host-network variant puts every service on the host network, on loopback', async () => {
+  test('the engines: installed once into one volume, which the API and the workers mount read-only', async () => {
+    const { services } = await readCompose('compose.yaml');
+    const mounts = (name: string) =>
+      (services[name]?.volumes ?? []).filter((v) => v.includes(`:${ENGINES}`));
+    assert.deepEqual(mounts('engines'), [`${enginesVolume}:${ENGINES}`]);
+    for (const name of ['api', 'worker'])
+      assert.deepEqual(mounts(name), [`${enginesVolume}:${ENGINES}:ro`], name);
+    for (const name of ['engines', 'api', 'worker'])
+      assert.equal(services[name]?.environment?.ERRAND_ENGINES_DIR, ENGINES, name);
+    assert.ok(await errandReads('ERRAND_ENGINES'));
+  });
+
+  test('health checks: PostgreSQL over TCP, the API on its port, a worker on its own metrics port', async () => {
+    const { services } = await readCompose('compose.yaml');
+    const check = (name: string) => {
+      const test = services[name]?.healthcheck?.test ?? [];
+      // podman-compose 1.0.6 runs only the first word of a CMD list: a shell string, always.
+      assert.equal(test[0], 'CMD-SHELL', name);
+      assert.equal(test.length, 2, name);
+      return test[1] ?? '';
+    };
+    assert.match(check('postgres'), /^pg_isready --host=127\.0\.0\.1 /);
+    assert.match(check('api'), /process\.env\.ERRAND_PORT \|\| 8080\) \+ '\/healthz'/);
+    assert.match(check('worker'), /process\.env\.ERRAND_METRICS_PORT \+ '\/healthz'/);
+    assert.equal(services.worker?.environment?.ERRAND_METRICS_PORT, '9464');
+    assert.equal(services.worker?.environment?.ERRAND_METRICS_HOST, '0.0.0.0');
+    assert.equal(services.api?.environment?.ERRAND_METRICS_PORT, undefined);
+    // No $: compose would substitute it from the host's environment.
+    for (const name of ['postgres', 'api', 'worker']) assert.ok(!check(name).includes('$'), name);
+  });
+
+  test('stop grace periods (drain + 30 s for workers), log rotation, the shipped seccomp profile', async () => {
+    const { services } = await readCompose('compose.yaml');
+    assert.equal(services.worker?.stop_grace_period, '330s');
+    assert.equal(services.api?.stop_grace_period, '40s');
+    for (const [name, s] of Object.entries(services)) {
+      assert.equal(s.logging?.driver, 'json-file', name);
+      assert.deepEqual(s.logging?.options, { 'max-size': '10m', 'max-file': '5' }, name);
+    }
+    assert.deepEqual(services.worker?.security_opt, [
+      'systempaths=unconfined',
+      'seccomp=./security/seccomp-errand.json',
+    ]);
+    for (const [name, s] of Object.entries(services))
+      assert.ok(!(s.security_opt ?? []).includes('seccomp=unconfined'), name);
+    // The path is the compose file's directory's (podman-compose and docker compose read it so).
+    const profile = JSON.parse(
+      await readFile(path.join(ROOT, 'deploy/security/seccomp-errand.json'), 'utf8'),
+    ) as { defaultAction?: string };
+    assert.equal(profile.defaultAction, 'SCMP_ACT_ERRNO');
+  });
+
+  test('the host-network variant puts every service on the host network, on loopback, a worker per port', async () => {
     const base = await readCompose('compose.yaml');
     const { services } = await readCompose('compose.host-network.yaml');
     assert.deepEqual(Object.keys(services).sort(), Object.keys(base.services).sort());
     for (const [name, s] of Object.entries(services)) assert.equal(s.network_mode, 'host', name);
     assert.equal(services.api?.environment?.ERRAND_HOST, '127.0.0.1');
     assert.ok(services.postgres?.command?.includes('listen_addresses=127.0.0.1'));
+    assert.equal(services.worker?.environment?.ERRAND_METRICS_HOST, '127.0.0.1');
+    assert.equal(
+      services.worker?.environment?.ERRAND_METRICS_PORT,
+      variable('ERRAND_WORKER_METRICS_PORT', '9464'),
+    );
+    // A string, as the base file's: podman-compose merges no int into a string.
+    assert.equal(services.worker?.deploy?.replicas, '1');
   });
 
-  test('the example env file names only settings Errand or the PostgreSQL image reads', async () => {
-    const text = await readFile(path.join(ROOT, 'deploy/errand.env.example'), 'utf8');
-    const names = text
-      .split('\n')
-      .filter((l) => /^[A-Z_]+=/.test(l))
-      .map((l) => l.slice(0, l.indexOf('=')));
-    assert.ok(names.includes('ERRAND_PUBLIC_URL') && names.includes('ERRAND_SECRET_KEY'));
-    for (const name of names.filter((n) => n !== 'POSTGRES_PASSWORD'))
-      assert.ok(await errandReads(name), `Errand reads no ${name}`);
+  test('the Docker variant: the AppArmor profile for workers, the engines volume given to the image user', async () => {
+    const base = await readCompose('compose.yaml');
+    const { services } = await readCompose('compose.docker.yaml');
+    for (const name of Object.keys(services)) assert.ok(name in base.services, name);
+    assert.deepEqual(services.worker?.security_opt, [
+      ...(base.services.worker?.security_opt ?? []),
+      'apparmor=errand-sandbox',
+    ]);
+    const install = services.engines?.command?.at(-1) ?? '';
+    assert.equal(services.engines?.user, '0:0');
+    assert.match(install, /^chown 10001:10001 \/var\/lib\/errand-engines && /);
+    assert.match(
+      install,
+      /exec setpriv --reuid=10001 --regid=10001 --clear-groups errand engine install;/,
+    );
+    const containerfile = await readFile(path.join(ROOT, 'deploy/Containerfile'), 'utf8');
+    assert.match(containerfile, /^USER 10001:10001$/m);
+  });
+
+  test('the example env files name only settings Errand, or the PostgreSQL image, reads', async () => {
+    const names = async (file: string) =>
+      (await readFile(path.join(ROOT, 'deploy', file), 'utf8'))
+        .split('\n')
+        .filter((l) => /^[A-Z_]+=/.test(l))
+        .map((l) => l.slice(0, l.indexOf('=')));
+    const errand = await names('errand.env.example');
+    for (const name of [
+      'ERRAND_PUBLIC_URL',
+      'ERRAND_SECRET_KEY',
+      'ERRAND_ADMIN_KEY',
+      'ERRAND_ENGINES',
+    ])
+      assert.ok(errand.includes(name), name);
+    for (const name of errand) assert.ok(await errandReads(name), `Errand reads no ${name}`);
+    assert.deepEqual(await names('errand-postgres.env.example'), ['POSTGRES_PASSWORD']);
   });
 });
