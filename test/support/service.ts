@@ -8,6 +8,7 @@ import { loadTurnInputs, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import { jobBudgetLeft, monthBudgetLeft } from '../../src/jobs/spend.ts';
 import type { Logger } from '../../src/log.ts';
+import type { QueueClock } from '../../src/queue/queue.ts';
 import type { JobRecord } from '../../src/records/job.ts';
 import type { KeyRecord } from '../../src/records/key.ts';
 import type { ProjectRecord } from '../../src/records/project.ts';
@@ -111,6 +112,8 @@ export interface TestServiceOptions {
   /** Reuse a database (restart tests). */
   database?: TestDatabase;
   adminKey?: string;
+  /** The queue's clock (a TestClock of pg-boss's, to move its time by hand); the system's by default. */
+  clock?: QueueClock;
 }
 
 export function testEnv(
@@ -143,6 +146,7 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
     worker: opts.worker ?? true,
     ...(opts.runner ? { runner: opts.runner } : {}),
     ...(opts.log ? { log: opts.log } : {}),
+    ...(opts.clock ? { clock: opts.clock } : {}),
     onAdminKey: (key) => {
       adminKey = key;
     },
