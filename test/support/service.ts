@@ -15,6 +15,7 @@ import type { ProjectRecord } from '../../src/records/project.ts';
 import { type RunningService, startService } from '../../src/service.ts';
 import { TurnPipeline } from '../../src/turns/pipeline.ts';
 import { createEmbeddedDataDir, createTestDatabase, type TestDatabase } from './databases.ts';
+import { onQueueClock } from './queue-clock.ts';
 
 /** Every field any Errand response may carry, so tests can read them without casts. */
 export type ApiBody = Partial<
@@ -112,7 +113,10 @@ export interface TestServiceOptions {
   /** Reuse a database (restart tests). */
   database?: TestDatabase;
   adminKey?: string;
-  /** The queue's clock (a TestClock of pg-boss's, to move its time by hand); the system's by default. */
+  /**
+   * The queue's clock (a TestClock of pg-boss's, to move its time by hand; test/support/queue-clock.ts);
+   * the system's by default.
+   */
   clock?: QueueClock;
 }
 
@@ -140,6 +144,10 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
   const database =
     opts.database ?? (await (opts.embedded ? createEmbeddedDataDir() : createTestDatabase()));
   const env = testEnv(database, opts.env);
+  if (opts.clock) {
+    if (!env.DATABASE_URL) throw new Error('a test service on a queue clock needs a database URL');
+    env.DATABASE_URL = onQueueClock(env.DATABASE_URL);
+  }
   let adminKey = opts.adminKey;
   const service = await startService(loadConfig(env), {
     api: true,

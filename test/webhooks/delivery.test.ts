@@ -3,12 +3,12 @@
 // Standard Webhooks reference library (standardwebhooks), not with Errand's own code.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { TestClock } from 'pg-boss';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { WebhookPayload } from '../../src/features/webhooks/outbox.ts';
 import type { ProjectRecord } from '../../src/records/project.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
+import { runFast } from '../support/queue-clock.ts';
 import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import {
@@ -44,32 +44,11 @@ function prRunner(): RecordingRunner {
   });
 }
 
-/**
- * Runs `clock` ten times faster than real time, 100 ms at a step, until the returned function
- * stops it: the queue's waits (its retries' backoff, its polls) pass in a tenth of their time,
- * while a step waits for the queue's statements, so nothing the queue does is skipped. Paced, not
- * as fast as it can, so a delivery in flight (real HTTP) still sees its claim's heartbeats.
- */
-function runFast(clock: TestClock): () => Promise<void> {
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      await clock.tick(100);
-      await sleep(10);
-    }
-  })();
-  return async () => {
-    running = false;
-    await loop;
-  };
-}
-
 describe('webhook delivery', () => {
   let svc: TestService;
   const receivers: Receiver[] = [];
-  // The queue's time: ahead of the real clock, as the entries a transaction of Errand's writes
-  // are stamped with the database's real time (only pg-boss's sessions read the TestClock).
-  const clock = new TestClock(Date.now() + 10 * 60_000);
+  // The queue's time, run ten times faster than real time once the service is up.
+  const clock = new TestClock();
   let stopClock: (() => Promise<void>) | undefined;
 
   before(async () => {

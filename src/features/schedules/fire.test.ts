@@ -76,11 +76,9 @@ const MINUTE = 60_000;
 describe('schedule firings', () => {
   // Two services on one database, as two processes would be: each runs pg-boss's scheduler
   // (whose pass one instance at a time claims) and takes the schedules' queue. Their queues share
-  // one TestClock, which also moves pg-boss's time in the database. It starts ten seconds before a
-  // minute (M1), two minutes ahead of the real clock: the turns a job's transaction enqueues are
-  // stamped with the database's real time (only pg-boss's own sessions read the TestClock), and
-  // must not lie in the queue's future.
-  const m1 = Math.ceil(Date.now() / MINUTE) * MINUTE + 2 * MINUTE;
+  // one TestClock, which also moves pg-boss's time in the database. It starts ten seconds before
+  // a minute (M1).
+  const m1 = Math.ceil(Date.now() / MINUTE) * MINUTE + MINUTE;
   const clock = new TestClock(m1 - 10_000);
   /** Moves the queues' time to `t`, running every timer of both on the way (polls, passes). */
   const tickTo = (t: number) => clock.tick(t - clock.now());
