@@ -53,7 +53,7 @@ import { databaseSampler } from './metrics/database.ts';
 import { type MetricsServer, startMetricsServer } from './metrics/http.ts';
 import { Metrics } from './metrics/metrics.ts';
 import { type EnvironmentWorker, startEnvironmentWorker } from './queue/environment-worker.ts';
-import { TurnQueue } from './queue/queue.ts';
+import { type QueueClock, TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
 import { pruneCounters } from './ratelimit/ratelimit.ts';
 import { reportSandboxStatus } from './sandbox/report.ts';
@@ -76,6 +76,8 @@ export interface ServiceOptions {
   log?: Logger;
   /** Called once with a newly minted first admin key. */
   onAdminKey?: (key: string) => void;
+  /** The queue's clock; the system's by default. Tests pass a TestClock to move time by hand. */
+  clock?: QueueClock;
 }
 
 export interface RunningService {
@@ -147,7 +149,7 @@ export async function startService(
   try {
     const applied = await migrate(handle);
     if (applied.length > 0) log.info({ migrations: applied }, 'database migrated');
-    queue = await TurnQueue.start(handle, config, log);
+    queue = await TurnQueue.start(handle, config, log, opts.clock);
     const ctx: AppContext = {
       config,
       db: handle.db,

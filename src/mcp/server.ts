@@ -26,7 +26,7 @@ const TOOLS = [
 
 const INSTRUCTIONS = `Errand runs an AI coding agent on a project's git repository in the background and opens a pull request with its changes. Start work with create_job, wait for it with wait_for_job, and give the user the pull request's URL (prLink) when the job is completed. Follow-up instructions on the same work go to send_message on the same job.`;
 
-async function createMcpServer(deps: ToolDeps): Promise<McpServer> {
+export async function createMcpServer(deps: ToolDeps): Promise<McpServer> {
   const server = new McpServer(
     { name: 'errand', title: 'Errand', version: errandVersion() },
     { instructions: INSTRUCTIONS },

@@ -4,13 +4,15 @@
 // tells the model the truth.
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { z } from 'zod';
-import type { ErrandClient } from '../client/index.ts';
+import type { Clock, ErrandClient } from '../client/index.ts';
 import { ToolInputError } from './results.ts';
 
 export interface ToolDeps {
   client: ErrandClient;
   /** The project a call works in when it names none. */
   defaultProject: string | undefined;
+  /** Time as the tools wait on it (wait_for_job's heartbeat): the real clock unless a test gives one. */
+  clock?: Clock;
 }
 
 /** One tool: its schema, its description for the model and its code, in one file each. */

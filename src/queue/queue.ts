@@ -14,7 +14,7 @@
 // bench/worker-death.
 import { randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
-import { fromKysely, type JobWithMetadata, PgBoss } from 'pg-boss';
+import { type Clock, fromKysely, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
@@ -61,6 +61,13 @@ function orderedId(): string {
 interface QueuedTurn extends TurnMessage {
   handedBack?: number;
 }
+
+/**
+ * Where the queue reads the time and sets its timers (polls, heartbeats, supervision, the
+ * scheduler's passes): the system's clock unless a test gives pg-boss's `TestClock`, which also
+ * moves `now` for the queue's statements in the database. Never a setting: only tests pass one.
+ */
+export type QueueClock = Clock;
 
 /** A turn as the queue delivers it: the message, its claim, and a signal of a lost claim. */
 export type TurnEntry = JobWithMetadata<QueuedTurn>;
@@ -114,9 +121,15 @@ export class TurnQueue {
     this.schedules = schedules;
   }
 
-  static async start(handle: DatabaseHandle, config: Config, log: Logger): Promise<TurnQueue> {
+  static async start(
+    handle: DatabaseHandle,
+    config: Config,
+    log: Logger,
+    clock?: QueueClock,
+  ): Promise<TurnQueue> {
     const boss = new PgBoss({
       ...handle.connection,
+      ...(clock ? { clock } : {}),
       // A dead worker's entry is failed (and so retried) by the monitoring pass, which is gated
       // by both intervals: at one second each, its turn is handed back at most about a second
       // after its heartbeat expired. Each pass also refreshes the queues' counts, a scan of the

@@ -9,6 +9,8 @@ import { execFileSync } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { type PrWatcher, startPrWatcher } from '../../src/features/pr-watch/worker.ts';
 import type { JobRecord } from '../../src/records/job.ts';
 import { startFakeGitea } from '../support/fake-gitea.ts';
 import { startFakeGitHub } from '../support/fake-github.ts';
@@ -597,6 +599,7 @@ describe('the pull request watch polls a forge that sends no webhooks', () => {
   let forge: WatchFake;
   let llm: FakeLlm;
   let svc: TestService;
+  let watcher: PrWatcher;
   let projectId: string;
 
   before(async () => {
@@ -622,10 +625,11 @@ describe('the pull request watch polls a forge that sends no webhooks', () => {
         OPENAI_BASE_URL: `${llm.url}/v1`,
         ERRAND_MODEL: 'openai:gpt-test',
         ERRAND_SECRET_KEY: 'test-secret-key-for-errand-watch',
-        // The shortest poll there is.
-        ERRAND_PR_POLL_SECONDS: '5',
       },
     });
+    // A watcher beside the service's, as another process would run: the test wakes it where the
+    // loop's tick would, so no real time passes (the service's own keeps its real timer).
+    watcher = startPrWatcher(svc.service.ctx, svc.url);
     const project = await svc.request('POST', '/v2/admin/projects', {
       body: {
         name: 'polled',
@@ -640,6 +644,7 @@ describe('the pull request watch polls a forge that sends no webhooks', () => {
     projectId = project.json.id as string;
   });
   after(async () => {
+    await watcher?.stop();
     await svc?.close();
     await llm?.close();
     await forge?.close();
@@ -659,10 +664,30 @@ describe('the pull request watch polls a forge that sends no webhooks', () => {
     });
     const jobId = created.json.id as string;
     await untilStatus(svc, projectId, jobId, 'completed', { failFast: true });
+    // The turn's end had the watch look once; with no webhooks from this forge, its next look is
+    // one poll (ERRAND_PR_POLL_SECONDS) later, not the ten where webhooks come.
+    const { db, config } = svc.service.ctx;
+    const poll = await waitFor('the watch’s first look', async () => {
+      const row = await db
+        .selectFrom('pr_watches')
+        .select(sql<number>`extract(epoch FROM next_at - observed_at)::float8`.as('seconds'))
+        .where('job_id', '=', jobId)
+        .where('observed_at', 'is not', null)
+        .executeTakeFirst();
+      return row?.seconds;
+    });
+    assert.equal(poll, config.prPollSeconds);
     const sha = git(bare, 'rev-parse', `refs/heads/errand/${jobId}`);
     forge.setCheck(sha, { name: 'ci', state: 'failure', log: 'a.txt is wrong' });
+    // The poll's time comes (the watch is due), and a tick of a watcher's loop looks.
+    await db
+      .updateTable('pr_watches')
+      .set({ next_at: sql<Date>`now()` })
+      .where('job_id', '=', jobId)
+      .execute();
+    await watcher.wake();
     const fixed = await waitFor(
-      'the poll to find the failed check and its fix to finish',
+      'the poll’s look to find the failed check and its fix to finish',
       async () => {
         const job = (await svc.request('GET', `/v2/agent/${projectId}/job/${jobId}`)).json;
         return job.turns === 2 && job.status === 'completed' ? job : undefined;

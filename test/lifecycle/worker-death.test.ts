@@ -8,12 +8,14 @@ import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { TestClock } from 'pg-boss';
 import { ExternalError } from '../../src/errors.ts';
 import type { TurnInput, TurnOutput } from '../../src/jobs/runner.ts';
 import { dynamic, type FakeLlm, reply, startFakeLlm, toolCalls } from '../support/fake-llm.ts';
 import { makeOrigin, makeTempDir, type Origin, removeDir } from '../support/git.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
 import { exited, runErrand, startWorkerProcess } from '../support/process.ts';
+import { runFast } from '../support/queue-clock.ts';
 import { RecordingRunner, type TurnCall } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 
@@ -142,6 +144,10 @@ describe('errand worker without ERRAND_PUBLIC_URL', () => {
 describe('transient failures back off', () => {
   let svc: TestService;
   let projectId: string;
+  // The queue's time, run ten times faster than real time: the backoffs pass in a tenth of
+  // theirs, and the gaps are measured on it.
+  const clock = new TestClock();
+  let stopClock: (() => Promise<void>) | undefined;
   const scripts: Record<string, (input: TurnInput) => Promise<TurnOutput>> = {
     down: async () => {
       throw new ExternalError('model', 'model API answered 503', { transient: true });
@@ -156,14 +162,18 @@ describe('transient failures back off', () => {
     },
     quick: async () => ({ summary: 'quick' }),
   };
-  const runner = new RecordingRunner(async (input) => {
-    const script = scripts[input.turn.prompt];
-    if (!script) throw new Error(`no script '${input.turn.prompt}'`);
-    return script(input);
-  });
+  const runner = new RecordingRunner(
+    async (input) => {
+      const script = scripts[input.turn.prompt];
+      if (!script) throw new Error(`no script '${input.turn.prompt}'`);
+      return script(input);
+    },
+    () => clock.now(),
+  );
 
   before(async () => {
     svc = await startTestService({
+      clock,
       runner,
       env: {
         ERRAND_TURN_RETRY_DELAY_SECONDS: '3',
@@ -173,8 +183,10 @@ describe('transient failures back off', () => {
       },
     });
     projectId = (await svc.createProject()).id;
+    stopClock = runFast(clock);
   });
   after(async () => {
+    await stopClock?.();
     await svc?.close();
   });
 
@@ -209,7 +221,7 @@ describe('transient failures back off', () => {
       'the other job waited for the backoff',
     );
     const [first, second] = gaps(calls);
-    // From below only: a loaded machine may start a retry late, never early.
+    // From below only, on the queue's clock: a retry may start late, never early.
     assert.ok((first ?? 0) >= 3_000, `the first retry came ${first} ms after the failure`);
     assert.ok((second ?? 0) >= 6_000, `the second retry came ${second} ms after the failure`);
     const delays = (await retrying()).map(

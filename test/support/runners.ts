@@ -18,9 +18,15 @@ export class RecordingRunner implements TurnRunner {
   running = 0;
   maxRunning = 0;
   readonly #behaviour: (input: TurnInput, call: TurnCall) => Promise<TurnOutput>;
+  readonly #now: () => number;
 
-  constructor(behaviour: (input: TurnInput, call: TurnCall) => Promise<TurnOutput>) {
+  /** `now`: the clock a call's times are read on (a test's queue clock; the real one by default). */
+  constructor(
+    behaviour: (input: TurnInput, call: TurnCall) => Promise<TurnOutput>,
+    now: () => number = Date.now,
+  ) {
     this.#behaviour = behaviour;
+    this.#now = now;
   }
 
   async run(input: TurnInput): Promise<TurnOutput> {
@@ -28,7 +34,7 @@ export class RecordingRunner implements TurnRunner {
       jobId: input.job.id,
       seq: input.turn.seq,
       prompt: input.turn.prompt,
-      startedAt: Date.now(),
+      startedAt: this.#now(),
     };
     this.calls.push(call);
     this.running++;
@@ -39,7 +45,7 @@ export class RecordingRunner implements TurnRunner {
       call.aborted = input.signal.aborted;
       throw err;
     } finally {
-      call.endedAt = Date.now();
+      call.endedAt = this.#now();
       this.running--;
     }
   }

@@ -8,12 +8,14 @@ import { loadTurnInputs, recordReviewDiff } from '../../src/jobs/lifecycle.ts';
 import type { TurnOutput, TurnRunner } from '../../src/jobs/runner.ts';
 import { jobBudgetLeft, monthBudgetLeft } from '../../src/jobs/spend.ts';
 import type { Logger } from '../../src/log.ts';
+import type { QueueClock } from '../../src/queue/queue.ts';
 import type { JobRecord } from '../../src/records/job.ts';
 import type { KeyRecord } from '../../src/records/key.ts';
 import type { ProjectRecord } from '../../src/records/project.ts';
 import { type RunningService, startService } from '../../src/service.ts';
 import { TurnPipeline } from '../../src/turns/pipeline.ts';
 import { createEmbeddedDataDir, createTestDatabase, type TestDatabase } from './databases.ts';
+import { onQueueClock } from './queue-clock.ts';
 
 /** Every field any Errand response may carry, so tests can read them without casts. */
 export type ApiBody = Partial<
@@ -111,6 +113,11 @@ export interface TestServiceOptions {
   /** Reuse a database (restart tests). */
   database?: TestDatabase;
   adminKey?: string;
+  /**
+   * The queue's clock (a TestClock of pg-boss's, to move its time by hand; test/support/queue-clock.ts);
+   * the system's by default.
+   */
+  clock?: QueueClock;
 }
 
 export function testEnv(
@@ -137,12 +144,17 @@ export async function startTestService(opts: TestServiceOptions = {}): Promise<T
   const database =
     opts.database ?? (await (opts.embedded ? createEmbeddedDataDir() : createTestDatabase()));
   const env = testEnv(database, opts.env);
+  if (opts.clock) {
+    if (!env.DATABASE_URL) throw new Error('a test service on a queue clock needs a database URL');
+    env.DATABASE_URL = onQueueClock(env.DATABASE_URL);
+  }
   let adminKey = opts.adminKey;
   const service = await startService(loadConfig(env), {
     api: true,
     worker: opts.worker ?? true,
     ...(opts.runner ? { runner: opts.runner } : {}),
     ...(opts.log ? { log: opts.log } : {}),
+    ...(opts.clock ? { clock: opts.clock } : {}),
     onAdminKey: (key) => {
       adminKey = key;
     },

@@ -3,10 +3,12 @@
 // Standard Webhooks reference library (standardwebhooks), not with Errand's own code.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { TestClock } from 'pg-boss';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { WebhookPayload } from '../../src/features/webhooks/outbox.ts';
 import type { ProjectRecord } from '../../src/records/project.ts';
 import { createJob, untilStatus } from '../support/jobs.ts';
+import { runFast } from '../support/queue-clock.ts';
 import { RecordingRunner } from '../support/runners.ts';
 import { startTestService, type TestService, waitFor } from '../support/service.ts';
 import {
@@ -45,9 +47,13 @@ function prRunner(): RecordingRunner {
 describe('webhook delivery', () => {
   let svc: TestService;
   const receivers: Receiver[] = [];
+  // The queue's time, run ten times faster than real time once the service is up.
+  const clock = new TestClock();
+  let stopClock: (() => Promise<void>) | undefined;
 
   before(async () => {
     svc = await startTestService({
+      clock,
       runner: prRunner(),
       env: {
         ERRAND_SECRET_KEY: SECRET_KEY,
@@ -56,14 +62,16 @@ describe('webhook delivery', () => {
         ERRAND_WEBHOOK_TIMEOUT_SECONDS: '1',
       },
     });
+    stopClock = runFast(clock);
   });
   after(async () => {
+    await stopClock?.();
     await svc?.close();
     await Promise.all(receivers.map((r) => r.close()));
   });
 
   async function setup(): Promise<{ project: ProjectRecord; receiver: Receiver }> {
-    const receiver = await Receiver.start();
+    const receiver = await Receiver.start(() => clock.now());
     receivers.push(receiver);
     return { project: await svc.createProject(), receiver };
   }
@@ -167,11 +175,11 @@ describe('webhook delivery', () => {
       'the same webhook-id on every attempt',
     );
     for (const r of requests) verified(hook.secret, r);
-    // Exponential backoff from 1 s: at least 1 s, then at least 2 s more.
+    // Exponential backoff from 1 s: at least 1 s, then at least 2 s more, on the queue's clock.
     const [a, b, c] = requests.map((r) => r.at);
     assert.ok(a !== undefined && b !== undefined && c !== undefined);
-    assert.ok(b - a >= 900, `first retry after ${b - a} ms`);
-    assert.ok(c - b >= 1900, `second retry after ${c - b} ms`);
+    assert.ok(b - a >= 1000, `first retry after ${b - a} ms`);
+    assert.ok(c - b >= 2000, `second retry after ${c - b} ms`);
     const log = await waitFor('delivered', async () => {
       const d = await deliveryLog(svc, first.id);
       return d.state === 'delivered' ? d : undefined;
@@ -330,7 +338,7 @@ describe('webhook delivery', () => {
     // A new event of the project goes to neither. The sentinel: an endpoint added now, on a
     // receiver of its own, gets the new job's job.created; the outbox writes every endpoint's
     // delivery in the transaction that records the event, so any to the others exists by then.
-    const witness = await Receiver.start();
+    const witness = await Receiver.start(() => clock.now());
     receivers.push(witness);
     await addWebhook(svc, project.id, witness.url, ['job.created']);
     const afterJob = await createJob(svc, project.id, 'after');

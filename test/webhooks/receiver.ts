@@ -35,9 +35,11 @@ export class Receiver {
   readonly #server: Server;
   readonly #held: ServerResponse[] = [];
   readonly #arrivals = new Set<() => void>();
+  readonly #now: () => number;
   url = '';
 
-  private constructor() {
+  private constructor(now: () => number) {
+    this.#now = now;
     this.#server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -52,7 +54,7 @@ export class Receiver {
           body,
           id: String(req.headers['webhook-id']),
           type,
-          at: Date.now(),
+          at: this.#now(),
         };
         this.requests.push(received);
         const answer = this.answer(received, this.requests.length - 1);
@@ -66,8 +68,9 @@ export class Receiver {
     });
   }
 
-  static async start(): Promise<Receiver> {
-    const receiver = new Receiver();
+  /** `now`: the clock a request's `at` is read on (a test's fake clock; the real one by default). */
+  static async start(now: () => number = Date.now): Promise<Receiver> {
+    const receiver = new Receiver(now);
     await new Promise<void>((resolve) => receiver.#server.listen(0, '127.0.0.1', resolve));
     const { port } = receiver.#server.address() as AddressInfo;
     receiver.url = `http://127.0.0.1:${port}`;

@@ -27,7 +27,13 @@ async function pair(): Promise<{ socket: Socket; feed(text: string): void; writt
   return { socket, feed: (text) => peer.write(text), written };
 }
 
-const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
+/** Waits until `done()` holds: what the test checks next has then arrived (no fixed sleep). */
+async function until(what: string, done: () => boolean): Promise<void> {
+  for (let i = 0; !done(); i++) {
+    if (i >= 1000) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
 
 describe('SocketTransport', () => {
   test('reads messages split across chunks; reports a line that is not a message', async () => {
@@ -40,7 +46,8 @@ describe('SocketTransport', () => {
     await transport.start();
     feed('{"jsonrpc":"2.0","id":1,"res');
     feed('ult":{}}\nnot json\n{"jsonrpc":"2.0","method":"x"}\n{"a":1}\n');
-    await settle();
+    // The last line's error: the lines are read in order, so every one before it is read.
+    await until('the last line', () => errors.length === 2);
     assert.deepEqual(messages, [
       { jsonrpc: '2.0', id: 1, result: {} },
       { jsonrpc: '2.0', method: 'x' },
@@ -50,8 +57,8 @@ describe('SocketTransport', () => {
       'the server wrote a line that is not a JSON-RPC message',
     ]);
     await transport.send({ jsonrpc: '2.0', id: 2, method: 'ping' });
-    await settle();
-    assert.deepEqual(written, ['{"jsonrpc":"2.0","id":2,"method":"ping"}\n']);
+    await until('the line sent', () => written.join('').endsWith('\n'));
+    assert.equal(written.join(''), '{"jsonrpc":"2.0","id":2,"method":"ping"}\n');
     await transport.close();
   });
 
@@ -63,7 +70,7 @@ describe('SocketTransport', () => {
       transport.onerror = (e) => errors.push(e.message);
       await transport.start();
       feed(`${'x'.repeat(100)}${tail}`);
-      await settle();
+      await until('the connection to end', () => socket.destroyed);
       assert.deepEqual(errors, ['the server wrote a message longer than 64 bytes']);
       assert.equal(socket.destroyed, true);
       await assert.rejects(transport.send({ jsonrpc: '2.0', method: 'x' }), /the server is gone/);

@@ -1,14 +1,15 @@
-// A schedule's firings: two `errand worker` processes and a service on one database (each
-// running pg-boss's scheduler, the two workers taking firings) make one job per occurrence,
-// minute after minute; a redelivered entry makes no
+// A schedule's firings: two services on one database (each running pg-boss's scheduler and
+// taking firings) make one job per occurrence, minute after minute; a redelivered entry makes no
 // second job; a paused schedule makes none; a refusal of the project's rate limit is recorded on
-// the schedule and its firing, and no job is made.
+// the schedule and its firing, and no job is made. The scheduler's time is a TestClock of pg-boss's
+// that the tests move by hand: an absence is shown by having run every pass of the scheduler that
+// could have made it, never by waiting.
 import assert from 'node:assert/strict';
-import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
-import { exited, startWorkerProcess } from '../../../test/support/process.ts';
+import { sql } from 'kysely';
+import { TestClock } from 'pg-boss';
 import { SCRIPTED_ENV, scriptedRunner } from '../../../test/support/route-cases.ts';
 import { startTestService, type TestService, waitFor } from '../../../test/support/service.ts';
 import type { AppContext } from '../../context.ts';
@@ -53,36 +54,56 @@ async function firingsOf(ctx: AppContext, scheduleId: string) {
     .execute();
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The states of the schedules' queue entries the scheduler sent for a schedule, oldest first. */
+async function entriesOf(ctx: AppContext, scheduleId: string): Promise<string[]> {
+  const { rows } = await sql<{ state: string }>`
+    SELECT state FROM pgboss.job
+    WHERE name = 'schedules' AND data->>'scheduleId' = ${scheduleId}
+    ORDER BY created_on`.execute(ctx.db);
+  return rows.map((r) => r.state);
+}
+
+/** Waits until every entry sent for the schedule has been handled, and returns their count. */
+async function settledEntries(ctx: AppContext, scheduleId: string): Promise<number> {
+  return waitFor(`the firings of ${scheduleId} handled`, async () => {
+    const states = await entriesOf(ctx, scheduleId);
+    return states.every((s) => s === 'completed') ? states.length : undefined;
+  });
+}
+
+const MINUTE = 60_000;
 
 describe('schedule firings', () => {
-  // The API (its pg-boss runs the scheduler's pass too, and takes no firing) and two worker
-  // processes on its database: each runs the pass and takes the schedules' queue.
+  // Two services on one database, as two processes would be: each runs pg-boss's scheduler
+  // (whose pass one instance at a time claims) and takes the schedules' queue. Their queues share
+  // one TestClock, which also moves pg-boss's time in the database. It starts ten seconds before
+  // a minute (M1).
+  const m1 = Math.ceil(Date.now() / MINUTE) * MINUTE + MINUTE;
+  const clock = new TestClock(m1 - 10_000);
+  /** Moves the queues' time to `t`, running every timer of both on the way (polls, passes). */
+  const tickTo = (t: number) => clock.tick(t - clock.now());
+  // One worker per queue and service: each polls on the clock, and every poll is a statement the
+  // clock waits for as it moves.
+  const env = { ERRAND_CONCURRENCY: '1', ERRAND_WEBHOOK_CONCURRENCY: '1' };
   let a: TestService;
-  const workers: ChildProcess[] = [];
+  let b: TestService;
 
   before(async () => {
-    a = await startTestService({ worker: false });
-    for (let i = 0; i < 2; i++)
-      workers.push(
-        await startWorkerProcess({
-          ...a.env,
-          ERRAND_PUBLIC_URL: a.url,
-          // The jobs' turns reach for their model here, on loopback, where nothing answers:
-          // only the jobs' count matters.
-          ANTHROPIC_BASE_URL: 'http://127.0.0.1:9/v1',
-        }),
-      );
+    a = await startTestService({ clock, runner: scriptedRunner(), env });
+    b = await startTestService({
+      clock,
+      database: a.database,
+      adminKey: a.adminKey,
+      runner: scriptedRunner(),
+      env,
+    });
   });
   after(async () => {
-    for (const worker of workers) {
-      worker.kill('SIGTERM');
-      await exited(worker);
-    }
+    await b?.stop();
     await a?.close();
   });
 
-  test('one job per occurrence across two workers, made by the schedule', async () => {
+  test('one job per occurrence across two services, made by the schedule', async () => {
     const project = await a.createProject({ name: 'scheduled' });
     const schedule = await createSchedule(a, project.id, {
       name: 'every minute',
@@ -90,18 +111,20 @@ describe('schedule firings', () => {
       prompt: 'complete the chore',
     });
     const ctx = a.service.ctx;
-    // The occurrence of this minute is due at once; the next comes with the next minute.
+    // The occurrence of this minute (M0) is due at once: the next pass, before M1, sends it.
+    await tickTo(m1 - 1_000);
     await waitFor('the first firing', async () =>
       (await jobsOf(ctx, project.id)).length >= 1 ? true : undefined,
     );
-    await waitFor(
-      'the next minute’s firing',
-      async () => ((await jobsOf(ctx, project.id)).length >= 2 ? true : undefined),
-      75_000,
+    // M1's, in the first pass after it.
+    await tickTo(m1 + 10_000);
+    await waitFor('the next minute’s firing', async () =>
+      (await jobsOf(ctx, project.id)).length >= 2 ? true : undefined,
     );
-    // Both workers' passes run every five seconds: a second job for either occurrence would
-    // have come by now.
-    await sleep(7_000);
+    // Every other pass of both schedulers that holds M1 in its due window, up to the next
+    // minute: any of them could have sent a second entry for it.
+    await tickTo(m1 + MINUTE - 1_000);
+    assert.equal(await settledEntries(ctx, schedule.id), 2, 'one entry per occurrence');
     const jobs = await jobsOf(ctx, project.id);
     const firings = await firingsOf(ctx, schedule.id);
     assert.equal(jobs.length, 2, 'one job per occurrence');
@@ -150,24 +173,38 @@ describe('schedule firings', () => {
   });
 
   test('a paused schedule fires nothing, and a deleted one nothing either', async () => {
+    const ctx = a.service.ctx;
+    // Once an hour, at the queues' next minute: no earlier occurrence is due.
+    const minute = Math.ceil((clock.now() + 1) / MINUTE) * MINUTE;
+    const cron = `${new Date(minute).getUTCMinutes()} * * * *`;
     const project = await a.createProject({ name: 'paused' });
     const schedule = await createSchedule(a, project.id, {
-      cron: '* * * * *',
+      cron,
       prompt: 'complete never',
       paused: true,
     });
-    await fire(a.service.ctx, { id: randomUUID(), data: { scheduleId: schedule.id } });
-    // Two of the scheduler's passes: an active schedule of the same expression fires in one.
-    await sleep(11_000);
-    assert.equal((await jobsOf(a.service.ctx, project.id)).length, 0);
+    // An active schedule of the same expression: what the same passes do when not paused.
+    const other = await a.createProject({ name: 'active' });
+    const active = await createSchedule(a, other.id, {
+      cron,
+      prompt: 'complete the active one',
+    });
+    await fire(ctx, { id: randomUUID(), data: { scheduleId: schedule.id } });
+    // Every pass of both schedulers whose due window holds that minute: the active schedule fires
+    // once.
+    await tickTo(minute + MINUTE - 1_000);
+    assert.equal(await settledEntries(ctx, active.id), 1);
+    assert.equal((await jobsOf(ctx, other.id)).length, 1);
+    assert.deepEqual(await entriesOf(ctx, schedule.id), []);
+    assert.equal((await jobsOf(ctx, project.id)).length, 0);
     assert.equal((await getSchedule(a, schedule)).lastFiring, null);
     const deleted = await a.request(
       'DELETE',
       `/v2/admin/projects/${project.id}/schedules/${schedule.id}`,
     );
     assert.equal(deleted.status, 204);
-    await fire(a.service.ctx, { id: randomUUID(), data: { scheduleId: schedule.id } });
-    assert.equal((await jobsOf(a.service.ctx, project.id)).length, 0);
+    await fire(ctx, { id: randomUUID(), data: { scheduleId: schedule.id } });
+    assert.equal((await jobsOf(ctx, project.id)).length, 0);
   });
 
   test('the job of a firing: its prompt, mode, model and creator', () => {

@@ -2,15 +2,23 @@
 // MCP clients bound a tool call's time (60 s by default in the SDK's client), so the default
 // wait stays under that; progress notifications let clients that reset their timeout on
 // progress wait longer.
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
-import { ErrandError, type Job } from '../../client/index.ts';
+import { type Clock, ErrandError, type Job } from '../../client/index.ts';
 import { attempt, describeJob, result } from '../results.ts';
 import { jobIdField, projectIdField, projectOf, type RegisterTool, STATUS_GUIDE } from '../tool.ts';
 
 const MAX_WAIT_SECONDS = 600;
 const DEFAULT_WAIT_SECONDS = 45;
 const HEARTBEAT_MS = 10_000;
+
+const realClock: Clock = {
+  now: () => Date.now(),
+  sleep: async (ms, signal) => {
+    await sleep(ms, undefined, signal ? { signal } : {});
+  },
+};
 
 const DESCRIPTION = `Wait for an Errand job to finish: blocks until its status is completed, failed or archived, or until timeoutSeconds pass (default ${DEFAULT_WAIT_SECONDS}, at most ${MAX_WAIT_SECONDS}), then returns the job record.
 
@@ -44,14 +52,15 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
     ({ jobId, projectId, timeoutSeconds }, extra) =>
       attempt(async (): Promise<CallToolResult> => {
         const project = projectOf(deps, projectId);
-        const started = Date.now();
+        const clock = deps.clock ?? realClock;
+        const started = clock.now();
         const token = extra._meta?.progressToken;
         let status = 'unknown';
         let reported = 0;
         const progress = () => {
           if (token === undefined) return;
           // Progress must grow at each notification, also for two within a millisecond.
-          reported = Math.max(reported + 0.001, (Date.now() - started) / 1000);
+          reported = Math.max(reported + 0.001, (clock.now() - started) / 1000);
           const elapsed = Math.floor(reported);
           extra
             .sendNotification({
@@ -67,7 +76,17 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
               // The client went away; the wait ends with its request.
             });
         };
-        const heartbeat = setInterval(progress, HEARTBEAT_MS);
+        const ended = new AbortController();
+        const heartbeat = (async () => {
+          // Ends when the wait does: its sleep rejects with the abort, which is not an error.
+          while (
+            await clock.sleep(HEARTBEAT_MS, ended.signal).then(
+              () => true,
+              () => false,
+            )
+          )
+            progress();
+        })();
         try {
           const job = await deps.client.waitForJob(jobId, {
             projectId: project,
@@ -90,7 +109,8 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
             job,
           );
         } finally {
-          clearInterval(heartbeat);
+          ended.abort();
+          await heartbeat;
         }
       }),
   );
