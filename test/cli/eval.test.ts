@@ -179,7 +179,7 @@ describe('errand eval from-git', () => {
     // Without --project no forge is asked: the fixed issue is named, its text not read.
     assert.match(
       run.stdout,
-      /^ {2}#7: its text was not found: no --project \(issues are read from the project's forge\); the prompt names it only$/m,
+      /^ {2}#7: its text was not read: no --project \(issues are read from the project's forge\); the prompt names it only$/m,
     );
     const dropped = (sha: string) =>
       run.stdout.split('\n').find((l) => l.startsWith(`  dropped ${short(sha)}`)) ?? '';
@@ -252,7 +252,7 @@ describe('errand eval from-git', () => {
     assert.equal(out.code, 0, out.stderr + out.stdout);
     assert.match(
       out.stdout,
-      /^ {2}#7: its text was not found: --no-issues; the prompt names it only$/m,
+      /^ {2}#7: its text was not read: --no-issues; the prompt names it only$/m,
     );
     const one = parse(await readFile(join(work, 'one.yaml'), 'utf8'));
     // With only tests/add_*.sh as tests, the merge (tests/div_test.sh) is code only.
@@ -839,7 +839,7 @@ describe('errand eval from-git --project: the text of the issue a commit fixes',
     assert.equal(plain.code, 0, plain.stderr + plain.stdout);
     assert.match(
       plain.stdout,
-      /^ {2}#7: its text was not found: project prj_\w+ is on a plain git remote, without a forge;/m,
+      /^ {2}#7: its text was not read: project prj_\w+ is on a plain git remote, without a forge;/m,
     );
     const asked = gh.requests.length;
     const unknown = await fromGit('prj_00000000000000000000', 'unknown.yaml');

@@ -799,7 +799,7 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
       }
       if (collection === 'issues' && record.method === 'GET' && sub === undefined) {
         // GET /projects/:id/issues/:issue_iid
-        if (!iidPart || !/^\d+$/.test(iidPart)) return refuse('unsupported issues endpoint');
+        if (!iidPart || !/^\d+$/.test(iidPart)) return refuse('unsupported endpoint');
         const issue = issues.find(
           (i) => i.projectPath === project.path && i.iid === Number(iidPart),
         );

@@ -238,9 +238,10 @@ const FROM_GIT_DETAILS = `SWE-bench style tasks from REPO's own history (REPO is
 commits of --range (default: the last 200 of HEAD), so that a merged pull request is one task,
 and keeps those that changed code and tests. A task starts from the parent commit with only the
 commit's test changes (branch errand-eval/<sha12> in REPO, pushed to --push REMOTE); its prompt
-is the commit message, and with --project the title and body of each issue it fixes ("Fixes #12",
-read from the project's forge through the API, each body cut at ${MAX_ISSUE_CHARS.toLocaleString('en')} characters); its check is --test-cmd with {files} replaced by the commit's test files
-and {dirs} by their folders (./pkg/x; for Go: 'go test {dirs}'), shell-quoted.
+is the commit message and, with --project, the title and body of each issue it fixes ("Fixes
+#12"), read from the project's forge through the API (each body cut at ${MAX_ISSUE_CHARS.toLocaleString('en')} characters);
+its check is --test-cmd with {files} replaced by the commit's test files and {dirs} by their
+folders (./pkg/x; for Go: 'go test {dirs}'), shell-quoted.
 
 Each task is tried in a temporary worktree: --setup, then the check at the start (it must fail)
 and with the commit's real fix (it must pass); one that does not is dropped, and said why. These
@@ -350,15 +351,11 @@ const fromGit = defineCommand({
       });
       const repo = new LocalRepository(git, top);
       const target = await targetOf(repo, values);
-      const issues = await issueSource(
-        io,
-        values['data-dir'],
-        target,
-        values['no-issues'] === true,
-      );
       const setupNetwork = values['setup-network'] === true;
       if (setupNetwork && values.setup === undefined)
         throw new UsageError('--setup-network is about the --setup command: give one');
+      const skipIssues = values['no-issues'] === true;
+      const issues = await issueSource(io, values['data-dir'], target, skipIssues);
       const runner = await commandRunner(values.unsandboxed === true, setupNetwork, io.env);
       io.stdout.write(
         runner.confined

@@ -155,20 +155,20 @@ async function promptWithIssues(
 ): Promise<string> {
   const read: ForgeIssue[] = [];
   const unread: string[] = [];
-  const notRead = (ref: string, why: string) => {
+  const without = (ref: string, why: string) => {
     unread.push(ref);
-    say(`  ${ref}: its text was not found: ${why}; the prompt names it only`);
+    say(`  ${ref}: its text was ${why}; the prompt names it only`);
   };
   for (const ref of fixedIssues(message)) {
     const number = Number(/^#(\d+)$/.exec(ref)?.[1] ?? Number.NaN);
-    if (typeof issues !== 'function') notRead(ref, issues.notRead);
+    if (typeof issues !== 'function') without(ref, `not read: ${issues.notRead}`);
     else if (!Number.isSafeInteger(number) || number < 1)
-      notRead(ref, 'an issue of another repository');
+      without(ref, 'not read: an issue of another repository');
     else if (read.length >= MAX_ISSUES_READ)
-      notRead(ref, `at most ${MAX_ISSUES_READ} issues are read per task`);
+      without(ref, `not read: at most ${MAX_ISSUES_READ} issues are read per task`);
     else {
       const text = await issues(number);
-      if ('missing' in text) notRead(ref, text.missing);
+      if ('missing' in text) without(ref, `not found: ${text.missing}`);
       else {
         read.push(text.issue);
         say(`  ${ref}: its text is in the prompt ("${cut(text.issue.title, 80)}")`);
