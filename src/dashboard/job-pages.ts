@@ -190,7 +190,7 @@ function agentsField(agents: readonly FormAgent[], project: ProjectRecord): Safe
   </fieldset>`;
   });
   return html`<details class="attempt-agents"${agents.some((a) => a.engine || a.model) ? html` open` : ''}><summary>Agents of the attempts</summary>
-  <p class="muted">Which agent makes each attempt, to compare engines and models on the same task; empty: the project's engine and the job's model. Only as many as there are attempts are used.</p>
+  <p class="muted">Which agent makes each attempt, to compare engines and models on the same task; empty: the project's engine and the job's model. Give agents only to the attempts the job makes.</p>
   ${rows}
 </details>`;
 }
