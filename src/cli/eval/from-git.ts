@@ -160,10 +160,12 @@ async function promptWithIssues(
     say(`  ${ref}: its text was ${why}; the prompt names it only`);
   };
   for (const ref of fixedIssues(message)) {
-    const number = Number(/^#(\d+)$/.exec(ref)?.[1] ?? Number.NaN);
+    const digits = /^#(\d+)$/.exec(ref)?.[1];
+    const number = Number(digits);
     if (typeof issues !== 'function') without(ref, `not read: ${issues.notRead}`);
+    else if (digits === undefined) without(ref, 'not read: an issue of another repository');
     else if (!Number.isSafeInteger(number) || number < 1)
-      without(ref, 'not read: an issue of another repository');
+      without(ref, 'not read: no issue has that number');
     else if (read.length >= MAX_ISSUES_READ)
       without(ref, `not read: at most ${MAX_ISSUES_READ} issues are read per task`);
     else {
