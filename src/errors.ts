@@ -33,6 +33,9 @@ const codeToStatus = {
   rate_limited: 429,
   budget_exhausted: 429,
   internal: 500,
+  // The project's forge refused or failed a read Errand made for the caller: neither the
+  // caller's fault nor Errand's; the message is the forge's, in Errand's words.
+  forge_failed: 502,
   unavailable: 503,
 } as const satisfies Record<string, number>;
 

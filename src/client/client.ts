@@ -19,6 +19,7 @@ import {
   checkEnvironment,
   checkEvalRun,
   checkEvent,
+  checkForgeIssue,
   checkJob,
   checkList,
   checkRecord,
@@ -29,6 +30,7 @@ import {
   type EvalRun,
   type EvalRunSummary,
   type EvalSuite,
+  type ForgeIssue,
   type ForgeWebhookSecret,
   isRecord,
   type Job,
@@ -70,6 +72,7 @@ export type {
   EvalRunSummary,
   EvalSuite,
   EvalTask,
+  ForgeIssue,
   ForgeWebhookSecret,
   Job,
   JobEvent,
@@ -367,6 +370,28 @@ export class ErrandClient {
       throw notA(what, 'a forge webhook secret', status);
     checkRecord<Project>(value.project, what, status, 'a project');
     return value as ForgeWebhookSecret;
+  }
+
+  /**
+   * An issue of the project's repository as its forge (GitHub, GitLab, Gitea) tells it now,
+   * read with the project's forge credentials; GitHub and Gitea answer a pull request's number
+   * too. Errors: `not_found` when the forge has no such issue (or there is no such project),
+   * `bad_request` for a project on a plain git remote, `forge_failed` when the forge refuses or
+   * fails.
+   */
+  async getForgeIssue(
+    projectId: string,
+    number: number,
+    options: CallOptions = {},
+  ): Promise<ForgeIssue> {
+    if (!Number.isSafeInteger(number) || number < 1)
+      throw new TypeError(`the issue number must be a whole number from 1, not ${number}`);
+    const what = 'getForgeIssue';
+    const { value, status } = await this.#http.call(
+      `/v2/admin/projects/${segment(projectId, 'projectId')}/forge-issues/${number}`,
+      { method: 'GET', signal: options.signal, what },
+    );
+    return checkForgeIssue(value, what, status);
   }
 
   /** Every key, without secrets. */

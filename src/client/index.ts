@@ -26,6 +26,7 @@ export {
   type EvalSuite,
   type EvalTask,
   type EventsOptions,
+  type ForgeIssue,
   type ForgeWebhookSecret,
   type Job,
   type JobEvent,

@@ -4008,6 +4008,66 @@ export interface paths {
       };
     };
   };
+  '/v2/admin/projects/{id}/forge-issues/{number}': {
+    /**
+     * Get forge issue
+     * @description An issue of the project's repository as its forge (GitHub, GitLab, Gitea) tells it now, read with the project's forge credentials: title, body, state and page. GitHub and Gitea answer a pull request's number too, with its description. 404 when the forge has no such issue (or the credentials cannot see it); 400 for a project on a plain git remote; 502 when the forge refuses or fails.
+     */
+    get: {
+      parameters: {
+        path: {
+          /** @description The project id (prj_ and 20 characters). */
+          id: string;
+          /** @description The issue’s number (GitLab: its iid; GitHub and Gitea: a pull request’s too). */
+          number: number;
+        };
+      };
+      responses: {
+        /** @description The issue. */
+        200: {
+          content: {
+            'application/json': components['schemas']['ForgeIssue'];
+          };
+        };
+        /** @description Bad input: the message names the field (codes bad_request, invalid_json, invalid_prompt, model_unavailable). */
+        400: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Missing, malformed, unknown or revoked API key (WWW-Authenticate: Bearer). */
+        401: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The key is not valid for this project, or the route needs an admin key (forbidden); or the user lacks the route's role (viewer_required, member_required, maintainer_required, admin_required). */
+        403: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description Not found, or of another project. */
+        404: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The project's forge refused or failed the read (forge_failed): the message says what it answered and what to check. */
+        502: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+        /** @description The database is unavailable or the server is stopping; Retry-After says when to try again. */
+        503: {
+          content: {
+            'application/json': components['schemas']['Error'];
+          };
+        };
+      };
+    };
+  };
   '/v2/admin/audit': {
     /**
      * List audit log
@@ -5299,6 +5359,7 @@ export interface components {
         | 'rate_limited'
         | 'budget_exhausted'
         | 'internal'
+        | 'forge_failed'
         | 'unavailable';
       /** @description Also in the X-Request-Id header; the server log has it. */
       requestId: string;
@@ -5521,6 +5582,25 @@ export interface components {
         inputTokens: number;
         outputTokens: number;
       }[];
+    };
+    /** @description An issue of the project’s repository, as its forge tells it now. */
+    ForgeIssue: {
+      /**
+       * @description The forge that answered.
+       * @enum {string}
+       */
+      forge: 'github' | 'gitlab' | 'gitea';
+      /** @description The issue’s number (GitLab: its iid), or the pull request’s. */
+      number: number;
+      title: string;
+      /** @description Its description, as the forge keeps it (Markdown); empty when none. */
+      body: string;
+      /** @enum {string} */
+      state: 'open' | 'closed';
+      /** @description The page a person opens. */
+      url: string;
+      /** @description Whether the number is a pull request’s: GitHub’s and Gitea’s issues answer those too, with the pull request’s description. */
+      pullRequest: boolean;
     };
     /** @description An API key, without its secret. */
     Key: {

@@ -36,6 +36,21 @@ export type ForgeWebhookSecret = JsonBody<
   paths['/v2/admin/projects/{id}/forge-webhook-secret']['post']['responses'][200]
 >;
 
+/** An issue of a project's repository, as its forge tells it. */
+export type ForgeIssue = components['schemas']['ForgeIssue'];
+
+/** A forge issue: an object with a whole number, a string title and a string body. */
+export function checkForgeIssue(value: unknown, what: string, status: number): ForgeIssue {
+  if (
+    !isRecord(value) ||
+    typeof value.number !== 'number' ||
+    typeof value.title !== 'string' ||
+    typeof value.body !== 'string'
+  )
+    throw notA(what, 'a forge issue', status);
+  return value as ForgeIssue;
+}
+
 /** An API key without its secret. */
 export type ApiKey = components['schemas']['Key'];
 /** A new key, with the key itself: in this answer only. */

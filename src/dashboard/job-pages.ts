@@ -7,7 +7,7 @@ import type { Usage } from '../jobs/usage.ts';
 import type { Principal } from '../keys/service.ts';
 import { actorRef } from '../records/actor.ts';
 import { JOB_MODES, JOB_STATUSES, type JobMode, type JobRecord } from '../records/job.ts';
-import type { ProjectRecord } from '../records/project.ts';
+import { ENGINE_NAMES, type ProjectRecord } from '../records/project.ts';
 import { formatBytes, formatUsd, prLine, usageLine } from '../words.ts';
 import { html, SafeHtml } from './html.ts';
 import { attemptsSection } from './job-attempts.ts';
@@ -66,6 +66,8 @@ export function jobsPage(
     prompt?: string | undefined;
     mode?: string | undefined;
     attempts?: string | undefined;
+    /** Each attempt's agent as typed, by attempt (from 0). */
+    agents?: FormAgent[] | undefined;
     error?: string | undefined;
     created?: string | undefined;
   },
@@ -111,6 +113,7 @@ ${notice(form.error)}
   <textarea id="prompt" name="prompt" rows="5" required>${form.prompt ?? ''}</textarea>
   ${modeField(form.mode)}
   ${attemptsField(form.attempts, project)}
+  ${agentsField(form.agents ?? [], project)}
   <button type="submit">Create job</button>
 </form></section>`,
   );
@@ -160,6 +163,36 @@ function attemptsField(chosen: string | undefined, project: ProjectRecord): Safe
       ? html`the check command <code>${project.checkCommand}</code> judges them`
       : 'the project has no check command, so none is judged'
   }, and the first to pass (then the cheapest, then the smallest diff) becomes the pull request. Each costs as much as a job.</p>`;
+}
+
+/** An attempt's agent as the new-job form has it: its engine and model fields, as typed. */
+export interface FormAgent {
+  engine: string;
+  model: string;
+}
+
+/**
+ * Each attempt's agent on the create form (best-of-N across engines and models): an engine and
+ * a model per attempt, each empty for the project's engine and the job's model.
+ */
+function agentsField(agents: readonly FormAgent[], project: ProjectRecord): SafeHtml {
+  const rows = Array.from({ length: MAX_ATTEMPTS }, (_, i) => {
+    const n = i + 1;
+    const chosen = agents[i] ?? { engine: '', model: '' };
+    return html`<fieldset class="attempt-agent"><legend>Attempt ${n}</legend>
+    <label for="engine${n}">Engine</label>
+    <select id="engine${n}" name="engine${n}">
+      <option value="" ${chosen.engine === '' ? html`selected` : ''}>the project's (${project.engine})</option>
+      ${ENGINE_NAMES.map((name) => html`<option value="${name}" ${chosen.engine === name ? html`selected` : ''}>${name}</option>`)}
+    </select>
+    <label for="model${n}">Model</label>
+    <input id="model${n}" name="model${n}" value="${chosen.model}" placeholder="the job's model (provider:model)">
+  </fieldset>`;
+  });
+  return html`<details class="attempt-agents"${agents.some((a) => a.engine || a.model) ? html` open` : ''}><summary>Agents of the attempts</summary>
+  <p class="muted">Which agent makes each attempt, to compare engines and models on the same task; empty: the project's engine and the job's model. Give agents only to the attempts the job makes.</p>
+  ${rows}
+</details>`;
 }
 
 /** The mode picker of the create and follow-up forms; code first, the default. */

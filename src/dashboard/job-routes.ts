@@ -23,9 +23,9 @@ import { actorLabel, actorNames } from './actors.ts';
 import { parseDiff, renderDiff } from './diff.ts';
 import { html, SafeHtml } from './html.ts';
 import { imagePath, registerJobImages } from './job-images.ts';
-import { archivePage, eventView, jobPage, jobsPage } from './job-pages.ts';
+import { archivePage, eventView, type FormAgent, jobPage, jobsPage } from './job-pages.ts';
 import { renderMarkdown } from './markdown.ts';
-import { type Form, parse, sendPage, visibleProject } from './requests.ts';
+import { type Form, given, parse, sendPage, visibleProject } from './requests.ts';
 
 const JOBS_PER_PAGE = 20;
 /** The events a job's page shows, and its live lines send at most at once (features/stream/). */
@@ -86,13 +86,47 @@ async function spentThisMonth(ctx: AppContext, projectId: string): Promise<Month
   return month;
 }
 
+/** The most attempts a job makes at once, as many agent rows as the form has. */
+const FORM_AGENT_ROWS = 4;
+
+/** Each attempt's agent as the form sent it (engineN, modelN), trimmed. */
+function formAgents(form: Form | undefined): FormAgent[] {
+  return Array.from({ length: FORM_AGENT_ROWS }, (_, i) => ({
+    engine: given(form ?? {}, `engine${i + 1}`) ?? '',
+    model: given(form ?? {}, `model${i + 1}`) ?? '',
+  }));
+}
+
 /**
- * The form's attempts (best-of-N, docs/eval.md): 1 or none is the usual single run; a count
- * the schema refuses is refused in its words.
+ * The form's attempts (best-of-N, docs/eval.md): a count, and each attempt's agent when one is
+ * chosen. 1 with no agent, or none, is the usual single run; a count or an agent the schema
+ * refuses is refused in its words, and an agent on a row past the count is refused rather than
+ * left out.
  */
-function formAttempts(value: string | undefined): { attempts?: { count: number } } {
-  if (value === undefined || value === '' || value === '1') return {};
-  return { attempts: { count: Number(value) } };
+function formAttempts(
+  value: string | undefined,
+  agents: readonly FormAgent[],
+): { attempts?: { count: number; agents?: { engine?: string; model?: string }[] } } {
+  const count = value === undefined || value === '' ? 1 : Number(value);
+  const named = (a: FormAgent) => a.engine !== '' || a.model !== '';
+  const extra = agents.findIndex((a, i) => named(a) && i >= count);
+  if (extra >= 0 && Number.isInteger(count))
+    throw new AppError(
+      'bad_request',
+      `attempt ${extra + 1} has an agent, but the job makes ${count} attempt${count === 1 ? '' : 's'}: choose more attempts or clear its row`,
+    );
+  const chosen = agents.slice(0, Number.isInteger(count) && count > 0 ? count : 0);
+  if (!chosen.some(named))
+    return value === undefined || value === '' || value === '1' ? {} : { attempts: { count } };
+  return {
+    attempts: {
+      count,
+      agents: chosen.map((a) => ({
+        ...(a.engine ? { engine: a.engine } : {}),
+        ...(a.model ? { model: a.model } : {}),
+      })),
+    },
+  };
 }
 
 /** The form's mode: absent (the approve button sends none) or empty is code. */
@@ -170,11 +204,12 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
       const prompt = request.body?.prompt ?? '';
       const mode = formMode(request.body);
       const attempts = request.body?.attempts;
+      const agents = formAgents(request.body);
       try {
         const body = parse(createJobBody(ctx.config.maxPromptChars), {
           prompt,
           mode,
-          ...formAttempts(attempts),
+          ...formAttempts(attempts, agents),
         });
         const attachments = await ctx.attachments.read(body.attachments);
         const { job } = await createJob(ctx, row, {
@@ -193,7 +228,7 @@ export function registerJobRoutes(pages: FastifyInstance, ctx: AppContext): void
             toProjectRecord(ctx, row),
             await spentThisMonth(ctx, row.id),
             await jobList(ctx, row.id, {}),
-            { prompt, mode, attempts, error: err.message },
+            { prompt, mode, attempts, agents, error: err.message },
           ),
         );
       }

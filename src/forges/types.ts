@@ -51,6 +51,22 @@ export interface CommentRef {
   discussionId: string | null;
 }
 
+/**
+ * An issue as the forge tells it, by its number (GitLab: iid). GitHub's and Gitea's issues
+ * endpoints answer a pull request's number too: then `pullRequest` is true and the body is the
+ * pull request's description.
+ */
+export interface ForgeIssue {
+  number: number;
+  title: string;
+  /** Its description; empty when it has none. */
+  body: string;
+  state: 'open' | 'closed';
+  /** The page a person opens. */
+  url: string;
+  pullRequest: boolean;
+}
+
 /** A user of the forge, as a webhook names them. */
 export interface ForgeUser {
   login: string;
@@ -79,6 +95,12 @@ export interface ForgeClient {
   reply(comment: CommentRef, body: string, signal?: AbortSignal): Promise<void>;
   /** Comments in the conversation of an issue or pull request. */
   comment(thread: ThreadRef, body: string, signal?: AbortSignal): Promise<void>;
+  /**
+   * The issue numbered `number`, or undefined when the forge answers that there is none (404;
+   * GitHub also 410, a deleted issue or issues turned off). The forge's 404 does not tell a
+   * missing issue from a repository the token cannot see.
+   */
+  issue(number: number, signal?: AbortSignal): Promise<ForgeIssue | undefined>;
   /** Whether the user may write to the repository (GitHub write, maintain or admin; GitLab Developer or above). */
   canWrite(user: ForgeUser, signal?: AbortSignal): Promise<boolean>;
   /** What the forge says of the pull request now. */

@@ -17,6 +17,7 @@ import { observeResponse } from './observe.ts';
 import { registerDocs, registerOpenApi } from './openapi.ts';
 import { registerAdminAuditRoute } from './routes/admin-audit.ts';
 import { registerAdminEnvironmentRoutes } from './routes/admin-environments.ts';
+import { registerAdminForgeIssueRoute } from './routes/admin-forge-issues.ts';
 import { registerAdminKeyRoutes } from './routes/admin-keys.ts';
 import { registerAdminProjectRoutes } from './routes/admin-projects.ts';
 import { registerAdminSecretRoutes } from './routes/admin-secrets.ts';
@@ -148,6 +149,7 @@ export async function buildApp(
     for (const feature of features) feature.admin?.(scope, ctx);
     registerAdminSecretRoutes(scope, ctx);
     registerAdminEnvironmentRoutes(scope, ctx);
+    registerAdminForgeIssueRoute(scope, ctx);
     registerAdminAuditRoute(scope, ctx);
   });
   // The API's document and its viewer: public, as they always were.

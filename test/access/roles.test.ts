@@ -75,6 +75,7 @@ const TABLE: Record<string, Access> = {
   'DELETE /v2/admin/projects/:id/environments': 'maintainer',
   'DELETE /v2/admin/projects/:id/environments/:key': 'maintainer',
   'POST /v2/admin/projects/:id/environments/rebuild': 'maintainer',
+  'GET /v2/admin/projects/:id/forge-issues/:number': 'maintainer',
   'POST /v2/admin/keys': 'admin',
   'GET /v2/admin/keys': 'admin',
   'GET /v2/admin/audit': 'admin',
@@ -224,6 +225,7 @@ function concrete(url: string): string {
     .replace(/\/tokens\/:id/, '/tokens/tok_00000000000000000000')
     .replace(':webhookId', 'whk_00000000000000000000')
     .replace(':deliveryId', '1')
+    .replace(':number', '1')
     .replace(':name', 'SOME_SECRET')
     .replace(':key', 'nokey')
     .replace(':granteeKind', 'group')

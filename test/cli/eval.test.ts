@@ -1,7 +1,8 @@
 // `errand eval …` as a user runs it. from-git on a generated repository (real git, the real
 // sandbox): its fix commits become tasks, the ones it should drop are dropped, the start
 // branches hold the tests without the fix, and a scripted fix passes the check while a wrong
-// one fails it. run, show, list and compare against a loopback server that answers as the eval
+// one fails it; with --project, the fixed issue's text read from the fake GitHub through the
+// real service lands in the prompt. run, show, list and compare against a loopback server that answers as the eval
 // API's contract says; the rendering of a fixed run record and the comparison, by hand.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -15,8 +16,10 @@ import { compareRuns, comparisonMarkdown, comparisonText } from '../../src/cli/e
 import { checkCommand, shellQuote } from '../../src/cli/eval/from-git.ts';
 import { resultLine, runMarkdown, runText } from '../../src/cli/eval/report.ts';
 import type { EvalResult, EvalRun } from '../../src/client/index.ts';
+import { type FakeGitHub, startFakeGitHub } from '../support/fake-github.ts';
 import { git, makeTempDir, removeDir, writeFiles } from '../support/git.ts';
 import { captureOutput, type Run, runCli } from '../support/process.ts';
+import { startTestService, type TestService } from '../support/service.ts';
 
 const MAIN = new URL('../../src/main.ts', import.meta.url).pathname;
 
@@ -173,6 +176,11 @@ describe('errand eval from-git', () => {
 
   test('says which commits were dropped and why, and that the commands ran sandboxed', () => {
     assert.match(run.stdout, /run in the sandbox \(no network/);
+    // Without --project no forge is asked: the fixed issue is named, its text not read.
+    assert.match(
+      run.stdout,
+      /^ {2}#7: its text was not read: no --project \(issues are read from the project's forge\); the prompt names it only$/m,
+    );
     const dropped = (sha: string) =>
       run.stdout.split('\n').find((l) => l.startsWith(`  dropped ${short(sha)}`)) ?? '';
     assert.match(dropped(h.mulPasses), /the check passes at the start/);
@@ -234,12 +242,18 @@ describe('errand eval from-git', () => {
       'tests/add_*.sh',
       '--project',
       'prj_demo',
+      // No service here: the project's forge is not asked for the issue's text.
+      '--no-issues',
       '--max',
       '1',
       '--out',
       'one.yaml',
     ]);
     assert.equal(out.code, 0, out.stderr + out.stdout);
+    assert.match(
+      out.stdout,
+      /^ {2}#7: its text was not read: --no-issues; the prompt names it only$/m,
+    );
     const one = parse(await readFile(join(work, 'one.yaml'), 'utf8'));
     // With only tests/add_*.sh as tests, the merge (tests/div_test.sh) is code only.
     assert.deepEqual(
@@ -713,5 +727,126 @@ describe('errand eval run, show, list, cancel, compare', () => {
     const help = await cli(['help', 'eval', 'from-git']);
     assert.match(help.stdout, /^Usage: errand eval from-git REPO --test-cmd 'CMD \{files\}'/);
     assert.match(help.stdout, /first-parent/);
+  });
+});
+
+// ---- from-git --project: the fixed issue's text from the project's forge --------------------
+
+describe('errand eval from-git --project: the text of the issue a commit fixes', () => {
+  const TOKEN = 'ghp_evalissues0123456789abcdefghijkl';
+  let h: History;
+  let gh: FakeGitHub;
+  let svc: TestService;
+  const projects: Record<'withIssue' | 'without' | 'plain', string> = {
+    withIssue: '',
+    without: '',
+    plain: '',
+  };
+  const ISSUE_BODY = `add 2 3 prints -1.\n\nExpected 5.${'\n…'.repeat(5000)}`;
+  const fromGit = (project: string, out: string) =>
+    runCli(svc, [
+      'eval',
+      'from-git',
+      h.dir,
+      '--test-cmd',
+      CHECK,
+      '--tests',
+      'tests/add_*.sh',
+      '--project',
+      project,
+      '--out',
+      out,
+    ]);
+  const suiteOf = async (out: string) =>
+    parse(await readFile(join(svc.database.dataDir, out), 'utf8')) as {
+      tasks: Array<Record<string, string>>;
+    };
+
+  before(async () => {
+    h = await makeHistory();
+    gh = await startFakeGitHub({ repos: ['acme/app', 'acme/empty'], token: TOKEN });
+    // Issues 1 to 6 are other people's; the commit fixes #7.
+    for (let n = 1; n < 7; n += 1)
+      gh.openIssue('acme/app', { title: `Other ${n}`, author: 'someone' });
+    gh.openIssue('acme/app', {
+      title: 'add subtracts',
+      body: ISSUE_BODY,
+      author: 'customer',
+    });
+    svc = await startTestService({ env: { ERRAND_SECRET_KEY: 'eval-from-git-issues-secret' } });
+    for (const [name, repo] of [
+      ['withIssue', 'acme/app'],
+      ['without', 'acme/empty'],
+    ] as const) {
+      const made = await svc.request('POST', '/v2/admin/projects', {
+        body: {
+          name,
+          repository: `${gh.url}/${repo}.git`,
+          forge: 'github',
+          forgeUrl: gh.apiUrl,
+          forgeToken: TOKEN,
+        },
+      });
+      assert.equal(made.status, 201, made.text);
+      projects[name] = made.json.id as string;
+    }
+    projects.plain = (await svc.createProject({ name: 'plain' })).id;
+  });
+  after(async () => {
+    gh?.assertNoUnexpected();
+    await svc?.close();
+    await gh?.close();
+    await removeDir(h?.dir);
+    await removeDir(h?.origin);
+  });
+
+  test("the issue's title and body land in the task's prompt under a heading, its body cut and said so", async () => {
+    const out = await fromGit(projects.withIssue, 'with-issue.yaml');
+    assert.equal(out.code, 0, out.stderr + out.stdout);
+    assert.match(out.stdout, /^ {2}#7: its text is in the prompt \("add subtracts"\)$/m);
+    const [task] = (await suiteOf('with-issue.yaml')).tasks;
+    const kept = ISSUE_BODY.slice(0, 8_000);
+    assert.equal(
+      task?.prompt,
+      [
+        "Fix add: it subtracted\n\nadd 2 3 gave -1. Fixes #7, and it's tested now.",
+        '## Issue #7: add subtracts',
+        `${kept}\n\n[The rest of this description, ${ISSUE_BODY.length - 8_000} more characters, was cut: ${gh.url}/acme/app/issues/7]`,
+      ].join('\n\n'),
+    );
+    assert.deepEqual(
+      gh.requests.filter((r) => r.operation === 'issues/get').map((r) => r.path),
+      ['/repos/acme/app/issues/7'],
+    );
+  });
+
+  test("an issue the forge has not: today's prompt, and a line saying its text was not found", async () => {
+    const out = await fromGit(projects.without, 'without.yaml');
+    assert.equal(out.code, 0, out.stderr + out.stdout);
+    assert.match(
+      out.stdout,
+      /^ {2}#7: its text was not found: GitHub has no issue #7 in the project's repository.*; the prompt names it only$/m,
+    );
+    const [task] = (await suiteOf('without.yaml')).tasks;
+    assert.equal(
+      task?.prompt,
+      "Fix add: it subtracted\n\nadd 2 3 gave -1. Fixes #7, and it's tested now.\n\n(The issue this is about: #7.)",
+    );
+  });
+
+  test('a project without a forge is said so; an unknown project stops from-git before it walks', async () => {
+    const plain = await fromGit(projects.plain, 'plain.yaml');
+    assert.equal(plain.code, 0, plain.stderr + plain.stdout);
+    assert.match(
+      plain.stdout,
+      /^ {2}#7: its text was not read: project prj_\w+ is on a plain git remote, without a forge;/m,
+    );
+    const asked = gh.requests.length;
+    const unknown = await fromGit('prj_00000000000000000000', 'unknown.yaml');
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /project prj_00000000000000000000 not found \(HTTP 404\)/);
+    assert.doesNotMatch(unknown.stdout, /trying/);
+    assert.equal(gh.requests.length, asked);
+    await assert.rejects(readFile(join(svc.database.dataDir, 'unknown.yaml')));
   });
 });

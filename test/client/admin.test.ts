@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { ErrandClient, ErrandError } from '../../src/client/index.ts';
+import { startFakeGitHub } from '../support/fake-github.ts';
 import { startTestService, type TestService } from '../support/service.ts';
 import { storeDelivery } from '../support/stored-deliveries.ts';
 
@@ -91,6 +92,46 @@ describe('typed client: the admin API', () => {
     const refused = await expectError(admin.createForgeWebhookSecret(plain.id));
     assert.equal(refused.status, 400);
     assert.match(refused.serverMessage ?? '', /plain git/);
+  });
+
+  test('projects: an issue of the forge, the one it has not, a project without one', async () => {
+    const token = 'ghp_clientissues0123456789abcdefghij';
+    const gh = await startFakeGitHub({ repos: ['acme/app'], token });
+    try {
+      const project = await admin.createProject({
+        name: 'issues',
+        repository: `${gh.url}/acme/app.git`,
+        forge: 'github',
+        forgeUrl: gh.apiUrl,
+        forgeToken: token,
+      });
+      const opened = gh.openIssue('acme/app', {
+        title: 'Totals are off by one',
+        body: 'The last line is skipped.',
+        author: 'customer',
+      });
+      assert.deepEqual(await admin.getForgeIssue(project.id, opened.number), {
+        forge: 'github',
+        number: opened.number,
+        title: 'Totals are off by one',
+        body: 'The last line is skipped.',
+        state: 'open',
+        url: opened.htmlUrl,
+        pullRequest: false,
+      });
+      const missing = await expectError(admin.getForgeIssue(project.id, 77));
+      assert.equal(missing.code, 'not_found');
+      assert.match(missing.serverMessage ?? '', /no issue #77/);
+      const plain = await admin.createProject({ name: 'plain', repository: svc.database.dataDir });
+      const refused = await expectError(admin.getForgeIssue(plain.id, 1));
+      assert.equal(refused.code, 'bad_request');
+      const asked = gh.requests.length;
+      await assert.rejects(admin.getForgeIssue(project.id, 0), TypeError);
+      assert.equal(gh.requests.length, asked);
+      gh.assertNoUnexpected();
+    } finally {
+      await gh.close();
+    }
   });
 
   test('keys: create (shown once), list without secrets, revoke', async () => {

@@ -1,6 +1,6 @@
 // Best-of-N on the dashboard (docs/eval.md), against a real service without a worker: the
 // project form's check command (saved, shown again, cleared), the new-job form's count of
-// attempts (stored with the turn; a count or mode the API refuses is refused in its words,
+// attempts and each attempt's agent (stored with the turn; a count or mode the API refuses is refused in its words,
 // nothing made), and the job page's attempts (each attempt's agent, outcome, check, cost, diff
 // and branch, the winner marked, a failed check's output tail escaped; none for a plain job).
 import assert from 'node:assert/strict';
@@ -120,6 +120,64 @@ describe('dashboard: best-of-N', () => {
     assert.equal(asked.status, 400, asked.text);
     assert.match(asked.text, /&quot;attempts&quot; needs mode &quot;code&quot;/);
     assert.match(asked.text, /<option value="2" selected>2<\/option>/);
+    assert.equal(await countJobs(), before, 'a refused form made a job');
+  });
+
+  test("the new-job form: each attempt's agent (engine, model) goes with the count; an agent past the count or one the API refuses is refused", async () => {
+    const jobs = `/projects/${projectId}/jobs`;
+    const list = await getPage(svc, admin, jobs);
+    for (const n of [1, 2, 3, 4]) {
+      assert.match(list.text, new RegExp(`<select id="engine${n}" name="engine${n}"`));
+      assert.match(list.text, new RegExp(`<input id="model${n}" name="model${n}" value=""`));
+    }
+    assert.match(list.text, /<option value="" selected>the project's \(errand\)<\/option>/);
+    assert.match(list.text, /<option value="claude-code" >claude-code<\/option>/);
+
+    const bestOf = async (location: string | null | undefined) => {
+      const id = /created=(job_\w+)/.exec(location ?? '')?.[1] ?? '';
+      return (
+        await svc.service.ctx.db
+          .selectFrom('turns')
+          .select('best_of')
+          .where('job_id', '=', id)
+          .executeTakeFirstOrThrow()
+      ).best_of;
+    };
+    const made = await postForm(svc, admin, jobs, {
+      prompt: 'two agents, three attempts',
+      attempts: '3',
+      engine1: 'claude-code',
+      model1: '',
+      engine2: '',
+      model2: ' anthropic:claude-sonnet-4-5 ',
+      engine3: '',
+      model3: '',
+    });
+    assert.equal(made.status, 303, made.text);
+    assert.deepEqual(await bestOf(made.location), {
+      count: 3,
+      agents: [{ engine: 'claude-code' }, { model: 'anthropic:claude-sonnet-4-5' }, {}],
+    });
+
+    const before = await countJobs();
+    const past = await postForm(svc, admin, jobs, {
+      prompt: 'one attempt, two agents',
+      attempts: '1',
+      engine2: 'codex',
+    });
+    assert.equal(past.status, 400, past.text);
+    assert.match(past.text, /attempt 2 has an agent, but the job makes 1 attempt/);
+    // The form keeps what was chosen, and opens the agents.
+    assert.match(past.text, /<option value="codex" selected>codex<\/option>/);
+    assert.match(past.text, /<details class="attempt-agents" open>/);
+    const badModel = await postForm(svc, admin, jobs, {
+      prompt: 'a bad model',
+      attempts: '2',
+      model1: 'no-provider',
+    });
+    assert.equal(badModel.status, 400, badModel.text);
+    assert.match(badModel.text, /&quot;model&quot; must look like provider:model/);
+    assert.match(badModel.text, /<input id="model1" name="model1" value="no-provider"/);
     assert.equal(await countJobs(), before, 'a refused form made a job');
   });
 

@@ -100,6 +100,7 @@ const ERRAND_OPERATIONS = [
   'get /v2/admin/projects/{id}/secrets',
   'delete /v2/admin/projects/{id}/secrets/{name}',
   'get /v2/admin/projects/{id}/environments',
+  'get /v2/admin/projects/{id}/forge-issues/{number}',
   'delete /v2/admin/projects/{id}/environments',
   'delete /v2/admin/projects/{id}/environments/{key}',
   'post /v2/admin/projects/{id}/environments/rebuild',
@@ -237,6 +238,7 @@ describe('OpenAPI document', () => {
       'Error',
       'EvalRun',
       'EvalRunSummary',
+      'ForgeIssue',
       'Key',
       'Project',
       'ProjectRole',
@@ -275,6 +277,7 @@ describe('OpenAPI document', () => {
         'ProjectRole',
       ],
       ['post /v2/admin/users/{id}/deactivate', '200', 'The user.', 'User'],
+      ['get /v2/admin/projects/{id}/forge-issues/{number}', '200', 'The issue.', 'ForgeIssue'],
     ] as const) {
       const answer = operation(doc, route).responses[status];
       assert.equal(answer?.description, description, route);

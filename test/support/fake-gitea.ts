@@ -1,5 +1,5 @@
 // A stateful fake of Gitea's REST API v1 (the pull request endpoints Errand uses, with their
-// reviews, merge and the commit statuses of their head; Forgejo speaks the same) on 127.0.0.1. It checks the token, keeps pull requests between calls, pages lists
+// reviews, merge and the commit statuses of their head, and issues; Forgejo speaks the same) on 127.0.0.1. It checks the token, keeps pull requests between calls, pages lists
 // the way Gitea does (`page`/`limit`, capped at 50, `X-Total-Count`), validates bodies and
 // answers errors with Gitea's status and `{message, url}` shape, and records every request.
 // Anything it does not support, or a real Gitea would ignore but is probably a mistake (an
@@ -118,6 +118,7 @@ export interface FakeGiteaIssue {
   body: string;
   author: string;
   htmlUrl: string;
+  state: 'open' | 'closed';
 }
 
 /** A comment on an issue or pull request; a review comment (on a line) has a path. */
@@ -178,7 +179,7 @@ export interface FakeGitea {
   /** Opens an issue, as a person would; issues and pull requests share their numbers. */
   openIssue(
     repoPath: string,
-    issue: { title: string; body?: string; author: string },
+    issue: { title: string; body?: string; author: string; state?: 'open' | 'closed' },
   ): FakeGiteaIssue;
   /** Writes a comment, as a person would; with `path`, a review comment on a line. */
   addComment(repoPath: string, comment: NewGiteaComment): FakeGiteaComment;
@@ -634,6 +635,37 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
       return send(200, '');
     }
 
+    /**
+     * GET /repos/{owner}/{repo}/issues/{index}: the issue, or the pull request of that number
+     * as Gitea tells one as an issue (with `pull_request`).
+     */
+    function issueAnswer(repo: RepoState, number: number) {
+      const repoPath = `${repo.owner}/${repo.name}`;
+      const issue = issues.find((i) => i.repoPath === repoPath && i.number === number);
+      const pull = pulls.find((p) => p.repoId === repo.id && p.number === number);
+      if (!issue && !pull) return send(404, apiError('issue does not exist'));
+      const html = issue?.htmlUrl ?? `${url}/${repoPath}/pulls/${number}`;
+      const state = issue?.state ?? pull?.state ?? 'open';
+      return send(200, {
+        id: 3000 + number,
+        url: `${url}${apiPrefix}/repos/${repoPath}/issues/${number}`,
+        html_url: html,
+        number,
+        user: userJson(issue?.author ?? tokenUser),
+        title: issue?.title ?? pull?.title ?? '',
+        body: issue?.body ?? pull?.body ?? '',
+        labels: [],
+        state,
+        comments: comments.filter((c) => c.repoPath === repoPath && c.number === number).length,
+        created_at: now(),
+        updated_at: now(),
+        closed_at: state === 'closed' ? now() : null,
+        pull_request: pull
+          ? { merged: pull.merged, merged_at: pull.mergedAt, html_url: html }
+          : null,
+      });
+    }
+
     /** Comments, reactions and permissions: what Errand says on issues and pull requests. */
     function conversation(
       repo: RepoState,
@@ -654,6 +686,8 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
         if (!permission) return send(404, apiError('user does not exist'));
         return send(200, { permission, role_name: permission, user: userJson(part) });
       }
+      if (record.method === 'GET' && part && /^\d+$/.test(part) && rest.length === 0)
+        return issueAnswer(repo, Number(part));
       if (record.method !== 'POST') return refuse('unsupported method');
       if (options.access === 'read')
         return send(
@@ -1000,6 +1034,7 @@ export async function startFakeGitea(options: FakeGiteaOptions): Promise<FakeGit
         body: issue.body ?? '',
         author: issue.author,
         htmlUrl: `${url}/${repo.owner}/${repo.name}/issues/${number}`,
+        state: issue.state ?? 'open',
       };
       issues.push(stored);
       return { ...stored };

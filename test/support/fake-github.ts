@@ -1,5 +1,5 @@
 // A stateful fake of the GitHub REST endpoints Errand uses (pull requests, their reviews, checks
-// and merge, Actions job logs, GitHub App installation tokens) on 127.0.0.1. Requests are checked against GitHub's published OpenAPI
+// and merge, issues, Actions job logs, GitHub App installation tokens) on 127.0.0.1. Requests are checked against GitHub's published OpenAPI
 // description (@octokit/openapi) and refused the way GitHub refuses them; anything the fake does
 // not serve, or that the description forbids, is recorded in `unexpected` so tests can fail on it.
 
@@ -97,6 +97,7 @@ export interface FakeIssue {
   body: string;
   author: string;
   htmlUrl: string;
+  state: 'open' | 'closed';
 }
 
 /** A comment on an issue or pull request: in its conversation (`issue`) or on a line (`line`). */
@@ -199,7 +200,10 @@ export interface FakeGitHub {
   /** Makes every installation token minted so far invalid (app suspended, token revoked). */
   revokeInstallationTokens(): void;
   /** Opens an issue, as a person on GitHub would; it shares pull requests' numbers. */
-  openIssue(repo: string, issue: { title: string; body?: string; author: string }): FakeIssue;
+  openIssue(
+    repo: string,
+    issue: { title: string; body?: string; author: string; state?: 'open' | 'closed' },
+  ): FakeIssue;
   /** Writes a comment, as a person on GitHub would. */
   addComment(
     repo: string,
@@ -839,6 +843,65 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
 
   const findPull = (repo: string, number: string): StoredPull | undefined =>
     pulls.find((p) => p.repo === repo && String(p.number) === number);
+  /** An issue as GitHub's issues endpoint answers it; a pull request's number answers it as one. */
+  const issueJson = (repo: string, number: string): Record<string, unknown> | undefined => {
+    const apiRepo = `${origin}${prefix}/repos/${repo}`;
+    const issue = issues.find((i) => i.repo === repo && String(i.number) === number);
+    const pull = findPull(repo, number);
+    const fields = issue
+      ? { ...issue, pullRequest: undefined }
+      : pull
+        ? {
+            number: pull.number,
+            title: pull.title,
+            body: pull.body ?? '',
+            author: 'errand-bot',
+            htmlUrl: pull.htmlUrl,
+            state: pull.state,
+            pullRequest: pull,
+          }
+        : undefined;
+    if (!fields) return undefined;
+    const url = `${apiRepo}/issues/${fields.number}`;
+    return {
+      id: 4000 + fields.number,
+      node_id: `I_fake${fields.number}`,
+      url,
+      repository_url: apiRepo,
+      labels_url: `${url}/labels{/name}`,
+      comments_url: `${url}/comments`,
+      events_url: `${url}/events`,
+      html_url: fields.htmlUrl,
+      number: fields.number,
+      state: fields.state,
+      title: fields.title,
+      // GitHub sends null for an empty body.
+      body: fields.body === '' ? null : fields.body,
+      user: userJson(fields.author),
+      labels: [],
+      assignee: null,
+      milestone: null,
+      locked: false,
+      comments: comments.filter((c) => c.repo === repo && String(c.number) === number).length,
+      created_at: isoSeconds(new Date(clock())),
+      updated_at: isoSeconds(new Date(clock())),
+      closed_at: fields.state === 'closed' ? isoSeconds(new Date(clock())) : null,
+      author_association: 'OWNER',
+      ...(fields.pullRequest
+        ? {
+            pull_request: {
+              url: `${apiRepo}/pulls/${fields.number}`,
+              html_url: fields.htmlUrl,
+              diff_url: `${fields.htmlUrl}.diff`,
+              patch_url: `${fields.htmlUrl}.patch`,
+              merged_at: fields.pullRequest.mergedAt
+                ? isoSeconds(fields.pullRequest.mergedAt)
+                : null,
+            },
+          }
+        : {}),
+    };
+  };
 
   const specs: RouteSpec[] = [
     {
@@ -922,6 +985,15 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
           diffHunk: null,
         });
         return { status: 201, body: issueCommentJson(comment) };
+      },
+    },
+    {
+      method: 'GET',
+      template: '/repos/{owner}/{repo}/issues/{issue_number}',
+      handle: ({ params, repo }) => {
+        const issue = issueJson(repo, params.issue_number ?? '');
+        // Asking for an issue that is not there is a fair question: GitHub's 404 answers it.
+        return issue ? { status: 200, body: issue } : failure(404, 'Not Found');
       },
     },
     {
@@ -1705,6 +1777,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions): Promise<FakeG
         body: issue.body ?? '',
         author: issue.author,
         htmlUrl: `${origin}/${full}/issues/${number}`,
+        state: issue.state ?? 'open',
       };
       issues.push(stored);
       return { ...stored };

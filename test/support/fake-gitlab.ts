@@ -1,5 +1,5 @@
-// A stateful fake of GitLab's REST API v4 (the merge request endpoints Errand uses, and what the
-// pull request watch reads: pipelines, jobs and their traces, commit statuses, approvals, the
+// A stateful fake of GitLab's REST API v4 (the merge request endpoints Errand uses, issues, and
+// what the pull request watch reads: pipelines, jobs and their traces, commit statuses, approvals, the
 // merge) on 127.0.0.1. It checks the token, keeps merge requests and pipelines between calls,
 // validates bodies and answers errors the way GitLab does (status and JSON shape), and records
 // every request.
@@ -119,6 +119,7 @@ export interface FakeGitLabIssue {
   description: string;
   author: string;
   webUrl: string;
+  state: 'opened' | 'closed';
 }
 
 /** A note (comment) on an issue or merge request, in a discussion; a line note has a position. */
@@ -167,7 +168,7 @@ export interface FakeGitLab {
   /** Opens an issue, as a person on GitLab would. */
   openIssue(
     projectPath: string,
-    issue: { title: string; description?: string; author: string },
+    issue: { title: string; description?: string; author: string; state?: 'opened' | 'closed' },
   ): FakeGitLabIssue;
   /** Writes a note, as a person would: in a new discussion, or in `discussionId`'s. */
   addNote(
@@ -796,6 +797,29 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
           web_url: `${url}/${user.username}`,
         });
       }
+      if (collection === 'issues' && record.method === 'GET' && sub === undefined) {
+        // GET /projects/:id/issues/:issue_iid
+        if (!iidPart || !/^\d+$/.test(iidPart)) return refuse('unsupported endpoint');
+        const issue = issues.find(
+          (i) => i.projectPath === project.path && i.iid === Number(iidPart),
+        );
+        if (!issue) return send(404, { message: '404 Not found' });
+        return send(200, {
+          id: 7000 + issues.indexOf(issue),
+          iid: issue.iid,
+          project_id: project.id,
+          title: issue.title,
+          // GitLab sends null for an issue without a description.
+          description: issue.description === '' ? null : issue.description,
+          state: issue.state,
+          author: userJson(issue.author),
+          web_url: issue.webUrl,
+          created_at: now(),
+          updated_at: now(),
+          closed_at: issue.state === 'closed' ? now() : null,
+          labels: [],
+        });
+      }
       if (record.method !== 'POST') return refuse('unsupported endpoint');
       if (!iidPart || !/^\d+$/.test(iidPart)) return refuse('unsupported endpoint');
       const iid = Number(iidPart);
@@ -1099,6 +1123,7 @@ export async function startFakeGitLab(options: FakeGitLabOptions): Promise<FakeG
         description: issue.description ?? '',
         author: issue.author,
         webUrl: `${url}/${project.path}/-/issues/${iid}`,
+        state: issue.state ?? 'opened',
       };
       issues.push(stored);
       return { ...stored };

@@ -18,7 +18,7 @@ import {
 } from '../command.ts';
 import { CliError, EXIT, UsageError } from '../errors.ts';
 import { compareRuns, comparisonMarkdown, comparisonText } from './compare.ts';
-import { DEFAULT_TEST_GLOBS, tasksFromGit } from './from-git.ts';
+import { DEFAULT_TEST_GLOBS, type IssueSource, MAX_ISSUE_CHARS, tasksFromGit } from './from-git.ts';
 import { LocalRepository } from './history.ts';
 import { isSettled, resultLine, runListLine, runMarkdown, runText } from './report.ts';
 import { commandRunner } from './runner.ts';
@@ -238,8 +238,10 @@ const FROM_GIT_DETAILS = `SWE-bench style tasks from REPO's own history (REPO is
 commits of --range (default: the last 200 of HEAD), so that a merged pull request is one task,
 and keeps those that changed code and tests. A task starts from the parent commit with only the
 commit's test changes (branch errand-eval/<sha12> in REPO, pushed to --push REMOTE); its prompt
-is the commit message; its check is --test-cmd with {files} replaced by the commit's test files
-and {dirs} by their folders (./pkg/x; for Go: 'go test {dirs}'), shell-quoted.
+is the commit message and, with --project, the title and body of each issue it fixes ("Fixes
+#12"), read from the project's forge through the API (each body cut at ${MAX_ISSUE_CHARS.toLocaleString('en')} characters);
+its check is --test-cmd with {files} replaced by the commit's test files and {dirs} by their
+folders (./pkg/x; for Go: 'go test {dirs}'), shell-quoted.
 
 Each task is tried in a temporary worktree: --setup, then the check at the start (it must fail)
 and with the commit's real fix (it must pass); one that does not is dropped, and said why. These
@@ -254,7 +256,41 @@ the suite goes to --out (default suite.yaml).
   --paths GLOB      only commits whose code changes touch these paths (repeat it)
   --project ID      the project the tasks run in; or --repository URL (default: the URL of
                     --push's remote, else origin's)
+  --no-issues       with --project: do not read the fixed issues' text (no service needed)
 `;
+
+/**
+ * Where the text of the issues a commit fixes comes from: with --project, the project's forge
+ * through the API (the project is read first, so that an unreachable service, a refused key or
+ * an unknown project stop from-git before it walks); else nothing, and why.
+ */
+async function issueSource(
+  io: Io,
+  dataDir: string | undefined,
+  target: { project: string } | { repository: string },
+  skip: boolean,
+): Promise<IssueSource> {
+  if (skip) return { notRead: '--no-issues' };
+  if (!('project' in target))
+    return { notRead: "no --project (issues are read from the project's forge)" };
+  const projectId = target.project;
+  return withAdminClient(io, dataDir, async (client) => {
+    const project = await client.getProject(projectId);
+    if (project.forge.kind === 'git')
+      return { notRead: `project ${projectId} is on a plain git remote, without a forge` };
+    return async (number: number) => {
+      try {
+        return { issue: await client.getForgeIssue(projectId, number) };
+      } catch (err) {
+        // The API's answer for this one issue (not there, the forge failing): the task keeps
+        // today's prompt, and the user is told why.
+        if (err instanceof ErrandError)
+          return { missing: err.serverMessage ?? `${err.message} (${err.code})` };
+        throw err;
+      }
+    };
+  });
+}
 
 /** What the tasks name: --project, --repository, else the URL of --push's remote or origin. */
 async function targetOf(
@@ -290,6 +326,7 @@ const fromGit = defineCommand({
     'setup-network': { type: 'boolean' },
     out: { type: 'string', value: 'FILE' },
     push: { type: 'string', value: 'REMOTE' },
+    'no-issues': { type: 'boolean' },
     unsandboxed: { type: 'boolean' },
     ...DATA_DIR,
   },
@@ -317,6 +354,8 @@ const fromGit = defineCommand({
       const setupNetwork = values['setup-network'] === true;
       if (setupNetwork && values.setup === undefined)
         throw new UsageError('--setup-network is about the --setup command: give one');
+      const skipIssues = values['no-issues'] === true;
+      const issues = await issueSource(io, values['data-dir'], target, skipIssues);
       const runner = await commandRunner(values.unsandboxed === true, setupNetwork, io.env);
       io.stdout.write(
         runner.confined
@@ -335,6 +374,7 @@ const fromGit = defineCommand({
           target,
           setup: values.setup,
           setupNetwork,
+          issues,
         },
         (line) => io.stdout.write(`${line}\n`),
       );

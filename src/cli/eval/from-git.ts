@@ -1,12 +1,13 @@
 // `errand eval from-git`: eval tasks from a local repository's own history, SWE-bench style. A
 // first-parent commit (a merged pull request is its merge) that changed code and tests together
 // is a task: it starts from the parent with only the commit's test changes, its prompt is the
-// commit message, its check the test command on the commit's test files. A task is kept only
-// when its check fails at the start and passes with the commit's real fix, both tried in a
-// temporary worktree.
+// commit message (with the text of the issues it fixes, read from the project's forge through
+// the API), its check the test command on the commit's test files. A task is kept only when its
+// check fails at the start and passes with the commit's real fix, both tried in a temporary
+// worktree.
 import { posix } from 'node:path';
 import picomatch from 'picomatch';
-import type { EvalSuite, EvalTask } from '../../client/index.ts';
+import type { EvalSuite, EvalTask, ForgeIssue } from '../../client/index.ts';
 import { type ChangedFile, type CommitInfo, type LocalRepository, startBranch } from './history.ts';
 import { lastLine } from './report.ts';
 import type { CommandResult, CommandRunner } from './runner.ts';
@@ -93,12 +94,90 @@ function fixedIssues(message: string): string[] {
   return [...new Set([...refs].map((m) => m[1] ?? ''))].filter((r) => r !== '');
 }
 
-/** The task's prompt: the commit message, and the issues it fixes said again at the end. */
-function promptOf(message: string): string {
-  const issues = fixedIssues(message);
-  if (issues.length === 0) return message;
-  const which = issues.length === 1 ? 'issue' : 'issues';
-  return `${message}\n\n(The ${which} this is about: ${issues.join(', ')}.)`;
+/** At most this many characters of an issue's body go into a prompt; the rest is cut, and said so. */
+export const MAX_ISSUE_CHARS = 8_000;
+/** At most this many characters of an issue's title. */
+const MAX_TITLE_CHARS = 300;
+/** At most this many issues' text per task; the others are named only. */
+const MAX_ISSUES_READ = 5;
+
+/** What the project's forge answered for an issue a commit fixes: its text, or why there is none. */
+type IssueText = { issue: ForgeIssue } | { missing: string };
+
+/**
+ * Where the fixed issues' text comes from: a read of the project's forge by number, or why
+ * none is read (no --project, --no-issues, a project without a forge).
+ */
+export type IssueSource = ((number: number) => Promise<IssueText>) | { notRead: string };
+
+/** `text` cut to at most `max` characters, never in the middle of a surrogate pair. */
+function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const end = /[\uD800-\uDBFF]/.test(text.charAt(max - 1)) ? max - 1 : max;
+  return text.slice(0, end);
+}
+
+/** An issue under its heading: its title, and its body up to MAX_ISSUE_CHARS. */
+function issueSection(issue: ForgeIssue): string {
+  const what = issue.pullRequest ? 'Pull request' : 'Issue';
+  const title = cut(issue.title.replace(/\s+/g, ' ').trim(), MAX_TITLE_CHARS);
+  const whole = issue.body.trim();
+  const body = cut(whole, MAX_ISSUE_CHARS);
+  const rest =
+    body.length < whole.length
+      ? `\n\n[The rest of this description, ${whole.length - body.length} more characters, was cut: ${issue.url}]`
+      : '';
+  return `## ${what} #${issue.number}: ${title}\n\n${body || '(no description)'}${rest}`;
+}
+
+/**
+ * The task's prompt: the commit message; each fixed issue whose text was read under its own
+ * heading; the others named again at the end.
+ */
+function promptOf(message: string, read: readonly ForgeIssue[], unread: readonly string[]): string {
+  const parts = [message, ...read.map(issueSection)];
+  if (unread.length > 0) {
+    const which = unread.length === 1 ? 'issue' : 'issues';
+    parts.push(`(The ${which} this is about: ${unread.join(', ')}.)`);
+  }
+  return parts.join('\n\n');
+}
+
+/**
+ * The prompt of a kept commit: its message and the text of the issues it fixes that `issues`
+ * reads (an issue of the project's repository, `#12`; not `owner/repo#3`). `say` is told each
+ * issue's fate.
+ */
+async function promptWithIssues(
+  message: string,
+  issues: IssueSource,
+  say: (line: string) => void,
+): Promise<string> {
+  const read: ForgeIssue[] = [];
+  const unread: string[] = [];
+  const without = (ref: string, why: string) => {
+    unread.push(ref);
+    say(`  ${ref}: its text was ${why}; the prompt names it only`);
+  };
+  for (const ref of fixedIssues(message)) {
+    const digits = /^#(\d+)$/.exec(ref)?.[1];
+    const number = Number(digits);
+    if (typeof issues !== 'function') without(ref, `not read: ${issues.notRead}`);
+    else if (digits === undefined) without(ref, 'not read: an issue of another repository');
+    else if (!Number.isSafeInteger(number) || number < 1)
+      without(ref, 'not read: no issue has that number');
+    else if (read.length >= MAX_ISSUES_READ)
+      without(ref, `not read: at most ${MAX_ISSUES_READ} issues are read per task`);
+    else {
+      const text = await issues(number);
+      if ('missing' in text) without(ref, `not found: ${text.missing}`);
+      else {
+        read.push(text.issue);
+        say(`  ${ref}: its text is in the prompt ("${cut(text.issue.title, 80)}")`);
+      }
+    }
+  }
+  return promptOf(message, read, unread);
 }
 
 export interface FromGitOptions {
@@ -114,6 +193,8 @@ export interface FromGitOptions {
   setup: string | undefined;
   /** Whether the setup command may reach the network (the checks never do). */
   setupNetwork: boolean;
+  /** Where the text of the issues a commit fixes comes from. */
+  issues: IssueSource;
 }
 
 /** A commit that became a task. */
@@ -249,15 +330,15 @@ export async function tasksFromGit(
       continue;
     }
     await repo.setBranch(sha, start);
+    say(`  kept as ${startBranch(sha)}: fails at the start, passes with the real fix`);
     const task: EvalTask = {
       id: short,
       ...options.target,
       ref: startBranch(sha),
-      prompt: promptOf(candidate.commit.message),
+      prompt: await promptWithIssues(candidate.commit.message, options.issues, say),
       check,
     };
     kept.push({ sha, subject: candidate.subject, task });
-    say(`  kept as ${task.ref}: fails at the start, passes with the real fix`);
   }
   const suite: EvalSuite = { tasks: kept.map((k) => k.task) };
   return { suite, kept, dropped, walked, ignored };

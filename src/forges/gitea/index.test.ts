@@ -466,3 +466,45 @@ describe('answering on the forge', () => {
     );
   });
 });
+
+describe('issues', () => {
+  it("reads an issue's title, body, state and page; a pull request's number reads as one", async () => {
+    const opened = fake.openIssue(REPO, {
+      title: 'Login fails with a + in the e-mail',
+      body: 'Steps: sign in as a+b@example.com.',
+      author: 'reporter',
+    });
+    assert.deepEqual(await client().issue(opened.number), {
+      number: opened.number,
+      title: 'Login fails with a + in the e-mail',
+      body: 'Steps: sign in as a+b@example.com.',
+      state: 'open',
+      url: opened.htmlUrl,
+      pullRequest: false,
+    });
+    const { pullRequest } = await client().createPullRequest(
+      input({ title: 'Accept + in e-mails', body: 'Escapes the address before the lookup.' }),
+    );
+    assert.deepEqual(await client().issue(pullRequest.number), {
+      number: pullRequest.number,
+      title: 'Accept + in e-mails',
+      body: 'Escapes the address before the lookup.',
+      state: 'open',
+      url: pullRequest.url,
+      pullRequest: true,
+    });
+    fake.openIssue(REPO, { title: 'Done', author: 'reporter', state: 'closed' });
+    assert.equal((await client().issue(3))?.state, 'closed');
+  });
+
+  it('an issue Gitea does not have is undefined; other failures are ForgeErrors', async () => {
+    assert.equal(await client().issue(99), undefined);
+    fake.failNext(500);
+    const down = await forgeError(client().issue(1));
+    assert.equal(down.transient, true);
+    fake.failNext(200, {}, { number: 1, title: 'no page' });
+    const odd = await forgeError(client().issue(1));
+    assert.match(odd.message, /not its API's JSON/);
+    await assert.rejects(client({ token: 'wrong' }).issue(1), /refused the token \(401\)/);
+  });
+});

@@ -16,6 +16,7 @@ import type {
   CreatedPullRequest,
   ForgeClient,
   ForgeClientOptions,
+  ForgeIssue,
   ForgeProvider,
   ForgeUser,
   PullRequest,
@@ -78,6 +79,15 @@ const pullListSchema = z.array(pullSchema);
 const reactionSchema = z.object({ content: z.string() });
 const commentSchema = z.object({ id: z.number() });
 const permissionSchema = z.object({ permission: z.string() });
+// A pull request is an issue to Gitea too: then `pull_request` is set.
+const issueSchema = z.object({
+  number: z.number().int().positive(),
+  html_url: z.url({ protocol: /^https?$/ }),
+  title: z.string(),
+  body: z.string().nullable().optional(),
+  state: z.enum(['open', 'closed']),
+  pull_request: z.object({}).loose().nullable().optional(),
+});
 const WRITE_PERMISSIONS: ReadonlySet<string> = new Set(['write', 'admin', 'owner']);
 type GiteaPull = z.infer<typeof pullSchema>;
 
@@ -196,6 +206,30 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     }
   }
 
+  async function issue(number: number, signal?: AbortSignal): Promise<ForgeIssue | undefined> {
+    try {
+      const { data } = await http.request({
+        method: 'GET',
+        path: `${base}/issues/${number}`,
+        schema: issueSchema,
+        action: `read issue #${number}`,
+        notFound: `Gitea issue #${number} not found in ${repository} (404)`,
+        signal,
+      });
+      return {
+        number: data.number,
+        title: data.title,
+        body: data.body ?? '',
+        state: data.state,
+        url: data.html_url,
+        pullRequest: data.pull_request != null,
+      };
+    } catch (err) {
+      if (err instanceof ForgeError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+
   return {
     kind: 'gitea',
     findPullRequest,
@@ -207,6 +241,7 @@ function createGiteaClient(options: ForgeClientOptions): ForgeClient {
     reply: (target, body, signal) => comment(target.thread, body, signal),
     comment,
     canWrite,
+    issue,
     ...watch,
   };
 }

@@ -18,6 +18,7 @@ import type { GitHubApi } from './api.ts';
 import { githubAppTokens, staticToken, type TokenSource } from './auth.ts';
 import { githubChecks } from './checks.ts';
 import { type CallAttempt, toForgeError } from './errors.ts';
+import { githubIssues } from './issues.ts';
 import { githubPullRequestWatch } from './pull-requests.ts';
 import { parseRepository } from './repository.ts';
 
@@ -154,6 +155,7 @@ export function createGitHubClient(options: ForgeClientOptions): ForgeClient {
     ...githubPermissions(api),
     ...githubPullRequestWatch(api),
     ...githubChecks(api),
+    ...githubIssues(api),
     async gitAuth(signal) {
       const token = await tokens.token(signal);
       return {

@@ -499,3 +499,52 @@ describe('answering on the forge', () => {
     );
   });
 });
+
+describe('issues', () => {
+  it("reads an issue's title, description, state and page by its iid", async () => {
+    const opened = fake.openIssue(PROJECT, {
+      title: 'Login fails with a + in the e-mail',
+      description: 'Steps: sign in as a+b@example.com.',
+      author: 'reporter',
+    });
+    fake.openIssue(PROJECT, { title: 'Old and done', author: 'reporter', state: 'closed' });
+    assert.deepEqual(await client().issue(opened.iid), {
+      number: opened.iid,
+      title: 'Login fails with a + in the e-mail',
+      body: 'Steps: sign in as a+b@example.com.',
+      state: 'open',
+      url: opened.webUrl,
+      pullRequest: false,
+    });
+    // GitLab's null description is an empty body.
+    assert.deepEqual(await client().issue(2), {
+      number: 2,
+      title: 'Old and done',
+      body: '',
+      state: 'closed',
+      url: `${fake.url}/${PROJECT}/-/issues/2`,
+      pullRequest: false,
+    });
+    const read = fake.requests.filter((r) => r.method === 'GET' && r.path.includes('/issues/'));
+    assert.deepEqual(
+      read.map((r) => r.rawPath),
+      [
+        `/api/v4/projects/${encodeURIComponent(PROJECT)}/issues/1`,
+        `/api/v4/projects/${encodeURIComponent(PROJECT)}/issues/2`,
+      ],
+    );
+  });
+
+  it('an issue GitLab does not have is undefined; other failures are ForgeErrors', async () => {
+    assert.equal(await client().issue(41), undefined);
+    fake.failNext(503);
+    const down = await forgeError(client().issue(1));
+    assert.equal(down.transient, true);
+    assert.equal(down.status, 503);
+    fake.failNext(403, {}, { message: '403 Forbidden' });
+    const refused = await forgeError(client().issue(1));
+    assert.equal(refused.transient, false);
+    assert.match(refused.message, /read issue #1/);
+    await assert.rejects(client({ token: 'glpat-wrong' }).issue(1), /refused the token \(401\)/);
+  });
+});

@@ -17,6 +17,7 @@ import type {
   CreatedPullRequest,
   ForgeClient,
   ForgeClientOptions,
+  ForgeIssue,
   ForgeProvider,
   ForgeUser,
   PullRequest,
@@ -77,6 +78,14 @@ const mergeRequestSchema = z.object({
 const mergeRequestListSchema = z.array(mergeRequestSchema);
 const awardSchema = z.object({ id: z.number(), name: z.string() });
 const noteSchema = z.object({ id: z.number() });
+const issueSchema = z.object({
+  iid: z.number().int().positive(),
+  web_url: z.url({ protocol: /^https?$/ }),
+  title: z.string(),
+  description: z.string().nullable().optional(),
+  // `opened` or `closed`.
+  state: z.string(),
+});
 const memberSchema = z.object({ id: z.number(), access_level: z.number().int() });
 /** GitLab's Developer role: the least that may push (Maintainer 40, Owner 50). */
 const DEVELOPER = 30;
@@ -227,8 +236,41 @@ function createGitLabClient(options: ForgeClientOptions): ForgeClient {
     reply,
     comment,
     canWrite,
+    ...gitlabIssues(http, project, projectPath),
     ...gitlabPullRequestWatch(httpOptions, project, projectPath),
   };
+}
+
+/** Reading the project's issues by iid. */
+function gitlabIssues(
+  http: ForgeHttp,
+  project: string,
+  projectPath: string,
+): Pick<ForgeClient, 'issue'> {
+  async function issue(iid: number, signal?: AbortSignal): Promise<ForgeIssue | undefined> {
+    try {
+      const { data } = await http.request({
+        method: 'GET',
+        path: `${project}/issues/${iid}`,
+        schema: issueSchema,
+        action: `read issue #${iid}`,
+        notFound: `GitLab issue #${iid} not found in ${projectPath} (404)`,
+        signal,
+      });
+      return {
+        number: data.iid,
+        title: data.title,
+        body: data.description ?? '',
+        state: data.state === 'opened' ? 'open' : 'closed',
+        url: data.web_url,
+        pullRequest: false,
+      };
+    } catch (err) {
+      if (err instanceof ForgeError && err.status === 404) return undefined;
+      throw err;
+    }
+  }
+  return { issue };
 }
 
 /** Finding, opening and updating the job's merge request in the project at `project`. */
