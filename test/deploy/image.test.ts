@@ -6,13 +6,16 @@
 // say the sandbox is available, the data survives a restart, the health check passes, and the
 // root is read-only. The same profile without what it adds to the runtime default refuses the
 // sandbox's namespaces, and without `systempaths=unconfined` the image starts all the same: both
-// say why the sandbox is unavailable and what to do. The API-only target `api` has none of the
+// say why the sandbox is unavailable and what to do; runc, reading the profile as containerd
+// and CRI-O hand it (the OCI runtime spec's format), lets a user namespace be made under it and
+// not under the runtime default's rules. The API-only target `api` has none of the
 // sandbox's tools nor the embedded PostgreSQL, and serves the API on a database of its own. Both
-// carry the OCI labels. Prints the image's size and start times (docs/deploy.md).
+// carry the OCI labels. The AppArmor profile compiles. Prints the images' sizes and start times
+// (docs/deploy.md).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
@@ -218,35 +221,8 @@ describe('the container image', { skip }, () => {
   });
 
   test("the runtime default alone (the profile without its additions) refuses the sandbox's namespaces: it says why and names the profile", async () => {
-    // The shipped profile less its group for Errand, with clone allowed as the runtime
-    // default allows it: without namespace flags.
-    const profile = JSON.parse(await readFile(SECCOMP_PROFILE, 'utf8')) as {
-      syscalls: Array<{ comment?: string; names: string[] }>;
-    };
-    const added = profile.syscalls.filter((s) => s.comment?.startsWith('Added for Errand'));
-    assert.equal(added.length, 1);
-    assert.deepEqual(added[0]?.names, [
-      'clone',
-      'mount',
-      'pivot_root',
-      'setns',
-      'umount2',
-      'unshare',
-    ]);
-    const CLONE_NAMESPACE_FLAGS = 0x7e020000;
-    const runtimeDefault = {
-      ...profile,
-      syscalls: [
-        ...profile.syscalls.filter((s) => s !== added[0]),
-        {
-          names: ['clone'],
-          action: 'SCMP_ACT_ALLOW',
-          args: [{ index: 0, value: CLONE_NAMESPACE_FLAGS, op: 'SCMP_CMP_MASKED_EQ' }],
-        },
-      ],
-    };
     const file = path.join(scratch, 'runtime-default.json');
-    await writeFile(file, JSON.stringify(runtimeDefault));
+    await writeFile(file, JSON.stringify(await runtimeDefaultProfile()));
 
     const name = `${prefix}-runtime-default`;
     const { base } = await start(name, [
@@ -324,6 +300,121 @@ describe('the container image', { skip }, () => {
     const size = await imageSize(api);
     t.diagnostic(`API image ${mib(size)}`);
     process.stdout.write(`# API image size ${mib(size)}\n`);
+  });
+});
+
+/** The shipped seccomp profile less its additions, with clone as the runtime default allows it. */
+async function runtimeDefaultProfile(): Promise<unknown> {
+  const profile = JSON.parse(await readFile(SECCOMP_PROFILE, 'utf8')) as {
+    syscalls: Array<{ comment?: string; names: string[] }>;
+  };
+  const added = profile.syscalls.filter((s) => s.comment?.startsWith('Added for Errand'));
+  assert.equal(added.length, 1);
+  assert.deepEqual(added[0]?.names, [
+    'clone',
+    'mount',
+    'pivot_root',
+    'setns',
+    'umount2',
+    'unshare',
+  ]);
+  const CLONE_NAMESPACE_FLAGS = 0x7e020000;
+  return {
+    ...profile,
+    syscalls: [
+      ...profile.syscalls.filter((s) => s !== added[0]),
+      {
+        names: ['clone'],
+        action: 'SCMP_ACT_ALLOW',
+        args: [{ index: 0, value: CLONE_NAMESPACE_FLAGS, op: 'SCMP_CMP_MASKED_EQ' }],
+      },
+    ],
+  };
+}
+
+// containerd and CRI-O hand a Localhost profile to the OCI runtime as the runtime spec's
+// linux.seccomp, without Docker's extensions (conditions on capabilities or architectures):
+// here runc reads the file so, in a container of the Debian base with no capabilities, as uid
+// 10001, and a user namespace can be made under it, not under the runtime default's rules.
+describe('the seccomp profile as the OCI runtime spec reads it (containerd, CRI-O)', {
+  skip,
+}, () => {
+  let dir: string;
+  let bundle: string;
+  before(
+    async () => {
+      dir = await makeTempDir('seccomp-oci');
+      bundle = path.join(dir, 'bundle');
+      const base = (
+        await run(path.join(ROOT, 'deploy/base/build.sh'), ['slim'], {
+          timeoutMs: BUILD_TIMEOUT_MS,
+        })
+      )
+        .split('\n')
+        .at(-1);
+      assert.ok(base);
+      const container = await podman('create', base, 'true');
+      try {
+        await podman('export', `--output=${path.join(dir, 'rootfs.tar')}`, container);
+      } finally {
+        await podman('rm', container);
+      }
+      await mkdir(path.join(bundle, 'rootfs'), { recursive: true });
+      await run('tar', ['-C', path.join(bundle, 'rootfs'), '-xf', path.join(dir, 'rootfs.tar')]);
+      await run('runc', ['spec', '--bundle', bundle]);
+    },
+    { timeout: BUILD_TIMEOUT_MS },
+  );
+  after(async () => {
+    if (dir) await removeDir(dir);
+  });
+
+  /** Runs `unshare -Ur true` in the bundle under `seccomp`; what it printed. */
+  async function unshareUnder(seccomp: unknown): Promise<string> {
+    const file = path.join(bundle, 'config.json');
+    const config = JSON.parse(await readFile(file, 'utf8')) as {
+      process: Record<string, unknown> & { capabilities: Record<string, string[]> };
+      root: { readonly: boolean };
+      linux: Record<string, unknown>;
+    };
+    config.process.terminal = false;
+    config.process.user = { uid: 10001, gid: 10001 };
+    config.process.args = [
+      'sh',
+      '-c',
+      'grep ^Seccomp: /proc/self/status; unshare -Ur true && echo made || echo refused',
+    ];
+    for (const set of Object.keys(config.process.capabilities))
+      config.process.capabilities[set] = [];
+    config.root.readonly = true;
+    config.linux.seccomp = seccomp;
+    await writeFile(file, JSON.stringify(config));
+    const id = `errand-seccomp-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+    try {
+      return await run('runc', ['run', '--bundle', bundle, id]);
+    } finally {
+      await run('runc', ['delete', '--force', id]).catch(() => {});
+    }
+  }
+
+  test('under it a user namespace is made; under the runtime default it is refused', async () => {
+    const shipped = JSON.parse(await readFile(SECCOMP_PROFILE, 'utf8')) as Record<string, unknown>;
+    // Only fields the runtime spec's LinuxSeccomp has (and comments, which it ignores).
+    assert.deepEqual(Object.keys(shipped).sort(), [
+      'architectures',
+      'defaultAction',
+      'defaultErrnoRet',
+      'syscalls',
+    ]);
+    for (const rule of shipped.syscalls as Array<Record<string, unknown>>) {
+      for (const key of Object.keys(rule))
+        assert.ok(['action', 'args', 'comment', 'errnoRet', 'names'].includes(key), key);
+    }
+    assert.match(await unshareUnder(shipped), /^Seccomp:\s+2\nmade$/);
+    assert.match(
+      await unshareUnder(await runtimeDefaultProfile()),
+      /^Seccomp:\s+2\n[\s\S]*refused$/,
+    );
   });
 });
 
