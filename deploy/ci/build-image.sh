@@ -42,23 +42,32 @@ if [ "$revision" != unknown ] && [ -n "$(git -C "$root" status --porcelain 2>/de
 fi
 source=$(git -C "$root" remote get-url origin 2>/dev/null || true)
 [[ "$source" =~ ^https?:// ]] || source=''
-# As build arguments (what the Containerfile's LABEL reads) and as labels: podman's layer cache
-# (buildah 1.28) reuses a LABEL layer built with other argument values, --label is applied last.
+# The Containerfile's LABEL reads them as build arguments; but podman's layer cache (buildah
+# 1.28) hands back a cached image with the labels of the build that made it, whatever the build
+# arguments or --label now say. So the layers are built (and cached) as TAG-layers, and the
+# labels put on them by a build of one FROM, never cached, which only writes the image's config.
+args=()
 labels=()
 for label in "version=${version:-unknown}" "revision=$revision" "source=$source"; do
   key=${label%%=*}
-  labels+=(--build-arg "${key^^}=${label#*=}" --label "org.opencontainers.image.$label")
+  args+=(--build-arg "${key^^}=${label#*=}")
+  labels+=(--label "org.opencontainers.image.$label")
 done
+context=$(mktemp -d)
+trap 'rm -rf "$context"' EXIT
 # The install stage is tagged too, so that the build before this one's can go when it is
 # replaced (a new package-lock.json), while the current one stays as the next build's cache.
 installed="$tag-install"
-old=$(podman image inspect --format '{{.Id}}' "$tag" "$installed" 2>/dev/null || true)
+layers="$tag-layers"
+old=$(podman image inspect --format '{{.Id}}' "$tag" "$layers" "$installed" 2>/dev/null || true)
 build=(podman build --network host --format docker --layers
   -f "$root/deploy/Containerfile" --ignorefile "$root/deploy/Containerfile.dockerignore"
   "${secret[@]}" --build-arg "BASE=$base")
-"${build[@]}" "${labels[@]}" "${stages[@]}" -t "$tag" "$root" >&2
+"${build[@]}" "${args[@]}" "${stages[@]}" -t "$layers" "$root" >&2
 "${build[@]}" --target "$install" -t "$installed" "$root" >&2
-new=$(podman image inspect --format '{{.Id}}' "$tag" "$installed")
+printf 'FROM %s\n' "$(podman image inspect --format '{{.Id}}' "$layers")" >"$context/Containerfile"
+podman build --pull=never --no-cache --format docker "${labels[@]}" -t "$tag" "$context" >&2
+new=$(podman image inspect --format '{{.Id}}' "$tag" "$layers" "$installed")
 for id in $old; do
   grep -qxF "$id" <<<"$new" || podman rmi "$id" >/dev/null 2>&1 || true
 done
