@@ -56,7 +56,7 @@ import { type EnvironmentWorker, startEnvironmentWorker } from './queue/environm
 import { type QueueClock, TurnQueue } from './queue/queue.ts';
 import { startWorker, type Worker } from './queue/worker.ts';
 import { pruneCounters } from './ratelimit/ratelimit.ts';
-import { reportSandboxStatus } from './sandbox/report.ts';
+import { reportSandboxStatus, runBound } from './sandbox/report.ts';
 import { sandboxStatus } from './sandbox/sandbox.ts';
 import { ensureSecretKeyFile } from './secrets/key-file.ts';
 import { EnvironmentBuilder } from './turns/environment-build.ts';
@@ -251,6 +251,8 @@ async function checkWorkerSandbox({ config, log, metrics }: AppContext): Promise
     { reason: sandbox.available ? '' : sandbox.reason },
     sandbox.available ? 1 : 0,
   );
+  metrics.sandboxRunBounds.set({ controller: 'memory' }, runBound(sandbox, 'memory'));
+  metrics.sandboxRunBounds.set({ controller: 'pids' }, runBound(sandbox, 'pids'));
   if (config.requireSandbox && !sandbox.available)
     throw new ConfigError(
       `the sandbox does not work here: ${sandbox.reason}; ${sandbox.howToFix}. ERRAND_REQUIRE_SANDBOX=true keeps a worker from running without it`,

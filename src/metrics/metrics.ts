@@ -187,6 +187,12 @@ export class Metrics {
     labelNames: ['reason'],
     registers: [this.registry],
   });
+  readonly sandboxRunBounds: Gauge<'controller'> = new Gauge({
+    name: 'errand_sandbox_run_bounds',
+    help: "1 when each sandboxed run of this worker gets a control group of its own for the controller (memory, pids), so that one run's overrun stops that run only; else 0: bounded per process, or not at all; workers only",
+    labelNames: ['controller'],
+    registers: [this.registry],
+  });
   readonly #samplers: Sampler[] = [];
 
   /** Adds a reading taken at every scrape (database gauges, workspace disk use). */

@@ -22,7 +22,12 @@ const HOW_TO_PROC =
 const HOW_TO_USERNS =
   'enable unprivileged user namespaces: sysctl kernel.unprivileged_userns_clone=1 (Debian), ' +
   'sysctl kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu 24.04+), ' +
-  'and user.max_user_namespaces above 0';
+  "and user.max_user_namespaces above 0; in a container, whose runtime's default seccomp and " +
+  "AppArmor profiles refuse the namespaces and mounts bubblewrap makes, run it with Errand's " +
+  'profiles: podman or docker run --security-opt seccomp=deploy/security/seccomp-errand.json ' +
+  '(and --security-opt apparmor=errand-sandbox on AppArmor hosts); Kubernetes: the ' +
+  "container's seccompProfile Localhost errand/seccomp-errand.json and appArmorProfile " +
+  'Localhost errand-sandbox (docs/deploy.md#the-sandbox-in-a-container)';
 
 export async function probe(
   searchPath: string | undefined,

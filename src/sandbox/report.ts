@@ -1,13 +1,26 @@
 // The line a process that runs turns logs at start about the sandbox: where it cannot run, why
 // and how to enable it, since the agent then works without its run_command tool; and more where
 // a run's memory is bounded per process only (no memory cgroup), or where setup commands cannot
-// have an open network (pasta or nft missing or not working).
+// have an open network (pasta or nft missing or not working); and the value of
+// errand_sandbox_run_bounds.
 import type { Logger } from '../log.ts';
 import type { SandboxStatus } from './types.ts';
 
 const HOW_TO_MEMORY_CGROUP =
   'run the worker as root where the memory controller is writable (cgroup v1 at ' +
-  "/sys/fs/cgroup/memory, or v2 with memory in the subtree_control of the worker's cgroup's parent)";
+  "/sys/fs/cgroup/memory, or v2 with memory in the subtree_control of the worker's cgroup's parent); " +
+  "in a container, where it is not, one run's overrun is charged to the container: size its " +
+  'memory limit for ERRAND_CONCURRENCY runs at once (docs/deploy.md#memory)';
+
+/**
+ * 1 where each run gets a control group of its own for `controller` (errand_sandbox_run_bounds),
+ * else 0: no sandbox, or a bound per process (RLIMIT_DATA, RLIMIT_NPROC) or none.
+ */
+export function runBound(status: SandboxStatus, controller: 'memory' | 'pids'): 0 | 1 {
+  if (!status.available) return 0;
+  const how = controller === 'memory' ? status.memoryLimit : status.processLimit;
+  return how === 'cgroup' ? 1 : 0;
+}
 
 export function reportSandboxStatus(log: Logger, status: SandboxStatus): void {
   if (!status.available) {

@@ -115,6 +115,29 @@ export async function buildImage(): Promise<{ image: string; ms: number }> {
   return { image: out.split('\n').at(-1) ?? '', ms: performance.now() - started };
 }
 
+/** Builds (or finds in the cache) the image's API-only target `api`; its name and the time it took. */
+export async function buildApiImage(): Promise<{ image: string; ms: number }> {
+  const started = performance.now();
+  const out = await run(
+    path.join(ROOT, 'deploy/ci/build-image.sh'),
+    ['localhost/errand-api:ci', 'api'],
+    { timeoutMs: BUILD_TIMEOUT_MS },
+  );
+  return { image: out.split('\n').at(-1) ?? '', ms: performance.now() - started };
+}
+
+/** The shipped seccomp profile (the runtime default plus what the sandbox needs). */
+export const SECCOMP_PROFILE = path.join(ROOT, 'deploy/security/seccomp-errand.json');
+
+/** What a container that runs turns needs for the sandbox, with no capabilities at all. */
+export const SANDBOX_OPTIONS: readonly string[] = [
+  `--security-opt=seccomp=${SECCOMP_PROFILE}`,
+  // The sandbox mounts its own /proc; setup commands' network (pasta) needs a tap device.
+  '--security-opt=systempaths=unconfined',
+  '--device=/dev/net/tun',
+  '--cap-drop=ALL',
+];
+
 /** The PostgreSQL image made with mmdebstrap from Debian's postgresql package. */
 export async function postgresImage(): Promise<string> {
   const out = await run(path.join(ROOT, 'deploy/base/build.sh'), ['postgres'], {

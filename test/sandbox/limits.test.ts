@@ -1,7 +1,8 @@
 // The sandbox's limits and clean-up with real bubblewrap: nothing of a command survives its
 // run (normal end, timeout, abort), a fork bomb, a 10 GB write and processes that together
-// take more memory than the run's bound are stopped, a command that ignores SIGTERM dies at its
-// timeout, and output over the cap keeps its head and tail. Also as an ordinary user (nobody),
+// take more memory than the run's bound are stopped (a run beside it, within its own, goes on),
+// a command that ignores SIGTERM dies at its timeout, and output over the cap keeps its head and
+// tail. Also as an ordinary user (nobody),
 // where RLIMIT_NPROC is what bounds processes and a non-root sandbox filters its own network.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -268,7 +269,7 @@ describe('limits', { skip }, () => {
     assert.equal(fits.output, 'allocated\n');
   });
 
-  test('memory: processes each under the bound, over it together, are stopped and the run says so', async (t) => {
+  test('memory: processes each under the bound, over it together, are stopped and the run says so; a run beside it and this process go on', async (t) => {
     if (!sandbox.available || sandbox.memoryLimit !== 'cgroup') {
       const why = 'no memory cgroup here: a run is bounded per process only';
       console.log(`# memory-cgroup test skipped: ${why}`);
@@ -282,15 +283,25 @@ describe('limits', { skip }, () => {
       `select(undef, undef, undef, 0.05) until -e ".release"; print "alive\\n"; sleep ${seconds}`;
     const hogs = (n: number, seconds: string) =>
       `for i in $(seq ${n}); do perl -e '${hog(seconds)}' & done; wait; echo all-finished`;
-    const one = await run(checkout, hogs(1, '0'), {
+    // One run holds its 24 MB (under its bound) while the other overruns its own.
+    let allocated = () => {};
+    const holding = new Promise<void>((resolve) => {
+      allocated = resolve;
+    });
+    const one = run(checkout, hogs(1, '0'), {
       limits,
       onStdoutLine: (line) => {
-        if (line === 'allocated') void writeFile(join(checkout, '.release'), '');
+        if (line === 'allocated') allocated();
       },
     });
-    await rm(join(checkout, '.release'));
-    assert.equal(one.output, 'allocated\nalive\nall-finished\n');
-    assert.equal(one.memoryExceeded, undefined);
+    const first = await Promise.race([
+      holding.then(() => 'allocated'),
+      one.then(
+        () => 'ended',
+        () => 'ended',
+      ),
+    ]);
+    assert.equal(first, 'allocated', 'the run beside it ended before it allocated');
     const seconds = marker();
     const six = await run(checkout, hogs(6, seconds), { limits });
     assert.deepEqual(six.memoryExceeded, { limitMb: 64 });
@@ -302,6 +313,13 @@ describe('limits', { skip }, () => {
       /\[errand: the command ran out of its 64 MB of memory; it was stopped\]\n$/,
     );
     assert.deepEqual(await hostProcesses('perl', '-e', hog(seconds)), []);
+    // The run beside it kept its memory, and ends as it would have.
+    await writeFile(join(checkout, '.release'), '');
+    const beside = await one;
+    await rm(join(checkout, '.release'));
+    assert.equal(beside.output, 'allocated\nalive\nall-finished\n');
+    assert.equal(beside.memoryExceeded, undefined);
+    assert.equal(beside.exitCode, 0);
     // This machine stays usable: this process can still start one.
     await execFileP('true');
   });

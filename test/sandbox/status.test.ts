@@ -1,8 +1,9 @@
 // Whether the sandbox can run, and the start-up lines that say so: bwrap missing from PATH
 // makes it unavailable with the reason and the fix, and `errand serve` logs that once; pasta or
 // nft missing leaves setup commands without network; no memory cgroup is said too. The metric
-// errand_sandbox_available says it with the reason, and ERRAND_REQUIRE_SANDBOX=true makes a
-// worker without the sandbox refuse to start.
+// errand_sandbox_available says it with the reason (errand_sandbox_run_bounds whether each run
+// gets control groups of its own), and ERRAND_REQUIRE_SANDBOX=true makes a worker without the
+// sandbox refuse to start.
 import assert from 'node:assert/strict';
 import { mkdir, symlink } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -176,6 +177,7 @@ describe('sandbox status', () => {
       // And in the metrics, with the reason.
       const metrics = await scrape(server.url);
       assert.match(metrics, /^errand_sandbox_available\{reason="bwrap not found on PATH"\} 0$/m);
+      assert.match(metrics, /^errand_sandbox_run_bounds\{controller="memory"\} 0$/m);
     } finally {
       await server.stop();
     }
@@ -196,7 +198,10 @@ describe('sandbox status', () => {
     assert.doesNotMatch(run.stdout, /errand listening/);
   });
 
-  test('with the sandbox working, the metric says 1', { skip }, async () => {
+  test('with the sandbox working, the metric says 1, and whether runs get control groups', {
+    skip,
+  }, async () => {
+    assert.ok(sandbox.available);
     const server = await startServe(join(root, 'data-ok'), [], {
       ERRAND_REQUIRE_SANDBOX: 'true',
       ERRAND_METRICS_TOKEN: METRICS_TOKEN,
@@ -204,6 +209,17 @@ describe('sandbox status', () => {
     try {
       const metrics = await scrape(server.url);
       assert.match(metrics, /^errand_sandbox_available\{reason=""\} 1$/m);
+      // As this process found them: 1 where a run gets its own group for the controller.
+      const memory = sandbox.memoryLimit === 'cgroup' ? 1 : 0;
+      const pids = sandbox.processLimit === 'cgroup' ? 1 : 0;
+      assert.match(
+        metrics,
+        new RegExp(`^errand_sandbox_run_bounds\\{controller="memory"\\} ${memory}$`, 'm'),
+      );
+      assert.match(
+        metrics,
+        new RegExp(`^errand_sandbox_run_bounds\\{controller="pids"\\} ${pids}$`, 'm'),
+      );
     } finally {
       await server.stop();
     }
