@@ -19,6 +19,11 @@ export interface CallAttempt {
   appTokenExchange?: { installationId: string };
   /** Set for calls about one pull request, whose 404 can mean that pull request. */
   pullRequest?: number;
+  /**
+   * The fine-grained permission the call needs, when it is not what Errand's turns need (pull
+   * requests and contents, written): e.g. 'Issues: read', named by a 403.
+   */
+  permission?: string;
 }
 
 const octokitError = z.object({
@@ -83,10 +88,17 @@ function errorDetail(data: unknown): string {
   return joined.length > 300 ? `${joined.slice(0, 300)}…` : joined;
 }
 
-const tokenPermissions =
-  "the token needs the 'Pull requests: write' and 'Contents: write' permissions (fine-grained) or the 'repo' scope (classic)";
-const appPermissions =
-  "the GitHub App needs the 'Pull requests: write' and 'Contents: write' repository permissions and must be installed on the repository";
+const TURN_PERMISSIONS = "the 'Pull requests: write' and 'Contents: write' permissions";
+
+/** What a 403 says the credentials need: the call's own permission, else what turns need. */
+function neededPermissions(attempted: CallAttempt): string {
+  const needs = attempted.permission
+    ? `the '${attempted.permission}' permission`
+    : TURN_PERMISSIONS;
+  return attempted.auth === 'app'
+    ? `the GitHub App needs ${needs} on the repository and must be installed on it`
+    : `the token needs ${needs} (fine-grained) or the 'repo' scope (classic)`;
+}
 
 export function toForgeError(
   err: unknown,
@@ -145,7 +157,7 @@ export function toForgeError(
     const accepted = headers['x-accepted-github-permissions'];
     const hint = accepted ? ` (GitHub accepts: ${accepted})` : '';
     return fail(
-      `GitHub refused to ${attempted.action} in ${attempted.repository} (403): ${attempted.auth === 'app' ? appPermissions : tokenPermissions}${hint}.${said}`,
+      `GitHub refused to ${attempted.action} in ${attempted.repository} (403): ${neededPermissions(attempted)}${hint}.${said}`,
       false,
     );
   }

@@ -63,7 +63,10 @@ describe('issues', () => {
     await assert.rejects(
       client.issue(1),
       (err: unknown) =>
-        err instanceof ForgeError && !err.transient && /read issue #1/.test(err.message),
+        err instanceof ForgeError &&
+        !err.transient &&
+        /read issue #1/.test(err.message) &&
+        /the token needs the 'Issues: read' permission \(fine-grained\)/.test(err.message),
     );
   });
 });

@@ -30,6 +30,7 @@ export function githubIssues(api: GitHubApi): Pick<ForgeClient, 'issue'> {
             action: `read issue #${number}`,
             method: 'GET',
             path: `/repos/${repository}/issues/${number}`,
+            permission: 'Issues: read',
           },
           issueSchema,
           (headers, request) =>
