@@ -35,7 +35,7 @@ const errorResponses = {
   415: 'The request body is not JSON.',
   422: 'The Idempotency-Key was used for another request (another body, job or operation) in the last 24 hours (idempotency_key_reused).',
   429: "Rate limited (rate_limited), or the project's monthly budget is spent (budget_exhausted); Retry-After says when to try again.",
-  502: "The project's forge refused or failed the read (forge_failed): the message says what it answered and what to check.",
+  502: "The project's forge refused the read (forge_failed): the message says what it answered and what to check; trying again does not help.",
   503: 'The database is unavailable or the server is stopping; Retry-After says when to try again.',
 } as const;
 

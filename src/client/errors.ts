@@ -39,8 +39,12 @@ export class ErrandError extends Error {
     this.retryAfterSeconds = fields.retryAfterSeconds;
   }
 
-  /** Worth trying again later: the server is busy, stopping or briefly unreachable. */
+  /**
+   * Worth trying again later: the server is busy, stopping or briefly unreachable. Not a
+   * forge's refusal that Errand passes on (`forge_failed`): its credentials stay wrong.
+   */
   get transient(): boolean {
+    if (this.code === 'forge_failed') return false;
     return this.code === 'network_error' || [429, 502, 503, 504].includes(this.status);
   }
 }

@@ -4053,7 +4053,7 @@ export interface paths {
             'application/json': components['schemas']['Error'];
           };
         };
-        /** @description The project's forge refused or failed the read (forge_failed): the message says what it answered and what to check. */
+        /** @description The project's forge refused the read (forge_failed): the message says what it answered and what to check; trying again does not help. */
         502: {
           content: {
             'application/json': components['schemas']['Error'];

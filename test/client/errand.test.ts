@@ -293,6 +293,21 @@ describe('typed client against Errand', () => {
     const conflict = await expectError(client.sendMessage(archived.id, 'more'));
     assert.equal(conflict.status, 409);
     assert.equal(conflict.code, 'conflict');
+    assert.equal(conflict.transient, false);
+  });
+
+  test('transient: what waiting may mend, not a refusal a forge answered through Errand', () => {
+    const error = (status: number, code: string) => new ErrandError('x', { status, code });
+    for (const [status, code] of [
+      [429, 'rate_limited'],
+      [502, 'bad_gateway'],
+      [503, 'unavailable'],
+      [504, 'gateway_timeout'],
+      [0, 'network_error'],
+    ] as const)
+      assert.equal(error(status, code).transient, true, code);
+    assert.equal(error(502, 'forge_failed').transient, false);
+    assert.equal(error(400, 'bad_request').transient, false);
   });
 
   test('events: the whole log in order, then the stream ends after the terminal event', async () => {

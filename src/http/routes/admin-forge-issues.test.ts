@@ -105,10 +105,11 @@ describe('GET /v2/admin/projects/{id}/forge-issues/{number}', () => {
       assertError(await read(1, undefined, randomProjectId()), 404, 'not_found');
     });
 
-    test('502 forge_failed when the forge fails or refuses, in its words, without the token', async () => {
+    test('503 when the forge fails, 502 forge_failed when it refuses, in its words, without the token', async () => {
       gh.failNext(503);
       const down = await read(1);
-      assertError(down, 502, 'forge_failed');
+      assertError(down, 503, 'unavailable');
+      assert.equal(down.headers.get('retry-after'), '5');
       assert.match(down.json.error ?? '', /GitHub failed to read issue #1 \(503\)/);
       gh.failNext(401);
       const refused = await read(1);

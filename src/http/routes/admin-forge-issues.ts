@@ -46,7 +46,10 @@ async function readIssue(
     issue = await forge.client.issue(number);
   } catch (err) {
     // The forge's messages name the call and what to fix, never a credential.
-    if (err instanceof ForgeError) throw new AppError('forge_failed', err.message);
+    // A failure that waiting may mend (the forge down, its rate limit) is a 503 to try again;
+    // a refusal (credentials, permissions) is a 502 that trying again will not change.
+    if (err instanceof ForgeError)
+      throw new AppError(err.transient ? 'unavailable' : 'forge_failed', err.message);
     throw err;
   }
   if (!issue)
