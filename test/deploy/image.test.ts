@@ -18,7 +18,6 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { createTestDatabase, type TestDatabase } from '../support/databases.ts';
 import { makeTempDir, removeDir } from '../support/git.ts';
 import { waitFor } from '../support/service.ts';
 import {
@@ -39,6 +38,7 @@ import {
   SECCOMP_PROFILE,
   seconds,
   startJobFixture,
+  startPostgresContainer,
   untilReady,
 } from './support.ts';
 
@@ -82,7 +82,6 @@ describe('the container image', { skip }, () => {
   let image: string;
   let fixture: JobFixture;
   let scratch: string;
-  const databases: TestDatabase[] = [];
 
   before(
     async () => {
@@ -98,7 +97,6 @@ describe('the container image', { skip }, () => {
     for (const name of containers) await podman('rm', '--force', '--volumes', name).catch(() => {});
     await podman('volume', 'rm', '--force', volume).catch(() => {});
     await fixture?.close();
-    for (const database of databases) await database.drop();
     if (scratch) await removeDir(scratch);
   });
 
@@ -282,8 +280,9 @@ describe('the container image', { skip }, () => {
       ['errand', 'serve', '--no-worker'],
     );
 
-    const database = await createTestDatabase();
-    databases.push(database);
+    // Over TCP, as a cluster's API reaches its database; the server is a container of its own.
+    containers.add(`${prefix}-api-postgres`);
+    const database = await startPostgresContainer(`${prefix}-api-postgres`);
     const name = `${prefix}-api`;
     const { base } = await start(
       name,

@@ -4,6 +4,7 @@
 // container's API against the scripted model and a git server, all on loopback.
 import assert from 'node:assert/strict';
 import { execFile, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -144,6 +145,46 @@ export async function postgresImage(): Promise<string> {
     timeoutMs: BUILD_TIMEOUT_MS,
   });
   return out.split('\n').at(-1) ?? '';
+}
+
+/**
+ * A PostgreSQL server of its own in a container (`name`) of the image postgresImage makes, on
+ * the host's network listening on loopback only: what a container reaches over TCP whatever
+ * server the tests run on (the embedded one of `npm test` listens on a Unix socket that a
+ * container cannot open). Resolves with the URL of its database `errand` once it answers.
+ */
+export async function startPostgresContainer(name: string): Promise<{ databaseUrl: string }> {
+  const image = await postgresImage();
+  const port = await freePort();
+  const password = randomBytes(12).toString('hex');
+  await podman(
+    'run',
+    '--detach',
+    `--name=${name}`,
+    '--network=host',
+    `--env=POSTGRES_PASSWORD=${password}`,
+    '--env=POSTGRES_USER=errand',
+    `--env=PGPORT=${port}`,
+    image,
+    'postgres',
+    '-c',
+    'listen_addresses=127.0.0.1',
+  );
+  await waitFor(`PostgreSQL in ${name} to accept connections`, async () => {
+    const ready = await podman(
+      'exec',
+      name,
+      'pg_isready',
+      '--host=127.0.0.1',
+      `--port=${port}`,
+      '--username=errand',
+    ).then(
+      () => true,
+      () => undefined,
+    );
+    return ready;
+  });
+  return { databaseUrl: `postgres://errand:${password}@127.0.0.1:${port}/errand` };
 }
 
 /** A TCP port nothing listens on at this moment, on loopback. */
