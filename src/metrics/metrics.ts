@@ -189,7 +189,7 @@ export class Metrics {
   });
   readonly sandboxRunBounds: Gauge<'controller'> = new Gauge({
     name: 'errand_sandbox_run_bounds',
-    help: "1 when each sandboxed run of this worker gets a control group of its own for the controller (memory, pids), so that one run's overrun stops that run only; else 0: bounded per process, or not at all; workers only",
+    help: "1 when each sandboxed run of this worker gets a control group of its own for the controller (memory, pids), so that the kernel stops one run's overrun at its bound; else 0: memory watched every 200 ms (an overrun stopped once seen), processes bounded per process or not at all; workers only",
     labelNames: ['controller'],
     registers: [this.registry],
   });

@@ -26,7 +26,7 @@ import {
   sandboxResolvConf,
 } from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
-import { descendants, signalAll } from './processes.ts';
+import { anonymousResident, descendants, signalAll } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './types.ts';
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
@@ -47,8 +47,11 @@ const MB = 1024 * 1024;
 const DISK_CHECK_MS = 2_000;
 /** bwrap's own messages (before the command starts) are short; more is not kept. */
 const DIAGNOSTICS_CAP = 4_000;
-/** Between two looks at the run's OOM kills: one small file read. */
-const OOM_CHECK_MS = 200;
+/**
+ * Between two looks at the run's memory: its OOM kills (one small file read), or, without a
+ * memory group of its own, what its processes hold (a read of /proc per process).
+ */
+const MEMORY_CHECK_MS = 200;
 
 export interface Ready {
   bwrap: string;
@@ -595,17 +598,28 @@ class RunWatch {
     }
   }
 
-  // The kernel kills one process of a run out of memory (v1; all of them in v2): the whole
-  // run is stopped at once, rather than left to go on without it.
+  // With a memory group of its own, the kernel kills one process of a run out of memory (v1;
+  // all of them in v2): the whole run is stopped at once, rather than left to go on without
+  // it. Without one (a container, a worker that is not root), what the run's processes hold
+  // together is looked at instead, and the run stopped past its bound: a bound a fast
+  // allocation can outrun between two looks, which RLIMIT_DATA still caps per process.
   async #watchMemory(): Promise<void> {
     const cgroup = this.#cgroup;
-    while (!this.#exited && cgroup?.bindsMemory) {
+    const over = cgroup?.bindsMemory
+      ? async () => (await cgroup.oomKills()) > 0
+      : async () => {
+          const init = this.#sandboxInit();
+          if (init === null) return false;
+          const held = await anonymousResident(await descendants(init));
+          return held > this.#run.limits.memoryMb * MB;
+        };
+    while (!this.#exited) {
       try {
-        await sleep(OOM_CHECK_MS, undefined, { signal: this.#watching.signal });
+        await sleep(MEMORY_CHECK_MS, undefined, { signal: this.#watching.signal });
       } catch {
         return;
       }
-      if ((await cgroup.oomKills()) > 0 && !this.#exited) {
+      if ((await over()) && !this.#exited) {
         this.#memoryExceeded = { limitMb: this.#run.limits.memoryMb };
         await this.#killAll();
         return;

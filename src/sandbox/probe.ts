@@ -76,7 +76,7 @@ export async function probe(
       bwrap,
       version: version[0],
       processLimit,
-      memoryLimit: ready.cgroups.memory !== null ? 'cgroup' : 'rlimit',
+      memoryLimit: ready.cgroups.memory !== null ? 'cgroup' : 'watch',
       network: ready.network.status,
     },
     ready,

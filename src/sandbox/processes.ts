@@ -36,3 +36,18 @@ export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void
     }
   }
 }
+
+/**
+ * The anonymous memory the processes `pids` hold in RAM together, in bytes (RssAnon of each:
+ * heaps and stacks, not the files they map, which the kernel can drop). A process gone
+ * meanwhile counts nothing. Pages a fork still shares with its parent count in each.
+ */
+export async function anonymousResident(pids: readonly number[]): Promise<number> {
+  let total = 0;
+  for (const pid of pids) {
+    const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+    const kb = /^RssAnon:\s+(\d+) kB$/m.exec(status);
+    if (kb) total += Number(kb[1]) * 1024;
+  }
+  return total;
+}

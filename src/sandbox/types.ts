@@ -16,11 +16,12 @@ export type SandboxStatus =
        */
       processLimit: 'cgroup' | 'rlimit' | 'none';
       /**
-       * How the memory limit is enforced: a memory cgroup for all of a run's processes together,
-       * or RLIMIT_DATA per process only (no memory cgroup could be made: not root, or no
-       * writable memory controller).
+       * How the memory limit is enforced for all of a run's processes together: by a memory
+       * cgroup of the run's own, or, where none can be made (not root, or no writable memory
+       * controller: a container), by watching what its processes hold (every 200 ms; the run is
+       * stopped past the bound) with RLIMIT_DATA on each process.
        */
-      memoryLimit: 'cgroup' | 'rlimit';
+      memoryLimit: 'cgroup' | 'watch';
       /** The user-mode network of network 'open' (pasta), or why there is none. */
       network: NetworkStatus;
     }
@@ -114,9 +115,10 @@ export interface SandboxResult {
    */
   diskExceeded?: { grownMb: number; limitMb: number };
   /**
-   * The run used all of its memory (limits.memoryMb, for all its processes together) and the
-   * kernel killed a process of it: the rest was stopped at once. A clear sentence is also
-   * appended to `output`. Only where a memory cgroup bounds the run (status.memoryLimit).
+   * The run used all of its memory (limits.memoryMb, for all its processes together): the
+   * kernel killed a process of it (a memory cgroup) or the watch of its processes saw them hold
+   * more (status.memoryLimit `watch`), and the run was stopped at once. A clear sentence is
+   * also appended to `output`.
    */
   memoryExceeded?: { limitMb: number };
   durationMs: number;

@@ -21,6 +21,9 @@ import {
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { execute, type Ready } from '../../src/sandbox/execute.ts';
+import { probe } from '../../src/sandbox/probe.ts';
+import type { SandboxResult, SandboxRun } from '../../src/sandbox/types.ts';
 import { makeTempDir, removeDir } from '../support/git.ts';
 import {
   childrenRunning,
@@ -271,57 +274,29 @@ describe('limits', { skip }, () => {
 
   test('memory: processes each under the bound, over it together, are stopped and the run says so; a run beside it and this process go on', async (t) => {
     if (!sandbox.available || sandbox.memoryLimit !== 'cgroup') {
-      const why = 'no memory cgroup here: a run is bounded per process only';
+      const why = "no memory cgroup here: the run's memory is watched (the next test)";
       console.log(`# memory-cgroup test skipped: ${why}`);
       return t.skip(why);
     }
-    const limits = { ...TEST_LIMITS, memoryMb: 64 };
-    // 24 MB each, all held at once: one fits the run's 64 MB (and each process's RLIMIT_DATA),
-    // six do not. Each holds its memory until the test lets it go (a file in the checkout).
-    const hog = (seconds: string) =>
-      `$| = 1; $x = "a" x (24 << 20); print "allocated\\n"; ` +
-      `select(undef, undef, undef, 0.05) until -e ".release"; print "alive\\n"; sleep ${seconds}`;
-    const hogs = (n: number, seconds: string) =>
-      `for i in $(seq ${n}); do perl -e '${hog(seconds)}' & done; wait; echo all-finished`;
-    // One run holds its 24 MB (under its bound) while the other overruns its own.
-    let allocated = () => {};
-    const holding = new Promise<void>((resolve) => {
-      allocated = resolve;
-    });
-    const one = run(checkout, hogs(1, '0'), {
-      limits,
-      onStdoutLine: (line) => {
-        if (line === 'allocated') allocated();
-      },
-    });
-    const first = await Promise.race([
-      holding.then(() => 'allocated'),
-      one.then(
-        () => 'ended',
-        () => 'ended',
-      ),
-    ]);
-    assert.equal(first, 'allocated', 'the run beside it ended before it allocated');
-    const seconds = marker();
-    const six = await run(checkout, hogs(6, seconds), { limits });
-    assert.deepEqual(six.memoryExceeded, { limitMb: 64 });
-    assert.equal(six.exitCode, null);
-    assert.equal(six.signal, 'SIGKILL');
-    assert.doesNotMatch(six.output, /all-finished/);
-    assert.match(
-      six.output,
-      /\[errand: the command ran out of its 64 MB of memory; it was stopped\]\n$/,
+    await overrunStoppedBesideGoesOn((command, extra) => run(checkout, command, extra));
+  });
+
+  test('memory without a memory cgroup of the run (a container): the watch of its processes stops them over the bound together; a run beside it goes on', async (t) => {
+    const { ready } = await probe(undefined);
+    if (ready === null) return t.skip(String(skip));
+    // As a worker where no memory group can be made: the probe found none.
+    const watched: Ready = { ...ready, cgroups: { ...ready.cgroups, memory: null } };
+    await overrunStoppedBesideGoesOn((command, extra) =>
+      execute(watched, {
+        checkout,
+        cwd: checkout,
+        command,
+        network: 'none',
+        signal: new AbortController().signal,
+        ...extra,
+        limits: extra.limits ?? TEST_LIMITS,
+      }),
     );
-    assert.deepEqual(await hostProcesses('perl', '-e', hog(seconds)), []);
-    // The run beside it kept its memory, and ends as it would have.
-    await writeFile(join(checkout, '.release'), '');
-    const beside = await one;
-    await rm(join(checkout, '.release'));
-    assert.equal(beside.output, 'allocated\nalive\nall-finished\n');
-    assert.equal(beside.memoryExceeded, undefined);
-    assert.equal(beside.exitCode, 0);
-    // This machine stays usable: this process can still start one.
-    await execFileP('true');
   });
 
   test('the run is the first choice of an OOM killer beyond its own group, before Errand', async () => {
@@ -440,8 +415,8 @@ describe('as an ordinary user', { skip }, () => {
           : '65534\ndefault-route\ndev-null-writable\nown-loopback\nno-capabilities\nflush-refused\nsecret-read\n',
         available: true,
         processLimit: 'rlimit',
-        // Not root: no memory cgroup of its own (the start-up line says so).
-        memoryLimit: 'rlimit',
+        // Not root: no memory cgroup of its own (the start-up line says so); its memory watched.
+        memoryLimit: 'watch',
         uid: 'uid=65534',
         wrote: 'written\n',
         forkBombStopped: true,
@@ -454,3 +429,63 @@ describe('as an ordinary user', { skip }, () => {
     }
   });
 });
+
+/**
+ * Two runs of a 64 MB bound, through `runIn`: one holds 24 MB (under its bound) while six
+ * processes of the other, each under the bound, together are not: the second is stopped and
+ * says so, the first ends as it would have, and this process can still start one.
+ */
+async function overrunStoppedBesideGoesOn(
+  runIn: (
+    command: string,
+    extra: Partial<Omit<SandboxRun, 'checkout' | 'command'>>,
+  ) => Promise<SandboxResult>,
+): Promise<void> {
+  const limits = { ...TEST_LIMITS, memoryMb: 64 };
+  // 24 MB each, all held at once: one fits the run's 64 MB (and each process's RLIMIT_DATA),
+  // six do not. Each holds its memory until the test lets it go (a file in the checkout).
+  const hog = (seconds: string) =>
+    `$| = 1; $x = "a" x (24 << 20); print "allocated\\n"; ` +
+    `select(undef, undef, undef, 0.05) until -e ".release"; print "alive\\n"; sleep ${seconds}`;
+  const hogs = (n: number, seconds: string) =>
+    `for i in $(seq ${n}); do perl -e '${hog(seconds)}' & done; wait; echo all-finished`;
+  // One run holds its 24 MB (under its bound) while the other overruns its own.
+  let allocated = () => {};
+  const holding = new Promise<void>((resolve) => {
+    allocated = resolve;
+  });
+  const one = runIn(hogs(1, '0'), {
+    limits,
+    onStdoutLine: (line) => {
+      if (line === 'allocated') allocated();
+    },
+  });
+  const first = await Promise.race([
+    holding.then(() => 'allocated'),
+    one.then(
+      () => 'ended',
+      () => 'ended',
+    ),
+  ]);
+  assert.equal(first, 'allocated', 'the run beside it ended before it allocated');
+  const seconds = marker();
+  const six = await runIn(hogs(6, seconds), { limits });
+  assert.deepEqual(six.memoryExceeded, { limitMb: 64 });
+  assert.equal(six.exitCode, null);
+  assert.equal(six.signal, 'SIGKILL');
+  assert.doesNotMatch(six.output, /all-finished/);
+  assert.match(
+    six.output,
+    /\[errand: the command ran out of its 64 MB of memory; it was stopped\]\n$/,
+  );
+  assert.deepEqual(await hostProcesses('perl', '-e', hog(seconds)), []);
+  // The run beside it kept its memory, and ends as it would have.
+  await writeFile(join(checkout, '.release'), '');
+  const beside = await one;
+  await rm(join(checkout, '.release'));
+  assert.equal(beside.output, 'allocated\nalive\nall-finished\n');
+  assert.equal(beside.memoryExceeded, undefined);
+  assert.equal(beside.exitCode, 0);
+  // This machine stays usable: this process can still start one.
+  await execFileP('true');
+}

@@ -144,16 +144,16 @@ describe('sandbox status', () => {
     assert.equal(second?.reason, 'pasta not found on PATH');
     assert.equal(second?.howToFix, 'install passt');
 
-    const perProcess: SandboxStatus = { ...available, memoryLimit: 'rlimit' };
-    const [line, memory, ...rest2] = logLines((log) => reportSandboxStatus(log, perProcess));
+    const watched: SandboxStatus = { ...available, memoryLimit: 'watch' };
+    const [line, memory, ...rest2] = logLines((log) => reportSandboxStatus(log, watched));
     assert.deepEqual(rest2, []);
     assert.equal(line?.msg, 'sandbox available');
     assert.equal(memory?.level, 40);
     assert.equal(
       memory?.msg,
-      "sandbox without a memory cgroup: a run's memory is bounded per process, not for all its processes together",
+      "sandbox without a memory cgroup: a run's memory is watched, every 200 ms, and a fast allocation can outrun the watch",
     );
-    assert.equal(memory?.memoryLimit, 'rlimit');
+    assert.equal(memory?.memoryLimit, 'watch');
     assert.match(String(memory?.howToFix), /as root where the memory controller is writable/);
   });
 

@@ -105,7 +105,9 @@ describe('run_command', { skip }, () => {
 
   test('a command whose processes together run out of its memory is not ok, and the model is told', async (t) => {
     if (!sandbox.available || sandbox.memoryLimit !== 'cgroup') {
-      return t.skip('no memory cgroup here: a run is bounded per process only');
+      return t.skip(
+        "no memory cgroup here: the run's memory is watched instead (test/sandbox/limits.test.ts)",
+      );
     }
     const repo = await makeRepo(t);
     const opts = options(repo.root, {
