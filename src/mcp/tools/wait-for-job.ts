@@ -57,21 +57,23 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
         const token = extra._meta?.progressToken;
         let status = 'unknown';
         let reported = 0;
+        // The notifications sent so far, in order: the result goes after the last of them.
+        let sent: Promise<void> = Promise.resolve();
         const progress = () => {
           if (token === undefined) return;
           // Progress must grow at each notification, also for two within a millisecond.
           reported = Math.max(reported + 0.001, (clock.now() - started) / 1000);
-          const elapsed = Math.floor(reported);
-          extra
-            .sendNotification({
-              method: 'notifications/progress',
-              params: {
-                progressToken: token,
-                progress: reported,
-                total: timeoutSeconds,
-                message: `job ${jobId} is ${status} after ${elapsed} s`,
-              },
-            })
+          const notification = {
+            method: 'notifications/progress' as const,
+            params: {
+              progressToken: token,
+              progress: reported,
+              total: timeoutSeconds,
+              message: `job ${jobId} is ${status} after ${Math.floor(reported)} s`,
+            },
+          };
+          sent = sent
+            .then(() => extra.sendNotification(notification))
             .catch(() => {
               // The client went away; the wait ends with its request.
             });
@@ -111,6 +113,7 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
         } finally {
           ended.abort();
           await heartbeat;
+          await sent;
         }
       }),
   );
