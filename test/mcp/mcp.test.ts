@@ -374,27 +374,40 @@ describe('errand mcp', () => {
     assert.match(refused.text, /"attempts" needs mode "code".*code bad_request, HTTP 400/s);
   });
 
-  // Its time running out and its heartbeat meanwhile: src/mcp/tools/wait-for-job.test.ts, on a
-  // clock that test runs.
-  test('wait_for_job answers at once with the record of a job archived while it was active', async () => {
+  test('wait_for_job answers with the active job when its time is up, and reports progress meanwhile', async () => {
     const held = job(await ok('create_job', { prompt: 'hold this one' }));
+    // From the start of its turn the held job does not change, so the only notifications are
+    // the first read and the heartbeat (the worker's start would be one more).
     await turnStarted(turns, held.id);
-    const archived = await ok('archive_job', { jobId: held.id });
-    assert.equal(job(archived).status, 'archived');
-    // Its progress comes over stdio too: the first read of the job.
     const progress: Progress[] = [];
-    const settled = await call(
+    const started = Date.now();
+    const waited = await call(
       'wait_for_job',
-      { jobId: held.id, timeoutSeconds: 30 },
+      { jobId: held.id, timeoutSeconds: 11 },
       undefined,
       (p) => progress.push(p),
     );
-    assert.equal(settled.isError, false, settled.text);
-    assert.equal(job(settled).status, 'archived');
-    assert.deepEqual(
-      progress.map((p) => [p.total, p.message]),
-      [[30, `job ${held.id} is archived after 0 s`]],
+    const took = Date.now() - started;
+    assert.equal(waited.isError, false, 'a wait that times out is not an error');
+    assert.equal(job(waited).status, 'active');
+    assert.equal(job(waited).id, held.id);
+    assert.match(waited.summary, /still active after 11 s.*keeps running.*wait_for_job again/);
+    assert.ok(took >= 11_000 && took < 20_000, `waited ${took} ms`);
+    // The first read of the job, then a heartbeat every 10 s for clients that reset their
+    // own timeout on progress.
+    assert.ok(progress.length >= 2, `${progress.length} progress notifications`);
+    assert.match(progress[0]?.message ?? '', new RegExp(`job ${held.id} is active after \\d s`));
+    assert.match(progress[1]?.message ?? '', /is active after 1\d s/);
+    assert.ok(
+      progress.every(
+        (p, i) => p.total === 11 && (i === 0 || p.progress > (progress[i - 1]?.progress ?? 0)),
+      ),
     );
+
+    const archived = await ok('archive_job', { jobId: held.id });
+    assert.equal(job(archived).status, 'archived');
+    const settled = await ok('wait_for_job', { jobId: held.id, timeoutSeconds: 30 });
+    assert.equal(job(settled).status, 'archived');
   });
 
   test('a failed job comes back with its error', async () => {
