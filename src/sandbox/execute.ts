@@ -26,7 +26,7 @@ import {
   sandboxResolvConf,
 } from './network.ts';
 import { CappedOutput, LineSplitter } from './output.ts';
-import { anonymousResident, descendants, signalAll } from './processes.ts';
+import { descendants, signalAll, unreclaimableResident } from './processes.ts';
 import type { NetworkStatus, SandboxResult, SandboxRun } from './types.ts';
 
 /** The sandbox itself could not run (a command's own failure is a result, never this). */
@@ -610,7 +610,7 @@ class RunWatch {
       : async () => {
           const init = this.#sandboxInit();
           if (init === null) return false;
-          const held = await anonymousResident(await descendants(init));
+          const held = await unreclaimableResident(await descendants(init));
           return held > this.#run.limits.memoryMb * MB;
         };
     while (!this.#exited) {

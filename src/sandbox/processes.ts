@@ -38,16 +38,17 @@ export function signalAll(pids: readonly number[], signal: NodeJS.Signals): void
 }
 
 /**
- * The anonymous memory the processes `pids` hold in RAM together, in bytes (RssAnon of each:
- * heaps and stacks, not the files they map, which the kernel can drop). A process gone
- * meanwhile counts nothing. Pages a fork still shares with its parent count in each.
+ * The memory the processes `pids` hold in RAM that the kernel cannot drop, in bytes, together:
+ * RssAnon (heaps, stacks) and RssShmem (shared memory they map: a memfd, /dev/shm, which
+ * RLIMIT_DATA does not bound), not the files they map. A process gone meanwhile counts nothing;
+ * pages a fork still shares with its parent count in each.
  */
-export async function anonymousResident(pids: readonly number[]): Promise<number> {
-  let total = 0;
+export async function unreclaimableResident(pids: readonly number[]): Promise<number> {
+  let kb = 0;
   for (const pid of pids) {
     const status = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
-    const kb = /^RssAnon:\s+(\d+) kB$/m.exec(status);
-    if (kb) total += Number(kb[1]) * 1024;
+    for (const field of ['RssAnon', 'RssShmem'])
+      kb += Number(new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(status)?.[1] ?? 0);
   }
-  return total;
+  return kb * 1024;
 }

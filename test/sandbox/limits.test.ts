@@ -299,6 +299,29 @@ describe('limits', { skip }, () => {
     );
   });
 
+  test('memory without a memory cgroup: shared memory (a memfd mapped shared, which RLIMIT_DATA does not bound) is watched too', async (t) => {
+    const { ready } = await probe(undefined);
+    if (ready === null) return t.skip(String(skip));
+    const watched: Ready = { ...ready, cgroups: { ...ready.cgroups, memory: null } };
+    // 96 MB in a memfd, written a megabyte at a time: no private allocation near the bound.
+    const attack =
+      "import mmap, os, time\nfd = os.memfd_create('hoard')\nos.ftruncate(fd, 96 << 20)\n" +
+      "m = mmap.mmap(fd, 96 << 20)\nfor i in range(96): m.write(b'a' * (1 << 20))\n" +
+      "print('hoarded', flush=True)\ntime.sleep(15)\nprint('survived')";
+    const r = await execute(watched, {
+      checkout,
+      cwd: checkout,
+      command: `python3 -c "${attack}"`,
+      network: 'none',
+      signal: new AbortController().signal,
+      limits: { ...TEST_LIMITS, memoryMb: 64 },
+    });
+    if (/python3: not found/.test(r.output)) return t.skip('python3 is not installed');
+    assert.deepEqual(r.memoryExceeded, { limitMb: 64 }, r.output);
+    assert.equal(r.signal, 'SIGKILL');
+    assert.doesNotMatch(r.output, /survived/);
+  });
+
   test('the run is the first choice of an OOM killer beyond its own group, before Errand', async () => {
     const own = await readFile('/proc/self/oom_score_adj', 'utf8');
     const r = await run(
