@@ -17,6 +17,7 @@ import {
   EmbeddedPostgres,
   runningConnection,
 } from './embedded/server.ts';
+import { preparedName } from './prepared.ts';
 import type { Database } from './schema.ts';
 
 export type Db = Kysely<Database>;
@@ -171,7 +172,8 @@ function openPostgres(
  * - A connection whose query timed out on the client side (the server went silent: a host that
  *   died without a reset) is closed when released instead of going back to the pool, where
  *   every later query would queue behind the one that never returns.
- * (`pool.query`, used for prepared statements, does both itself.)
+ * (`pool.query`, used for prepared statements, does both itself.) A statement whose text
+ * starts with a prepared marker (prepared.ts) runs as a named prepared statement.
  */
 function closingSilent(pool: pg.Pool): PostgresPool {
   return {
@@ -202,7 +204,13 @@ class GuardedClient implements PostgresPoolClient {
   ): Promise<PostgresQueryResult<R>> | PostgresCursor<R> {
     // Kysely passes a cursor only when it streams, which Errand never asks it to.
     if (typeof sqlOrCursor !== 'string') throw new Error('streaming queries are not supported');
-    return this.#client.query(sqlOrCursor, [...parameters]).then(
+    const text = sqlOrCursor;
+    const values = [...parameters];
+    const name = preparedName(text);
+    const pending = name
+      ? this.#client.query({ name, text, values })
+      : this.#client.query(text, values);
+    return pending.then(
       (result) => result as unknown as PostgresQueryResult<R>,
       (err: unknown) => {
         if (err instanceof Error && err.message === 'Query read timeout') this.#broken ??= err;

@@ -1,14 +1,9 @@
 // What the queues (turns, webhook deliveries, forge events) share: how each is created or
 // brought up to date at start, how entries are written in the caller's transaction, and how a
 // worker process takes its entries, one entry per handler call, `concurrency` at a time.
-import type { Transaction } from 'kysely';
-import {
-  fromKysely,
-  type JobInsert,
-  type JobWithMetadata,
-  type PgBoss,
-  type QueueOptions,
-} from 'pg-boss';
+import { CompiledQuery, type Transaction } from 'kysely';
+import type { Db, JobInsert, JobWithMetadata, PgBoss, QueueOptions } from 'pg-boss';
+import { preparedMarker } from '../db/prepared.ts';
 import type { Database } from '../db/schema.ts';
 
 /**
@@ -43,9 +38,24 @@ export async function insertAll<T extends object>(
   entries: JobInsert<T>[],
   what: string,
 ): Promise<void> {
-  const written = await boss.insert(queue, entries, { db: fromKysely(trx), returnId: true });
+  const written = await boss.insert(queue, entries, { db: preparedIn(trx), returnId: true });
   if (written?.length !== entries.length)
     throw new Error(`the queue refused ${entries.length - (written?.length ?? 0)} ${what}`);
+}
+
+const INSERT_MARKER = preparedMarker('queue_insert');
+
+/**
+ * pg-boss's statements in `trx`, each run as a named prepared statement (db/prepared.ts): its
+ * insert is one of the statements of every create. Its text depends only on the queue.
+ */
+function preparedIn(trx: Transaction<Database>): Db {
+  return {
+    async executeSql(text, values) {
+      const result = await trx.executeQuery(CompiledQuery.raw(`${INSERT_MARKER}\n${text}`, values));
+      return { rows: [...result.rows] };
+    },
+  };
 }
 
 export async function workEach<T extends object>(
