@@ -1,15 +1,37 @@
 // Random identifiers: a type prefix and base62 characters from the system CSPRNG.
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/**
+ * CSPRNG bytes drawn a few kilobytes at a time: a create makes several ids, and asking the
+ * generator for each one's few bytes cost more than the rest of making it. Each byte is used
+ * once.
+ */
+const pool = Buffer.alloc(4096);
+let drawn = pool.length;
+
+/** The next random byte of the pool. */
+function randomByte(): number {
+  if (drawn === pool.length) {
+    randomFillSync(pool);
+    drawn = 0;
+  }
+  return pool[drawn++] as number;
+}
+
+/** Fills `bytes` with random bytes of the pool. */
+export function fillRandom<T extends Uint8Array>(bytes: T): T {
+  for (let i = 0; i < bytes.length; i++) bytes[i] = randomByte();
+  return bytes;
+}
 
 export function randomBase62(length: number): string {
   let out = '';
   while (out.length < length) {
-    for (const byte of randomBytes(length * 2)) {
-      // 248 = 4 * 62: rejecting the rest keeps every character equally likely.
-      if (byte < 248 && out.length < length) out += ALPHABET[byte % 62];
-    }
+    const byte = randomByte();
+    // 248 = 4 * 62: rejecting the rest keeps every character equally likely.
+    if (byte < 248) out += ALPHABET[byte % 62];
   }
   return out;
 }

@@ -12,12 +12,12 @@
 // `superviseIntervalSeconds`; both are one second here (see `start`). Errand reads and writes
 // pg-boss only through its public API, never its tables. Measured death→pickup:
 // bench/worker-death.
-import { randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { type Clock, fromKysely, type JobWithMetadata, PgBoss } from 'pg-boss';
 import type { Config } from '../config.ts';
 import type { DatabaseHandle } from '../db/database.ts';
 import type { Database } from '../db/schema.ts';
+import { fillRandom } from '../ids.ts';
 import type { TurnMessage } from '../jobs/context.ts';
 import type { Logger } from '../log.ts';
 import { DeliveryQueue } from './deliveries.ts';
@@ -46,7 +46,7 @@ function orderedId(): string {
     lastMs += 1;
     sequence = 0;
   }
-  const bytes = randomBytes(16);
+  const bytes = fillRandom(Buffer.alloc(16));
   bytes.writeUIntBE(lastMs, 0, 6);
   bytes.writeUInt16BE(0x7000 | sequence, 6);
   bytes[8] = 0x80 | ((bytes[8] ?? 0) & 0x3f);
