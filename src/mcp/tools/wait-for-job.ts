@@ -12,6 +12,8 @@ import { jobIdField, projectIdField, projectOf, type RegisterTool, STATUS_GUIDE 
 const MAX_WAIT_SECONDS = 600;
 const DEFAULT_WAIT_SECONDS = 45;
 const HEARTBEAT_MS = 10_000;
+/** No progress in the wait's last second: its result follows (see progress below). */
+const LAST_SECOND_MS = 1000;
 
 const realClock: Clock = {
   now: () => Date.now(),
@@ -59,8 +61,15 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
         let reported = 0;
         // The notifications sent so far, in order: the result goes after the last of them.
         let sent: Promise<void> = Promise.resolve();
+        // Progress tells of a wait that goes on, never of its end, which the result tells: the
+        // MCP SDK's client (1.x) handles a notification a tick after a response that arrives
+        // with it, finds its request answered and reports an unknown progress token, and a
+        // client may close the connection on that error (modelcontextprotocol/typescript-sdk
+        // issue 2580). So no notification for a change that ends the wait, nor in its last
+        // second.
         const progress = () => {
           if (token === undefined) return;
+          if (clock.now() - started > timeoutSeconds * 1000 - LAST_SECOND_MS) return;
           // Progress must grow at each notification, also for two within a millisecond.
           reported = Math.max(reported + 0.001, (clock.now() - started) / 1000);
           const notification = {
@@ -96,7 +105,7 @@ export const registerWaitForJob: RegisterTool = (server, deps) => {
             timeoutMs: timeoutSeconds * 1000,
             onChange: (changed: Job) => {
               status = changed.status;
-              progress();
+              if (changed.status === 'active') progress();
             },
           });
           return result(describeJob(job), job);
