@@ -7,6 +7,7 @@ import { useLifecycle } from '../../test/support/lifecycle.ts';
 import type { ProjectRow } from '../db/schema.ts';
 import type { RunningService } from '../service.ts';
 import { createJobBatched } from './create.ts';
+import { toJobRecord } from './record.ts';
 import { BudgetExhaustedError, monthOf } from './spend.ts';
 
 describe('creating jobs', () => {
@@ -97,6 +98,49 @@ describe('creating jobs', () => {
       (await takeHeard()).map((h) => `${h.transition.jobId} ${h.transition.type}`).sort(),
       mixed.flatMap((j) => [`${j.id} job.created`, `${j.id} turn.accepted`]).sort(),
     );
+  });
+
+  test('a create answers, and its event carries, the job exactly as it is stored', async () => {
+    // The record is made from the row the create writes, without reading it back: it must be
+    // the stored job's, field for field, whatever the create said.
+    const { ctx } = svc;
+    const job = {
+      id: 'job_asstored0000000000001',
+      projectId: project.id,
+      repository: project.repository,
+      ref: 'release',
+      model: 'anthropic:claude-sonnet-4-5',
+      prompt: 'as stored',
+      mode: 'ask' as const,
+      monthlyBudgetUsd: null,
+      origin: {
+        forge: 'github' as const,
+        number: 7,
+        url: 'https://example.test/i/7',
+        title: 'Seven',
+      },
+      trigger: {
+        forge: 'github' as const,
+        delivery: 'delivery-1',
+        kind: 'comment',
+        url: 'https://example.test/i/7#c1',
+        author: 'octo',
+        replyTo: { issue: 7 },
+      },
+      by: {
+        actor: { kind: 'user' as const, id: 'usr_asstored00000000001', name: 'Ada' },
+        address: '127.0.0.1',
+        requestId: 'req_asstored',
+      },
+    };
+    const { job: answered } = await createJobBatched(ctx, job);
+    const stored = await recordOf(job.id);
+    assert.deepEqual(toJobRecord(answered), stored);
+    assert.deepEqual(
+      (await eventsOf(job.id)).map((e) => [e.type, e.data]),
+      [['job.created', { job: stored }]],
+    );
+    await takeHeard();
   });
 
   test("a create refused for its project's spent month fails alone; another project's creates in its transaction are made", async () => {

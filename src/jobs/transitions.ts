@@ -5,7 +5,7 @@
 // after its transaction has committed (the worker's janitor deletes an archived job's clone).
 // A rolled-back transition is never announced. The live stream hears of events through the
 // database instead (notifications.ts), since their writer may be another process.
-import type { Transaction } from 'kysely';
+import { type RawBuilder, sql, type Transaction } from 'kysely';
 import type { Database, JobStatus } from '../db/schema.ts';
 import type { EventData, EventType, TransitionType } from '../events/catalog.ts';
 import type { Logger } from '../log.ts';
@@ -44,7 +44,23 @@ export interface RecordedEvent {
 export interface TransitionHook {
   /** Whether a running turn's progress event of this type needs the hook (a transaction). */
   wants(type: EventType): boolean;
+  /**
+   * Whether the hook may have work for events of jobs of these projects, as a condition that
+   * the statement writing the events evaluates (a create's; see Transitions.screen): when it
+   * is false the hook does not run, and its own statement is saved. Without it, it always runs.
+   */
+  concerns?(projectIds: readonly string[]): RawBuilder<boolean>;
   run(trx: Transaction<Database>, events: readonly RecordedEvent[]): Promise<void>;
+}
+
+/**
+ * The hooks' conditions (TransitionHook.concerns) for the events of some projects' jobs, for
+ * the statement that writes those events: `conditions` is an array of booleans it selects, and
+ * `passed` the hooks to leave out once it has answered them.
+ */
+export interface HookScreen {
+  conditions: RawBuilder<boolean[]>;
+  passed(answers: readonly boolean[] | null): ReadonlySet<TransitionHook>;
 }
 
 export class Transitions {
@@ -72,7 +88,11 @@ export class Transitions {
    * service is assembled); the returned function removes it.
    */
   hook(hook: TransitionHook): () => void {
-    const own: TransitionHook = { wants: (type) => hook.wants(type), run: hook.run.bind(hook) };
+    const own: TransitionHook = {
+      wants: (type) => hook.wants(type),
+      concerns: hook.concerns?.bind(hook),
+      run: hook.run.bind(hook),
+    };
     this.#hooks.add(own);
     return () => {
       this.#hooks.delete(own);
@@ -85,10 +105,31 @@ export class Transitions {
     return false;
   }
 
-  /** Runs the hooks, in the order they were registered, on the events `trx` has just written. */
-  async runHooks(trx: Transaction<Database>, events: readonly RecordedEvent[]): Promise<void> {
+  /** The conditions of the hooks that have one, for events of jobs of `projectIds`. */
+  screen(projectIds: readonly string[]): HookScreen {
+    const screened = [...this.#hooks].filter((hook) => hook.concerns);
+    const conditions = screened.map((hook) => hook.concerns?.(projectIds) ?? sql<boolean>`true`);
+    return {
+      conditions:
+        conditions.length === 0
+          ? sql<boolean[]>`ARRAY[]::boolean[]`
+          : sql<boolean[]>`ARRAY[${sql.join(conditions)}]`,
+      // A hook whose condition did not answer false runs.
+      passed: (answers) => new Set(screened.filter((_, i) => answers?.[i] === false)),
+    };
+  }
+
+  /**
+   * Runs the hooks, in the order they were registered, on the events `trx` has just written;
+   * all but those `passed` (HookScreen), whose condition said they have no work.
+   */
+  async runHooks(
+    trx: Transaction<Database>,
+    events: readonly RecordedEvent[],
+    passed: ReadonlySet<TransitionHook> = new Set(),
+  ): Promise<void> {
     if (events.length === 0) return;
-    for (const hook of this.#hooks) await hook.run(trx, events);
+    for (const hook of this.#hooks) if (!passed.has(hook)) await hook.run(trx, events);
   }
 
   /**

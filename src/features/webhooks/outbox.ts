@@ -6,6 +6,7 @@
 import type { Insertable, Transaction } from 'kysely';
 import { sql } from 'kysely';
 import type { AppContext } from '../../context.ts';
+import { preparedMarker } from '../../db/prepared.ts';
 import type { Database } from '../../db/schema.ts';
 import { newId } from '../../ids.ts';
 import { JOB_VIEW_COLUMNS, toJobRecord } from '../../jobs/record.ts';
@@ -21,6 +22,10 @@ import { isWebhookEventType, type WebhookEventType } from './types.ts';
 export function webhookOutbox(ctx: Pick<AppContext, 'queue'>): TransitionHook {
   return {
     wants: isWebhookEventType,
+    // A project with no enabled endpoint has no delivery to write (a create then saves the
+    // statement that looks for them).
+    concerns: (projectIds) =>
+      sql<boolean>`EXISTS (SELECT 1 FROM webhooks WHERE project_id = ANY(${projectIds}::text[]) AND enabled)`,
     run: async (trx, events) => {
       await queueDeliveries(ctx, trx, events);
     },
@@ -49,6 +54,8 @@ function recordOf(data: Record<string, unknown>): JobRecord | undefined {
   return typeof job === 'object' && job !== null && 'id' in job ? (job as JobRecord) : undefined;
 }
 
+const TARGETS_MARKER = sql.raw(preparedMarker('webhook_targets'));
+
 /**
  * Writes a delivery, and its queue entry, for each enabled endpoint of each event's project
  * that wants the event's type, in `trx`. Events of other types ask nothing; otherwise one query
@@ -61,15 +68,19 @@ async function queueDeliveries(
 ): Promise<number> {
   const wanted = events.filter((e) => isWebhookEventType(e.type));
   if (wanted.length === 0) return 0;
-  const targets = await trx
-    .selectFrom('jobs as j')
-    .innerJoin('webhooks as w', 'w.project_id', 'j.project_id')
-    .select(['j.id as jobId', 'w.id as webhookId', 'j.project_id as projectId', 'w.events'])
-    .where('j.id', 'in', [...new Set(wanted.map((e) => e.jobId))])
-    .where('w.enabled', '=', true)
-    .where(sql<boolean>`w.events && ${[...new Set(wanted.map((e) => e.type))]}::text[]`)
-    .orderBy('w.id')
-    .execute();
+  // One text whatever the number of events, prepared once per connection (db/prepared.ts):
+  // every create and every transition asks it.
+  const { rows: targets } = await sql<{
+    jobId: string;
+    webhookId: string;
+    projectId: string;
+    events: string[];
+  }>`${TARGETS_MARKER}
+    SELECT j.id AS "jobId", w.id AS "webhookId", j.project_id AS "projectId", w.events
+    FROM jobs j JOIN webhooks w ON w.project_id = j.project_id
+    WHERE j.id = ANY(${[...new Set(wanted.map((e) => e.jobId))]}::text[]) AND w.enabled
+      AND w.events && ${[...new Set(wanted.map((e) => e.type))]}::text[]
+    ORDER BY w.id`.execute(trx);
   if (targets.length === 0) return 0;
   const rows: Insertable<Database['webhook_deliveries']>[] = [];
   for (const event of wanted) {
