@@ -541,7 +541,8 @@ const lines = {
     'req/s',
     '`pgbench -f bench/perf/insert-job.sql -c 32 -j 2` (job + turn INSERT, one transaction)',
     'TPS',
-    { op: '>=', ratio: 0.3, text: '≥ 0.30' },
+    // Issue 19 asked 0.30; issue 31, 0.65.
+    { op: '>=', ratio: 0.65, text: '≥ 0.65' },
   ),
   postEmbedded: line(
     'postEmbedded',
