@@ -1,8 +1,10 @@
 // The job core's hooks on a real database: a hook runs in the transaction that records the
 // events it sees (a failing one undoes the transition), sees a running turn's progress only of
-// the types it wants, and stops when removed. The webhook outbox is such a hook (test/webhooks/).
+// the types it wants, is left out of a create whose statement finds it has no work, and stops
+// when removed. The webhook outbox is such a hook (test/webhooks/).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { createTestDatabase, type TestDatabase } from '../../test/support/databases.ts';
 import { testEnv } from '../../test/support/service.ts';
 import { loadConfig } from '../config.ts';
@@ -74,6 +76,50 @@ describe('transition hooks', () => {
     assert.equal((await ctx.db.selectFrom('jobs').select('id').execute()).length, before.length);
     // Removed: the next transition is not refused.
     await createJob(ctx, project, { prompt: 'after the hook is gone' });
+  });
+
+  test("a create's statement answers the hooks' conditions: a hook whose condition is false does not run", async () => {
+    const { ctx } = svc;
+    const ran: string[] = [];
+    const asked: string[][] = [];
+    const hook = (name: string, answer: boolean) =>
+      ctx.transitions.hook({
+        wants: () => false,
+        concerns: (projectIds) => {
+          asked.push([name, ...projectIds]);
+          return answer ? sql<boolean>`true` : sql<boolean>`false`;
+        },
+        run: async () => {
+          ran.push(name);
+        },
+      });
+    const removers = [
+      hook('has work', true),
+      hook('has none', false),
+      ctx.transitions.hook({
+        wants: () => false,
+        run: async () => {
+          ran.push('no condition');
+        },
+      }),
+    ];
+    try {
+      await createJob(ctx, project, { prompt: 'screened' });
+      assert.deepEqual(asked, [
+        ['has work', project.id],
+        ['has none', project.id],
+      ]);
+      assert.deepEqual(ran, ['has work', 'no condition']);
+      // Elsewhere than a create, every hook runs: a condition is only asked by the statement
+      // that writes the events.
+      ran.length = 0;
+      const { job } = await createJob(ctx, project, { prompt: 'then started' });
+      ran.length = 0;
+      assert.ok(await startTurn(ctx, job.id, 1, 1));
+      assert.deepEqual(ran, ['has work', 'has none', 'no condition']);
+    } finally {
+      for (const remove of removers) remove();
+    }
   });
 
   test("a running turn's progress reaches a hook only in the types it wants", async () => {
