@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 import {
+  embeddingForms,
   type HostPattern,
   isAllowed,
   NETWORK_PRESETS,
@@ -163,5 +164,23 @@ describe('addresses never reached', () => {
     for (const address of ['8.8.8.8', '100.128.0.1', '172.32.0.1', '198.51.100.7', '2001:db8::7']) {
       assert.equal(nonPublicRange(address), undefined, address);
     }
+  });
+
+  test('an IPv4 address carried by NAT64 or 6to4 is judged as itself', () => {
+    // 64:ff9b::/96 is what DNS64 answers for a name with only an IPv4 address: a NAT64 gateway
+    // carries the packet to the IPv4 address in its last 32 bits, the metadata service's too.
+    assert.equal(nonPublicRange('64:ff9b::a9fe:a9fe'), '64:ff9b::a9fe:0/112');
+    assert.equal(nonPublicRange('64:ff9b::127.0.0.1'), '64:ff9b::7f00:0/104');
+    assert.equal(nonPublicRange('64:ff9b::192.168.1.1'), '64:ff9b::c0a8:0/112');
+    assert.equal(nonPublicRange('64:ff9b:1::a00:1'), '64:ff9b:1::/48');
+    assert.equal(nonPublicRange('2002:a00:1::1'), '2002:a00:0::/24');
+    assert.equal(nonPublicRange('2002:ac10:fe01::1'), '2002:ac10:0::/28');
+    // A public IPv4 address over NAT64 (an IPv6-only network's way to a registry) stays open.
+    for (const address of ['64:ff9b::808:808', '64:ff9b::8.8.4.4', '2002:808:808::1']) {
+      assert.equal(nonPublicRange(address), undefined, address);
+    }
+    // A host's own network, its host bits cleared.
+    assert.deepEqual(embeddingForms('10.0.2.15/24'), ['64:ff9b::a00:200/120', '2002:a00:200::/40']);
+    assert.deepEqual(embeddingForms('fd00::/8'), []);
   });
 });

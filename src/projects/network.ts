@@ -122,11 +122,8 @@ export const NETWORK_PRESETS: Readonly<Record<string, readonly string[]>> = {
   '@maven': ['repo.maven.apache.org', 'repo1.maven.org'],
 } satisfies Record<(typeof NETWORK_PRESET_NAMES)[number], readonly string[]>;
 
-/**
- * Never public addresses, refused whatever a name resolves to: by the setup network's filter
- * (src/sandbox/egress.ts) and by the egress proxy alike, with the host's own networks beside them.
- */
-export const NON_PUBLIC_RANGES: readonly string[] = [
+/** The IPv4 networks that are never public. */
+const NON_PUBLIC_V4 = [
   '0.0.0.0/8', // "this network"; connecting to 0.0.0.0 reaches the local host
   '10.0.0.0/8',
   '100.64.0.0/10', // CGNAT: a provider's shared space, often its internal services
@@ -136,12 +133,42 @@ export const NON_PUBLIC_RANGES: readonly string[] = [
   '192.168.0.0/16',
   '224.0.0.0/4', // multicast
   '240.0.0.0/4', // reserved, and the LAN's broadcast 255.255.255.255
+] as const;
+
+/**
+ * The IPv6 networks whose addresses carry an IPv4 network's, for a gateway to carry a packet
+ * there: the NAT64 well-known prefix (64:ff9b::/96, which DNS64 gives for names with only an
+ * IPv4 address) and 6to4 (2002::/16). An IPv4-mapped address (::ffff:a.b.c.d) needs none: a
+ * socket sends to its IPv4 address, which the IPv4 ranges hold.
+ */
+export function embeddingForms(network: string): string[] {
+  const [base = '', length = ''] = network.split('/');
+  const bits = Number(length);
+  const octets = base.split('.').map(Number);
+  if (!isIPv4(base) || !Number.isInteger(bits) || bits < 0 || bits > 32) return [];
+  const value = octets.reduce((sum, octet) => sum * 256 + octet, 0);
+  // The network's own address: the bits past its length cleared.
+  const masked = bits === 0 ? 0 : value - (value % 2 ** (32 - bits));
+  const high = Math.floor(masked / 65536).toString(16);
+  const low = (masked % 65536).toString(16);
+  return [`64:ff9b::${high}:${low}/${96 + bits}`, `2002:${high}:${low}::/${16 + bits}`];
+}
+
+/**
+ * Never public addresses, refused whatever a name resolves to: by the setup network's filter
+ * (src/sandbox/egress.ts) and by the egress proxy alike, with the host's own networks beside
+ * them. The IPv4 ones also in their NAT64 and 6to4 forms (embeddingForms).
+ */
+export const NON_PUBLIC_RANGES: readonly string[] = [
+  ...NON_PUBLIC_V4,
   '::/128',
   '::1/128',
+  '64:ff9b:1::/48', // NAT64 for a network's local use (RFC 8215): its own addresses
   'fc00::/7', // unique local
   'fe80::/10', // link-local
   'fec0::/10', // the old site-local
   'ff00::/8', // multicast
+  ...NON_PUBLIC_V4.flatMap(embeddingForms),
 ];
 
 /** One host a pattern allows: a name, every name below a domain, or an IP address. */

@@ -1,13 +1,14 @@
 // What a setup command's network reaches: public addresses only. Before the command starts, an
 // nftables ruleset in the sandbox's own network namespace refuses every packet that would leave
 // it for a loopback, private, link-local, CGNAT, multicast or reserved address, or for the
-// networks of the host's own interfaces, whatever name led there; only DNS to the resolver pasta
+// networks of the host's own interfaces (the IPv4 ones also in their NAT64 and 6to4 forms),
+// whatever name led there; only DNS to the resolver pasta
 // maps passes, and the namespace's own loopback, which stays inside. The command holds no
 // capability over that namespace, so it cannot change them.
 import { spawn } from 'node:child_process';
 import { BlockList, isIPv6 } from 'node:net';
 import { networkInterfaces } from 'node:os';
-import { NON_PUBLIC_RANGES } from '../projects/network.ts';
+import { embeddingForms, NON_PUBLIC_RANGES } from '../projects/network.ts';
 import { SANDBOX_PATH } from './args.ts';
 
 export const HOW_TO_INSTALL_NFT =
@@ -34,7 +35,8 @@ function hostNetworks(): string[] {
  * proxy (egress-proxy.ts) refuse.
  */
 function refusedNetworks(): string[] {
-  return [...NON_PUBLIC_RANGES, ...hostNetworks()];
+  const host = hostNetworks();
+  return [...NON_PUBLIC_RANGES, ...host, ...host.flatMap(embeddingForms)];
 }
 
 /** The same list as a BlockList, for checking addresses (an IPv4-mapped IPv6 one as its IPv4). */
