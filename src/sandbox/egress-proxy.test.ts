@@ -11,6 +11,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import {
   connect,
   createServer as createTcpServer,
+  isIPv4,
   type Socket,
   type Server as TcpServer,
 } from 'node:net';
@@ -61,6 +62,10 @@ describe('egress proxy: the decision, with the real list of refused addresses', 
     'mixed.example.org': ['198.51.100.7', '10.1.2.3'],
     'mapped.example.org': ['::ffff:127.0.0.1'],
     'metadata.example.org': ['169.254.169.254'],
+    // What DNS64 or a hostile resolver may answer: an IPv4 address a gateway carries to.
+    'nat64.example.org': ['64:ff9b::a9fe:a9fe'],
+    'sixtofour.example.org': ['2002:7f00:1::1'],
+    'nat64-public.example.org': ['64:ff9b::808:808'],
     'empty.example.org': [],
   });
   const allow = [
@@ -69,6 +74,9 @@ describe('egress proxy: the decision, with the real list of refused addresses', 
     host('mixed.example.org'),
     host('mapped.example.org'),
     host('metadata.example.org'),
+    host('nat64.example.org'),
+    host('sixtofour.example.org'),
+    host('nat64-public.example.org'),
     host('empty.example.org'),
     host('missing.example.org'),
     // IP literals a saved pattern could never hold (the project service refuses them), to show
@@ -101,6 +109,16 @@ describe('egress proxy: the decision, with the real list of refused addresses', 
     assert.deepEqual(await decided('metadata.example.org'), { refused: 'private address' });
   });
 
+  test('a name resolving to a refused IPv4 address in its NAT64 or 6to4 form is refused; a public one is not', async () => {
+    // 64:ff9b::a9fe:a9fe is the metadata address through a NAT64 gateway; 2002:7f00:1:: is
+    // loopback through 6to4.
+    assert.deepEqual(await decided('nat64.example.org'), { refused: 'private address' });
+    assert.deepEqual(await decided('sixtofour.example.org'), { refused: 'private address' });
+    assert.deepEqual(await decided('nat64-public.example.org'), {
+      addresses: ['64:ff9b::808:808'],
+    });
+  });
+
   test('an IP literal in a refused range is refused even where a pattern names it', async () => {
     assert.deepEqual(await decided('10.1.2.3'), { refused: 'private address' });
     assert.deepEqual(await decided('::1'), { refused: 'private address' });
@@ -114,6 +132,13 @@ describe('egress proxy: the decision, with the real list of refused addresses', 
     for (const address of own) {
       const d = await decide(address, 443, 443, [host(address, 443)], names, refusedForReal);
       assert.deepEqual(d, { refused: 'private address' }, address);
+    }
+    // And each IPv4 one through NAT64: the gateway would carry it to the host.
+    for (const address of own.filter((a) => isIPv4(a))) {
+      const [a = 0, b = 0, c = 0, d = 0] = address.split('.').map(Number);
+      const nat64 = `64:ff9b::${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+      const decision = await decide(nat64, 443, 443, [host(nat64, 443)], names, refusedForReal);
+      assert.deepEqual(decision, { refused: 'private address' }, nat64);
     }
   });
 
