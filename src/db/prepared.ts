@@ -2,7 +2,8 @@
 // parses and plans them once per connection instead of at every run (a create's statements
 // spent about a third of their server time being parsed and planned). A statement asks for it
 // with a leading comment, `/* prepared:<name> */`, which Kysely and pg-boss pass on as
-// written; the pool's client (database.ts) sees the comment and names the statement.
+// written; the pool's client (database.ts) sees the comment and names the statement. A read
+// outside a transaction that skips Kysely names its own (DatabaseHandle.prepared).
 import { createHash } from 'node:crypto';
 
 const MARKER = /^\/\* prepared:([a-z0-9_]+) \*\//;

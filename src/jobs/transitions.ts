@@ -107,8 +107,13 @@ export class Transitions {
 
   /** The conditions of the hooks that have one, for events of jobs of `projectIds`. */
   screen(projectIds: readonly string[]): HookScreen {
-    const screened = [...this.#hooks].filter((hook) => hook.concerns);
-    const conditions = screened.map((hook) => hook.concerns?.(projectIds) ?? sql<boolean>`true`);
+    const screened: TransitionHook[] = [];
+    const conditions: RawBuilder<boolean>[] = [];
+    for (const hook of this.#hooks) {
+      if (!hook.concerns) continue;
+      screened.push(hook);
+      conditions.push(hook.concerns(projectIds));
+    }
     return {
       conditions:
         conditions.length === 0
